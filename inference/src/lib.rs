@@ -1,0 +1,21 @@
+//! lmboot's inference core: everything between the bytes of a GGUF file and the next token, with no
+//! operating system underneath.
+//!
+//! `#![no_std]` with `alloc`: the same code runs on the host (tests, the PC runner) and on the boards.
+//! The `std` feature adds host conveniences only (file-backed storage, `std::error::Error` impls).
+//!
+//! Data flow: a [`storage::Storage`] (file, page cache, memory) → [`gguf::Gguf`] (metadata and the
+//! tensor table, validated) → [`matvec`] over weight rows with [`quant::Kernels`] (scalar reference
+//! now; NEON and RVV twins join the dispatch table) → the model's forward pass.
+#![cfg_attr(not(feature = "std"), no_std)]
+
+extern crate alloc;
+
+pub mod gguf;
+pub mod matvec;
+pub mod quant;
+pub mod storage;
+
+pub use gguf::{Gguf, GgufError, GgufErrorKind, TensorInfo};
+pub use quant::{ActBuf, ActFormat, Acts, GgmlType, Kernels};
+pub use storage::{SliceStorage, Storage, StorageError};

@@ -1,0 +1,112 @@
+//! Matrix-vector products over a weight tensor read through [`Storage`], row range by row range.
+//!
+//! The worker pool gives each core a row range; each range is computed from bytes borrowed in place
+//! when the storage has them resident, or read in chunks of whole rows into the caller's scratch buffer.
+//! No allocation here.
+
+use crate::gguf::TensorInfo;
+use crate::quant::{Acts, KernelError, Kernels};
+use crate::storage::{Storage, StorageError};
+use core::fmt;
+use core::ops::Range;
+
+/// Why a matrix-vector product failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MatvecError {
+    Storage(StorageError),
+    Kernel(KernelError),
+    /// The row range is not inside the tensor, or `out` has the wrong length.
+    Rows { rows: Range<usize>, tensor_rows: u64, out_len: usize },
+    /// The scratch buffer cannot hold one row.
+    Scratch { need: usize, have: usize },
+}
+
+impl fmt::Display for MatvecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MatvecError::Storage(e) => write!(f, "{e}"),
+            MatvecError::Kernel(e) => write!(f, "{e}"),
+            MatvecError::Rows { rows, tensor_rows, out_len } => write!(
+                f,
+                "rows {rows:?} with an output of {out_len} do not fit a tensor of {tensor_rows} rows"
+            ),
+            MatvecError::Scratch { need, have } => {
+                write!(f, "scratch buffer of {have} bytes cannot hold a {need}-byte row")
+            }
+        }
+    }
+}
+
+impl From<StorageError> for MatvecError {
+    fn from(e: StorageError) -> Self {
+        MatvecError::Storage(e)
+    }
+}
+impl From<KernelError> for MatvecError {
+    fn from(e: KernelError) -> Self {
+        MatvecError::Kernel(e)
+    }
+}
+
+/// `out[i] = W[rows.start + i] · x` for the rows in `rows`, where `acts` is `x` quantized to the
+/// format of `w`'s type.
+pub fn matvec<S: Storage + ?Sized>(
+    kernels: &Kernels,
+    src: &S,
+    w: &TensorInfo,
+    rows: Range<usize>,
+    acts: &Acts<'_>,
+    out: &mut [f32],
+    scratch: &mut [u8],
+) -> Result<(), MatvecError> {
+    if rows.start > rows.end || rows.end as u64 > w.rows() || out.len() != rows.len() {
+        return Err(MatvecError::Rows { rows, tensor_rows: w.rows(), out_len: out.len() });
+    }
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let n = w.row_len() as usize;
+    let rb = w.row_bytes() as usize;
+    let start = w.offset + rows.start as u64 * rb as u64;
+    let total = rows.len() * rb;
+    if let Some(bytes) = src.resident(start, total) {
+        kernels.dot_rows(w.ty, n, bytes, acts, out)?;
+        return Ok(());
+    }
+    let per_chunk = scratch.len() / rb.max(1);
+    if per_chunk == 0 {
+        return Err(MatvecError::Scratch { need: rb, have: scratch.len() });
+    }
+    let mut done = 0;
+    while done < rows.len() {
+        let k = per_chunk.min(rows.len() - done);
+        let buf = &mut scratch[..k * rb];
+        src.read_at(start + (done * rb) as u64, buf)?;
+        kernels.dot_rows(w.ty, n, buf, acts, &mut out[done..done + k])?;
+        done += k;
+    }
+    Ok(())
+}
+
+/// Read the `row`-th row of `w` dequantized to f32 into `out` (embedding lookup: only that row is
+/// read). `scratch` must hold one row's bytes.
+pub fn read_row_f32<S: Storage + ?Sized>(
+    src: &S,
+    w: &TensorInfo,
+    row: usize,
+    out: &mut [f32],
+    scratch: &mut [u8],
+) -> Result<(), MatvecError> {
+    let n = w.row_len() as usize;
+    let rb = w.row_bytes() as usize;
+    if row as u64 >= w.rows() || out.len() != n {
+        return Err(MatvecError::Rows { rows: row..row + 1, tensor_rows: w.rows(), out_len: out.len() });
+    }
+    if scratch.len() < rb {
+        return Err(MatvecError::Scratch { need: rb, have: scratch.len() });
+    }
+    let buf = &mut scratch[..rb];
+    src.read_at(w.offset + row as u64 * rb as u64, buf)?;
+    crate::quant::scalar::dequantize_row(w.ty, buf, out);
+    Ok(())
+}

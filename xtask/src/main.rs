@@ -1,0 +1,99 @@
+//! `cargo xtask <command>`: the one entry point for fetching, building, testing (and, as the boot
+//! issues land, imaging, running and benchmarking) lmboot.
+
+use std::process::{exit, Command};
+
+const USAGE: &str = "usage: cargo xtask <command>
+
+commands:
+  fetch-model     download the default model (SmolLM2-135M-Instruct Q4_1) into the cache, verify sha256
+  check-targets   build the no_std crates for aarch64-unknown-none and riscv64gc-unknown-none-elf
+  test            everything CI runs: check-targets, fetch-model, cargo test --workspace
+";
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let code = match args.first().map(String::as_str) {
+        Some("fetch-model") => fetch_model(),
+        Some("check-targets") => check_targets(),
+        Some("test") => test(&args[1..]),
+        Some("-h") | Some("--help") | Some("help") => {
+            print!("{USAGE}");
+            0
+        }
+        Some(other) => {
+            eprintln!("xtask: unknown command {other:?}\n\n{USAGE}");
+            2
+        }
+        None => {
+            eprint!("{USAGE}");
+            2
+        }
+    };
+    exit(code);
+}
+
+fn fetch_model() -> i32 {
+    match xtask::ensure_model() {
+        Ok(p) => {
+            println!("{}", p.display());
+            0
+        }
+        Err(e) => {
+            eprintln!("xtask: fetch-model: {e}");
+            1
+        }
+    }
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(xtask::workspace_root());
+    c
+}
+
+fn run(mut c: Command) -> bool {
+    eprintln!("xtask: running {c:?}");
+    match c.status() {
+        Ok(s) => s.success(),
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            false
+        }
+    }
+}
+
+/// The no_std crates must build for the bare-metal targets: nothing std leaks into the core.
+fn check_targets() -> i32 {
+    for target in ["aarch64-unknown-none", "riscv64gc-unknown-none-elf"] {
+        for pkg in ["inference", "drivers", "kernel"] {
+            let mut c = cargo();
+            c.args(["build", "--release", "-p", pkg, "--target", target]);
+            if !run(c) {
+                eprintln!("xtask: {pkg} does not build for {target}");
+                return 1;
+            }
+        }
+    }
+    0
+}
+
+fn test(extra: &[String]) -> i32 {
+    if check_targets() != 0 {
+        return 1;
+    }
+    let model = match xtask::ensure_model() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("xtask: test: cannot get the model: {e}");
+            return 1;
+        }
+    };
+    let mut c = cargo();
+    c.args(["test", "--workspace"]).args(extra).env("LMBOOT_MODEL", &model);
+    if run(c) {
+        0
+    } else {
+        1
+    }
+}
