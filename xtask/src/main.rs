@@ -6,6 +6,7 @@ use std::process::{exit, Command};
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
+  setup           install what building and testing need (rustup targets and components)
   fetch-model     download the default model (SmolLM2-135M-Instruct Q4_1) into the cache, verify sha256
   check-targets   build the no_std crates for aarch64-unknown-none and riscv64gc-unknown-none-elf
   test            everything CI runs: check-targets, fetch-model, cargo test --workspace
@@ -14,6 +15,7 @@ commands:
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let code = match args.first().map(String::as_str) {
+        Some("setup") => setup(),
         Some("fetch-model") => fetch_model(),
         Some("check-targets") => check_targets(),
         Some("test") => test(&args[1..]),
@@ -31,6 +33,23 @@ fn main() {
         }
     };
     exit(code);
+}
+
+const BARE_METAL_TARGETS: [&str; 2] = ["aarch64-unknown-none", "riscv64gc-unknown-none-elf"];
+
+/// Install what building and testing need on a fresh machine (idempotent).
+fn setup() -> i32 {
+    let mut c = Command::new("rustup");
+    c.args(["target", "add"]).args(BARE_METAL_TARGETS);
+    if !run(c) {
+        return 1;
+    }
+    let mut c = Command::new("rustup");
+    c.args(["component", "add", "llvm-tools"]);
+    if !run(c) {
+        return 1;
+    }
+    0
 }
 
 fn fetch_model() -> i32 {
@@ -65,14 +84,12 @@ fn run(mut c: Command) -> bool {
 
 /// The no_std crates must build for the bare-metal targets: nothing std leaks into the core.
 fn check_targets() -> i32 {
-    for target in ["aarch64-unknown-none", "riscv64gc-unknown-none-elf"] {
-        for pkg in ["inference", "drivers", "kernel"] {
-            let mut c = cargo();
-            c.args(["build", "--release", "-p", pkg, "--target", target]);
-            if !run(c) {
-                eprintln!("xtask: {pkg} does not build for {target}");
-                return 1;
-            }
+    for target in BARE_METAL_TARGETS {
+        let mut c = cargo();
+        c.args(["build", "--release", "-p", "inference", "-p", "drivers", "-p", "kernel", "--target", target]);
+        if !run(c) {
+            eprintln!("xtask: the no_std crates do not build for {target}");
+            return 1;
         }
     }
     0

@@ -1,0 +1,38 @@
+//! Shared helpers for the integration tests: reference data paths and the default model.
+#![allow(dead_code)]
+
+use inference::storage::FileStorage;
+use inference::{Gguf, Storage};
+use std::path::PathBuf;
+
+/// `../shared` beside the repository.
+pub fn shared() -> PathBuf {
+    let d = xtask::shared_dir();
+    assert!(d.is_dir(), "reference data not found at {} (set LMBOOT_SHARED)", d.display());
+    d
+}
+
+/// The default model, fetched into the cache if needed.
+pub fn model_path() -> PathBuf {
+    xtask::ensure_model().unwrap_or_else(|e| panic!("default model unavailable: {e}"))
+}
+
+pub fn open(path: &std::path::Path) -> (FileStorage, Gguf) {
+    let src = FileStorage::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let g = Gguf::open(&src).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    (src, g)
+}
+
+/// All bytes of tensor `name`.
+pub fn tensor_bytes<S: Storage>(src: &S, g: &Gguf, name: &str) -> Vec<u8> {
+    let t = g.require_tensor(name).unwrap();
+    let mut buf = vec![0u8; t.size as usize];
+    src.read_at(t.offset, &mut buf).unwrap();
+    buf
+}
+
+/// Tensor `name` (F32) as floats.
+pub fn tensor_f32<S: Storage>(src: &S, g: &Gguf, name: &str) -> Vec<f32> {
+    assert_eq!(g.require_tensor(name).unwrap().ty, inference::GgmlType::F32, "{name} is not F32");
+    tensor_bytes(src, g, name).chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
+}
