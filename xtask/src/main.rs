@@ -108,9 +108,47 @@ fn test(extra: &[String]) -> i32 {
     };
     let mut c = cargo();
     c.args(["test", "--workspace"]).args(extra).env("LMBOOT_MODEL", &model);
-    if run(c) {
+    let (ok, totals) = run_tests(c);
+    // One closing line over every test binary, so the total is not lost among per-binary summaries.
+    println!("lmboot: {} passed, {} failed, {} skipped", totals[0], totals[1], totals[2]);
+    if ok && totals[1] == 0 {
         0
     } else {
         1
     }
+}
+
+/// Run a `cargo test` command, echoing its output, and add up its "test result:" lines
+/// (passed, failed, ignored).
+fn run_tests(mut c: Command) -> (bool, [u64; 3]) {
+    use std::io::{BufRead, BufReader};
+    eprintln!("xtask: running {c:?}");
+    let mut child = match c.stdout(std::process::Stdio::piped()).spawn() {
+        Ok(ch) => ch,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            return (false, [0; 3]);
+        }
+    };
+    let mut totals = [0u64; 3];
+    if let Some(out) = child.stdout.take() {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            println!("{line}");
+            if let Some(rest) = line.strip_prefix("test result: ") {
+                for part in rest.split([';', '.']) {
+                    let mut it = part.split_whitespace();
+                    if let (Some(n), Some(what)) = (it.next().and_then(|n| n.parse::<u64>().ok()), it.next()) {
+                        match what {
+                            "passed" => totals[0] += n,
+                            "failed" => totals[1] += n,
+                            "ignored" => totals[2] += n,
+                            _ => {}
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let ok = child.wait().map(|s| s.success()).unwrap_or(false);
+    (ok, totals)
 }
