@@ -15,6 +15,7 @@ pub mod gguf;
 pub mod matvec;
 pub mod quant;
 pub mod storage;
+pub mod tokenizer;
 
 pub use gguf::{Gguf, GgufError, GgufErrorKind, TensorInfo};
 pub use quant::{ActBuf, ActFormat, Acts, GgmlType, Kernels};
