@@ -12,7 +12,11 @@
 extern crate alloc;
 
 pub mod gguf;
+pub mod kv;
 pub mod matvec;
+pub mod model;
+pub mod ops;
+pub mod parallel;
 pub mod quant;
 pub mod storage;
 pub mod tokenizer;

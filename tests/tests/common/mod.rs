@@ -36,3 +36,5 @@ pub fn tensor_f32<S: Storage>(src: &S, g: &Gguf, name: &str) -> Vec<f32> {
     assert_eq!(g.require_tensor(name).unwrap().ty, inference::GgmlType::F32, "{name} is not F32");
     tensor_bytes(src, g, name).chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
 }
+
+pub mod golden;

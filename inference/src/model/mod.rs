@@ -1,0 +1,355 @@
+//! Models as GGUF describes them: the hyperparameters ([`Config`]), the weights as views into the
+//! storage ([`Weights`]), and the forward pass ([`llama`], which also runs `qwen2`).
+//!
+//! Only small tensors (norm weights, biases) are copied to RAM at load; every matrix stays in the
+//! storage and is read row range by row range during the forward pass.
+
+pub mod llama;
+
+use crate::gguf::{Gguf, GgufError, TensorInfo};
+use crate::matvec::MatvecError;
+use crate::quant::{scalar, GgmlType, KernelError};
+use crate::storage::{Storage, StorageError};
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::fmt;
+
+pub use llama::{Model, RunState};
+
+/// The architectures lmboot runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arch {
+    /// Llama, TinyLlama, SmolLM2 and other Llama-2-style models.
+    Llama,
+    /// Qwen2: llama with Q/K/V biases and NEOX RoPE.
+    Qwen2,
+}
+
+/// How RoPE pairs the elements of a head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RopeLayout {
+    /// Element 2i with 2i+1 (GGUF `llama`: Q and K are stored permuted for this).
+    Adjacent,
+    /// Element i with i + rope_dim/2 (`qwen2`).
+    Neox,
+}
+
+/// Hyperparameters, read from the GGUF metadata.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub arch: Arch,
+    pub name: String,
+    pub n_layer: usize,
+    /// Embedding width.
+    pub dim: usize,
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    pub head_dim: usize,
+    pub ffn_dim: usize,
+    pub vocab: usize,
+    /// Dimensions of each head that RoPE rotates.
+    pub rope_dim: usize,
+    pub rope_base: f32,
+    /// Linear RoPE scaling factor (positions are divided by it); 1 for none.
+    pub rope_scale: f32,
+    pub rope_layout: RopeLayout,
+    pub norm_eps: f32,
+    /// The context length the model was trained with (the most it may be run with).
+    pub train_ctx: usize,
+}
+
+impl Config {
+    /// Width of the keys (and values) of one position.
+    pub fn kv_dim(&self) -> usize {
+        self.n_head_kv * self.head_dim
+    }
+    /// Width of all query heads.
+    pub fn q_dim(&self) -> usize {
+        self.n_head * self.head_dim
+    }
+}
+
+/// Why a model could not be loaded or run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelError {
+    Gguf(GgufError),
+    Storage(StorageError),
+    Kernel(KernelError),
+    /// `general.architecture` names a model lmboot does not run.
+    UnsupportedArch { arch: String },
+    /// A hyperparameter is missing a sensible value.
+    BadParam { key: String, value: String, why: &'static str },
+    /// A tensor has the wrong shape.
+    BadShape { tensor: String, expected: [u64; 2], found: Vec<u64> },
+    /// A small tensor (norm, bias) has a type it cannot be read as.
+    BadTensorType { tensor: String, ty: GgmlType },
+    /// A weight holds NaN or infinity.
+    NonFinite { tensor: String, index: usize },
+    /// No room left in the KV cache.
+    ContextFull { ctx: usize },
+    /// A token id outside the vocabulary.
+    TokenOutOfRange { token: u32, vocab: usize },
+    /// The context length asked for is 0 or larger than the model's.
+    BadContext { asked: usize, max: usize },
+    /// Matvec arguments disagree (a bug; reported rather than panicking).
+    Matvec(String),
+}
+
+impl fmt::Display for ModelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ModelError::Gguf(e) => write!(f, "{e}"),
+            ModelError::Storage(e) => write!(f, "reading weights: {e}"),
+            ModelError::Kernel(e) => write!(f, "kernel: {e}"),
+            ModelError::UnsupportedArch { arch } => {
+                write!(f, "architecture {arch:?} is not supported (llama and qwen2 are)")
+            }
+            ModelError::BadParam { key, value, why } => write!(f, "{key} = {value}: {why}"),
+            ModelError::BadShape { tensor, expected, found } => {
+                write!(f, "tensor {tensor:?} has shape {found:?}, expected {expected:?}")
+            }
+            ModelError::BadTensorType { tensor, ty } => {
+                write!(f, "tensor {tensor:?} has type {ty}, which is not allowed there")
+            }
+            ModelError::NonFinite { tensor, index } => {
+                write!(f, "tensor {tensor:?} holds NaN or infinity at element {index}")
+            }
+            ModelError::ContextFull { ctx } => {
+                write!(f, "context full: all {ctx} positions of the KV cache are used")
+            }
+            ModelError::TokenOutOfRange { token, vocab } => {
+                write!(f, "token id {token} is outside the vocabulary of {vocab}")
+            }
+            ModelError::BadContext { asked, max } => {
+                write!(f, "context length {asked} is outside 1..={max}")
+            }
+            ModelError::Matvec(m) => write!(f, "matvec: {m}"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for ModelError {}
+
+impl From<GgufError> for ModelError {
+    fn from(e: GgufError) -> Self {
+        ModelError::Gguf(e)
+    }
+}
+impl From<StorageError> for ModelError {
+    fn from(e: StorageError) -> Self {
+        ModelError::Storage(e)
+    }
+}
+impl From<MatvecError> for ModelError {
+    fn from(e: MatvecError) -> Self {
+        match e {
+            MatvecError::Storage(s) => ModelError::Storage(s),
+            MatvecError::Kernel(k) => ModelError::Kernel(k),
+            other => ModelError::Matvec(alloc::format!("{other}")),
+        }
+    }
+}
+
+fn param(g: &Gguf, suffix: &str, min: i64, max: i64) -> Result<usize, ModelError> {
+    Ok(g.get_int_in(&g.arch_key(suffix)?, min, max)? as usize)
+}
+
+fn param_or(g: &Gguf, suffix: &str, min: i64, max: i64, default: usize) -> Result<usize, ModelError> {
+    let key = g.arch_key(suffix)?;
+    if g.get(&key).is_none() {
+        return Ok(default);
+    }
+    Ok(g.get_int_in(&key, min, max)? as usize)
+}
+
+fn float_or(g: &Gguf, suffix: &str, default: f32, ok: impl Fn(f32) -> bool, why: &'static str) -> Result<f32, ModelError> {
+    let key = g.arch_key(suffix)?;
+    let v = if g.get(&key).is_none() { default } else { g.get_f32(&key)? };
+    if !v.is_finite() || !ok(v) {
+        return Err(ModelError::BadParam { key, value: alloc::format!("{v}"), why });
+    }
+    Ok(v)
+}
+
+impl Config {
+    /// Read the hyperparameters; the vocabulary size comes from the embedding tensor.
+    pub fn from_gguf(g: &Gguf) -> Result<Config, ModelError> {
+        let arch_name = g.architecture()?;
+        let (arch, rope_layout) = match arch_name {
+            "llama" => (Arch::Llama, RopeLayout::Adjacent),
+            "qwen2" => (Arch::Qwen2, RopeLayout::Neox),
+            other => return Err(ModelError::UnsupportedArch { arch: other.into() }),
+        };
+        const BIG: i64 = 1 << 20;
+        let n_layer = param(g, "block_count", 1, 4096)?;
+        let dim = param(g, "embedding_length", 1, BIG)?;
+        let n_head = param(g, "attention.head_count", 1, 4096)?;
+        let n_head_kv = param_or(g, "attention.head_count_kv", 1, 4096, n_head)?;
+        let ffn_dim = param(g, "feed_forward_length", 1, BIG)?;
+        let train_ctx = param(g, "context_length", 1, 1 << 24)?;
+        if dim % n_head != 0 {
+            return Err(ModelError::BadParam {
+                key: g.arch_key("attention.head_count")?,
+                value: alloc::format!("{n_head}"),
+                why: "does not divide the embedding length",
+            });
+        }
+        let head_dim = param_or(g, "attention.key_length", 1, 4096, dim / n_head)?;
+        if n_head % n_head_kv != 0 {
+            return Err(ModelError::BadParam {
+                key: g.arch_key("attention.head_count_kv")?,
+                value: alloc::format!("{n_head_kv}"),
+                why: "must divide the number of query heads",
+            });
+        }
+        let rope_dim = param_or(g, "rope.dimension_count", 2, 4096, head_dim)?;
+        if rope_dim > head_dim || rope_dim % 2 != 0 {
+            return Err(ModelError::BadParam {
+                key: g.arch_key("rope.dimension_count")?,
+                value: alloc::format!("{rope_dim}"),
+                why: "must be even and at most the head dimension",
+            });
+        }
+        let rope_base = float_or(g, "rope.freq_base", 10000.0, |v| v > 1.0, "must be a finite number above 1")?;
+        let norm_eps = float_or(g, "attention.layer_norm_rms_epsilon", 1e-5, |v| v > 0.0 && v < 1.0, "must be in (0, 1)")?;
+        let scaling_key = g.arch_key("rope.scaling.type")?;
+        let rope_scale = match g.get(&scaling_key).and_then(|v| v.as_str()) {
+            None | Some("none") => 1.0,
+            Some("linear") => float_or(g, "rope.scaling.factor", 1.0, |v| v >= 1.0, "must be at least 1")?,
+            Some(other) => {
+                return Err(ModelError::BadParam { key: scaling_key, value: other.into(), why: "only linear RoPE scaling is supported" })
+            }
+        };
+        let emb = g.require_tensor("token_embd.weight")?;
+        let vocab = emb.rows() as usize;
+        let name = g.get_str("general.name").unwrap_or(arch_name).into();
+        Ok(Config {
+            arch,
+            name,
+            n_layer,
+            dim,
+            n_head,
+            n_head_kv,
+            head_dim,
+            ffn_dim,
+            vocab,
+            rope_dim,
+            rope_base,
+            rope_scale,
+            rope_layout,
+            norm_eps,
+            train_ctx,
+        })
+    }
+}
+
+/// One transformer block's weights: matrices as views into the storage, small vectors in RAM.
+#[derive(Debug, Clone)]
+pub struct LayerWeights {
+    pub attn_norm: Vec<f32>,
+    pub wq: TensorInfo,
+    pub wk: TensorInfo,
+    pub wv: TensorInfo,
+    pub bq: Option<Vec<f32>>,
+    pub bk: Option<Vec<f32>>,
+    pub bv: Option<Vec<f32>>,
+    pub wo: TensorInfo,
+    pub ffn_norm: Vec<f32>,
+    pub w_gate: TensorInfo,
+    pub w_up: TensorInfo,
+    pub w_down: TensorInfo,
+}
+
+/// All weights of a model.
+#[derive(Debug, Clone)]
+pub struct Weights {
+    pub token_embd: TensorInfo,
+    pub output_norm: Vec<f32>,
+    /// The output head: `output.weight`, or `token_embd.weight` when the model ties them.
+    pub output: TensorInfo,
+    pub layers: Vec<LayerWeights>,
+}
+
+impl Weights {
+    /// Every matrix (the tensors read during the forward pass), in the order the pass reads them.
+    pub fn matrices(&self) -> impl Iterator<Item = &TensorInfo> {
+        self.layers
+            .iter()
+            .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down])
+            .chain(core::iter::once(&self.output))
+    }
+
+    /// Largest row of any matrix, in bytes.
+    pub fn max_row_bytes(&self) -> usize {
+        self.matrices().chain(core::iter::once(&self.token_embd)).map(|t| t.row_bytes() as usize).max().unwrap_or(0)
+    }
+}
+
+fn matrix(g: &Gguf, name: &str, cols: usize, rows: usize) -> Result<TensorInfo, ModelError> {
+    let t = g.require_tensor(name)?;
+    if t.n_dims > 2 || t.row_len() != cols as u64 || t.rows() != rows as u64 {
+        return Err(ModelError::BadShape { tensor: name.into(), expected: [cols as u64, rows as u64], found: t.shape().to_vec() });
+    }
+    Ok(t.clone())
+}
+
+/// Read a small 1-D tensor of `n` values into RAM as f32, rejecting NaN and infinity.
+fn vector<S: Storage + ?Sized>(g: &Gguf, src: &S, name: &str, n: usize) -> Result<Vec<f32>, ModelError> {
+    let t = g.require_tensor(name)?;
+    if t.n_elements() != n as u64 {
+        return Err(ModelError::BadShape { tensor: name.into(), expected: [n as u64, 1], found: t.shape().to_vec() });
+    }
+    if !matches!(t.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::Bf16) {
+        return Err(ModelError::BadTensorType { tensor: name.into(), ty: t.ty });
+    }
+    let mut bytes = vec![0u8; t.size as usize];
+    src.read_at(t.offset, &mut bytes)?;
+    let mut out = vec![0f32; n];
+    scalar::dequantize_row(t.ty, &bytes, &mut out);
+    if let Some(index) = out.iter().position(|v| !v.is_finite()) {
+        return Err(ModelError::NonFinite { tensor: name.into(), index });
+    }
+    Ok(out)
+}
+
+impl Weights {
+    /// Find, shape-check and (for small vectors) load every weight of `cfg`'s model.
+    pub fn from_gguf<S: Storage + ?Sized>(g: &Gguf, src: &S, cfg: &Config) -> Result<Weights, ModelError> {
+        let (d, q, kv, f) = (cfg.dim, cfg.q_dim(), cfg.kv_dim(), cfg.ffn_dim);
+        let token_embd = matrix(g, "token_embd.weight", d, cfg.vocab)?;
+        let output = match g.tensor("output.weight") {
+            Some(_) => matrix(g, "output.weight", d, cfg.vocab)?,
+            None => token_embd.clone(),
+        };
+        let output_norm = vector(g, src, "output_norm.weight", d)?;
+        let biases = cfg.arch == Arch::Qwen2;
+        let mut layers = Vec::with_capacity(cfg.n_layer);
+        for l in 0..cfg.n_layer {
+            let n = |s: &str| alloc::format!("blk.{l}.{s}");
+            let bias = |s: &str, len| -> Result<Option<Vec<f32>>, ModelError> {
+                if biases {
+                    Ok(Some(vector(g, src, &n(s), len)?))
+                } else {
+                    Ok(None)
+                }
+            };
+            layers.push(LayerWeights {
+                attn_norm: vector(g, src, &n("attn_norm.weight"), d)?,
+                wq: matrix(g, &n("attn_q.weight"), d, q)?,
+                wk: matrix(g, &n("attn_k.weight"), d, kv)?,
+                wv: matrix(g, &n("attn_v.weight"), d, kv)?,
+                bq: bias("attn_q.bias", q)?,
+                bk: bias("attn_k.bias", kv)?,
+                bv: bias("attn_v.bias", kv)?,
+                wo: matrix(g, &n("attn_output.weight"), q, d)?,
+                ffn_norm: vector(g, src, &n("ffn_norm.weight"), d)?,
+                w_gate: matrix(g, &n("ffn_gate.weight"), d, f)?,
+                w_up: matrix(g, &n("ffn_up.weight"), d, f)?,
+                w_down: matrix(g, &n("ffn_down.weight"), f, d)?,
+            });
+        }
+        Ok(Weights { token_embd, output_norm, output, layers })
+    }
+}

@@ -1,0 +1,185 @@
+//! Float operations of the forward pass, scalar references: RMSNorm, RoPE, SiLU·gate, online-softmax
+//! attention over the f16 KV cache, softmax. Every float function comes from `libm`, so each target
+//! computes bit-identical results with these kernels. SIMD twins (NEON, RVV) join beside them.
+#![forbid(unsafe_code)]
+
+use half::f16;
+
+/// `out = x / rms(x) * w`, with the mean of squares summed in f64 (as ggml does) and `eps` from the file.
+pub fn rmsnorm(out: &mut [f32], x: &[f32], w: &[f32], eps: f32) {
+    let ss: f64 = x.iter().map(|&v| v as f64 * v as f64).sum();
+    let mean = ss / x.len().max(1) as f64;
+    let scale = (1.0 / libm::sqrt(mean + eps as f64)) as f32;
+    for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
+        *o = v * scale * g;
+    }
+}
+
+/// Precomputed rotations: for each position, `cos` and `sin` of `pos * base^(-2i/rope_dim)` for
+/// `i < rope_dim / 2`, computed in f64 once.
+#[derive(Debug, Clone)]
+pub struct RopeTable {
+    pub half: usize,
+    /// `positions * half` entries, row per position.
+    pub cos: alloc::vec::Vec<f32>,
+    pub sin: alloc::vec::Vec<f32>,
+}
+
+impl RopeTable {
+    /// Rotations for positions `0..positions` of `rope_dim` dimensions with base `base`; positions are
+    /// divided by `scale` (linear RoPE scaling; 1 for none).
+    pub fn new(positions: usize, rope_dim: usize, base: f32, scale: f32) -> Self {
+        let half = rope_dim / 2;
+        let mut cos = alloc::vec::Vec::with_capacity(positions * half);
+        let mut sin = alloc::vec::Vec::with_capacity(positions * half);
+        let freqs: alloc::vec::Vec<f64> = (0..half)
+            .map(|i| libm::pow(base as f64, -2.0 * i as f64 / rope_dim as f64))
+            .collect();
+        for p in 0..positions {
+            let pos = p as f64 / scale as f64;
+            for &f in &freqs {
+                let (s, c) = libm::sincos(pos * f);
+                cos.push(c as f32);
+                sin.push(s as f32);
+            }
+        }
+        Self { half, cos, sin }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        (self.cos.len() + self.sin.len()) * 4
+    }
+
+    fn row(&self, pos: usize) -> (&[f32], &[f32]) {
+        let r = pos * self.half..(pos + 1) * self.half;
+        (&self.cos[r.clone()], &self.sin[r])
+    }
+
+    /// Rotate each `head_dim` head of `x` in place at `pos`, rotating element `2i` with `2i + 1`
+    /// (GGUF `llama` layout: Q and K are stored permuted for this).
+    pub fn apply_adjacent(&self, x: &mut [f32], head_dim: usize, pos: usize) {
+        let (c, s) = self.row(pos);
+        for head in x.chunks_exact_mut(head_dim) {
+            for i in 0..self.half.min(head_dim / 2) {
+                let (a, b) = (head[2 * i], head[2 * i + 1]);
+                head[2 * i] = a * c[i] - b * s[i];
+                head[2 * i + 1] = a * s[i] + b * c[i];
+            }
+        }
+    }
+
+    /// Rotate element `i` with `i + rope_dim/2` of each head (NEOX layout, used by `qwen2`).
+    pub fn apply_neox(&self, x: &mut [f32], head_dim: usize, pos: usize) {
+        let (c, s) = self.row(pos);
+        let h = self.half.min(head_dim / 2);
+        for head in x.chunks_exact_mut(head_dim) {
+            for i in 0..h {
+                let (a, b) = (head[i], head[i + h]);
+                head[i] = a * c[i] - b * s[i];
+                head[i + h] = a * s[i] + b * c[i];
+            }
+        }
+    }
+}
+
+/// `gate = silu(gate) * up`.
+pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
+    for (g, &u) in gate.iter_mut().zip(up) {
+        let v = *g;
+        *g = v / (1.0 + libm::expf(-v)) * u;
+    }
+}
+
+/// `x += y`.
+pub fn add(x: &mut [f32], y: &[f32]) {
+    for (a, &b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}
+
+/// Store f32 values as f16 bits.
+pub fn to_f16(out: &mut [u16], x: &[f32]) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = f16::from_f32(v).to_bits();
+    }
+}
+
+#[inline(always)]
+fn h(v: u16) -> f32 {
+    f16::from_bits(v).to_f32()
+}
+
+/// One query head attending over `n` cached positions, single pass with an online softmax:
+/// `out = sum_t softmax(q·k_t * scale)_t v_t`. `keys` and `values` hold `n` rows of `stride` f16
+/// values each, this head's slice starting at `offset`.
+pub fn attend_head(
+    out: &mut [f32],
+    q: &[f32],
+    keys: &[u16],
+    values: &[u16],
+    n: usize,
+    stride: usize,
+    offset: usize,
+    scale: f32,
+) {
+    let hd = q.len();
+    out.fill(0.0);
+    let mut max = f32::NEG_INFINITY;
+    let mut sum = 0.0f32;
+    for t in 0..n {
+        let base = t * stride + offset;
+        let k = &keys[base..base + hd];
+        let mut s = 0.0f32;
+        for (a, &b) in q.iter().zip(k) {
+            s += a * h(b);
+        }
+        s *= scale;
+        let v = &values[base..base + hd];
+        if s > max {
+            // New maximum: rescale what was accumulated so far.
+            let r = libm::expf(max - s);
+            sum = sum * r + 1.0;
+            for (o, &b) in out.iter_mut().zip(v) {
+                *o = *o * r + h(b);
+            }
+            max = s;
+        } else {
+            let w = libm::expf(s - max);
+            sum += w;
+            for (o, &b) in out.iter_mut().zip(v) {
+                *o += w * h(b);
+            }
+        }
+    }
+    if sum > 0.0 {
+        let inv = 1.0 / sum;
+        for o in out.iter_mut() {
+            *o *= inv;
+        }
+    }
+}
+
+/// In-place softmax; returns false if the input holds NaN or is all -inf (nothing to normalise).
+pub fn softmax(x: &mut [f32]) -> bool {
+    let mut max = f32::NEG_INFINITY;
+    for &v in x.iter() {
+        if v.is_nan() {
+            return false;
+        }
+        max = max.max(v);
+    }
+    if max == f32::NEG_INFINITY {
+        return false;
+    }
+    let mut sum = 0.0f64;
+    for v in x.iter_mut() {
+        *v = libm::expf(*v - max);
+        sum += *v as f64;
+    }
+    let inv = (1.0 / sum) as f32;
+    for v in x.iter_mut() {
+        *v *= inv;
+    }
+    true
+}
