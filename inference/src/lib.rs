@@ -11,6 +11,7 @@
 
 extern crate alloc;
 
+pub mod generate;
 pub mod gguf;
 pub mod kv;
 pub mod matvec;
@@ -18,6 +19,7 @@ pub mod model;
 pub mod ops;
 pub mod parallel;
 pub mod quant;
+pub mod sampler;
 pub mod storage;
 pub mod tokenizer;
 

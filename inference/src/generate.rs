@@ -1,0 +1,156 @@
+//! The generation loop shared by the PC runner and the kernel: feed the prompt (logits only for its
+//! last token), then sample, report and feed each new token until an end-of-generation token, the
+//! token limit, or a full context. Time comes from the caller's clock, output goes to the caller's
+//! callback, so the same loop runs on every platform.
+
+use crate::model::{Model, ModelError, RunState};
+use crate::parallel::Parallel;
+use crate::quant::Kernels;
+use crate::sampler::{Sampler, SamplerError};
+use crate::storage::Storage;
+use core::fmt;
+
+/// Why generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The model produced an end-of-generation token (not printed).
+    EndToken(u32),
+    /// The requested number of tokens was generated.
+    MaxTokens,
+    /// The KV cache is full.
+    ContextFull,
+    /// The callback asked to stop (e.g. Ctrl-C, a complete JSON value).
+    Stopped,
+}
+
+/// Counts and times of one generation (times in the clock's units, e.g. nanoseconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GenReport {
+    pub prompt_tokens: usize,
+    pub generated: usize,
+    /// Time to run the prompt.
+    pub prefill_time: u64,
+    /// Time from the start to the first generated token.
+    pub first_token_time: u64,
+    /// Time spent generating after the prompt.
+    pub gen_time: u64,
+    pub stop: Option<StopReason>,
+}
+
+/// Why generation failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GenError {
+    Model(ModelError),
+    Sampler(SamplerError),
+    /// The prompt does not fit in the context.
+    PromptTooLong { tokens: usize, free: usize },
+    EmptyPrompt,
+}
+
+impl fmt::Display for GenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GenError::Model(e) => write!(f, "{e}"),
+            GenError::Sampler(e) => write!(f, "sampling: {e}"),
+            GenError::PromptTooLong { tokens, free } => write!(
+                f,
+                "the prompt is {tokens} tokens but only {free} positions of the context are free (raise the context length or shorten the prompt)"
+            ),
+            GenError::EmptyPrompt => write!(f, "the prompt is empty (no tokens)"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for GenError {}
+
+impl From<ModelError> for GenError {
+    fn from(e: ModelError) -> Self {
+        GenError::Model(e)
+    }
+}
+impl From<SamplerError> for GenError {
+    fn from(e: SamplerError) -> Self {
+        GenError::Sampler(e)
+    }
+}
+
+/// Everything the loop needs besides the prompt.
+pub struct Engine<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> {
+    pub model: &'a Model,
+    pub src: &'a S,
+    pub pool: &'a P,
+    pub kernels: Kernels,
+}
+
+impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> fmt::Debug for Engine<'_, S, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine").field("kernels", &self.kernels).finish_non_exhaustive()
+    }
+}
+
+impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
+    /// Feed `tokens` at the next positions; computes logits for the last one.
+    pub fn feed(&self, st: &mut RunState, tokens: &[u32]) -> Result<(), GenError> {
+        let free = st.ctx() - st.pos;
+        if tokens.len() > free {
+            return Err(GenError::PromptTooLong { tokens: tokens.len(), free });
+        }
+        for (i, &t) in tokens.iter().enumerate() {
+            self.model.forward(st, self.src, self.pool, &self.kernels, t, i + 1 == tokens.len())?;
+        }
+        Ok(())
+    }
+
+    /// Run `prompt`, then generate up to `max_tokens`, calling `on_token(id)` for each new token
+    /// (return false to stop). `is_end(id)` says which tokens end generation.
+    pub fn generate(
+        &self,
+        st: &mut RunState,
+        sampler: &mut Sampler,
+        prompt: &[u32],
+        max_tokens: usize,
+        is_end: &dyn Fn(u32) -> bool,
+        clock: &dyn Fn() -> u64,
+        on_token: &mut dyn FnMut(u32) -> bool,
+    ) -> Result<GenReport, GenError> {
+        if prompt.is_empty() {
+            return Err(GenError::EmptyPrompt);
+        }
+        let t0 = clock();
+        let mut rep = GenReport { prompt_tokens: prompt.len(), ..Default::default() };
+        self.feed(st, prompt)?;
+        for &t in prompt {
+            sampler.accept(t);
+        }
+        let t1 = clock();
+        rep.prefill_time = t1.wrapping_sub(t0);
+        while rep.generated < max_tokens {
+            let tok = sampler.sample(&mut st.logits)?;
+            if rep.generated == 0 {
+                rep.first_token_time = clock().wrapping_sub(t0);
+            }
+            if is_end(tok) {
+                rep.stop = Some(StopReason::EndToken(tok));
+                break;
+            }
+            rep.generated += 1;
+            sampler.accept(tok);
+            if !on_token(tok) {
+                rep.stop = Some(StopReason::Stopped);
+                break;
+            }
+            if rep.generated == max_tokens {
+                break;
+            }
+            if st.pos >= st.ctx() {
+                rep.stop = Some(StopReason::ContextFull);
+                break;
+            }
+            self.model.forward(st, self.src, self.pool, &self.kernels, tok, true)?;
+        }
+        rep.stop.get_or_insert(StopReason::MaxTokens);
+        rep.gen_time = clock().wrapping_sub(t1);
+        Ok(rep)
+    }
+}

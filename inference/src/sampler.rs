@@ -1,0 +1,365 @@
+//! Choosing the next token from the logits: repetition penalty, then greedy (temperature 0) or
+//! top-k → top-p → min-p → temperature → a draw from a seeded generator, in llama.cpp's default order.
+//! Buffers are allocated once; sampling does not allocate. Bad settings and bad logits (NaN, all
+//! -inf) are errors, never a panic.
+#![forbid(unsafe_code)]
+
+use alloc::vec;
+use alloc::vec::Vec;
+use core::fmt;
+
+/// Sampling settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SamplerConfig {
+    /// 0 = greedy.
+    pub temperature: f32,
+    /// Keep the k most likely tokens; 0 = all.
+    pub top_k: usize,
+    /// Keep the smallest set whose probability reaches p; 1 = all.
+    pub top_p: f32,
+    /// Drop tokens less likely than min_p times the most likely; 0 = none.
+    pub min_p: f32,
+    /// Divide positive (multiply negative) logits of recent tokens by this; 1 = off.
+    pub repeat_penalty: f32,
+    /// How many recent tokens the penalty looks at.
+    pub repeat_last_n: usize,
+    pub seed: u64,
+}
+
+impl Default for SamplerConfig {
+    /// llama.cpp's defaults.
+    fn default() -> Self {
+        Self { temperature: 0.8, top_k: 40, top_p: 0.95, min_p: 0.05, repeat_penalty: 1.0, repeat_last_n: 64, seed: 0 }
+    }
+}
+
+impl SamplerConfig {
+    /// Greedy decoding.
+    pub fn greedy() -> Self {
+        Self { temperature: 0.0, ..Self::default() }
+    }
+
+    /// Check every setting; the error names the setting, its value and the allowed range.
+    pub fn validate(&self) -> Result<(), SamplerError> {
+        let check = |name: &'static str, v: f32, lo: f32, hi: f32, range: &'static str| {
+            if v.is_nan() || v < lo || v > hi {
+                Err(SamplerError::BadSetting { name, value: v, range })
+            } else {
+                Ok(())
+            }
+        };
+        check("temperature", self.temperature, 0.0, 100.0, "0 (greedy) to 100")?;
+        check("top_p", self.top_p, 0.0, 1.0, "0 to 1")?;
+        check("min_p", self.min_p, 0.0, 1.0, "0 to 1")?;
+        check("repeat_penalty", self.repeat_penalty, 0.01, 100.0, "0.01 to 100 (1 = off)")?;
+        if self.repeat_last_n > MAX_PENALTY_WINDOW {
+            return Err(SamplerError::BadSetting {
+                name: "repeat_last_n",
+                value: self.repeat_last_n as f32,
+                range: "0 to 4096",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Longest repetition-penalty window.
+pub const MAX_PENALTY_WINDOW: usize = 4096;
+
+/// Why no token could be chosen.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SamplerError {
+    /// A setting is out of range.
+    BadSetting { name: &'static str, value: f32, range: &'static str },
+    /// The logits hold NaN (at `index`).
+    NanLogits { index: usize },
+    /// Every logit is -inf: nothing can be chosen.
+    NoCandidates,
+    /// The logits do not match the vocabulary the sampler was made for.
+    WrongSize { expected: usize, found: usize },
+}
+
+impl fmt::Display for SamplerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SamplerError::BadSetting { name, value, range } => {
+                write!(f, "{name} = {value} is out of range (allowed: {range})")
+            }
+            SamplerError::NanLogits { index } => write!(f, "the model produced NaN logits (first at token {index})"),
+            SamplerError::NoCandidates => write!(f, "every logit is -inf: no token can be chosen"),
+            SamplerError::WrongSize { expected, found } => {
+                write!(f, "{found} logits for a vocabulary of {expected}")
+            }
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for SamplerError {}
+
+/// xoshiro256** seeded through splitmix64: small, fast, the same on every target.
+#[derive(Debug, Clone)]
+pub struct Rng {
+    s: [u64; 4],
+}
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        let mut z = seed;
+        let mut next = || {
+            z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut x = z;
+            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            x ^ (x >> 31)
+        };
+        Self { s: [next(), next(), next(), next()] }
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let r = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
+        let t = self.s[1] << 17;
+        self.s[2] ^= self.s[0];
+        self.s[3] ^= self.s[1];
+        self.s[1] ^= self.s[2];
+        self.s[0] ^= self.s[3];
+        self.s[2] ^= t;
+        self.s[3] = self.s[3].rotate_left(45);
+        r
+    }
+
+    /// Uniform in [0, 1).
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+}
+
+/// A sampler for one vocabulary.
+#[derive(Debug, Clone)]
+pub struct Sampler {
+    pub config: SamplerConfig,
+    rng: Rng,
+    vocab: usize,
+    /// Candidate token ids (a prefix is in use).
+    idx: Vec<u32>,
+    /// Candidate probabilities, parallel to `idx`.
+    probs: Vec<f64>,
+    /// Recent tokens, oldest first, at most `repeat_last_n`.
+    recent: Vec<u32>,
+}
+
+impl Sampler {
+    pub fn new(config: SamplerConfig, vocab: usize) -> Result<Self, SamplerError> {
+        config.validate()?;
+        Ok(Self {
+            config,
+            rng: Rng::new(config.seed),
+            vocab,
+            idx: vec![0; vocab],
+            probs: vec![0.0; vocab],
+            recent: Vec::with_capacity(config.repeat_last_n),
+        })
+    }
+
+    /// Change settings mid-run (the generator keeps its state).
+    pub fn set_config(&mut self, config: SamplerConfig) -> Result<(), SamplerError> {
+        config.validate()?;
+        self.config = config;
+        Ok(())
+    }
+
+    /// Forget the recent tokens (a new conversation).
+    pub fn reset(&mut self) {
+        self.recent.clear();
+    }
+
+    /// Record a token as generated or fed (for the repetition penalty).
+    pub fn accept(&mut self, token: u32) {
+        let n = self.config.repeat_last_n;
+        if n == 0 {
+            return;
+        }
+        if self.recent.len() == n {
+            self.recent.remove(0);
+        }
+        self.recent.push(token);
+    }
+
+    /// Choose the next token. `logits` is modified (penalties applied).
+    pub fn sample(&mut self, logits: &mut [f32]) -> Result<u32, SamplerError> {
+        if logits.len() != self.vocab {
+            return Err(SamplerError::WrongSize { expected: self.vocab, found: logits.len() });
+        }
+        if let Some(index) = logits.iter().position(|v| v.is_nan()) {
+            return Err(SamplerError::NanLogits { index });
+        }
+        let c = self.config;
+        if c.repeat_penalty != 1.0 {
+            for (i, &t) in self.recent.iter().enumerate() {
+                // Penalise each distinct token once.
+                if self.recent[..i].contains(&t) {
+                    continue;
+                }
+                if let Some(l) = logits.get_mut(t as usize) {
+                    *l = if *l > 0.0 { *l / c.repeat_penalty } else { *l * c.repeat_penalty };
+                }
+            }
+        }
+        if c.temperature <= 0.0 {
+            return greedy(logits);
+        }
+
+        // Candidates: the top-k (or all), sorted by logit, highest first (ties: lower id first).
+        let n = logits.len();
+        for (i, v) in self.idx.iter_mut().enumerate() {
+            *v = i as u32;
+        }
+        let by_logit = |a: &u32, b: &u32| {
+            logits[*b as usize].total_cmp(&logits[*a as usize]).then(a.cmp(b))
+        };
+        let k = if c.top_k == 0 || c.top_k >= n { n } else { c.top_k };
+        if k < n {
+            self.idx.select_nth_unstable_by(k - 1, by_logit);
+        }
+        let cand = &mut self.idx[..k];
+        cand.sort_unstable_by(by_logit);
+        let max = logits[cand[0] as usize];
+        if max == f32::NEG_INFINITY {
+            return Err(SamplerError::NoCandidates);
+        }
+
+        // Probabilities at temperature 1 for top-p and min-p.
+        let probs = &mut self.probs[..k];
+        let mut sum = 0.0f64;
+        for (p, &t) in probs.iter_mut().zip(cand.iter()) {
+            *p = libm::exp(logits[t as usize] as f64 - max as f64);
+            sum += *p;
+        }
+        let mut keep = k;
+        if c.top_p < 1.0 {
+            let mut cum = 0.0;
+            for (i, p) in probs.iter().enumerate() {
+                cum += p / sum;
+                if cum >= c.top_p as f64 {
+                    keep = i + 1;
+                    break;
+                }
+            }
+        }
+        if c.min_p > 0.0 {
+            let floor = c.min_p as f64 * probs[0];
+            keep = probs[..keep].iter().take_while(|&&p| p >= floor).count().max(1);
+        }
+
+        // Temperature, then a draw.
+        let inv_t = 1.0 / c.temperature as f64;
+        let mut total = 0.0f64;
+        for (p, &t) in probs[..keep].iter_mut().zip(cand.iter()) {
+            *p = libm::exp((logits[t as usize] as f64 - max as f64) * inv_t);
+            total += *p;
+        }
+        let mut r = self.rng.next_f64() * total;
+        for (p, &t) in probs[..keep].iter().zip(cand.iter()) {
+            if r < *p {
+                return Ok(t);
+            }
+            r -= p;
+        }
+        Ok(cand[keep - 1])
+    }
+}
+
+/// The highest logit's token (the lowest id among equals); an error if all are -inf or any is NaN.
+pub fn greedy(logits: &[f32]) -> Result<u32, SamplerError> {
+    let mut best = (usize::MAX, f32::NEG_INFINITY);
+    for (i, &v) in logits.iter().enumerate() {
+        if v.is_nan() {
+            return Err(SamplerError::NanLogits { index: i });
+        }
+        if v > best.1 {
+            best = (i, v);
+        }
+    }
+    if best.0 == usize::MAX {
+        return Err(SamplerError::NoCandidates);
+    }
+    Ok(best.0 as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn logits() -> Vec<f32> {
+        (0..1000).map(|i| ((i * 7919 % 1000) as f32 / 100.0) - 5.0).collect()
+    }
+
+    #[test]
+    fn greedy_picks_the_maximum() {
+        let mut s = Sampler::new(SamplerConfig::greedy(), 1000).unwrap();
+        let mut l = logits();
+        let best = l.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0;
+        assert_eq!(s.sample(&mut l).unwrap() as usize, best);
+    }
+
+    #[test]
+    fn same_seed_same_tokens_different_seed_different() {
+        let cfg = SamplerConfig { temperature: 1.5, top_k: 0, top_p: 1.0, min_p: 0.0, ..Default::default() };
+        let run = |seed| {
+            let mut s = Sampler::new(SamplerConfig { seed, ..cfg }, 1000).unwrap();
+            (0..50).map(|_| s.sample(&mut logits()).unwrap()).collect::<Vec<_>>()
+        };
+        assert_eq!(run(1), run(1));
+        assert_ne!(run(1), run(2));
+    }
+
+    #[test]
+    fn top_k_one_is_greedy_and_filters_hold() {
+        let mut l = logits();
+        let best = greedy(&l).unwrap();
+        let mut s = Sampler::new(SamplerConfig { temperature: 5.0, top_k: 1, ..Default::default() }, 1000).unwrap();
+        for _ in 0..20 {
+            assert_eq!(s.sample(&mut l).unwrap(), best);
+        }
+        // min_p = 1 keeps only the maximum.
+        let mut s = Sampler::new(SamplerConfig { temperature: 5.0, top_k: 0, top_p: 1.0, min_p: 1.0, ..Default::default() }, 1000).unwrap();
+        assert_eq!(s.sample(&mut l).unwrap(), best);
+        // top_k = 3: only the three highest ever come out.
+        let mut sorted: Vec<u32> = (0..1000).collect();
+        sorted.sort_by(|a, b| l[*b as usize].total_cmp(&l[*a as usize]));
+        let mut s = Sampler::new(SamplerConfig { temperature: 10.0, top_k: 3, top_p: 1.0, min_p: 0.0, ..Default::default() }, 1000).unwrap();
+        for _ in 0..200 {
+            assert!(sorted[..3].contains(&s.sample(&mut l).unwrap()));
+        }
+    }
+
+    #[test]
+    fn repetition_penalty_lowers_recent_tokens() {
+        let mut l = vec![1.0f32, 2.0, 1.9];
+        let mut s = Sampler::new(SamplerConfig { repeat_penalty: 1.5, ..SamplerConfig::greedy() }, 3).unwrap();
+        s.accept(1);
+        s.accept(1);
+        assert_eq!(s.sample(&mut l).unwrap(), 2);
+        assert!((l[1] - 2.0 / 1.5).abs() < 1e-6, "penalised once, not twice: {}", l[1]);
+    }
+
+    #[test]
+    fn bad_logits_and_settings_are_errors() {
+        let mut s = Sampler::new(SamplerConfig::default(), 3).unwrap();
+        assert_eq!(s.sample(&mut [0.0, f32::NAN, 1.0]), Err(SamplerError::NanLogits { index: 1 }));
+        let ninf = f32::NEG_INFINITY;
+        assert_eq!(s.sample(&mut [ninf; 3]), Err(SamplerError::NoCandidates));
+        assert_eq!(greedy(&[ninf; 3]), Err(SamplerError::NoCandidates));
+        assert_eq!(s.sample(&mut [0.0; 4]), Err(SamplerError::WrongSize { expected: 3, found: 4 }));
+        for bad in [
+            SamplerConfig { temperature: f32::NAN, ..Default::default() },
+            SamplerConfig { temperature: -1.0, ..Default::default() },
+            SamplerConfig { top_p: 1.5, ..Default::default() },
+            SamplerConfig { min_p: f32::NAN, ..Default::default() },
+            SamplerConfig { repeat_penalty: 0.0, ..Default::default() },
+            SamplerConfig { repeat_last_n: 1 << 20, ..Default::default() },
+        ] {
+            assert!(matches!(Sampler::new(bad, 3), Err(SamplerError::BadSetting { .. })), "{bad:?} accepted");
+        }
+    }
+}
