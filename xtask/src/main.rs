@@ -10,6 +10,8 @@ commands:
   fetch-model     download the default model (SmolLM2-135M-Instruct Q4_1) into the cache, verify sha256
   check-targets   build the no_std crates for aarch64-unknown-none and riscv64gc-unknown-none-elf
   test            everything CI runs: check-targets, fetch-model, cargo test --workspace
+  bench-host      PC runner speed on the default model: prefill and generation tok/s
+                  [--threads N] [-n N] [--pread]
 ";
 
 fn main() {
@@ -19,6 +21,7 @@ fn main() {
         Some("fetch-model") => fetch_model(),
         Some("check-targets") => check_targets(),
         Some("test") => test(&args[1..]),
+        Some("bench-host") => bench_host(&args[1..]),
         Some("-h") | Some("--help") | Some("help") => {
             print!("{USAGE}");
             0
@@ -151,4 +154,66 @@ fn run_tests(mut c: Command) -> (bool, [u64; 3]) {
     }
     let ok = child.wait().map(|s| s.success()).unwrap_or(false);
     (ok, totals)
+}
+
+/// The PC runner's prefill and generation speed on the default model, greedy, one run each.
+fn bench_host(extra: &[String]) -> i32 {
+    let model = match xtask::ensure_model() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("xtask: bench-host: {e}");
+            return 1;
+        }
+    };
+    let mut c = cargo();
+    c.args(["build", "--release", "--bin", "lmboot-host"]);
+    if !run(c) {
+        return 1;
+    }
+    let bin = xtask::workspace_root().join("target/release/lmboot-host");
+    let mut threads = "1".to_string();
+    let mut n = "128".to_string();
+    let mut rest = vec![];
+    let mut it = extra.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--threads" => threads = it.next().cloned().unwrap_or(threads),
+            "-n" => n = it.next().cloned().unwrap_or(n),
+            other => rest.push(other.to_string()),
+        }
+    }
+    // A prompt of about 128 tokens for prefill, then generation from a short one.
+    let long_prompt = "The history of computing is a story of machines that became smaller, cheaper and more capable. ".repeat(7);
+    let cases = [("prefill", long_prompt.as_str(), "1"), ("generation", "Once upon a time", n.as_str())];
+    println!("| phase | tokens | tok/s | threads |\n|---|---|---|---|");
+    for (phase, prompt, n) in cases {
+        let out = Command::new(&bin)
+            .args(["--model"])
+            .arg(&model)
+            .args(["--prompt", prompt, "-n", n, "--temp", "0", "--threads", threads.as_str(), "--ctx", "512"])
+            .args(&rest)
+            .output();
+        let out = match out {
+            Ok(o) if o.status.success() => o,
+            Ok(o) => {
+                eprintln!("xtask: lmboot-host failed: {}", String::from_utf8_lossy(&o.stderr));
+                return 1;
+            }
+            Err(e) => {
+                eprintln!("xtask: running lmboot-host: {e}");
+                return 1;
+            }
+        };
+        let err = String::from_utf8_lossy(&out.stderr);
+        let key = if phase == "prefill" { "prompt:" } else { "generation:" };
+        let Some(line) = err.lines().find(|l| l.starts_with(key)) else {
+            eprintln!("xtask: no {key} line in:\n{err}");
+            return 1;
+        };
+        // "prompt: N tokens in S s (R tok/s)..."
+        let tokens = line.split_whitespace().nth(1).unwrap_or("?");
+        let rate = line.split('(').nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or("?");
+        println!("| {phase} | {tokens} | {rate} | {threads} |");
+    }
+    0
 }
