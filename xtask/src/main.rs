@@ -6,7 +6,7 @@ use std::process::{exit, Command};
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
-  setup           install what building and testing need (rustup targets and components)
+  setup           install what building and testing need (rustup targets, QEMU 10, FAT tools)
   fetch-model     download the default model (SmolLM2-135M-Instruct Q4_1) into the cache, verify sha256
   check-targets   build the no_std crates for aarch64-unknown-none and riscv64gc-unknown-none-elf
   test            everything CI runs: check-targets, fetch-model, cargo test --workspace
@@ -50,6 +50,13 @@ fn setup() -> i32 {
     let mut c = Command::new("rustup");
     c.args(["component", "add", "llvm-tools"]);
     if !run(c) {
+        return 1;
+    }
+    // QEMU 10 (system and user mode) and the FAT tools, from bookworm-backports.
+    let mut c = Command::new("bash");
+    c.arg(xtask::workspace_root().join("xtask/scripts/install-qemu.sh")).arg(xtask::cache_dir());
+    if !run(c) {
+        eprintln!("xtask: installing QEMU failed");
         return 1;
     }
     0
