@@ -2,9 +2,13 @@
 //! mode switch → FP/SIMD on → BSS cleared → MMU and caches → heap → secondary cores → mount the card
 //! → page cache → model → generation loop → power off.
 //!
-//! Filled in by the boot issues (see README "Status"); for now it only proves that `inference` and
-//! `drivers` link into a `no_std` program.
-#![no_std]
+//! This library holds the kernel's portable logic (page cache, configuration, the run), which builds
+//! and is tested on the host; the architecture and board code joins it in the boot issues.
+#![cfg_attr(not(test), no_std)]
+
+extern crate alloc;
+
+pub mod pagecache;
 
 pub use drivers;
 pub use inference;
