@@ -8,6 +8,7 @@
 
 extern crate alloc;
 
+pub mod config;
 pub mod pagecache;
 
 pub use drivers;

@@ -1,0 +1,291 @@
+//! The configuration file on the card (`lmboot.txt`): `key = value` lines, `#` comments.
+//!
+//! Every key is checked: an unknown key, a repeated key, a value that does not parse, NaN, or a
+//! number outside its range is an error naming the key, the line and what is allowed. Prompts may
+//! use the escapes `\n`, `\t` and `\\` to hold several lines.
+#![forbid(unsafe_code)]
+
+use alloc::string::String;
+use core::fmt;
+use inference::sampler::SamplerConfig;
+
+/// Longest line accepted.
+pub const MAX_LINE: usize = 4096;
+
+/// How the kernel talks to the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Run the configured prompt once and power off.
+    Generate,
+    /// Read prompts from the serial line.
+    Chat,
+}
+
+/// The settings of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Path of the GGUF file on the FAT volume.
+    pub model: String,
+    pub prompt: Option<String>,
+    pub mode: Mode,
+    /// Tokens to generate.
+    pub max_tokens: usize,
+    pub sampler: SamplerConfig,
+    /// KV-cache positions.
+    pub ctx: usize,
+    /// Page-cache bytes; `None` = all free RAM after the other buffers.
+    pub cache_bytes: Option<u64>,
+    pub page_bytes: usize,
+    /// Cores to use; `None` = all.
+    pub cores: Option<usize>,
+    /// Parse special-token text (`<|im_start|>`) in the prompt.
+    pub special: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            model: "/model.gguf".into(),
+            prompt: None,
+            mode: Mode::Generate,
+            max_tokens: 64,
+            sampler: SamplerConfig::default(),
+            ctx: 512,
+            cache_bytes: None,
+            page_bytes: 256 * 1024,
+            cores: None,
+            special: true,
+        }
+    }
+}
+
+/// What was wrong with the configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError {
+    /// 1-based line number.
+    pub line: usize,
+    pub kind: ConfigErrorKind,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConfigErrorKind {
+    NotUtf8,
+    LineTooLong { len: usize },
+    ControlChar { byte: u8 },
+    NoEquals,
+    UnknownKey { key: String },
+    Repeated { key: String },
+    BadValue { key: String, value: String, allowed: &'static str },
+    BadEscape { key: String, escape: char },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "config line {}: ", self.line)?;
+        match &self.kind {
+            ConfigErrorKind::NotUtf8 => write!(f, "not valid UTF-8"),
+            ConfigErrorKind::LineTooLong { len } => write!(f, "line of {len} bytes is longer than {MAX_LINE}"),
+            ConfigErrorKind::ControlChar { byte } => write!(f, "control character {byte:#04x} (use \\n or \\t escapes)"),
+            ConfigErrorKind::NoEquals => write!(f, "expected `key = value`"),
+            ConfigErrorKind::UnknownKey { key } => write!(f, "unknown key {key:?} (known: {KNOWN})"),
+            ConfigErrorKind::Repeated { key } => write!(f, "key {key:?} is set twice"),
+            ConfigErrorKind::BadValue { key, value, allowed } => {
+                write!(f, "{key} = {value:?} is not allowed ({allowed})")
+            }
+            ConfigErrorKind::BadEscape { key, escape } => {
+                write!(f, "{key}: unknown escape \\{escape} (use \\n, \\t or \\\\)")
+            }
+        }
+    }
+}
+
+const KNOWN: &str = "model, prompt, mode, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, cache, page, cores, special";
+
+fn bad(line: usize, key: &str, value: &str, allowed: &'static str) -> ConfigError {
+    ConfigError { line, kind: ConfigErrorKind::BadValue { key: key.into(), value: value.into(), allowed } }
+}
+
+fn int(line: usize, key: &str, v: &str, min: u64, max: u64, allowed: &'static str) -> Result<u64, ConfigError> {
+    match v.parse::<u64>() {
+        Ok(n) if n >= min && n <= max => Ok(n),
+        _ => Err(bad(line, key, v, allowed)),
+    }
+}
+
+fn float(line: usize, key: &str, v: &str, min: f32, max: f32, allowed: &'static str) -> Result<f32, ConfigError> {
+    match v.parse::<f32>() {
+        Ok(x) if x.is_finite() && x >= min && x <= max => Ok(x),
+        _ => Err(bad(line, key, v, allowed)),
+    }
+}
+
+/// A size in bytes with an optional K, M or G suffix (powers of 1024).
+fn size(line: usize, key: &str, v: &str, min: u64, max: u64, allowed: &'static str) -> Result<u64, ConfigError> {
+    let (num, mult) = match v.as_bytes().last() {
+        Some(b'K' | b'k') => (&v[..v.len() - 1], 1u64 << 10),
+        Some(b'M' | b'm') => (&v[..v.len() - 1], 1 << 20),
+        Some(b'G' | b'g') => (&v[..v.len() - 1], 1 << 30),
+        _ => (v, 1),
+    };
+    match num.trim().parse::<u64>().ok().and_then(|n| n.checked_mul(mult)) {
+        Some(n) if n >= min && n <= max => Ok(n),
+        _ => Err(bad(line, key, v, allowed)),
+    }
+}
+
+fn unescape(line: usize, key: &str, v: &str) -> Result<String, ConfigError> {
+    let mut out = String::with_capacity(v.len());
+    let mut it = v.chars();
+    while let Some(c) = it.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match it.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('\\') => out.push('\\'),
+            Some(e) => return Err(ConfigError { line, kind: ConfigErrorKind::BadEscape { key: key.into(), escape: e } }),
+            None => return Err(ConfigError { line, kind: ConfigErrorKind::BadEscape { key: key.into(), escape: ' ' } }),
+        }
+    }
+    Ok(out)
+}
+
+impl Config {
+    /// Parse a configuration file's bytes; unset keys keep their defaults.
+    pub fn parse(text: &[u8]) -> Result<Config, ConfigError> {
+        let mut c = Config::default();
+        let mut seen: alloc::vec::Vec<&str> = alloc::vec::Vec::new();
+        for (i, raw) in text.split(|&b| b == b'\n').enumerate() {
+            let line = i + 1;
+            let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+            if raw.len() > MAX_LINE {
+                return Err(ConfigError { line, kind: ConfigErrorKind::LineTooLong { len: raw.len() } });
+            }
+            if let Some(&b) = raw.iter().find(|&&b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+                return Err(ConfigError { line, kind: ConfigErrorKind::ControlChar { byte: b } });
+            }
+            let s = core::str::from_utf8(raw).map_err(|_| ConfigError { line, kind: ConfigErrorKind::NotUtf8 })?;
+            let s = s.trim();
+            if s.is_empty() || s.starts_with('#') {
+                continue;
+            }
+            let (k, v) = s.split_once('=').ok_or(ConfigError { line, kind: ConfigErrorKind::NoEquals })?;
+            let (k, v) = (k.trim(), v.trim());
+            let key = match KNOWN.split(", ").find(|&known| known == k) {
+                Some(key) => key,
+                None => return Err(ConfigError { line, kind: ConfigErrorKind::UnknownKey { key: k.into() } }),
+            };
+            if seen.contains(&key) {
+                return Err(ConfigError { line, kind: ConfigErrorKind::Repeated { key: key.into() } });
+            }
+            seen.push(key);
+            match key {
+                "model" => {
+                    if v.is_empty() {
+                        return Err(bad(line, key, v, "a path on the card, e.g. /model.gguf"));
+                    }
+                    c.model = v.into();
+                }
+                "prompt" => c.prompt = Some(unescape(line, key, v)?),
+                "mode" => {
+                    c.mode = match v {
+                        "generate" => Mode::Generate,
+                        "chat" => Mode::Chat,
+                        _ => return Err(bad(line, key, v, "generate or chat")),
+                    }
+                }
+                "n" => c.max_tokens = int(line, key, v, 1, 1 << 20, "1 to 1048576 tokens")? as usize,
+                "temperature" => c.sampler.temperature = float(line, key, v, 0.0, 100.0, "0 (greedy) to 100")?,
+                "top_k" => c.sampler.top_k = int(line, key, v, 0, 1 << 20, "0 (off) to 1048576")? as usize,
+                "top_p" => c.sampler.top_p = float(line, key, v, 0.0, 1.0, "0 to 1")?,
+                "min_p" => c.sampler.min_p = float(line, key, v, 0.0, 1.0, "0 to 1")?,
+                "repeat_penalty" => c.sampler.repeat_penalty = float(line, key, v, 0.01, 100.0, "0.01 to 100, 1 = off")?,
+                "repeat_last_n" => c.sampler.repeat_last_n = int(line, key, v, 0, 4096, "0 to 4096")? as usize,
+                "seed" => c.sampler.seed = int(line, key, v, 0, u64::MAX, "0 to 18446744073709551615")?,
+                "ctx" => c.ctx = int(line, key, v, 1, 1 << 20, "1 to 1048576 positions")? as usize,
+                "cache" => {
+                    c.cache_bytes = if v == "auto" {
+                        None
+                    } else {
+                        Some(size(line, key, v, 1 << 20, 1 << 40, "auto, or 1M to 1024G, e.g. 64M")?)
+                    }
+                }
+                "page" => {
+                    let p = size(line, key, v, 4096, 16 << 20, "4K to 16M, a multiple of 4K")?;
+                    if p % 4096 != 0 {
+                        return Err(bad(line, key, v, "4K to 16M, a multiple of 4K"));
+                    }
+                    c.page_bytes = p as usize;
+                }
+                "cores" => {
+                    c.cores = if v == "all" { None } else { Some(int(line, key, v, 1, 16, "all, or 1 to 16")? as usize) }
+                }
+                "special" => {
+                    c.special = match v {
+                        "true" | "yes" | "1" => true,
+                        "false" | "no" | "0" => false,
+                        _ => return Err(bad(line, key, v, "true or false")),
+                    }
+                }
+                _ => return Err(ConfigError { line, kind: ConfigErrorKind::UnknownKey { key: k.into() } }),
+            }
+        }
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_full_config() {
+        let c = Config::parse(
+            b"# lmboot\r\nmodel = /models/smol.gguf\nprompt = <|im_start|>user\\nHi<|im_end|>\\n\n n=32 \ntemperature = 0\n\
+              top_k=0\ntop_p = 0.9\nmin_p=0.1\nrepeat_penalty = 1.1\nseed = 7\nctx = 1024\ncache = 64M\npage = 128K\ncores = 2\nspecial = no\nmode = chat\n",
+        )
+        .unwrap();
+        assert_eq!(c.model, "/models/smol.gguf");
+        assert_eq!(c.prompt.as_deref(), Some("<|im_start|>user\nHi<|im_end|>\n"));
+        assert_eq!((c.max_tokens, c.ctx, c.cache_bytes, c.page_bytes, c.cores), (32, 1024, Some(64 << 20), 128 << 10, Some(2)));
+        assert_eq!(c.sampler.temperature, 0.0);
+        assert_eq!((c.sampler.top_k, c.sampler.top_p, c.sampler.min_p, c.sampler.seed), (0, 0.9, 0.1, 7));
+        assert!(!c.special);
+        assert_eq!(c.mode, Mode::Chat);
+        assert_eq!(Config::parse(b"").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn bad_configs_name_line_key_and_range() {
+        let cases: &[(&[u8], usize, &str)] = &[
+            (b"n = 0", 1, "n = \"0\""),
+            (b"n = -5", 1, "1 to 1048576"),
+            (b"\n\ntemperature = NaN", 3, "temperature"),
+            (b"temperature = inf", 1, "0 (greedy) to 100"),
+            (b"top_p = 1.5", 1, "0 to 1"),
+            (b"min_p = nan", 1, "min_p"),
+            (b"ctx = 99999999999999999999", 1, "ctx"),
+            (b"cache = 12Q", 1, "auto, or 1M"),
+            (b"page = 5000", 1, "multiple of 4K"),
+            (b"cores = 0", 1, "all, or 1 to 16"),
+            (b"temprature = 1", 1, "unknown key \"temprature\""),
+            (b"n = 1\nn = 2", 2, "set twice"),
+            (b"just words", 1, "key = value"),
+            (b"prompt = a\x00b", 1, "control character 0x00"),
+            (b"prompt = \xff\xfe", 1, "UTF-8"),
+            (b"prompt = bad \\q escape", 1, "escape \\q"),
+            (b"special = maybe", 1, "true or false"),
+            (b"mode = dance", 1, "generate or chat"),
+        ];
+        for (text, line, needle) in cases {
+            let e = Config::parse(text).unwrap_err();
+            let msg = alloc::format!("{e}");
+            assert_eq!(e.line, *line, "{msg}");
+            assert!(msg.contains(needle), "{:?}: {msg} lacks {needle:?}", core::str::from_utf8(text));
+        }
+        let long = alloc::vec![b'a'; MAX_LINE + 1];
+        assert!(matches!(Config::parse(&long).unwrap_err().kind, ConfigErrorKind::LineTooLong { .. }));
+    }
+}
