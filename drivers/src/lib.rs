@@ -1,6 +1,18 @@
-//! lmboot's device drivers, `no_std`: UART (PL011, NS16550), block devices (SDHCI/EMMC, virtio-blk,
-//! SPI-SD) and a read-only FAT32 reader that resolves a file to its extents.
+//! lmboot's device drivers, `no_std` + `alloc`. Hardware sits behind small traits with fakes, so
+//! everything above the register level is tested on the host.
 //!
-//! Each driver sits behind a small trait with a fake for host tests. Filled in by later issues
+//! Modules:
+//! - [`block`]: the [`block::BlockDevice`] trait every storage driver implements (virtio-blk,
+//!   SDHCI/EMMC, SPI-SD), and its fakes [`block::RamDisk`] and [`block::CountingDevice`].
+//! - [`fat`]: a read-only FAT32 reader (`#![forbid(unsafe_code)]`) that mounts an MBR-partitioned or
+//!   bare volume, finds a file by path and resolves it to extents of device blocks.
+//!
+//! UART drivers (PL011, NS16550) and the block drivers themselves are filled in by later issues
 //! (see README "Status").
 #![no_std]
+
+extern crate alloc;
+
+pub mod block;
+pub mod fat;
+pub mod uart;

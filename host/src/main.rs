@@ -1,61 +1,306 @@
-//! `lmboot-host`: the PC runner, a thin std shell over `inference`.
+//! `lmboot-host`: the PC runner, a thin std shell over `inference` (the same model, kernels,
+//! tokenizer, sampler and generation loop the boards run).
 //!
-//! For now it inspects a model: `lmboot-host --model FILE.gguf --info` prints the metadata and the
-//! tensor table read through the same storage trait the kernel's page cache implements.
+//!     lmboot-host --model M.gguf --prompt TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p M]
+//!                 [--repeat-penalty R] [--seed S] [--ctx N] [--threads N] [--no-special] [--pread]
+//!     lmboot-host --model M.gguf --teacher GOLDEN.txt --dump-logits OUT.f32
+//!     lmboot-host --model M.gguf --info
+//!
+//! Text streams to stdout; statistics go to stderr at the end. Weights are read through the
+//! `Storage` trait: memory-mapped (zero-copy) by default, or with positioned reads (`--pread`).
 
+mod pool;
+
+use inference::generate::{Engine, StopReason};
 use inference::gguf::Value;
+use inference::model::{Model, RunState};
+use inference::sampler::{Sampler, SamplerConfig};
 use inference::storage::FileStorage;
-use inference::Gguf;
+use inference::tokenizer::{StreamDecoder, Tokenizer};
+use inference::{Gguf, Kernels, Storage, StorageError};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::exit;
+use std::time::Instant;
 
-fn main() {
-    let mut model: Option<PathBuf> = None;
-    let mut info = false;
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--model" | "-m" => model = args.next().map(PathBuf::from),
-            "--info" => info = true,
+const USAGE: &str = "usage: lmboot-host --model FILE.gguf [options]
+
+  --prompt TEXT          the prompt (special tokens such as <|im_start|> are parsed)
+  --prompt-file FILE     read the prompt from a file
+  -n N                   tokens to generate (default 64)
+  --temp T               temperature, 0 = greedy (default 0.8)
+  --top-k K              (default 40, 0 = off)
+  --top-p P              (default 0.95)
+  --min-p M              (default 0.05)
+  --repeat-penalty R     (default 1.0 = off)
+  --seed S               (default 0)
+  --ctx N                context length (default 2048, at most the model's)
+  --threads N            worker threads (default 1)
+  --no-special           treat special-token text in the prompt as plain text
+  --pread                read weights with positioned reads instead of mmap
+  --teacher GOLDEN.txt   teacher-forced run over a golden case's prompt_ids and generated_ids
+  --dump-logits OUT.f32  with --teacher: write one row of logits per step
+  --info                 print the model's metadata and tensor table
+";
+
+struct Args {
+    model: Option<PathBuf>,
+    prompt: Option<String>,
+    n: usize,
+    sampler: SamplerConfig,
+    ctx: usize,
+    threads: usize,
+    special: bool,
+    pread: bool,
+    teacher: Option<PathBuf>,
+    dump: Option<PathBuf>,
+    info: bool,
+}
+
+fn fail(msg: impl std::fmt::Display) -> ! {
+    eprintln!("lmboot-host: {msg}");
+    exit(1)
+}
+
+fn parse_args() -> Args {
+    let mut a = Args {
+        model: None,
+        prompt: None,
+        n: 64,
+        sampler: SamplerConfig::default(),
+        ctx: 2048,
+        threads: 1,
+        special: true,
+        pread: false,
+        teacher: None,
+        dump: None,
+        info: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut val = |name: &str| it.next().unwrap_or_else(|| fail(format!("{name} needs a value")));
+        fn num<T: std::str::FromStr>(name: &str, v: String) -> T {
+            v.parse().unwrap_or_else(|_| fail(format!("{name}: {v:?} is not a valid number")))
+        }
+        match arg.as_str() {
+            "--model" | "-m" => a.model = Some(val("--model").into()),
+            "--prompt" | "-p" => a.prompt = Some(val("--prompt")),
+            "--prompt-file" => {
+                let f = val("--prompt-file");
+                a.prompt = Some(std::fs::read_to_string(&f).unwrap_or_else(|e| fail(format!("{f}: {e}"))))
+            }
+            "-n" | "--n-predict" => a.n = num("-n", val("-n")),
+            "--temp" => a.sampler.temperature = num("--temp", val("--temp")),
+            "--top-k" => a.sampler.top_k = num("--top-k", val("--top-k")),
+            "--top-p" => a.sampler.top_p = num("--top-p", val("--top-p")),
+            "--min-p" => a.sampler.min_p = num("--min-p", val("--min-p")),
+            "--repeat-penalty" => a.sampler.repeat_penalty = num("--repeat-penalty", val("--repeat-penalty")),
+            "--seed" => a.sampler.seed = num("--seed", val("--seed")),
+            "--ctx" => a.ctx = num("--ctx", val("--ctx")),
+            "--threads" | "-t" => a.threads = num("--threads", val("--threads")),
+            "--no-special" => a.special = false,
+            "--pread" => a.pread = true,
+            "--teacher" => a.teacher = Some(val("--teacher").into()),
+            "--dump-logits" => a.dump = Some(val("--dump-logits").into()),
+            "--info" => a.info = true,
             "-h" | "--help" => {
-                println!("usage: lmboot-host --model FILE.gguf --info");
-                return;
+                print!("{USAGE}");
+                exit(0);
             }
-            other => {
-                eprintln!("lmboot-host: unknown argument {other:?} (try --help)");
-                exit(2);
-            }
+            other => fail(format!("unknown argument {other:?}\n\n{USAGE}")),
         }
     }
-    let Some(path) = model else {
-        eprintln!("lmboot-host: --model FILE.gguf is required");
-        exit(2);
+    if let Err(e) = a.sampler.validate() {
+        fail(e);
+    }
+    if a.threads == 0 || a.threads > inference::parallel::MAX_WORKERS {
+        fail(format!("--threads {} is outside 1..={}", a.threads, inference::parallel::MAX_WORKERS));
+    }
+    a
+}
+
+/// The model file, memory-mapped: `resident` hands out slices of the mapping (zero-copy).
+struct MmapStorage {
+    map: memmap2::Mmap,
+}
+
+impl MmapStorage {
+    fn open(path: &std::path::Path) -> std::io::Result<Self> {
+        let file = std::fs::File::open(path)?;
+        // SAFETY: the mapping is read-only and private to this process; lmboot never writes the
+        // model, and a concurrent writer to the file is outside what the runner supports.
+        let map = unsafe { memmap2::Mmap::map(&file)? };
+        Ok(Self { map })
+    }
+}
+
+impl Storage for MmapStorage {
+    fn len(&self) -> u64 {
+        self.map.len() as u64
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        inference::SliceStorage::new(&self.map).read_at(offset, buf)
+    }
+    fn resident(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        inference::storage::check_range(offset, len as u64, self.len()).ok()?;
+        Some(&self.map[offset as usize..offset as usize + len])
+    }
+}
+
+fn main() {
+    let args = parse_args();
+    let Some(path) = args.model.clone() else { fail(format!("--model FILE.gguf is required\n\n{USAGE}")) };
+    let result = if args.pread {
+        let src = FileStorage::open(&path).unwrap_or_else(|e| fail(format!("{}: {e}", path.display())));
+        run(&args, &src)
+    } else {
+        let src = MmapStorage::open(&path).unwrap_or_else(|e| fail(format!("{}: {e}", path.display())));
+        run(&args, &src)
     };
-    let src = match FileStorage::open(&path) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("lmboot-host: cannot open {}: {e}", path.display());
-            exit(1);
+    if let Err(e) = result {
+        fail(e);
+    }
+}
+
+fn run<S: Storage + Sync>(args: &Args, src: &S) -> Result<(), String> {
+    let g = Gguf::open(src).map_err(|e| e.to_string())?;
+    if args.info {
+        print_info(&g);
+        return Ok(());
+    }
+    let t_load = Instant::now();
+    let model = Model::load(&g, src).map_err(|e| e.to_string())?;
+    let tok = Tokenizer::from_gguf(&g, src).map_err(|e| e.to_string())?;
+    let ctx = args.ctx.min(model.config.train_ctx);
+    let mut st = RunState::new(&model, ctx, args.threads).map_err(|e| e.to_string())?;
+    let pool = pool::Pool::new(args.threads);
+    let engine = Engine { model: &model, src, pool: &pool, kernels: Kernels::best() };
+    let load_ms = t_load.elapsed().as_secs_f64() * 1e3;
+
+    if let Some(teacher) = &args.teacher {
+        return teacher_forced(&engine, &mut st, teacher, args.dump.as_deref());
+    }
+
+    let prompt = args.prompt.as_deref().ok_or("--prompt TEXT (or --prompt-file) is required")?;
+    let ids = tok.encode(prompt, true, args.special).map_err(|e| e.to_string())?;
+    let mut sampler = Sampler::new(args.sampler, model.config.vocab).map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    let clock = || start.elapsed().as_nanos() as u64;
+    let mut out = std::io::stdout().lock();
+    let mut dec = StreamDecoder::new();
+    let mut write_err = None;
+    let report = engine
+        .generate(&mut st, &mut sampler, &ids, args.n, &|t| tok.is_eog(t), &clock, &mut |t| {
+            let mut ok = true;
+            dec.push(tok.token_to_piece(t), |s| {
+                if let Err(e) = out.write_all(s.as_bytes()).and_then(|_| out.flush()) {
+                    write_err.get_or_insert(e);
+                    ok = false;
+                }
+            });
+            ok
+        })
+        .map_err(|e| e.to_string())?;
+    dec.finish(|s| {
+        let _ = out.write_all(s.as_bytes());
+    });
+    let _ = writeln!(out);
+    if let Some(e) = write_err {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            return Err(format!("writing the output: {e}"));
         }
-    };
-    let g = match Gguf::open(&src) {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("lmboot-host: {}: {e}", path.display());
-            exit(1);
+    }
+
+    let s = |ns: u64| ns as f64 / 1e9;
+    let (kv, other) = st.bytes();
+    eprintln!(
+        "\nlmboot-host: model {} ({}), {} threads, kernels {}, loaded in {load_ms:.0} ms",
+        model.config.name,
+        path_kind(args),
+        args.threads,
+        engine.kernels.name
+    );
+    eprintln!(
+        "prompt: {} tokens in {:.3} s ({:.1} tok/s); time to first token {:.3} s",
+        report.prompt_tokens,
+        s(report.prefill_time),
+        report.prompt_tokens as f64 / s(report.prefill_time).max(1e-9),
+        s(report.first_token_time)
+    );
+    eprintln!(
+        "generation: {} tokens in {:.3} s ({:.1} tok/s); stop: {}",
+        report.generated,
+        s(report.gen_time),
+        report.generated as f64 / s(report.gen_time).max(1e-9),
+        match report.stop {
+            Some(StopReason::EndToken(t)) => format!("end token {t}"),
+            Some(StopReason::MaxTokens) | None => "token limit".into(),
+            Some(StopReason::ContextFull) => format!("context full ({ctx} positions)"),
+            Some(StopReason::Stopped) => "stopped".into(),
         }
+    );
+    eprintln!("runtime state: KV cache {} bytes ({ctx} positions, f16), other buffers {} bytes", kv, other);
+    Ok(())
+}
+
+fn path_kind(a: &Args) -> &'static str {
+    if a.pread {
+        "pread"
+    } else {
+        "mmap"
+    }
+}
+
+/// Feed a golden case's prompt and generated ids; write one row of logits per step.
+fn teacher_forced<S: Storage + Sync>(
+    engine: &Engine<'_, S, pool::Pool>,
+    st: &mut RunState,
+    golden: &std::path::Path,
+    dump: Option<&std::path::Path>,
+) -> Result<(), String> {
+    let text = std::fs::read_to_string(golden).map_err(|e| format!("{}: {e}", golden.display()))?;
+    let ids = |key: &str| -> Result<Vec<u32>, String> {
+        let line = text.lines().find_map(|l| l.strip_prefix(key)).ok_or(format!("{}: no {key} line", golden.display()))?;
+        line.split_whitespace().map(|t| t.parse().map_err(|_| format!("{key} bad id {t:?}"))).collect()
     };
-    if info {
-        println!("GGUF v{}, {} bytes, alignment {}, data at {}", g.version, g.file_len, g.alignment, g.data_offset);
+    let (prompt, generated) = (ids("prompt_ids:")?, ids("generated_ids:")?);
+    let mut out = match dump {
+        Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?)),
+        None => None,
+    };
+    engine.feed(st, &prompt).map_err(|e| e.to_string())?;
+    for (step, &t) in generated.iter().enumerate() {
+        let best = inference::sampler::greedy(&st.logits).map_err(|e| e.to_string())?;
+        println!("step {step} best {best} forced {t}");
+        if let Some(w) = out.as_mut() {
+            for v in &st.logits {
+                w.write_all(&v.to_le_bytes()).map_err(|e| e.to_string())?;
+            }
+        }
+        if step + 1 < generated.len() {
+            engine.feed(st, &[t]).map_err(|e| e.to_string())?;
+        }
+    }
+    if let Some(mut w) = out {
+        w.flush().map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn print_info(g: &Gguf) {
+    let mut o = std::io::stdout().lock();
+    let _ = (|| -> std::io::Result<()> {
+        writeln!(o, "GGUF v{}, {} bytes, alignment {}, data at {}", g.version, g.file_len, g.alignment, g.data_offset)?;
         for e in &g.metadata {
             match &e.value {
-                Value::Array(a) => println!("{} = [{}; {}]", e.key, a.elem.name(), a.len),
-                Value::String(s) if s.len() > 80 => println!("{} = {:?}...", e.key, &s[..s.floor_char_boundary(80)]),
-                v => println!("{} = {v:?}", e.key),
+                Value::Array(a) => writeln!(o, "{} = [{}; {}]", e.key, a.elem.name(), a.len)?,
+                Value::String(s) if s.len() > 80 => writeln!(o, "{} = {:?}...", e.key, &s[..s.floor_char_boundary(80)])?,
+                v => writeln!(o, "{} = {v:?}", e.key)?,
             }
         }
         for t in &g.tensors {
-            println!("{:<32} {:<5} {:?} @ {} ({} bytes)", t.name, t.ty.name(), t.shape(), t.offset, t.size);
+            writeln!(o, "{:<32} {:<5} {:?} @ {} ({} bytes)", t.name, t.ty.name(), t.shape(), t.offset, t.size)?;
         }
-    }
+        Ok(())
+    })();
 }

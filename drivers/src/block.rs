@@ -1,0 +1,192 @@
+//! Block devices: the [`BlockDevice`] trait every storage driver implements (virtio-blk, the SD host
+//! controller, SPI-SD) and the fakes the host tests use.
+//!
+//! A block is 512 bytes ([`BLOCK_SIZE`]), the unit SD cards and virtio-blk address in. A driver gets
+//! one call per request: [`BlockDevice::read_blocks`] with a buffer of several blocks should become one
+//! multi-block command (CMD18, one virtio descriptor chain), because that is where the bandwidth is;
+//! the FAT reader and the page cache above ask for whole extents at once.
+//!
+//! Fakes, small enough to compile always:
+//! - [`RamDisk`] serves blocks from memory (`Vec<u8>`, `&[u8]`, anything `AsRef<[u8]>`); a request past
+//!   the end or with a length that is not whole blocks is an error naming the LBA, never a panic.
+//! - [`CountingDevice`] wraps any device and counts requests and blocks, for I/O measurements.
+//!
+//! Fault injection (an error or a short read at a chosen request) will be one more wrapper of the same
+//! shape as [`CountingDevice`].
+//!
+//! [`check_request`] is the range check every driver does before touching hardware.
+
+use core::fmt;
+
+/// Bytes in one block: every LBA counts 512-byte blocks.
+pub const BLOCK_SIZE: usize = 512;
+
+/// A device that reads 512-byte blocks.
+pub trait BlockDevice {
+    /// What a failed request reports; printed on the UART by the kernel.
+    type Error: fmt::Debug + fmt::Display;
+
+    /// Number of 512-byte blocks.
+    fn num_blocks(&self) -> u64;
+
+    /// Read `buf.len() / 512` consecutive blocks starting at `lba` (`buf.len()` a multiple of 512); a
+    /// driver issues this as one multi-block request where it can.
+    fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), Self::Error>;
+}
+
+impl<D: BlockDevice + ?Sized> BlockDevice for &mut D {
+    type Error = D::Error;
+
+    fn num_blocks(&self) -> u64 {
+        (**self).num_blocks()
+    }
+
+    fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), Self::Error> {
+        (**self).read_blocks(lba, buf)
+    }
+}
+
+/// A request a device cannot serve, found before any I/O.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestError {
+    /// The buffer is not a whole number of blocks.
+    PartialBlock { lba: u64, len: usize },
+    /// Blocks `lba .. lba + blocks` are not all below `num_blocks`.
+    OutOfRange { lba: u64, blocks: u64, num_blocks: u64 },
+}
+
+impl fmt::Display for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            RequestError::PartialBlock { lba, len } => {
+                write!(f, "read at LBA {lba}: buffer of {len} bytes is not a multiple of {BLOCK_SIZE}")
+            }
+            RequestError::OutOfRange { lba, blocks, num_blocks } => write!(
+                f,
+                "read of {blocks} block(s) at LBA {lba} goes past the end of the device ({num_blocks} blocks)"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for RequestError {}
+
+/// Check a read of `len` bytes at `lba` on a device of `num_blocks` blocks; returns the block count.
+pub fn check_request(lba: u64, len: usize, num_blocks: u64) -> Result<u64, RequestError> {
+    let blocks = (len / BLOCK_SIZE) as u64;
+    if blocks as usize * BLOCK_SIZE != len {
+        return Err(RequestError::PartialBlock { lba, len });
+    }
+    match lba.checked_add(blocks) {
+        Some(end) if end <= num_blocks => Ok(blocks),
+        _ => Err(RequestError::OutOfRange { lba, blocks, num_blocks }),
+    }
+}
+
+/// A block device in memory: block `n` is bytes `n * 512 .. (n + 1) * 512` of the data. A trailing
+/// partial block is not addressable.
+#[derive(Debug, Clone)]
+pub struct RamDisk<T> {
+    data: T,
+}
+
+impl<T: AsRef<[u8]>> RamDisk<T> {
+    pub fn new(data: T) -> Self {
+        RamDisk { data }
+    }
+
+    /// The bytes behind the disk.
+    pub fn data(&self) -> &T {
+        &self.data
+    }
+
+    pub fn into_inner(self) -> T {
+        self.data
+    }
+}
+
+impl<T: AsRef<[u8]>> BlockDevice for RamDisk<T> {
+    type Error = RequestError;
+
+    fn num_blocks(&self) -> u64 {
+        (self.data.as_ref().len() / BLOCK_SIZE) as u64
+    }
+
+    fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), RequestError> {
+        check_request(lba, buf.len(), self.num_blocks())?;
+        // In range of a `usize`-indexed slice: lba + blocks <= num_blocks = len / 512.
+        let start = lba as usize * BLOCK_SIZE;
+        buf.copy_from_slice(&self.data.as_ref()[start..start + buf.len()]);
+        Ok(())
+    }
+}
+
+/// Wraps a device and counts what passes through: requests, blocks, the largest request.
+#[derive(Debug, Clone)]
+pub struct CountingDevice<D> {
+    inner: D,
+    requests: u64,
+    blocks: u64,
+    largest: u64,
+}
+
+impl<D> CountingDevice<D> {
+    pub fn new(inner: D) -> Self {
+        CountingDevice { inner, requests: 0, blocks: 0, largest: 0 }
+    }
+
+    /// Read requests issued (failed ones included).
+    pub fn requests(&self) -> u64 {
+        self.requests
+    }
+
+    /// Blocks asked for over all requests.
+    pub fn blocks(&self) -> u64 {
+        self.blocks
+    }
+
+    /// Bytes asked for over all requests.
+    pub fn bytes(&self) -> u64 {
+        self.blocks * BLOCK_SIZE as u64
+    }
+
+    /// Blocks in the largest single request.
+    pub fn largest_request(&self) -> u64 {
+        self.largest
+    }
+
+    /// Zero the counters.
+    pub fn reset(&mut self) {
+        self.requests = 0;
+        self.blocks = 0;
+        self.largest = 0;
+    }
+
+    pub fn inner(&self) -> &D {
+        &self.inner
+    }
+
+    pub fn inner_mut(&mut self) -> &mut D {
+        &mut self.inner
+    }
+
+    pub fn into_inner(self) -> D {
+        self.inner
+    }
+}
+
+impl<D: BlockDevice> BlockDevice for CountingDevice<D> {
+    type Error = D::Error;
+
+    fn num_blocks(&self) -> u64 {
+        self.inner.num_blocks()
+    }
+
+    fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), D::Error> {
+        let blocks = (buf.len() / BLOCK_SIZE) as u64;
+        self.requests += 1;
+        self.blocks += blocks;
+        self.largest = self.largest.max(blocks);
+        self.inner.read_blocks(lba, buf)
+    }
+}

@@ -1,0 +1,213 @@
+//! Mounting: sector 0 as an MBR or a bare boot sector, then strict BPB validation into a [`Volume`].
+//!
+//! BPB offsets (Microsoft "FAT: General Overview of On-Disk Format", FAT32 layout):
+//!
+//! | offset | field | | offset | field |
+//! |---|---|---|---|---|
+//! | 0 | BS_jmpBoot (EB xx 90 or E9 xx xx) | | 0x16 | BPB_FATSz16 (0 on FAT32) |
+//! | 0x0B | BPB_BytsPerSec | | 0x20 | BPB_TotSec32 |
+//! | 0x0D | BPB_SecPerClus | | 0x24 | BPB_FATSz32 |
+//! | 0x0E | BPB_RsvdSecCnt | | 0x28 | BPB_ExtFlags (bit 7: one active FAT, bits 0-3) |
+//! | 0x10 | BPB_NumFATs | | 0x2A | BPB_FSVer (0) |
+//! | 0x11 | BPB_RootEntCnt (0 on FAT32) | | 0x2C | BPB_RootClus |
+//! | 0x13 | BPB_TotSec16 | | 0x1FE | signature 0x55 0xAA |
+//!
+//! MBR: four 16-byte entries at 0x1BE (status at +0, type at +4, first LBA at +8, sector count at +12).
+
+use super::{read, FatError, Partition, Volume, MAX_CLUSTERS};
+use crate::block::{BlockDevice, BLOCK_SIZE};
+
+fn u16_at(s: &[u8; BLOCK_SIZE], off: usize) -> u16 {
+    u16::from_le_bytes([s[off], s[off + 1]])
+}
+
+fn u32_at(s: &[u8; BLOCK_SIZE], off: usize) -> u32 {
+    u32::from_le_bytes([s[off], s[off + 1], s[off + 2], s[off + 3]])
+}
+
+/// Partition types that may hold a FAT volume: FAT32 (CHS, LBA) first, then FAT12/16 ones, which are
+/// mounted only to say "not FAT32" from their BPB (or accepted if the BPB is FAT32 after all).
+const FAT32_TYPES: [u8; 2] = [0x0B, 0x0C];
+const FAT16_TYPES: [u8; 4] = [0x0E, 0x06, 0x01, 0x04];
+const GPT_PROTECTIVE: u8 = 0xEE;
+
+fn check_signature<E>(s: &[u8; BLOCK_SIZE], lba: u64) -> Result<(), FatError<E>> {
+    let value = u16_at(s, 510);
+    if value != 0xAA55 {
+        return Err(FatError::BadSignature { lba, value });
+    }
+    Ok(())
+}
+
+/// Sector 0 is taken for a bare FAT boot sector when it starts with a jump instruction and its BPB's
+/// basic fields are plausible; an MBR (boot code, often zeros) fails this.
+fn looks_like_boot_sector(s: &[u8; BLOCK_SIZE]) -> bool {
+    let jump = (s[0] == 0xEB && s[2] == 0x90) || s[0] == 0xE9;
+    let bps = u16_at(s, 0x0B);
+    let spc = s[0x0D];
+    jump && matches!(bps, 512 | 1024 | 2048 | 4096)
+        && spc.is_power_of_two()
+        && u16_at(s, 0x0E) != 0
+        && s[0x10] != 0
+}
+
+/// One MBR partition entry.
+#[derive(Clone, Copy)]
+struct MbrEntry {
+    kind: u8,
+    start: u64,
+    blocks: u64,
+}
+
+/// The four entries, when the table is well-formed: every status byte 0x00 or 0x80, every used entry
+/// with a non-zero start and size, and at least one used entry.
+fn parse_mbr(s: &[u8; BLOCK_SIZE]) -> Option<[MbrEntry; 4]> {
+    let mut entries = [MbrEntry { kind: 0, start: 0, blocks: 0 }; 4];
+    let mut used = 0;
+    for (i, e) in entries.iter_mut().enumerate() {
+        let off = 0x1BE + 16 * i;
+        let status = s[off];
+        if status != 0x00 && status != 0x80 {
+            return None;
+        }
+        e.kind = s[off + 4];
+        e.start = u64::from(u32_at(s, off + 8));
+        e.blocks = u64::from(u32_at(s, off + 12));
+        if e.kind != 0 {
+            if e.start == 0 || e.blocks == 0 {
+                return None;
+            }
+            used += 1;
+        }
+    }
+    (used > 0).then_some(entries)
+}
+
+pub(super) fn mount<D: BlockDevice>(dev: &mut D) -> Result<Volume, FatError<D::Error>> {
+    let device_blocks = dev.num_blocks();
+    let mut s0 = [0u8; BLOCK_SIZE];
+    read(dev, 0, &mut s0)?;
+    check_signature(&s0, 0)?;
+    if looks_like_boot_sector(&s0) {
+        return parse_boot_sector(&s0, 0, None, device_blocks);
+    }
+    let Some(entries) = parse_mbr(&s0) else {
+        // Neither a plausible boot sector nor a partition table: report what is wrong with the BPB.
+        return parse_boot_sector(&s0, 0, None, device_blocks);
+    };
+    if entries.iter().any(|e| e.kind == GPT_PROTECTIVE) {
+        return Err(FatError::GptUnsupported);
+    }
+    let pick = |types: &[u8]| entries.iter().position(|e| types.contains(&e.kind));
+    let Some(index) = pick(&FAT32_TYPES).or_else(|| pick(&FAT16_TYPES)) else {
+        return Err(FatError::NoFatPartition { types: entries.map(|e| e.kind) });
+    };
+    let e = entries[index];
+    if e.start + e.blocks > device_blocks {
+        return Err(FatError::PartitionOutOfDevice { index, start: e.start, blocks: e.blocks, device_blocks });
+    }
+    let mut boot = [0u8; BLOCK_SIZE];
+    read(dev, e.start, &mut boot)?;
+    let part = Partition { index: index as u8, kind: e.kind, start: e.start, blocks: e.blocks };
+    parse_boot_sector(&boot, e.start, Some(part), device_blocks)
+}
+
+/// Validate the boot sector at `lba` (a partition's first block, or 0) and compute the layout.
+fn parse_boot_sector<E>(
+    s: &[u8; BLOCK_SIZE],
+    lba: u64,
+    partition: Option<Partition>,
+    device_blocks: u64,
+) -> Result<Volume, FatError<E>> {
+    let bad = |field: &'static str, value: u64, expected: &'static str| FatError::BadField { lba, field, value, expected };
+    check_signature(s, lba)?;
+
+    let bytes_per_sector = u16_at(s, 0x0B);
+    if !matches!(bytes_per_sector, 512 | 1024 | 2048 | 4096) {
+        return Err(bad("BPB_BytsPerSec", bytes_per_sector.into(), "512, 1024, 2048 or 4096"));
+    }
+    let sectors_per_cluster = s[0x0D];
+    if !sectors_per_cluster.is_power_of_two() {
+        return Err(bad("BPB_SecPerClus", sectors_per_cluster.into(), "a power of two from 1 to 128"));
+    }
+    let reserved = u16_at(s, 0x0E);
+    if reserved == 0 {
+        return Err(bad("BPB_RsvdSecCnt", 0, "at least 1"));
+    }
+    let num_fats = s[0x10];
+    if num_fats == 0 {
+        return Err(bad("BPB_NumFATs", 0, "at least 1"));
+    }
+    let root_entries = u16_at(s, 0x11);
+    let fat_size16 = u16_at(s, 0x16);
+    if fat_size16 != 0 || root_entries != 0 {
+        return Err(FatError::NotFat32 { lba, fat_size16, root_entries });
+    }
+    let fat_size = u32_at(s, 0x24);
+    if fat_size == 0 {
+        return Err(bad("BPB_FATSz32", 0, "at least 1"));
+    }
+    let total16 = u16_at(s, 0x13);
+    let total_sectors = if total16 != 0 { u32::from(total16) } else { u32_at(s, 0x20) };
+    let total_field = if total16 != 0 { "BPB_TotSec16" } else { "BPB_TotSec32" };
+    let data_start = u64::from(reserved) + u64::from(num_fats) * u64::from(fat_size);
+    if u64::from(total_sectors) <= data_start {
+        return Err(bad(total_field, total_sectors.into(), "more than the reserved sectors plus the FATs"));
+    }
+    let clusters64 = (u64::from(total_sectors) - data_start) / u64::from(sectors_per_cluster);
+    if clusters64 == 0 {
+        return Err(bad(total_field, total_sectors.into(), "room for at least one cluster after the FATs"));
+    }
+    if clusters64 > u64::from(MAX_CLUSTERS) {
+        return Err(bad(total_field, total_sectors.into(), "at most 0x0ffffff5 clusters"));
+    }
+    let clusters = clusters64 as u32;
+    let fat_entries = u64::from(fat_size) * u64::from(bytes_per_sector) / 4;
+    if fat_entries < clusters64 + 2 {
+        return Err(FatError::FatTooSmall {
+            lba,
+            fat_sectors: fat_size,
+            bytes_per_sector: bytes_per_sector.into(),
+            clusters,
+        });
+    }
+    let ext_flags = u16_at(s, 0x28);
+    let active_fat = if ext_flags & 0x80 != 0 { ext_flags & 0x0F } else { 0 };
+    if active_fat >= u16::from(num_fats) {
+        return Err(bad("BPB_ExtFlags", ext_flags.into(), "an active FAT number below BPB_NumFATs"));
+    }
+    let version = u16_at(s, 0x2A);
+    if version != 0 {
+        return Err(bad("BPB_FSVer", version.into(), "0 (version 0.0)"));
+    }
+    let root_cluster = u32_at(s, 0x2C);
+    if root_cluster < 2 || root_cluster >= clusters + 2 {
+        return Err(bad("BPB_RootClus", root_cluster.into(), "a data cluster: at least 2 and below cluster count + 2"));
+    }
+
+    // Everything in 512-byte device blocks from here on.
+    let sector_blocks = u64::from(bytes_per_sector) / BLOCK_SIZE as u64;
+    let total_blocks = u64::from(total_sectors) * sector_blocks;
+    if lba + total_blocks > device_blocks {
+        return Err(FatError::VolumeOutOfDevice { lba, blocks: total_blocks, device_blocks });
+    }
+    if let Some(p) = partition {
+        if total_blocks > p.blocks {
+            return Err(FatError::VolumeOutOfPartition { lba, blocks: total_blocks, partition_blocks: p.blocks });
+        }
+    }
+    let fat_blocks = u64::from(fat_size) * sector_blocks;
+    Ok(Volume {
+        partition,
+        start_lba: lba,
+        total_blocks,
+        bytes_per_sector: bytes_per_sector.into(),
+        cluster_blocks: u64::from(sectors_per_cluster) * sector_blocks,
+        fat_lba: lba + u64::from(reserved) * sector_blocks + u64::from(active_fat) * fat_blocks,
+        fat_blocks,
+        num_fats,
+        data_lba: lba + data_start * sector_blocks,
+        clusters,
+        root_cluster,
+    })
+}

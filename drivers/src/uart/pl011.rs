@@ -1,0 +1,84 @@
+//! ARM PL011 UART (QEMU virt, Raspberry Pi): 8N1 with FIFOs, polled.
+
+use super::Uart;
+use core::ptr::{read_volatile, write_volatile};
+
+const DR: usize = 0x00;
+const FR: usize = 0x18;
+const IBRD: usize = 0x24;
+const FBRD: usize = 0x28;
+const LCRH: usize = 0x2c;
+const CR: usize = 0x30;
+const IMSC: usize = 0x38;
+const ICR: usize = 0x44;
+
+const FR_TXFF: u32 = 1 << 5;
+const FR_RXFE: u32 = 1 << 4;
+const FR_BUSY: u32 = 1 << 3;
+
+/// Polls of a full transmit FIFO before a byte is dropped (a wedged or absent UART must not hang
+/// the kernel): far longer than one character takes at 115200 baud.
+const TX_SPIN_LIMIT: u32 = 10_000_000;
+
+/// A PL011 at a fixed MMIO address.
+#[derive(Debug)]
+pub struct Pl011 {
+    base: usize,
+}
+
+impl Pl011 {
+    /// # Safety
+    /// `base` must be the address of a PL011's registers, mapped as device memory, and used by
+    /// nothing else.
+    pub const unsafe fn new(base: usize) -> Self {
+        Self { base }
+    }
+
+    fn read(&self, reg: usize) -> u32 {
+        // SAFETY: `base` is a PL011 (constructor contract); reg is one of its register offsets.
+        unsafe { read_volatile((self.base + reg) as *const u32) }
+    }
+
+    fn write(&mut self, reg: usize, v: u32) {
+        // SAFETY: as in `read`.
+        unsafe { write_volatile((self.base + reg) as *mut u32, v) }
+    }
+
+    /// Set up 8N1 at `baud` from a UART clock of `clock_hz`, FIFOs on, interrupts masked.
+    pub fn init(&mut self, clock_hz: u32, baud: u32) {
+        self.write(CR, 0);
+        let mut spins = 0;
+        while self.read(FR) & FR_BUSY != 0 && spins < TX_SPIN_LIMIT {
+            spins += 1;
+        }
+        // Divisor = clock / (16 * baud), as 16.6 fixed point.
+        let div64 = ((clock_hz as u64) * 4 + baud as u64 / 2) / baud as u64;
+        self.write(IBRD, (div64 >> 6) as u32);
+        self.write(FBRD, (div64 & 0x3f) as u32);
+        self.write(LCRH, (0b11 << 5) | (1 << 4)); // 8 bits, FIFO enable
+        self.write(IMSC, 0);
+        self.write(ICR, 0x7ff);
+        self.write(CR, (1 << 0) | (1 << 8) | (1 << 9)); // UARTEN | TXE | RXE
+    }
+}
+
+impl Uart for Pl011 {
+    fn write_byte(&mut self, b: u8) {
+        let mut spins = 0;
+        while self.read(FR) & FR_TXFF != 0 {
+            spins += 1;
+            if spins >= TX_SPIN_LIMIT {
+                return;
+            }
+        }
+        self.write(DR, b as u32);
+    }
+
+    fn read_byte(&mut self) -> Option<u8> {
+        if self.read(FR) & FR_RXFE != 0 {
+            None
+        } else {
+            Some(self.read(DR) as u8)
+        }
+    }
+}

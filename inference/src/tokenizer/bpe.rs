@@ -1,0 +1,174 @@
+//! Byte-level BPE merging (llama.cpp's `llm_tokenizer_bpe`), for `tokenizer.ggml.model = gpt2`.
+//!
+//! A word from the pre-tokenizer starts as one symbol per byte; in the vocabulary each byte is the
+//! token of its GPT-2 character ([`super::unicode::byte_to_char`]). Adjacent pairs found in the merge
+//! table are queued by merge rank (lowest first, then leftmost); the best is merged, its neighbours'
+//! pairs are queued, stale entries are skipped. Symbols carry token ids, and the merge table maps a
+//! pair of ids to its rank and the id of the merged text, so no strings are built while merging.
+
+use super::vocab::Vocab;
+use super::NONE;
+use alloc::collections::BinaryHeap;
+use alloc::vec::Vec;
+use core::cmp::Ordering;
+
+/// One merge rule: `left right` (token ids), its rank, and the token of `left + right` ([`NONE`] if
+/// that text is not a token).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Merge {
+    pub key: u64,
+    pub rank: u32,
+    pub merged: u32,
+}
+
+pub fn merge_key(left: u32, right: u32) -> u64 {
+    (u64::from(left) << 32) | u64::from(right)
+}
+
+/// The merge table, sorted by key; the first rule of a duplicated pair wins.
+#[derive(Debug, Clone, Default)]
+pub struct Merges {
+    rules: Vec<Merge>,
+}
+
+impl Merges {
+    pub fn new(mut rules: Vec<Merge>) -> Self {
+        rules.sort_unstable_by(|a, b| a.key.cmp(&b.key).then(a.rank.cmp(&b.rank)));
+        rules.dedup_by_key(|m| m.key);
+        rules.shrink_to_fit();
+        Merges { rules }
+    }
+
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    pub fn find(&self, left: u32, right: u32) -> Option<&Merge> {
+        let key = merge_key(left, right);
+        self.rules.binary_search_by(|m| m.key.cmp(&key)).ok().map(|i| &self.rules[i])
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Symbol {
+    /// Token of the symbol's text, or [`NONE`].
+    id: u32,
+    start: usize,
+    /// Bytes of the word; 0 once merged into its left neighbour.
+    len: usize,
+    prev: usize,
+    next: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Bigram {
+    rank: u32,
+    left: usize,
+    right: usize,
+    /// The two tokens when queued, to recognise stale entries.
+    left_id: u32,
+    right_id: u32,
+    merged: u32,
+}
+
+impl Ord for Bigram {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // Max-heap: the lowest rank first, then the leftmost pair.
+        other.rank.cmp(&self.rank).then(other.left.cmp(&self.left))
+    }
+}
+impl PartialOrd for Bigram {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// What BPE needs besides the vocabulary.
+#[derive(Debug)]
+pub struct Tables<'a> {
+    pub merges: &'a Merges,
+    /// Token of each byte's GPT-2 character.
+    pub byte_tokens: &'a [u32; 256],
+    /// Token whose text is the single raw byte `b` (the fallback llama.cpp uses for unknown symbols).
+    pub raw_byte_tokens: &'a [u32; 256],
+    /// GPT-2 character of each byte, as UTF-8 (bytes, length).
+    pub byte_chars: &'a [([u8; 2], u8); 256],
+    /// A whole word that is a token is taken as is (llama.cpp's `ignore_merges`).
+    pub ignore_merges: bool,
+}
+
+/// Append the tokens of one pre-tokenized `word` to `out`.
+pub fn tokenize_word(vocab: &Vocab, t: &Tables, word: &[u8], scratch: &mut Vec<u8>, out: &mut Vec<u32>) {
+    if word.is_empty() {
+        return;
+    }
+    if t.ignore_merges {
+        encode_bytes(t, word, scratch);
+        if let Some(id) = vocab.find(scratch) {
+            out.push(id);
+            return;
+        }
+    }
+
+    let n = word.len();
+    let mut syms: Vec<Symbol> = (0..n)
+        .map(|i| Symbol { id: t.byte_tokens[word[i] as usize], start: i, len: 1, prev: i.wrapping_sub(1), next: i + 1 })
+        .collect();
+    if let Some(last) = syms.last_mut() {
+        last.next = usize::MAX;
+    }
+
+    let mut queue = BinaryHeap::new();
+    let try_add = |syms: &[Symbol], queue: &mut BinaryHeap<Bigram>, left: usize, right: usize| {
+        let (Some(l), Some(r)) = (syms.get(left), syms.get(right)) else { return };
+        if l.id == NONE || r.id == NONE {
+            return;
+        }
+        if let Some(m) = t.merges.find(l.id, r.id) {
+            queue.push(Bigram { rank: m.rank, left, right, left_id: l.id, right_id: r.id, merged: m.merged });
+        }
+    };
+    for i in 1..n {
+        try_add(&syms, &mut queue, i - 1, i);
+    }
+
+    while let Some(b) = queue.pop() {
+        let (l, r) = (syms[b.left], syms[b.right]);
+        if l.len == 0 || r.len == 0 || l.id != b.left_id || r.id != b.right_id {
+            continue; // stale
+        }
+        let s = &mut syms[b.left];
+        s.len += r.len;
+        s.id = b.merged;
+        s.next = r.next;
+        syms[b.right].len = 0;
+        if let Some(nx) = syms.get_mut(r.next) {
+            nx.prev = b.left;
+        }
+        let (prev, next) = (syms[b.left].prev, syms[b.left].next);
+        try_add(&syms, &mut queue, prev, b.left);
+        try_add(&syms, &mut queue, b.left, next);
+    }
+
+    let mut i = 0;
+    while let Some(s) = syms.get(i) {
+        if s.id != NONE {
+            out.push(s.id);
+        } else {
+            // The symbol's text is no token: llama.cpp looks up each byte of its GPT-2 encoding as a
+            // one-byte token and drops the bytes that are none.
+            encode_bytes(t, &word[s.start..s.start + s.len], scratch);
+            out.extend(scratch.iter().map(|&e| t.raw_byte_tokens[e as usize]).filter(|&id| id != NONE));
+        }
+        i = s.next;
+    }
+}
+
+/// `bytes` written in GPT-2 characters (UTF-8), into `out`.
+pub fn encode_bytes(t: &Tables, bytes: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    for &b in bytes {
+        let (c, n) = &t.byte_chars[b as usize];
+        out.extend_from_slice(&c[..*n as usize]);
+    }
+}

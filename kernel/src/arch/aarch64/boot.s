@@ -1,0 +1,151 @@
+// lmboot entry for aarch64. Runs with the MMU off: no Rust code before `mmu_on` returns.
+// x0 = device tree address (virt). Core number = MPIDR_EL1.Aff0.
+.section .text.boot, "ax"
+.global _start
+_start:
+    mov     x19, x0                     // keep the DTB address
+    mrs     x20, mpidr_el1
+    and     x20, x20, #0xff             // core number
+    mrs     x2, CurrentEL
+    lsr     x2, x2, #2
+    cmp     x2, #3
+    b.ne    1f
+    // EL3 -> EL2: lower levels AArch64 and non-secure, HVC on, no FP/SIMD traps.
+    mov     x3, #0x5b1                  // SCR_EL3: RW | HCE | SMD | RES1 | NS
+    msr     scr_el3, x3
+    msr     cptr_el3, xzr
+    mov     x3, #0x3c9                  // EL2h, DAIF masked
+    msr     spsr_el3, x3
+    adr     x3, 1f
+    msr     elr_el3, x3
+    eret
+1:  mrs     x2, CurrentEL
+    lsr     x2, x2, #2
+    cmp     x2, #2
+    b.ne    2f
+    // EL2 -> EL1: EL1 is AArch64, counters and timers accessible, no FP/SIMD traps.
+    mov     x3, #(1 << 31)              // HCR_EL2.RW
+    msr     hcr_el2, x3
+    mov     x3, #0x33ff
+    msr     cptr_el2, x3
+    mrs     x3, cnthctl_el2
+    orr     x3, x3, #3                  // EL1PCTEN | EL1PCEN
+    msr     cnthctl_el2, x3
+    msr     cntvoff_el2, xzr
+    ldr     x3, =0x30d00800             // SCTLR_EL1 RES1 bits, MMU and caches off
+    msr     sctlr_el1, x3
+    mov     x3, #0x3c5                  // EL1h, DAIF masked
+    msr     spsr_el2, x3
+    adr     x3, 2f
+    msr     elr_el2, x3
+    eret
+2:  // EL1. FP/SIMD on before anything may use it.
+    mov     x3, #(3 << 20)              // CPACR_EL1.FPEN
+    msr     cpacr_el1, x3
+    isb
+    // This core's stack: the top of its STACK_SIZE slot.
+    ldr     x3, =__stacks_start
+    ldr     x4, =STACK_SIZE
+    add     x5, x20, #1
+    madd    x3, x4, x5, x3
+    mov     sp, x3
+    cbnz    x20, 5f
+    // Core 0: clear BSS.
+    ldr     x3, =__bss_start
+    ldr     x4, =__bss_end
+3:  cmp     x3, x4
+    b.hs    4f
+    str     xzr, [x3], #8
+    b       3b
+4:  bl      mmu_on
+    mov     x0, x19
+    mov     x1, x20
+    bl      lmboot_main
+    b       6f
+5:  // Secondary cores (started by the worker pool).
+    bl      mmu_on
+    mov     x0, x20
+    bl      lmboot_secondary
+6:  wfe
+    b       6b
+
+// Identity map from LMBOOT_PAGE_TABLE (built at compile time; level-1 entries that point to a
+// level-2 table hold its offset from the table base, fixed up here), caches on, vectors installed.
+.global mmu_on
+mmu_on:
+    adrp    x0, LMBOOT_PAGE_TABLE
+    add     x0, x0, :lo12:LMBOOT_PAGE_TABLE
+    adrp    x1, LMBOOT_TABLES_FIXED
+    add     x1, x1, :lo12:LMBOOT_TABLES_FIXED
+    ldr     w2, [x1]
+    cbnz    w2, 2f
+    mov     x3, #0
+1:  ldr     x4, [x0, x3, lsl #3]
+    and     x5, x4, #3
+    cmp     x5, #3
+    b.ne    3f
+    add     x4, x4, x0
+    str     x4, [x0, x3, lsl #3]
+3:  add     x3, x3, #1
+    cmp     x3, #512
+    b.lo    1b
+    mov     w2, #1
+    str     w2, [x1]
+    dsb     ish
+2:  mov     x2, #0xff04                 // MAIR: attr0 device nGnRE, attr1 normal write-back
+    msr     mair_el1, x2
+    mrs     x3, id_aa64mmfr0_el1
+    and     x3, x3, #7                  // PARange -> TCR.IPS
+    lsl     x3, x3, #32
+    ldr     x2, =0x803519               // T0SZ=25, inner/outer WB-WA walks, inner shareable, 4K, EPD1
+    orr     x2, x2, x3
+    msr     tcr_el1, x2
+    msr     ttbr0_el1, x0
+    dsb     ish
+    isb
+    tlbi    vmalle1
+    dsb     ish
+    isb
+    mrs     x2, sctlr_el1
+    orr     x2, x2, #(1 << 0)           // M
+    orr     x2, x2, #(1 << 2)           // C
+    orr     x2, x2, #(1 << 12)          // I
+    bic     x2, x2, #(1 << 1)           // no alignment faults
+    msr     sctlr_el1, x2
+    isb
+    adr     x2, exception_vectors
+    msr     vbar_el1, x2
+    isb
+    ret
+
+// Exception vectors: every entry reports its index with ESR, ELR and FAR to Rust, which prints
+// them and stops.
+.macro VECTOR idx
+    .balign 0x80
+    mov     x0, #\idx
+    mrs     x1, esr_el1
+    mrs     x2, elr_el1
+    mrs     x3, far_el1
+    b       lmboot_exception
+.endm
+
+.section .text
+.balign 0x800
+.global exception_vectors
+exception_vectors:
+    VECTOR 0
+    VECTOR 1
+    VECTOR 2
+    VECTOR 3
+    VECTOR 4
+    VECTOR 5
+    VECTOR 6
+    VECTOR 7
+    VECTOR 8
+    VECTOR 9
+    VECTOR 10
+    VECTOR 11
+    VECTOR 12
+    VECTOR 13
+    VECTOR 14
+    VECTOR 15

@@ -1,0 +1,106 @@
+//! aarch64: boot (assembly in `boot.s`), the identity map, exceptions, counters, power off.
+
+pub mod mmu;
+
+use core::arch::{asm, global_asm};
+
+global_asm!(include_str!("boot.s"));
+
+/// The exception-vector entry point (see `boot.s`): print what happened and stop with status 2.
+#[no_mangle]
+extern "C" fn lmboot_exception(index: u64, esr: u64, elr: u64, far: u64) -> ! {
+    let kinds = ["sync", "irq", "fiq", "serror"];
+    let from = ["EL1 with SP_EL0", "EL1 with SP_EL1", "lower EL (AArch64)", "lower EL (AArch32)"];
+    crate::console::emergency(format_args!(
+        "\n*** exception: {} from {}: ESR_EL1 {esr:#x} (class {:#x}), ELR_EL1 {elr:#x}, FAR_EL1 {far:#x}\n",
+        kinds[(index % 4) as usize],
+        from[(index / 4) as usize % 4],
+        esr >> 26
+    ));
+    crate::power::exit(2)
+}
+
+/// Counter ticks since boot and their frequency.
+pub fn counter() -> u64 {
+    let v: u64;
+    // SAFETY: reading the virtual counter has no side effects; EL1 access is enabled at boot.
+    unsafe { asm!("isb", "mrs {}, cntvct_el0", out(reg) v, options(nomem, nostack)) };
+    v
+}
+
+pub fn counter_hz() -> u64 {
+    let v: u64;
+    // SAFETY: reading CNTFRQ_EL0 has no side effects.
+    unsafe { asm!("mrs {}, cntfrq_el0", out(reg) v, options(nomem, nostack)) };
+    v
+}
+
+/// Retired instructions (PMU event 0x08) and cycles: exact under QEMU `-icount`.
+pub fn perf_counters_enable() {
+    // SAFETY: configures this core's PMU: enable counters, count instructions on counter 0 at EL1,
+    // enable counter 0 and the cycle counter. No memory is touched.
+    unsafe {
+        asm!(
+            "msr pmcr_el0, {pmcr}",
+            "msr pmselr_el0, xzr",
+            "msr pmxevtyper_el0, {ev}",
+            "msr pmcntenset_el0, {en}",
+            "isb",
+            pmcr = in(reg) 0b111u64, // E | P (reset event counters) | C (reset cycle counter)
+            ev = in(reg) 0x08u64,    // INST_RETIRED, counted at EL1
+            en = in(reg) (1u64 << 31) | 1,
+            options(nomem, nostack)
+        )
+    };
+}
+
+/// (instructions, cycles) since [`perf_counters_enable`].
+pub fn perf_counters() -> (u64, u64) {
+    let (i, c): (u64, u64);
+    // SAFETY: reads of this core's PMU counters.
+    unsafe {
+        asm!("isb", "mrs {i}, pmevcntr0_el0", "mrs {c}, pmccntr_el0", i = out(reg) i, c = out(reg) c, options(nomem, nostack))
+    };
+    (i, c)
+}
+
+/// Mask interrupts and return the previous DAIF.
+pub fn irq_save() -> u64 {
+    let daif: u64;
+    // SAFETY: only changes this core's interrupt mask.
+    unsafe { asm!("mrs {}, daif", "msr daifset, #0xf", out(reg) daif, options(nomem, nostack)) };
+    daif
+}
+
+pub fn irq_restore(daif: u64) {
+    // SAFETY: restores a DAIF value read by irq_save.
+    unsafe { asm!("msr daif, {}", in(reg) daif, options(nomem, nostack)) };
+}
+
+/// This core's number.
+pub fn core_id() -> usize {
+    let m: u64;
+    // SAFETY: reading MPIDR_EL1 has no side effects.
+    unsafe { asm!("mrs {}, mpidr_el1", out(reg) m, options(nomem, nostack)) };
+    (m & 0xff) as usize
+}
+
+/// PSCI SYSTEM_OFF over HVC.
+pub fn psci_system_off() {
+    // SAFETY: a firmware call that powers the machine off (or returns if unsupported).
+    unsafe { asm!("hvc #0", inout("x0") 0x8400_0008u64 => _, options(nomem, nostack)) };
+}
+
+/// Semihosting SYS_EXIT with an exit status (QEMU `-semihosting`): QEMU exits with `code`.
+pub fn semihosting_exit(code: u32) {
+    let block = [0x20026u64, code as u64]; // ADP_Stopped_ApplicationExit, status
+    // SAFETY: the semihosting trap reads the two-word block; under QEMU with semihosting enabled
+    // it ends the emulation.
+    unsafe { asm!("hlt #0xf000", in("w0") 0x18u32, in("x1") block.as_ptr(), options(nostack, readonly)) };
+}
+
+/// Wait for an event (low-power idle).
+pub fn wait() {
+    // SAFETY: wfe only idles the core.
+    unsafe { asm!("wfe", options(nomem, nostack)) };
+}

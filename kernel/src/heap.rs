@@ -1,0 +1,52 @@
+//! The heap: embedded-alloc's linked-list allocator over all RAM after the kernel image, with a
+//! high-water mark.
+
+use core::alloc::{GlobalAlloc, Layout};
+use core::sync::atomic::{AtomicUsize, Ordering};
+use embedded_alloc::LlffHeap;
+
+struct Tracking {
+    heap: LlffHeap,
+    high: AtomicUsize,
+}
+
+// SAFETY: forwards to LlffHeap (a correct allocator, locked by critical-section) and only adds a
+// counter.
+unsafe impl GlobalAlloc for Tracking {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: same contract as ours.
+        let p = unsafe { self.heap.alloc(layout) };
+        if !p.is_null() {
+            self.high.fetch_max(self.heap.used(), Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as ours.
+        unsafe { self.heap.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static HEAP: Tracking = Tracking { heap: LlffHeap::empty(), high: AtomicUsize::new(0) };
+
+/// Give the allocator `[start, start + size)`.
+///
+/// # Safety
+/// Once, before any allocation; the range must be RAM used by nothing else.
+pub unsafe fn init(start: usize, size: usize) {
+    // SAFETY: the caller's promise.
+    unsafe { HEAP.heap.init(start, size) }
+}
+
+pub fn used() -> usize {
+    HEAP.heap.used()
+}
+
+pub fn free() -> usize {
+    HEAP.heap.free()
+}
+
+pub fn high_water() -> usize {
+    HEAP.high.load(Ordering::Relaxed)
+}
