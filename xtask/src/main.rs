@@ -96,7 +96,7 @@ fn run(mut c: Command) -> bool {
 fn check_targets() -> i32 {
     for target in BARE_METAL_TARGETS {
         let mut c = cargo();
-        c.args(["build", "--release", "-p", "inference", "-p", "drivers", "-p", "kernel", "--target", target]);
+        c.args(["build", "--release", "-p", "inference", "-p", "drivers", "-p", "kernel", "--lib", "--target", target]);
         if !run(c) {
             eprintln!("xtask: the no_std crates do not build for {target}");
             return 1;
