@@ -10,6 +10,7 @@ extern crate alloc;
 
 pub mod config;
 pub mod pagecache;
+pub mod run;
 
 pub use drivers;
 pub use inference;

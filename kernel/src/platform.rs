@@ -41,7 +41,39 @@ extern "C" fn lmboot_main(dtb_addr: usize, _core: usize) -> ! {
     };
     use drivers::block::BlockDevice;
     println!("card: virtio-blk, {} MiB", dev.num_blocks() * 512 >> 20);
-    power::exit(0)
+
+    crate::arch::perf_counters_enable();
+    let hz = crate::arch::counter_hz().max(1);
+    let clock = move || (crate::arch::counter() as u128 * 1_000_000_000 / hz as u128) as u64;
+    let heap_free = || heap::free() as u64;
+    let heap_high = || heap::high_water() as u64;
+    let instructions = || crate::arch::perf_counters().0;
+    let env = kernel::run::Env {
+        clock_ns: &clock,
+        heap_free: &heap_free,
+        heap_high: &heap_high,
+        instructions: Some(&instructions),
+        pool: &inference::parallel::SingleThread,
+        kernels: inference::Kernels::best(),
+    };
+    match kernel::run::run(dev, &mut UartConsole, &env) {
+        Ok(()) => {
+            println!("lmboot: done");
+            power::exit(0)
+        }
+        Err(e) => {
+            println!("\nerror: {e}");
+            power::exit(1)
+        }
+    }
+}
+
+struct UartConsole;
+
+impl kernel::run::Console for UartConsole {
+    fn write_bytes(&mut self, b: &[u8]) {
+        console::write_bytes(b)
+    }
 }
 
 /// Secondary cores (not started yet).

@@ -43,6 +43,10 @@ pub struct VirtioBlock {
     blocks: u64,
 }
 
+// SAFETY: the device's MMIO registers and DMA queues are only touched through `&mut self`, and the
+// block device moves into the page cache's lock; no core ever uses it without holding that lock.
+unsafe impl Send for VirtioBlock {}
+
 #[derive(Debug)]
 pub struct VirtioError {
     pub lba: u64,

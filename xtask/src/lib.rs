@@ -124,3 +124,194 @@ pub fn fetch_model(dir: &Path) -> Result<(), String> {
 fn python() -> String {
     std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
 }
+
+pub mod image;
+
+/// A board description (`boards/NAME.toml`), the parts the host needs.
+#[derive(Debug, Clone)]
+pub struct Board {
+    pub name: String,
+    pub target: String,
+    pub qemu_binary: String,
+    pub qemu_args: Vec<String>,
+    pub memory: String,
+    /// QEMU arguments attaching the card; `{image}` stands for the image path.
+    pub drive: Vec<String>,
+}
+
+/// Read `boards/NAME.toml`.
+pub fn board(name: &str) -> Result<Board, String> {
+    let path = workspace_root().join("boards").join(format!("{name}.toml"));
+    let text = fs::read_to_string(&path).map_err(|_| {
+        let known: Vec<String> = fs::read_dir(workspace_root().join("boards"))
+            .map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".toml").map(String::from)).collect())
+            .unwrap_or_default();
+        format!("unknown board {name:?} (boards: {})", known.join(", "))
+    })?;
+    let t: toml::Table = text.parse().map_err(|e| format!("{}: {e}", path.display()))?;
+    let s = |t: &toml::Table, k: &str| t.get(k).and_then(|v| v.as_str()).map(String::from).ok_or(format!("{}: missing {k}", path.display()));
+    let list = |t: &toml::Table, k: &str| -> Result<Vec<String>, String> {
+        t.get(k)
+            .and_then(|v| v.as_array())
+            .ok_or(format!("{}: missing {k}", path.display()))?
+            .iter()
+            .map(|v| v.as_str().map(String::from).ok_or(format!("{}: {k} holds a non-string", path.display())))
+            .collect()
+    };
+    let q = t.get("qemu").and_then(|v| v.as_table()).ok_or(format!("{}: missing [qemu]", path.display()))?;
+    Ok(Board {
+        name: s(&t, "name")?,
+        target: s(&t, "target")?,
+        qemu_binary: s(q, "binary")?,
+        qemu_args: list(q, "args")?,
+        memory: s(q, "memory")?,
+        drive: list(q, "drive")?,
+    })
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(workspace_root());
+    c
+}
+
+fn run_quiet(mut c: Command, what: &str) -> Result<(), String> {
+    let out = c.output().map_err(|e| format!("{what}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("{what} failed:\n{}", String::from_utf8_lossy(&out.stderr)));
+    }
+    Ok(())
+}
+
+/// Build the kernel for `board`; returns the ELF's path.
+pub fn build_kernel(board: &Board) -> Result<PathBuf, String> {
+    let mut c = cargo();
+    c.args(["build", "--release", "-p", "kernel", "--bin", "kernel", "--target", &board.target]).env("LMBOOT_BOARD", &board.name);
+    run_quiet(c, "building the kernel")?;
+    Ok(workspace_root().join("target").join(&board.target).join("release").join("kernel"))
+}
+
+/// Build the PC runner; returns its path.
+pub fn build_host() -> Result<PathBuf, String> {
+    let mut c = cargo();
+    c.args(["build", "--release", "--bin", "lmboot-host"]);
+    run_quiet(c, "building lmboot-host")?;
+    Ok(workspace_root().join("target/release/lmboot-host"))
+}
+
+/// Generation settings shared by `lmboot-host` and the kernel's `lmboot.txt`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub prompt: String,
+    pub n: usize,
+    pub temp: String,
+    pub top_k: String,
+    pub top_p: String,
+    pub min_p: String,
+    pub repeat_penalty: String,
+    pub seed: String,
+    pub ctx: usize,
+    pub special: bool,
+    /// Page-cache size for the kernel (`auto` or e.g. `64M`).
+    pub cache: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            prompt: "Once upon a time".into(),
+            n: 32,
+            temp: "0".into(),
+            top_k: "40".into(),
+            top_p: "0.95".into(),
+            min_p: "0.05".into(),
+            repeat_penalty: "1".into(),
+            seed: "0".into(),
+            ctx: 512,
+            special: true,
+            cache: "auto".into(),
+        }
+    }
+}
+
+impl Settings {
+    /// Take the flags `lmboot-host` knows out of `args`; the rest is returned.
+    pub fn parse(args: &[String]) -> Result<(Settings, Vec<String>), String> {
+        let mut s = Settings::default();
+        let mut rest = vec![];
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            let mut val = || it.next().cloned().ok_or(format!("{a} needs a value"));
+            match a.as_str() {
+                "--prompt" | "-p" => s.prompt = val()?,
+                "--prompt-file" => {
+                    let f = val()?;
+                    s.prompt = fs::read_to_string(&f).map_err(|e| format!("{f}: {e}"))?;
+                }
+                "-n" => s.n = val()?.parse().map_err(|_| "-n needs a number")?,
+                "--temp" => s.temp = val()?,
+                "--top-k" => s.top_k = val()?,
+                "--top-p" => s.top_p = val()?,
+                "--min-p" => s.min_p = val()?,
+                "--repeat-penalty" => s.repeat_penalty = val()?,
+                "--seed" => s.seed = val()?,
+                "--ctx" => s.ctx = val()?.parse().map_err(|_| "--ctx needs a number")?,
+                "--cache" => s.cache = val()?,
+                "--no-special" => s.special = false,
+                _ => rest.push(a.clone()),
+            }
+        }
+        Ok((s, rest))
+    }
+
+    /// The same settings as `lmboot-host` arguments.
+    pub fn host_args(&self) -> Vec<String> {
+        let mut v: Vec<String> = [
+            "--prompt", &self.prompt, "-n", &self.n.to_string(), "--temp", &self.temp, "--top-k", &self.top_k,
+            "--top-p", &self.top_p, "--min-p", &self.min_p, "--repeat-penalty", &self.repeat_penalty, "--seed",
+            &self.seed, "--ctx", &self.ctx.to_string(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if !self.special {
+            v.push("--no-special".into());
+        }
+        v
+    }
+
+    /// The same settings as the kernel's `lmboot.txt`.
+    pub fn config_text(&self, model_on_card: &str) -> String {
+        format!(
+            "# lmboot configuration (written by cargo xtask)\nmodel = {model_on_card}\nprompt = {}\nn = {}\ntemperature = {}\ntop_k = {}\ntop_p = {}\nmin_p = {}\nrepeat_penalty = {}\nseed = {}\nctx = {}\ncache = {}\nspecial = {}\n",
+            image::escape(&self.prompt),
+            self.n,
+            self.temp,
+            self.top_k,
+            self.top_p,
+            self.min_p,
+            self.repeat_penalty,
+            self.seed,
+            self.ctx,
+            self.cache,
+            self.special
+        )
+    }
+}
+
+/// Where the model goes on the card.
+pub const MODEL_ON_CARD: &str = "/model.gguf";
+
+/// A QEMU command booting `kernel` on `board` with `image` as the card, UART on stdio.
+pub fn qemu_command(board: &Board, kernel: &Path, image: &Path, mem: Option<&str>, extra: &[String]) -> Command {
+    let mut c = Command::new(&board.qemu_binary);
+    c.args(&board.qemu_args)
+        .args(["-m", mem.unwrap_or(&board.memory)])
+        .args(["-nographic", "-monitor", "none", "-serial", "stdio", "-kernel"])
+        .arg(kernel);
+    for a in &board.drive {
+        c.arg(a.replace("{image}", &image.display().to_string()));
+    }
+    c.args(extra);
+    c
+}

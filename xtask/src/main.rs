@@ -10,6 +10,11 @@ commands:
   fetch-model     download the default model (SmolLM2-135M-Instruct Q4_1) into the cache, verify sha256
   check-targets   build the no_std crates for aarch64-unknown-none and riscv64gc-unknown-none-elf
   test            everything CI runs: check-targets, fetch-model, cargo test --workspace
+  image           build a card image: --board B [--model FILE] [--out FILE] [generation flags]
+  qemu            build, image and boot in QEMU: --board B [--model FILE] [--mem SIZE] [--icount]
+                  [generation flags: --prompt TEXT -n N --temp T --top-k K --top-p P --min-p M
+                   --repeat-penalty R --seed S --ctx N --cache SIZE --no-special]
+                  prints the UART on stdout and exits with the kernel's status
   bench-host      PC runner speed on the default model: prefill and generation tok/s
                   [--threads N] [-n N] [--pread]
 ";
@@ -22,6 +27,8 @@ fn main() {
         Some("check-targets") => check_targets(),
         Some("test") => test(&args[1..]),
         Some("bench-host") => bench_host(&args[1..]),
+        Some("image") => report(image(&args[1..]).map(|_| 0)),
+        Some("qemu") => report(qemu(&args[1..])),
         Some("-h") | Some("--help") | Some("help") => {
             print!("{USAGE}");
             0
@@ -223,4 +230,74 @@ fn bench_host(extra: &[String]) -> i32 {
         println!("| {phase} | {tokens} | {rate} | {threads} |");
     }
     0
+}
+
+fn report(r: Result<i32, String>) -> i32 {
+    match r {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            1
+        }
+    }
+}
+
+/// `--board B`, `--model FILE`, `--out FILE`, `--mem SIZE`, `--icount`, `--smp N` and the generation flags.
+struct BootArgs {
+    board: xtask::Board,
+    model: std::path::PathBuf,
+    out: Option<std::path::PathBuf>,
+    mem: Option<String>,
+    icount: bool,
+    settings: xtask::Settings,
+}
+
+fn boot_args(args: &[String]) -> Result<BootArgs, String> {
+    let (settings, rest) = xtask::Settings::parse(args)?;
+    let mut board = None;
+    let mut model = None;
+    let mut out = None;
+    let mut mem = None;
+    let mut icount = false;
+    let mut it = rest.iter();
+    while let Some(a) = it.next() {
+        let mut val = || it.next().cloned().ok_or(format!("{a} needs a value"));
+        match a.as_str() {
+            "--board" => board = Some(val()?),
+            "--model" => model = Some(std::path::PathBuf::from(val()?)),
+            "--out" => out = Some(std::path::PathBuf::from(val()?)),
+            "--mem" => mem = Some(val()?),
+            "--icount" => icount = true,
+            other => return Err(format!("unknown argument {other:?} (see cargo xtask help)")),
+        }
+    }
+    let board = xtask::board(board.as_deref().unwrap_or("qemu-virt-aarch64"))?;
+    let model = match model {
+        Some(m) => m,
+        None => xtask::ensure_model()?,
+    };
+    Ok(BootArgs { board, model, out, mem, icount, settings })
+}
+
+fn image(args: &[String]) -> Result<std::path::PathBuf, String> {
+    let a = boot_args(args)?;
+    let out = a.out.clone().unwrap_or_else(|| xtask::workspace_root().join("target").join(format!("{}.img", a.board.name)));
+    let cfg = a.settings.config_text(xtask::MODEL_ON_CARD);
+    use xtask::image::Content;
+    let files = [("lmboot.txt", Content::Bytes(cfg.as_bytes())), (xtask::MODEL_ON_CARD, Content::File(&a.model))];
+    xtask::image::make_image(&out, &files, 0)?;
+    eprintln!("xtask: image {} ready", out.display());
+    Ok(out)
+}
+
+fn qemu(args: &[String]) -> Result<i32, String> {
+    let a = boot_args(args)?;
+    eprintln!("xtask: building the kernel for {}", a.board.name);
+    let kernel = xtask::build_kernel(&a.board)?;
+    let img = image(args)?;
+    let extra: Vec<String> = if a.icount { vec!["-icount".into(), "shift=0".into()] } else { vec![] };
+    let mut c = xtask::qemu_command(&a.board, &kernel, &img, a.mem.as_deref(), &extra);
+    eprintln!("xtask: {c:?}");
+    let status = c.status().map_err(|e| format!("running {}: {e} (run `cargo xtask setup`)", a.board.qemu_binary))?;
+    Ok(status.code().unwrap_or(1))
 }

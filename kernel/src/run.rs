@@ -1,0 +1,268 @@
+//! The run, portable: everything after the board is up. Mount the card → read `lmboot.txt` → open
+//! the model (name, architecture, size, weight types) → page cache (load with progress) → tokenizer
+//! → generate, streaming tokens → a stats line. The board supplies a block device, a console, a
+//! clock and a worker pool; the host tests run the same function over a RAM disk.
+
+use crate::config::{Config, Mode};
+use crate::pagecache::{FileSource, PageCache};
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt::{self, Write};
+use drivers::block::BlockDevice;
+use drivers::fat::{File, Volume};
+use inference::generate::{Engine, StopReason};
+use inference::model::{Model, RunState};
+use inference::parallel::Parallel;
+use inference::sampler::Sampler;
+use inference::storage::{Storage, StorageError};
+use inference::tokenizer::{StreamDecoder, Tokenizer};
+use inference::{Gguf, Kernels};
+
+/// Where the configuration lives on the card.
+pub const CONFIG_PATH: &str = "/lmboot.txt";
+/// Heap kept free beyond what the model's buffers need (allocator slack, DMA buffers, stacks of
+/// the loop).
+pub const HEAP_MARGIN: u64 = 4 << 20;
+
+/// Marker lines around the generated text, so tests can cut it out exactly.
+pub const BEGIN_OUTPUT: &str = "--- output ---";
+pub const END_OUTPUT: &str = "--- end ---";
+
+/// The serial console, as the run sees it.
+pub trait Console {
+    fn write_bytes(&mut self, b: &[u8]);
+}
+
+struct W<'a>(&'a mut dyn Console);
+impl Write for W<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.0.write_bytes(s.as_bytes());
+        Ok(())
+    }
+}
+
+/// What the board provides besides the device and console.
+pub struct Env<'a, P: Parallel + ?Sized> {
+    /// Nanoseconds since boot.
+    pub clock_ns: &'a dyn Fn() -> u64,
+    /// Free heap bytes now.
+    pub heap_free: &'a dyn Fn() -> u64,
+    /// Heap high-water mark in bytes.
+    pub heap_high: &'a dyn Fn() -> u64,
+    /// Retired instructions on this core, if the CPU counts them.
+    pub instructions: Option<&'a dyn Fn() -> u64>,
+    pub pool: &'a P,
+    pub kernels: Kernels,
+}
+
+/// Why a run failed. Every variant says what and where.
+#[derive(Debug)]
+pub enum RunError {
+    Card(String),
+    Config(String),
+    Model(String),
+    NoPrompt,
+    Memory(String),
+    Generate(String),
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunError::Card(m) => write!(f, "card: {m}"),
+            RunError::Config(m) => write!(f, "{CONFIG_PATH}: {m}"),
+            RunError::Model(m) => write!(f, "model: {m}"),
+            RunError::NoPrompt => write!(f, "{CONFIG_PATH} sets no prompt (add `prompt = ...`)"),
+            RunError::Memory(m) => write!(f, "memory: {m}"),
+            RunError::Generate(m) => write!(f, "generation: {m}"),
+        }
+    }
+}
+
+/// The model file on the card, read through the FAT extents.
+pub struct CardFile<D: BlockDevice> {
+    pub file: File,
+    pub dev: D,
+}
+
+impl<D: BlockDevice> FileSource for CardFile<D> {
+    type Error = drivers::fat::FatError<D::Error>;
+    fn len(&self) -> u64 {
+        self.file.size()
+    }
+    fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), Self::Error> {
+        self.file.read_at(&mut self.dev, offset, buf)
+    }
+}
+
+/// Uncached reads of the card file (the header and tokenizer, before the cache is sized).
+struct Direct<D: BlockDevice>(spin::Mutex<CardFile<D>>);
+
+impl<D: BlockDevice> Storage for Direct<D> {
+    fn len(&self) -> u64 {
+        self.0.lock().file.size()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        inference::storage::check_range(offset, buf.len() as u64, self.len())?;
+        self.0.lock().read(offset, buf).map_err(|e| StorageError::Io { offset, len: buf.len() as u64, detail: e.to_string() })
+    }
+}
+
+fn ms(ns: u64) -> u64 {
+    ns / 1_000_000
+}
+
+/// Boot-to-tokens on `dev`. Prints progress, the generated text between [`BEGIN_OUTPUT`] and
+/// [`END_OUTPUT`], and a stats line.
+pub fn run<D, P>(mut dev: D, con: &mut dyn Console, env: &Env<'_, P>) -> Result<(), RunError>
+where
+    D: BlockDevice + Send,
+    P: Parallel + ?Sized,
+{
+    let mut out = W(con);
+    let t_boot = (env.clock_ns)();
+
+    // The card and the configuration.
+    let vol = Volume::mount(&mut dev).map_err(|e| RunError::Card(e.to_string()))?;
+    let cfg = match vol.open(&mut dev, CONFIG_PATH) {
+        Ok(f) => {
+            let mut text = alloc::vec![0u8; f.size().min(1 << 20) as usize];
+            f.read_at(&mut dev, 0, &mut text).map_err(|e| RunError::Card(format!("reading {CONFIG_PATH}: {e}")))?;
+            Config::parse(&text).map_err(|e| RunError::Config(e.to_string()))?
+        }
+        Err(e) => return Err(RunError::Config(format!("cannot open it: {e}"))),
+    };
+    let file = vol.open(&mut dev, &cfg.model).map_err(|e| RunError::Card(format!("opening the model {}: {e}", cfg.model)))?;
+    let size = file.size();
+    let _ = writeln!(out, "model: {} ({} bytes in {} extents)", cfg.model, size, file.extents().len());
+
+    // The header, metadata and tokenizer, read directly.
+    let direct = Direct(spin::Mutex::new(CardFile { file, dev }));
+    let g = Gguf::open(&direct).map_err(|e| RunError::Model(e.to_string()))?;
+    let model = Model::load(&g, &direct).map_err(|e| RunError::Model(e.to_string()))?;
+    let c = &model.config;
+    let mut types: BTreeMap<&str, usize> = BTreeMap::new();
+    for t in &g.tensors {
+        *types.entry(t.ty.name()).or_default() += 1;
+    }
+    let types: Vec<String> = types.iter().map(|(k, v)| format!("{k} x{v}")).collect();
+    let _ = writeln!(
+        out,
+        "model: {:?}, {} ({} layers, dim {}, {} heads / {} kv, ffn {}, vocab {}), tensors: {}",
+        c.name,
+        g.architecture().unwrap_or("?"),
+        c.n_layer,
+        c.dim,
+        c.n_head,
+        c.n_head_kv,
+        c.ffn_dim,
+        c.vocab,
+        types.join(", ")
+    );
+    let tok = Tokenizer::from_gguf(&g, &direct).map_err(|e| RunError::Model(e.to_string()))?;
+
+    // Buffers first, then the page cache gets what is left.
+    let ctx = cfg.ctx.min(c.train_ctx);
+    let mut st = RunState::new(&model, ctx, env.pool.workers()).map_err(|e| RunError::Memory(e.to_string()))?;
+    let (kv_bytes, buf_bytes) = st.bytes();
+    let free = (env.heap_free)();
+    let auto = free.saturating_sub(HEAP_MARGIN);
+    let capacity = cfg.cache_bytes.unwrap_or(auto).min(auto).min(size);
+    let _ = writeln!(
+        out,
+        "memory: KV cache {} KiB ({ctx} positions), buffers {} KiB, heap free {} MiB, page cache {} MiB of a {} MiB model",
+        kv_bytes >> 10,
+        buf_bytes >> 10,
+        free >> 20,
+        capacity >> 20,
+        size >> 20
+    );
+    let src = direct.0.into_inner();
+    let t_load = (env.clock_ns)();
+    let mut last = 0;
+    let cache = PageCache::new(src, capacity, cfg.page_bytes, &mut |done, total| {
+        let pct = if total == 0 { 100 } else { done * 100 / total };
+        if pct >= last + 10 || done == total {
+            last = pct;
+            let _ = write!(out, "\rloading {pct:>3}%");
+        }
+    })
+    .map_err(|e| RunError::Memory(e.to_string()))?;
+    let load_ns = (env.clock_ns)() - t_load;
+    let _ = writeln!(
+        out,
+        "\nloaded {} MiB in {} ms ({} MiB resident, page {} KiB)",
+        cache.resident_bytes() >> 20,
+        ms(load_ns),
+        cache.resident_bytes() >> 20,
+        cfg.page_bytes >> 10
+    );
+
+    // Generate.
+    if cfg.mode == Mode::Chat {
+        return Err(RunError::Config("mode = chat is not available yet".into()));
+    }
+    let prompt = cfg.prompt.as_deref().ok_or(RunError::NoPrompt)?;
+    let ids = tok.encode(prompt, true, cfg.special).map_err(|e| RunError::Generate(e.to_string()))?;
+    let mut sampler = Sampler::new(cfg.sampler, c.vocab).map_err(|e| RunError::Config(e.to_string()))?;
+    let engine = Engine { model: &model, src: &cache, pool: env.pool, kernels: env.kernels };
+    let _ = writeln!(out, "prompt: {} tokens; generating up to {} (kernels {})", ids.len(), cfg.max_tokens, env.kernels.name);
+    let _ = writeln!(out, "{BEGIN_OUTPUT}");
+    let before = cache.stats();
+    let i0 = env.instructions.map(|f| f());
+    let mut i_prefill = None;
+    let mut dec = StreamDecoder::new();
+    let report = engine
+        .generate(&mut st, &mut sampler, &ids, cfg.max_tokens, &|t| tok.is_eog(t), env.clock_ns, &mut |t| {
+            if i_prefill.is_none() {
+                i_prefill = env.instructions.map(|f| f());
+            }
+            dec.push(tok.token_to_piece(t), |s| out.0.write_bytes(s.as_bytes()));
+            true
+        })
+        .map_err(|e| RunError::Generate(e.to_string()))?;
+    dec.finish(|s| out.0.write_bytes(s.as_bytes()));
+    let i_end = env.instructions.map(|f| f());
+    let _ = writeln!(out, "\n{END_OUTPUT}");
+
+    let after = cache.stats();
+    let gen = report.generated.max(1) as u64;
+    let stop = match report.stop {
+        Some(StopReason::EndToken(t)) => format!("end token {t}"),
+        Some(StopReason::ContextFull) => format!("context full ({ctx} positions; raise ctx in {CONFIG_PATH})"),
+        _ => "token limit".into(),
+    };
+    let _ = writeln!(
+        out,
+        "stats: prompt {} tokens in {} ms, generated {} tokens in {} ms ({} ms/token), first token after {} ms; stop: {stop}",
+        report.prompt_tokens,
+        ms(report.prefill_time),
+        report.generated,
+        ms(report.gen_time),
+        ms(report.gen_time) / gen,
+        ms(report.first_token_time)
+    );
+    let _ = writeln!(
+        out,
+        "stats: heap high-water {} KiB; page cache hits {}, misses {}, bytes read {} ({} per generated token), refills {}",
+        (env.heap_high)() >> 10,
+        after.hits - before.hits,
+        after.misses - before.misses,
+        after.bytes_read - before.bytes_read,
+        (after.bytes_read - before.bytes_read) / gen,
+        after.refills - before.refills
+    );
+    if let (Some(a), Some(b), Some(c)) = (i0, i_prefill, i_end) {
+        let _ = writeln!(
+            out,
+            "stats: instructions: prompt {} ({} per prompt token), generation {} per generated token (after the first)",
+            b - a,
+            (b - a) / report.prompt_tokens.max(1) as u64,
+            (c - b) / (gen - 1).max(1)
+        );
+    }
+    let _ = writeln!(out, "stats: total {} ms since the card was mounted", ms((env.clock_ns)() - t_boot));
+    Ok(())
+}
