@@ -174,7 +174,7 @@ fn run<S: Storage + Sync>(args: &Args, src: &S) -> Result<(), String> {
     let ctx = args.ctx.min(model.config.train_ctx);
     let mut st = RunState::new(&model, ctx, args.threads).map_err(|e| e.to_string())?;
     let pool = pool::Pool::new(args.threads);
-    let engine = Engine { model: &model, src, pool: &pool, kernels: Kernels::best() };
+    let engine = Engine { model: &model, src, pool: &pool, kernels: Kernels::best(), on_forward: None };
     let load_ms = t_load.elapsed().as_secs_f64() * 1e3;
 
     if let Some(teacher) = &args.teacher {

@@ -81,6 +81,8 @@ pub struct Engine<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> {
     pub src: &'a S,
     pub pool: &'a P,
     pub kernels: Kernels,
+    /// Called after every forward pass (prompt or generated token), e.g. to sample a counter.
+    pub on_forward: Option<&'a dyn Fn()>,
 }
 
 impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> fmt::Debug for Engine<'_, S, P> {
@@ -90,6 +92,12 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> fmt::Debug for Engine<'_,
 }
 
 impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
+    fn forwarded(&self) {
+        if let Some(f) = self.on_forward {
+            f()
+        }
+    }
+
     /// Feed `tokens` at the next positions; computes logits for the last one.
     pub fn feed(&self, st: &mut RunState, tokens: &[u32]) -> Result<(), GenError> {
         let free = st.ctx() - st.pos;
@@ -98,6 +106,7 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
         }
         for (i, &t) in tokens.iter().enumerate() {
             self.model.forward(st, self.src, self.pool, &self.kernels, t, i + 1 == tokens.len())?;
+            self.forwarded();
         }
         Ok(())
     }
@@ -148,6 +157,7 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
                 break;
             }
             self.model.forward(st, self.src, self.pool, &self.kernels, tok, true)?;
+            self.forwarded();
         }
         rep.stop.get_or_insert(StopReason::MaxTokens);
         rep.gen_time = clock().wrapping_sub(t1);

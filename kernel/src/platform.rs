@@ -52,7 +52,8 @@ extern "C" fn lmboot_main(dtb_addr: usize, _core: usize) -> ! {
         clock_ns: &clock,
         heap_free: &heap_free,
         heap_high: &heap_high,
-        instructions: Some(&instructions),
+        // PMEVCNTR0_EL0 is 32 bits wide on ARMv8.0 cores.
+        instructions: Some((&instructions, 32)),
         pool: &inference::parallel::SingleThread,
         kernels: inference::Kernels::best(),
     };

@@ -51,8 +51,9 @@ pub struct Env<'a, P: Parallel + ?Sized> {
     pub heap_free: &'a dyn Fn() -> u64,
     /// Heap high-water mark in bytes.
     pub heap_high: &'a dyn Fn() -> u64,
-    /// Retired instructions on this core, if the CPU counts them.
-    pub instructions: Option<&'a dyn Fn() -> u64>,
+    /// This core's retired-instruction counter and its width in bits (it may wrap), if the CPU
+    /// counts instructions.
+    pub instructions: Option<(&'a dyn Fn() -> u64, u32)>,
     pub pool: &'a P,
     pub kernels: Kernels,
 }
@@ -207,24 +208,29 @@ where
     let prompt = cfg.prompt.as_deref().ok_or(RunError::NoPrompt)?;
     let ids = tok.encode(prompt, true, cfg.special).map_err(|e| RunError::Generate(e.to_string()))?;
     let mut sampler = Sampler::new(cfg.sampler, c.vocab).map_err(|e| RunError::Config(e.to_string()))?;
-    let engine = Engine { model: &model, src: &cache, pool: env.pool, kernels: env.kernels };
+    let counter = InstructionCounter::new(env.instructions);
+    let sample = || counter.sample();
+    let engine = Engine { model: &model, src: &cache, pool: env.pool, kernels: env.kernels, on_forward: Some(&sample) };
     let _ = writeln!(out, "prompt: {} tokens; generating up to {} (kernels {})", ids.len(), cfg.max_tokens, env.kernels.name);
     let _ = writeln!(out, "{BEGIN_OUTPUT}");
     let before = cache.stats();
-    let i0 = env.instructions.map(|f| f());
+    counter.sample();
+    let i0 = counter.total();
     let mut i_prefill = None;
     let mut dec = StreamDecoder::new();
     let report = engine
         .generate(&mut st, &mut sampler, &ids, cfg.max_tokens, &|t| tok.is_eog(t), env.clock_ns, &mut |t| {
             if i_prefill.is_none() {
-                i_prefill = env.instructions.map(|f| f());
+                counter.sample();
+                i_prefill = counter.total();
             }
             dec.push(tok.token_to_piece(t), |s| out.0.write_bytes(s.as_bytes()));
             true
         })
         .map_err(|e| RunError::Generate(e.to_string()))?;
     dec.finish(|s| out.0.write_bytes(s.as_bytes()));
-    let i_end = env.instructions.map(|f| f());
+    counter.sample();
+    let i_end = counter.total();
     let _ = writeln!(out, "\n{END_OUTPUT}");
 
     let after = cache.stats();
@@ -254,7 +260,9 @@ where
         (after.bytes_read - before.bytes_read) / gen,
         after.refills - before.refills
     );
-    if let (Some(a), Some(b), Some(c)) = (i0, i_prefill, i_end) {
+    if let (Some(0), Some(0), Some(0)) = (i0, i_prefill, i_end) {
+        let _ = writeln!(out, "stats: instructions: not counted (the PMU counts only under QEMU -icount or on hardware)");
+    } else if let (Some(a), Some(b), Some(c)) = (i0, i_prefill, i_end) {
         let _ = writeln!(
             out,
             "stats: instructions: prompt {} ({} per prompt token), generation {} per generated token (after the first)",
@@ -265,4 +273,30 @@ where
     }
     let _ = writeln!(out, "stats: total {} ms since the card was mounted", ms((env.clock_ns)() - t_boot));
     Ok(())
+}
+
+/// A retired-instruction count extended to 64 bits: sampled after every forward pass (well under
+/// one wrap of a 32-bit counter), adding the wrapping difference each time.
+struct InstructionCounter<'a> {
+    read: Option<(&'a dyn Fn() -> u64, u32)>,
+    last: core::cell::Cell<u64>,
+    total: core::cell::Cell<u64>,
+}
+
+impl<'a> InstructionCounter<'a> {
+    fn new(read: Option<(&'a dyn Fn() -> u64, u32)>) -> Self {
+        let last = read.map(|(f, _)| f()).unwrap_or(0);
+        Self { read, last: core::cell::Cell::new(last), total: core::cell::Cell::new(0) }
+    }
+    fn sample(&self) {
+        if let Some((f, bits)) = self.read {
+            let now = f();
+            let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+            self.total.set(self.total.get() + (now.wrapping_sub(self.last.get()) & mask));
+            self.last.set(now);
+        }
+    }
+    fn total(&self) -> Option<u64> {
+        self.read.map(|_| self.total.get())
+    }
 }

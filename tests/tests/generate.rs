@@ -22,7 +22,7 @@ fn is_end(t: u32) -> bool {
 }
 
 fn run<P: Parallel>(model: &Model, src: &FileStorage, pool: &P, cfg: SamplerConfig, prompt: &[u32], n: usize, ctx: usize) -> (Vec<u32>, Option<StopReason>) {
-    let engine = Engine { model, src, pool, kernels: Kernels::best() };
+    let engine = Engine { model, src, pool, kernels: Kernels::best(), on_forward: None };
     let mut st = RunState::new(model, ctx, pool.workers()).unwrap();
     let mut sampler = Sampler::new(cfg, model.config.vocab).unwrap();
     let mut out = vec![];
@@ -101,7 +101,7 @@ fn full_context_stops_cleanly_and_long_prompts_are_errors() {
     // one is sampled from a full cache.
     assert_eq!(out.len(), 4);
 
-    let engine = Engine { model: &model, src: &src, pool: &SingleThread, kernels: Kernels::best() };
+    let engine = Engine { model: &model, src: &src, pool: &SingleThread, kernels: Kernels::best(), on_forward: None };
     let small = prompt.len() - 1;
     let mut st = RunState::new(&model, small, 1).unwrap();
     let mut sampler = Sampler::new(SamplerConfig::greedy(), model.config.vocab).unwrap();

@@ -45,10 +45,7 @@ fn looks_like_boot_sector(s: &[u8; BLOCK_SIZE]) -> bool {
     let jump = (s[0] == 0xEB && s[2] == 0x90) || s[0] == 0xE9;
     let bps = u16_at(s, 0x0B);
     let spc = s[0x0D];
-    jump && matches!(bps, 512 | 1024 | 2048 | 4096)
-        && spc.is_power_of_two()
-        && u16_at(s, 0x0E) != 0
-        && s[0x10] != 0
+    jump && matches!(bps, 512 | 1024 | 2048 | 4096) && spc.is_power_of_two() && u16_at(s, 0x0E) != 0 && s[0x10] != 0
 }
 
 /// One MBR partition entry.
@@ -95,11 +92,12 @@ pub(super) fn mount<D: BlockDevice>(dev: &mut D) -> Result<Volume, FatError<D::E
         // Neither a plausible boot sector nor a partition table: report what is wrong with the BPB.
         return parse_boot_sector(&s0, 0, None, device_blocks);
     };
-    if entries.iter().any(|e| e.kind == GPT_PROTECTIVE) {
-        return Err(FatError::GptUnsupported);
-    }
     let pick = |types: &[u8]| entries.iter().position(|e| types.contains(&e.kind));
     let Some(index) = pick(&FAT32_TYPES).or_else(|| pick(&FAT16_TYPES)) else {
+        // A hybrid MBR with a FAT partition was used above; a plain protective MBR means GPT.
+        if entries.iter().any(|e| e.kind == GPT_PROTECTIVE) {
+            return Err(FatError::GptUnsupported);
+        }
         return Err(FatError::NoFatPartition { types: entries.map(|e| e.kind) });
     };
     let e = entries[index];
@@ -119,7 +117,8 @@ fn parse_boot_sector<E>(
     partition: Option<Partition>,
     device_blocks: u64,
 ) -> Result<Volume, FatError<E>> {
-    let bad = |field: &'static str, value: u64, expected: &'static str| FatError::BadField { lba, field, value, expected };
+    let bad =
+        |field: &'static str, value: u64, expected: &'static str| FatError::BadField { lba, field, value, expected };
     check_signature(s, lba)?;
 
     let bytes_per_sector = u16_at(s, 0x0B);

@@ -143,7 +143,11 @@ impl LongName {
         if len == 0 {
             return None;
         }
-        Some(char::decode_utf16(units[..len].iter().copied()).map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER)).collect())
+        Some(
+            char::decode_utf16(units[..len].iter().copied())
+                .map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER))
+                .collect(),
+        )
     }
 }
 

@@ -109,11 +109,13 @@ impl<E: fmt::Display> fmt::Display for FatError<E> {
             GptUnsupported => write!(f, "FAT: the disk is GPT-partitioned; only MBR partition tables are read"),
             PartitionOutOfDevice { index, start, blocks, device_blocks } => write!(
                 f,
-                "FAT: MBR partition {index} (LBA {start}, {blocks} blocks) ends past the device ({device_blocks} blocks)"
+                "FAT: MBR partition {index} (LBA {start}, {blocks} blocks) ends past the device \
+                 ({device_blocks} blocks)"
             ),
-            BadField { lba, field, value, expected } => {
-                write!(f, "FAT: boot sector at LBA {lba}: {field} = {value} is invalid (expected {expected})")
-            }
+            BadField { lba, field, value, expected } => write!(
+                f,
+                "FAT: boot sector at LBA {lba}: {field} = {value} ({value:#x}) is invalid (expected {expected})"
+            ),
             NotFat32 { lba, fat_size16, root_entries } => write!(
                 f,
                 "FAT: volume at LBA {lba} is not FAT32 but FAT12/FAT16 (BPB_FATSz16 = {fat_size16}, \
@@ -153,7 +155,8 @@ impl<E: fmt::Display> fmt::Display for FatError<E> {
             ),
             ChainTooShort { first, clusters, needed, size } => write!(
                 f,
-                "FAT: cluster chain from {first} ends after {clusters} cluster(s); a size of {size} bytes needs {needed}"
+                "FAT: cluster chain from {first} ends after {clusters} cluster(s); a size of {size} bytes \
+                 needs {needed}"
             ),
             BadFirstCluster { name, cluster, limit } => {
                 write!(f, "FAT: entry '{name}' starts at cluster {cluster}, outside the data clusters 2..{limit}")

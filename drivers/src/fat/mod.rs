@@ -125,7 +125,12 @@ impl Volume {
     }
 
     /// Walk `path` from the root.
-    fn lookup<D: BlockDevice>(&self, dev: &mut D, cache: &mut FatCache, path: &str) -> Result<Target, FatError<D::Error>> {
+    fn lookup<D: BlockDevice>(
+        &self,
+        dev: &mut D,
+        cache: &mut FatCache,
+        path: &str,
+    ) -> Result<Target, FatError<D::Error>> {
         // The entries from the root down to the current one; empty = the root.
         let mut stack: Vec<DirEntry> = Vec::new();
         let shown = |stack: &[DirEntry]| {

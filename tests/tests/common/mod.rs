@@ -38,3 +38,4 @@ pub fn tensor_f32<S: Storage>(src: &S, g: &Gguf, name: &str) -> Vec<f32> {
 }
 
 pub mod golden;
+pub mod boot;

@@ -1,0 +1,68 @@
+//! Boot tests on QEMU `virt` (aarch64, Cortex-A53): the kernel reads the model from a FAT32 card
+//! image over virtio-blk and prints exactly what `lmboot-host` prints for the same model, prompt and
+//! settings; QEMU exits with status 0. Damaged cards give a clear error and a non-zero status.
+
+mod common;
+
+use common::boot::{boot, built, generated, host_text, make_image};
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(600);
+
+fn check_case(name: &str, prompt: &str, n: usize) {
+    let b = built("qemu-virt-aarch64");
+    let model = common::model_path();
+    let s = xtask::Settings { prompt: prompt.into(), n, temp: "0".into(), ..Default::default() };
+    let want = host_text(b, &model, &s);
+    let img = make_image(name, &s, &model);
+    let (code, uart) = boot(b, &img, None, &[], LIMIT);
+    eprintln!("{uart}");
+    assert_eq!(code, 0, "QEMU exit status");
+    let got = generated(&uart);
+    assert_eq!(got, want, "kernel and lmboot-host disagree");
+    assert!(!want.is_empty());
+    assert!(uart.contains("stats: heap high-water"), "no stats line");
+}
+
+#[test]
+fn once_upon_a_time_matches_the_pc_runner() {
+    check_case("virt-once", "Once upon a time", 32);
+}
+
+#[test]
+fn chat_prompt_matches_the_pc_runner() {
+    let prompt = String::from_utf8(common::golden::load("smollm2-chat-mountain").prompt).unwrap();
+    check_case("virt-chat", &prompt, 32);
+}
+
+#[test]
+fn truncated_model_is_a_clear_error() {
+    let b = built("qemu-virt-aarch64");
+    let model = common::model_path();
+    let cut = common::boot::image_dir().join("truncated.gguf");
+    let bytes = std::fs::read(&model).unwrap();
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let img = make_image("virt-truncated", &xtask::Settings::default(), &cut);
+    let (code, uart) = boot(b, &img, None, &[], LIMIT);
+    eprintln!("{uart}");
+    assert_eq!(code, 1, "QEMU exit status");
+    assert!(uart.contains("error: model: GGUF error at byte"), "{uart}");
+    assert!(uart.contains("extends past the end"), "{uart}");
+}
+
+#[test]
+fn bad_boot_sector_is_a_clear_error() {
+    let b = built("qemu-virt-aarch64");
+    let model = common::model_path();
+    let img = make_image("virt-badboot", &xtask::Settings::default(), &model);
+    // Break the FAT boot sector's signature (the partition starts at block 2048).
+    let mut f = std::fs::OpenOptions::new().write(true).open(&img).unwrap();
+    use std::io::{Seek, SeekFrom, Write};
+    f.seek(SeekFrom::Start(xtask::image::PART_START_LBA * 512 + 510)).unwrap();
+    f.write_all(&[0x12, 0x34]).unwrap();
+    drop(f);
+    let (code, uart) = boot(b, &img, None, &[], LIMIT);
+    eprintln!("{uart}");
+    assert_eq!(code, 1, "QEMU exit status");
+    assert!(uart.contains("error: card:"), "{uart}");
+}
