@@ -39,3 +39,4 @@ pub fn tensor_f32<S: Storage>(src: &S, g: &Gguf, name: &str) -> Vec<f32> {
 
 pub mod golden;
 pub mod boot;
+pub mod synth;

@@ -1,0 +1,84 @@
+//! Writing small GGUF files: metadata and F32 tensors, laid out with 32-byte alignment.
+
+pub enum Meta {
+    U32(u32),
+    F32(f32),
+    Str(String),
+}
+
+#[derive(Default)]
+pub struct GgufWriter {
+    meta: Vec<(String, Meta)>,
+    tensors: Vec<(String, Vec<u64>, Vec<f32>)>,
+}
+
+impl GgufWriter {
+    pub fn meta(&mut self, k: &str, v: Meta) -> &mut Self {
+        self.meta.push((k.into(), v));
+        self
+    }
+    /// An F32 tensor with dims innermost first; `data.len()` must be their product.
+    pub fn tensor(&mut self, name: &str, dims: &[u64], data: Vec<f32>) -> &mut Self {
+        assert_eq!(dims.iter().product::<u64>() as usize, data.len(), "{name}");
+        self.tensors.push((name.into(), dims.to_vec(), data));
+        self
+    }
+    pub fn remove_tensor(&mut self, name: &str) -> &mut Self {
+        self.tensors.retain(|t| t.0 != name);
+        self
+    }
+    pub fn tensor_data(&mut self, name: &str) -> &mut Vec<f32> {
+        &mut self.tensors.iter_mut().find(|t| t.0 == name).unwrap().2
+    }
+    pub fn bytes(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        let s = |b: &mut Vec<u8>, x: &str| {
+            b.extend((x.len() as u64).to_le_bytes());
+            b.extend(x.as_bytes());
+        };
+        b.extend(b"GGUF");
+        b.extend(3u32.to_le_bytes());
+        b.extend((self.tensors.len() as u64).to_le_bytes());
+        b.extend((self.meta.len() as u64).to_le_bytes());
+        for (k, v) in &self.meta {
+            s(&mut b, k);
+            match v {
+                Meta::U32(x) => {
+                    b.extend(4u32.to_le_bytes());
+                    b.extend(x.to_le_bytes());
+                }
+                Meta::F32(x) => {
+                    b.extend(6u32.to_le_bytes());
+                    b.extend(x.to_le_bytes());
+                }
+                Meta::Str(x) => {
+                    b.extend(8u32.to_le_bytes());
+                    s(&mut b, x);
+                }
+            }
+        }
+        let mut off = 0u64;
+        for (name, dims, data) in &self.tensors {
+            s(&mut b, name);
+            b.extend((dims.len() as u32).to_le_bytes());
+            for d in dims {
+                b.extend(d.to_le_bytes());
+            }
+            b.extend(0u32.to_le_bytes()); // F32
+            b.extend(off.to_le_bytes());
+            off += (data.len() as u64 * 4).next_multiple_of(32);
+        }
+        while b.len() % 32 != 0 {
+            b.push(0);
+        }
+        for (_, _, data) in &self.tensors {
+            for v in data {
+                b.extend(v.to_le_bytes());
+            }
+            while b.len() % 32 != 0 {
+                b.push(0);
+            }
+        }
+        b
+    }
+}
