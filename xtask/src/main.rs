@@ -113,7 +113,7 @@ fn check_targets() -> i32 {
 }
 
 fn test(extra: &[String]) -> i32 {
-    if check_targets() != 0 {
+    if setup() != 0 || check_targets() != 0 {
         return 1;
     }
     let model = match xtask::ensure_model() {
@@ -291,6 +291,9 @@ fn image(args: &[String]) -> Result<std::path::PathBuf, String> {
 }
 
 fn qemu(args: &[String]) -> Result<i32, String> {
+    if setup() != 0 {
+        return Err("setup failed".into());
+    }
     let a = boot_args(args)?;
     eprintln!("xtask: building the kernel for {}", a.board.name);
     let kernel = xtask::build_kernel(&a.board)?;
