@@ -52,7 +52,11 @@ pub enum RequestError {
     /// The buffer is not a whole number of blocks.
     PartialBlock { lba: u64, len: usize },
     /// Blocks `lba .. lba + blocks` are not all below `num_blocks`.
-    OutOfRange { lba: u64, blocks: u64, num_blocks: u64 },
+    OutOfRange {
+        lba: u64,
+        blocks: u64,
+        num_blocks: u64,
+    },
 }
 
 impl fmt::Display for RequestError {
@@ -79,7 +83,11 @@ pub fn check_request(lba: u64, len: usize, num_blocks: u64) -> Result<u64, Reque
     }
     match lba.checked_add(blocks) {
         Some(end) if end <= num_blocks => Ok(blocks),
-        _ => Err(RequestError::OutOfRange { lba, blocks, num_blocks }),
+        _ => Err(RequestError::OutOfRange {
+            lba,
+            blocks,
+            num_blocks,
+        }),
     }
 }
 
@@ -132,7 +140,12 @@ pub struct CountingDevice<D> {
 
 impl<D> CountingDevice<D> {
     pub fn new(inner: D) -> Self {
-        CountingDevice { inner, requests: 0, blocks: 0, largest: 0 }
+        CountingDevice {
+            inner,
+            requests: 0,
+            blocks: 0,
+            largest: 0,
+        }
     }
 
     /// Read requests issued (failed ones included).

@@ -78,23 +78,30 @@ fn parse_args() -> Args {
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
-        let mut val = |name: &str| it.next().unwrap_or_else(|| fail(format!("{name} needs a value")));
+        let mut val = |name: &str| {
+            it.next()
+                .unwrap_or_else(|| fail(format!("{name} needs a value")))
+        };
         fn num<T: std::str::FromStr>(name: &str, v: String) -> T {
-            v.parse().unwrap_or_else(|_| fail(format!("{name}: {v:?} is not a valid number")))
+            v.parse()
+                .unwrap_or_else(|_| fail(format!("{name}: {v:?} is not a valid number")))
         }
         match arg.as_str() {
             "--model" | "-m" => a.model = Some(val("--model").into()),
             "--prompt" | "-p" => a.prompt = Some(val("--prompt")),
             "--prompt-file" => {
                 let f = val("--prompt-file");
-                a.prompt = Some(std::fs::read_to_string(&f).unwrap_or_else(|e| fail(format!("{f}: {e}"))))
+                a.prompt =
+                    Some(std::fs::read_to_string(&f).unwrap_or_else(|e| fail(format!("{f}: {e}"))))
             }
             "-n" | "--n-predict" => a.n = num("-n", val("-n")),
             "--temp" => a.sampler.temperature = num("--temp", val("--temp")),
             "--top-k" => a.sampler.top_k = num("--top-k", val("--top-k")),
             "--top-p" => a.sampler.top_p = num("--top-p", val("--top-p")),
             "--min-p" => a.sampler.min_p = num("--min-p", val("--min-p")),
-            "--repeat-penalty" => a.sampler.repeat_penalty = num("--repeat-penalty", val("--repeat-penalty")),
+            "--repeat-penalty" => {
+                a.sampler.repeat_penalty = num("--repeat-penalty", val("--repeat-penalty"))
+            }
             "--seed" => a.sampler.seed = num("--seed", val("--seed")),
             "--ctx" => a.ctx = num("--ctx", val("--ctx")),
             "--threads" | "-t" => a.threads = num("--threads", val("--threads")),
@@ -114,7 +121,11 @@ fn parse_args() -> Args {
         fail(e);
     }
     if a.threads == 0 || a.threads > inference::parallel::MAX_WORKERS {
-        fail(format!("--threads {} is outside 1..={}", a.threads, inference::parallel::MAX_WORKERS));
+        fail(format!(
+            "--threads {} is outside 1..={}",
+            a.threads,
+            inference::parallel::MAX_WORKERS
+        ));
     }
     a
 }
@@ -149,12 +160,16 @@ impl Storage for MmapStorage {
 
 fn main() {
     let args = parse_args();
-    let Some(path) = args.model.clone() else { fail(format!("--model FILE.gguf is required\n\n{USAGE}")) };
+    let Some(path) = args.model.clone() else {
+        fail(format!("--model FILE.gguf is required\n\n{USAGE}"))
+    };
     let result = if args.pread {
-        let src = FileStorage::open(&path).unwrap_or_else(|e| fail(format!("{}: {e}", path.display())));
+        let src =
+            FileStorage::open(&path).unwrap_or_else(|e| fail(format!("{}: {e}", path.display())));
         run(&args, &src)
     } else {
-        let src = MmapStorage::open(&path).unwrap_or_else(|e| fail(format!("{}: {e}", path.display())));
+        let src =
+            MmapStorage::open(&path).unwrap_or_else(|e| fail(format!("{}: {e}", path.display())));
         run(&args, &src)
     };
     if let Err(e) = result {
@@ -174,15 +189,26 @@ fn run<S: Storage + Sync>(args: &Args, src: &S) -> Result<(), String> {
     let ctx = args.ctx.min(model.config.train_ctx);
     let mut st = RunState::new(&model, ctx, args.threads).map_err(|e| e.to_string())?;
     let pool = pool::Pool::new(args.threads);
-    let engine = Engine { model: &model, src, pool: &pool, kernels: Kernels::best(), on_forward: None };
+    let engine = Engine {
+        model: &model,
+        src,
+        pool: &pool,
+        kernels: Kernels::best(),
+        on_forward: None,
+    };
     let load_ms = t_load.elapsed().as_secs_f64() * 1e3;
 
     if let Some(teacher) = &args.teacher {
         return teacher_forced(&engine, &mut st, teacher, args.dump.as_deref());
     }
 
-    let prompt = args.prompt.as_deref().ok_or("--prompt TEXT (or --prompt-file) is required")?;
-    let ids = tok.encode(prompt, true, args.special).map_err(|e| e.to_string())?;
+    let prompt = args
+        .prompt
+        .as_deref()
+        .ok_or("--prompt TEXT (or --prompt-file) is required")?;
+    let ids = tok
+        .encode(prompt, true, args.special)
+        .map_err(|e| e.to_string())?;
     let mut sampler = Sampler::new(args.sampler, model.config.vocab).map_err(|e| e.to_string())?;
     let start = Instant::now();
     let clock = || start.elapsed().as_nanos() as u64;
@@ -190,16 +216,24 @@ fn run<S: Storage + Sync>(args: &Args, src: &S) -> Result<(), String> {
     let mut dec = StreamDecoder::new();
     let mut write_err = None;
     let report = engine
-        .generate(&mut st, &mut sampler, &ids, args.n, &|t| tok.is_eog(t), &clock, &mut |t| {
-            let mut ok = true;
-            dec.push(tok.token_to_piece(t), |s| {
-                if let Err(e) = out.write_all(s.as_bytes()).and_then(|_| out.flush()) {
-                    write_err.get_or_insert(e);
-                    ok = false;
-                }
-            });
-            ok
-        })
+        .generate(
+            &mut st,
+            &mut sampler,
+            &ids,
+            args.n,
+            &|t| tok.is_eog(t),
+            &clock,
+            &mut |t| {
+                let mut ok = true;
+                dec.push(tok.token_to_piece(t), |s| {
+                    if let Err(e) = out.write_all(s.as_bytes()).and_then(|_| out.flush()) {
+                        write_err.get_or_insert(e);
+                        ok = false;
+                    }
+                });
+                ok
+            },
+        )
         .map_err(|e| e.to_string())?;
     dec.finish(|s| {
         let _ = out.write_all(s.as_bytes());
@@ -239,7 +273,10 @@ fn run<S: Storage + Sync>(args: &Args, src: &S) -> Result<(), String> {
             Some(StopReason::Stopped) => "stopped".into(),
         }
     );
-    eprintln!("runtime state: KV cache {} bytes ({ctx} positions, f16), other buffers {} bytes", kv, other);
+    eprintln!(
+        "runtime state: KV cache {} bytes ({ctx} positions, f16), other buffers {} bytes",
+        kv, other
+    );
     Ok(())
 }
 
@@ -260,12 +297,19 @@ fn teacher_forced<S: Storage + Sync>(
 ) -> Result<(), String> {
     let text = std::fs::read_to_string(golden).map_err(|e| format!("{}: {e}", golden.display()))?;
     let ids = |key: &str| -> Result<Vec<u32>, String> {
-        let line = text.lines().find_map(|l| l.strip_prefix(key)).ok_or(format!("{}: no {key} line", golden.display()))?;
-        line.split_whitespace().map(|t| t.parse().map_err(|_| format!("{key} bad id {t:?}"))).collect()
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .ok_or(format!("{}: no {key} line", golden.display()))?;
+        line.split_whitespace()
+            .map(|t| t.parse().map_err(|_| format!("{key} bad id {t:?}")))
+            .collect()
     };
     let (prompt, generated) = (ids("prompt_ids:")?, ids("generated_ids:")?);
     let mut out = match dump {
-        Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?)),
+        Some(p) => Some(std::io::BufWriter::new(
+            std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?,
+        )),
         None => None,
     };
     engine.feed(st, &prompt).map_err(|e| e.to_string())?;
@@ -290,16 +334,30 @@ fn teacher_forced<S: Storage + Sync>(
 fn print_info(g: &Gguf) {
     let mut o = std::io::stdout().lock();
     let _ = (|| -> std::io::Result<()> {
-        writeln!(o, "GGUF v{}, {} bytes, alignment {}, data at {}", g.version, g.file_len, g.alignment, g.data_offset)?;
+        writeln!(
+            o,
+            "GGUF v{}, {} bytes, alignment {}, data at {}",
+            g.version, g.file_len, g.alignment, g.data_offset
+        )?;
         for e in &g.metadata {
             match &e.value {
                 Value::Array(a) => writeln!(o, "{} = [{}; {}]", e.key, a.elem.name(), a.len)?,
-                Value::String(s) if s.len() > 80 => writeln!(o, "{} = {:?}...", e.key, &s[..s.floor_char_boundary(80)])?,
+                Value::String(s) if s.len() > 80 => {
+                    writeln!(o, "{} = {:?}...", e.key, &s[..s.floor_char_boundary(80)])?
+                }
                 v => writeln!(o, "{} = {v:?}", e.key)?,
             }
         }
         for t in &g.tensors {
-            writeln!(o, "{:<32} {:<5} {:?} @ {} ({} bytes)", t.name, t.ty.name(), t.shape(), t.offset, t.size)?;
+            writeln!(
+                o,
+                "{:<32} {:<5} {:?} @ {} ({} bytes)",
+                t.name,
+                t.ty.name(),
+                t.shape(),
+                t.offset,
+                t.size
+            )?;
         }
         Ok(())
     })();

@@ -36,7 +36,12 @@ pub struct Pool {
 impl Pool {
     pub fn new(workers: usize) -> Pool {
         let shared = Arc::new(Shared {
-            state: Mutex::new(State { epoch: 0, job: None, remaining: 0, quit: false }),
+            state: Mutex::new(State {
+                epoch: 0,
+                job: None,
+                remaining: 0,
+                quit: false,
+            }),
             start: Condvar::new(),
             done: Condvar::new(),
         });
@@ -46,7 +51,11 @@ impl Pool {
                 std::thread::spawn(move || worker(w, &sh))
             })
             .collect();
-        Pool { workers: workers.max(1), shared, handles }
+        Pool {
+            workers: workers.max(1),
+            shared,
+            handles,
+        }
     }
 }
 
@@ -88,7 +97,9 @@ impl Parallel for Pool {
         }
         // SAFETY: only the lifetime is erased; the pointer is withdrawn before this function returns
         // and every worker has finished with it by then (see the wait below).
-        let ptr: Job = unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(job) };
+        let ptr: Job = unsafe {
+            std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(job)
+        };
         {
             let mut st = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
             st.job = Some(JobPtr(ptr));
@@ -107,7 +118,11 @@ impl Parallel for Pool {
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        self.shared.state.lock().unwrap_or_else(|e| e.into_inner()).quit = true;
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .quit = true;
         self.shared.start.notify_all();
         for h in self.handles.drain(..) {
             let _ = h.join();

@@ -43,7 +43,10 @@ pub enum GenError {
     Model(ModelError),
     Sampler(SamplerError),
     /// The prompt does not fit in the context.
-    PromptTooLong { tokens: usize, free: usize },
+    PromptTooLong {
+        tokens: usize,
+        free: usize,
+    },
     EmptyPrompt,
 }
 
@@ -87,7 +90,9 @@ pub struct Engine<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> {
 
 impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> fmt::Debug for Engine<'_, S, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Engine").field("kernels", &self.kernels).finish_non_exhaustive()
+        f.debug_struct("Engine")
+            .field("kernels", &self.kernels)
+            .finish_non_exhaustive()
     }
 }
 
@@ -102,10 +107,20 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
     pub fn feed(&self, st: &mut RunState, tokens: &[u32]) -> Result<(), GenError> {
         let free = st.ctx() - st.pos;
         if tokens.len() > free {
-            return Err(GenError::PromptTooLong { tokens: tokens.len(), free });
+            return Err(GenError::PromptTooLong {
+                tokens: tokens.len(),
+                free,
+            });
         }
         for (i, &t) in tokens.iter().enumerate() {
-            self.model.forward(st, self.src, self.pool, &self.kernels, t, i + 1 == tokens.len())?;
+            self.model.forward(
+                st,
+                self.src,
+                self.pool,
+                &self.kernels,
+                t,
+                i + 1 == tokens.len(),
+            )?;
             self.forwarded();
         }
         Ok(())
@@ -127,7 +142,10 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
             return Err(GenError::EmptyPrompt);
         }
         let t0 = clock();
-        let mut rep = GenReport { prompt_tokens: prompt.len(), ..Default::default() };
+        let mut rep = GenReport {
+            prompt_tokens: prompt.len(),
+            ..Default::default()
+        };
         self.feed(st, prompt)?;
         for &t in prompt {
             sampler.accept(t);
@@ -156,7 +174,8 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
                 rep.stop = Some(StopReason::ContextFull);
                 break;
             }
-            self.model.forward(st, self.src, self.pool, &self.kernels, tok, true)?;
+            self.model
+                .forward(st, self.src, self.pool, &self.kernels, tok, true)?;
             self.forwarded();
         }
         rep.stop.get_or_insert(StopReason::MaxTokens);

@@ -263,41 +263,126 @@ pub enum GgufErrorKind {
     /// Reading the underlying storage failed.
     Storage(StorageError),
     /// The file ends inside `field`, which needs `need` bytes.
-    Truncated { field: &'static str, need: u64, file_len: u64 },
-    BadMagic { found: [u8; 4] },
+    Truncated {
+        field: &'static str,
+        need: u64,
+        file_len: u64,
+    },
+    BadMagic {
+        found: [u8; 4],
+    },
     /// Only versions 2 and 3 (little-endian) are read.
-    BadVersion { version: u32, byte_swapped: bool },
+    BadVersion {
+        version: u32,
+        byte_swapped: bool,
+    },
     /// A count is larger than the file (or the reader's limit) can hold.
-    TooMany { field: &'static str, count: u64, max: u64 },
+    TooMany {
+        field: &'static str,
+        count: u64,
+        max: u64,
+    },
     /// A string's length is larger than the bytes left or the limit for its field.
-    StringTooLong { field: &'static str, len: u64, max: u64 },
-    EmptyString { field: &'static str },
-    BadUtf8 { field: &'static str },
-    BadValueType { key: String, type_id: u32 },
-    NestedArray { key: String },
-    BadBool { key: String, value: u8 },
-    DuplicateKey { key: String },
+    StringTooLong {
+        field: &'static str,
+        len: u64,
+        max: u64,
+    },
+    EmptyString {
+        field: &'static str,
+    },
+    BadUtf8 {
+        field: &'static str,
+    },
+    BadValueType {
+        key: String,
+        type_id: u32,
+    },
+    NestedArray {
+        key: String,
+    },
+    BadBool {
+        key: String,
+        value: u8,
+    },
+    DuplicateKey {
+        key: String,
+    },
     /// `general.alignment` is not a non-zero power of two stored as u32.
-    BadAlignment { value: String },
-    DuplicateTensor { tensor: String },
-    BadDimCount { tensor: String, n_dims: u32 },
-    ZeroDim { tensor: String, dim: usize },
-    DimTooLarge { tensor: String, dim: usize, value: u64 },
+    BadAlignment {
+        value: String,
+    },
+    DuplicateTensor {
+        tensor: String,
+    },
+    BadDimCount {
+        tensor: String,
+        n_dims: u32,
+    },
+    ZeroDim {
+        tensor: String,
+        dim: usize,
+    },
+    DimTooLarge {
+        tensor: String,
+        dim: usize,
+        value: u64,
+    },
     /// Element count or byte size overflows.
-    SizeOverflow { tensor: String },
-    UnknownType { tensor: String, type_id: u32 },
+    SizeOverflow {
+        tensor: String,
+    },
+    UnknownType {
+        tensor: String,
+        type_id: u32,
+    },
     /// The row length is not a whole number of the type's blocks.
-    RowNotBlocks { tensor: String, ty: GgmlType, row_len: u64, block: usize },
+    RowNotBlocks {
+        tensor: String,
+        ty: GgmlType,
+        row_len: u64,
+        block: usize,
+    },
     /// The tensor's data lies (partly) outside the file.
-    DataOutOfFile { tensor: String, start: u64, size: u64, file_len: u64 },
-    Misaligned { tensor: String, rel_offset: u64, alignment: u64 },
-    Overlap { tensor: String, other: String },
-    MissingKey { key: String },
-    WrongType { key: String, expected: &'static str, found: ValueType },
-    OutOfRange { key: String, value: i64, min: i64, max: i64 },
-    MissingTensor { name: String },
+    DataOutOfFile {
+        tensor: String,
+        start: u64,
+        size: u64,
+        file_len: u64,
+    },
+    Misaligned {
+        tensor: String,
+        rel_offset: u64,
+        alignment: u64,
+    },
+    Overlap {
+        tensor: String,
+        other: String,
+    },
+    MissingKey {
+        key: String,
+    },
+    WrongType {
+        key: String,
+        expected: &'static str,
+        found: ValueType,
+    },
+    OutOfRange {
+        key: String,
+        value: i64,
+        min: i64,
+        max: i64,
+    },
+    MissingTensor {
+        name: String,
+    },
     /// An array element is not what the caller asked for.
-    ArrayElem { key: String, index: u64, expected: &'static str, found: ValueType },
+    ArrayElem {
+        key: String,
+        index: u64,
+        expected: &'static str,
+        found: ValueType,
+    },
 }
 
 impl fmt::Display for GgufError {
@@ -387,7 +472,14 @@ const CURSOR_BUF: usize = 8192;
 
 impl<'a, S: Storage + ?Sized> Cursor<'a, S> {
     fn new(src: &'a S, pos: u64) -> Self {
-        Self { src, len: src.len(), pos, buf: vec![0; CURSOR_BUF], buf_start: 0, buf_fill: 0 }
+        Self {
+            src,
+            len: src.len(),
+            pos,
+            buf: vec![0; CURSOR_BUF],
+            buf_start: 0,
+            buf_fill: 0,
+        }
     }
 
     fn remaining(&self) -> u64 {
@@ -396,7 +488,14 @@ impl<'a, S: Storage + ?Sized> Cursor<'a, S> {
 
     fn need(&self, n: u64, field: &'static str) -> Result<(), GgufError> {
         if n > self.remaining() {
-            return err(self.pos, GgufErrorKind::Truncated { field, need: n, file_len: self.len });
+            return err(
+                self.pos,
+                GgufErrorKind::Truncated {
+                    field,
+                    need: n,
+                    file_len: self.len,
+                },
+            );
         }
         Ok(())
     }
@@ -405,21 +504,28 @@ impl<'a, S: Storage + ?Sized> Cursor<'a, S> {
         self.need(out.len() as u64, field)?;
         let mut done = 0;
         while done < out.len() {
-            let in_buf = self.pos >= self.buf_start && self.pos < self.buf_start + self.buf_fill as u64;
+            let in_buf =
+                self.pos >= self.buf_start && self.pos < self.buf_start + self.buf_fill as u64;
             if !in_buf {
                 let want = out.len() - done;
                 if want >= CURSOR_BUF {
                     // Large read: straight into the destination.
                     self.src
                         .read_at(self.pos, &mut out[done..])
-                        .map_err(|e| GgufError { offset: self.pos, kind: GgufErrorKind::Storage(e) })?;
+                        .map_err(|e| GgufError {
+                            offset: self.pos,
+                            kind: GgufErrorKind::Storage(e),
+                        })?;
                     self.pos += want as u64;
                     return Ok(());
                 }
                 let fill = (CURSOR_BUF as u64).min(self.remaining()) as usize;
                 self.src
                     .read_at(self.pos, &mut self.buf[..fill])
-                    .map_err(|e| GgufError { offset: self.pos, kind: GgufErrorKind::Storage(e) })?;
+                    .map_err(|e| GgufError {
+                        offset: self.pos,
+                        kind: GgufErrorKind::Storage(e),
+                    })?;
                 self.buf_start = self.pos;
                 self.buf_fill = fill;
             }
@@ -463,11 +569,21 @@ impl<'a, S: Storage + ?Sized> Cursor<'a, S> {
         let len = self.u64(field)?;
         let limit = max.min(self.remaining());
         if len > limit {
-            return err(at, GgufErrorKind::StringTooLong { field, len, max: limit });
+            return err(
+                at,
+                GgufErrorKind::StringTooLong {
+                    field,
+                    len,
+                    max: limit,
+                },
+            );
         }
         let mut bytes = vec![0u8; len as usize];
         self.read(&mut bytes, field)?;
-        String::from_utf8(bytes).map_err(|_| GgufError { offset: at, kind: GgufErrorKind::BadUtf8 { field } })
+        String::from_utf8(bytes).map_err(|_| GgufError {
+            offset: at,
+            kind: GgufErrorKind::BadUtf8 { field },
+        })
     }
 
     /// Skip a length-prefixed string, checking its length.
@@ -475,14 +591,26 @@ impl<'a, S: Storage + ?Sized> Cursor<'a, S> {
         let at = self.pos;
         let len = self.u64(field)?;
         if len > self.remaining() {
-            return err(at, GgufErrorKind::StringTooLong { field, len, max: self.remaining() });
+            return err(
+                at,
+                GgufErrorKind::StringTooLong {
+                    field,
+                    len,
+                    max: self.remaining(),
+                },
+            );
         }
         self.pos += len;
         Ok(())
     }
 
     /// A scalar or string value of type `ty` (not an array).
-    fn scalar(&mut self, ty: ValueType, key: &str, field: &'static str) -> Result<Value, GgufError> {
+    fn scalar(
+        &mut self,
+        ty: ValueType,
+        key: &str,
+        field: &'static str,
+    ) -> Result<Value, GgufError> {
         let at = self.pos;
         Ok(match ty {
             ValueType::U8 => Value::U8(self.u8(field)?),
@@ -498,7 +626,15 @@ impl<'a, S: Storage + ?Sized> Cursor<'a, S> {
             ValueType::Bool => match self.u8(field)? {
                 0 => Value::Bool(false),
                 1 => Value::Bool(true),
-                v => return err(at, GgufErrorKind::BadBool { key: key.into(), value: v }),
+                v => {
+                    return err(
+                        at,
+                        GgufErrorKind::BadBool {
+                            key: key.into(),
+                            value: v,
+                        },
+                    )
+                }
             },
             ValueType::String => Value::String(self.string(field, MAX_STRING_LEN)?),
             ValueType::Array => {
@@ -536,18 +672,38 @@ impl Gguf {
         if version != 2 && version != 3 {
             let swapped = version.swap_bytes();
             let byte_swapped = (1..=3).contains(&swapped);
-            return err(4, GgufErrorKind::BadVersion { version, byte_swapped });
+            return err(
+                4,
+                GgufErrorKind::BadVersion {
+                    version,
+                    byte_swapped,
+                },
+            );
         }
         let n_tensors = c.u64("tensor_count")?;
         let n_kv = c.u64("metadata_kv_count")?;
         let left = c.remaining();
         let max_tensors = MAX_TENSORS.min(left / MIN_TENSOR_BYTES);
         if n_tensors > max_tensors {
-            return err(8, GgufErrorKind::TooMany { field: "tensor_count", count: n_tensors, max: max_tensors });
+            return err(
+                8,
+                GgufErrorKind::TooMany {
+                    field: "tensor_count",
+                    count: n_tensors,
+                    max: max_tensors,
+                },
+            );
         }
         let max_kv = MAX_KV.min(left / MIN_KV_BYTES);
         if n_kv > max_kv {
-            return err(16, GgufErrorKind::TooMany { field: "metadata_kv_count", count: n_kv, max: max_kv });
+            return err(
+                16,
+                GgufErrorKind::TooMany {
+                    field: "metadata_kv_count",
+                    count: n_kv,
+                    max: max_kv,
+                },
+            );
         }
 
         // Metadata.
@@ -557,7 +713,12 @@ impl Gguf {
             let offset = c.pos;
             let key = c.string("metadata key", MAX_KEY_LEN)?;
             if key.is_empty() {
-                return err(offset, GgufErrorKind::EmptyString { field: "metadata key" });
+                return err(
+                    offset,
+                    GgufErrorKind::EmptyString {
+                        field: "metadata key",
+                    },
+                );
             }
             let type_at = c.pos;
             let type_id = c.u32("metadata value type")?;
@@ -568,15 +729,32 @@ impl Gguf {
                 let elem_at = c.pos;
                 let elem_id = c.u32("array element type")?;
                 let elem = match ValueType::from_id(elem_id) {
-                    Some(ValueType::Array) => return err(elem_at, GgufErrorKind::NestedArray { key }),
+                    Some(ValueType::Array) => {
+                        return err(elem_at, GgufErrorKind::NestedArray { key })
+                    }
                     Some(t) => t,
-                    None => return err(elem_at, GgufErrorKind::BadValueType { key, type_id: elem_id }),
+                    None => {
+                        return err(
+                            elem_at,
+                            GgufErrorKind::BadValueType {
+                                key,
+                                type_id: elem_id,
+                            },
+                        )
+                    }
                 };
                 let len_at = c.pos;
                 let len = c.u64("array length")?;
                 let max = c.remaining() / elem.min_size();
                 if len > max {
-                    return err(len_at, GgufErrorKind::TooMany { field: "array length", count: len, max });
+                    return err(
+                        len_at,
+                        GgufErrorKind::TooMany {
+                            field: "array length",
+                            count: len,
+                            max,
+                        },
+                    );
                 }
                 let first = c.pos;
                 match elem.fixed_size() {
@@ -587,7 +765,11 @@ impl Gguf {
                         }
                     }
                 }
-                Value::Array(ArrayInfo { elem, len, offset: first })
+                Value::Array(ArrayInfo {
+                    elem,
+                    len,
+                    offset: first,
+                })
             } else {
                 c.scalar(ty, &key, "metadata value")?
             };
@@ -599,9 +781,17 @@ impl Gguf {
 
         let alignment = match key_index.get("general.alignment").map(|&i| &metadata[i]) {
             None => DEFAULT_ALIGNMENT,
-            Some(MetaEntry { value: Value::U32(a), .. }) if *a != 0 && a.is_power_of_two() => *a as u64,
+            Some(MetaEntry {
+                value: Value::U32(a),
+                ..
+            }) if *a != 0 && a.is_power_of_two() => *a as u64,
             Some(e) => {
-                return err(e.offset, GgufErrorKind::BadAlignment { value: alloc::format!("{:?}", e.value) })
+                return err(
+                    e.offset,
+                    GgufErrorKind::BadAlignment {
+                        value: alloc::format!("{:?}", e.value),
+                    },
+                )
             }
         };
 
@@ -613,12 +803,23 @@ impl Gguf {
             let info_offset = c.pos;
             let name = c.string("tensor name", MAX_TENSOR_NAME)?;
             if name.is_empty() {
-                return err(info_offset, GgufErrorKind::EmptyString { field: "tensor name" });
+                return err(
+                    info_offset,
+                    GgufErrorKind::EmptyString {
+                        field: "tensor name",
+                    },
+                );
             }
             let dims_at = c.pos;
             let n_dims = c.u32("tensor n_dims")?;
             if n_dims == 0 || n_dims > MAX_DIMS {
-                return err(dims_at, GgufErrorKind::BadDimCount { tensor: name, n_dims });
+                return err(
+                    dims_at,
+                    GgufErrorKind::BadDimCount {
+                        tensor: name,
+                        n_dims,
+                    },
+                );
             }
             let mut dims = [1u64; 4];
             let mut n_elements: u64 = 1;
@@ -626,10 +827,23 @@ impl Gguf {
                 let at = c.pos;
                 let v = c.u64("tensor dimension")?;
                 if v == 0 {
-                    return err(at, GgufErrorKind::ZeroDim { tensor: name, dim: d });
+                    return err(
+                        at,
+                        GgufErrorKind::ZeroDim {
+                            tensor: name,
+                            dim: d,
+                        },
+                    );
                 }
                 if v > i64::MAX as u64 {
-                    return err(at, GgufErrorKind::DimTooLarge { tensor: name, dim: d, value: v });
+                    return err(
+                        at,
+                        GgufErrorKind::DimTooLarge {
+                            tensor: name,
+                            dim: d,
+                            value: v,
+                        },
+                    );
                 }
                 n_elements = match n_elements.checked_mul(v) {
                     Some(n) if n <= i64::MAX as u64 => n,
@@ -640,11 +854,25 @@ impl Gguf {
             let type_at = c.pos;
             let type_id = c.u32("tensor type")?;
             let Some(ty) = GgmlType::from_id(type_id) else {
-                return err(type_at, GgufErrorKind::UnknownType { tensor: name, type_id });
+                return err(
+                    type_at,
+                    GgufErrorKind::UnknownType {
+                        tensor: name,
+                        type_id,
+                    },
+                );
             };
             let block = ty.block_elems();
             if dims[0] % block as u64 != 0 {
-                return err(dims_at, GgufErrorKind::RowNotBlocks { tensor: name, ty, row_len: dims[0], block });
+                return err(
+                    dims_at,
+                    GgufErrorKind::RowNotBlocks {
+                        tensor: name,
+                        ty,
+                        row_len: dims[0],
+                        block,
+                    },
+                );
             }
             let size = match (n_elements / block as u64).checked_mul(ty.block_bytes() as u64) {
                 Some(s) if s <= i64::MAX as u64 => s,
@@ -653,13 +881,28 @@ impl Gguf {
             let rel_at = c.pos;
             let rel = c.u64("tensor data offset")?;
             if rel % alignment != 0 {
-                return err(rel_at, GgufErrorKind::Misaligned { tensor: name, rel_offset: rel, alignment });
+                return err(
+                    rel_at,
+                    GgufErrorKind::Misaligned {
+                        tensor: name,
+                        rel_offset: rel,
+                        alignment,
+                    },
+                );
             }
             if tensor_index.insert(name.clone(), tensors.len()).is_some() {
                 return err(info_offset, GgufErrorKind::DuplicateTensor { tensor: name });
             }
             rel_offsets.push((rel, rel_at));
-            tensors.push(TensorInfo { name, ty, dims, n_dims, offset: rel, size, info_offset });
+            tensors.push(TensorInfo {
+                name,
+                ty,
+                dims,
+                n_dims,
+                offset: rel,
+                size,
+                info_offset,
+            });
         }
 
         // Data section: aligned after the table; every tensor inside the file, none overlapping.
@@ -667,7 +910,14 @@ impl Gguf {
         let data_offset = match table_end.checked_next_multiple_of(alignment) {
             Some(d) => d,
             None => {
-                return err(table_end, GgufErrorKind::Truncated { field: "tensor data", need: alignment, file_len })
+                return err(
+                    table_end,
+                    GgufErrorKind::Truncated {
+                        field: "tensor data",
+                        need: alignment,
+                        file_len,
+                    },
+                )
             }
         };
         for (t, &(rel, rel_at)) in tensors.iter_mut().zip(&rel_offsets) {
@@ -694,12 +944,24 @@ impl Gguf {
             if a.offset + a.size > b.offset && a.size > 0 && b.size > 0 {
                 return err(
                     rel_offsets[w[1]].1,
-                    GgufErrorKind::Overlap { tensor: b.name.clone(), other: a.name.clone() },
+                    GgufErrorKind::Overlap {
+                        tensor: b.name.clone(),
+                        other: a.name.clone(),
+                    },
                 );
             }
         }
 
-        Ok(Gguf { version, file_len, alignment, data_offset, metadata, tensors, key_index, tensor_index })
+        Ok(Gguf {
+            version,
+            file_len,
+            alignment,
+            data_offset,
+            metadata,
+            tensors,
+            key_index,
+            tensor_index,
+        })
     }
 
     /// The metadata entry for `key`.
@@ -713,29 +975,48 @@ impl Gguf {
     }
 
     fn require(&self, key: &str) -> Result<&MetaEntry, GgufError> {
-        self.entry(key)
-            .ok_or_else(|| GgufError { offset: 0, kind: GgufErrorKind::MissingKey { key: key.into() } })
+        self.entry(key).ok_or_else(|| GgufError {
+            offset: 0,
+            kind: GgufErrorKind::MissingKey { key: key.into() },
+        })
     }
 
     fn wrong(e: &MetaEntry, expected: &'static str) -> GgufError {
         GgufError {
             offset: e.offset,
-            kind: GgufErrorKind::WrongType { key: e.key.clone(), expected, found: e.value.value_type() },
+            kind: GgufErrorKind::WrongType {
+                key: e.key.clone(),
+                expected,
+                found: e.value.value_type(),
+            },
         }
     }
 
     /// A non-negative integer value (any integer type).
     pub fn get_u64(&self, key: &str) -> Result<u64, GgufError> {
         let e = self.require(key)?;
-        e.value.as_u64().ok_or_else(|| Self::wrong(e, "a non-negative integer"))
+        e.value
+            .as_u64()
+            .ok_or_else(|| Self::wrong(e, "a non-negative integer"))
     }
 
     /// An integer value in `min..=max`.
     pub fn get_int_in(&self, key: &str, min: i64, max: i64) -> Result<i64, GgufError> {
         let e = self.require(key)?;
-        let v = e.value.as_i64().ok_or_else(|| Self::wrong(e, "an integer"))?;
+        let v = e
+            .value
+            .as_i64()
+            .ok_or_else(|| Self::wrong(e, "an integer"))?;
         if v < min || v > max {
-            return err(e.offset, GgufErrorKind::OutOfRange { key: key.into(), value: v, min, max });
+            return err(
+                e.offset,
+                GgufErrorKind::OutOfRange {
+                    key: key.into(),
+                    value: v,
+                    min,
+                    max,
+                },
+            );
         }
         Ok(v)
     }
@@ -779,9 +1060,18 @@ impl Gguf {
     }
 
     /// Read the elements of the array `key` one by one from `src`.
-    pub fn array<'a, S: Storage + ?Sized>(&self, src: &'a S, key: &str) -> Result<ArrayIter<'a, S>, GgufError> {
+    pub fn array<'a, S: Storage + ?Sized>(
+        &self,
+        src: &'a S,
+        key: &str,
+    ) -> Result<ArrayIter<'a, S>, GgufError> {
         let info = self.array_info(key)?;
-        Ok(ArrayIter { cursor: Cursor::new(src, info.offset), info, key: key.into(), index: 0 })
+        Ok(ArrayIter {
+            cursor: Cursor::new(src, info.offset),
+            info,
+            key: key.into(),
+            index: 0,
+        })
     }
 
     /// The tensor called `name`.
@@ -791,8 +1081,10 @@ impl Gguf {
 
     /// The tensor called `name`, or a [`GgufErrorKind::MissingTensor`] error.
     pub fn require_tensor(&self, name: &str) -> Result<&TensorInfo, GgufError> {
-        self.tensor(name)
-            .ok_or_else(|| GgufError { offset: 0, kind: GgufErrorKind::MissingTensor { name: name.into() } })
+        self.tensor(name).ok_or_else(|| GgufError {
+            offset: 0,
+            kind: GgufErrorKind::MissingTensor { name: name.into() },
+        })
     }
 }
 
@@ -806,7 +1098,10 @@ pub struct ArrayIter<'a, S: Storage + ?Sized> {
 
 impl<S: Storage + ?Sized> fmt::Debug for ArrayIter<'_, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ArrayIter").field("key", &self.key).field("index", &self.index).finish()
+        f.debug_struct("ArrayIter")
+            .field("key", &self.key)
+            .field("index", &self.index)
+            .finish()
     }
 }
 
@@ -833,7 +1128,14 @@ impl<S: Storage + ?Sized> ArrayIter<'_, S> {
                     let at = self.cursor.pos;
                     let len = self.cursor.u64("array string")?;
                     if len > MAX_STRING_LEN.min(self.cursor.remaining()) {
-                        return err(at, GgufErrorKind::StringTooLong { field: "array string", len, max: MAX_STRING_LEN });
+                        return err(
+                            at,
+                            GgufErrorKind::StringTooLong {
+                                field: "array string",
+                                len,
+                                max: MAX_STRING_LEN,
+                            },
+                        );
                     }
                     len
                 }
@@ -848,7 +1150,12 @@ impl<S: Storage + ?Sized> ArrayIter<'_, S> {
     fn elem_err(&self, expected: &'static str) -> GgufError {
         GgufError {
             offset: self.info.offset,
-            kind: GgufErrorKind::ArrayElem { key: self.key.clone(), index: self.index, expected, found: self.info.elem },
+            kind: GgufErrorKind::ArrayElem {
+                key: self.key.clone(),
+                index: self.index,
+                expected,
+                found: self.info.elem,
+            },
         }
     }
 
@@ -860,19 +1167,23 @@ impl<S: Storage + ?Sized> ArrayIter<'_, S> {
         let mut out = Vec::with_capacity(self.info.len as usize);
         while self.index < self.info.len {
             let at = self.cursor.pos;
-            out.push(self.cursor.string("array string", MAX_STRING_LEN).map_err(|e| GgufError { offset: at, ..e })?);
+            out.push(
+                self.cursor
+                    .string("array string", MAX_STRING_LEN)
+                    .map_err(|e| GgufError { offset: at, ..e })?,
+            );
             self.index += 1;
         }
         Ok(out)
     }
 
     /// Read every element as f32 (f32 or f64 arrays).
-    pub fn f32s(mut self) -> Result<Vec<f32>, GgufError> {
+    pub fn f32s(self) -> Result<Vec<f32>, GgufError> {
         if !matches!(self.info.elem, ValueType::F32 | ValueType::F64) {
             return Err(self.elem_err("f32"));
         }
         let mut out = Vec::with_capacity(self.info.len as usize);
-        while let Some(v) = self.next() {
+        for v in self {
             out.push(v?.as_f32().unwrap_or(f32::NAN));
         }
         Ok(out)
@@ -880,7 +1191,10 @@ impl<S: Storage + ?Sized> ArrayIter<'_, S> {
 
     /// Read every element as i64 (any integer array).
     pub fn ints(mut self) -> Result<Vec<i64>, GgufError> {
-        if matches!(self.info.elem, ValueType::F32 | ValueType::F64 | ValueType::String | ValueType::Bool) {
+        if matches!(
+            self.info.elem,
+            ValueType::F32 | ValueType::F64 | ValueType::String | ValueType::Bool
+        ) {
             return Err(self.elem_err("integer"));
         }
         let mut out = Vec::with_capacity(self.info.len as usize);

@@ -19,7 +19,13 @@ pub struct KvCache {
 impl KvCache {
     pub fn new(layers: usize, ctx: usize, kv_dim: usize) -> Self {
         let n = layers * ctx * kv_dim;
-        Self { layers, ctx, kv_dim, k: vec![0; n], v: vec![0; n] }
+        Self {
+            layers,
+            ctx,
+            kv_dim,
+            k: vec![0; n],
+            v: vec![0; n],
+        }
     }
 
     /// Bytes held.

@@ -16,9 +16,16 @@ pub enum MatvecError {
     Storage(StorageError),
     Kernel(KernelError),
     /// The row range is not inside the tensor, or `out` has the wrong length.
-    Rows { rows: Range<usize>, tensor_rows: u64, out_len: usize },
+    Rows {
+        rows: Range<usize>,
+        tensor_rows: u64,
+        out_len: usize,
+    },
     /// The scratch buffer cannot hold one row.
-    Scratch { need: usize, have: usize },
+    Scratch {
+        need: usize,
+        have: usize,
+    },
 }
 
 impl fmt::Display for MatvecError {
@@ -60,7 +67,11 @@ pub fn matvec<S: Storage + ?Sized>(
     scratch: &mut [u8],
 ) -> Result<(), MatvecError> {
     if rows.start > rows.end || rows.end as u64 > w.rows() || out.len() != rows.len() {
-        return Err(MatvecError::Rows { rows, tensor_rows: w.rows(), out_len: out.len() });
+        return Err(MatvecError::Rows {
+            rows,
+            tensor_rows: w.rows(),
+            out_len: out.len(),
+        });
     }
     if rows.is_empty() {
         return Ok(());
@@ -75,7 +86,10 @@ pub fn matvec<S: Storage + ?Sized>(
     }
     let per_chunk = scratch.len() / rb.max(1);
     if per_chunk == 0 {
-        return Err(MatvecError::Scratch { need: rb, have: scratch.len() });
+        return Err(MatvecError::Scratch {
+            need: rb,
+            have: scratch.len(),
+        });
     }
     let mut done = 0;
     while done < rows.len() {
@@ -100,10 +114,17 @@ pub fn read_row_f32<S: Storage + ?Sized>(
     let n = w.row_len() as usize;
     let rb = w.row_bytes() as usize;
     if row as u64 >= w.rows() || out.len() != n {
-        return Err(MatvecError::Rows { rows: row..row + 1, tensor_rows: w.rows(), out_len: out.len() });
+        return Err(MatvecError::Rows {
+            rows: row..row + 1,
+            tensor_rows: w.rows(),
+            out_len: out.len(),
+        });
     }
     if scratch.len() < rb {
-        return Err(MatvecError::Scratch { need: rb, have: scratch.len() });
+        return Err(MatvecError::Scratch {
+            need: rb,
+            have: scratch.len(),
+        });
     }
     let buf = &mut scratch[..rb];
     src.read_at(w.offset + row as u64 * rb as u64, buf)?;

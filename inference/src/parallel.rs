@@ -54,6 +54,9 @@ unsafe impl<T: Send> Sync for Shared<T> {}
 impl<T> Shared<T> {
     /// # Safety
     /// No two live results of `part` may overlap, and the original slice must outlive them.
+    // Handing out disjoint mutable parts through a shared handle is the point of this type; the
+    // contract above makes it sound.
+    #[allow(clippy::mut_from_ref)]
     unsafe fn part(&self, r: Range<usize>) -> &mut [T] {
         assert!(r.start <= r.end && r.end <= self.len);
         // SAFETY: in bounds (checked above); disjointness is the caller's promise.
@@ -64,7 +67,13 @@ impl<T> Shared<T> {
 /// Split `out` into one contiguous part per worker (in units of `align` elements) and call
 /// `f(range, part, scratch)` on each worker with its part and its own scratch buffer
 /// (`scratch[w]`). The first error (lowest worker) is returned.
-pub fn par_chunks<P, T, S, E, F>(pool: &P, out: &mut [T], align: usize, scratch: &mut [S], f: F) -> Result<(), E>
+pub fn par_chunks<P, T, S, E, F>(
+    pool: &P,
+    out: &mut [T],
+    align: usize,
+    scratch: &mut [S],
+    f: F,
+) -> Result<(), E>
 where
     P: Parallel + ?Sized,
     T: Send,
@@ -80,9 +89,16 @@ where
             None => Ok(()),
         };
     }
-    let outs = Shared { ptr: out.as_mut_ptr(), len: n };
-    let scr = Shared { ptr: scratch.as_mut_ptr(), len: scratch.len() };
-    let errors: [UnsafeCell<Option<E>>; MAX_WORKERS] = core::array::from_fn(|_| UnsafeCell::new(None));
+    let outs = Shared {
+        ptr: out.as_mut_ptr(),
+        len: n,
+    };
+    let scr = Shared {
+        ptr: scratch.as_mut_ptr(),
+        len: scratch.len(),
+    };
+    let errors: [UnsafeCell<Option<E>>; MAX_WORKERS] =
+        core::array::from_fn(|_| UnsafeCell::new(None));
     struct Errs<'a, E>(&'a [UnsafeCell<Option<E>>]);
     // SAFETY: worker w only writes errors[w].
     unsafe impl<E: Send> Sync for Errs<'_, E> {}

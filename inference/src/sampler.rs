@@ -29,29 +29,56 @@ pub struct SamplerConfig {
 impl Default for SamplerConfig {
     /// llama.cpp's defaults.
     fn default() -> Self {
-        Self { temperature: 0.8, top_k: 40, top_p: 0.95, min_p: 0.05, repeat_penalty: 1.0, repeat_last_n: 64, seed: 0 }
+        Self {
+            temperature: 0.8,
+            top_k: 40,
+            top_p: 0.95,
+            min_p: 0.05,
+            repeat_penalty: 1.0,
+            repeat_last_n: 64,
+            seed: 0,
+        }
     }
 }
 
 impl SamplerConfig {
     /// Greedy decoding.
     pub fn greedy() -> Self {
-        Self { temperature: 0.0, ..Self::default() }
+        Self {
+            temperature: 0.0,
+            ..Self::default()
+        }
     }
 
     /// Check every setting; the error names the setting, its value and the allowed range.
     pub fn validate(&self) -> Result<(), SamplerError> {
         let check = |name: &'static str, v: f32, lo: f32, hi: f32, range: &'static str| {
             if v.is_nan() || v < lo || v > hi {
-                Err(SamplerError::BadSetting { name, value: v, range })
+                Err(SamplerError::BadSetting {
+                    name,
+                    value: v,
+                    range,
+                })
             } else {
                 Ok(())
             }
         };
-        check("temperature", self.temperature, 0.0, 100.0, "0 (greedy) to 100")?;
+        check(
+            "temperature",
+            self.temperature,
+            0.0,
+            100.0,
+            "0 (greedy) to 100",
+        )?;
         check("top_p", self.top_p, 0.0, 1.0, "0 to 1")?;
         check("min_p", self.min_p, 0.0, 1.0, "0 to 1")?;
-        check("repeat_penalty", self.repeat_penalty, 0.01, 100.0, "0.01 to 100 (1 = off)")?;
+        check(
+            "repeat_penalty",
+            self.repeat_penalty,
+            0.01,
+            100.0,
+            "0.01 to 100 (1 = off)",
+        )?;
         if self.repeat_last_n > MAX_PENALTY_WINDOW {
             return Err(SamplerError::BadSetting {
                 name: "repeat_last_n",
@@ -70,7 +97,11 @@ pub const MAX_PENALTY_WINDOW: usize = 4096;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum SamplerError {
     /// A setting is out of range.
-    BadSetting { name: &'static str, value: f32, range: &'static str },
+    BadSetting {
+        name: &'static str,
+        value: f32,
+        range: &'static str,
+    },
     /// The logits hold NaN (at `index`).
     NanLogits { index: usize },
     /// Every logit is -inf: nothing can be chosen.
@@ -85,7 +116,9 @@ impl fmt::Display for SamplerError {
             SamplerError::BadSetting { name, value, range } => {
                 write!(f, "{name} = {value} is out of range (allowed: {range})")
             }
-            SamplerError::NanLogits { index } => write!(f, "the model produced NaN logits (first at token {index})"),
+            SamplerError::NanLogits { index } => {
+                write!(f, "the model produced NaN logits (first at token {index})")
+            }
             SamplerError::NoCandidates => write!(f, "every logit is -inf: no token can be chosen"),
             SamplerError::WrongSize { expected, found } => {
                 write!(f, "{found} logits for a vocabulary of {expected}")
@@ -113,7 +146,9 @@ impl Rng {
             x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
             x ^ (x >> 31)
         };
-        Self { s: [next(), next(), next(), next()] }
+        Self {
+            s: [next(), next(), next(), next()],
+        }
     }
 
     pub fn next_u64(&mut self) -> u64 {
@@ -188,7 +223,10 @@ impl Sampler {
     /// Choose the next token. `logits` is modified (penalties applied).
     pub fn sample(&mut self, logits: &mut [f32]) -> Result<u32, SamplerError> {
         if logits.len() != self.vocab {
-            return Err(SamplerError::WrongSize { expected: self.vocab, found: logits.len() });
+            return Err(SamplerError::WrongSize {
+                expected: self.vocab,
+                found: logits.len(),
+            });
         }
         if let Some(index) = logits.iter().position(|v| v.is_nan()) {
             return Err(SamplerError::NanLogits { index });
@@ -201,7 +239,11 @@ impl Sampler {
                     continue;
                 }
                 if let Some(l) = logits.get_mut(t as usize) {
-                    *l = if *l > 0.0 { *l / c.repeat_penalty } else { *l * c.repeat_penalty };
+                    *l = if *l > 0.0 {
+                        *l / c.repeat_penalty
+                    } else {
+                        *l * c.repeat_penalty
+                    };
                 }
             }
         }
@@ -215,9 +257,15 @@ impl Sampler {
             *v = i as u32;
         }
         let by_logit = |a: &u32, b: &u32| {
-            logits[*b as usize].total_cmp(&logits[*a as usize]).then(a.cmp(b))
+            logits[*b as usize]
+                .total_cmp(&logits[*a as usize])
+                .then(a.cmp(b))
         };
-        let k = if c.top_k == 0 || c.top_k >= n { n } else { c.top_k };
+        let k = if c.top_k == 0 || c.top_k >= n {
+            n
+        } else {
+            c.top_k
+        };
         if k < n {
             self.idx.select_nth_unstable_by(k - 1, by_logit);
         }
@@ -248,7 +296,11 @@ impl Sampler {
         }
         if c.min_p > 0.0 {
             let floor = c.min_p as f64 * probs[0];
-            keep = probs[..keep].iter().take_while(|&&p| p >= floor).count().max(1);
+            keep = probs[..keep]
+                .iter()
+                .take_while(|&&p| p >= floor)
+                .count()
+                .max(1);
         }
 
         // Temperature, then a draw.
@@ -291,23 +343,38 @@ mod tests {
     use super::*;
 
     fn logits() -> Vec<f32> {
-        (0..1000).map(|i| ((i * 7919 % 1000) as f32 / 100.0) - 5.0).collect()
+        (0..1000)
+            .map(|i| ((i * 7919 % 1000) as f32 / 100.0) - 5.0)
+            .collect()
     }
 
     #[test]
     fn greedy_picks_the_maximum() {
         let mut s = Sampler::new(SamplerConfig::greedy(), 1000).unwrap();
         let mut l = logits();
-        let best = l.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0;
+        let best = l
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .unwrap()
+            .0;
         assert_eq!(s.sample(&mut l).unwrap() as usize, best);
     }
 
     #[test]
     fn same_seed_same_tokens_different_seed_different() {
-        let cfg = SamplerConfig { temperature: 1.5, top_k: 0, top_p: 1.0, min_p: 0.0, ..Default::default() };
+        let cfg = SamplerConfig {
+            temperature: 1.5,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            ..Default::default()
+        };
         let run = |seed| {
             let mut s = Sampler::new(SamplerConfig { seed, ..cfg }, 1000).unwrap();
-            (0..50).map(|_| s.sample(&mut logits()).unwrap()).collect::<Vec<_>>()
+            (0..50)
+                .map(|_| s.sample(&mut logits()).unwrap())
+                .collect::<Vec<_>>()
         };
         assert_eq!(run(1), run(1));
         assert_ne!(run(1), run(2));
@@ -317,17 +384,45 @@ mod tests {
     fn top_k_one_is_greedy_and_filters_hold() {
         let mut l = logits();
         let best = greedy(&l).unwrap();
-        let mut s = Sampler::new(SamplerConfig { temperature: 5.0, top_k: 1, ..Default::default() }, 1000).unwrap();
+        let mut s = Sampler::new(
+            SamplerConfig {
+                temperature: 5.0,
+                top_k: 1,
+                ..Default::default()
+            },
+            1000,
+        )
+        .unwrap();
         for _ in 0..20 {
             assert_eq!(s.sample(&mut l).unwrap(), best);
         }
         // min_p = 1 keeps only the maximum.
-        let mut s = Sampler::new(SamplerConfig { temperature: 5.0, top_k: 0, top_p: 1.0, min_p: 1.0, ..Default::default() }, 1000).unwrap();
+        let mut s = Sampler::new(
+            SamplerConfig {
+                temperature: 5.0,
+                top_k: 0,
+                top_p: 1.0,
+                min_p: 1.0,
+                ..Default::default()
+            },
+            1000,
+        )
+        .unwrap();
         assert_eq!(s.sample(&mut l).unwrap(), best);
         // top_k = 3: only the three highest ever come out.
         let mut sorted: Vec<u32> = (0..1000).collect();
         sorted.sort_by(|a, b| l[*b as usize].total_cmp(&l[*a as usize]));
-        let mut s = Sampler::new(SamplerConfig { temperature: 10.0, top_k: 3, top_p: 1.0, min_p: 0.0, ..Default::default() }, 1000).unwrap();
+        let mut s = Sampler::new(
+            SamplerConfig {
+                temperature: 10.0,
+                top_k: 3,
+                top_p: 1.0,
+                min_p: 0.0,
+                ..Default::default()
+            },
+            1000,
+        )
+        .unwrap();
         for _ in 0..200 {
             assert!(sorted[..3].contains(&s.sample(&mut l).unwrap()));
         }
@@ -336,30 +431,71 @@ mod tests {
     #[test]
     fn repetition_penalty_lowers_recent_tokens() {
         let mut l = vec![1.0f32, 2.0, 1.9];
-        let mut s = Sampler::new(SamplerConfig { repeat_penalty: 1.5, ..SamplerConfig::greedy() }, 3).unwrap();
+        let mut s = Sampler::new(
+            SamplerConfig {
+                repeat_penalty: 1.5,
+                ..SamplerConfig::greedy()
+            },
+            3,
+        )
+        .unwrap();
         s.accept(1);
         s.accept(1);
         assert_eq!(s.sample(&mut l).unwrap(), 2);
-        assert!((l[1] - 2.0 / 1.5).abs() < 1e-6, "penalised once, not twice: {}", l[1]);
+        assert!(
+            (l[1] - 2.0 / 1.5).abs() < 1e-6,
+            "penalised once, not twice: {}",
+            l[1]
+        );
     }
 
     #[test]
     fn bad_logits_and_settings_are_errors() {
         let mut s = Sampler::new(SamplerConfig::default(), 3).unwrap();
-        assert_eq!(s.sample(&mut [0.0, f32::NAN, 1.0]), Err(SamplerError::NanLogits { index: 1 }));
+        assert_eq!(
+            s.sample(&mut [0.0, f32::NAN, 1.0]),
+            Err(SamplerError::NanLogits { index: 1 })
+        );
         let ninf = f32::NEG_INFINITY;
         assert_eq!(s.sample(&mut [ninf; 3]), Err(SamplerError::NoCandidates));
         assert_eq!(greedy(&[ninf; 3]), Err(SamplerError::NoCandidates));
-        assert_eq!(s.sample(&mut [0.0; 4]), Err(SamplerError::WrongSize { expected: 3, found: 4 }));
+        assert_eq!(
+            s.sample(&mut [0.0; 4]),
+            Err(SamplerError::WrongSize {
+                expected: 3,
+                found: 4
+            })
+        );
         for bad in [
-            SamplerConfig { temperature: f32::NAN, ..Default::default() },
-            SamplerConfig { temperature: -1.0, ..Default::default() },
-            SamplerConfig { top_p: 1.5, ..Default::default() },
-            SamplerConfig { min_p: f32::NAN, ..Default::default() },
-            SamplerConfig { repeat_penalty: 0.0, ..Default::default() },
-            SamplerConfig { repeat_last_n: 1 << 20, ..Default::default() },
+            SamplerConfig {
+                temperature: f32::NAN,
+                ..Default::default()
+            },
+            SamplerConfig {
+                temperature: -1.0,
+                ..Default::default()
+            },
+            SamplerConfig {
+                top_p: 1.5,
+                ..Default::default()
+            },
+            SamplerConfig {
+                min_p: f32::NAN,
+                ..Default::default()
+            },
+            SamplerConfig {
+                repeat_penalty: 0.0,
+                ..Default::default()
+            },
+            SamplerConfig {
+                repeat_last_n: 1 << 20,
+                ..Default::default()
+            },
         ] {
-            assert!(matches!(Sampler::new(bad, 3), Err(SamplerError::BadSetting { .. })), "{bad:?} accepted");
+            assert!(
+                matches!(Sampler::new(bad, 3), Err(SamplerError::BadSetting { .. })),
+                "{bad:?} accepted"
+            );
         }
     }
 }

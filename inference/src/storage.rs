@@ -14,7 +14,11 @@ pub enum StorageError {
     /// The range `offset .. offset + len` is not inside the source of `size` bytes.
     OutOfRange { offset: u64, len: u64, size: u64 },
     /// The device or file failed; `detail` names the device-level cause (command, LBA, ...).
-    Io { offset: u64, len: u64, detail: String },
+    Io {
+        offset: u64,
+        len: u64,
+        detail: String,
+    },
 }
 
 impl fmt::Display for StorageError {
@@ -24,7 +28,11 @@ impl fmt::Display for StorageError {
                 f,
                 "read of {len} bytes at offset {offset} is past the end of the {size}-byte file"
             ),
-            StorageError::Io { offset, len, detail } => {
+            StorageError::Io {
+                offset,
+                len,
+                detail,
+            } => {
                 write!(f, "read of {len} bytes at offset {offset} failed: {detail}")
             }
         }
@@ -133,10 +141,12 @@ impl Storage for FileStorage {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
         use std::os::unix::fs::FileExt;
         check_range(offset, buf.len() as u64, self.len)?;
-        self.file.read_exact_at(buf, offset).map_err(|e| StorageError::Io {
-            offset,
-            len: buf.len() as u64,
-            detail: alloc::format!("{e}"),
-        })
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| StorageError::Io {
+                offset,
+                len: buf.len() as u64,
+                detail: alloc::format!("{e}"),
+            })
     }
 }

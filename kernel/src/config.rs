@@ -70,13 +70,28 @@ pub struct ConfigError {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ConfigErrorKind {
     NotUtf8,
-    LineTooLong { len: usize },
-    ControlChar { byte: u8 },
+    LineTooLong {
+        len: usize,
+    },
+    ControlChar {
+        byte: u8,
+    },
     NoEquals,
-    UnknownKey { key: String },
-    Repeated { key: String },
-    BadValue { key: String, value: String, allowed: &'static str },
-    BadEscape { key: String, escape: char },
+    UnknownKey {
+        key: String,
+    },
+    Repeated {
+        key: String,
+    },
+    BadValue {
+        key: String,
+        value: String,
+        allowed: &'static str,
+    },
+    BadEscape {
+        key: String,
+        escape: char,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -84,12 +99,22 @@ impl fmt::Display for ConfigError {
         write!(f, "config line {}: ", self.line)?;
         match &self.kind {
             ConfigErrorKind::NotUtf8 => write!(f, "not valid UTF-8"),
-            ConfigErrorKind::LineTooLong { len } => write!(f, "line of {len} bytes is longer than {MAX_LINE}"),
-            ConfigErrorKind::ControlChar { byte } => write!(f, "control character {byte:#04x} (use \\n or \\t escapes)"),
+            ConfigErrorKind::LineTooLong { len } => {
+                write!(f, "line of {len} bytes is longer than {MAX_LINE}")
+            }
+            ConfigErrorKind::ControlChar { byte } => {
+                write!(f, "control character {byte:#04x} (use \\n or \\t escapes)")
+            }
             ConfigErrorKind::NoEquals => write!(f, "expected `key = value`"),
-            ConfigErrorKind::UnknownKey { key } => write!(f, "unknown key {key:?} (known: {KNOWN})"),
+            ConfigErrorKind::UnknownKey { key } => {
+                write!(f, "unknown key {key:?} (known: {KNOWN})")
+            }
             ConfigErrorKind::Repeated { key } => write!(f, "key {key:?} is set twice"),
-            ConfigErrorKind::BadValue { key, value, allowed } => {
+            ConfigErrorKind::BadValue {
+                key,
+                value,
+                allowed,
+            } => {
                 write!(f, "{key} = {value:?} is not allowed ({allowed})")
             }
             ConfigErrorKind::BadEscape { key, escape } => {
@@ -102,17 +127,38 @@ impl fmt::Display for ConfigError {
 const KNOWN: &str = "model, prompt, mode, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, cache, page, cores, special";
 
 fn bad(line: usize, key: &str, value: &str, allowed: &'static str) -> ConfigError {
-    ConfigError { line, kind: ConfigErrorKind::BadValue { key: key.into(), value: value.into(), allowed } }
+    ConfigError {
+        line,
+        kind: ConfigErrorKind::BadValue {
+            key: key.into(),
+            value: value.into(),
+            allowed,
+        },
+    }
 }
 
-fn int(line: usize, key: &str, v: &str, min: u64, max: u64, allowed: &'static str) -> Result<u64, ConfigError> {
+fn int(
+    line: usize,
+    key: &str,
+    v: &str,
+    min: u64,
+    max: u64,
+    allowed: &'static str,
+) -> Result<u64, ConfigError> {
     match v.parse::<u64>() {
         Ok(n) if n >= min && n <= max => Ok(n),
         _ => Err(bad(line, key, v, allowed)),
     }
 }
 
-fn float(line: usize, key: &str, v: &str, min: f32, max: f32, allowed: &'static str) -> Result<f32, ConfigError> {
+fn float(
+    line: usize,
+    key: &str,
+    v: &str,
+    min: f32,
+    max: f32,
+    allowed: &'static str,
+) -> Result<f32, ConfigError> {
     match v.parse::<f32>() {
         Ok(x) if x.is_finite() && x >= min && x <= max => Ok(x),
         _ => Err(bad(line, key, v, allowed)),
@@ -120,14 +166,26 @@ fn float(line: usize, key: &str, v: &str, min: f32, max: f32, allowed: &'static 
 }
 
 /// A size in bytes with an optional K, M or G suffix (powers of 1024).
-fn size(line: usize, key: &str, v: &str, min: u64, max: u64, allowed: &'static str) -> Result<u64, ConfigError> {
+fn size(
+    line: usize,
+    key: &str,
+    v: &str,
+    min: u64,
+    max: u64,
+    allowed: &'static str,
+) -> Result<u64, ConfigError> {
     let (num, mult) = match v.as_bytes().last() {
         Some(b'K' | b'k') => (&v[..v.len() - 1], 1u64 << 10),
         Some(b'M' | b'm') => (&v[..v.len() - 1], 1 << 20),
         Some(b'G' | b'g') => (&v[..v.len() - 1], 1 << 30),
         _ => (v, 1),
     };
-    match num.trim().parse::<u64>().ok().and_then(|n| n.checked_mul(mult)) {
+    match num
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+    {
         Some(n) if n >= min && n <= max => Ok(n),
         _ => Err(bad(line, key, v, allowed)),
     }
@@ -145,8 +203,24 @@ fn unescape(line: usize, key: &str, v: &str) -> Result<String, ConfigError> {
             Some('n') => out.push('\n'),
             Some('t') => out.push('\t'),
             Some('\\') => out.push('\\'),
-            Some(e) => return Err(ConfigError { line, kind: ConfigErrorKind::BadEscape { key: key.into(), escape: e } }),
-            None => return Err(ConfigError { line, kind: ConfigErrorKind::BadEscape { key: key.into(), escape: ' ' } }),
+            Some(e) => {
+                return Err(ConfigError {
+                    line,
+                    kind: ConfigErrorKind::BadEscape {
+                        key: key.into(),
+                        escape: e,
+                    },
+                })
+            }
+            None => {
+                return Err(ConfigError {
+                    line,
+                    kind: ConfigErrorKind::BadEscape {
+                        key: key.into(),
+                        escape: ' ',
+                    },
+                })
+            }
         }
     }
     Ok(out)
@@ -161,24 +235,44 @@ impl Config {
             let line = i + 1;
             let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
             if raw.len() > MAX_LINE {
-                return Err(ConfigError { line, kind: ConfigErrorKind::LineTooLong { len: raw.len() } });
+                return Err(ConfigError {
+                    line,
+                    kind: ConfigErrorKind::LineTooLong { len: raw.len() },
+                });
             }
             if let Some(&b) = raw.iter().find(|&&b| (b < 0x20 && b != b'\t') || b == 0x7f) {
-                return Err(ConfigError { line, kind: ConfigErrorKind::ControlChar { byte: b } });
+                return Err(ConfigError {
+                    line,
+                    kind: ConfigErrorKind::ControlChar { byte: b },
+                });
             }
-            let s = core::str::from_utf8(raw).map_err(|_| ConfigError { line, kind: ConfigErrorKind::NotUtf8 })?;
+            let s = core::str::from_utf8(raw).map_err(|_| ConfigError {
+                line,
+                kind: ConfigErrorKind::NotUtf8,
+            })?;
             let s = s.trim();
             if s.is_empty() || s.starts_with('#') {
                 continue;
             }
-            let (k, v) = s.split_once('=').ok_or(ConfigError { line, kind: ConfigErrorKind::NoEquals })?;
+            let (k, v) = s.split_once('=').ok_or(ConfigError {
+                line,
+                kind: ConfigErrorKind::NoEquals,
+            })?;
             let (k, v) = (k.trim(), v.trim());
             let key = match KNOWN.split(", ").find(|&known| known == k) {
                 Some(key) => key,
-                None => return Err(ConfigError { line, kind: ConfigErrorKind::UnknownKey { key: k.into() } }),
+                None => {
+                    return Err(ConfigError {
+                        line,
+                        kind: ConfigErrorKind::UnknownKey { key: k.into() },
+                    })
+                }
             };
             if seen.contains(&key) {
-                return Err(ConfigError { line, kind: ConfigErrorKind::Repeated { key: key.into() } });
+                return Err(ConfigError {
+                    line,
+                    kind: ConfigErrorKind::Repeated { key: key.into() },
+                });
             }
             seen.push(key);
             match key {
@@ -196,20 +290,40 @@ impl Config {
                         _ => return Err(bad(line, key, v, "generate or chat")),
                     }
                 }
-                "n" => c.max_tokens = int(line, key, v, 1, 1 << 20, "1 to 1048576 tokens")? as usize,
-                "temperature" => c.sampler.temperature = float(line, key, v, 0.0, 100.0, "0 (greedy) to 100")?,
-                "top_k" => c.sampler.top_k = int(line, key, v, 0, 1 << 20, "0 (off) to 1048576")? as usize,
+                "n" => {
+                    c.max_tokens = int(line, key, v, 1, 1 << 20, "1 to 1048576 tokens")? as usize
+                }
+                "temperature" => {
+                    c.sampler.temperature = float(line, key, v, 0.0, 100.0, "0 (greedy) to 100")?
+                }
+                "top_k" => {
+                    c.sampler.top_k = int(line, key, v, 0, 1 << 20, "0 (off) to 1048576")? as usize
+                }
                 "top_p" => c.sampler.top_p = float(line, key, v, 0.0, 1.0, "0 to 1")?,
                 "min_p" => c.sampler.min_p = float(line, key, v, 0.0, 1.0, "0 to 1")?,
-                "repeat_penalty" => c.sampler.repeat_penalty = float(line, key, v, 0.01, 100.0, "0.01 to 100, 1 = off")?,
-                "repeat_last_n" => c.sampler.repeat_last_n = int(line, key, v, 0, 4096, "0 to 4096")? as usize,
-                "seed" => c.sampler.seed = int(line, key, v, 0, u64::MAX, "0 to 18446744073709551615")?,
+                "repeat_penalty" => {
+                    c.sampler.repeat_penalty =
+                        float(line, key, v, 0.01, 100.0, "0.01 to 100, 1 = off")?
+                }
+                "repeat_last_n" => {
+                    c.sampler.repeat_last_n = int(line, key, v, 0, 4096, "0 to 4096")? as usize
+                }
+                "seed" => {
+                    c.sampler.seed = int(line, key, v, 0, u64::MAX, "0 to 18446744073709551615")?
+                }
                 "ctx" => c.ctx = int(line, key, v, 1, 1 << 20, "1 to 1048576 positions")? as usize,
                 "cache" => {
                     c.cache_bytes = if v == "auto" {
                         None
                     } else {
-                        Some(size(line, key, v, 1 << 20, 1 << 40, "auto, or 1M to 1024G, e.g. 64M")?)
+                        Some(size(
+                            line,
+                            key,
+                            v,
+                            1 << 20,
+                            1 << 40,
+                            "auto, or 1M to 1024G, e.g. 64M",
+                        )?)
                     }
                 }
                 "page" => {
@@ -220,7 +334,11 @@ impl Config {
                     c.page_bytes = p as usize;
                 }
                 "cores" => {
-                    c.cores = if v == "all" { None } else { Some(int(line, key, v, 1, 16, "all, or 1 to 16")? as usize) }
+                    c.cores = if v == "all" {
+                        None
+                    } else {
+                        Some(int(line, key, v, 1, 16, "all, or 1 to 16")? as usize)
+                    }
                 }
                 "special" => {
                     c.special = match v {
@@ -229,7 +347,12 @@ impl Config {
                         _ => return Err(bad(line, key, v, "true or false")),
                     }
                 }
-                _ => return Err(ConfigError { line, kind: ConfigErrorKind::UnknownKey { key: k.into() } }),
+                _ => {
+                    return Err(ConfigError {
+                        line,
+                        kind: ConfigErrorKind::UnknownKey { key: k.into() },
+                    })
+                }
             }
         }
         Ok(c)
@@ -248,10 +371,24 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.model, "/models/smol.gguf");
-        assert_eq!(c.prompt.as_deref(), Some("<|im_start|>user\nHi<|im_end|>\n"));
-        assert_eq!((c.max_tokens, c.ctx, c.cache_bytes, c.page_bytes, c.cores), (32, 1024, Some(64 << 20), 128 << 10, Some(2)));
+        assert_eq!(
+            c.prompt.as_deref(),
+            Some("<|im_start|>user\nHi<|im_end|>\n")
+        );
+        assert_eq!(
+            (c.max_tokens, c.ctx, c.cache_bytes, c.page_bytes, c.cores),
+            (32, 1024, Some(64 << 20), 128 << 10, Some(2))
+        );
         assert_eq!(c.sampler.temperature, 0.0);
-        assert_eq!((c.sampler.top_k, c.sampler.top_p, c.sampler.min_p, c.sampler.seed), (0, 0.9, 0.1, 7));
+        assert_eq!(
+            (
+                c.sampler.top_k,
+                c.sampler.top_p,
+                c.sampler.min_p,
+                c.sampler.seed
+            ),
+            (0, 0.9, 0.1, 7)
+        );
         assert!(!c.special);
         assert_eq!(c.mode, Mode::Chat);
         assert_eq!(Config::parse(b"").unwrap(), Config::default());
@@ -283,9 +420,16 @@ mod tests {
             let e = Config::parse(text).unwrap_err();
             let msg = alloc::format!("{e}");
             assert_eq!(e.line, *line, "{msg}");
-            assert!(msg.contains(needle), "{:?}: {msg} lacks {needle:?}", core::str::from_utf8(text));
+            assert!(
+                msg.contains(needle),
+                "{:?}: {msg} lacks {needle:?}",
+                core::str::from_utf8(text)
+            );
         }
         let long = alloc::vec![b'a'; MAX_LINE + 1];
-        assert!(matches!(Config::parse(&long).unwrap_err().kind, ConfigErrorKind::LineTooLong { .. }));
+        assert!(matches!(
+            Config::parse(&long).unwrap_err().kind,
+            ConfigErrorKind::LineTooLong { .. }
+        ));
     }
 }

@@ -28,7 +28,10 @@ unsafe impl GlobalAlloc for Tracking {
 }
 
 #[global_allocator]
-static HEAP: Tracking = Tracking { heap: LlffHeap::empty(), high: AtomicUsize::new(0) };
+static HEAP: Tracking = Tracking {
+    heap: LlffHeap::empty(),
+    high: AtomicUsize::new(0),
+};
 
 /// Give the allocator `[start, start + size)`.
 ///

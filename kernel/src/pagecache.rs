@@ -100,9 +100,17 @@ impl<F: FileSource> PageCache<F> {
     /// it is all resident; otherwise the first `capacity - window` bytes are, and the rest streams
     /// through a window of [`MIN_WINDOW_PAGES`] pages. The resident part is read now, in chunks of
     /// `page` bytes, calling `progress(done, total)` after each.
-    pub fn new(mut src: F, capacity: u64, page: usize, progress: &mut dyn FnMut(u64, u64)) -> Result<Self, CacheError> {
-        if page == 0 || page % 512 != 0 {
-            return Err(CacheError::BadSize { what: "page size", value: page as u64 });
+    pub fn new(
+        mut src: F,
+        capacity: u64,
+        page: usize,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Self, CacheError> {
+        if page == 0 || !page.is_multiple_of(512) {
+            return Err(CacheError::BadSize {
+                what: "page size",
+                value: page as u64,
+            });
         }
         let len = src.len();
         let window_bytes = (MIN_WINDOW_PAGES * page) as u64;
@@ -110,7 +118,10 @@ impl<F: FileSource> PageCache<F> {
             (len, 0)
         } else {
             if capacity < window_bytes + page as u64 {
-                return Err(CacheError::BadSize { what: "capacity (bytes)", value: capacity });
+                return Err(CacheError::BadSize {
+                    what: "capacity (bytes)",
+                    value: capacity,
+                });
             }
             // Resident part rounded down to whole pages, so streamed pages start page-aligned.
             let r = (capacity - window_bytes) / page as u64 * page as u64;
@@ -120,7 +131,11 @@ impl<F: FileSource> PageCache<F> {
         let mut done = 0u64;
         for chunk in resident.chunks_mut(page) {
             src.read(done, chunk).map_err(|e| {
-                CacheError::Load(StorageError::Io { offset: done, len: chunk.len() as u64, detail: e.to_string() })
+                CacheError::Load(StorageError::Io {
+                    offset: done,
+                    len: chunk.len() as u64,
+                    detail: e.to_string(),
+                })
             })?;
             done += chunk.len() as u64;
             progress(done, resident_len);
@@ -186,7 +201,9 @@ impl<F: FileSource> PageCache<F> {
                 None => {
                     self.misses.fetch_add(1, Ordering::Relaxed);
                     // Least recently used slot (empty slots first).
-                    let s = (0..w.tag.len()).min_by_key(|&s| (w.tag[s].is_some(), w.used[s])).unwrap_or(0);
+                    let s = (0..w.tag.len())
+                        .min_by_key(|&s| (w.tag[s].is_some(), w.used[s]))
+                        .unwrap_or(0);
                     if w.tag[s].is_some() {
                         self.refills.fetch_add(1, Ordering::Relaxed);
                     }
@@ -221,7 +238,11 @@ impl<F: FileSource> Storage for PageCache<F> {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
         check_range(offset, buf.len() as u64, self.len)?;
         let r = self.resident.len() as u64;
-        let split = if offset < r { ((r - offset) as usize).min(buf.len()) } else { 0 };
+        let split = if offset < r {
+            ((r - offset) as usize).min(buf.len())
+        } else {
+            0
+        };
         if split > 0 {
             let s = offset as usize;
             buf[..split].copy_from_slice(&self.resident[s..s + split]);
@@ -282,8 +303,20 @@ mod tests {
     fn whole_file_resident_reads_in_place() {
         let d = data(10_000);
         let mut calls = vec![];
-        let c = PageCache::new(Mem { data: d.clone(), bytes: Default::default() }, 1 << 20, 4096, &mut |a, b| calls.push((a, b))).unwrap();
-        assert_eq!(calls, vec![(4096, 10_000), (8192, 10_000), (10_000, 10_000)]);
+        let c = PageCache::new(
+            Mem {
+                data: d.clone(),
+                bytes: Default::default(),
+            },
+            1 << 20,
+            4096,
+            &mut |a, b| calls.push((a, b)),
+        )
+        .unwrap();
+        assert_eq!(
+            calls,
+            vec![(4096, 10_000), (8192, 10_000), (10_000, 10_000)]
+        );
         assert_eq!(c.resident(100, 5000).unwrap(), &d[100..5100]);
         let mut b = vec![0; 3000];
         c.read_at(9000, &mut b[..1000]).unwrap();
@@ -301,20 +334,29 @@ mod tests {
         let d = data(64 * page + 300);
         // Room for 20 pages: 12 resident, 8 streamed.
         let counted = alloc::sync::Arc::new(AtomicU64::new(0));
-        let src = Mem { data: d.clone(), bytes: counted.clone() };
+        let src = Mem {
+            data: d.clone(),
+            bytes: counted.clone(),
+        };
         let c = PageCache::new(src, 20 * page as u64, page, &mut |_, _| {}).unwrap();
         assert_eq!(c.resident_bytes(), 12 * page as u64);
         assert!(c.resident(0, 12 * page).is_some());
         assert!(c.resident(12 * page as u64 - 1, 2).is_none());
         let mut x = 99u64;
         for _ in 0..2000 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let off = (x >> 33) % d.len() as u64;
             let n = ((x >> 13) % 5000) as usize;
             let n = n.min(d.len() - off as usize);
             let mut b = vec![0u8; n];
             c.read_at(off, &mut b).unwrap();
-            assert_eq!(b, &d[off as usize..off as usize + n], "offset {off} len {n}");
+            assert_eq!(
+                b,
+                &d[off as usize..off as usize + n],
+                "offset {off} len {n}"
+            );
         }
         let s = c.stats();
         assert!(s.misses > 0 && s.refills > 0 && s.hits > 0);
@@ -326,10 +368,22 @@ mod tests {
 
     #[test]
     fn bad_sizes_and_failing_sources_are_errors() {
-        let mk = || Mem { data: data(100_000), bytes: Default::default() };
-        assert!(matches!(PageCache::new(mk(), 1 << 20, 0, &mut |_, _| {}), Err(CacheError::BadSize { .. })));
-        assert!(matches!(PageCache::new(mk(), 1 << 20, 1000, &mut |_, _| {}), Err(CacheError::BadSize { .. })));
-        assert!(matches!(PageCache::new(mk(), 4096, 1024, &mut |_, _| {}), Err(CacheError::BadSize { .. })));
+        let mk = || Mem {
+            data: data(100_000),
+            bytes: Default::default(),
+        };
+        assert!(matches!(
+            PageCache::new(mk(), 1 << 20, 0, &mut |_, _| {}),
+            Err(CacheError::BadSize { .. })
+        ));
+        assert!(matches!(
+            PageCache::new(mk(), 1 << 20, 1000, &mut |_, _| {}),
+            Err(CacheError::BadSize { .. })
+        ));
+        assert!(matches!(
+            PageCache::new(mk(), 4096, 1024, &mut |_, _| {}),
+            Err(CacheError::BadSize { .. })
+        ));
         struct Broken;
         impl FileSource for Broken {
             type Error = &'static str;

@@ -20,12 +20,20 @@ extern "C" fn lmboot_main(dtb_addr: usize, _core: usize) -> ! {
     let (ram_base, ram_size) = match found {
         Some((b, s)) => (b as usize, s as usize),
         None => {
-            println!("warning: no RAM size in the device tree; assuming {} MiB", board::RAM_SIZE_FALLBACK >> 20);
+            println!(
+                "warning: no RAM size in the device tree; assuming {} MiB",
+                board::RAM_SIZE_FALLBACK >> 20
+            );
             (board::RAM_BASE, board::RAM_SIZE_FALLBACK)
         }
     };
     // SAFETY: linker symbols; only their addresses are used.
-    let (kstart, kend) = unsafe { (&__kernel_start as *const u8 as usize, &__kernel_end as *const u8 as usize) };
+    let (kstart, kend) = unsafe {
+        (
+            &__kernel_start as *const u8 as usize,
+            &__kernel_end as *const u8 as usize,
+        )
+    };
     let ram_end = ram_base + ram_size;
     if kend >= ram_end {
         println!("error: the kernel image ({kstart:#x}..{kend:#x}) does not fit in RAM ending at {ram_end:#x}");
@@ -33,7 +41,12 @@ extern "C" fn lmboot_main(dtb_addr: usize, _core: usize) -> ! {
     }
     // SAFETY: [kend, ram_end) is RAM after the image and the stacks, used by nothing else.
     unsafe { heap::init(kend, ram_end - kend) };
-    println!("RAM {} MiB at {ram_base:#x}; kernel {} KiB; heap {} MiB", ram_size >> 20, (kend - kstart) >> 10, heap::free() >> 20);
+    println!(
+        "RAM {} MiB at {ram_base:#x}; kernel {} KiB; heap {} MiB",
+        ram_size >> 20,
+        (kend - kstart) >> 10,
+        heap::free() >> 20
+    );
 
     let Some(dev) = virtio::VirtioBlock::probe() else {
         println!("error: no virtio block device found (is the card image attached?)");
@@ -88,7 +101,12 @@ extern "C" fn lmboot_secondary(_core: usize) -> ! {
 #[panic_handler]
 fn panic(info: &PanicInfo<'_>) -> ! {
     match info.location() {
-        Some(l) => console::emergency(format_args!("\n*** panic at {}:{}: {}\n", l.file(), l.line(), info.message())),
+        Some(l) => console::emergency(format_args!(
+            "\n*** panic at {}:{}: {}\n",
+            l.file(),
+            l.line(),
+            info.message()
+        )),
         None => console::emergency(format_args!("\n*** panic: {}\n", info.message())),
     }
     power::exit(3)

@@ -58,6 +58,14 @@ pub struct Env<'a, P: Parallel + ?Sized> {
     pub kernels: Kernels,
 }
 
+impl<P: Parallel + ?Sized> fmt::Debug for Env<'_, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Env")
+            .field("kernels", &self.kernels)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Why a run failed. Every variant says what and where.
 #[derive(Debug)]
 pub enum RunError {
@@ -83,6 +91,7 @@ impl fmt::Display for RunError {
 }
 
 /// The model file on the card, read through the FAT extents.
+#[derive(Debug)]
 pub struct CardFile<D: BlockDevice> {
     pub file: File,
     pub dev: D,
@@ -107,7 +116,14 @@ impl<D: BlockDevice> Storage for Direct<D> {
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
         inference::storage::check_range(offset, buf.len() as u64, self.len())?;
-        self.0.lock().read(offset, buf).map_err(|e| StorageError::Io { offset, len: buf.len() as u64, detail: e.to_string() })
+        self.0
+            .lock()
+            .read(offset, buf)
+            .map_err(|e| StorageError::Io {
+                offset,
+                len: buf.len() as u64,
+                detail: e.to_string(),
+            })
     }
 }
 
@@ -130,14 +146,23 @@ where
     let cfg = match vol.open(&mut dev, CONFIG_PATH) {
         Ok(f) => {
             let mut text = alloc::vec![0u8; f.size().min(1 << 20) as usize];
-            f.read_at(&mut dev, 0, &mut text).map_err(|e| RunError::Card(format!("reading {CONFIG_PATH}: {e}")))?;
+            f.read_at(&mut dev, 0, &mut text)
+                .map_err(|e| RunError::Card(format!("reading {CONFIG_PATH}: {e}")))?;
             Config::parse(&text).map_err(|e| RunError::Config(e.to_string()))?
         }
         Err(e) => return Err(RunError::Config(format!("cannot open it: {e}"))),
     };
-    let file = vol.open(&mut dev, &cfg.model).map_err(|e| RunError::Card(format!("opening the model {}: {e}", cfg.model)))?;
+    let file = vol
+        .open(&mut dev, &cfg.model)
+        .map_err(|e| RunError::Card(format!("opening the model {}: {e}", cfg.model)))?;
     let size = file.size();
-    let _ = writeln!(out, "model: {} ({} bytes in {} extents)", cfg.model, size, file.extents().len());
+    let _ = writeln!(
+        out,
+        "model: {} ({} bytes in {} extents)",
+        cfg.model,
+        size,
+        file.extents().len()
+    );
 
     // The header, metadata and tokenizer, read directly.
     let direct = Direct(spin::Mutex::new(CardFile { file, dev }));
@@ -166,7 +191,8 @@ where
 
     // Buffers first, then the page cache gets what is left.
     let ctx = cfg.ctx.min(c.train_ctx);
-    let mut st = RunState::new(&model, ctx, env.pool.workers()).map_err(|e| RunError::Memory(e.to_string()))?;
+    let mut st = RunState::new(&model, ctx, env.pool.workers())
+        .map_err(|e| RunError::Memory(e.to_string()))?;
     let (kv_bytes, buf_bytes) = st.bytes();
     let free = (env.heap_free)();
     let auto = free.saturating_sub(HEAP_MARGIN);
@@ -206,12 +232,27 @@ where
         return Err(RunError::Config("mode = chat is not available yet".into()));
     }
     let prompt = cfg.prompt.as_deref().ok_or(RunError::NoPrompt)?;
-    let ids = tok.encode(prompt, true, cfg.special).map_err(|e| RunError::Generate(e.to_string()))?;
-    let mut sampler = Sampler::new(cfg.sampler, c.vocab).map_err(|e| RunError::Config(e.to_string()))?;
+    let ids = tok
+        .encode(prompt, true, cfg.special)
+        .map_err(|e| RunError::Generate(e.to_string()))?;
+    let mut sampler =
+        Sampler::new(cfg.sampler, c.vocab).map_err(|e| RunError::Config(e.to_string()))?;
     let counter = InstructionCounter::new(env.instructions);
     let sample = || counter.sample();
-    let engine = Engine { model: &model, src: &cache, pool: env.pool, kernels: env.kernels, on_forward: Some(&sample) };
-    let _ = writeln!(out, "prompt: {} tokens; generating up to {} (kernels {})", ids.len(), cfg.max_tokens, env.kernels.name);
+    let engine = Engine {
+        model: &model,
+        src: &cache,
+        pool: env.pool,
+        kernels: env.kernels,
+        on_forward: Some(&sample),
+    };
+    let _ = writeln!(
+        out,
+        "prompt: {} tokens; generating up to {} (kernels {})",
+        ids.len(),
+        cfg.max_tokens,
+        env.kernels.name
+    );
     let _ = writeln!(out, "{BEGIN_OUTPUT}");
     let before = cache.stats();
     counter.sample();
@@ -219,14 +260,22 @@ where
     let mut i_prefill = None;
     let mut dec = StreamDecoder::new();
     let report = engine
-        .generate(&mut st, &mut sampler, &ids, cfg.max_tokens, &|t| tok.is_eog(t), env.clock_ns, &mut |t| {
-            if i_prefill.is_none() {
-                counter.sample();
-                i_prefill = counter.total();
-            }
-            dec.push(tok.token_to_piece(t), |s| out.0.write_bytes(s.as_bytes()));
-            true
-        })
+        .generate(
+            &mut st,
+            &mut sampler,
+            &ids,
+            cfg.max_tokens,
+            &|t| tok.is_eog(t),
+            env.clock_ns,
+            &mut |t| {
+                if i_prefill.is_none() {
+                    counter.sample();
+                    i_prefill = counter.total();
+                }
+                dec.push(tok.token_to_piece(t), |s| out.0.write_bytes(s.as_bytes()));
+                true
+            },
+        )
         .map_err(|e| RunError::Generate(e.to_string()))?;
     dec.finish(|s| out.0.write_bytes(s.as_bytes()));
     counter.sample();
@@ -237,7 +286,9 @@ where
     let gen = report.generated.max(1) as u64;
     let stop = match report.stop {
         Some(StopReason::EndToken(t)) => format!("end token {t}"),
-        Some(StopReason::ContextFull) => format!("context full ({ctx} positions; raise ctx in {CONFIG_PATH})"),
+        Some(StopReason::ContextFull) => {
+            format!("context full ({ctx} positions; raise ctx in {CONFIG_PATH})")
+        }
         _ => "token limit".into(),
     };
     let _ = writeln!(
@@ -271,7 +322,11 @@ where
             (c - b) / (gen - 1).max(1)
         );
     }
-    let _ = writeln!(out, "stats: total {} ms since the card was mounted", ms((env.clock_ns)() - t_boot));
+    let _ = writeln!(
+        out,
+        "stats: total {} ms since the card was mounted",
+        ms((env.clock_ns)() - t_boot)
+    );
     Ok(())
 }
 
@@ -286,13 +341,22 @@ struct InstructionCounter<'a> {
 impl<'a> InstructionCounter<'a> {
     fn new(read: Option<(&'a dyn Fn() -> u64, u32)>) -> Self {
         let last = read.map(|(f, _)| f()).unwrap_or(0);
-        Self { read, last: core::cell::Cell::new(last), total: core::cell::Cell::new(0) }
+        Self {
+            read,
+            last: core::cell::Cell::new(last),
+            total: core::cell::Cell::new(0),
+        }
     }
     fn sample(&self) {
         if let Some((f, bits)) = self.read {
             let now = f();
-            let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
-            self.total.set(self.total.get() + (now.wrapping_sub(self.last.get()) & mask));
+            let mask = if bits >= 64 {
+                u64::MAX
+            } else {
+                (1u64 << bits) - 1
+            };
+            self.total
+                .set(self.total.get() + (now.wrapping_sub(self.last.get()) & mask));
             self.last.set(now);
         }
     }

@@ -20,7 +20,10 @@ unsafe impl critical_section::Impl for KernelCs {
         if OWNER.load(Ordering::Relaxed) == me {
             return state | NESTED;
         }
-        while OWNER.compare_exchange_weak(FREE, me, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        while OWNER
+            .compare_exchange_weak(FREE, me, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
             core::hint::spin_loop();
         }
         state

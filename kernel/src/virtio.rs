@@ -56,7 +56,11 @@ pub struct VirtioError {
 
 impl fmt::Display for VirtioError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "virtio-blk read of {} blocks at LBA {} failed: {:?}", self.blocks, self.lba, self.err)
+        write!(
+            f,
+            "virtio-blk read of {} blocks at LBA {} failed: {:?}",
+            self.blocks, self.lba, self.err
+        )
     }
 }
 
@@ -72,7 +76,9 @@ impl VirtioBlock {
             let header = NonNull::new(addr as *mut VirtIOHeader)?;
             // SAFETY: addr is a virtio-mmio slot of this board, mapped as device memory, not
             // otherwise used.
-            let Ok(t) = (unsafe { MmioTransport::new(header, BLOCK_STRIDE) }) else { continue };
+            let Ok(t) = (unsafe { MmioTransport::new(header, BLOCK_STRIDE) }) else {
+                continue;
+            };
             if t.device_type() != DeviceType::Block {
                 continue;
             }
@@ -95,7 +101,13 @@ impl BlockDevice for VirtioBlock {
         let mut at = lba;
         for chunk in buf.chunks_mut(MAX_REQUEST) {
             let n = (chunk.len() / 512) as u64;
-            self.blk.read_blocks(at as usize, chunk).map_err(|err| VirtioError { lba: at, blocks: n, err })?;
+            self.blk
+                .read_blocks(at as usize, chunk)
+                .map_err(|err| VirtioError {
+                    lba: at,
+                    blocks: n,
+                    err,
+                })?;
             at += n;
         }
         Ok(())

@@ -12,7 +12,12 @@ const LIMIT: Duration = Duration::from_secs(600);
 fn check_case(name: &str, prompt: &str, n: usize) {
     let b = built("qemu-virt-aarch64");
     let model = common::model_path();
-    let s = xtask::Settings { prompt: prompt.into(), n, temp: "0".into(), ..Default::default() };
+    let s = xtask::Settings {
+        prompt: prompt.into(),
+        n,
+        temp: "0".into(),
+        ..Default::default()
+    };
     let want = host_text(b, &model, &s);
     let img = make_image(name, &s, &model);
     let (code, uart) = boot(b, &img, None, &[], LIMIT);
@@ -58,7 +63,8 @@ fn bad_boot_sector_is_a_clear_error() {
     // Break the FAT boot sector's signature (the partition starts at block 2048).
     let mut f = std::fs::OpenOptions::new().write(true).open(&img).unwrap();
     use std::io::{Seek, SeekFrom, Write};
-    f.seek(SeekFrom::Start(xtask::image::PART_START_LBA * 512 + 510)).unwrap();
+    f.seek(SeekFrom::Start(xtask::image::PART_START_LBA * 512 + 510))
+        .unwrap();
     f.write_all(&[0x12, 0x34]).unwrap();
     drop(f);
     let (code, uart) = boot(b, &img, None, &[], LIMIT);

@@ -36,13 +36,18 @@ fn expect_mount(name: &str, mut d: SparseDisk, want: E) {
 }
 
 fn field(lba: u64, field: &'static str, value: u64) -> impl Fn(&E) -> bool {
-    move |e| {
-        matches!(e, FatError::BadField { lba: l, field: f, value: v, .. } if *l == lba && *f == field && *v == value)
-    }
+    move |e| matches!(e, FatError::BadField { lba: l, field: f, value: v, .. } if *l == lba && *f == field && *v == value)
 }
 
 /// Patch the boot sector at byte `base`, mount, and check the error with `check`.
-fn bad_bpb(name: &str, mut d: SparseDisk, base: u64, offset: u64, value: &[u8], check: impl Fn(&E) -> bool) {
+fn bad_bpb(
+    name: &str,
+    mut d: SparseDisk,
+    base: u64,
+    offset: u64,
+    value: &[u8],
+    check: impl Fn(&E) -> bool,
+) {
     d.patch(base + offset, value);
     match mount(&mut d) {
         Ok(v) => panic!("{name}: mounted a bad volume: {v:?}"),
@@ -69,10 +74,14 @@ fn good_images_mount() {
 #[test]
 fn bad_boot_sector_fields() {
     // Bare volume: the BPB is at LBA 0; partitioned: at LBA 2048.
-    for (img, base) in [(bare as fn() -> SparseDisk, 0u64), (partitioned, 2048 * 512)] {
+    for (img, base) in [
+        (bare as fn() -> SparseDisk, 0u64),
+        (partitioned, 2048 * 512),
+    ] {
         let lba = base / 512;
         let l = Layout::read(&img(), base);
-        let sig = |e: &E| matches!(e, FatError::BadSignature { lba: x, value: 0x1234 } if *x == lba);
+        let sig =
+            |e: &E| matches!(e, FatError::BadSignature { lba: x, value: 0x1234 } if *x == lba);
         bad_bpb("signature", img(), base, 510, &[0x34, 0x12], sig);
         for bps in [0u16, 1, 256, 513, 8192, 0xFFFF] {
             bad_bpb(
@@ -85,14 +94,49 @@ fn bad_boot_sector_fields() {
             );
         }
         for spc in [0u8, 3, 6, 255] {
-            bad_bpb("sectors per cluster", img(), base, 0x0D, &[spc], field(lba, "BPB_SecPerClus", spc.into()));
+            bad_bpb(
+                "sectors per cluster",
+                img(),
+                base,
+                0x0D,
+                &[spc],
+                field(lba, "BPB_SecPerClus", spc.into()),
+            );
         }
-        bad_bpb("reserved sectors", img(), base, 0x0E, &[0, 0], field(lba, "BPB_RsvdSecCnt", 0));
-        bad_bpb("number of FATs", img(), base, 0x10, &[0], field(lba, "BPB_NumFATs", 0));
-        bad_bpb("FAT size 0", img(), base, 0x24, &[0; 4], field(lba, "BPB_FATSz32", 0));
+        bad_bpb(
+            "reserved sectors",
+            img(),
+            base,
+            0x0E,
+            &[0, 0],
+            field(lba, "BPB_RsvdSecCnt", 0),
+        );
+        bad_bpb(
+            "number of FATs",
+            img(),
+            base,
+            0x10,
+            &[0],
+            field(lba, "BPB_NumFATs", 0),
+        );
+        bad_bpb(
+            "FAT size 0",
+            img(),
+            base,
+            0x24,
+            &[0; 4],
+            field(lba, "BPB_FATSz32", 0),
+        );
         // Total sectors inside the reserved area, then inside the FATs, then short of one cluster.
         let tot = |n: u64| (n as u32).to_le_bytes();
-        bad_bpb("total in reserved", img(), base, 0x20, &tot(l.reserved), field(lba, "BPB_TotSec32", l.reserved));
+        bad_bpb(
+            "total in reserved",
+            img(),
+            base,
+            0x20,
+            &tot(l.reserved),
+            field(lba, "BPB_TotSec32", l.reserved),
+        );
         bad_bpb(
             "total in FATs",
             img(),
@@ -102,8 +146,22 @@ fn bad_boot_sector_fields() {
             field(lba, "BPB_TotSec32", l.reserved + l.fat_sectors),
         );
         let d0 = l.data_sectors_start();
-        bad_bpb("total at FAT end", img(), base, 0x20, &tot(d0), field(lba, "BPB_TotSec32", d0));
-        bad_bpb("total 0", img(), base, 0x20, &tot(0), field(lba, "BPB_TotSec32", 0));
+        bad_bpb(
+            "total at FAT end",
+            img(),
+            base,
+            0x20,
+            &tot(d0),
+            field(lba, "BPB_TotSec32", d0),
+        );
+        bad_bpb(
+            "total 0",
+            img(),
+            base,
+            0x20,
+            &tot(0),
+            field(lba, "BPB_TotSec32", 0),
+        );
         // A non-zero BPB_TotSec16 wins over BPB_TotSec32 and is checked the same way.
         bad_bpb(
             "total16 in reserved",
@@ -114,11 +172,32 @@ fn bad_boot_sector_fields() {
             field(lba, "BPB_TotSec16", l.reserved),
         );
         for root in [0u32, 1, l.clusters() + 2, 0x0FFF_FFFF, u32::MAX] {
-            bad_bpb("root cluster", img(), base, 0x2C, &root.to_le_bytes(), field(lba, "BPB_RootClus", root.into()));
+            bad_bpb(
+                "root cluster",
+                img(),
+                base,
+                0x2C,
+                &root.to_le_bytes(),
+                field(lba, "BPB_RootClus", root.into()),
+            );
         }
-        bad_bpb("FS version", img(), base, 0x2A, &[0, 1], field(lba, "BPB_FSVer", 256));
+        bad_bpb(
+            "FS version",
+            img(),
+            base,
+            0x2A,
+            &[0, 1],
+            field(lba, "BPB_FSVer", 256),
+        );
         // Mirroring off, active FAT 5 of 2.
-        bad_bpb("active FAT", img(), base, 0x28, &[0x85, 0], field(lba, "BPB_ExtFlags", 0x85));
+        bad_bpb(
+            "active FAT",
+            img(),
+            base,
+            0x28,
+            &[0x85, 0],
+            field(lba, "BPB_ExtFlags", 0x85),
+        );
         // One FAT sector cannot map the clusters.
         bad_bpb(
             "FAT too small",
@@ -162,7 +241,12 @@ fn active_fat_from_ext_flags() {
     d.patch_u32(l.fat_entry(model.first_cluster), 0);
     assert!(vol.open(&mut d, SMALL_MODEL).is_ok());
     d.patch_u32(l.fat_entry(model.first_cluster) + l.fat_sectors * 512, 0);
-    assert_eq!(vol.open(&mut d, SMALL_MODEL), Err(FatError::FreeClusterInChain { cluster: model.first_cluster }));
+    assert_eq!(
+        vol.open(&mut d, SMALL_MODEL),
+        Err(FatError::FreeClusterInChain {
+            cluster: model.first_cluster
+        })
+    );
 }
 
 #[test]
@@ -173,7 +257,17 @@ fn fat12_and_fat16_volumes_are_not_fat32() {
         mkfs(&img, size, None, &["-F", bits]);
         let mut d = SparseDisk::from_file(&img);
         let e = mount(&mut d).unwrap_err();
-        assert!(matches!(e, FatError::NotFat32 { lba: 0, fat_size16: 1.., root_entries: 1.. }), "FAT{bits}: {e:?}");
+        assert!(
+            matches!(
+                e,
+                FatError::NotFat32 {
+                    lba: 0,
+                    fat_size16: 1..,
+                    root_entries: 1..
+                }
+            ),
+            "FAT{bits}: {e:?}"
+        );
         assert!(e.to_string().contains("not FAT32"), "{e}");
         // Behind an MBR with a FAT16 partition type: the BPB is read and says the same, at LBA 2048.
         let img = dir.join(&format!("fat{bits}-mbr.img"));
@@ -182,7 +276,10 @@ fn fat12_and_fat16_volumes_are_not_fat32() {
             write_mbr_file(&img, 2048, kind);
             let mut d = SparseDisk::from_file(&img);
             let e = mount(&mut d).unwrap_err();
-            assert!(matches!(e, FatError::NotFat32 { lba: 2048, .. }), "FAT{bits} type {kind:#x}: {e:?}");
+            assert!(
+                matches!(e, FatError::NotFat32 { lba: 2048, .. }),
+                "FAT{bits} type {kind:#x}: {e:?}"
+            );
         }
     }
 }
@@ -198,22 +295,44 @@ fn bad_partition_tables() {
         d.patch(0, &s);
         d
     };
-    expect_mount("MBR signature", mbr(&|s| s[510] = 0), FatError::BadSignature { lba: 0, value: 0xAA00 });
+    expect_mount(
+        "MBR signature",
+        mbr(&|s| s[510] = 0),
+        FatError::BadSignature {
+            lba: 0,
+            value: 0xAA00,
+        },
+    );
     expect_mount(
         "Linux only",
         mbr(&|s| set_mbr_entry(s, 0, 2048, part, 0x83)),
-        FatError::NoFatPartition { types: [0x83, 0, 0, 0] },
+        FatError::NoFatPartition {
+            types: [0x83, 0, 0, 0],
+        },
     );
-    expect_mount("GPT", mbr(&|s| set_mbr_entry(s, 0, 1, part + 2047, 0xEE)), FatError::GptUnsupported);
+    expect_mount(
+        "GPT",
+        mbr(&|s| set_mbr_entry(s, 0, 1, part + 2047, 0xEE)),
+        FatError::GptUnsupported,
+    );
     expect_mount(
         "partition past the device",
         mbr(&|s| set_mbr_entry(s, 0, 2048, part + 1, 0x0C)),
-        FatError::PartitionOutOfDevice { index: 0, start: 2048, blocks: u64::from(part) + 1, device_blocks: total },
+        FatError::PartitionOutOfDevice {
+            index: 0,
+            start: 2048,
+            blocks: u64::from(part) + 1,
+            device_blocks: total,
+        },
     );
     expect_mount(
         "volume larger than its partition",
         mbr(&|s| set_mbr_entry(s, 0, 2048, part - 8, 0x0C)),
-        FatError::VolumeOutOfPartition { lba: 2048, blocks: u64::from(part), partition_blocks: u64::from(part) - 8 },
+        FatError::VolumeOutOfPartition {
+            lba: 2048,
+            blocks: u64::from(part),
+            partition_blocks: u64::from(part) - 8,
+        },
     );
     // A Linux partition first and the FAT32 one second: the FAT32 one is used.
     let mut d = mbr(&|s| {
@@ -223,7 +342,14 @@ fn bad_partition_tables() {
     assert_eq!(mount(&mut d).unwrap().partition().unwrap().index, 1);
     // The partition's boot sector pointing at a non-FAT block (here: zeros).
     let d = mbr(&|s| set_mbr_entry(s, 0, 1024, part, 0x0C));
-    expect_mount("partition start wrong", d, FatError::BadSignature { lba: 1024, value: 0 });
+    expect_mount(
+        "partition start wrong",
+        d,
+        FatError::BadSignature {
+            lba: 1024,
+            value: 0,
+        },
+    );
 }
 
 #[test]
@@ -233,18 +359,38 @@ fn truncated_devices() {
     let blocks = l.total_sectors;
     assert!(blocks <= d.len_blocks());
     d.set_len_blocks(blocks - 1);
-    expect_mount("bare, one block short", d, FatError::VolumeOutOfDevice { lba: 0, blocks, device_blocks: blocks - 1 });
+    expect_mount(
+        "bare, one block short",
+        d,
+        FatError::VolumeOutOfDevice {
+            lba: 0,
+            blocks,
+            device_blocks: blocks - 1,
+        },
+    );
     let mut d = partitioned();
     let total = d.len_blocks();
     d.set_len_blocks(total / 2);
     expect_mount(
         "partitioned, half",
         d,
-        FatError::PartitionOutOfDevice { index: 0, start: 2048, blocks: total - 2048, device_blocks: total / 2 },
+        FatError::PartitionOutOfDevice {
+            index: 0,
+            start: 2048,
+            blocks: total - 2048,
+            device_blocks: total / 2,
+        },
     );
     let mut d = bare();
     d.set_len_blocks(0);
-    assert!(matches!(mount(&mut d), Err(FatError::Device { lba: 0, blocks: 1, .. })));
+    assert!(matches!(
+        mount(&mut d),
+        Err(FatError::Device {
+            lba: 0,
+            blocks: 1,
+            ..
+        })
+    ));
     // A device that shrinks after mounting: the read error names the LBA.
     let mut d = bare();
     let vol = mount(&mut d).unwrap();
@@ -253,13 +399,20 @@ fn truncated_devices() {
     d.set_len_blocks(last.lba);
     let mut buf = vec![0u8; SMALL_MODEL_LEN];
     let e = f.read_at(&mut d, 0, &mut buf).unwrap_err();
-    assert!(matches!(e, FatError::Device { lba, .. } if lba >= f.extents()[0].lba), "{e:?}");
+    assert!(
+        matches!(e, FatError::Device { lba, .. } if lba >= f.extents()[0].lba),
+        "{e:?}"
+    );
     assert!(e.to_string().contains("past the end of the device"), "{e}");
 }
 
 /// The entry `name` in directory `dir`.
 fn entry(vol: &Volume, d: &mut SparseDisk, dir: &str, name: &str) -> DirEntry {
-    vol.list_dir(d, dir).unwrap().into_iter().find(|e| e.name == name).unwrap()
+    vol.list_dir(d, dir)
+        .unwrap()
+        .into_iter()
+        .find(|e| e.name == name)
+        .unwrap()
 }
 
 /// The byte offset of the short directory entry of `e`.
@@ -274,9 +427,17 @@ fn bad_cluster_chains() {
     let mut good = bare();
     let l = Layout::read(&good, 0);
     let vol = mount(&mut good).unwrap();
-    let model = entry(&vol, &mut good, "/models", "SmolLM2-135M-Instruct.Q4_1.gguf");
+    let model = entry(
+        &vol,
+        &mut good,
+        "/models",
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+    );
     let chain = l.chain(&good, model.first_cluster);
-    assert_eq!(chain.len() as u64, (SMALL_MODEL_LEN as u64).div_ceil(l.cluster_bytes()));
+    assert_eq!(
+        chain.len() as u64,
+        (SMALL_MODEL_LEN as u64).div_ceil(l.cluster_bytes())
+    );
     let (first, mid, last) = (chain[0], chain[chain.len() / 2], *chain.last().unwrap());
     let limit = vol.cluster_count() + 2;
     let open = |d: &mut SparseDisk| vol.open(d, SMALL_MODEL);
@@ -291,14 +452,68 @@ fn bad_cluster_chains() {
     assert!(open(&mut with_entry(mid, 0xF000_0000 | (mid + 1))).is_ok());
 
     let cases: Vec<(&str, u32, u32, E)> = vec![
-        ("loop to the start", last, first, FatError::ChainLoop { first, limit: limit - 2 }),
-        ("self loop", mid, mid, FatError::ChainLoop { first, limit: limit - 2 }),
-        ("free", mid, 0, FatError::FreeClusterInChain { cluster: mid }),
-        ("reserved", mid, 1, FatError::ReservedClusterInChain { cluster: mid }),
-        ("bad cluster", mid, 0x0FFF_FFF7, FatError::BadClusterInChain { cluster: mid }),
-        ("past the volume", mid, limit, FatError::ClusterOutOfRange { cluster: mid, value: limit, limit }),
-        ("reserved range", mid, 0x0FFF_FFF0, FatError::ClusterOutOfRange { cluster: mid, value: 0x0FFF_FFF0, limit }),
-        ("last entry free", last, 0, FatError::FreeClusterInChain { cluster: last }),
+        (
+            "loop to the start",
+            last,
+            first,
+            FatError::ChainLoop {
+                first,
+                limit: limit - 2,
+            },
+        ),
+        (
+            "self loop",
+            mid,
+            mid,
+            FatError::ChainLoop {
+                first,
+                limit: limit - 2,
+            },
+        ),
+        (
+            "free",
+            mid,
+            0,
+            FatError::FreeClusterInChain { cluster: mid },
+        ),
+        (
+            "reserved",
+            mid,
+            1,
+            FatError::ReservedClusterInChain { cluster: mid },
+        ),
+        (
+            "bad cluster",
+            mid,
+            0x0FFF_FFF7,
+            FatError::BadClusterInChain { cluster: mid },
+        ),
+        (
+            "past the volume",
+            mid,
+            limit,
+            FatError::ClusterOutOfRange {
+                cluster: mid,
+                value: limit,
+                limit,
+            },
+        ),
+        (
+            "reserved range",
+            mid,
+            0x0FFF_FFF0,
+            FatError::ClusterOutOfRange {
+                cluster: mid,
+                value: 0x0FFF_FFF0,
+                limit,
+            },
+        ),
+        (
+            "last entry free",
+            last,
+            0,
+            FatError::FreeClusterInChain { cluster: last },
+        ),
         (
             "ends early",
             mid,
@@ -321,10 +536,19 @@ fn bad_cluster_chains() {
     let free_cluster = l.clusters() + 1;
     let mut d = with_entry(last, free_cluster);
     d.patch_u32(l.fat_entry(free_cluster), 0x0FFF_FFFF);
-    assert_eq!(open(&mut d).unwrap().extents(), vol.open(&mut good.clone(), SMALL_MODEL).unwrap().extents());
+    assert_eq!(
+        open(&mut d).unwrap().extents(),
+        vol.open(&mut good.clone(), SMALL_MODEL).unwrap().extents()
+    );
     // ... but not if it then loops.
     d.patch_u32(l.fat_entry(free_cluster), first);
-    assert_eq!(open(&mut d), Err(FatError::ChainLoop { first, limit: limit - 2 }));
+    assert_eq!(
+        open(&mut d),
+        Err(FatError::ChainLoop {
+            first,
+            limit: limit - 2
+        })
+    );
 
     // Sizes and first clusters in the directory entry.
     let at = entry_offset(&good, &model);
@@ -337,7 +561,12 @@ fn bad_cluster_chains() {
     let e = open(&mut with_dirent(28, &(size as u32).to_le_bytes())).unwrap_err();
     assert_eq!(
         e,
-        FatError::ChainTooShort { first, clusters: chain.len() as u64, needed: chain.len() as u64 + 1, size }
+        FatError::ChainTooShort {
+            first,
+            clusters: chain.len() as u64,
+            needed: chain.len() as u64 + 1,
+            size
+        }
     );
     let e = open(&mut with_dirent(28, &u32::MAX.to_le_bytes())).unwrap_err();
     assert!(matches!(e, FatError::ChainTooShort { .. }), "{e:?}");
@@ -345,7 +574,10 @@ fn bad_cluster_chains() {
         let mut d = with_dirent(20, &hi.to_le_bytes());
         d.patch(at + 26, &lo.to_le_bytes());
         let e = open(&mut d).unwrap_err();
-        assert!(matches!(&e, FatError::BadFirstCluster { cluster: c, .. } if *c == cluster), "{e:?}");
+        assert!(
+            matches!(&e, FatError::BadFirstCluster { cluster: c, .. } if *c == cluster),
+            "{e:?}"
+        );
     }
     // A file that shrinks to 0 bytes has no extents and reads nothing.
     let f = open(&mut with_dirent(28, &[0; 4])).unwrap();
@@ -358,7 +590,14 @@ fn bad_cluster_chains() {
     d.patch(at + 20, &[0, 0]);
     d.patch(at + 26, &[0, 0]);
     let e = vol.open(&mut d, SMALL_MODEL).unwrap_err();
-    assert_eq!(e, FatError::BadFirstCluster { name: "models".into(), cluster: 0, limit });
+    assert_eq!(
+        e,
+        FatError::BadFirstCluster {
+            name: "models".into(),
+            cluster: 0,
+            limit
+        }
+    );
 }
 
 #[test]
@@ -385,26 +624,43 @@ fn directory_chains() {
         assert_eq!(e.name, many_name(i));
         assert_eq!(e.size, 100 * i as u64);
     }
-    assert!(matches!(vol.open(&mut d, "/many/missing"), Err(FatError::NotFound { .. })));
+    assert!(matches!(
+        vol.open(&mut d, "/many/missing"),
+        Err(FatError::NotFound { .. })
+    ));
 
     // The same directory with its chain looping back: bounded, an error.
     d.patch_u32(l.fat_entry(last), many.first_cluster);
     let e = vol.open(&mut d, "/many/missing").unwrap_err();
-    assert_eq!(e, FatError::ChainLoop { first: many.first_cluster, limit: vol.cluster_count() });
+    assert_eq!(
+        e,
+        FatError::ChainLoop {
+            first: many.first_cluster,
+            limit: vol.cluster_count()
+        }
+    );
     // Entries before the loop are still found.
     assert!(vol.open(&mut d, &format!("/many/{}", many_name(3))).is_ok());
 
     // A broken link inside the directory chain.
     let mut d = good.clone();
     d.patch_u32(l.fat_entry(chain[0]), 0);
-    assert_eq!(vol.list_dir(&mut d, "/many"), Err(FatError::FreeClusterInChain { cluster: chain[0] }));
+    assert_eq!(
+        vol.list_dir(&mut d, "/many"),
+        Err(FatError::FreeClusterInChain { cluster: chain[0] })
+    );
 }
 
 #[test]
 fn long_name_checksum_and_order() {
     let mut good = bare();
     let vol = mount(&mut good).unwrap();
-    let model = entry(&vol, &mut good, "/models", "SmolLM2-135M-Instruct.Q4_1.gguf");
+    let model = entry(
+        &vol,
+        &mut good,
+        "/models",
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+    );
     let at = entry_offset(&good, &model);
     // Change the short name's last byte: the long-name checksum no longer matches, so the entry is
     // known by its short name only.
@@ -413,9 +669,18 @@ fn long_name_checksum_and_order() {
     let list = vol.list_dir(&mut d, "/models").unwrap();
     assert_eq!(list.len(), 1);
     assert_eq!(list[0].name, list[0].short_name);
-    assert!(list[0].short_name.ends_with(".GGX"), "{}", list[0].short_name);
-    assert!(matches!(vol.open(&mut d, SMALL_MODEL), Err(FatError::NotFound { .. })));
-    assert!(vol.open(&mut d, &format!("/models/{}", list[0].short_name)).is_ok());
+    assert!(
+        list[0].short_name.ends_with(".GGX"),
+        "{}",
+        list[0].short_name
+    );
+    assert!(matches!(
+        vol.open(&mut d, SMALL_MODEL),
+        Err(FatError::NotFound { .. })
+    ));
+    assert!(vol
+        .open(&mut d, &format!("/models/{}", list[0].short_name))
+        .is_ok());
     // Swap the order bytes of two long-name parts: out of order, dropped.
     let mut d = good.clone();
     let (p1, p2) = (at - 32, at - 64);
@@ -433,7 +698,10 @@ fn long_name_checksum_and_order() {
     let mut d = good.clone();
     d.patch(entry_offset(&good, &txt), &[0x05]);
     let list = vol.list_dir(&mut d, "/").unwrap();
-    assert!(list.iter().any(|e| e.short_name == "\u{e5}MBOOT.TXT"), "{list:#?}");
+    assert!(
+        list.iter().any(|e| e.short_name == "\u{e5}MBOOT.TXT"),
+        "{list:#?}"
+    );
 }
 
 #[test]

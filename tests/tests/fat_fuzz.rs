@@ -20,7 +20,10 @@ fn regions(d: &SparseDisk, base: u64) -> Vec<(u64, u64)> {
         r.push((0x1BE, 66));
     }
     // The used part of the first FAT.
-    let used = (0..4096u32).filter(|&c| d.u32_at(l.fat_entry(c)) != 0).max().unwrap_or(2);
+    let used = (0..4096u32)
+        .filter(|&c| d.u32_at(l.fat_entry(c)) != 0)
+        .max()
+        .unwrap_or(2);
     r.push((l.fat_entry(0), u64::from(used + 16) * 4));
     // Every directory cluster.
     let mut dev = d.clone();
@@ -40,7 +43,12 @@ fn regions(d: &SparseDisk, base: u64) -> Vec<(u64, u64)> {
 }
 
 /// Apply 1..=6 random corruptions inside `regions`; returns what to restore.
-fn corrupt(d: &mut SparseDisk, regions: &[(u64, u64)], rng: &mut Rng, clusters: u32) -> Vec<(u64, Vec<u8>)> {
+fn corrupt(
+    d: &mut SparseDisk,
+    regions: &[(u64, u64)],
+    rng: &mut Rng,
+    clusters: u32,
+) -> Vec<(u64, Vec<u8>)> {
     let mut undo = Vec::new();
     for _ in 0..1 + rng.below(6) {
         let (start, len) = regions[rng.below(regions.len() as u64) as usize];
@@ -48,7 +56,10 @@ fn corrupt(d: &mut SparseDisk, regions: &[(u64, u64)], rng: &mut Rng, clusters: 
         let new: Vec<u8> = match rng.below(4) {
             0 => vec![rng.next_u64() as u8],
             1 => vec![d.get(at, 1)[0] ^ (1 << rng.below(8))],
-            2 => vec![[0x00, 0xFF, 0xE5, 0x05, 0x0F, 0x2E, 0x40, 0x41, 0x80, 0x20][rng.below(10) as usize]],
+            2 => vec![
+                [0x00, 0xFF, 0xE5, 0x05, 0x0F, 0x2E, 0x40, 0x41, 0x80, 0x20]
+                    [rng.below(10) as usize],
+            ],
             _ => {
                 let v: u32 = match rng.below(8) {
                     0 => 0,
@@ -88,11 +99,17 @@ fn exercise(d: &mut SparseDisk, rng: &mut Rng) -> u64 {
 
 /// List, open and read through an already mounted volume.
 fn use_volume<D: drivers::block::BlockDevice>(vol: &Volume, dev: &mut D, rng: &mut Rng) {
-    let mut paths: Vec<String> =
-        [SMALL_MODEL, "/LMBOOT.TXT", "/empty.dat", "/many/file number 07.txt", "/models/none", "/a/b"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+    let mut paths: Vec<String> = [
+        SMALL_MODEL,
+        "/LMBOOT.TXT",
+        "/empty.dat",
+        "/many/file number 07.txt",
+        "/models/none",
+        "/a/b",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     for dir in ["/", "/models", "/many"] {
         if let Ok(list) = vol.list_dir(dev, dir) {
             for e in list.iter().take(40) {
@@ -116,7 +133,10 @@ fn use_volume<D: drivers::block::BlockDevice>(vol: &Volume, dev: &mut D, rng: &m
             let len = rng.below((size - off).min(5000) + 1) as usize;
             let _ = f.read_at(dev, off, &mut buf[..len]);
         }
-        assert!(matches!(f.read_at(dev, size, &mut buf[..1]), Err(FatError::ReadPastEnd { .. })));
+        assert!(matches!(
+            f.read_at(dev, size, &mut buf[..1]),
+            Err(FatError::ReadPastEnd { .. })
+        ));
     }
 }
 
@@ -137,7 +157,10 @@ fn watched(name: &str, limit: Duration, cases: impl FnOnce(&AtomicU64) + Send + 
             panic!("{name}: case {case} panicked (see the message above)");
         }
         Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("{name}: case {} did not finish in {limit:?}: unbounded loop?", current.load(Ordering::SeqCst))
+            panic!(
+                "{name}: case {} did not finish in {limit:?}: unbounded loop?",
+                current.load(Ordering::SeqCst)
+            )
         }
     }
 }
@@ -187,8 +210,19 @@ fn truncations() {
     let l = Layout::read(&d0, 0);
     let total = d0.len_blocks();
     let data = l.data_sectors_start();
-    let mut lens =
-        vec![0, 1, 2, l.reserved - 1, l.reserved, l.reserved + 1, data - 1, data, data + 1, total - 1, total];
+    let mut lens = vec![
+        0,
+        1,
+        2,
+        l.reserved - 1,
+        l.reserved,
+        l.reserved + 1,
+        data - 1,
+        data,
+        data + 1,
+        total - 1,
+        total,
+    ];
     let mut rng = Rng::new(77);
     lens.extend((0..200).map(|_| rng.below(total + 1)));
     let vol = Volume::mount(&mut d0.clone()).unwrap();

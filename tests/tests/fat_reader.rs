@@ -41,7 +41,10 @@ where
     }
     let root = vol.list_dir(dev, "/").unwrap();
     let find = |list: &[fat::DirEntry], name: &str| {
-        list.iter().find(|e| e.name == name).unwrap_or_else(|| panic!("{name} not in {list:#?}")).clone()
+        list.iter()
+            .find(|e| e.name == name)
+            .unwrap_or_else(|| panic!("{name} not in {list:#?}"))
+            .clone()
     };
     let models = find(&root, "models");
     assert!(models.is_dir);
@@ -74,7 +77,11 @@ fn mkfs_bare_volume_4k_clusters() {
     assert_eq!(vol.bytes_per_sector(), 512);
     assert_eq!(vol.cluster_bytes(), 4096);
     // mkfs.fat rounds the size down to whole tracks.
-    assert!(vol.total_blocks() <= 300 << 11 && vol.total_blocks() > (300 << 11) - 64, "{}", vol.total_blocks());
+    assert!(
+        vol.total_blocks() <= 300 << 11 && vol.total_blocks() > (300 << 11) - 64,
+        "{}",
+        vol.total_blocks()
+    );
     assert!(vol.cluster_count() >= 65525);
     check_volume(&vol, &mut dev);
     // Contiguous on a fresh volume: one extent.
@@ -90,7 +97,15 @@ fn mkfs_partitioned_volume_512_byte_clusters() {
     fill_with_mtools(&dir, &img, 1 << 20);
     let mut dev = RamDisk::new(std::fs::read(&img).unwrap());
     let vol = Volume::mount(&mut dev).unwrap();
-    assert_eq!(vol.partition(), Some(Partition { index: 0, kind: 0x0C, start: 2048, blocks: (40 << 11) - 2048 }));
+    assert_eq!(
+        vol.partition(),
+        Some(Partition {
+            index: 0,
+            kind: 0x0C,
+            start: 2048,
+            blocks: (40 << 11) - 2048
+        })
+    );
     assert_eq!(vol.start_lba(), 2048);
     assert_eq!(vol.cluster_bytes(), 512);
     assert!(vol.fat_lba() > 2048 && vol.data_lba() > vol.fat_lba());
@@ -114,7 +129,12 @@ fn mkfs_partitioned_volume_512_byte_clusters() {
 fn mkfs_4096_byte_sectors() {
     let dir = TempDir::new("s4k");
     let img = dir.join("s4k.img");
-    mkfs(&img, 300 << 20, None, &["-F", "32", "-S", "4096", "-s", "1"]);
+    mkfs(
+        &img,
+        300 << 20,
+        None,
+        &["-F", "32", "-S", "4096", "-s", "1"],
+    );
     fill_with_mtools(&dir, &img, 0);
     let mut dev = FileDisk::open(&img);
     let vol = Volume::mount(&mut dev).unwrap();
@@ -142,11 +162,14 @@ fn fatfs_image(size: usize, fill: impl FnOnce(&fatfs::Dir<'_, Cursor<&mut [u8]>>
     let mut img = vec![0u8; size];
     fatfs::format_volume(
         Cursor::new(&mut img[..]),
-        fatfs::FormatVolumeOptions::new().fat_type(fatfs::FatType::Fat32).bytes_per_cluster(512),
+        fatfs::FormatVolumeOptions::new()
+            .fat_type(fatfs::FatType::Fat32)
+            .bytes_per_cluster(512),
     )
     .unwrap();
     {
-        let fs = fatfs::FileSystem::new(Cursor::new(&mut img[..]), fatfs::FsOptions::new()).unwrap();
+        let fs =
+            fatfs::FileSystem::new(Cursor::new(&mut img[..]), fatfs::FsOptions::new()).unwrap();
         fill(&fs.root_dir());
         fs.unmount().unwrap();
     }
@@ -196,7 +219,10 @@ fn fragmented_file_fatfs() {
     // Three files grown in turns by small appends: their 512-byte clusters interleave.
     let parts: Vec<Vec<u8>> = (0..3).map(|i| bytes(10 + i, 40_000)).collect();
     let img = fatfs_image(36 << 20, |root| {
-        let mut fs: Vec<_> = ["A.BIN", "B.BIN", "C.BIN"].iter().map(|n| root.create_file(n).unwrap()).collect();
+        let mut fs: Vec<_> = ["A.BIN", "B.BIN", "C.BIN"]
+            .iter()
+            .map(|n| root.create_file(n).unwrap())
+            .collect();
         for chunk in 0..40_000usize.div_ceil(700) {
             for (f, data) in fs.iter_mut().zip(&parts) {
                 let lo = chunk * 700;
@@ -213,12 +239,19 @@ fn fragmented_file_fatfs() {
     let vol = Volume::mount(&mut dev).unwrap();
     for (name, data) in ["A.BIN", "B.BIN", "C.BIN"].iter().zip(&parts) {
         let f = check_file(&vol, &mut dev, name, data, 20);
-        assert!(f.extents().len() > 10, "{name}: {} extents", f.extents().len());
+        assert!(
+            f.extents().len() > 10,
+            "{name}: {} extents",
+            f.extents().len()
+        );
         // map_block agrees with the extents.
         let mut block = 0;
         for e in f.extents() {
             assert_eq!(f.map_block(block), Some(*e));
-            assert_eq!(f.map_block(block + e.blocks - 1).unwrap().lba, e.lba + e.blocks - 1);
+            assert_eq!(
+                f.map_block(block + e.blocks - 1).unwrap().lba,
+                e.lba + e.blocks - 1
+            );
             block += e.blocks;
         }
         assert_eq!(f.map_block(block), None);
@@ -249,14 +282,21 @@ fn fragmented_file_mtools() {
     assert_eq!(f.extents().len(), 2, "{:?}", f.extents());
     check_file(&vol, &mut dev, "F1.BIN", &bytes(31, 10_000), 42);
     check_file(&vol, &mut dev, "f3.bin", &bytes(33, 10_000), 43);
-    assert!(matches!(vol.open(&mut dev, "/f2.bin"), Err(FatError::NotFound { .. })));
+    assert!(matches!(
+        vol.open(&mut dev, "/f2.bin"),
+        Err(FatError::NotFound { .. })
+    ));
 }
 
 #[test]
 fn paths_and_names() {
     let img = fatfs_image(36 << 20, |root| {
         root.create_dir("models").unwrap();
-        create(root, "models/SmolLM2-135M-Instruct.Q4_1.gguf", &bytes(1, 3000));
+        create(
+            root,
+            "models/SmolLM2-135M-Instruct.Q4_1.gguf",
+            &bytes(1, 3000),
+        );
         create(root, "LMBOOT.TXT", TEXT);
     });
     let mut dev = RamDisk::new(&img[..]);
@@ -269,21 +309,55 @@ fn paths_and_names() {
         "/models/../models/SmolLM2-135M-Instruct.Q4_1.gguf",
         "/../models/SmolLM2-135M-Instruct.Q4_1.gguf",
     ] {
-        assert_eq!(vol.open(&mut dev, p).unwrap_or_else(|e| panic!("{p}: {e}")).size(), 3000, "{p}");
+        assert_eq!(
+            vol.open(&mut dev, p)
+                .unwrap_or_else(|e| panic!("{p}: {e}"))
+                .size(),
+            3000,
+            "{p}"
+        );
     }
-    for p in ["lmboot.txt", "/LMBOOT.TXT", "LmBoot.Txt", "models/../lmboot.txt"] {
-        assert_eq!(vol.open(&mut dev, p).unwrap().size(), TEXT.len() as u64, "{p}");
+    for p in [
+        "lmboot.txt",
+        "/LMBOOT.TXT",
+        "LmBoot.Txt",
+        "models/../lmboot.txt",
+    ] {
+        assert_eq!(
+            vol.open(&mut dev, p).unwrap().size(),
+            TEXT.len() as u64,
+            "{p}"
+        );
     }
     let e = vol.open(&mut dev, "/models/missing.gguf").unwrap_err();
-    assert_eq!(e, FatError::NotFound { path: "/models/missing.gguf".into() });
+    assert_eq!(
+        e,
+        FatError::NotFound {
+            path: "/models/missing.gguf".into()
+        }
+    );
     assert_eq!(e.to_string(), "FAT: '/models/missing.gguf' not found");
-    assert!(matches!(vol.open(&mut dev, "/nodir/x"), Err(FatError::NotFound { path }) if path == "/nodir"));
+    assert!(
+        matches!(vol.open(&mut dev, "/nodir/x"), Err(FatError::NotFound { path }) if path == "/nodir")
+    );
     assert!(matches!(vol.open(&mut dev, "/LMBOOT.TXT/x"),
         Err(FatError::NotADirectory { path }) if path == "/LMBOOT.TXT"));
-    assert!(matches!(vol.open(&mut dev, "/models"), Err(FatError::IsADirectory { .. })));
-    assert!(matches!(vol.open(&mut dev, "/"), Err(FatError::IsADirectory { .. })));
-    assert!(matches!(vol.open(&mut dev, ""), Err(FatError::IsADirectory { .. })));
-    assert!(matches!(vol.list_dir(&mut dev, "/LMBOOT.TXT"), Err(FatError::NotADirectory { .. })));
+    assert!(matches!(
+        vol.open(&mut dev, "/models"),
+        Err(FatError::IsADirectory { .. })
+    ));
+    assert!(matches!(
+        vol.open(&mut dev, "/"),
+        Err(FatError::IsADirectory { .. })
+    ));
+    assert!(matches!(
+        vol.open(&mut dev, ""),
+        Err(FatError::IsADirectory { .. })
+    ));
+    assert!(matches!(
+        vol.list_dir(&mut dev, "/LMBOOT.TXT"),
+        Err(FatError::NotADirectory { .. })
+    ));
     assert_eq!(vol.list_dir(&mut dev, "").unwrap().len(), 2);
     assert_eq!(vol.list_dir(&mut dev, "/models/..").unwrap().len(), 2);
 }
@@ -294,7 +368,14 @@ fn read_at_bounds() {
     let mut dev = RamDisk::new(&img[..]);
     let f = fat::open(&mut dev, "F.BIN").unwrap();
     let mut buf = [0u8; 10];
-    assert_eq!(f.read_at(&mut dev, 995, &mut buf), Err(FatError::ReadPastEnd { offset: 995, len: 10, size: 1000 }));
+    assert_eq!(
+        f.read_at(&mut dev, 995, &mut buf),
+        Err(FatError::ReadPastEnd {
+            offset: 995,
+            len: 10,
+            size: 1000
+        })
+    );
     assert!(f.read_at(&mut dev, u64::MAX, &mut buf).is_err());
     assert!(f.read_at(&mut dev, 1001, &mut []).is_err());
     f.read_at(&mut dev, 1000, &mut []).unwrap();
@@ -318,12 +399,19 @@ fn requests_are_batched() {
     let f = vol.open(&mut dev, "/models/model.gguf").unwrap();
     assert_eq!(f.extents().len(), 1);
     // Directory blocks (a few) plus 64 FAT blocks in 8-block windows (about 8 requests).
-    assert!(dev.requests() <= 16, "open took {} requests", dev.requests());
+    assert!(
+        dev.requests() <= 16,
+        "open took {} requests",
+        dev.requests()
+    );
     dev.reset();
     let mut buf = vec![0u8; data.len()];
     f.read_at(&mut dev, 0, &mut buf).unwrap();
     assert!(buf == data);
-    assert_eq!((dev.requests(), dev.blocks(), dev.largest_request()), (1, 8192, 8192));
+    assert_eq!(
+        (dev.requests(), dev.blocks(), dev.largest_request()),
+        (1, 8192, 8192)
+    );
     // Unaligned: bounce blocks at both edges and one multi-block request between.
     dev.reset();
     f.read_at(&mut dev, 100, &mut buf[..10_000]).unwrap();
@@ -341,10 +429,20 @@ fn ram_disk_and_counting_device() {
     d.read_blocks(2, &mut buf).unwrap();
     assert_eq!(buf[..], data[1024..]);
     let e = d.read_blocks(3, &mut buf).unwrap_err();
-    assert_eq!(e, RequestError::OutOfRange { lba: 3, blocks: 2, num_blocks: 4 });
+    assert_eq!(
+        e,
+        RequestError::OutOfRange {
+            lba: 3,
+            blocks: 2,
+            num_blocks: 4
+        }
+    );
     assert!(e.to_string().contains("LBA 3"), "{e}");
     assert!(d.read_blocks(u64::MAX, &mut buf[..512]).is_err());
-    assert_eq!(d.read_blocks(0, &mut buf[..100]), Err(RequestError::PartialBlock { lba: 0, len: 100 }));
+    assert_eq!(
+        d.read_blocks(0, &mut buf[..100]),
+        Err(RequestError::PartialBlock { lba: 0, len: 100 })
+    );
     // A trailing partial block is not addressable.
     let mut d = RamDisk::new(&data[..1000]);
     assert_eq!(d.num_blocks(), 1);
@@ -354,14 +452,27 @@ fn ram_disk_and_counting_device() {
     c.read_blocks(0, &mut buf).unwrap();
     c.read_blocks(1, &mut buf[..512]).unwrap();
     assert!(c.read_blocks(4, &mut buf[..512]).is_err());
-    assert_eq!((c.requests(), c.blocks(), c.largest_request(), c.bytes()), (3, 4, 2, 2048));
+    assert_eq!(
+        (c.requests(), c.blocks(), c.largest_request(), c.bytes()),
+        (3, 4, 2, 2048)
+    );
     c.reset();
     assert_eq!((c.requests(), c.blocks()), (0, 0));
 
     // A device error surfaces through the FAT reader with its LBA.
     let mut empty = RamDisk::new(Vec::new());
     let e = Volume::mount(&mut empty).unwrap_err();
-    assert!(matches!(e, FatError::Device { lba: 0, blocks: 1, .. }), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            FatError::Device {
+                lba: 0,
+                blocks: 1,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     assert!(e.to_string().contains("LBA 0"), "{e}");
 }
 
@@ -372,11 +483,15 @@ fn xtask_card_image() {
     let dir = TempDir::new("xtask");
     let img = dir.join("card.img");
     let fs = files();
-    let contents: Vec<(&str, Content<'_>)> = fs.iter().map(|(p, d)| (*p, Content::Bytes(d))).collect();
+    let contents: Vec<(&str, Content<'_>)> =
+        fs.iter().map(|(p, d)| (*p, Content::Bytes(d))).collect();
     make_image(&img, &contents, 0).unwrap();
     let mut dev = FileDisk::open(&img);
     let vol = Volume::mount(&mut dev).unwrap();
-    assert_eq!(vol.partition().map(|p| (p.kind, p.start)), Some((0x0C, PART_START_LBA)));
+    assert_eq!(
+        vol.partition().map(|p| (p.kind, p.start)),
+        Some((0x0C, PART_START_LBA))
+    );
     for (i, (path, data)) in fs.iter().enumerate() {
         check_file(&vol, &mut dev, path, data, 200 + i as u64);
     }

@@ -21,8 +21,22 @@ fn is_end(t: u32) -> bool {
     t == 0 || t == 2
 }
 
-fn run<P: Parallel>(model: &Model, src: &FileStorage, pool: &P, cfg: SamplerConfig, prompt: &[u32], n: usize, ctx: usize) -> (Vec<u32>, Option<StopReason>) {
-    let engine = Engine { model, src, pool, kernels: Kernels::best(), on_forward: None };
+fn run<P: Parallel>(
+    model: &Model,
+    src: &FileStorage,
+    pool: &P,
+    cfg: SamplerConfig,
+    prompt: &[u32],
+    n: usize,
+    ctx: usize,
+) -> (Vec<u32>, Option<StopReason>) {
+    let engine = Engine {
+        model,
+        src,
+        pool,
+        kernels: Kernels::best(),
+        on_forward: None,
+    };
     let mut st = RunState::new(model, ctx, pool.workers()).unwrap();
     let mut sampler = Sampler::new(cfg, model.config.vocab).unwrap();
     let mut out = vec![];
@@ -40,13 +54,27 @@ fn free_greedy_generation_agrees_with_llama_cpp() {
     let (src, g) = setup();
     let model = Model::load(&g, &src).unwrap();
     for case in golden::cases() {
-        let (ours, _) = run(&model, &src, &SingleThread, SamplerConfig::greedy(), &case.prompt_ids, 24, 256);
+        let (ours, _) = run(
+            &model,
+            &src,
+            &SingleThread,
+            SamplerConfig::greedy(),
+            &case.prompt_ids,
+            24,
+            256,
+        );
         let theirs = &case.generated_ids;
         let agree = ours.iter().zip(theirs).take_while(|(a, b)| a == b).count();
         eprintln!("{:<24} free greedy: {agree} of {} tokens agree with llama.cpp before the first difference", case.name, ours.len());
         // The first step has a large margin in every case (checked by the KL test); a wrong model
         // parts at once.
-        assert!(agree >= 1, "{}: first token {:?} vs llama.cpp {:?}", case.name, ours.first(), theirs.first());
+        assert!(
+            agree >= 1,
+            "{}: first token {:?} vs llama.cpp {:?}",
+            case.name,
+            ours.first(),
+            theirs.first()
+        );
     }
 }
 
@@ -55,7 +83,14 @@ fn seeded_sampling_is_deterministic() {
     let (src, g) = setup();
     let model = Model::load(&g, &src).unwrap();
     let prompt = &golden::load("smollm2-once").prompt_ids;
-    let cfg = |seed| SamplerConfig { temperature: 1.0, top_k: 40, top_p: 0.95, min_p: 0.05, seed, ..Default::default() };
+    let cfg = |seed| SamplerConfig {
+        temperature: 1.0,
+        top_k: 40,
+        top_p: 0.95,
+        min_p: 0.05,
+        seed,
+        ..Default::default()
+    };
     let a = run(&model, &src, &SingleThread, cfg(42), prompt, 12, 64).0;
     let b = run(&model, &src, &SingleThread, cfg(42), prompt, 12, 64).0;
     let c = run(&model, &src, &SingleThread, cfg(7), prompt, 12, 64).0;
@@ -84,8 +119,26 @@ fn results_do_not_depend_on_the_worker_count() {
     let (src, g) = setup();
     let model = Model::load(&g, &src).unwrap();
     let prompt = &golden::load("smollm2-capital").prompt_ids;
-    let one = run(&model, &src, &SingleThread, SamplerConfig::greedy(), prompt, 6, 64).0;
-    let three = run(&model, &src, &Threads(3), SamplerConfig::greedy(), prompt, 6, 64).0;
+    let one = run(
+        &model,
+        &src,
+        &SingleThread,
+        SamplerConfig::greedy(),
+        prompt,
+        6,
+        64,
+    )
+    .0;
+    let three = run(
+        &model,
+        &src,
+        &Threads(3),
+        SamplerConfig::greedy(),
+        prompt,
+        6,
+        64,
+    )
+    .0;
     assert_eq!(one, three);
 }
 
@@ -95,18 +148,45 @@ fn full_context_stops_cleanly_and_long_prompts_are_errors() {
     let model = Model::load(&g, &src).unwrap();
     let prompt = &golden::load("smollm2-once").prompt_ids;
     let ctx = prompt.len() + 3;
-    let (out, stop) = run(&model, &src, &SingleThread, SamplerConfig::greedy(), prompt, 100, ctx);
+    let (out, stop) = run(
+        &model,
+        &src,
+        &SingleThread,
+        SamplerConfig::greedy(),
+        prompt,
+        100,
+        ctx,
+    );
     assert_eq!(stop, Some(StopReason::ContextFull));
     // Three more positions: the token sampled from the prompt's logits, then two fed back; the last
     // one is sampled from a full cache.
     assert_eq!(out.len(), 4);
 
-    let engine = Engine { model: &model, src: &src, pool: &SingleThread, kernels: Kernels::best(), on_forward: None };
+    let engine = Engine {
+        model: &model,
+        src: &src,
+        pool: &SingleThread,
+        kernels: Kernels::best(),
+        on_forward: None,
+    };
     let small = prompt.len() - 1;
     let mut st = RunState::new(&model, small, 1).unwrap();
     let mut sampler = Sampler::new(SamplerConfig::greedy(), model.config.vocab).unwrap();
-    let err = engine.generate(&mut st, &mut sampler, prompt, 5, &is_end, &|| 0, &mut |_| true).unwrap_err();
-    assert!(matches!(err, GenError::PromptTooLong { free, .. } if free == small), "{err:?}");
+    let err = engine
+        .generate(
+            &mut st,
+            &mut sampler,
+            prompt,
+            5,
+            &is_end,
+            &|| 0,
+            &mut |_| true,
+        )
+        .unwrap_err();
+    assert!(
+        matches!(err, GenError::PromptTooLong { free, .. } if free == small),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("context"));
     assert!(RunState::new(&model, 0, 1).is_err());
     assert!(RunState::new(&model, 1 << 20, 1).is_err());

@@ -20,11 +20,18 @@ fn teacher_forced_kl_against_float64_reference() {
     let mut report = String::new();
     for case in golden::cases() {
         let reference = golden::rows(&case.ref64, vocab);
-        assert_eq!(reference.len(), case.generated_ids.len(), "{}: reference rows", case.name);
+        assert_eq!(
+            reference.len(),
+            case.generated_ids.len(),
+            "{}: reference rows",
+            case.name
+        );
         let mut st = RunState::new(&model, 512, 1).unwrap();
         let n_prompt = case.prompt_ids.len();
         for (i, &t) in case.prompt_ids.iter().enumerate() {
-            model.forward(&mut st, &src, &SingleThread, &k, t, i + 1 == n_prompt).unwrap();
+            model
+                .forward(&mut st, &src, &SingleThread, &k, t, i + 1 == n_prompt)
+                .unwrap();
         }
         let (mut max_kl, mut sum_kl, mut argmax_checked) = (0f64, 0f64, 0);
         for (step, &next) in case.generated_ids.iter().enumerate() {
@@ -44,7 +51,9 @@ fn teacher_forced_kl_against_float64_reference() {
             }
             assert!(kl <= 0.05, "{} step {step}: KL {kl} > 0.05", case.name);
             if step + 1 < case.generated_ids.len() {
-                model.forward(&mut st, &src, &SingleThread, &k, next, true).unwrap();
+                model
+                    .forward(&mut st, &src, &SingleThread, &k, next, true)
+                    .unwrap();
             }
         }
         let mean = sum_kl / case.generated_ids.len() as f64;

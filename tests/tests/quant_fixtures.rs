@@ -42,7 +42,9 @@ struct Fixture {
 }
 
 fn load(name: &str, ty: GgmlType) -> Fixture {
-    let path = common::shared().join("fixtures/quant").join(format!("{name}.gguf"));
+    let path = common::shared()
+        .join("fixtures/quant")
+        .join(format!("{name}.gguf"));
     let (src, g) = common::open(&path);
     let t = g.require_tensor("w").unwrap().clone();
     assert_eq!(t.ty, ty, "{name}: tensor w has type {}", t.ty);
@@ -70,17 +72,27 @@ fn dequantize_matches_reference_for_all_types() {
         let (mut exact, mut worst) = (0usize, 0f64);
         for r in 0..fx.rows {
             scalar::dequantize_row(ty, &fx.w[r * rb..(r + 1) * rb], &mut out);
-            for (i, (&a, &b)) in out.iter().zip(&fx.w_ref[r * fx.n..(r + 1) * fx.n]).enumerate() {
+            for (i, (&a, &b)) in out
+                .iter()
+                .zip(&fx.w_ref[r * fx.n..(r + 1) * fx.n])
+                .enumerate()
+            {
                 if a.to_bits() == b.to_bits() || a == b {
                     exact += 1;
                     continue;
                 }
                 let rel = ((a - b).abs() / b.abs().max(f32::MIN_POSITIVE)) as f64;
                 worst = worst.max(rel);
-                assert!(rel <= 1e-6, "{name}: row {r} element {i}: {a} vs reference {b} (relative {rel:e})");
+                assert!(
+                    rel <= 1e-6,
+                    "{name}: row {r} element {i}: {a} vs reference {b} (relative {rel:e})"
+                );
             }
         }
-        eprintln!("{name:>5}: dequantized {} values, {exact} bit-exact, worst relative error {worst:e}", fx.rows * fx.n);
+        eprintln!(
+            "{name:>5}: dequantized {} values, {exact} bit-exact, worst relative error {worst:e}",
+            fx.rows * fx.n
+        );
     }
 }
 
@@ -92,7 +104,9 @@ fn quantized_activation_dot_products_match_reference() {
         let mut acts = ActBuf::with_capacity(fx.n);
         acts.quantize(ty.act_format(), &fx.x).unwrap();
         let mut out = vec![0f32; fx.rows];
-        kernels.dot_rows(ty, fx.n, &fx.w, &acts.acts().unwrap(), &mut out).unwrap();
+        kernels
+            .dot_rows(ty, fx.n, &fx.w, &acts.acts().unwrap(), &mut out)
+            .unwrap();
         for r in 0..fx.rows {
             let (got, want) = (out[r] as f64, fx.dot_ref[r] as f64);
             // The scale of the sum: what an error is relative to.
@@ -107,7 +121,10 @@ fn quantized_activation_dot_products_match_reference() {
                 "{name:>5} row {r}: dot {got:>12.5} ref {want:>12.5}  |err|/n {per_elem:.2e} (llama.cpp bound {:.2}), |err|/sum|w*x| {rel:.2e}",
                 llama_cpp_dot_bound(ty)
             );
-            assert!(per_elem <= llama_cpp_dot_bound(ty), "{name} row {r}: {got} vs {want}");
+            assert!(
+                per_elem <= llama_cpp_dot_bound(ty),
+                "{name} row {r}: {got} vs {want}"
+            );
             // Much stricter than llama.cpp's own bound (measured worst: 6.3e-4 for 8-bit activations,
             // 3.9e-4 for bf16, 1.6e-5 for f16): a wrong scale, sign or nibble order is far above these.
             let bound = match ty.act_format() {
@@ -116,7 +133,10 @@ fn quantized_activation_dot_products_match_reference() {
                 inference::ActFormat::Bf16 => 2e-3,
                 _ => 2e-3,
             };
-            assert!(rel <= bound, "{name} row {r}: relative error {rel:e} > {bound:e}");
+            assert!(
+                rel <= bound,
+                "{name} row {r}: relative error {rel:e} > {bound:e}"
+            );
         }
     }
 }
@@ -135,7 +155,10 @@ fn float_activation_dot_products_match_reference() {
                 .map(|(&w, &x)| (w as f64 * x as f64).abs())
                 .sum();
             let rel = (got - want).abs() / mag;
-            assert!(rel <= 1e-6, "{name} row {r}: f32 dot {got} vs reference {want} (relative {rel:e})");
+            assert!(
+                rel <= 1e-6,
+                "{name} row {r}: f32 dot {got} vs reference {want} (relative {rel:e})"
+            );
         }
     }
 }
@@ -155,17 +178,26 @@ fn dot_rows_rejects_mismatched_arguments() {
     acts.quantize(inference::ActFormat::Q8_1, &fx.x).unwrap();
     // Row bytes that are not whole rows.
     assert!(matches!(
-        k.dot_rows(GgmlType::Q4_1, fx.n, &fx.w[..fx.w.len() - 1], &acts.acts().unwrap(), &mut out),
+        k.dot_rows(
+            GgmlType::Q4_1,
+            fx.n,
+            &fx.w[..fx.w.len() - 1],
+            &acts.acts().unwrap(),
+            &mut out
+        ),
         Err(inference::quant::KernelError::RowLength { .. })
     ));
     // Activation length different from the row length.
-    acts.quantize(inference::ActFormat::Q8_1, &fx.x[..fx.n - 32]).unwrap();
+    acts.quantize(inference::ActFormat::Q8_1, &fx.x[..fx.n - 32])
+        .unwrap();
     assert!(matches!(
         k.dot_rows(GgmlType::Q4_1, fx.n, &fx.w, &acts.acts().unwrap(), &mut out),
         Err(inference::quant::KernelError::ActLength { .. })
     ));
     // Activations whose length is not whole blocks.
-    assert!(acts.quantize(inference::ActFormat::Q8K, &fx.x[..100]).is_err());
+    assert!(acts
+        .quantize(inference::ActFormat::Q8K, &fx.x[..100])
+        .is_err());
 }
 
 /// The activations as the kernel sees them: each quantized value times its block scale.
@@ -174,10 +206,22 @@ fn dequantized_acts(acts: &inference::Acts<'_>) -> Vec<f64> {
     match acts {
         Acts::F32(v) => v.iter().map(|&x| x as f64).collect(),
         Acts::F16(v) => v.iter().map(|&h| half_to_f64(h)).collect(),
-        Acts::Bf16(v) => v.iter().map(|&h| f32::from_bits((h as u32) << 16) as f64).collect(),
-        Acts::Q8_0(b) => b.iter().flat_map(|b| b.qs.iter().map(move |&q| q as f64 * b.d as f64)).collect(),
-        Acts::Q8_1(b) => b.iter().flat_map(|b| b.qs.iter().map(move |&q| q as f64 * b.d as f64)).collect(),
-        Acts::Q8K(b) => b.iter().flat_map(|b| b.qs.iter().map(move |&q| q as f64 * b.d as f64)).collect(),
+        Acts::Bf16(v) => v
+            .iter()
+            .map(|&h| f32::from_bits((h as u32) << 16) as f64)
+            .collect(),
+        Acts::Q8_0(b) => b
+            .iter()
+            .flat_map(|b| b.qs.iter().map(move |&q| q as f64 * b.d as f64))
+            .collect(),
+        Acts::Q8_1(b) => b
+            .iter()
+            .flat_map(|b| b.qs.iter().map(move |&q| q as f64 * b.d as f64))
+            .collect(),
+        Acts::Q8K(b) => b
+            .iter()
+            .flat_map(|b| b.qs.iter().map(move |&q| q as f64 * b.d as f64))
+            .collect(),
     }
 }
 
@@ -185,7 +229,11 @@ fn half_to_f64(h: u16) -> f64 {
     let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
     let exp = ((h >> 10) & 0x1f) as i32;
     let man = (h & 0x3ff) as f64;
-    sign * if exp == 0 { man * 2f64.powi(-24) } else { (1.0 + man / 1024.0) * 2f64.powi(exp - 15) }
+    sign * if exp == 0 {
+        man * 2f64.powi(-24)
+    } else {
+        (1.0 + man / 1024.0) * 2f64.powi(exp - 15)
+    }
 }
 
 /// The integer kernels compute exactly sum(w_ref * a) for the dequantized weights and activations,
@@ -200,14 +248,28 @@ fn integer_kernels_equal_their_dequantized_arithmetic() {
         let a = acts.acts().unwrap();
         let aq = dequantized_acts(&a);
         let mut out = vec![0f32; fx.rows];
-        Kernels::SCALAR.dot_rows(ty, fx.n, &fx.w, &a, &mut out).unwrap();
+        Kernels::SCALAR
+            .dot_rows(ty, fx.n, &fx.w, &a, &mut out)
+            .unwrap();
         for r in 0..fx.rows {
             let wr = &fx.w_ref[r * fx.n..(r + 1) * fx.n];
             let exact: f64 = wr.iter().zip(&aq).map(|(&w, &x)| w as f64 * x).sum();
-            let mag: f64 = wr.iter().zip(&aq).map(|(&w, &x)| (w as f64 * x).abs()).sum();
+            let mag: f64 = wr
+                .iter()
+                .zip(&aq)
+                .map(|(&w, &x)| (w as f64 * x).abs())
+                .sum();
             let rel = (out[r] as f64 - exact).abs() / mag;
-            let bound = if ty.act_format() == inference::ActFormat::Q8_1 { 1e-4 } else { 1e-5 };
-            assert!(rel <= bound, "{name} row {r}: kernel {} vs exact {exact} (relative {rel:e})", out[r]);
+            let bound = if ty.act_format() == inference::ActFormat::Q8_1 {
+                1e-4
+            } else {
+                1e-5
+            };
+            assert!(
+                rel <= bound,
+                "{name} row {r}: kernel {} vs exact {exact} (relative {rel:e})",
+                out[r]
+            );
         }
     }
 }

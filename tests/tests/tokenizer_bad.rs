@@ -83,7 +83,10 @@ fn bpe_kvs() -> Vec<(&'static str, V)> {
     vec![
         (keys::MODEL, V::Str("gpt2")),
         (keys::PRE, V::Str("gpt2")),
-        (keys::TOKENS, V::Strs(vec!["a", "b", "c", "Ġ", "ab", "abc", "<|end|>"])),
+        (
+            keys::TOKENS,
+            V::Strs(vec!["a", "b", "c", "Ġ", "ab", "abc", "<|end|>"]),
+        ),
         (keys::TOKEN_TYPE, V::I32s(vec![1, 1, 1, 1, 1, 1, 3])),
         (keys::MERGES, V::Strs(vec!["a b", "ab c", "Ġ a"])),
         (keys::BOS_ID, V::U32(6)),
@@ -95,13 +98,28 @@ fn bpe_kvs() -> Vec<(&'static str, V)> {
 fn spm_kvs() -> Vec<(&'static str, V)> {
     vec![
         (keys::MODEL, V::Str("llama")),
-        (keys::TOKENS, V::Strs(vec!["<unk>", "<s>", "</s>", "<0x61>", "▁", "a", "▁a", "<0xE2>", "<0x82>", "<0xAC>"])),
-        (keys::SCORES, V::F32s(vec![0.0, 0.0, 0.0, 0.0, -1.0, -2.0, -0.5, 0.0, 0.0, 0.0])),
-        (keys::TOKEN_TYPE, V::I32s(vec![2, 3, 3, 6, 1, 1, 1, 6, 6, 6])),
+        (
+            keys::TOKENS,
+            V::Strs(vec![
+                "<unk>", "<s>", "</s>", "<0x61>", "▁", "a", "▁a", "<0xE2>", "<0x82>", "<0xAC>",
+            ]),
+        ),
+        (
+            keys::SCORES,
+            V::F32s(vec![0.0, 0.0, 0.0, 0.0, -1.0, -2.0, -0.5, 0.0, 0.0, 0.0]),
+        ),
+        (
+            keys::TOKEN_TYPE,
+            V::I32s(vec![2, 3, 3, 6, 1, 1, 1, 6, 6, 6]),
+        ),
     ]
 }
 
-fn with(mut kvs: Vec<(&'static str, V)>, key: &'static str, v: Option<V>) -> Vec<(&'static str, V)> {
+fn with(
+    mut kvs: Vec<(&'static str, V)>,
+    key: &'static str,
+    v: Option<V>,
+) -> Vec<(&'static str, V)> {
     kvs.retain(|(k, _)| *k != key);
     if let Some(v) = v {
         kvs.push((key, v));
@@ -122,7 +140,10 @@ fn expect(name: &str, kvs: Vec<(&'static str, V)>, check: impl Fn(&E) -> bool, s
             assert!(check(&e), "{name}: wrong error {e:?}");
             let msg = e.to_string();
             for s in shows {
-                assert!(msg.contains(s), "{name}: message {msg:?} does not mention {s:?}");
+                assert!(
+                    msg.contains(s),
+                    "{name}: message {msg:?} does not mention {s:?}"
+                );
             }
         }
     }
@@ -137,9 +158,15 @@ fn valid_small_vocabularies() {
     // gpt2 adds no BOS unless add_bos_token says so.
     assert_eq!(tok.encode("abc<|end|>", true, true).unwrap(), vec![5, 6]);
     let with_bos = build(&gguf(&with(bpe_kvs(), keys::ADD_BOS, Some(V::Bool(true))))).unwrap();
-    assert_eq!(with_bos.encode("abc<|end|>", true, true).unwrap(), vec![6, 5, 6]);
+    assert_eq!(
+        with_bos.encode("abc<|end|>", true, true).unwrap(),
+        vec![6, 5, 6]
+    );
     // Not parsed, "<|end|>" is text, and its characters have no tokens here: llama.cpp drops them.
-    assert_eq!(with_bos.encode("abc<|end|>", true, false).unwrap(), vec![6, 5]);
+    assert_eq!(
+        with_bos.encode("abc<|end|>", true, false).unwrap(),
+        vec![6, 5]
+    );
     assert!(tok.is_eog(6));
     assert_eq!(tok.decode(&[3, 5]), b" abc");
 
@@ -158,19 +185,46 @@ fn token_type_wrong_element_type() {
     expect(
         "token_type f32",
         with(bpe_kvs(), keys::TOKEN_TYPE, Some(V::F32s(vec![1.0; 7]))),
-        |e| matches!(e, E::WrongElemType { key: keys::TOKEN_TYPE, found: ValueType::F32, .. }),
+        |e| {
+            matches!(
+                e,
+                E::WrongElemType {
+                    key: keys::TOKEN_TYPE,
+                    found: ValueType::F32,
+                    ..
+                }
+            )
+        },
         &[keys::TOKEN_TYPE, "f32"],
     );
     expect(
         "token_type strings",
         with(bpe_kvs(), keys::TOKEN_TYPE, Some(V::Strs(vec!["1"; 7]))),
-        |e| matches!(e, E::WrongElemType { key: keys::TOKEN_TYPE, found: ValueType::String, .. }),
+        |e| {
+            matches!(
+                e,
+                E::WrongElemType {
+                    key: keys::TOKEN_TYPE,
+                    found: ValueType::String,
+                    ..
+                }
+            )
+        },
         &[keys::TOKEN_TYPE],
     );
     expect(
         "token_type scalar",
         with(bpe_kvs(), keys::TOKEN_TYPE, Some(V::U32(1))),
-        |e| matches!(e, E::WrongType { key: keys::TOKEN_TYPE, found: ValueType::U32, .. }),
+        |e| {
+            matches!(
+                e,
+                E::WrongType {
+                    key: keys::TOKEN_TYPE,
+                    found: ValueType::U32,
+                    ..
+                }
+            )
+        },
         &[keys::TOKEN_TYPE],
     );
 }
@@ -180,25 +234,60 @@ fn per_token_arrays_of_the_wrong_length() {
     expect(
         "token_type short",
         with(bpe_kvs(), keys::TOKEN_TYPE, Some(V::I32s(vec![1; 6]))),
-        |e| matches!(e, E::LengthMismatch { key: keys::TOKEN_TYPE, len: 6, n_tokens: 7 }),
+        |e| {
+            matches!(
+                e,
+                E::LengthMismatch {
+                    key: keys::TOKEN_TYPE,
+                    len: 6,
+                    n_tokens: 7
+                }
+            )
+        },
         &[keys::TOKEN_TYPE, "6", "7"],
     );
     expect(
         "token_type long",
         with(bpe_kvs(), keys::TOKEN_TYPE, Some(V::I32s(vec![1; 8]))),
-        |e| matches!(e, E::LengthMismatch { key: keys::TOKEN_TYPE, len: 8, n_tokens: 7 }),
+        |e| {
+            matches!(
+                e,
+                E::LengthMismatch {
+                    key: keys::TOKEN_TYPE,
+                    len: 8,
+                    n_tokens: 7
+                }
+            )
+        },
         &[keys::TOKEN_TYPE],
     );
     expect(
         "scores short",
         with(spm_kvs(), keys::SCORES, Some(V::F32s(vec![0.0; 3]))),
-        |e| matches!(e, E::LengthMismatch { key: keys::SCORES, len: 3, n_tokens: 10 }),
+        |e| {
+            matches!(
+                e,
+                E::LengthMismatch {
+                    key: keys::SCORES,
+                    len: 3,
+                    n_tokens: 10
+                }
+            )
+        },
         &[keys::SCORES],
     );
     expect(
         "scores strings",
         with(spm_kvs(), keys::SCORES, Some(V::Strs(vec!["0"; 10]))),
-        |e| matches!(e, E::WrongElemType { key: keys::SCORES, .. }),
+        |e| {
+            matches!(
+                e,
+                E::WrongElemType {
+                    key: keys::SCORES,
+                    ..
+                }
+            )
+        },
         &[keys::SCORES],
     );
 }
@@ -208,38 +297,94 @@ fn special_ids_out_of_range() {
     expect(
         "bos = n_tokens",
         with(bpe_kvs(), keys::BOS_ID, Some(V::U32(7))),
-        |e| matches!(e, E::IdOutOfRange { key: keys::BOS_ID, value: 7, n_tokens: 7 }),
+        |e| {
+            matches!(
+                e,
+                E::IdOutOfRange {
+                    key: keys::BOS_ID,
+                    value: 7,
+                    n_tokens: 7
+                }
+            )
+        },
         &[keys::BOS_ID, "7"],
     );
     expect(
         "eos negative",
         with(spm_kvs(), keys::EOS_ID, Some(V::I32(-1))),
-        |e| matches!(e, E::IdOutOfRange { key: keys::EOS_ID, value: -1, .. }),
+        |e| {
+            matches!(
+                e,
+                E::IdOutOfRange {
+                    key: keys::EOS_ID,
+                    value: -1,
+                    ..
+                }
+            )
+        },
         &[keys::EOS_ID, "-1"],
     );
     expect(
         "pad huge",
         with(spm_kvs(), keys::PAD_ID, Some(V::U32(u32::MAX))),
-        |e| matches!(e, E::IdOutOfRange { key: keys::PAD_ID, value: 4294967295, .. }),
+        |e| {
+            matches!(
+                e,
+                E::IdOutOfRange {
+                    key: keys::PAD_ID,
+                    value: 4294967295,
+                    ..
+                }
+            )
+        },
         &[keys::PAD_ID],
     );
     expect(
         "eot as a string",
         with(spm_kvs(), keys::EOT_ID, Some(V::Str("2"))),
-        |e| matches!(e, E::WrongType { key: keys::EOT_ID, found: ValueType::String, .. }),
+        |e| {
+            matches!(
+                e,
+                E::WrongType {
+                    key: keys::EOT_ID,
+                    found: ValueType::String,
+                    ..
+                }
+            )
+        },
         &[keys::EOT_ID],
     );
     // gpt2's default BOS is id 11, outside this vocabulary: asking to add it is an error.
     expect(
         "add_bos without bos",
-        with(with(bpe_kvs(), keys::BOS_ID, None), keys::ADD_BOS, Some(V::Bool(true))),
-        |e| matches!(e, E::MissingSpecialToken { flag: keys::ADD_BOS, id_key: keys::BOS_ID }),
+        with(
+            with(bpe_kvs(), keys::BOS_ID, None),
+            keys::ADD_BOS,
+            Some(V::Bool(true)),
+        ),
+        |e| {
+            matches!(
+                e,
+                E::MissingSpecialToken {
+                    flag: keys::ADD_BOS,
+                    id_key: keys::BOS_ID
+                }
+            )
+        },
         &[keys::ADD_BOS, keys::BOS_ID],
     );
     expect(
         "add_bos not a bool",
         with(bpe_kvs(), keys::ADD_BOS, Some(V::U32(1))),
-        |e| matches!(e, E::WrongType { key: keys::ADD_BOS, .. }),
+        |e| {
+            matches!(
+                e,
+                E::WrongType {
+                    key: keys::ADD_BOS,
+                    ..
+                }
+            )
+        },
         &[keys::ADD_BOS],
     );
 }
@@ -273,7 +418,16 @@ fn bad_merges() {
     expect(
         "merges not strings",
         with(bpe_kvs(), keys::MERGES, Some(V::I32s(vec![1]))),
-        |e| matches!(e, E::WrongElemType { key: keys::MERGES, found: ValueType::I32, .. }),
+        |e| {
+            matches!(
+                e,
+                E::WrongElemType {
+                    key: keys::MERGES,
+                    found: ValueType::I32,
+                    ..
+                }
+            )
+        },
         &[keys::MERGES],
     );
 }
@@ -306,13 +460,25 @@ fn unsupported_and_missing() {
     );
     expect(
         "empty vocabulary",
-        with(with(with(spm_kvs(), keys::TOKENS, Some(V::Strs(vec![]))), keys::SCORES, None), keys::TOKEN_TYPE, None),
+        with(
+            with(
+                with(spm_kvs(), keys::TOKENS, Some(V::Strs(vec![]))),
+                keys::SCORES,
+                None,
+            ),
+            keys::TOKEN_TYPE,
+            None,
+        ),
         |e| matches!(e, E::BadTokenCount { n_tokens: 0 }),
         &[keys::TOKENS],
     );
     expect(
         "duplicate token",
-        with(bpe_kvs(), keys::TOKENS, Some(V::Strs(vec!["a", "b", "c", "Ġ", "ab", "abc", "ab"]))),
+        with(
+            bpe_kvs(),
+            keys::TOKENS,
+            Some(V::Strs(vec!["a", "b", "c", "Ġ", "ab", "abc", "ab"])),
+        ),
         |e| matches!(e, E::DuplicateToken { first: 4, second: 6, text } if text == "ab"),
         &["ab", "4", "6"],
     );
@@ -327,7 +493,9 @@ fn invalid_utf8_is_an_error_with_its_offset() {
     let e = tok.encode_bytes(b"ab\xffc", false, false).unwrap_err();
     assert_eq!(e, E::InvalidUtf8 { offset: 2 });
     assert!(e.to_string().contains("byte 2"));
-    let e = tok.encode_bytes("é€".as_bytes().split_at(4).0, false, false).unwrap_err();
+    let e = tok
+        .encode_bytes("é€".as_bytes().split_at(4).0, false, false)
+        .unwrap_err();
     assert_eq!(e, E::InvalidUtf8 { offset: 2 });
     assert_eq!(tok.encode_bytes(b"abc", false, false).unwrap(), vec![5]);
 }
@@ -345,7 +513,9 @@ impl Rng {
 
 /// Encode and decode a few texts; must not panic whatever the tokenizer holds.
 fn exercise(tok: &Tokenizer, rng: &mut Rng) {
-    let alphabet = ["a", "b", "c", " ", "ab", "€", "<|end|>", "<s>", "\n", "1", "é", "'s", "  ", "中"];
+    let alphabet = [
+        "a", "b", "c", " ", "ab", "€", "<|end|>", "<s>", "\n", "1", "é", "'s", "  ", "中",
+    ];
     for _ in 0..4 {
         let mut s = String::new();
         for _ in 0..(rng.next() % 12) {

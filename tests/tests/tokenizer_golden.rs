@@ -20,18 +20,35 @@ fn smollm2() -> Tokenizer {
 }
 
 fn ids_line(txt: &str, prefix: &str) -> Vec<u32> {
-    let line = txt.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no {prefix} line"));
-    line[prefix.len()..].split_whitespace().map(|x| x.parse().unwrap()).collect()
+    let line = txt
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no {prefix} line"));
+    line[prefix.len()..]
+        .split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect()
 }
 
 fn cases() -> Vec<(String, PathBuf)> {
     let dir = common::shared().join("golden");
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
-        .filter_map(|e| e.ok()?.file_name().into_string().ok()?.strip_suffix(".txt").map(String::from))
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .into_string()
+                .ok()?
+                .strip_suffix(".txt")
+                .map(String::from)
+        })
         .collect();
     names.sort();
-    assert!(names.len() >= 4, "golden cases missing in {}", dir.display());
+    assert!(
+        names.len() >= 4,
+        "golden cases missing in {}",
+        dir.display()
+    );
     names.into_iter().map(|n| (n, dir.clone())).collect()
 }
 
@@ -44,7 +61,11 @@ fn golden_prompts_and_outputs() {
         let want = ids_line(&txt, "prompt_ids:");
         let t0 = Instant::now();
         let got = tok.encode_bytes(&prompt, true, true).unwrap();
-        eprintln!("{name}: encoded {} bytes in {:?}", prompt.len(), t0.elapsed());
+        eprintln!(
+            "{name}: encoded {} bytes in {:?}",
+            prompt.len(),
+            t0.elapsed()
+        );
         assert_eq!(got, want, "{name}: prompt ids");
         assert_eq!(tok.decode(&got), prompt, "{name}: decode(encode(prompt))");
 
@@ -103,7 +124,10 @@ fn smollm2_special_tokens() {
     assert_eq!(tok.token_to_piece(2), b"<|im_end|>");
     assert_eq!(tok.token_to_piece(u32::MAX), b"");
     // Pieces: GPT-2 characters back to bytes.
-    assert_eq!(tok.decode(&tok.encode(" héllo\n\tworld", false, false).unwrap()), " héllo\n\tworld".as_bytes());
+    assert_eq!(
+        tok.decode(&tok.encode(" héllo\n\tworld", false, false).unwrap()),
+        " héllo\n\tworld".as_bytes()
+    );
     // Digits are split one by one by the smollm pre-tokenizer.
     let digits = tok.encode("12345", false, false).unwrap();
     assert_eq!(digits.len(), 5);
@@ -112,11 +136,18 @@ fn smollm2_special_tokens() {
 #[test]
 fn smollm2_encode_speed() {
     let tok = smollm2();
-    let text = "The quick brown fox jumps over the lazy dog; ünïcödé, 12345 and <|im_start|> markers. ".repeat(200);
+    let text =
+        "The quick brown fox jumps over the lazy dog; ünïcödé, 12345 and <|im_start|> markers. "
+            .repeat(200);
     let t0 = Instant::now();
     let ids = tok.encode(&text, true, true).unwrap();
     let dt = t0.elapsed();
-    eprintln!("encoded {} bytes into {} tokens in {:?}", text.len(), ids.len(), dt);
+    eprintln!(
+        "encoded {} bytes into {} tokens in {:?}",
+        text.len(),
+        ids.len(),
+        dt
+    );
     assert_eq!(tok.decode(&ids), text.as_bytes());
     assert!(dt.as_millis() < 2000, "encoding is too slow: {dt:?}");
 }

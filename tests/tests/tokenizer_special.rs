@@ -7,12 +7,14 @@ mod common;
 use inference::tokenizer::{PreTokenizer, Tokenizer};
 
 fn vocab(name: &str) -> Tokenizer {
-    let (src, g) = common::open(&common::shared().join(format!("fixtures/vocab/ggml-vocab-{name}.gguf")));
+    let (src, g) =
+        common::open(&common::shared().join(format!("fixtures/vocab/ggml-vocab-{name}.gguf")));
     Tokenizer::from_gguf(&g, &src).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 fn id(tok: &Tokenizer, text: &str) -> u32 {
-    tok.token_id(text.as_bytes()).unwrap_or_else(|| panic!("no token {text:?}"))
+    tok.token_id(text.as_bytes())
+        .unwrap_or_else(|| panic!("no token {text:?}"))
 }
 
 #[test]
@@ -24,13 +26,22 @@ fn sentencepiece() {
 
     let hello = tok.encode("Hello", false, false).unwrap();
     assert_eq!(hello, vec![id(&tok, "▁Hello")]);
-    assert_eq!(tok.encode("Hello", true, false).unwrap(), [&[1], &hello[..]].concat());
+    assert_eq!(
+        tok.encode("Hello", true, false).unwrap(),
+        [&[1], &hello[..]].concat()
+    );
     assert_eq!(tok.encode("", true, false).unwrap(), vec![1]);
     assert_eq!(tok.encode("", false, false).unwrap(), Vec::<u32>::new());
 
     // parse_special: "<s>" is BOS, and the text after a special token gets the space prefix again.
-    assert_eq!(tok.encode("<s>Hello", false, true).unwrap(), [&[1], &hello[..]].concat());
-    assert_eq!(tok.encode("Hello</s>", false, true).unwrap(), [&hello[..], &[2]].concat());
+    assert_eq!(
+        tok.encode("<s>Hello", false, true).unwrap(),
+        [&[1], &hello[..]].concat()
+    );
+    assert_eq!(
+        tok.encode("Hello</s>", false, true).unwrap(),
+        [&hello[..], &[2]].concat()
+    );
     assert_eq!(tok.encode("<unk>", false, true).unwrap(), vec![0]);
     let plain = tok.encode("<s>Hello", false, false).unwrap();
     assert!(!plain.contains(&1), "{plain:?}");
@@ -42,7 +53,10 @@ fn sentencepiece() {
     assert_eq!(tok.decode(&[1, hello[0]]), b"<s> Hello");
     assert_eq!(tok.detokenize(&[1, hello[0]], true, false), b" Hello");
     assert_eq!(tok.detokenize(&[1, hello[0], 2], false, false), b" Hello");
-    assert_eq!(tok.detokenize(&[1, hello[0], 2], false, true), b"<s> Hello</s>");
+    assert_eq!(
+        tok.detokenize(&[1, hello[0], 2], false, true),
+        b"<s> Hello</s>"
+    );
 }
 
 #[test]
@@ -58,11 +72,19 @@ fn llama3() {
 
     let ids = tok.encode("Hello", true, false).unwrap();
     assert_eq!(ids[0], 128000);
-    assert_eq!(tok.encode("<|begin_of_text|>Hi<|eot_id|>", false, true).unwrap(), vec![128000, id(&tok, "Hi"), eot]);
+    assert_eq!(
+        tok.encode("<|begin_of_text|>Hi<|eot_id|>", false, true)
+            .unwrap(),
+        vec![128000, id(&tok, "Hi"), eot]
+    );
 
     // Longest special token first: "..._10|>" is not "..._1" followed by text.
     let t10 = id(&tok, "<|reserved_special_token_10|>");
-    assert_eq!(tok.encode("<|reserved_special_token_10|>", false, true).unwrap(), vec![t10]);
+    assert_eq!(
+        tok.encode("<|reserved_special_token_10|>", false, true)
+            .unwrap(),
+        vec![t10]
+    );
 
     // clean_up_tokenization_spaces: llama.cpp's detokenize drops spaces before punctuation.
     let ids = tok.encode("Hello , world !", false, false).unwrap();
@@ -76,7 +98,9 @@ fn qwen2_and_gpt2() {
     assert_eq!(q.pre_tokenizer(), PreTokenizer::Qwen2);
     let (start, end) = (id(&q, "<|im_start|>"), id(&q, "<|im_end|>"));
     assert!(q.is_eog(end) && q.is_eog(151643) && !q.is_eog(start));
-    let ids = q.encode("<|im_start|>user\nHi<|im_end|>", false, true).unwrap();
+    let ids = q
+        .encode("<|im_start|>user\nHi<|im_end|>", false, true)
+        .unwrap();
     assert_eq!(ids.first(), Some(&start));
     assert_eq!(ids.last(), Some(&end));
     assert_eq!(q.decode(&ids), b"<|im_start|>user\nHi<|im_end|>");
@@ -90,8 +114,14 @@ fn qwen2_and_gpt2() {
     assert_eq!(eot, 50256);
     assert!(g.is_control(eot) && g.is_eog(eot));
     assert_eq!(g.eot(), Some(eot));
-    assert_eq!(g.encode("a<|endoftext|>", false, true).unwrap(), vec![id(&g, "a"), eot]);
-    assert!(!g.encode("a<|endoftext|>", false, false).unwrap().contains(&eot));
+    assert_eq!(
+        g.encode("a<|endoftext|>", false, true).unwrap(),
+        vec![id(&g, "a"), eot]
+    );
+    assert!(!g
+        .encode("a<|endoftext|>", false, false)
+        .unwrap()
+        .contains(&eot));
     // No add_bos_token key and pre = gpt-2: nothing is added.
     assert_eq!(g.encode("a", true, false).unwrap(), vec![id(&g, "a")]);
 }

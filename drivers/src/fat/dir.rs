@@ -53,12 +53,15 @@ impl DirEntry {
 
 /// Case-insensitive comparison (Unicode lowercase mapping, which covers ASCII exactly).
 pub(super) fn names_equal(a: &str, b: &str) -> bool {
-    a.chars().flat_map(char::to_lowercase).eq(b.chars().flat_map(char::to_lowercase))
+    a.chars()
+        .flat_map(char::to_lowercase)
+        .eq(b.chars().flat_map(char::to_lowercase))
 }
 
 /// The checksum a long name's entries carry of their short entry's 11 name bytes.
 pub(super) fn short_name_checksum(name: &[u8]) -> u8 {
-    name.iter().fold(0u8, |sum, &b| sum.rotate_right(1).wrapping_add(b))
+    name.iter()
+        .fold(0u8, |sum, &b| sum.rotate_right(1).wrapping_add(b))
 }
 
 fn oem_char(b: u8, lower: bool) -> char {
@@ -76,7 +79,10 @@ fn short_name(e: &[u8], nt_case: bool) -> String {
     let (lower_base, lower_ext) = (nt_case && e[12] & 0x08 != 0, nt_case && e[12] & 0x10 != 0);
     let mut s = String::with_capacity(12);
     for (i, &b) in base[..trim(base)].iter().enumerate() {
-        s.push(oem_char(if i == 0 && b == 0x05 { 0xE5 } else { b }, lower_base));
+        s.push(oem_char(
+            if i == 0 && b == 0x05 { 0xE5 } else { b },
+            lower_base,
+        ));
     }
     let ext = &ext[..trim(ext)];
     if !ext.is_empty() {
@@ -101,7 +107,13 @@ struct LongName {
 
 impl LongName {
     fn new() -> Self {
-        LongName { units: [0; LFN_MAX_ENTRIES as usize * LFN_UNITS], active: false, count: 0, last: 0, checksum: 0 }
+        LongName {
+            units: [0; LFN_MAX_ENTRIES as usize * LFN_UNITS],
+            active: false,
+            count: 0,
+            last: 0,
+            checksum: 0,
+        }
     }
 
     fn reset(&mut self) {
@@ -125,7 +137,10 @@ impl LongName {
         }
         self.last = n;
         let at = (n as usize - 1) * LFN_UNITS;
-        let parts = e[1..11].chunks_exact(2).chain(e[14..26].chunks_exact(2)).chain(e[28..32].chunks_exact(2));
+        let parts = e[1..11]
+            .chunks_exact(2)
+            .chain(e[14..26].chunks_exact(2))
+            .chain(e[28..32].chunks_exact(2));
         for (slot, u) in self.units[at..at + LFN_UNITS].iter_mut().zip(parts) {
             *slot = u16::from_le_bytes([u[0], u[1]]);
         }
@@ -139,7 +154,10 @@ impl LongName {
             return None;
         }
         let units = &self.units[..self.count as usize * LFN_UNITS];
-        let len = units.iter().position(|&u| u == 0x0000 || u == 0xFFFF).unwrap_or(units.len());
+        let len = units
+            .iter()
+            .position(|&u| u == 0x0000 || u == 0xFFFF)
+            .unwrap_or(units.len());
         if len == 0 {
             return None;
         }
@@ -162,7 +180,11 @@ pub(super) fn walk<D: BlockDevice, T>(
     mut f: impl FnMut(DirEntry) -> Option<T>,
 ) -> Result<Option<T>, FatError<D::Error>> {
     if !vol.is_data_cluster(first) {
-        return Err(FatError::BadFirstCluster { name: name.into(), cluster: first, limit: vol.clusters + 2 });
+        return Err(FatError::BadFirstCluster {
+            name: name.into(),
+            cluster: first,
+            limit: vol.clusters + 2,
+        });
     }
     let mut long = LongName::new();
     let mut block = [0u8; BLOCK_SIZE];
@@ -171,7 +193,10 @@ pub(super) fn walk<D: BlockDevice, T>(
     loop {
         visited += 1;
         if visited > vol.clusters {
-            return Err(FatError::ChainLoop { first, limit: vol.clusters });
+            return Err(FatError::ChainLoop {
+                first,
+                limit: vol.clusters,
+            });
         }
         let lba = vol.cluster_lba(cluster);
         for b in 0..vol.cluster_blocks {

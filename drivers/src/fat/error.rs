@@ -17,17 +17,44 @@ pub enum FatError<E> {
     /// The disk is GPT-partitioned (a protective MBR entry of type 0xEE); only MBR is read.
     GptUnsupported,
     /// MBR partition `index` (0..4) covers blocks `start .. start + blocks`, past the device's end.
-    PartitionOutOfDevice { index: usize, start: u64, blocks: u64, device_blocks: u64 },
+    PartitionOutOfDevice {
+        index: usize,
+        start: u64,
+        blocks: u64,
+        device_blocks: u64,
+    },
     /// A boot-sector (BPB) field of the volume at `lba` holds `value`, which is not `expected`.
-    BadField { lba: u64, field: &'static str, value: u64, expected: &'static str },
+    BadField {
+        lba: u64,
+        field: &'static str,
+        value: u64,
+        expected: &'static str,
+    },
     /// The volume at `lba` is FAT12 or FAT16 (BPB_FATSz16 or BPB_RootEntCnt non-zero).
-    NotFat32 { lba: u64, fat_size16: u16, root_entries: u16 },
+    NotFat32 {
+        lba: u64,
+        fat_size16: u16,
+        root_entries: u16,
+    },
     /// One FAT of `fat_sectors` sectors holds fewer entries than the volume's `clusters` + 2.
-    FatTooSmall { lba: u64, fat_sectors: u32, bytes_per_sector: u32, clusters: u32 },
+    FatTooSmall {
+        lba: u64,
+        fat_sectors: u32,
+        bytes_per_sector: u32,
+        clusters: u32,
+    },
     /// The volume at `lba` spans `blocks` blocks, past the end of a device of `device_blocks`.
-    VolumeOutOfDevice { lba: u64, blocks: u64, device_blocks: u64 },
+    VolumeOutOfDevice {
+        lba: u64,
+        blocks: u64,
+        device_blocks: u64,
+    },
     /// The volume at `lba` spans `blocks` blocks, more than its partition's `partition_blocks`.
-    VolumeOutOfPartition { lba: u64, blocks: u64, partition_blocks: u64 },
+    VolumeOutOfPartition {
+        lba: u64,
+        blocks: u64,
+        partition_blocks: u64,
+    },
     /// The FAT entry of `cluster`, inside a chain, says "free" (0).
     FreeClusterInChain { cluster: u32 },
     /// The FAT entry of `cluster`, inside a chain, is the reserved value 1.
@@ -35,14 +62,27 @@ pub enum FatError<E> {
     /// The FAT entry of `cluster`, inside a chain, is the bad-cluster mark 0x0FFFFFF7.
     BadClusterInChain { cluster: u32 },
     /// The FAT entry of `cluster` points to `value`, which is not a data cluster (2 .. `limit`).
-    ClusterOutOfRange { cluster: u32, value: u32, limit: u32 },
+    ClusterOutOfRange {
+        cluster: u32,
+        value: u32,
+        limit: u32,
+    },
     /// The chain from `first` does not end within the volume's `limit` clusters: it loops.
     ChainLoop { first: u32, limit: u32 },
     /// The chain from `first` ends after `clusters` clusters; `size` bytes need `needed`.
-    ChainTooShort { first: u32, clusters: u64, needed: u64, size: u64 },
+    ChainTooShort {
+        first: u32,
+        clusters: u64,
+        needed: u64,
+        size: u64,
+    },
     /// The entry `name` starts at cluster `cluster`, which is not a data cluster (2 .. `limit`),
     /// and it is a directory or a non-empty file.
-    BadFirstCluster { name: String, cluster: u32, limit: u32 },
+    BadFirstCluster {
+        name: String,
+        cluster: u32,
+        limit: u32,
+    },
     /// No entry `path` (the path up to the missing component).
     NotFound { path: String },
     /// `path` names a file where a directory was needed.
@@ -58,29 +98,107 @@ impl<E> FatError<E> {
     pub fn map_device<F>(self, f: impl FnOnce(E) -> F) -> FatError<F> {
         use FatError::*;
         match self {
-            Device { lba, blocks, error } => Device { lba, blocks, error: f(error) },
+            Device { lba, blocks, error } => Device {
+                lba,
+                blocks,
+                error: f(error),
+            },
             BadSignature { lba, value } => BadSignature { lba, value },
             NoFatPartition { types } => NoFatPartition { types },
             GptUnsupported => GptUnsupported,
-            PartitionOutOfDevice { index, start, blocks, device_blocks } => {
-                PartitionOutOfDevice { index, start, blocks, device_blocks }
-            }
-            BadField { lba, field, value, expected } => BadField { lba, field, value, expected },
-            NotFat32 { lba, fat_size16, root_entries } => NotFat32 { lba, fat_size16, root_entries },
-            FatTooSmall { lba, fat_sectors, bytes_per_sector, clusters } => {
-                FatTooSmall { lba, fat_sectors, bytes_per_sector, clusters }
-            }
-            VolumeOutOfDevice { lba, blocks, device_blocks } => VolumeOutOfDevice { lba, blocks, device_blocks },
-            VolumeOutOfPartition { lba, blocks, partition_blocks } => {
-                VolumeOutOfPartition { lba, blocks, partition_blocks }
-            }
+            PartitionOutOfDevice {
+                index,
+                start,
+                blocks,
+                device_blocks,
+            } => PartitionOutOfDevice {
+                index,
+                start,
+                blocks,
+                device_blocks,
+            },
+            BadField {
+                lba,
+                field,
+                value,
+                expected,
+            } => BadField {
+                lba,
+                field,
+                value,
+                expected,
+            },
+            NotFat32 {
+                lba,
+                fat_size16,
+                root_entries,
+            } => NotFat32 {
+                lba,
+                fat_size16,
+                root_entries,
+            },
+            FatTooSmall {
+                lba,
+                fat_sectors,
+                bytes_per_sector,
+                clusters,
+            } => FatTooSmall {
+                lba,
+                fat_sectors,
+                bytes_per_sector,
+                clusters,
+            },
+            VolumeOutOfDevice {
+                lba,
+                blocks,
+                device_blocks,
+            } => VolumeOutOfDevice {
+                lba,
+                blocks,
+                device_blocks,
+            },
+            VolumeOutOfPartition {
+                lba,
+                blocks,
+                partition_blocks,
+            } => VolumeOutOfPartition {
+                lba,
+                blocks,
+                partition_blocks,
+            },
             FreeClusterInChain { cluster } => FreeClusterInChain { cluster },
             ReservedClusterInChain { cluster } => ReservedClusterInChain { cluster },
             BadClusterInChain { cluster } => BadClusterInChain { cluster },
-            ClusterOutOfRange { cluster, value, limit } => ClusterOutOfRange { cluster, value, limit },
+            ClusterOutOfRange {
+                cluster,
+                value,
+                limit,
+            } => ClusterOutOfRange {
+                cluster,
+                value,
+                limit,
+            },
             ChainLoop { first, limit } => ChainLoop { first, limit },
-            ChainTooShort { first, clusters, needed, size } => ChainTooShort { first, clusters, needed, size },
-            BadFirstCluster { name, cluster, limit } => BadFirstCluster { name, cluster, limit },
+            ChainTooShort {
+                first,
+                clusters,
+                needed,
+                size,
+            } => ChainTooShort {
+                first,
+                clusters,
+                needed,
+                size,
+            },
+            BadFirstCluster {
+                name,
+                cluster,
+                limit,
+            } => BadFirstCluster {
+                name,
+                cluster,
+                limit,
+            },
             NotFound { path } => NotFound { path },
             NotADirectory { path } => NotADirectory { path },
             IsADirectory { path } => IsADirectory { path },

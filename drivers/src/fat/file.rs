@@ -57,26 +57,47 @@ impl File {
         if block >= self.blocks() {
             return None;
         }
-        let i = self.starts.partition_point(|&s| s <= block).checked_sub(1)?;
+        let i = self
+            .starts
+            .partition_point(|&s| s <= block)
+            .checked_sub(1)?;
         let e = self.extents.get(i)?;
         let off = block - self.starts[i];
-        Some(Extent { lba: e.lba + off, blocks: e.blocks - off })
+        Some(Extent {
+            lba: e.lba + off,
+            blocks: e.blocks - off,
+        })
     }
 
     /// Fill `buf` with the file's bytes at `offset .. offset + buf.len()`; an error if that range goes
     /// past the end of the file.
-    pub fn read_at<D: BlockDevice>(&self, dev: &mut D, offset: u64, buf: &mut [u8]) -> Result<(), FatError<D::Error>> {
+    pub fn read_at<D: BlockDevice>(
+        &self,
+        dev: &mut D,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<(), FatError<D::Error>> {
         let len = buf.len() as u64;
         let end = match offset.checked_add(len) {
             Some(end) if end <= self.size => end,
-            _ => return Err(FatError::ReadPastEnd { offset, len, size: self.size }),
+            _ => {
+                return Err(FatError::ReadPastEnd {
+                    offset,
+                    len,
+                    size: self.size,
+                })
+            }
         };
         let mut pos = offset;
         let mut out = 0usize;
         while pos < end {
             let Some(run) = self.map_block(pos / BS) else {
                 // Unreachable: `pos < end <= size` and the extents cover every block below the size.
-                return Err(FatError::ReadPastEnd { offset, len, size: self.size });
+                return Err(FatError::ReadPastEnd {
+                    offset,
+                    len,
+                    size: self.size,
+                });
             };
             let within = (pos % BS) as usize;
             let n = if within != 0 || end - pos < BS {
@@ -112,10 +133,19 @@ pub(super) fn resolve<D: BlockDevice>(
     size: u64,
 ) -> Result<File, FatError<D::Error>> {
     if size == 0 {
-        return Ok(File { size, first_cluster: first, extents: Vec::new(), starts: Vec::new() });
+        return Ok(File {
+            size,
+            first_cluster: first,
+            extents: Vec::new(),
+            starts: Vec::new(),
+        });
     }
     if !vol.is_data_cluster(first) {
-        return Err(FatError::BadFirstCluster { name: name.into(), cluster: first, limit: vol.clusters + 2 });
+        return Err(FatError::BadFirstCluster {
+            name: name.into(),
+            cluster: first,
+            limit: vol.clusters + 2,
+        });
     }
     let needed = size.div_ceil(vol.cluster_blocks * BS);
     let mut extents: Vec<Extent> = Vec::new();
@@ -124,13 +154,19 @@ pub(super) fn resolve<D: BlockDevice>(
     loop {
         walked += 1;
         if walked > u64::from(vol.clusters) {
-            return Err(FatError::ChainLoop { first, limit: vol.clusters });
+            return Err(FatError::ChainLoop {
+                first,
+                limit: vol.clusters,
+            });
         }
         if walked <= needed {
             let lba = vol.cluster_lba(cluster);
             match extents.last_mut() {
                 Some(e) if e.lba + e.blocks == lba => e.blocks += vol.cluster_blocks,
-                _ => extents.push(Extent { lba, blocks: vol.cluster_blocks }),
+                _ => extents.push(Extent {
+                    lba,
+                    blocks: vol.cluster_blocks,
+                }),
             }
         }
         match cache.next(vol, dev, cluster)? {
@@ -139,7 +175,12 @@ pub(super) fn resolve<D: BlockDevice>(
         }
     }
     if walked < needed {
-        return Err(FatError::ChainTooShort { first, clusters: walked, needed, size });
+        return Err(FatError::ChainTooShort {
+            first,
+            clusters: walked,
+            needed,
+            size,
+        });
     }
     // Cut the last cluster's tail: less than one cluster, so the last extent keeps at least a block.
     let excess = needed * vol.cluster_blocks - size.div_ceil(BS);
@@ -152,5 +193,10 @@ pub(super) fn resolve<D: BlockDevice>(
         starts.push(at);
         at += e.blocks;
     }
-    Ok(File { size, first_cluster: first, extents, starts })
+    Ok(File {
+        size,
+        first_cluster: first,
+        extents,
+        starts,
+    })
 }

@@ -99,17 +99,27 @@ impl Volume {
 
     /// Open the file at `path` (e.g. `/models/SmolLM2-135M-Instruct.Q4_1.gguf`) and resolve its
     /// cluster chain into extents.
-    pub fn open<D: BlockDevice>(&self, dev: &mut D, path: &str) -> Result<File, FatError<D::Error>> {
+    pub fn open<D: BlockDevice>(
+        &self,
+        dev: &mut D,
+        path: &str,
+    ) -> Result<File, FatError<D::Error>> {
         let mut cache = FatCache::new();
         match self.lookup(dev, &mut cache, path)? {
             Target::Root => Err(FatError::IsADirectory { path: "/".into() }),
             Target::Entry(e) if e.is_dir => Err(FatError::IsADirectory { path: path.into() }),
-            Target::Entry(e) => file::resolve(self, dev, &mut cache, &e.name, e.first_cluster, e.size),
+            Target::Entry(e) => {
+                file::resolve(self, dev, &mut cache, &e.name, e.first_cluster, e.size)
+            }
         }
     }
 
     /// The entries of the directory at `path` (`/` or `""` for the root), without `.` and `..`.
-    pub fn list_dir<D: BlockDevice>(&self, dev: &mut D, path: &str) -> Result<Vec<DirEntry>, FatError<D::Error>> {
+    pub fn list_dir<D: BlockDevice>(
+        &self,
+        dev: &mut D,
+        path: &str,
+    ) -> Result<Vec<DirEntry>, FatError<D::Error>> {
         let mut cache = FatCache::new();
         let (name, cluster) = match self.lookup(dev, &mut cache, path)? {
             Target::Root => (String::from("/"), self.root_cluster),
@@ -146,7 +156,9 @@ impl Volume {
                 continue;
             }
             if stack.last().is_some_and(|e| !e.is_dir) {
-                return Err(FatError::NotADirectory { path: shown(&stack) });
+                return Err(FatError::NotADirectory {
+                    path: shown(&stack),
+                });
             }
             if comp == ".." {
                 stack.pop();
@@ -156,7 +168,9 @@ impl Volume {
                 Some(e) => (e.name.as_str(), e.first_cluster),
                 None => ("/", self.root_cluster),
             };
-            let found = dir::walk(self, dev, cache, name, cluster, |e| e.matches(comp).then_some(e))?;
+            let found = dir::walk(self, dev, cache, name, cluster, |e| {
+                e.matches(comp).then_some(e)
+            })?;
             match found {
                 Some(e) => stack.push(e),
                 None => {
@@ -235,12 +249,16 @@ pub fn open<D: BlockDevice>(dev: &mut D, path: &str) -> Result<File, FatError<D:
 }
 
 /// Mount the volume on `dev` and list the directory at `path`.
-pub fn list_dir<D: BlockDevice>(dev: &mut D, path: &str) -> Result<Vec<DirEntry>, FatError<D::Error>> {
+pub fn list_dir<D: BlockDevice>(
+    dev: &mut D,
+    path: &str,
+) -> Result<Vec<DirEntry>, FatError<D::Error>> {
     Volume::mount(dev)?.list_dir(dev, path)
 }
 
 /// Read whole blocks at `lba` into `buf`, wrapping a device failure with where it happened.
 fn read<D: BlockDevice>(dev: &mut D, lba: u64, buf: &mut [u8]) -> Result<(), FatError<D::Error>> {
     let blocks = (buf.len() / BLOCK_SIZE) as u64;
-    dev.read_blocks(lba, buf).map_err(|error| FatError::Device { lba, blocks, error })
+    dev.read_blocks(lba, buf)
+        .map_err(|error| FatError::Device { lba, blocks, error })
 }

@@ -39,11 +39,20 @@ pub(super) struct FatCache {
 
 impl FatCache {
     pub(super) fn new() -> Self {
-        FatCache { buf: [0; WINDOW_BLOCKS * BLOCK_SIZE], first: 0, len: 0 }
+        FatCache {
+            buf: [0; WINDOW_BLOCKS * BLOCK_SIZE],
+            first: 0,
+            len: 0,
+        }
     }
 
     /// The raw (masked) FAT entry of `cluster`, which must be a data cluster of `vol`.
-    fn entry<D: BlockDevice>(&mut self, vol: &Volume, dev: &mut D, cluster: u32) -> Result<u32, FatError<D::Error>> {
+    fn entry<D: BlockDevice>(
+        &mut self,
+        vol: &Volume,
+        dev: &mut D,
+        cluster: u32,
+    ) -> Result<u32, FatError<D::Error>> {
         let byte = u64::from(cluster) * 4;
         let block = byte / BLOCK_SIZE as u64;
         if block < self.first || block >= self.first + self.len {
@@ -51,7 +60,11 @@ impl FatCache {
             // The mount checked the FAT holds cluster count + 2 entries, so `block < fat_blocks`.
             let len = (WINDOW_BLOCKS as u64).min(vol.fat_blocks - first);
             self.len = 0;
-            read(dev, vol.fat_lba + first, &mut self.buf[..len as usize * BLOCK_SIZE])?;
+            read(
+                dev,
+                vol.fat_lba + first,
+                &mut self.buf[..len as usize * BLOCK_SIZE],
+            )?;
             self.first = first;
             self.len = len;
         }
@@ -70,7 +83,11 @@ impl FatCache {
         let limit = vol.clusters + 2;
         if cluster < 2 || cluster >= limit {
             // Callers only step from data clusters; kept so a slip is an error, never an index panic.
-            return Err(FatError::ClusterOutOfRange { cluster, value: cluster, limit });
+            return Err(FatError::ClusterOutOfRange {
+                cluster,
+                value: cluster,
+                limit,
+            });
         }
         let value = self.entry(vol, dev, cluster)?;
         match value {
@@ -78,7 +95,11 @@ impl FatCache {
             1 => Err(FatError::ReservedClusterInChain { cluster }),
             BAD => Err(FatError::BadClusterInChain { cluster }),
             v if v >= EOC_MIN => Ok(Link::End),
-            v if v >= limit => Err(FatError::ClusterOutOfRange { cluster, value: v, limit }),
+            v if v >= limit => Err(FatError::ClusterOutOfRange {
+                cluster,
+                value: v,
+                limit,
+            }),
             v => Ok(Link::Next(v)),
         }
     }

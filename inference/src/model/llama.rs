@@ -53,7 +53,10 @@ fn slot(f: ActFormat) -> usize {
 
 impl ActSet {
     fn new(n: usize) -> Self {
-        Self { bufs: core::array::from_fn(|_| ActBuf::with_capacity(n)), fresh: [false; 6] }
+        Self {
+            bufs: core::array::from_fn(|_| ActBuf::with_capacity(n)),
+            fresh: [false; 6],
+        }
     }
     /// Forget the previous input.
     fn reset(&mut self) {
@@ -64,10 +67,14 @@ impl ActSet {
         let f = w.ty.act_format();
         let i = slot(f);
         if !self.fresh[i] {
-            self.bufs[i].quantize(f, x).map_err(|e| ModelError::Matvec(alloc::format!("{e:?}")))?;
+            self.bufs[i]
+                .quantize(f, x)
+                .map_err(|e| ModelError::Matvec(alloc::format!("{e:?}")))?;
             self.fresh[i] = true;
         }
-        self.bufs[i].acts().ok_or_else(|| ModelError::Matvec("no activations".into()))
+        self.bufs[i]
+            .acts()
+            .ok_or_else(|| ModelError::Matvec("no activations".into()))
     }
     fn bytes(&self) -> usize {
         self.bufs.iter().map(|b| b.reserved_bytes()).sum()
@@ -113,7 +120,10 @@ impl RunState {
     pub fn new(model: &Model, ctx: usize, workers: usize) -> Result<RunState, ModelError> {
         let c = &model.config;
         if ctx == 0 || ctx > c.train_ctx {
-            return Err(ModelError::BadContext { asked: ctx, max: c.train_ctx });
+            return Err(ModelError::BadContext {
+                asked: ctx,
+                max: c.train_ctx,
+            });
         }
         let workers = workers.clamp(1, MAX_WORKERS);
         let scratch_bytes = SCRATCH_BYTES.max(model.weights.max_row_bytes());
@@ -139,8 +149,20 @@ impl RunState {
     /// Bytes of runtime state: (KV cache, everything else).
     pub fn bytes(&self) -> (usize, usize) {
         let f = |v: &Vec<f32>| v.len() * 4;
-        let bufs = f(&self.x) + f(&self.xb) + f(&self.att) + f(&self.q) + f(&self.k) + f(&self.v) + f(&self.hb) + f(&self.hb2) + f(&self.logits);
-        let other = bufs + self.acts_dim.bytes() + self.acts_ffn.bytes() + self.scratch.iter().map(Vec::len).sum::<usize>() + self.rope.bytes();
+        let bufs = f(&self.x)
+            + f(&self.xb)
+            + f(&self.att)
+            + f(&self.q)
+            + f(&self.k)
+            + f(&self.v)
+            + f(&self.hb)
+            + f(&self.hb2)
+            + f(&self.logits);
+        let other = bufs
+            + self.acts_dim.bytes()
+            + self.acts_ffn.bytes()
+            + self.scratch.iter().map(Vec::len).sum::<usize>()
+            + self.rope.bytes();
         (self.kv.bytes(), other)
     }
 
@@ -156,12 +178,22 @@ impl RunState {
 }
 
 /// `out = W · x` with W's rows split across the pool's workers.
-fn matmul<S, P>(k: &Kernels, src: &S, pool: &P, w: &TensorInfo, acts: &Acts<'_>, out: &mut [f32], scratch: &mut [Vec<u8>]) -> Result<(), ModelError>
+fn matmul<S, P>(
+    k: &Kernels,
+    src: &S,
+    pool: &P,
+    w: &TensorInfo,
+    acts: &Acts<'_>,
+    out: &mut [f32],
+    scratch: &mut [Vec<u8>],
+) -> Result<(), ModelError>
 where
     S: Storage + Sync + ?Sized,
     P: Parallel + ?Sized,
 {
-    par_chunks(pool, out, 1, scratch, |rows, part, s| matvec(k, src, w, rows, acts, part, s))?;
+    par_chunks(pool, out, 1, scratch, |rows, part, s| {
+        matvec(k, src, w, rows, acts, part, s)
+    })?;
     Ok(())
 }
 
@@ -174,7 +206,15 @@ fn add_bias(x: &mut [f32], b: &Option<Vec<f32>>) {
 impl Model {
     /// Run one token at the next position. With `want_logits`, the scores over the vocabulary are
     /// computed into `st.logits` (prompt tokens before the last skip the output head).
-    pub fn forward<S, P>(&self, st: &mut RunState, src: &S, pool: &P, k: &Kernels, token: u32, want_logits: bool) -> Result<(), ModelError>
+    pub fn forward<S, P>(
+        &self,
+        st: &mut RunState,
+        src: &S,
+        pool: &P,
+        k: &Kernels,
+        token: u32,
+        want_logits: bool,
+    ) -> Result<(), ModelError>
     where
         S: Storage + Sync + ?Sized,
         P: Parallel + ?Sized,
@@ -186,14 +226,23 @@ impl Model {
             return Err(ModelError::ContextFull { ctx: st.kv.ctx });
         }
         if token as usize >= c.vocab {
-            return Err(ModelError::TokenOutOfRange { token, vocab: c.vocab });
+            return Err(ModelError::TokenOutOfRange {
+                token,
+                vocab: c.vocab,
+            });
         }
         let (hd, kv_dim) = (c.head_dim, c.kv_dim());
         let group = c.n_head / c.n_head_kv;
         let att_scale = 1.0 / libm::sqrtf(hd as f32);
 
         // x = token_embd[token]                                  x: [dim]
-        read_row_f32(src, &w.token_embd, token as usize, &mut st.x, &mut st.scratch[0])?;
+        read_row_f32(
+            src,
+            &w.token_embd,
+            token as usize,
+            &mut st.x,
+            &mut st.scratch[0],
+        )?;
 
         for (l, lw) in w.layers.iter().enumerate() {
             // xb = rmsnorm(x) * attn_norm                        xb: [dim]
@@ -234,7 +283,16 @@ impl Model {
                 for (i, out) in part.chunks_exact_mut(hd).enumerate() {
                     let h = r.start / hd + i;
                     let kvh = h / group;
-                    ops::attend_head(out, &q[h * hd..(h + 1) * hd], keys, values, pos + 1, kv_dim, kvh * hd, att_scale);
+                    ops::attend_head(
+                        out,
+                        &q[h * hd..(h + 1) * hd],
+                        keys,
+                        values,
+                        pos + 1,
+                        kv_dim,
+                        kvh * hd,
+                        att_scale,
+                    );
                 }
                 Ok::<(), ModelError>(())
             })?;

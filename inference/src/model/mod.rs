@@ -77,21 +77,45 @@ pub enum ModelError {
     Storage(StorageError),
     Kernel(KernelError),
     /// `general.architecture` names a model lmboot does not run.
-    UnsupportedArch { arch: String },
+    UnsupportedArch {
+        arch: String,
+    },
     /// A hyperparameter is missing a sensible value.
-    BadParam { key: String, value: String, why: &'static str },
+    BadParam {
+        key: String,
+        value: String,
+        why: &'static str,
+    },
     /// A tensor has the wrong shape.
-    BadShape { tensor: String, expected: [u64; 2], found: Vec<u64> },
+    BadShape {
+        tensor: String,
+        expected: [u64; 2],
+        found: Vec<u64>,
+    },
     /// A small tensor (norm, bias) has a type it cannot be read as.
-    BadTensorType { tensor: String, ty: GgmlType },
+    BadTensorType {
+        tensor: String,
+        ty: GgmlType,
+    },
     /// A weight holds NaN or infinity.
-    NonFinite { tensor: String, index: usize },
+    NonFinite {
+        tensor: String,
+        index: usize,
+    },
     /// No room left in the KV cache.
-    ContextFull { ctx: usize },
+    ContextFull {
+        ctx: usize,
+    },
     /// A token id outside the vocabulary.
-    TokenOutOfRange { token: u32, vocab: usize },
+    TokenOutOfRange {
+        token: u32,
+        vocab: usize,
+    },
     /// The context length asked for is 0 or larger than the model's.
-    BadContext { asked: usize, max: usize },
+    BadContext {
+        asked: usize,
+        max: usize,
+    },
     /// Matvec arguments disagree (a bug; reported rather than panicking).
     Matvec(String),
 }
@@ -103,20 +127,39 @@ impl fmt::Display for ModelError {
             ModelError::Storage(e) => write!(f, "reading weights: {e}"),
             ModelError::Kernel(e) => write!(f, "kernel: {e}"),
             ModelError::UnsupportedArch { arch } => {
-                write!(f, "architecture {arch:?} is not supported (llama and qwen2 are)")
+                write!(
+                    f,
+                    "architecture {arch:?} is not supported (llama and qwen2 are)"
+                )
             }
             ModelError::BadParam { key, value, why } => write!(f, "{key} = {value}: {why}"),
-            ModelError::BadShape { tensor, expected, found } => {
-                write!(f, "tensor {tensor:?} has shape {found:?}, expected {expected:?}")
+            ModelError::BadShape {
+                tensor,
+                expected,
+                found,
+            } => {
+                write!(
+                    f,
+                    "tensor {tensor:?} has shape {found:?}, expected {expected:?}"
+                )
             }
             ModelError::BadTensorType { tensor, ty } => {
-                write!(f, "tensor {tensor:?} has type {ty}, which is not allowed there")
+                write!(
+                    f,
+                    "tensor {tensor:?} has type {ty}, which is not allowed there"
+                )
             }
             ModelError::NonFinite { tensor, index } => {
-                write!(f, "tensor {tensor:?} holds NaN or infinity at element {index}")
+                write!(
+                    f,
+                    "tensor {tensor:?} holds NaN or infinity at element {index}"
+                )
             }
             ModelError::ContextFull { ctx } => {
-                write!(f, "context full: all {ctx} positions of the KV cache are used")
+                write!(
+                    f,
+                    "context full: all {ctx} positions of the KV cache are used"
+                )
             }
             ModelError::TokenOutOfRange { token, vocab } => {
                 write!(f, "token id {token} is outside the vocabulary of {vocab}")
@@ -156,7 +199,13 @@ fn param(g: &Gguf, suffix: &str, min: i64, max: i64) -> Result<usize, ModelError
     Ok(g.get_int_in(&g.arch_key(suffix)?, min, max)? as usize)
 }
 
-fn param_or(g: &Gguf, suffix: &str, min: i64, max: i64, default: usize) -> Result<usize, ModelError> {
+fn param_or(
+    g: &Gguf,
+    suffix: &str,
+    min: i64,
+    max: i64,
+    default: usize,
+) -> Result<usize, ModelError> {
     let key = g.arch_key(suffix)?;
     if g.get(&key).is_none() {
         return Ok(default);
@@ -164,11 +213,25 @@ fn param_or(g: &Gguf, suffix: &str, min: i64, max: i64, default: usize) -> Resul
     Ok(g.get_int_in(&key, min, max)? as usize)
 }
 
-fn float_or(g: &Gguf, suffix: &str, default: f32, ok: impl Fn(f32) -> bool, why: &'static str) -> Result<f32, ModelError> {
+fn float_or(
+    g: &Gguf,
+    suffix: &str,
+    default: f32,
+    ok: impl Fn(f32) -> bool,
+    why: &'static str,
+) -> Result<f32, ModelError> {
     let key = g.arch_key(suffix)?;
-    let v = if g.get(&key).is_none() { default } else { g.get_f32(&key)? };
+    let v = if g.get(&key).is_none() {
+        default
+    } else {
+        g.get_f32(&key)?
+    };
     if !v.is_finite() || !ok(v) {
-        return Err(ModelError::BadParam { key, value: alloc::format!("{v}"), why });
+        return Err(ModelError::BadParam {
+            key,
+            value: alloc::format!("{v}"),
+            why,
+        });
     }
     Ok(v)
 }
@@ -212,14 +275,36 @@ impl Config {
                 why: "must be even and at most the head dimension",
             });
         }
-        let rope_base = float_or(g, "rope.freq_base", 10000.0, |v| v > 1.0, "must be a finite number above 1")?;
-        let norm_eps = float_or(g, "attention.layer_norm_rms_epsilon", 1e-5, |v| v > 0.0 && v < 1.0, "must be in (0, 1)")?;
+        let rope_base = float_or(
+            g,
+            "rope.freq_base",
+            10000.0,
+            |v| v > 1.0,
+            "must be a finite number above 1",
+        )?;
+        let norm_eps = float_or(
+            g,
+            "attention.layer_norm_rms_epsilon",
+            1e-5,
+            |v| v > 0.0 && v < 1.0,
+            "must be in (0, 1)",
+        )?;
         let scaling_key = g.arch_key("rope.scaling.type")?;
         let rope_scale = match g.get(&scaling_key).and_then(|v| v.as_str()) {
             None | Some("none") => 1.0,
-            Some("linear") => float_or(g, "rope.scaling.factor", 1.0, |v| v >= 1.0, "must be at least 1")?,
+            Some("linear") => float_or(
+                g,
+                "rope.scaling.factor",
+                1.0,
+                |v| v >= 1.0,
+                "must be at least 1",
+            )?,
             Some(other) => {
-                return Err(ModelError::BadParam { key: scaling_key, value: other.into(), why: "only linear RoPE scaling is supported" })
+                return Err(ModelError::BadParam {
+                    key: scaling_key,
+                    value: other.into(),
+                    why: "only linear RoPE scaling is supported",
+                })
             }
         };
         let emb = g.require_tensor("token_embd.weight")?;
@@ -283,40 +368,67 @@ impl Weights {
 
     /// Largest row of any matrix, in bytes.
     pub fn max_row_bytes(&self) -> usize {
-        self.matrices().chain(core::iter::once(&self.token_embd)).map(|t| t.row_bytes() as usize).max().unwrap_or(0)
+        self.matrices()
+            .chain(core::iter::once(&self.token_embd))
+            .map(|t| t.row_bytes() as usize)
+            .max()
+            .unwrap_or(0)
     }
 }
 
 fn matrix(g: &Gguf, name: &str, cols: usize, rows: usize) -> Result<TensorInfo, ModelError> {
     let t = g.require_tensor(name)?;
     if t.n_dims > 2 || t.row_len() != cols as u64 || t.rows() != rows as u64 {
-        return Err(ModelError::BadShape { tensor: name.into(), expected: [cols as u64, rows as u64], found: t.shape().to_vec() });
+        return Err(ModelError::BadShape {
+            tensor: name.into(),
+            expected: [cols as u64, rows as u64],
+            found: t.shape().to_vec(),
+        });
     }
     Ok(t.clone())
 }
 
 /// Read a small 1-D tensor of `n` values into RAM as f32, rejecting NaN and infinity.
-fn vector<S: Storage + ?Sized>(g: &Gguf, src: &S, name: &str, n: usize) -> Result<Vec<f32>, ModelError> {
+fn vector<S: Storage + ?Sized>(
+    g: &Gguf,
+    src: &S,
+    name: &str,
+    n: usize,
+) -> Result<Vec<f32>, ModelError> {
     let t = g.require_tensor(name)?;
     if t.n_elements() != n as u64 {
-        return Err(ModelError::BadShape { tensor: name.into(), expected: [n as u64, 1], found: t.shape().to_vec() });
+        return Err(ModelError::BadShape {
+            tensor: name.into(),
+            expected: [n as u64, 1],
+            found: t.shape().to_vec(),
+        });
     }
     if !matches!(t.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::Bf16) {
-        return Err(ModelError::BadTensorType { tensor: name.into(), ty: t.ty });
+        return Err(ModelError::BadTensorType {
+            tensor: name.into(),
+            ty: t.ty,
+        });
     }
     let mut bytes = vec![0u8; t.size as usize];
     src.read_at(t.offset, &mut bytes)?;
     let mut out = vec![0f32; n];
     scalar::dequantize_row(t.ty, &bytes, &mut out);
     if let Some(index) = out.iter().position(|v| !v.is_finite()) {
-        return Err(ModelError::NonFinite { tensor: name.into(), index });
+        return Err(ModelError::NonFinite {
+            tensor: name.into(),
+            index,
+        });
     }
     Ok(out)
 }
 
 impl Weights {
     /// Find, shape-check and (for small vectors) load every weight of `cfg`'s model.
-    pub fn from_gguf<S: Storage + ?Sized>(g: &Gguf, src: &S, cfg: &Config) -> Result<Weights, ModelError> {
+    pub fn from_gguf<S: Storage + ?Sized>(
+        g: &Gguf,
+        src: &S,
+        cfg: &Config,
+    ) -> Result<Weights, ModelError> {
         let (d, q, kv, f) = (cfg.dim, cfg.q_dim(), cfg.kv_dim(), cfg.ffn_dim);
         let token_embd = matrix(g, "token_embd.weight", d, cfg.vocab)?;
         let output = match g.tensor("output.weight") {
@@ -350,6 +462,11 @@ impl Weights {
                 w_down: matrix(g, &n("ffn_down.weight"), f, d)?,
             });
         }
-        Ok(Weights { token_embd, output_norm, output, layers })
+        Ok(Weights {
+            token_embd,
+            output_norm,
+            output,
+            layers,
+        })
     }
 }

@@ -40,17 +40,28 @@ pub struct BlockQ8K {
 
 impl Default for BlockQ8_0 {
     fn default() -> Self {
-        Self { d: 0.0, qs: [0; QK32] }
+        Self {
+            d: 0.0,
+            qs: [0; QK32],
+        }
     }
 }
 impl Default for BlockQ8_1 {
     fn default() -> Self {
-        Self { d: 0.0, s: 0.0, qs: [0; QK32] }
+        Self {
+            d: 0.0,
+            s: 0.0,
+            qs: [0; QK32],
+        }
     }
 }
 impl Default for BlockQ8K {
     fn default() -> Self {
-        Self { d: 0.0, qs: [0; QK_K], bsums: [0; QK_K / 16] }
+        Self {
+            d: 0.0,
+            qs: [0; QK_K],
+            bsums: [0; QK_K / 16],
+        }
     }
 }
 
@@ -207,8 +218,11 @@ impl ActBuf {
     /// Quantize `x` into `format`. The length must be a multiple of the format's block size.
     pub fn quantize(&mut self, format: ActFormat, x: &[f32]) -> Result<(), ActLenError> {
         let be = format.block_elems();
-        if x.len() % be != 0 {
-            return Err(ActLenError { format, len: x.len() });
+        if !x.len().is_multiple_of(be) {
+            return Err(ActLenError {
+                format,
+                len: x.len(),
+            });
         }
         let nb = x.len() / be;
         match format {
@@ -218,11 +232,13 @@ impl ActBuf {
             }
             ActFormat::F16 => {
                 self.halves.clear();
-                self.halves.extend(x.iter().map(|&v| f16::from_f32(v).to_bits()));
+                self.halves
+                    .extend(x.iter().map(|&v| f16::from_f32(v).to_bits()));
             }
             ActFormat::Bf16 => {
                 self.halves.clear();
-                self.halves.extend(x.iter().map(|&v| bf16::from_f32(v).to_bits()));
+                self.halves
+                    .extend(x.iter().map(|&v| bf16::from_f32(v).to_bits()));
             }
             ActFormat::Q8_0 => {
                 self.q8_0.resize(nb, BlockQ8_0::default());

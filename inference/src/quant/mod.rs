@@ -22,9 +22,18 @@ use core::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KernelError {
     /// The activations are in `found` format but `ty` weights need `expected`.
-    ActFormat { ty: GgmlType, expected: ActFormat, found: ActFormat },
+    ActFormat {
+        ty: GgmlType,
+        expected: ActFormat,
+        found: ActFormat,
+    },
     /// The row holds `row_bytes` bytes but `n` elements of `ty` need `expected` bytes.
-    RowLength { ty: GgmlType, n: usize, row_bytes: usize, expected: Option<u64> },
+    RowLength {
+        ty: GgmlType,
+        n: usize,
+        row_bytes: usize,
+        expected: Option<u64>,
+    },
     /// The activations hold `acts` values but the row has `n`.
     ActLength { n: usize, acts: usize },
 }
@@ -32,10 +41,22 @@ pub enum KernelError {
 impl fmt::Display for KernelError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            KernelError::ActFormat { ty, expected, found } => {
-                write!(f, "{ty} weights need {expected:?} activations, got {found:?}")
+            KernelError::ActFormat {
+                ty,
+                expected,
+                found,
+            } => {
+                write!(
+                    f,
+                    "{ty} weights need {expected:?} activations, got {found:?}"
+                )
             }
-            KernelError::RowLength { ty, n, row_bytes, expected } => write!(
+            KernelError::RowLength {
+                ty,
+                n,
+                row_bytes,
+                expected,
+            } => write!(
                 f,
                 "a {ty} row of {n} elements needs {expected:?} bytes, got {row_bytes}"
             ),
@@ -48,17 +69,35 @@ impl fmt::Display for KernelError {
 
 /// Check that `rows` whole rows of `n` elements of `ty` can be multiplied with `acts`; returns the
 /// bytes per row.
-pub fn check_dot_args(ty: GgmlType, n: usize, w_len: usize, rows: usize, acts: &Acts<'_>) -> Result<usize, KernelError> {
+pub fn check_dot_args(
+    ty: GgmlType,
+    n: usize,
+    w_len: usize,
+    rows: usize,
+    acts: &Acts<'_>,
+) -> Result<usize, KernelError> {
     if acts.format() != ty.act_format() {
-        return Err(KernelError::ActFormat { ty, expected: ty.act_format(), found: acts.format() });
+        return Err(KernelError::ActFormat {
+            ty,
+            expected: ty.act_format(),
+            found: acts.format(),
+        });
     }
     if acts.len() != n {
-        return Err(KernelError::ActLength { n, acts: acts.len() });
+        return Err(KernelError::ActLength {
+            n,
+            acts: acts.len(),
+        });
     }
     let rb = ty.row_bytes(n as u64);
     match rb.and_then(|r| r.checked_mul(rows as u64)) {
         Some(total) if total == w_len as u64 => Ok(rb.unwrap_or(0) as usize),
-        _ => Err(KernelError::RowLength { ty, n, row_bytes: w_len, expected: rb }),
+        _ => Err(KernelError::RowLength {
+            ty,
+            n,
+            row_bytes: w_len,
+            expected: rb,
+        }),
     }
 }
 
@@ -88,7 +127,9 @@ pub struct Kernels {
 
 impl fmt::Debug for Kernels {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Kernels").field("name", &self.name).finish_non_exhaustive()
+        f.debug_struct("Kernels")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -118,7 +159,14 @@ impl Kernels {
 
     /// Dot products of `out.len()` consecutive rows of `n` elements of `ty` (packed in `w`) with
     /// `acts`, written to `out`.
-    pub fn dot_rows(&self, ty: GgmlType, n: usize, w: &[u8], acts: &Acts<'_>, out: &mut [f32]) -> Result<(), KernelError> {
+    pub fn dot_rows(
+        &self,
+        ty: GgmlType,
+        n: usize,
+        w: &[u8],
+        acts: &Acts<'_>,
+        out: &mut [f32],
+    ) -> Result<(), KernelError> {
         let rb = check_dot_args(ty, n, w.len(), out.len(), acts)?;
         if rb == 0 {
             out.fill(0.0);
@@ -148,14 +196,24 @@ impl Kernels {
             // check_dot_args accepted the pair, so this arm is unreachable; answer with the error
             // rather than a panic all the same.
             _ => {
-                return Err(KernelError::ActFormat { ty, expected: ty.act_format(), found: acts.format() })
+                return Err(KernelError::ActFormat {
+                    ty,
+                    expected: ty.act_format(),
+                    found: acts.format(),
+                })
             }
         }
         Ok(())
     }
 
     /// One row's dot product (see [`Kernels::dot_rows`]).
-    pub fn dot(&self, ty: GgmlType, n: usize, row: &[u8], acts: &Acts<'_>) -> Result<f32, KernelError> {
+    pub fn dot(
+        &self,
+        ty: GgmlType,
+        n: usize,
+        row: &[u8],
+        acts: &Acts<'_>,
+    ) -> Result<f32, KernelError> {
         let mut out = [0.0f32];
         self.dot_rows(ty, n, row, acts, &mut out)?;
         Ok(out[0])

@@ -45,7 +45,10 @@ impl Merges {
 
     pub fn find(&self, left: u32, right: u32) -> Option<&Merge> {
         let key = merge_key(left, right);
-        self.rules.binary_search_by(|m| m.key.cmp(&key)).ok().map(|i| &self.rules[i])
+        self.rules
+            .binary_search_by(|m| m.key.cmp(&key))
+            .ok()
+            .map(|i| &self.rules[i])
     }
 }
 
@@ -98,7 +101,13 @@ pub struct Tables<'a> {
 }
 
 /// Append the tokens of one pre-tokenized `word` to `out`.
-pub fn tokenize_word(vocab: &Vocab, t: &Tables, word: &[u8], scratch: &mut Vec<u8>, out: &mut Vec<u32>) {
+pub fn tokenize_word(
+    vocab: &Vocab,
+    t: &Tables,
+    word: &[u8],
+    scratch: &mut Vec<u8>,
+    out: &mut Vec<u32>,
+) {
     if word.is_empty() {
         return;
     }
@@ -112,7 +121,13 @@ pub fn tokenize_word(vocab: &Vocab, t: &Tables, word: &[u8], scratch: &mut Vec<u
 
     let n = word.len();
     let mut syms: Vec<Symbol> = (0..n)
-        .map(|i| Symbol { id: t.byte_tokens[word[i] as usize], start: i, len: 1, prev: i.wrapping_sub(1), next: i + 1 })
+        .map(|i| Symbol {
+            id: t.byte_tokens[word[i] as usize],
+            start: i,
+            len: 1,
+            prev: i.wrapping_sub(1),
+            next: i + 1,
+        })
         .collect();
     if let Some(last) = syms.last_mut() {
         last.next = usize::MAX;
@@ -120,12 +135,21 @@ pub fn tokenize_word(vocab: &Vocab, t: &Tables, word: &[u8], scratch: &mut Vec<u
 
     let mut queue = BinaryHeap::new();
     let try_add = |syms: &[Symbol], queue: &mut BinaryHeap<Bigram>, left: usize, right: usize| {
-        let (Some(l), Some(r)) = (syms.get(left), syms.get(right)) else { return };
+        let (Some(l), Some(r)) = (syms.get(left), syms.get(right)) else {
+            return;
+        };
         if l.id == NONE || r.id == NONE {
             return;
         }
         if let Some(m) = t.merges.find(l.id, r.id) {
-            queue.push(Bigram { rank: m.rank, left, right, left_id: l.id, right_id: r.id, merged: m.merged });
+            queue.push(Bigram {
+                rank: m.rank,
+                left,
+                right,
+                left_id: l.id,
+                right_id: r.id,
+                merged: m.merged,
+            });
         }
     };
     for i in 1..n {
@@ -158,7 +182,12 @@ pub fn tokenize_word(vocab: &Vocab, t: &Tables, word: &[u8], scratch: &mut Vec<u
             // The symbol's text is no token: llama.cpp looks up each byte of its GPT-2 encoding as a
             // one-byte token and drops the bytes that are none.
             encode_bytes(t, &word[s.start..s.start + s.len], scratch);
-            out.extend(scratch.iter().map(|&e| t.raw_byte_tokens[e as usize]).filter(|&id| id != NONE));
+            out.extend(
+                scratch
+                    .iter()
+                    .map(|&e| t.raw_byte_tokens[e as usize])
+                    .filter(|&id| id != NONE),
+            );
         }
         i = s.next;
     }

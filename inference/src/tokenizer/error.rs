@@ -12,23 +12,50 @@ pub enum TokenizerError {
     /// A required key is absent.
     MissingKey { key: &'static str },
     /// A scalar key holds the wrong type.
-    WrongType { key: &'static str, expected: &'static str, found: ValueType },
+    WrongType {
+        key: &'static str,
+        expected: &'static str,
+        found: ValueType,
+    },
     /// An array key holds elements of the wrong type (or is not an array).
-    WrongElemType { key: &'static str, expected: &'static str, found: ValueType },
+    WrongElemType {
+        key: &'static str,
+        expected: &'static str,
+        found: ValueType,
+    },
     /// A per-token array does not have one element per token.
-    LengthMismatch { key: &'static str, len: u64, n_tokens: u64 },
+    LengthMismatch {
+        key: &'static str,
+        len: u64,
+        n_tokens: u64,
+    },
     /// The vocabulary is empty, or has more tokens than ids can name.
     BadTokenCount { n_tokens: u64 },
     /// Two tokens have the same text.
-    DuplicateToken { text: String, first: u32, second: u32 },
+    DuplicateToken {
+        text: String,
+        first: u32,
+        second: u32,
+    },
     /// A special-token id is negative or not below the vocabulary size.
-    IdOutOfRange { key: &'static str, value: i64, n_tokens: u32 },
+    IdOutOfRange {
+        key: &'static str,
+        value: i64,
+        n_tokens: u32,
+    },
     /// `flag` asks for a token that the vocabulary does not define (`id_key`).
-    MissingSpecialToken { flag: &'static str, id_key: &'static str },
+    MissingSpecialToken {
+        flag: &'static str,
+        id_key: &'static str,
+    },
     /// Merge rule `index` is not two space-separated parts.
     MalformedMerge { index: u64, merge: String },
     /// Merge rule `index` names `part`, which is not a token.
-    MergeUnknownToken { index: u64, merge: String, part: String },
+    MergeUnknownToken {
+        index: u64,
+        merge: String,
+        part: String,
+    },
     /// `tokenizer.ggml.model` names a tokenizer this crate does not implement.
     UnsupportedModel { model: String },
     /// `tokenizer.ggml.pre` names a pre-tokenizer this crate does not implement.

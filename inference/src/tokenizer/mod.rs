@@ -125,9 +125,12 @@ pub enum PreTokenizer {
 impl PreTokenizer {
     fn stages(self) -> &'static [Stage] {
         match self {
-            PreTokenizer::Default => {
-                &[Stage::Runs(Class::PunctAndSome), Stage::Gpt2, Stage::Runs(Class::Number), Stage::AsciiDigits3]
-            }
+            PreTokenizer::Default => &[
+                Stage::Runs(Class::PunctAndSome),
+                Stage::Gpt2,
+                Stage::Runs(Class::Number),
+                Stage::AsciiDigits3,
+            ],
             PreTokenizer::Gpt2 => &[Stage::Gpt2],
             PreTokenizer::Llama3 => &[Stage::Llama3 { max_digits: 3 }],
             PreTokenizer::Qwen2 => &[Stage::Llama3 { max_digits: 1 }],
@@ -149,15 +152,23 @@ struct PreConfig {
 
 fn pre_config(name: Option<&str>) -> Option<PreConfig> {
     use PreTokenizer::*;
-    let c = |pre, clean_spaces, ignore_merges, add_bos| Some(PreConfig { pre, clean_spaces, ignore_merges, add_bos });
+    let c = |pre, clean_spaces, ignore_merges, add_bos| {
+        Some(PreConfig {
+            pre,
+            clean_spaces,
+            ignore_merges,
+            add_bos,
+        })
+    };
     match name {
         None | Some("default") => c(Default, true, false, false),
         Some(n) => match n {
-            "gpt2" | "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "gigachat" | "jina-v2-es" | "jina-v2-de"
-            | "a.x-4.0" | "mellum" | "modern-bert" | "mpt" | "olmo" | "jais" | "exaone4" => c(Gpt2, true, false, false),
+            "gpt2" | "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "gigachat" | "jina-v2-es"
+            | "jina-v2-de" | "a.x-4.0" | "mellum" | "modern-bert" | "mpt" | "olmo" | "jais"
+            | "exaone4" => c(Gpt2, true, false, false),
             "trillion" | "granite-docling" => c(Gpt2, false, false, false),
-            "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" | "midm-2.0" | "lfm2"
-            | "jina-v5-nano" => c(Llama3, true, true, true),
+            "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral"
+            | "midm-2.0" | "lfm2" | "jina-v5-nano" => c(Llama3, true, true, true),
             "dbrx" | "smaug-bpe" => c(Llama3, true, false, false),
             "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "hunyuan" | "solar-open" => {
                 c(Qwen2, false, false, false)
@@ -219,7 +230,13 @@ const FIM_MID_TEXTS: &[&str] = &[
     "<|middle|>",
 ];
 const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"];
-const FIM_REP_TEXTS: &[&str] = &["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"];
+const FIM_REP_TEXTS: &[&str] = &[
+    "<|fim_repo|>",
+    "<|repo_name|>",
+    "<fim-repo>",
+    "<REPO>",
+    "<reponame>",
+];
 const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>"];
 
 /// Texts of tokens that end generation (llama.cpp's list).
@@ -327,7 +344,11 @@ fn opt_str<'g>(g: &'g Gguf, key: &'static str) -> Result<Option<&'g str>, Tokeni
     match g.get(key) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(v) => Err(TokenizerError::WrongType { key, expected: "a string", found: v.value_type() }),
+        Some(v) => Err(TokenizerError::WrongType {
+            key,
+            expected: "a string",
+            found: v.value_type(),
+        }),
     }
 }
 
@@ -335,7 +356,11 @@ fn opt_bool(g: &Gguf, key: &'static str) -> Result<Option<bool>, TokenizerError>
     match g.get(key) {
         None => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(v) => Err(TokenizerError::WrongType { key, expected: "a bool", found: v.value_type() }),
+        Some(v) => Err(TokenizerError::WrongType {
+            key,
+            expected: "a bool",
+            found: v.value_type(),
+        }),
     }
 }
 
@@ -345,10 +370,20 @@ fn opt_id(g: &Gguf, key: &'static str, n_tokens: u32) -> Result<Option<u32>, Tok
     let value = match v.as_i64() {
         Some(i) => i,
         None if v.as_u64().is_some() => i64::MAX,
-        None => return Err(TokenizerError::WrongType { key, expected: "an integer token id", found: v.value_type() }),
+        None => {
+            return Err(TokenizerError::WrongType {
+                key,
+                expected: "an integer token id",
+                found: v.value_type(),
+            })
+        }
     };
     if value < 0 || value >= i64::from(n_tokens) {
-        return Err(TokenizerError::IdOutOfRange { key, value, n_tokens });
+        return Err(TokenizerError::IdOutOfRange {
+            key,
+            value,
+            n_tokens,
+        });
     }
     Ok(Some(value as u32))
 }
@@ -363,14 +398,26 @@ fn array_of(
     match g.get(key) {
         None => Ok(None),
         Some(Value::Array(a)) if allowed.contains(&a.elem) => Ok(Some(*a)),
-        Some(Value::Array(a)) => Err(TokenizerError::WrongElemType { key, expected, found: a.elem }),
-        Some(v) => Err(TokenizerError::WrongType { key, expected: "an array", found: v.value_type() }),
+        Some(Value::Array(a)) => Err(TokenizerError::WrongElemType {
+            key,
+            expected,
+            found: a.elem,
+        }),
+        Some(v) => Err(TokenizerError::WrongType {
+            key,
+            expected: "an array",
+            found: v.value_type(),
+        }),
     }
 }
 
 fn check_len(key: &'static str, len: u64, n_tokens: u32) -> Result<(), TokenizerError> {
     if len != u64::from(n_tokens) {
-        return Err(TokenizerError::LengthMismatch { key, len, n_tokens: u64::from(n_tokens) });
+        return Err(TokenizerError::LengthMismatch {
+            key,
+            len,
+            n_tokens: u64::from(n_tokens),
+        });
     }
     Ok(())
 }
@@ -384,18 +431,24 @@ impl Tokenizer {
     /// from `src`.
     pub fn from_gguf<S: Storage + ?Sized>(g: &Gguf, src: &S) -> Result<Tokenizer, TokenizerError> {
         // Model and pre-tokenizer, with llama.cpp's defaults for each.
-        let model_name = opt_str(g, keys::MODEL)?.ok_or(TokenizerError::MissingKey { key: keys::MODEL })?;
+        let model_name =
+            opt_str(g, keys::MODEL)?.ok_or(TokenizerError::MissingKey { key: keys::MODEL })?;
         let model = match model_name {
             "llama" => Model::SentencePiece,
             "gpt2" => Model::ByteLevelBpe,
-            other => return Err(TokenizerError::UnsupportedModel { model: other.into() }),
+            other => {
+                return Err(TokenizerError::UnsupportedModel {
+                    model: other.into(),
+                })
+            }
         };
         let (pre, clean_spaces, ignore_merges, mut add_bos, mut add_space_prefix) = match model {
             Model::SentencePiece => (PreTokenizer::Default, false, false, true, true),
             Model::ByteLevelBpe => {
                 let name = opt_str(g, keys::PRE)?;
-                let c = pre_config(name)
-                    .ok_or_else(|| TokenizerError::UnsupportedPre { pre: name.unwrap_or("").into() })?;
+                let c = pre_config(name).ok_or_else(|| TokenizerError::UnsupportedPre {
+                    pre: name.unwrap_or("").into(),
+                })?;
                 (c.pre, c.clean_spaces, c.ignore_merges, c.add_bos, false)
             }
         };
@@ -409,7 +462,11 @@ impl Tokenizer {
             .ok_or(TokenizerError::MissingKey { key: keys::TOKENS })?;
         let n_tokens = match u32::try_from(tokens_info.len) {
             Ok(n) if n > 0 && n < NONE => n,
-            _ => return Err(TokenizerError::BadTokenCount { n_tokens: tokens_info.len }),
+            _ => {
+                return Err(TokenizerError::BadTokenCount {
+                    n_tokens: tokens_info.len,
+                })
+            }
         };
         let mut texts = Arena::with_capacity(n_tokens as usize);
         {
@@ -418,9 +475,15 @@ impl Tokenizer {
             let mut i = 0u32;
             while let Some(r) = it.next_bytes(&mut buf) {
                 let t = r.map_err(gguf_err(keys::TOKENS))?;
-                let ok = if t.is_empty() { texts.push(format!("[EMPTY_{i}]").as_bytes()) } else { texts.push(t) };
+                let ok = if t.is_empty() {
+                    texts.push(format!("[EMPTY_{i}]").as_bytes())
+                } else {
+                    texts.push(t)
+                };
                 if !ok {
-                    return Err(TokenizerError::BadTokenCount { n_tokens: tokens_info.len });
+                    return Err(TokenizerError::BadTokenCount {
+                        n_tokens: tokens_info.len,
+                    });
                 }
                 i += 1;
             }
@@ -428,7 +491,12 @@ impl Tokenizer {
         texts.shrink_to_fit();
 
         // Scores (f32 or i32) and token types (i32), one per token.
-        let scores: Vec<f32> = match array_of(g, keys::SCORES, &[ValueType::F32, ValueType::I32], "f32 or i32")? {
+        let scores: Vec<f32> = match array_of(
+            g,
+            keys::SCORES,
+            &[ValueType::F32, ValueType::I32],
+            "f32 or i32",
+        )? {
             None => vec![0.0; n_tokens as usize],
             Some(a) => {
                 check_len(keys::SCORES, a.len, n_tokens)?;
@@ -436,31 +504,54 @@ impl Tokenizer {
                 let v = if a.elem == ValueType::F32 {
                     it.f32s().map_err(gguf_err(keys::SCORES))?
                 } else {
-                    it.ints().map_err(gguf_err(keys::SCORES))?.into_iter().map(|i| i as f32).collect()
+                    it.ints()
+                        .map_err(gguf_err(keys::SCORES))?
+                        .into_iter()
+                        .map(|i| i as f32)
+                        .collect()
                 };
-                v.into_iter().map(|s| if s.is_nan() { f32::NEG_INFINITY } else { s }).collect()
+                v.into_iter()
+                    .map(|s| if s.is_nan() { f32::NEG_INFINITY } else { s })
+                    .collect()
             }
         };
         let attrs: Vec<u8> = match array_of(g, keys::TOKEN_TYPE, &[ValueType::I32], "i32")? {
             None => vec![attr::NORMAL; n_tokens as usize],
             Some(a) => {
                 check_len(keys::TOKEN_TYPE, a.len, n_tokens)?;
-                let it = g.array(src, keys::TOKEN_TYPE).map_err(gguf_err(keys::TOKEN_TYPE))?;
-                it.ints().map_err(gguf_err(keys::TOKEN_TYPE))?.into_iter().map(attr::from_type).collect()
+                let it = g
+                    .array(src, keys::TOKEN_TYPE)
+                    .map_err(gguf_err(keys::TOKEN_TYPE))?;
+                it.ints()
+                    .map_err(gguf_err(keys::TOKEN_TYPE))?
+                    .into_iter()
+                    .map(attr::from_type)
+                    .collect()
             }
         };
         let mut vocab = Vocab::new(texts, attrs, scores);
         if let Some((first, second)) = vocab.build_index() {
-            return Err(TokenizerError::DuplicateToken { text: lossy(vocab.text(first)), first, second });
+            return Err(TokenizerError::DuplicateToken {
+                text: lossy(vocab.text(first)),
+                first,
+                second,
+            });
         }
 
         // Special-token ids: the model's defaults (dropped if out of range), then the metadata.
         let default = |id: u32| (id < n_tokens).then_some(id);
         let mut ids = match model {
-            Model::SentencePiece => {
-                SpecialIds { bos: default(1), eos: default(2), unk: default(0), ..SpecialIds::default() }
-            }
-            Model::ByteLevelBpe => SpecialIds { bos: default(11), eos: default(11), ..SpecialIds::default() },
+            Model::SentencePiece => SpecialIds {
+                bos: default(1),
+                eos: default(2),
+                unk: default(0),
+                ..SpecialIds::default()
+            },
+            Model::ByteLevelBpe => SpecialIds {
+                bos: default(11),
+                eos: default(11),
+                ..SpecialIds::default()
+            },
         };
         type Slot = fn(&mut SpecialIds) -> &mut Option<u32>;
         let table: [(&'static str, Slot); 17] = [
@@ -495,10 +586,16 @@ impl Tokenizer {
             add_eos = b;
         }
         if add_bos && ids.bos.is_none() {
-            return Err(TokenizerError::MissingSpecialToken { flag: keys::ADD_BOS, id_key: keys::BOS_ID });
+            return Err(TokenizerError::MissingSpecialToken {
+                flag: keys::ADD_BOS,
+                id_key: keys::BOS_ID,
+            });
         }
         if add_eos && ids.eos.is_none() {
-            return Err(TokenizerError::MissingSpecialToken { flag: keys::ADD_EOS, id_key: keys::EOS_ID });
+            return Err(TokenizerError::MissingSpecialToken {
+                flag: keys::ADD_EOS,
+                id_key: keys::EOS_ID,
+            });
         }
 
         // Special tokens recognised by their text, as llama.cpp does; they become control tokens.
@@ -526,7 +623,10 @@ impl Tokenizer {
         }
 
         // End of generation: FIM pad/repo/separator, tokens with an end-like text, EOS, EOT, EOM.
-        let mut eog: Vec<u32> = [ids.fim_pad, ids.fim_rep, ids.fim_sep].into_iter().flatten().collect();
+        let mut eog: Vec<u32> = [ids.fim_pad, ids.fim_rep, ids.fim_sep]
+            .into_iter()
+            .flatten()
+            .collect();
         for t in EOG_TEXTS {
             if let Some(id) = vocab.find(t.as_bytes()) {
                 eog.push(id);
@@ -542,8 +642,11 @@ impl Tokenizer {
         eog.extend([ids.eos, ids.eot, ids.eom].into_iter().flatten());
         eog.sort_unstable();
         eog.dedup();
-        let in_eog =
-            |vocab: &Vocab, eog: &[u32], t: &str| vocab.find(t.as_bytes()).filter(|id| eog.binary_search(id).is_ok());
+        let in_eog = |vocab: &Vocab, eog: &[u32], t: &str| {
+            vocab
+                .find(t.as_bytes())
+                .filter(|id| eog.binary_search(id).is_ok())
+        };
         // o200k_harmony / solar-open: "<|end|>" does not end generation when "<|return|>" and
         // "<|call|>" (or "<|calls|>" and "<|flush|>") exist.
         let call = in_eog(&vocab, &eog, "<|call|>").or(in_eog(&vocab, &eog, "<|calls|>"));
@@ -567,10 +670,18 @@ impl Tokenizer {
         // (A text that is not UTF-8 could match inside a character of valid text; such tokens are
         // left out, which changes nothing for real vocabularies.)
         let mut special: Vec<u32> = (0..n_tokens)
-            .filter(|&id| vocab.attr(id) & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0)
+            .filter(|&id| {
+                vocab.attr(id) & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0
+            })
             .filter(|&id| core::str::from_utf8(vocab.text(id)).is_ok())
             .collect();
-        special.sort_by(|&a, &b| vocab.text(b).len().cmp(&vocab.text(a).len()).then(a.cmp(&b)));
+        special.sort_by(|&a, &b| {
+            vocab
+                .text(b)
+                .len()
+                .cmp(&vocab.text(a).len())
+                .then(a.cmp(&b))
+        });
 
         // Byte tables.
         let byte_chars = unicode::byte_char_table();
@@ -736,7 +847,12 @@ impl Tokenizer {
 
     /// Tokenize `text`. `add_special` adds BOS/EOS as the metadata says; `parse_special` turns the
     /// text of control tokens into those tokens (user-defined tokens are always matched).
-    pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Result<Vec<u32>, TokenizerError> {
+    pub fn encode(
+        &self,
+        text: &str,
+        add_special: bool,
+        parse_special: bool,
+    ) -> Result<Vec<u32>, TokenizerError> {
         let mut out = Vec::new();
         self.encode_into(text, add_special, parse_special, &mut out)?;
         Ok(out)
@@ -750,7 +866,9 @@ impl Tokenizer {
         add_special: bool,
         parse_special: bool,
     ) -> Result<Vec<u32>, TokenizerError> {
-        let text = core::str::from_utf8(bytes).map_err(|e| TokenizerError::InvalidUtf8 { offset: e.valid_up_to() })?;
+        let text = core::str::from_utf8(bytes).map_err(|e| TokenizerError::InvalidUtf8 {
+            offset: e.valid_up_to(),
+        })?;
         self.encode(text, add_special, parse_special)
     }
 
@@ -779,7 +897,13 @@ impl Tokenizer {
                             }
                             buf.extend_from_slice(&text.as_bytes()[a..b]);
                             let escaped = escape_spaces(&buf);
-                            spm::tokenize(&self.vocab, &self.byte_tokens, self.ids.unk, &escaped, out);
+                            spm::tokenize(
+                                &self.vocab,
+                                &self.byte_tokens,
+                                self.ids.unk,
+                                &escaped,
+                                out,
+                            );
                             prev_special = false;
                         }
                         Fragment::Token(id) => {
@@ -804,7 +928,13 @@ impl Tokenizer {
                             // Special tokens are UTF-8, so fragments end on character boundaries.
                             let Some(frag) = text.get(a..b) else { continue };
                             for (wa, wb) in pretok::split(frag, self.pre.stages()) {
-                                bpe::tokenize_word(&self.vocab, &tables, &frag.as_bytes()[wa..wb], &mut scratch, out);
+                                bpe::tokenize_word(
+                                    &self.vocab,
+                                    &tables,
+                                    &frag.as_bytes()[wa..wb],
+                                    &mut scratch,
+                                    out,
+                                );
                             }
                         }
                         Fragment::Token(id) => out.push(id),
@@ -928,9 +1058,14 @@ impl Tokenizer {
 }
 
 /// Read and check `tokenizer.ggml.merges`: each rule is `left right`, both tokens.
-fn read_merges<S: Storage + ?Sized>(g: &Gguf, src: &S, vocab: &Vocab) -> Result<Merges, TokenizerError> {
+fn read_merges<S: Storage + ?Sized>(
+    g: &Gguf,
+    src: &S,
+    vocab: &Vocab,
+) -> Result<Merges, TokenizerError> {
     let key = keys::MERGES;
-    let info = array_of(g, key, &[ValueType::String], "strings")?.ok_or(TokenizerError::MissingKey { key })?;
+    let info = array_of(g, key, &[ValueType::String], "strings")?
+        .ok_or(TokenizerError::MissingKey { key })?;
     let mut rules = Vec::with_capacity(info.len as usize);
     let mut it = g.array(src, key).map_err(gguf_err(key))?;
     let mut buf = Vec::new();
@@ -940,22 +1075,31 @@ fn read_merges<S: Storage + ?Sized>(g: &Gguf, src: &S, vocab: &Vocab) -> Result<
         let m = r.map_err(gguf_err(key))?;
         // As llama.cpp: split at the first space after the first byte.
         let Some(sp) = m.iter().skip(1).position(|&c| c == b' ').map(|p| p + 1) else {
-            return Err(TokenizerError::MalformedMerge { index, merge: lossy(m) });
+            return Err(TokenizerError::MalformedMerge {
+                index,
+                merge: lossy(m),
+            });
         };
         let (left, right) = (&m[..sp], &m[sp + 1..]);
         let lookup = |part: &[u8]| {
-            vocab.find(part).ok_or_else(|| TokenizerError::MergeUnknownToken {
-                index,
-                merge: lossy(m),
-                part: lossy(part),
-            })
+            vocab
+                .find(part)
+                .ok_or_else(|| TokenizerError::MergeUnknownToken {
+                    index,
+                    merge: lossy(m),
+                    part: lossy(part),
+                })
         };
         let (l, r) = (lookup(left)?, lookup(right)?);
         joined.clear();
         joined.extend_from_slice(left);
         joined.extend_from_slice(right);
         let merged = vocab.find(&joined).unwrap_or(NONE);
-        rules.push(Merge { key: bpe::merge_key(l, r), rank: u32::try_from(index).unwrap_or(NONE), merged });
+        rules.push(Merge {
+            key: bpe::merge_key(l, r),
+            rank: u32::try_from(index).unwrap_or(NONE),
+            merged,
+        });
         index += 1;
     }
     Ok(Merges::new(rules))
@@ -1121,7 +1265,10 @@ mod tests {
     fn clean_up() {
         let mut t = b"Hello , world ! It 's a ' test ' isn 't it ?".to_vec();
         clean_up_spaces(&mut t);
-        assert_eq!(core::str::from_utf8(&t).unwrap(), "Hello, world! It's a'test'isn 't it?");
+        assert_eq!(
+            core::str::from_utf8(&t).unwrap(),
+            "Hello, world! It's a'test'isn 't it?"
+        );
     }
 
     #[test]

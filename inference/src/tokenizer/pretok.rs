@@ -52,7 +52,8 @@ impl Class {
         match self {
             Class::Number => f & NUMBER != 0,
             Class::PunctAndSome => {
-                f & PUNCTUATION != 0 || matches!(cp, 0x24 | 0x2B | 0x3C | 0x3D | 0x3E | 0x5E | 0x7E | 0x7C)
+                f & PUNCTUATION != 0
+                    || matches!(cp, 0x24 | 0x2B | 0x3C | 0x3D | 0x3E | 0x5E | 0x7E | 0x7C)
             }
         }
     }
@@ -112,7 +113,11 @@ impl Cuts<'_> {
 
 /// Split `text` by `stages`; returns byte ranges of the words, in order, covering the text.
 pub fn split(text: &str, stages: &[Stage]) -> Vec<(usize, usize)> {
-    let mut t = Text { cps: Vec::new(), flags: Vec::new(), offs: Vec::new() };
+    let mut t = Text {
+        cps: Vec::new(),
+        flags: Vec::new(),
+        offs: Vec::new(),
+    };
     for (off, c) in text.char_indices() {
         t.cps.push(c as u32);
         t.flags.push(flags(c as u32));
@@ -129,7 +134,10 @@ pub fn split(text: &str, stages: &[Stage]) -> Vec<(usize, usize)> {
         next.clear();
         for &(ini, end) in &pieces {
             let p = Piece { t: &t, ini, end };
-            let mut cuts = Cuts { prev: ini, out: &mut next };
+            let mut cuts = Cuts {
+                prev: ini,
+                out: &mut next,
+            };
             match stage {
                 Stage::Gpt2 => gpt2(&p, &mut cuts),
                 Stage::Llama3 { max_digits } => llama3(&p, &mut cuts, max_digits.max(1)),
@@ -142,7 +150,10 @@ pub fn split(text: &str, stages: &[Stage]) -> Vec<(usize, usize)> {
         }
         core::mem::swap(&mut pieces, &mut next);
     }
-    pieces.iter().map(|&(a, b)| (t.offs[a], t.offs[b])).collect()
+    pieces
+        .iter()
+        .map(|&(a, b)| (t.offs[a], t.offs[b]))
+        .collect()
 }
 
 fn is_ws(f: u16) -> bool {
@@ -256,7 +267,9 @@ fn llama3(p: &Piece, cuts: &mut Cuts, max_digits: usize) {
         }
 
         // `[^\r\n\p{L}\p{N}]?\p{L}+`
-        if !(c == '\r' as u32 || c == '\n' as u32 || is_number(f)) && (is_letter(f) || is_letter(p.flags(pos + 1))) {
+        if !(c == '\r' as u32 || c == '\n' as u32 || is_number(f))
+            && (is_letter(f) || is_letter(p.flags(pos + 1)))
+        {
             pos += 1;
             while is_letter(p.flags(pos)) {
                 pos += 1;
@@ -360,13 +373,22 @@ mod tests {
     use alloc::vec;
 
     fn words<'a>(text: &'a str, stages: &[Stage]) -> Vec<&'a str> {
-        split(text, stages).into_iter().map(|(a, b)| &text[a..b]).collect()
+        split(text, stages)
+            .into_iter()
+            .map(|(a, b)| &text[a..b])
+            .collect()
     }
 
     #[test]
     fn gpt2_rule() {
-        assert_eq!(words("Hello world", &[Stage::Gpt2]), vec!["Hello", " world"]);
-        assert_eq!(words("I'm  here 123!!", &[Stage::Gpt2]), vec!["I", "'m", " ", " here", " 123", "!!"]);
+        assert_eq!(
+            words("Hello world", &[Stage::Gpt2]),
+            vec!["Hello", " world"]
+        );
+        assert_eq!(
+            words("I'm  here 123!!", &[Stage::Gpt2]),
+            vec!["I", "'m", " ", " here", " 123", "!!"]
+        );
         assert_eq!(words("a  ", &[Stage::Gpt2]), vec!["a", "  "]);
         assert_eq!(words("I'M", &[Stage::Gpt2]), vec!["I", "'", "M"]);
     }
@@ -374,7 +396,10 @@ mod tests {
     #[test]
     fn llama3_rule() {
         let s = [Stage::Llama3 { max_digits: 3 }];
-        assert_eq!(words("I'M 12345 (x)\n\n y", &s), vec!["I", "'M", " ", "123", "45", " (", "x", ")\n\n", " y"]);
+        assert_eq!(
+            words("I'M 12345 (x)\n\n y", &s),
+            vec!["I", "'M", " ", "123", "45", " (", "x", ")\n\n", " y"]
+        );
         assert_eq!(words("a \n b", &s), vec!["a", " \n", " b"]);
     }
 

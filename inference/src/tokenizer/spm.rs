@@ -53,7 +53,13 @@ impl Eq for Bigram {}
 
 /// Append the tokens of `text` to `out`. `byte_tokens[b]` is the token for byte `b` ([`NONE`] if the
 /// vocabulary has none; then `unk` is used, or the byte is dropped).
-pub fn tokenize(vocab: &Vocab, byte_tokens: &[u32; 256], unk: Option<u32>, text: &[u8], out: &mut Vec<u32>) {
+pub fn tokenize(
+    vocab: &Vocab,
+    byte_tokens: &[u32; 256],
+    unk: Option<u32>,
+    text: &[u8],
+    out: &mut Vec<u32>,
+) {
     if text.is_empty() {
         return;
     }
@@ -62,7 +68,12 @@ pub fn tokenize(vocab: &Vocab, byte_tokens: &[u32; 256], unk: Option<u32>, text:
     while offs < text.len() {
         let n = utf8_len(text[offs]).min(text.len() - offs);
         let i = syms.len();
-        syms.push(Symbol { start: offs, len: n, prev: i.wrapping_sub(1), next: i + 1 });
+        syms.push(Symbol {
+            start: offs,
+            len: n,
+            prev: i.wrapping_sub(1),
+            next: i + 1,
+        });
         offs += n;
     }
     if let Some(last) = syms.last_mut() {
@@ -71,11 +82,20 @@ pub fn tokenize(vocab: &Vocab, byte_tokens: &[u32; 256], unk: Option<u32>, text:
 
     let mut queue = BinaryHeap::new();
     let try_add = |syms: &[Symbol], queue: &mut BinaryHeap<Bigram>, left: usize, right: usize| {
-        let (Some(l), Some(r)) = (syms.get(left), syms.get(right)) else { return };
+        let (Some(l), Some(r)) = (syms.get(left), syms.get(right)) else {
+            return;
+        };
         let len = l.len + r.len;
-        let Some(piece) = text.get(l.start..l.start + len) else { return };
+        let Some(piece) = text.get(l.start..l.start + len) else {
+            return;
+        };
         if let Some(id) = vocab.find(piece) {
-            queue.push(Bigram { score: vocab.score(id), left, right, len });
+            queue.push(Bigram {
+                score: vocab.score(id),
+                left,
+                right,
+                len,
+            });
         }
     };
     for i in 1..syms.len() {

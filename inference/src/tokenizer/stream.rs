@@ -21,7 +21,11 @@ const REPLACEMENT: &str = "\u{FFFD}";
 
 impl StreamDecoder {
     pub const fn new() -> Self {
-        StreamDecoder { pending: [0; 4], n_pending: 0, need: 0 }
+        StreamDecoder {
+            pending: [0; 4],
+            n_pending: 0,
+            need: 0,
+        }
     }
 
     /// Feed `bytes`; `emit` receives the text they complete, possibly in several parts.
@@ -29,7 +33,9 @@ impl StreamDecoder {
         let mut rest = bytes;
         // First finish the held-back character, byte by byte.
         while self.n_pending > 0 {
-            let Some((&b, tail)) = rest.split_first() else { return };
+            let Some((&b, tail)) = rest.split_first() else {
+                return;
+            };
             if !self.continues(b) {
                 // The pending sequence cannot complete: one invalid subsequence. `b` starts afresh.
                 emit(REPLACEMENT);

@@ -37,12 +37,20 @@ pub struct Arena {
 
 impl Arena {
     pub fn with_capacity(n: usize) -> Self {
-        Arena { bytes: Vec::new(), ends: Vec::with_capacity(n) }
+        Arena {
+            bytes: Vec::new(),
+            ends: Vec::with_capacity(n),
+        }
     }
 
     /// Append a string; `false` if the arena would pass 4 GiB.
     pub fn push(&mut self, s: &[u8]) -> bool {
-        let Some(end) = self.bytes.len().checked_add(s.len()).and_then(|e| u32::try_from(e).ok()) else {
+        let Some(end) = self
+            .bytes
+            .len()
+            .checked_add(s.len())
+            .and_then(|e| u32::try_from(e).ok())
+        else {
             return false;
         };
         self.bytes.extend_from_slice(s);
@@ -56,7 +64,9 @@ impl Arena {
 
     /// String `i`, empty if there is none.
     pub fn get(&self, i: usize) -> &[u8] {
-        let Some(&end) = self.ends.get(i) else { return &[] };
+        let Some(&end) = self.ends.get(i) else {
+            return &[];
+        };
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         self.bytes.get(start as usize..end as usize).unwrap_or(&[])
     }
@@ -90,7 +100,12 @@ fn hash(s: &[u8]) -> u64 {
 
 impl Vocab {
     pub fn new(texts: Arena, attrs: Vec<u8>, scores: Vec<f32>) -> Self {
-        Vocab { texts, index: Vec::new(), attrs, scores }
+        Vocab {
+            texts,
+            index: Vec::new(),
+            attrs,
+            scores,
+        }
     }
 
     pub fn len(&self) -> usize {

@@ -15,14 +15,25 @@ pub struct Built {
 /// Build the kernel for `board` and the PC runner (once per test binary and board).
 pub fn built(board: &str) -> &'static Built {
     static VIRT: OnceLock<Built> = OnceLock::new();
-    assert_eq!(board, "qemu-virt-aarch64", "only the virt board is cached here");
+    assert_eq!(
+        board, "qemu-virt-aarch64",
+        "only the virt board is cached here"
+    );
     VIRT.get_or_init(|| {
         let board = xtask::board(board).unwrap();
         let kernel = xtask::build_kernel(&board).unwrap_or_else(|e| panic!("{e}"));
         let host = xtask::build_host().unwrap_or_else(|e| panic!("{e}"));
         let q = Command::new(&board.qemu_binary).arg("--version").output();
-        assert!(q.is_ok(), "{} not found: run `cargo xtask setup`", board.qemu_binary);
-        Built { kernel, host, board }
+        assert!(
+            q.is_ok(),
+            "{} not found: run `cargo xtask setup`",
+            board.qemu_binary
+        );
+        Built {
+            kernel,
+            host,
+            board,
+        }
     })
 }
 
@@ -34,8 +45,17 @@ pub fn image_dir() -> PathBuf {
 
 /// What `lmboot-host` prints for these settings (its stdout, without the final newline it adds).
 pub fn host_text(b: &Built, model: &Path, s: &xtask::Settings) -> String {
-    let out = Command::new(&b.host).arg("--model").arg(model).args(s.host_args()).output().unwrap();
-    assert!(out.status.success(), "lmboot-host failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(&b.host)
+        .arg("--model")
+        .arg(model)
+        .args(s.host_args())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "lmboot-host failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut t = String::from_utf8(out.stdout).expect("host output is UTF-8");
     assert!(t.ends_with('\n'));
     t.pop();
@@ -43,10 +63,20 @@ pub fn host_text(b: &Built, model: &Path, s: &xtask::Settings) -> String {
 }
 
 /// Boot with `image`; returns (exit code, UART text with CRLF turned into LF).
-pub fn boot(b: &Built, image: &Path, mem: Option<&str>, extra: &[String], limit: Duration) -> (i32, String) {
+pub fn boot(
+    b: &Built,
+    image: &Path,
+    mem: Option<&str>,
+    extra: &[String],
+    limit: Duration,
+) -> (i32, String) {
     let mut c = xtask::qemu_command(&b.board, &b.kernel, image, mem, extra);
-    c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = c.spawn().unwrap_or_else(|e| panic!("starting QEMU: {e} (run `cargo xtask setup`)"));
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting QEMU: {e} (run `cargo xtask setup`)"));
     let mut stdout = child.stdout.take().unwrap();
     let reader = std::thread::spawn(move || {
         let mut v = Vec::new();
@@ -74,8 +104,14 @@ pub fn boot(b: &Built, image: &Path, mem: Option<&str>, extra: &[String], limit:
 pub fn generated(uart: &str) -> &str {
     let begin = kernel::run::BEGIN_OUTPUT;
     let end = kernel::run::END_OUTPUT;
-    let s = uart.find(&format!("{begin}\n")).unwrap_or_else(|| panic!("no {begin} marker in:\n{uart}")) + begin.len() + 1;
-    let e = uart[s..].find(&format!("\n{end}")).unwrap_or_else(|| panic!("no {end} marker in:\n{uart}"));
+    let s = uart
+        .find(&format!("{begin}\n"))
+        .unwrap_or_else(|| panic!("no {begin} marker in:\n{uart}"))
+        + begin.len()
+        + 1;
+    let e = uart[s..]
+        .find(&format!("\n{end}"))
+        .unwrap_or_else(|| panic!("no {end} marker in:\n{uart}"));
     &uart[s..s + e]
 }
 
@@ -84,6 +120,14 @@ pub fn make_image(name: &str, s: &xtask::Settings, model: &Path) -> PathBuf {
     let img = image_dir().join(format!("{name}.img"));
     let cfg = s.config_text(xtask::MODEL_ON_CARD);
     use xtask::image::Content;
-    xtask::image::make_image(&img, &[("lmboot.txt", Content::Bytes(cfg.as_bytes())), (xtask::MODEL_ON_CARD, Content::File(model))], 0).unwrap();
+    xtask::image::make_image(
+        &img,
+        &[
+            ("lmboot.txt", Content::Bytes(cfg.as_bytes())),
+            (xtask::MODEL_ON_CARD, Content::File(model)),
+        ],
+        0,
+    )
+    .unwrap();
     img
 }

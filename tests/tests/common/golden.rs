@@ -23,7 +23,13 @@ pub fn cases() -> Vec<Case> {
     let dir = super::shared().join("golden");
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".txt").map(String::from))
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_suffix(".txt")
+                .map(String::from)
+        })
         .collect();
     names.sort();
     assert!(!names.is_empty(), "no golden cases in {}", dir.display());
@@ -62,15 +68,29 @@ pub fn load(name: &str) -> Case {
             c.steps.push((step, id, top));
         }
     }
-    assert!(!c.prompt_ids.is_empty() && !c.generated_ids.is_empty(), "{name}: unreadable golden file");
+    assert!(
+        !c.prompt_ids.is_empty() && !c.generated_ids.is_empty(),
+        "{name}: unreadable golden file"
+    );
     c
 }
 
 /// Rows of little-endian f32 of width `n`.
 pub fn rows(path: &std::path::Path, n: usize) -> Vec<Vec<f32>> {
     let b = std::fs::read(path).unwrap();
-    assert_eq!(b.len() % (n * 4), 0, "{}: not whole rows of {n}", path.display());
-    b.chunks_exact(n * 4).map(|r| r.chunks_exact(4).map(|x| f32::from_le_bytes(x.try_into().unwrap())).collect()).collect()
+    assert_eq!(
+        b.len() % (n * 4),
+        0,
+        "{}: not whole rows of {n}",
+        path.display()
+    );
+    b.chunks_exact(n * 4)
+        .map(|r| {
+            r.chunks_exact(4)
+                .map(|x| f32::from_le_bytes(x.try_into().unwrap()))
+                .collect()
+        })
+        .collect()
 }
 
 /// log-softmax in f64.

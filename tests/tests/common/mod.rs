@@ -8,7 +8,11 @@ use std::path::PathBuf;
 /// `../shared` beside the repository.
 pub fn shared() -> PathBuf {
     let d = xtask::shared_dir();
-    assert!(d.is_dir(), "reference data not found at {} (set LMBOOT_SHARED)", d.display());
+    assert!(
+        d.is_dir(),
+        "reference data not found at {} (set LMBOOT_SHARED)",
+        d.display()
+    );
     d
 }
 
@@ -33,10 +37,17 @@ pub fn tensor_bytes<S: Storage>(src: &S, g: &Gguf, name: &str) -> Vec<u8> {
 
 /// Tensor `name` (F32) as floats.
 pub fn tensor_f32<S: Storage>(src: &S, g: &Gguf, name: &str) -> Vec<f32> {
-    assert_eq!(g.require_tensor(name).unwrap().ty, inference::GgmlType::F32, "{name} is not F32");
-    tensor_bytes(src, g, name).chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
+    assert_eq!(
+        g.require_tensor(name).unwrap().ty,
+        inference::GgmlType::F32,
+        "{name} is not F32"
+    );
+    tensor_bytes(src, g, name)
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect()
 }
 
-pub mod golden;
 pub mod boot;
+pub mod golden;
 pub mod synth;

@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// A tool from dosfstools or mtools; fails (never skips) when missing.
 pub fn tool(name: &str) -> PathBuf {
     let path = std::env::var_os("PATH").unwrap_or_default();
-    let dirs = std::env::split_paths(&path).chain(["/usr/sbin", "/sbin", "/usr/local/sbin"].map(PathBuf::from));
+    let dirs = std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin", "/usr/local/sbin"].map(PathBuf::from));
     for d in dirs {
         let p = d.join(name);
         if p.is_file() {
@@ -127,17 +128,27 @@ fn mtools_image(img: &Path, offset: u64) -> String {
 
 /// `mmd` a directory into the volume at byte `offset` of `img`.
 pub fn mmd(img: &Path, offset: u64, dir: &str) {
-    run(Command::new(tool("mmd")).arg("-i").arg(mtools_image(img, offset)).arg(format!("::{dir}")));
+    run(Command::new(tool("mmd"))
+        .arg("-i")
+        .arg(mtools_image(img, offset))
+        .arg(format!("::{dir}")));
 }
 
 /// `mcopy` the host file `src` to `dst` (an absolute path in the volume).
 pub fn mcopy(img: &Path, offset: u64, src: &Path, dst: &str) {
-    run(Command::new(tool("mcopy")).arg("-i").arg(mtools_image(img, offset)).arg(src).arg(format!("::{dst}")));
+    run(Command::new(tool("mcopy"))
+        .arg("-i")
+        .arg(mtools_image(img, offset))
+        .arg(src)
+        .arg(format!("::{dst}")));
 }
 
 /// `mdel` a file.
 pub fn mdel(img: &Path, offset: u64, path: &str) {
-    run(Command::new(tool("mdel")).arg("-i").arg(mtools_image(img, offset)).arg(format!("::{path}")));
+    run(Command::new(tool("mdel"))
+        .arg("-i")
+        .arg(mtools_image(img, offset))
+        .arg(format!("::{path}")));
 }
 
 /// Write `data` to a host file in `dir` and mcopy it to `dst`.
@@ -170,7 +181,11 @@ pub fn set_mbr_entry(img: &mut [u8], i: usize, start: u32, blocks: u32, kind: u8
 /// Write the MBR into the image file at `img` (partition of the whole image after `start`).
 pub fn write_mbr_file(img: &Path, start: u32, kind: u8) {
     use std::io::{Read, Seek, SeekFrom, Write};
-    let mut f = std::fs::OpenOptions::new().read(true).write(true).open(img).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(img)
+        .unwrap();
     let blocks = (f.metadata().unwrap().len() / 512) as u32 - start;
     let mut s = [0u8; 512];
     f.read_exact(&mut s).unwrap();
@@ -227,7 +242,10 @@ impl SparseDisk {
                 blocks.insert(i as u64, Box::new(<[u8; BLOCK_SIZE]>::try_from(b).unwrap()));
             }
         }
-        SparseDisk { blocks, num_blocks: (data.len() / BLOCK_SIZE) as u64 }
+        SparseDisk {
+            blocks,
+            num_blocks: (data.len() / BLOCK_SIZE) as u64,
+        }
     }
 
     /// Blocks on the device.
@@ -246,7 +264,9 @@ impl SparseDisk {
         (0..len as u64)
             .map(|i| {
                 let at = offset + i;
-                self.blocks.get(&(at / 512)).map_or(0, |b| b[(at % 512) as usize])
+                self.blocks
+                    .get(&(at / 512))
+                    .map_or(0, |b| b[(at % 512) as usize])
             })
             .collect()
     }
@@ -263,7 +283,9 @@ impl SparseDisk {
     pub fn patch(&mut self, offset: u64, data: &[u8]) {
         for (i, &x) in data.iter().enumerate() {
             let at = offset + i as u64;
-            self.blocks.entry(at / 512).or_insert_with(|| Box::new([0; BLOCK_SIZE]))[(at % 512) as usize] = x;
+            self.blocks
+                .entry(at / 512)
+                .or_insert_with(|| Box::new([0; BLOCK_SIZE]))[(at % 512) as usize] = x;
         }
     }
 
@@ -319,29 +341,52 @@ pub fn short_entry_name(short: &str) -> [u8; 11] {
 
 /// Open `path`, check size and extents, read it whole and at `reads` pseudo-random ranges (plus the
 /// edges), and compare with `expected`. Returns the file.
-pub fn check_file<D: BlockDevice>(vol: &Volume, dev: &mut D, path: &str, expected: &[u8], seed: u64) -> File
+pub fn check_file<D: BlockDevice>(
+    vol: &Volume,
+    dev: &mut D,
+    path: &str,
+    expected: &[u8],
+    seed: u64,
+) -> File
 where
     D::Error: std::fmt::Debug,
 {
-    let f = vol.open(dev, path).unwrap_or_else(|e| panic!("open {path}: {e}"));
+    let f = vol
+        .open(dev, path)
+        .unwrap_or_else(|e| panic!("open {path}: {e}"));
     let size = expected.len() as u64;
     assert_eq!(f.size(), size, "{path}: size");
     let blocks: u64 = f.extents().iter().map(|e| e.blocks).sum();
-    assert_eq!(blocks, size.div_ceil(512), "{path}: extents cover ceil(size / 512) blocks");
+    assert_eq!(
+        blocks,
+        size.div_ceil(512),
+        "{path}: extents cover ceil(size / 512) blocks"
+    );
     assert_eq!(f.blocks(), size.div_ceil(512));
     for e in f.extents() {
         assert!(e.blocks > 0, "{path}: empty extent {e:?}");
     }
     for w in f.extents().windows(2) {
-        assert_ne!(w[0].lba + w[0].blocks, w[1].lba, "{path}: adjacent extents not merged: {:?}", w);
+        assert_ne!(
+            w[0].lba + w[0].blocks,
+            w[1].lba,
+            "{path}: adjacent extents not merged: {:?}",
+            w
+        );
     }
 
     let mut whole = vec![0u8; expected.len()];
-    f.read_at(dev, 0, &mut whole).unwrap_or_else(|e| panic!("read {path}: {e}"));
+    f.read_at(dev, 0, &mut whole)
+        .unwrap_or_else(|e| panic!("read {path}: {e}"));
     assert!(whole == expected, "{path}: whole-file read differs");
 
     let mut rng = Rng::new(seed);
-    let mut ranges: Vec<(u64, u64)> = vec![(0, 0), (size, 0), (0, size.min(1)), (size.saturating_sub(1), size.min(1))];
+    let mut ranges: Vec<(u64, u64)> = vec![
+        (0, 0),
+        (size, 0),
+        (0, size.min(1)),
+        (size.saturating_sub(1), size.min(1)),
+    ];
     for _ in 0..200 {
         if size == 0 {
             break;
@@ -357,8 +402,12 @@ where
     }
     for (off, len) in ranges {
         let mut buf = vec![0xA5u8; len as usize];
-        f.read_at(dev, off, &mut buf).unwrap_or_else(|e| panic!("read {path} at {off}+{len}: {e}"));
-        assert!(buf[..] == expected[off as usize..(off + len) as usize], "{path}: read at {off}+{len} differs");
+        f.read_at(dev, off, &mut buf)
+            .unwrap_or_else(|e| panic!("read {path} at {off}+{len}: {e}"));
+        assert!(
+            buf[..] == expected[off as usize..(off + len) as usize],
+            "{path}: read at {off}+{len} differs"
+        );
     }
     f
 }
@@ -380,7 +429,11 @@ pub fn many_name(i: usize) -> String {
 pub fn small_image(partitioned: bool) -> SparseDisk {
     let dir = TempDir::new(if partitioned { "small-mbr" } else { "small" });
     let img = dir.join("small.img");
-    let (offset, start) = if partitioned { (1 << 20, Some(2048)) } else { (0, None) };
+    let (offset, start) = if partitioned {
+        (1 << 20, Some(2048))
+    } else {
+        (0, None)
+    };
     mkfs(&img, (36 << 20) + offset, start, &["-F", "32", "-s", "1"]);
     if partitioned {
         write_mbr_file(&img, 2048, 0x0C);
@@ -447,7 +500,8 @@ impl Layout {
     /// Byte offset of a data cluster.
     pub fn cluster(&self, cluster: u32) -> u64 {
         self.base
-            + (self.data_sectors_start() + u64::from(cluster - 2) * self.sectors_per_cluster) * self.bytes_per_sector
+            + (self.data_sectors_start() + u64::from(cluster - 2) * self.sectors_per_cluster)
+                * self.bytes_per_sector
     }
 
     pub fn cluster_bytes(&self) -> u64 {

@@ -45,7 +45,10 @@ const fn block(addr: u64, kind: MemKind) -> u64 {
 }
 
 const fn build(map: &[Region]) -> Tables {
-    let mut t = Tables { l1: [0; 512], l2: [[0; 512]; N_L2] };
+    let mut t = Tables {
+        l1: [0; 512],
+        l2: [[0; 512]; N_L2],
+    };
     let mut used = 0;
     let mut i = 0;
     while i < 512 {

@@ -10,7 +10,12 @@ global_asm!(include_str!("boot.s"));
 #[no_mangle]
 extern "C" fn lmboot_exception(index: u64, esr: u64, elr: u64, far: u64) -> ! {
     let kinds = ["sync", "irq", "fiq", "serror"];
-    let from = ["EL1 with SP_EL0", "EL1 with SP_EL1", "lower EL (AArch64)", "lower EL (AArch32)"];
+    let from = [
+        "EL1 with SP_EL0",
+        "EL1 with SP_EL1",
+        "lower EL (AArch64)",
+        "lower EL (AArch32)",
+    ];
     crate::console::emergency(format_args!(
         "\n*** exception: {} from {}: ESR_EL1 {esr:#x} (class {:#x}), ELR_EL1 {elr:#x}, FAR_EL1 {far:#x}\n",
         kinds[(index % 4) as usize],
@@ -94,9 +99,11 @@ pub fn psci_system_off() {
 /// Semihosting SYS_EXIT with an exit status (QEMU `-semihosting`): QEMU exits with `code`.
 pub fn semihosting_exit(code: u32) {
     let block = [0x20026u64, code as u64]; // ADP_Stopped_ApplicationExit, status
-    // SAFETY: the semihosting trap reads the two-word block; under QEMU with semihosting enabled
-    // it ends the emulation.
-    unsafe { asm!("hlt #0xf000", in("w0") 0x18u32, in("x1") block.as_ptr(), options(nostack, readonly)) };
+                                           // SAFETY: the semihosting trap reads the two-word block; under QEMU with semihosting enabled
+                                           // it ends the emulation.
+    unsafe {
+        asm!("hlt #0xf000", in("w0") 0x18u32, in("x1") block.as_ptr(), options(nostack, readonly))
+    };
 }
 
 /// Wait for an event (low-power idle).
