@@ -255,6 +255,7 @@ where
     );
     let _ = writeln!(out, "{BEGIN_OUTPUT}");
     let before = cache.stats();
+    let mut at_first = None;
     counter.sample();
     let i0 = counter.total();
     let mut i_prefill = None;
@@ -268,9 +269,10 @@ where
             &|t| tok.is_eog(t),
             env.clock_ns,
             &mut |t| {
-                if i_prefill.is_none() {
+                if at_first.is_none() {
                     counter.sample();
                     i_prefill = counter.total();
+                    at_first = Some(cache.stats());
                 }
                 dec.push(tok.token_to_piece(t), |s| out.0.write_bytes(s.as_bytes()));
                 true
@@ -284,6 +286,9 @@ where
 
     let after = cache.stats();
     let gen = report.generated.max(1) as u64;
+    // Bytes per generated token: from the first generated token on (the prompt's passes excluded).
+    let first = at_first.unwrap_or(after);
+    let per_token = (after.bytes_read - first.bytes_read) / (gen - 1).max(1);
     let stop = match report.stop {
         Some(StopReason::EndToken(t)) => format!("end token {t}"),
         Some(StopReason::ContextFull) => {
@@ -303,12 +308,12 @@ where
     );
     let _ = writeln!(
         out,
-        "stats: heap high-water {} KiB; page cache hits {}, misses {}, bytes read {} ({} per generated token), refills {}",
+        "stats: heap high-water {} KiB; page cache hits {}, misses {}, bytes read {} ({} per generated token after the first), refills {}",
         (env.heap_high)() >> 10,
         after.hits - before.hits,
         after.misses - before.misses,
         after.bytes_read - before.bytes_read,
-        (after.bytes_read - before.bytes_read) / gen,
+        per_token,
         after.refills - before.refills
     );
     if let (Some(0), Some(0), Some(0)) = (i0, i_prefill, i_end) {
