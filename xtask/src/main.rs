@@ -46,11 +46,15 @@ fn main() {
 }
 
 const BARE_METAL_TARGETS: [&str; 2] = ["aarch64-unknown-none", "riscv64gc-unknown-none-elf"];
+/// Linux targets for running kernel tests and the PC runner under qemu-user.
+const USER_TARGETS: [&str; 1] = ["aarch64-unknown-linux-gnu"];
+/// Debian packages besides QEMU: the cross linker for the qemu-user targets, the Pi firmware.
+const EXTRA_PACKAGES: [&str; 3] = ["gcc-aarch64-linux-gnu", "libc6-dev-arm64-cross", "raspi-firmware"];
 
 /// Install what building and testing need on a fresh machine (idempotent).
 fn setup() -> i32 {
     let mut c = Command::new("rustup");
-    c.args(["target", "add"]).args(BARE_METAL_TARGETS);
+    c.args(["target", "add"]).args(BARE_METAL_TARGETS).args(USER_TARGETS);
     if !run(c) {
         return 1;
     }
@@ -59,10 +63,11 @@ fn setup() -> i32 {
     if !run(c) {
         return 1;
     }
-    // QEMU 10 (system and user mode) and the FAT tools, from bookworm-backports.
+    // QEMU 10 (system and user mode), the FAT tools, the cross linker and the Pi firmware.
     let mut c = Command::new("bash");
     c.arg(xtask::workspace_root().join("xtask/scripts/install-qemu.sh"))
-        .arg(xtask::cache_dir());
+        .arg(xtask::cache_dir())
+        .args(EXTRA_PACKAGES);
     if !run(c) {
         eprintln!("xtask: installing QEMU failed");
         return 1;
