@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 fn main() {
     println!("cargo:rerun-if-env-changed=LMBOOT_BOARD");
+    println!("cargo:rerun-if-env-changed=LMBOOT_QEMU");
     println!("cargo:rerun-if-changed=build.rs");
     let os = env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
@@ -120,27 +121,32 @@ fn main() {
         camel(&s(&block, "kind"))
     )
     .unwrap();
-    writeln!(
-        o,
-        "pub const BLOCK_BASE: usize = {:#x};",
-        int(&block, "base")
-    )
-    .unwrap();
-    writeln!(
-        o,
-        "pub const BLOCK_STRIDE: usize = {:#x};",
-        block
-            .get("stride")
-            .and_then(|v| v.as_integer())
-            .unwrap_or(0)
-    )
-    .unwrap();
-    writeln!(
-        o,
-        "pub const BLOCK_COUNT: usize = {};",
-        block.get("count").and_then(|v| v.as_integer()).unwrap_or(1)
-    )
-    .unwrap();
+    let ints = |t: &toml::Table, k: &str| -> Vec<u64> {
+        t.get(k)
+            .and_then(|v| v.as_array())
+            .map(|a| a.iter().filter_map(|v| v.as_integer()).map(|v| v as u64).collect())
+            .unwrap_or_default()
+    };
+    let opt = |t: &toml::Table, k: &str| t.get(k).and_then(|v| v.as_integer()).unwrap_or(0) as u64;
+    let mut bases = ints(&block, "bases");
+    if bases.is_empty() {
+        bases.push(int(&block, "base"));
+    }
+    let mut clock_ids = ints(&block, "clock_ids");
+    if clock_ids.is_empty() {
+        clock_ids = vec![opt(&t, "sd_clock_id"); bases.len()];
+    }
+    writeln!(o, "pub const BLOCK_BASES: &[usize] = &{bases:#x?};").unwrap();
+    writeln!(o, "pub const BLOCK_CLOCK_IDS: &[u32] = &{clock_ids:?};").unwrap();
+    writeln!(o, "pub const BLOCK_STRIDE: usize = {:#x};", opt(&block, "stride")).unwrap();
+    writeln!(o, "pub const BLOCK_COUNT: usize = {};", block.get("count").and_then(|v| v.as_integer()).unwrap_or(1)).unwrap();
+    writeln!(o, "pub const MAILBOX_BASE: usize = {:#x};", opt(&t, "mailbox_base")).unwrap();
+    writeln!(o, "pub const GPIO_BASE: usize = {:#x};", opt(&t, "gpio_base")).unwrap();
+    let gpio_kind = t.get("gpio_kind").and_then(|v| v.as_str()).unwrap_or("bcm2835");
+    writeln!(o, "pub const GPIO_KIND: drivers::bcm2835::gpio::GpioKind = drivers::bcm2835::gpio::GpioKind::{};", camel(gpio_kind)).unwrap();
+    // Built to run under QEMU: power off through semihosting so the exit status reaches the host.
+    let qemu = env::var("LMBOOT_QEMU").map(|v| v == "1").unwrap_or(false);
+    writeln!(o, "pub const QEMU: bool = {qemu};").unwrap();
     writeln!(o, "pub const MEMORY: &[Region] = &[").unwrap();
     for m in t
         .get("memory")

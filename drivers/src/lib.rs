@@ -13,6 +13,7 @@
 
 extern crate alloc;
 
+pub mod bcm2835;
 pub mod block;
 pub mod fat;
 pub mod uart;

@@ -33,9 +33,12 @@ pub enum CoreStart {
 /// How the kernel powers off with a status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
+    /// Semihosting SYS_EXIT (QEMU machines only).
     Semihosting,
     PsciHvc,
     SbiSrst,
+    /// No power control: stop the cores (a user resets the board).
+    Halt,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -24,6 +24,8 @@ mod platform;
 #[cfg(target_os = "none")]
 mod power;
 #[cfg(target_os = "none")]
+mod sd;
+#[cfg(target_os = "none")]
 mod sync;
 #[cfg(target_os = "none")]
 mod virtio;

@@ -1,39 +1,67 @@
-//! Bring-up on core 0 and the hand-over to the portable run.
+//! Bring-up on core 0 and the hand-over to the portable run: UART pins and console, RAM (device tree
+//! or VideoCore mailbox), heap, secondary cores parked, the card's block device, then
+//! [`kernel::run::run`].
 
-use crate::{board, console, dtb, heap, power, virtio};
+use crate::board::{self, BlockKind, CoreStart, RamFrom};
+use crate::{console, dtb, heap, power};
 use core::panic::PanicInfo;
+use drivers::block::BlockDevice;
 
 extern "C" {
     static __kernel_start: u8;
     static __kernel_end: u8;
+    fn _start();
+}
+
+/// Nanoseconds since boot from the generic timer.
+fn now_ns() -> u64 {
+    let hz = crate::arch::counter_hz().max(1);
+    (crate::arch::counter() as u128 * 1_000_000_000 / hz as u128) as u64
+}
+
+fn delay_us(us: u64) {
+    let end = now_ns() + us * 1000;
+    while now_ns() < end {
+        core::hint::spin_loop();
+    }
+}
+
+fn mailbox() -> drivers::bcm2835::mailbox::Mailbox {
+    // SAFETY: MAILBOX_BASE is this board's mailbox, mapped as device memory; calls are made from core
+    // 0 during bring-up only.
+    unsafe { drivers::bcm2835::mailbox::Mailbox::new(board::MAILBOX_BASE, crate::arch::dcache_flush) }
 }
 
 /// Core 0's Rust entry, called by `boot.s` with the MMU and caches on.
 #[no_mangle]
 extern "C" fn lmboot_main(dtb_addr: usize, _core: usize) -> ! {
+    if board::GPIO_BASE != 0 {
+        // SAFETY: the board's GPIO block, device-mapped; nothing else touches it during bring-up.
+        unsafe { drivers::bcm2835::gpio::uart0_on_14_15(board::GPIO_BASE, board::GPIO_KIND, |us| delay_us(us as u64)) };
+    }
     console::init();
     println!("\nlmboot {} on {}", env!("CARGO_PKG_VERSION"), board::NAME);
 
-    // RAM: from the device tree (in x0, or at the start of RAM where QEMU puts it for ELF kernels),
-    // else the board's fallback.
-    let found = dtb::ram(dtb_addr).or_else(|| dtb::ram(board::RAM_BASE));
+    let found = match board::RAM_FROM {
+        // In x0, or at the start of RAM where QEMU puts it for ELF kernels.
+        RamFrom::Dtb => dtb::ram(dtb_addr).or_else(|| dtb::ram(board::RAM_BASE)),
+        RamFrom::Mailbox => match mailbox().arm_memory() {
+            Ok((base, size)) => Some((base as u64, size as u64)),
+            Err(e) => {
+                println!("warning: {e}");
+                None
+            }
+        },
+    };
     let (ram_base, ram_size) = match found {
         Some((b, s)) => (b as usize, s as usize),
         None => {
-            println!(
-                "warning: no RAM size in the device tree; assuming {} MiB",
-                board::RAM_SIZE_FALLBACK >> 20
-            );
+            println!("warning: RAM size unknown; assuming {} MiB", board::RAM_SIZE_FALLBACK >> 20);
             (board::RAM_BASE, board::RAM_SIZE_FALLBACK)
         }
     };
     // SAFETY: linker symbols; only their addresses are used.
-    let (kstart, kend) = unsafe {
-        (
-            &__kernel_start as *const u8 as usize,
-            &__kernel_end as *const u8 as usize,
-        )
-    };
+    let (kstart, kend) = unsafe { (&__kernel_start as *const u8 as usize, &__kernel_end as *const u8 as usize) };
     let ram_end = ram_base + ram_size;
     if kend >= ram_end {
         println!("error: the kernel image ({kstart:#x}..{kend:#x}) does not fit in RAM ending at {ram_end:#x}");
@@ -41,28 +69,43 @@ extern "C" fn lmboot_main(dtb_addr: usize, _core: usize) -> ! {
     }
     // SAFETY: [kend, ram_end) is RAM after the image and the stacks, used by nothing else.
     unsafe { heap::init(kend, ram_end - kend) };
-    println!(
-        "RAM {} MiB at {ram_base:#x}; kernel {} KiB; heap {} MiB",
-        ram_size >> 20,
-        (kend - kstart) >> 10,
-        heap::free() >> 20
-    );
+    println!("RAM {} MiB at {ram_base:#x}; kernel {} KiB; heap {} MiB", ram_size >> 20, (kend - kstart) >> 10, heap::free() >> 20);
 
-    let Some(dev) = virtio::VirtioBlock::probe() else {
-        println!("error: no virtio block device found (is the card image attached?)");
-        power::exit(1);
-    };
-    use drivers::block::BlockDevice;
-    println!("card: virtio-blk, {} MiB", dev.num_blocks() * 512 >> 20);
+    if board::CORE_START == CoreStart::SpinTable {
+        // Take the other cores out of the firmware's spin loop and park them with `wfi` (a core
+        // spinning on `wfe` under QEMU slows core 0 several times).
+        crate::arch::spin_table_release(board::MAX_CORES, _start as usize);
+    }
 
+    match board::BLOCK {
+        BlockKind::VirtioMmio => match crate::virtio::VirtioBlock::probe() {
+            Some(dev) => {
+                println!("card: virtio-blk, {} MiB", dev.num_blocks() * 512 >> 20);
+                go(dev)
+            }
+            None => {
+                println!("error: no virtio block device found (is the card image attached?)");
+                power::exit(1)
+            }
+        },
+        BlockKind::Sdhci => match crate::sd::open(&mut mailbox()) {
+            Ok(dev) => go(dev),
+            Err(e) => {
+                println!("error: card: {e}");
+                power::exit(1)
+            }
+        },
+    }
+}
+
+/// Run on `dev` and power off with the result.
+fn go<D: BlockDevice + Send>(dev: D) -> ! {
     crate::arch::perf_counters_enable();
-    let hz = crate::arch::counter_hz().max(1);
-    let clock = move || (crate::arch::counter() as u128 * 1_000_000_000 / hz as u128) as u64;
     let heap_free = || heap::free() as u64;
     let heap_high = || heap::high_water() as u64;
     let instructions = || crate::arch::perf_counters().0;
     let env = kernel::run::Env {
-        clock_ns: &clock,
+        clock_ns: &now_ns,
         heap_free: &heap_free,
         heap_high: &heap_high,
         // PMEVCNTR0_EL0 is 32 bits wide on ARMv8.0 cores.
@@ -90,24 +133,27 @@ impl kernel::run::Console for UartConsole {
     }
 }
 
-/// Secondary cores (not started yet).
+/// Secondary cores: parked until the worker pool gives them work.
 #[no_mangle]
 extern "C" fn lmboot_secondary(_core: usize) -> ! {
-    loop {
-        crate::arch::wait();
-    }
+    crate::arch::park()
 }
 
 #[panic_handler]
 fn panic(info: &PanicInfo<'_>) -> ! {
     match info.location() {
-        Some(l) => console::emergency(format_args!(
-            "\n*** panic at {}:{}: {}\n",
-            l.file(),
-            l.line(),
-            info.message()
-        )),
+        Some(l) => console::emergency(format_args!("\n*** panic at {}:{}: {}\n", l.file(), l.line(), info.message())),
         None => console::emergency(format_args!("\n*** panic: {}\n", info.message())),
     }
     power::exit(3)
+}
+
+/// Microsecond time for drivers.
+pub fn micros() -> u64 {
+    now_ns() / 1000
+}
+
+/// Busy-wait `us` microseconds.
+pub fn wait_us(us: u32) {
+    delay_us(us as u64)
 }

@@ -70,9 +70,9 @@ const MAX_REQUEST: usize = 1 << 20;
 impl VirtioBlock {
     /// Probe the board's virtio-mmio slots for a block device.
     pub fn probe() -> Option<Self> {
-        use crate::board::{BLOCK_BASE, BLOCK_COUNT, BLOCK_STRIDE};
+        use crate::board::{BLOCK_BASES, BLOCK_COUNT, BLOCK_STRIDE};
         for i in (0..BLOCK_COUNT).rev() {
-            let addr = BLOCK_BASE + i * BLOCK_STRIDE;
+            let addr = BLOCK_BASES[0] + i * BLOCK_STRIDE;
             let header = NonNull::new(addr as *mut VirtIOHeader)?;
             // SAFETY: addr is a virtio-mmio slot of this board, mapped as device memory, not
             // otherwise used.

@@ -164,6 +164,12 @@ pub struct Board {
     pub memory: String,
     /// QEMU arguments attaching the card; `{image}` stands for the image path.
     pub drive: Vec<String>,
+    /// `elf` (QEMU loads the ELF) or `raw` (a flat `kernel8.img`, as the Pi firmware wants).
+    pub kernel_format: String,
+    /// Firmware files for the card and where they are installed (Raspberry Pi).
+    pub firmware_dir: Option<PathBuf>,
+    pub firmware: Vec<String>,
+    pub config_txt: Option<String>,
 }
 
 /// Read `boards/NAME.toml`.
@@ -209,6 +215,7 @@ pub fn board(name: &str) -> Result<Board, String> {
         .get("qemu")
         .and_then(|v| v.as_table())
         .ok_or(format!("{}: missing [qemu]", path.display()))?;
+    let card = t.get("card").and_then(|v| v.as_table());
     Ok(Board {
         name: s(&t, "name")?,
         target: s(&t, "target")?,
@@ -216,6 +223,10 @@ pub fn board(name: &str) -> Result<Board, String> {
         qemu_args: list(q, "args")?,
         memory: s(q, "memory")?,
         drive: list(q, "drive")?,
+        kernel_format: s(q, "kernel").unwrap_or_else(|_| "elf".into()),
+        firmware_dir: card.and_then(|c| c.get("firmware_dir")).and_then(|v| v.as_str()).map(PathBuf::from),
+        firmware: card.map(|c| list(c, "firmware")).transpose()?.unwrap_or_default(),
+        config_txt: card.and_then(|c| c.get("config_txt")).and_then(|v| v.as_str()).map(|s| s.trim_start().to_string()),
     })
 }
 
@@ -236,26 +247,62 @@ fn run_quiet(mut c: Command, what: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Build the kernel for `board`; returns the ELF's path.
-pub fn build_kernel(board: &Board) -> Result<PathBuf, String> {
+/// Build the kernel for `board`, for QEMU (power-off through semihosting) or for hardware; returns
+/// the file to boot: the ELF, or `kernel8.img` for boards whose firmware loads a flat image.
+pub fn build_kernel(board: &Board, for_qemu: bool) -> Result<PathBuf, String> {
     let mut c = cargo();
-    c.args([
-        "build",
-        "--release",
-        "-p",
-        "kernel",
-        "--bin",
-        "kernel",
-        "--target",
-        &board.target,
-    ])
-    .env("LMBOOT_BOARD", &board.name);
+    c.args(["build", "--release", "-p", "kernel", "--bin", "kernel", "--target", &board.target])
+        .env("LMBOOT_BOARD", &board.name)
+        .env("LMBOOT_QEMU", if for_qemu { "1" } else { "0" });
     run_quiet(c, "building the kernel")?;
-    Ok(workspace_root()
-        .join("target")
-        .join(&board.target)
-        .join("release")
-        .join("kernel"))
+    let elf = workspace_root().join("target").join(&board.target).join("release").join("kernel");
+    if board.kernel_format != "raw" {
+        return Ok(elf);
+    }
+    let img = elf.with_file_name(format!("kernel8-{}{}.img", board.name, if for_qemu { "-qemu" } else { "" }));
+    let mut c = Command::new(llvm_tool("llvm-objcopy")?);
+    c.args(["-O", "binary"]).arg(&elf).arg(&img);
+    run_quiet(c, "llvm-objcopy")?;
+    Ok(img)
+}
+
+/// A tool from rustup's `llvm-tools` component.
+pub fn llvm_tool(name: &str) -> Result<PathBuf, String> {
+    let out = Command::new("rustc").args(["--print", "sysroot"]).output().map_err(|e| format!("rustc: {e}"))?;
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let lib = sysroot.join("lib").join("rustlib");
+    for entry in fs::read_dir(&lib).map_err(|e| format!("{}: {e}", lib.display()))?.flatten() {
+        let p = entry.path().join("bin").join(name);
+        if p.exists() {
+            return Ok(p);
+        }
+    }
+    Err(format!("{name} not found under {} (run `cargo xtask setup`)", lib.display()))
+}
+
+/// Write the card image for `board`: firmware and `config.txt` where the board needs them, the
+/// kernel image (for boards that boot from the card), `lmboot.txt` for `settings`, and the model.
+pub fn card_image(board: &Board, kernel: Option<&Path>, settings: &Settings, model: &Path, out: &Path) -> Result<(), String> {
+    use image::Content;
+    let cfg = settings.config_text(MODEL_ON_CARD);
+    let mut blobs: Vec<(String, Vec<u8>)> = vec![];
+    if let Some(dir) = &board.firmware_dir {
+        for f in &board.firmware {
+            let p = dir.join(f);
+            let b = fs::read(&p).map_err(|e| format!("{}: {e} (run `cargo xtask setup` for Debian's raspi-firmware)", p.display()))?;
+            blobs.push((f.clone(), b));
+        }
+    }
+    if let Some(c) = &board.config_txt {
+        blobs.push(("config.txt".into(), c.clone().into_bytes()));
+    }
+    if let (Some(k), "raw") = (kernel, board.kernel_format.as_str()) {
+        blobs.push(("kernel8.img".into(), fs::read(k).map_err(|e| format!("{}: {e}", k.display()))?));
+    }
+    blobs.push(("lmboot.txt".into(), cfg.into_bytes()));
+    let mut files: Vec<(&str, Content<'_>)> = blobs.iter().map(|(n, b)| (n.as_str(), Content::Bytes(b))).collect();
+    files.push((MODEL_ON_CARD, Content::File(model)));
+    image::make_image(out, &files, 0)
 }
 
 /// Build the PC runner; returns its path.
@@ -394,7 +441,10 @@ pub fn qemu_command(
 ) -> Command {
     let mut c = Command::new(&board.qemu_binary);
     c.args(&board.qemu_args)
-        .args(["-m", mem.unwrap_or(&board.memory)])
+        .args(match mem.unwrap_or(&board.memory) {
+            "" => vec![],
+            m => vec!["-m".to_string(), m.to_string()],
+        })
         .args([
             "-nographic",
             "-monitor",

@@ -336,22 +336,25 @@ fn boot_args(args: &[String]) -> Result<BootArgs, String> {
     })
 }
 
+/// Build the kernel (for QEMU or for hardware) and write the card image; returns (kernel, image).
+fn build_card(a: &BootArgs, for_qemu: bool) -> Result<(std::path::PathBuf, std::path::PathBuf), String> {
+    eprintln!("xtask: building the kernel for {}{}", a.board.name, if for_qemu { " (QEMU)" } else { "" });
+    let kernel = xtask::build_kernel(&a.board, for_qemu)?;
+    let suffix = if for_qemu { "-qemu" } else { "" };
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| xtask::workspace_root().join("target").join(format!("{}{suffix}.img", a.board.name)));
+    xtask::card_image(&a.board, Some(&kernel), &a.settings, &a.model, &out)?;
+    eprintln!("xtask: image {} ready", out.display());
+    Ok((kernel, out))
+}
+
+/// `cargo xtask image`: a card for real hardware (Raspberry Pi boards get the firmware, config.txt
+/// and kernel8.img too).
 fn image(args: &[String]) -> Result<std::path::PathBuf, String> {
     let a = boot_args(args)?;
-    let out = a.out.clone().unwrap_or_else(|| {
-        xtask::workspace_root()
-            .join("target")
-            .join(format!("{}.img", a.board.name))
-    });
-    let cfg = a.settings.config_text(xtask::MODEL_ON_CARD);
-    use xtask::image::Content;
-    let files = [
-        ("lmboot.txt", Content::Bytes(cfg.as_bytes())),
-        (xtask::MODEL_ON_CARD, Content::File(&a.model)),
-    ];
-    xtask::image::make_image(&out, &files, 0)?;
-    eprintln!("xtask: image {} ready", out.display());
-    Ok(out)
+    Ok(build_card(&a, false)?.1)
 }
 
 fn qemu(args: &[String]) -> Result<i32, String> {
@@ -359,21 +362,10 @@ fn qemu(args: &[String]) -> Result<i32, String> {
         return Err("setup failed".into());
     }
     let a = boot_args(args)?;
-    eprintln!("xtask: building the kernel for {}", a.board.name);
-    let kernel = xtask::build_kernel(&a.board)?;
-    let img = image(args)?;
-    let extra: Vec<String> = if a.icount {
-        vec!["-icount".into(), "shift=0".into()]
-    } else {
-        vec![]
-    };
+    let (kernel, img) = build_card(&a, true)?;
+    let extra: Vec<String> = if a.icount { vec!["-icount".into(), "shift=0".into()] } else { vec![] };
     let mut c = xtask::qemu_command(&a.board, &kernel, &img, a.mem.as_deref(), &extra);
     eprintln!("xtask: {c:?}");
-    let status = c.status().map_err(|e| {
-        format!(
-            "running {}: {e} (run `cargo xtask setup`)",
-            a.board.qemu_binary
-        )
-    })?;
+    let status = c.status().map_err(|e| format!("running {}: {e} (run `cargo xtask setup`)", a.board.qemu_binary))?;
     Ok(status.code().unwrap_or(1))
 }

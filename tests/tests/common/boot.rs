@@ -12,29 +12,21 @@ pub struct Built {
     pub board: xtask::Board,
 }
 
-/// Build the kernel for `board` and the PC runner (once per test binary and board).
+/// Build the kernel for `board` (for QEMU) and the PC runner, once per test binary and board.
 pub fn built(board: &str) -> &'static Built {
-    static VIRT: OnceLock<Built> = OnceLock::new();
-    assert_eq!(
-        board, "qemu-virt-aarch64",
-        "only the virt board is cached here"
-    );
-    VIRT.get_or_init(|| {
-        let board = xtask::board(board).unwrap();
-        let kernel = xtask::build_kernel(&board).unwrap_or_else(|e| panic!("{e}"));
-        let host = xtask::build_host().unwrap_or_else(|e| panic!("{e}"));
-        let q = Command::new(&board.qemu_binary).arg("--version").output();
-        assert!(
-            q.is_ok(),
-            "{} not found: run `cargo xtask setup`",
-            board.qemu_binary
-        );
-        Built {
-            kernel,
-            host,
-            board,
-        }
-    })
+    static BUILT: OnceLock<std::sync::Mutex<std::collections::HashMap<String, &'static Built>>> = OnceLock::new();
+    let mut map = BUILT.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(b) = map.get(board) {
+        return b;
+    }
+    let b = xtask::board(board).unwrap_or_else(|e| panic!("{e}"));
+    let kernel = xtask::build_kernel(&b, true).unwrap_or_else(|e| panic!("{e}"));
+    let host = xtask::build_host().unwrap_or_else(|e| panic!("{e}"));
+    let q = Command::new(&b.qemu_binary).arg("--version").output();
+    assert!(q.is_ok(), "{} not found: run `cargo xtask setup`", b.qemu_binary);
+    let built: &'static Built = Box::leak(Box::new(Built { kernel, host, board: b }));
+    map.insert(board.to_string(), built);
+    built
 }
 
 pub fn image_dir() -> PathBuf {
@@ -117,17 +109,12 @@ pub fn generated(uart: &str) -> &str {
 
 /// Make an image with `lmboot.txt` for `s` and the model file (or `model_bytes` in its place).
 pub fn make_image(name: &str, s: &xtask::Settings, model: &Path) -> PathBuf {
+    make_card(built("qemu-virt-aarch64"), name, s, model)
+}
+
+/// A card image for `b`'s board holding `lmboot.txt` for `s` and `model`.
+pub fn make_card(b: &Built, name: &str, s: &xtask::Settings, model: &Path) -> PathBuf {
     let img = image_dir().join(format!("{name}.img"));
-    let cfg = s.config_text(xtask::MODEL_ON_CARD);
-    use xtask::image::Content;
-    xtask::image::make_image(
-        &img,
-        &[
-            ("lmboot.txt", Content::Bytes(cfg.as_bytes())),
-            (xtask::MODEL_ON_CARD, Content::File(model)),
-        ],
-        0,
-    )
-    .unwrap();
+    xtask::card_image(&b.board, Some(&b.kernel), s, model, &img).unwrap_or_else(|e| panic!("{e}"));
     img
 }

@@ -111,3 +111,44 @@ pub fn wait() {
     // SAFETY: wfe only idles the core.
     unsafe { asm!("wfe", options(nomem, nostack)) };
 }
+
+/// Clean and invalidate the data cache over `[addr, addr + len)` to the point of coherency (for
+/// buffers shared with the VideoCore or a core running with caches off).
+pub fn dcache_flush(addr: usize, len: usize) {
+    let line = 64;
+    let mut a = addr & !(line - 1);
+    while a < addr + len {
+        // SAFETY: cache maintenance by address on mapped memory has no other effect.
+        unsafe { asm!("dc civac, {}", in(reg) a, options(nostack)) };
+        a += line;
+    }
+    // SAFETY: barriers only.
+    unsafe { asm!("dsb sy", "isb", options(nostack)) };
+}
+
+/// Wait for an interrupt: with interrupts masked and none pending this parks the core for good
+/// (QEMU stops the vCPU instead of spinning, as it does on `wfe`).
+pub fn park() -> ! {
+    loop {
+        // SAFETY: wfi only idles the core.
+        unsafe { asm!("wfi", options(nomem, nostack)) };
+    }
+}
+
+/// Send an event to cores waiting in `wfe`.
+pub fn sev() {
+    // SAFETY: sev only signals other cores.
+    unsafe { asm!("dsb sy", "sev", options(nostack)) };
+}
+
+/// Release cores `1..cores` waiting on a Raspberry Pi spin table (entries at 0xe0 + 8 * (core - 1)).
+pub fn spin_table_release(cores: usize, entry: usize) {
+    for core in 1..cores {
+        let slot = 0xd8 + 8 * core;
+        // SAFETY: the spin table is RAM below the kernel image reserved by the firmware for this;
+        // the waiting cores read it with caches off, so the line is cleaned after the write.
+        unsafe { core::ptr::write_volatile(slot as *mut u64, entry as u64) };
+        dcache_flush(slot, 8);
+    }
+    sev();
+}

@@ -1,0 +1,49 @@
+//! GPIO function select: put the PL011 on GPIO 14 (TXD) and 15 (RXD), ALT0, pulls off, so the
+//! serial console works on the header pins (on a Pi 3 the firmware gives the PL011 to Bluetooth).
+
+use core::ptr::{read_volatile, write_volatile};
+
+/// Which pull-control scheme the chip has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpioKind {
+    /// BCM2835/2837: GPPUD + GPPUDCLK sequence.
+    Bcm2835,
+    /// BCM2711: GPIO_PUP_PDN_CNTRL registers.
+    Bcm2711,
+}
+
+const GPFSEL1: usize = 0x04;
+const GPPUD: usize = 0x94;
+const GPPUDCLK0: usize = 0x98;
+const PUP_PDN_CNTRL0: usize = 0xe4;
+
+/// Route the PL011 to GPIO 14/15.
+///
+/// # Safety
+/// `base` must be the GPIO registers, mapped as device memory; no one else may change them now.
+pub unsafe fn uart0_on_14_15(base: usize, kind: GpioKind, delay: impl Fn(u32)) {
+    let reg = |off: usize| (base + off) as *mut u32;
+    // SAFETY (all accesses): the caller's contract; 32-bit volatile accesses to GPIO registers.
+    unsafe {
+        // Function select: pins 14 and 15 are bits 12..18 of GPFSEL1; ALT0 = 0b100.
+        let mut f = read_volatile(reg(GPFSEL1));
+        f &= !((7 << 12) | (7 << 15));
+        f |= (4 << 12) | (4 << 15);
+        write_volatile(reg(GPFSEL1), f);
+        match kind {
+            GpioKind::Bcm2835 => {
+                write_volatile(reg(GPPUD), 0);
+                delay(150);
+                write_volatile(reg(GPPUDCLK0), (1 << 14) | (1 << 15));
+                delay(150);
+                write_volatile(reg(GPPUDCLK0), 0);
+            }
+            GpioKind::Bcm2711 => {
+                // Two bits per pin; pins 14 and 15 are bits 28..32 of register 0; 0 = no pull.
+                let mut p = read_volatile(reg(PUP_PDN_CNTRL0));
+                p &= !(0xf << 28);
+                write_volatile(reg(PUP_PDN_CNTRL0), p);
+            }
+        }
+    }
+}

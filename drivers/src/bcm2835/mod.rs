@@ -1,0 +1,5 @@
+//! Broadcom BCM2835-family peripherals (Raspberry Pi 3 / Zero 2 W = BCM2837, Pi 4 = BCM2711): the
+//! VideoCore mailbox (RAM size, clock rates) and the GPIO function select (UART pins).
+
+pub mod gpio;
+pub mod mailbox;
