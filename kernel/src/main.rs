@@ -26,6 +26,8 @@ mod power;
 #[cfg(target_os = "none")]
 mod sd;
 #[cfg(target_os = "none")]
+mod smp;
+#[cfg(target_os = "none")]
 mod sync;
 #[cfg(target_os = "none")]
 mod virtio;

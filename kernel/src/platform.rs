@@ -71,11 +71,7 @@ extern "C" fn lmboot_main(dtb_addr: usize, _core: usize) -> ! {
     unsafe { heap::init(kend, ram_end - kend) };
     println!("RAM {} MiB at {ram_base:#x}; kernel {} KiB; heap {} MiB", ram_size >> 20, (kend - kstart) >> 10, heap::free() >> 20);
 
-    if board::CORE_START == CoreStart::SpinTable {
-        // Take the other cores out of the firmware's spin loop and park them with `wfi` (a core
-        // spinning on `wfe` under QEMU slows core 0 several times).
-        crate::arch::spin_table_release(board::MAX_CORES, _start as usize);
-    }
+    start_cores();
 
     match board::BLOCK {
         BlockKind::VirtioMmio => match crate::virtio::VirtioBlock::probe() {
@@ -98,6 +94,23 @@ extern "C" fn lmboot_main(dtb_addr: usize, _core: usize) -> ! {
     }
 }
 
+/// Start the other cores into the worker pool (they stay there; a job wakes them).
+fn start_cores() {
+    let wanted = board::MAX_CORES.min(inference::parallel::MAX_WORKERS);
+    let expected = match board::CORE_START {
+        CoreStart::SpinTable => {
+            crate::arch::spin_table_release(wanted, _start as usize);
+            wanted
+        }
+        // Cores the machine does not have (QEMU -smp) answer CPU_ON with an error.
+        CoreStart::PsciHvc => 1 + (1..wanted).filter(|&c| crate::arch::psci_cpu_on(c as u64, _start as usize) == 0).count(),
+        CoreStart::SbiHsm => 1,
+    };
+    let online = crate::smp::CorePool::wait_online(expected, 50_000_000);
+    crate::smp::CorePool::set_active(online);
+    println!("cores: {online} online");
+}
+
 /// Run on `dev` and power off with the result.
 fn go<D: BlockDevice + Send>(dev: D) -> ! {
     crate::arch::perf_counters_enable();
@@ -110,7 +123,8 @@ fn go<D: BlockDevice + Send>(dev: D) -> ! {
         heap_high: &heap_high,
         // PMEVCNTR0_EL0 is 32 bits wide on ARMv8.0 cores.
         instructions: Some((&instructions, 32)),
-        pool: &inference::parallel::SingleThread,
+        pool: &crate::smp::CorePool,
+        set_cores: Some(&|n| crate::smp::CorePool::set_active(n.unwrap_or(usize::MAX))),
         kernels: inference::Kernels::best(),
     };
     match kernel::run::run(dev, &mut UartConsole, &env) {
@@ -133,10 +147,10 @@ impl kernel::run::Console for UartConsole {
     }
 }
 
-/// Secondary cores: parked until the worker pool gives them work.
+/// Secondary cores: the worker loop.
 #[no_mangle]
-extern "C" fn lmboot_secondary(_core: usize) -> ! {
-    crate::arch::park()
+extern "C" fn lmboot_secondary(core: usize) -> ! {
+    crate::smp::worker_loop(core)
 }
 
 #[panic_handler]

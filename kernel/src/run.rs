@@ -56,6 +56,8 @@ pub struct Env<'a, P: Parallel + ?Sized> {
     pub instructions: Option<(&'a dyn Fn() -> u64, u32)>,
     pub pool: &'a P,
     pub kernels: Kernels,
+    /// Choose how many cores work (`None` = all); returns how many will.
+    pub set_cores: Option<&'a dyn Fn(Option<usize>) -> usize>,
 }
 
 impl<P: Parallel + ?Sized> fmt::Debug for Env<'_, P> {
@@ -188,6 +190,12 @@ where
         types.join(", ")
     );
     let tok = Tokenizer::from_gguf(&g, &direct).map_err(|e| RunError::Model(e.to_string()))?;
+
+    let cores = match env.set_cores {
+        Some(set) => set(cfg.cores),
+        None => env.pool.workers(),
+    };
+    let _ = writeln!(out, "cores: {cores} working");
 
     // Buffers first, then the page cache gets what is left.
     let ctx = cfg.ctx.min(c.train_ctx);

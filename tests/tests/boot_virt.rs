@@ -34,6 +34,22 @@ fn once_upon_a_time_matches_the_pc_runner() {
     check_case("virt-once", "Once upon a time", 32);
 }
 
+/// One core and four cores print the same text (rows and heads split across cores change nothing).
+#[test]
+fn one_core_matches_four_cores() {
+    let b = built("qemu-virt-aarch64");
+    let model = common::model_path();
+    let s = xtask::Settings { prompt: "The capital of France is".into(), n: 12, ..Default::default() };
+    let img = make_image("virt-cores", &s, &model);
+    let (c1, one) = common::boot::boot_smp(b, &img, None, Some(1), &[], LIMIT);
+    let (c4, four) = common::boot::boot_smp(b, &img, None, Some(4), &[], LIMIT);
+    assert_eq!((c1, c4), (0, 0));
+    assert!(one.contains("cores: 1 working"), "{one}");
+    assert!(four.contains("cores: 4 working"), "{four}");
+    assert_eq!(generated(&one), generated(&four));
+    assert_eq!(generated(&one), host_text(b, &model, &s));
+}
+
 #[test]
 fn chat_prompt_matches_the_pc_runner() {
     let prompt = String::from_utf8(common::golden::load("smollm2-chat-mountain").prompt).unwrap();

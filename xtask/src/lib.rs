@@ -170,6 +170,8 @@ pub struct Board {
     pub firmware_dir: Option<PathBuf>,
     pub firmware: Vec<String>,
     pub config_txt: Option<String>,
+    /// `-smp` for machines that take it.
+    pub smp: Option<u32>,
 }
 
 /// Read `boards/NAME.toml`.
@@ -224,6 +226,7 @@ pub fn board(name: &str) -> Result<Board, String> {
         memory: s(q, "memory")?,
         drive: list(q, "drive")?,
         kernel_format: s(q, "kernel").unwrap_or_else(|_| "elf".into()),
+        smp: q.get("smp").and_then(|v| v.as_integer()).map(|v| v as u32),
         firmware_dir: card.and_then(|c| c.get("firmware_dir")).and_then(|v| v.as_str()).map(PathBuf::from),
         firmware: card.map(|c| list(c, "firmware")).transpose()?.unwrap_or_default(),
         config_txt: card.and_then(|c| c.get("config_txt")).and_then(|v| v.as_str()).map(|s| s.trim_start().to_string()),
@@ -431,29 +434,18 @@ impl Settings {
 /// Where the model goes on the card.
 pub const MODEL_ON_CARD: &str = "/model.gguf";
 
-/// A QEMU command booting `kernel` on `board` with `image` as the card, UART on stdio.
-pub fn qemu_command(
-    board: &Board,
-    kernel: &Path,
-    image: &Path,
-    mem: Option<&str>,
-    extra: &[String],
-) -> Command {
+/// A QEMU command booting `kernel` on `board` with `image` as the card, UART on stdio; `smp`
+/// overrides the board's core count.
+pub fn qemu_command(board: &Board, kernel: &Path, image: &Path, mem: Option<&str>, smp: Option<u32>, extra: &[String]) -> Command {
     let mut c = Command::new(&board.qemu_binary);
-    c.args(&board.qemu_args)
-        .args(match mem.unwrap_or(&board.memory) {
-            "" => vec![],
-            m => vec!["-m".to_string(), m.to_string()],
-        })
-        .args([
-            "-nographic",
-            "-monitor",
-            "none",
-            "-serial",
-            "stdio",
-            "-kernel",
-        ])
-        .arg(kernel);
+    c.args(&board.qemu_args);
+    if let Some(m) = mem.or(Some(board.memory.as_str())).filter(|m| !m.is_empty()) {
+        c.args(["-m", m]);
+    }
+    if let Some(n) = smp.or(board.smp) {
+        c.args(["-smp", &n.to_string()]);
+    }
+    c.args(["-nographic", "-monitor", "none", "-serial", "stdio", "-kernel"]).arg(kernel);
     for a in &board.drive {
         c.arg(a.replace("{image}", &image.display().to_string()));
     }

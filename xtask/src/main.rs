@@ -11,7 +11,7 @@ commands:
   check-targets   build the no_std crates for aarch64-unknown-none and riscv64gc-unknown-none-elf
   test            everything CI runs: check-targets, fetch-model, cargo test --workspace
   image           build a card image: --board B [--model FILE] [--out FILE] [generation flags]
-  qemu            build, image and boot in QEMU: --board B [--model FILE] [--mem SIZE] [--icount]
+  qemu            build, image and boot in QEMU: --board B [--model FILE] [--mem SIZE] [--smp N] [--icount]
                   [generation flags: --prompt TEXT -n N --temp T --top-k K --top-p P --min-p M
                    --repeat-penalty R --seed S --ctx N --cache SIZE --no-special]
                   prints the UART on stdout and exits with the kernel's status
@@ -299,6 +299,7 @@ struct BootArgs {
     out: Option<std::path::PathBuf>,
     mem: Option<String>,
     icount: bool,
+    smp: Option<u32>,
     settings: xtask::Settings,
 }
 
@@ -309,6 +310,7 @@ fn boot_args(args: &[String]) -> Result<BootArgs, String> {
     let mut out = None;
     let mut mem = None;
     let mut icount = false;
+    let mut smp = None;
     let mut it = rest.iter();
     while let Some(a) = it.next() {
         let mut val = || it.next().cloned().ok_or(format!("{a} needs a value"));
@@ -318,6 +320,7 @@ fn boot_args(args: &[String]) -> Result<BootArgs, String> {
             "--out" => out = Some(std::path::PathBuf::from(val()?)),
             "--mem" => mem = Some(val()?),
             "--icount" => icount = true,
+            "--smp" => smp = Some(val()?.parse().map_err(|_| "--smp needs a number")?),
             other => return Err(format!("unknown argument {other:?} (see cargo xtask help)")),
         }
     }
@@ -332,6 +335,7 @@ fn boot_args(args: &[String]) -> Result<BootArgs, String> {
         out,
         mem,
         icount,
+        smp,
         settings,
     })
 }
@@ -364,7 +368,7 @@ fn qemu(args: &[String]) -> Result<i32, String> {
     let a = boot_args(args)?;
     let (kernel, img) = build_card(&a, true)?;
     let extra: Vec<String> = if a.icount { vec!["-icount".into(), "shift=0".into()] } else { vec![] };
-    let mut c = xtask::qemu_command(&a.board, &kernel, &img, a.mem.as_deref(), &extra);
+    let mut c = xtask::qemu_command(&a.board, &kernel, &img, a.mem.as_deref(), a.smp, &extra);
     eprintln!("xtask: {c:?}");
     let status = c.status().map_err(|e| format!("running {}: {e} (run `cargo xtask setup`)", a.board.qemu_binary))?;
     Ok(status.code().unwrap_or(1))

@@ -55,14 +55,13 @@ pub fn host_text(b: &Built, model: &Path, s: &xtask::Settings) -> String {
 }
 
 /// Boot with `image`; returns (exit code, UART text with CRLF turned into LF).
-pub fn boot(
-    b: &Built,
-    image: &Path,
-    mem: Option<&str>,
-    extra: &[String],
-    limit: Duration,
-) -> (i32, String) {
-    let mut c = xtask::qemu_command(&b.board, &b.kernel, image, mem, extra);
+pub fn boot(b: &Built, image: &Path, mem: Option<&str>, extra: &[String], limit: Duration) -> (i32, String) {
+    boot_smp(b, image, mem, None, extra, limit)
+}
+
+/// [`boot`] with a core count (`None`: the board's).
+pub fn boot_smp(b: &Built, image: &Path, mem: Option<&str>, smp: Option<u32>, extra: &[String], limit: Duration) -> (i32, String) {
+    let mut c = xtask::qemu_command(&b.board, &b.kernel, image, mem, smp, extra);
     c.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

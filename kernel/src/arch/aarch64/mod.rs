@@ -152,3 +152,14 @@ pub fn spin_table_release(cores: usize, entry: usize) {
     }
     sev();
 }
+
+/// PSCI CPU_ON over HVC: start the core with MPIDR `target` at `entry`. Returns the PSCI status
+/// (0 = success).
+pub fn psci_cpu_on(target: u64, entry: usize) -> i64 {
+    let r: i64;
+    // SAFETY: a firmware call that starts another core at `entry` (our `_start`).
+    unsafe {
+        asm!("hvc #0", inout("x0") 0xc400_0003u64 as i64 => r, in("x1") target, in("x2") entry, in("x3") 0u64, options(nomem, nostack))
+    };
+    r
+}

@@ -1,0 +1,103 @@
+//! The worker pool on all cores. Secondary cores enter through `_start` (PSCI CPU_ON on `virt`, the
+//! spin table on the Raspberry Pi), set up their stack and MMU, and wait in [`worker_loop`] for a
+//! job: core 0 publishes it and bumps an epoch (`sev`), each worker runs it for its index and counts
+//! itself done (`sev`), and core 0 waits for all before returning. No thread is created per job and
+//! nothing is allocated.
+
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicUsize, Ordering};
+use inference::parallel::{Parallel, MAX_WORKERS};
+
+type Job = *const (dyn Fn(usize) + Sync);
+
+struct Slot(UnsafeCell<Option<Job>>);
+// SAFETY: written only by core 0 while no job is running (all workers done), read by workers only
+// after the epoch's Acquire load that follows the write's Release store.
+unsafe impl Sync for Slot {}
+
+static JOB: Slot = Slot(UnsafeCell::new(None));
+static EPOCH: AtomicUsize = AtomicUsize::new(0);
+static DONE: AtomicUsize = AtomicUsize::new(0);
+/// Cores that have reached the worker loop.
+static ONLINE: AtomicUsize = AtomicUsize::new(1);
+/// Workers taking part in jobs (core 0 included).
+static ACTIVE: AtomicUsize = AtomicUsize::new(1);
+
+/// The pool (a handle to the statics above).
+#[derive(Debug, Clone, Copy)]
+pub struct CorePool;
+
+impl CorePool {
+    /// Cores online (core 0 plus those that reached the loop).
+    pub fn online() -> usize {
+        ONLINE.load(Ordering::Acquire)
+    }
+
+    /// Use `n` cores (at most those online); returns how many will work.
+    pub fn set_active(n: usize) -> usize {
+        let n = n.clamp(1, Self::online().min(MAX_WORKERS));
+        ACTIVE.store(n, Ordering::Release);
+        n
+    }
+
+    /// Wait (boundedly) until `expected` cores are online; returns how many are.
+    pub fn wait_online(expected: usize, spins: usize) -> usize {
+        for _ in 0..spins {
+            if Self::online() >= expected {
+                break;
+            }
+            core::hint::spin_loop();
+        }
+        Self::online()
+    }
+}
+
+/// A secondary core's life: announce itself, then run jobs forever.
+pub fn worker_loop(core: usize) -> ! {
+    let index = ONLINE.fetch_add(1, Ordering::AcqRel);
+    let _ = core;
+    let mut seen = EPOCH.load(Ordering::Acquire);
+    loop {
+        let e = EPOCH.load(Ordering::Acquire);
+        if e == seen {
+            crate::arch::wait();
+            continue;
+        }
+        seen = e;
+        if index < ACTIVE.load(Ordering::Acquire) {
+            // SAFETY: core 0 stored the job before bumping the epoch (Release/Acquire) and keeps it
+            // alive until DONE counts this worker.
+            if let Some(job) = unsafe { *JOB.0.get() } {
+                // SAFETY: as above.
+                unsafe { (*job)(index) };
+            }
+            DONE.fetch_add(1, Ordering::AcqRel);
+            crate::arch::sev();
+        }
+    }
+}
+
+impl Parallel for CorePool {
+    fn workers(&self) -> usize {
+        ACTIVE.load(Ordering::Acquire)
+    }
+
+    fn run(&self, job: &(dyn Fn(usize) + Sync)) {
+        let n = self.workers();
+        if n <= 1 {
+            return job(0);
+        }
+        // SAFETY: only the lifetime is erased; the pointer is used by workers only until DONE
+        // reaches n - 1, which this function waits for before returning.
+        let ptr: Job = unsafe { core::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(job) };
+        DONE.store(0, Ordering::Release);
+        // SAFETY: no job is running (the previous run waited for all workers).
+        unsafe { *JOB.0.get() = Some(ptr) };
+        EPOCH.fetch_add(1, Ordering::AcqRel);
+        crate::arch::sev();
+        job(0);
+        while DONE.load(Ordering::Acquire) < n - 1 {
+            crate::arch::wait();
+        }
+    }
+}
