@@ -40,6 +40,10 @@ pub struct Config {
     pub cores: Option<usize>,
     /// Parse special-token text (`<|im_start|>`) in the prompt.
     pub special: bool,
+    /// Kernel set: `auto` (the fastest this CPU runs), `scalar`, `neon`, `neon-dotprod`, `rvv`.
+    pub kernels: String,
+    /// Benchmarking: run an N-core split on one core, counting each core's share of every job.
+    pub measure_cores: Option<usize>,
 }
 
 impl Default for Config {
@@ -55,6 +59,8 @@ impl Default for Config {
             page_bytes: 256 * 1024,
             cores: None,
             special: true,
+            kernels: "auto".into(),
+            measure_cores: None,
         }
     }
 }
@@ -124,7 +130,7 @@ impl fmt::Display for ConfigError {
     }
 }
 
-const KNOWN: &str = "model, prompt, mode, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, cache, page, cores, special";
+const KNOWN: &str = "model, prompt, mode, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, cache, page, cores, special, kernels, measure_cores";
 
 fn bad(line: usize, key: &str, value: &str, allowed: &'static str) -> ConfigError {
     ConfigError {
@@ -340,6 +346,13 @@ impl Config {
                         Some(int(line, key, v, 1, 16, "all, or 1 to 16")? as usize)
                     }
                 }
+                "kernels" => {
+                    if !["auto", "scalar", "neon", "neon-dotprod", "rvv"].contains(&v) {
+                        return Err(bad(line, key, v, "auto, scalar, neon, neon-dotprod or rvv"));
+                    }
+                    c.kernels = v.into();
+                }
+                "measure_cores" => c.measure_cores = Some(int(line, key, v, 1, 16, "1 to 16")? as usize),
                 "special" => {
                     c.special = match v {
                         "true" | "yes" | "1" => true,

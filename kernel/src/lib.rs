@@ -9,6 +9,7 @@
 extern crate alloc;
 
 pub mod config;
+pub mod measure;
 pub mod pagecache;
 pub mod run;
 

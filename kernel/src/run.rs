@@ -4,6 +4,7 @@
 //! clock and a worker pool; the host tests run the same function over a RAM disk.
 
 use crate::config::{Config, Mode};
+use crate::measure::MeasuredPool;
 use crate::pagecache::{FileSource, PageCache};
 use alloc::collections::BTreeMap;
 use alloc::format;
@@ -53,7 +54,7 @@ pub struct Env<'a, P: Parallel + ?Sized> {
     pub heap_high: &'a dyn Fn() -> u64,
     /// This core's retired-instruction counter and its width in bits (it may wrap), if the CPU
     /// counts instructions.
-    pub instructions: Option<(&'a dyn Fn() -> u64, u32)>,
+    pub instructions: Option<(&'a (dyn Fn() -> u64 + Sync), u32)>,
     pub pool: &'a P,
     pub kernels: Kernels,
     /// Choose how many cores work (`None` = all); returns how many will.
@@ -199,7 +200,7 @@ where
 
     // Buffers first, then the page cache gets what is left.
     let ctx = cfg.ctx.min(c.train_ctx);
-    let mut st = RunState::new(&model, ctx, env.pool.workers())
+    let mut st = RunState::new(&model, ctx, cfg.measure_cores.unwrap_or(cores))
         .map_err(|e| RunError::Memory(e.to_string()))?;
     let (kv_bytes, buf_bytes) = st.bytes();
     let free = (env.heap_free)();
@@ -240,52 +241,75 @@ where
         return Err(RunError::Config("mode = chat is not available yet".into()));
     }
     let prompt = cfg.prompt.as_deref().ok_or(RunError::NoPrompt)?;
-    let ids = tok
-        .encode(prompt, true, cfg.special)
-        .map_err(|e| RunError::Generate(e.to_string()))?;
-    let mut sampler =
-        Sampler::new(cfg.sampler, c.vocab).map_err(|e| RunError::Config(e.to_string()))?;
-    let counter = InstructionCounter::new(env.instructions);
-    let sample = || counter.sample();
-    let engine = Engine {
-        model: &model,
-        src: &cache,
-        pool: env.pool,
-        kernels: env.kernels,
-        on_forward: Some(&sample),
+    let ids = tok.encode(prompt, true, cfg.special).map_err(|e| RunError::Generate(e.to_string()))?;
+    let kernels = match cfg.kernels.as_str() {
+        "auto" => env.kernels,
+        name => Kernels::by_name(name).ok_or_else(|| RunError::Config(format!("kernels = {name}: not available on this CPU")))?,
     };
-    let _ = writeln!(
-        out,
-        "prompt: {} tokens; generating up to {} (kernels {})",
-        ids.len(),
-        cfg.max_tokens,
-        env.kernels.name
-    );
+    let g = Gen { cfg: &cfg, model: &model, tok: &tok, cache: &cache, ids: &ids, kernels, ctx };
+    match (cfg.measure_cores, env.instructions) {
+        (Some(n), Some((read, bits))) => {
+            let pool = MeasuredPool::new(n, read, bits);
+            let _ = writeln!(out, "measuring: the {n}-core split runs on one core, each core's share counted");
+            generate(&g, &mut st, &pool, Some(&pool), env, &mut out)?;
+        }
+        (Some(_), None) => return Err(RunError::Config("measure_cores needs an instruction counter".into())),
+        (None, _) => generate(&g, &mut st, env.pool, None, env, &mut out)?,
+    }
+    let _ = writeln!(out, "stats: total {} ms since the card was mounted", ms((env.clock_ns)() - t_boot));
+    Ok(())
+}
+
+/// What generation needs from the loading steps.
+struct Gen<'a, F: FileSource> {
+    cfg: &'a Config,
+    model: &'a Model,
+    tok: &'a Tokenizer,
+    cache: &'a PageCache<F>,
+    ids: &'a [u32],
+    kernels: Kernels,
+    ctx: usize,
+}
+
+/// Generate with `pool`, stream the text, print the stats (per-core shares when measuring).
+fn generate<F, P, Q>(
+    g: &Gen<'_, F>,
+    st: &mut RunState,
+    pool: &P,
+    measured: Option<&MeasuredPool<'_>>,
+    env: &Env<'_, Q>,
+    out: &mut W<'_>,
+) -> Result<(), RunError>
+where
+    F: FileSource + Send,
+    P: Parallel + ?Sized,
+    Q: Parallel + ?Sized,
+{
+    let (cfg, cache, tok) = (g.cfg, g.cache, g.tok);
+    let mut sampler = Sampler::new(cfg.sampler, g.model.config.vocab).map_err(|e| RunError::Config(e.to_string()))?;
+    let counter = InstructionCounter::new(env.instructions.map(|(f, b)| (f as &dyn Fn() -> u64, b)));
+    let sample = || counter.sample();
+    let engine = Engine { model: g.model, src: cache, pool, kernels: g.kernels, on_forward: Some(&sample) };
+    let _ = writeln!(out, "prompt: {} tokens; generating up to {} (kernels {})", g.ids.len(), cfg.max_tokens, g.kernels.name);
     let _ = writeln!(out, "{BEGIN_OUTPUT}");
     let before = cache.stats();
     let mut at_first = None;
+    let mut shares_first = None;
     counter.sample();
     let i0 = counter.total();
     let mut i_prefill = None;
     let mut dec = StreamDecoder::new();
     let report = engine
-        .generate(
-            &mut st,
-            &mut sampler,
-            &ids,
-            cfg.max_tokens,
-            &|t| tok.is_eog(t),
-            env.clock_ns,
-            &mut |t| {
-                if at_first.is_none() {
-                    counter.sample();
-                    i_prefill = counter.total();
-                    at_first = Some(cache.stats());
-                }
-                dec.push(tok.token_to_piece(t), |s| out.0.write_bytes(s.as_bytes()));
-                true
-            },
-        )
+        .generate(st, &mut sampler, g.ids, cfg.max_tokens, &|t| tok.is_eog(t), env.clock_ns, &mut |t| {
+            if at_first.is_none() {
+                counter.sample();
+                i_prefill = counter.total();
+                at_first = Some(cache.stats());
+                shares_first = measured.map(|m| m.shares());
+            }
+            dec.push(tok.token_to_piece(t), |s| out.0.write_bytes(s.as_bytes()));
+            true
+        })
         .map_err(|e| RunError::Generate(e.to_string()))?;
     dec.finish(|s| out.0.write_bytes(s.as_bytes()));
     counter.sample();
@@ -294,14 +318,13 @@ where
 
     let after = cache.stats();
     let gen = report.generated.max(1) as u64;
+    let steps = (gen - 1).max(1);
     // Bytes per generated token: from the first generated token on (the prompt's passes excluded).
     let first = at_first.unwrap_or(after);
-    let per_token = (after.bytes_read - first.bytes_read) / (gen - 1).max(1);
+    let per_token = (after.bytes_read - first.bytes_read) / steps;
     let stop = match report.stop {
         Some(StopReason::EndToken(t)) => format!("end token {t}"),
-        Some(StopReason::ContextFull) => {
-            format!("context full ({ctx} positions; raise ctx in {CONFIG_PATH})")
-        }
+        Some(StopReason::ContextFull) => format!("context full ({} positions; raise ctx in {CONFIG_PATH})", g.ctx),
         _ => "token limit".into(),
     };
     let _ = writeln!(
@@ -332,14 +355,30 @@ where
             "stats: instructions: prompt {} ({} per prompt token), generation {} per generated token (after the first)",
             b - a,
             (b - a) / report.prompt_tokens.max(1) as u64,
-            (c - b) / (gen - 1).max(1)
+            (c - b) / steps
         );
+        if let (Some(m), Some(s0)) = (measured, shares_first) {
+            // Per generated token, from the first generated token on.
+            let s1 = m.shares();
+            let total = c - b;
+            let serial = total - (s1.in_jobs - s0.in_jobs);
+            let critical = serial + (s1.critical - s0.critical);
+            let cores: Vec<String> = (0..m.workers())
+                .map(|w| {
+                    let mine = s1.per_worker[w] - s0.per_worker[w] + if w == 0 { serial } else { 0 };
+                    format!("{}", mine / steps)
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "stats: {} cores: critical path {} per generated token ({}% of the one-core count), per core [{}]",
+                m.workers(),
+                critical / steps,
+                critical * 100 / total.max(1),
+                cores.join(", ")
+            );
+        }
     }
-    let _ = writeln!(
-        out,
-        "stats: total {} ms since the card was mounted",
-        ms((env.clock_ns)() - t_boot)
-    );
     Ok(())
 }
 

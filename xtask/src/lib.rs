@@ -152,6 +152,7 @@ fn python() -> String {
     std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
 }
 
+pub mod bench;
 pub mod image;
 
 /// A board description (`boards/NAME.toml`), the parts the host needs.
@@ -331,6 +332,10 @@ pub struct Settings {
     pub special: bool,
     /// Page-cache size for the kernel (`auto` or e.g. `64M`).
     pub cache: String,
+    /// Kernel set on the board (`auto`, `scalar`, `neon`, `neon-dotprod`, `rvv`).
+    pub kernels: String,
+    /// Benchmark: measure an N-core split on one core.
+    pub measure_cores: Option<usize>,
 }
 
 impl Default for Settings {
@@ -347,6 +352,8 @@ impl Default for Settings {
             ctx: 512,
             special: true,
             cache: "auto".into(),
+            kernels: "auto".into(),
+            measure_cores: None,
         }
     }
 }
@@ -374,6 +381,8 @@ impl Settings {
                 "--seed" => s.seed = val()?,
                 "--ctx" => s.ctx = val()?.parse().map_err(|_| "--ctx needs a number")?,
                 "--cache" => s.cache = val()?,
+                "--kernels" => s.kernels = val()?,
+                "--measure-cores" => s.measure_cores = Some(val()?.parse().map_err(|_| "--measure-cores needs a number")?),
                 "--no-special" => s.special = false,
                 _ => rest.push(a.clone()),
             }
@@ -414,8 +423,8 @@ impl Settings {
 
     /// The same settings as the kernel's `lmboot.txt`.
     pub fn config_text(&self, model_on_card: &str) -> String {
-        format!(
-            "# lmboot configuration (written by cargo xtask)\nmodel = {model_on_card}\nprompt = {}\nn = {}\ntemperature = {}\ntop_k = {}\ntop_p = {}\nmin_p = {}\nrepeat_penalty = {}\nseed = {}\nctx = {}\ncache = {}\nspecial = {}\n",
+        let mut t = format!(
+            "# lmboot configuration (written by cargo xtask)\nmodel = {model_on_card}\nprompt = {}\nn = {}\ntemperature = {}\ntop_k = {}\ntop_p = {}\nmin_p = {}\nrepeat_penalty = {}\nseed = {}\nctx = {}\ncache = {}\nspecial = {}\nkernels = {}\n",
             image::escape(&self.prompt),
             self.n,
             self.temp,
@@ -426,29 +435,61 @@ impl Settings {
             self.seed,
             self.ctx,
             self.cache,
-            self.special
-        )
+            self.special,
+            self.kernels
+        );
+        if let Some(n) = self.measure_cores {
+            t.push_str(&format!("measure_cores = {n}\n"));
+        }
+        t
     }
+
 }
 
 /// Where the model goes on the card.
 pub const MODEL_ON_CARD: &str = "/model.gguf";
 
-/// A QEMU command booting `kernel` on `board` with `image` as the card, UART on stdio; `smp`
-/// overrides the board's core count.
-pub fn qemu_command(board: &Board, kernel: &Path, image: &Path, mem: Option<&str>, smp: Option<u32>, extra: &[String]) -> Command {
+/// Overrides for one QEMU run.
+#[derive(Debug, Clone, Default)]
+pub struct QemuOpts {
+    /// `-m` (the board's default if `None`).
+    pub mem: Option<String>,
+    /// `-smp` (the board's default if `None`).
+    pub smp: Option<u32>,
+    /// Replaces the board's `-cpu` model.
+    pub cpu: Option<String>,
+    /// `-icount shift=0`: exact, repeatable instruction counts.
+    pub icount: bool,
+    pub extra: Vec<String>,
+}
+
+/// A QEMU command booting `kernel` on `board` with `image` as the card, UART on stdio.
+pub fn qemu_command(board: &Board, kernel: &Path, image: &Path, o: &QemuOpts) -> Command {
     let mut c = Command::new(&board.qemu_binary);
-    c.args(&board.qemu_args);
-    if let Some(m) = mem.or(Some(board.memory.as_str())).filter(|m| !m.is_empty()) {
+    let mut args = board.qemu_args.clone();
+    if let Some(cpu) = &o.cpu {
+        if let Some(i) = args.iter().position(|a| a == "-cpu") {
+            if i + 1 < args.len() {
+                args[i + 1] = cpu.clone();
+            }
+        } else {
+            args.extend(["-cpu".to_string(), cpu.clone()]);
+        }
+    }
+    c.args(&args);
+    if let Some(m) = o.mem.as_deref().or(Some(board.memory.as_str())).filter(|m| !m.is_empty()) {
         c.args(["-m", m]);
     }
-    if let Some(n) = smp.or(board.smp) {
+    if let Some(n) = o.smp.or(board.smp) {
         c.args(["-smp", &n.to_string()]);
+    }
+    if o.icount {
+        c.args(["-icount", "shift=0"]);
     }
     c.args(["-nographic", "-monitor", "none", "-serial", "stdio", "-kernel"]).arg(kernel);
     for a in &board.drive {
         c.arg(a.replace("{image}", &image.display().to_string()));
     }
-    c.args(extra);
+    c.args(&o.extra);
     c
 }

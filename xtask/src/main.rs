@@ -11,10 +11,12 @@ commands:
   check-targets   build the no_std crates for aarch64-unknown-none and riscv64gc-unknown-none-elf
   test            everything CI runs: check-targets, fetch-model, cargo test --workspace
   image           build a card image: --board B [--model FILE] [--out FILE] [generation flags]
-  qemu            build, image and boot in QEMU: --board B [--model FILE] [--mem SIZE] [--smp N] [--icount]
+  qemu            build, image and boot in QEMU: --board B [--model FILE] [--mem SIZE] [--smp N] [--cpu MODEL] [--icount]
                   [generation flags: --prompt TEXT -n N --temp T --top-k K --top-p P --min-p M
                    --repeat-penalty R --seed S --ctx N --cache SIZE --no-special]
                   prints the UART on stdout and exits with the kernel's status
+  bench           instruction counts per token in QEMU (-icount) for each kernel set, 1 and 4 cores;
+                  writes results/bench.md and results/bench.svg [-n N]
   bench-host      PC runner speed on the default model: prefill and generation tok/s
                   [--threads N] [-n N] [--pread]
 ";
@@ -27,6 +29,7 @@ fn main() {
         Some("check-targets") => check_targets(),
         Some("test") => test(&args[1..]),
         Some("bench-host") => bench_host(&args[1..]),
+        Some("bench") => report(bench(&args[1..])),
         Some("image") => report(image(&args[1..]).map(|_| 0)),
         Some("qemu") => report(qemu(&args[1..])),
         Some("-h") | Some("--help") | Some("help") => {
@@ -300,6 +303,7 @@ struct BootArgs {
     mem: Option<String>,
     icount: bool,
     smp: Option<u32>,
+    cpu: Option<String>,
     settings: xtask::Settings,
 }
 
@@ -311,6 +315,7 @@ fn boot_args(args: &[String]) -> Result<BootArgs, String> {
     let mut mem = None;
     let mut icount = false;
     let mut smp = None;
+    let mut cpu = None;
     let mut it = rest.iter();
     while let Some(a) = it.next() {
         let mut val = || it.next().cloned().ok_or(format!("{a} needs a value"));
@@ -321,6 +326,7 @@ fn boot_args(args: &[String]) -> Result<BootArgs, String> {
             "--mem" => mem = Some(val()?),
             "--icount" => icount = true,
             "--smp" => smp = Some(val()?.parse().map_err(|_| "--smp needs a number")?),
+            "--cpu" => cpu = Some(val()?),
             other => return Err(format!("unknown argument {other:?} (see cargo xtask help)")),
         }
     }
@@ -336,6 +342,7 @@ fn boot_args(args: &[String]) -> Result<BootArgs, String> {
         mem,
         icount,
         smp,
+        cpu,
         settings,
     })
 }
@@ -367,9 +374,27 @@ fn qemu(args: &[String]) -> Result<i32, String> {
     }
     let a = boot_args(args)?;
     let (kernel, img) = build_card(&a, true)?;
-    let extra: Vec<String> = if a.icount { vec!["-icount".into(), "shift=0".into()] } else { vec![] };
-    let mut c = xtask::qemu_command(&a.board, &kernel, &img, a.mem.as_deref(), a.smp, &extra);
+    let opts = xtask::QemuOpts { mem: a.mem.clone(), smp: a.smp, cpu: a.cpu.clone(), icount: a.icount, extra: vec![] };
+    let mut c = xtask::qemu_command(&a.board, &kernel, &img, &opts);
     eprintln!("xtask: {c:?}");
     let status = c.status().map_err(|e| format!("running {}: {e} (run `cargo xtask setup`)", a.board.qemu_binary))?;
     Ok(status.code().unwrap_or(1))
+}
+
+fn bench(args: &[String]) -> Result<i32, String> {
+    if setup() != 0 {
+        return Err("setup failed".into());
+    }
+    let mut n = 8;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "-n" => n = it.next().and_then(|v| v.parse().ok()).ok_or("-n needs a number")?,
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    let md = xtask::bench::run(&xtask::bench::default_cases(), n)?;
+    println!("{md}");
+    eprintln!("xtask: wrote results/bench.md and results/bench.svg");
+    Ok(0)
 }

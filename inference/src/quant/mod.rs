@@ -152,6 +152,16 @@ impl Kernels {
         q6_k_q8_k: scalar::vec_dot_q6_k_q8_k,
     };
 
+    /// The set called `name` (`scalar`, `neon`, `neon-dotprod`, `rvv`) if this CPU runs it.
+    pub fn by_name(name: &str) -> Option<Kernels> {
+        Self::available().into_iter().flatten().find(|k| k.name == name)
+    }
+
+    /// Every set this CPU runs, scalar first.
+    pub fn available() -> [Option<Kernels>; 3] {
+        [Some(Kernels::SCALAR), None, None]
+    }
+
     /// The fastest set this CPU runs. Only the scalar set exists so far; NEON and RVV sets join here.
     pub fn best() -> Kernels {
         Kernels::SCALAR
