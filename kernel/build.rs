@@ -164,6 +164,8 @@ fn main() {
         .unwrap();
     }
     writeln!(o, "];").unwrap();
+    writeln!(o, "pub const STACK_SIZE: usize = {STACK_SIZE:#x};").unwrap();
+    writeln!(o, "pub const TEST_FINISHER: usize = {:#x};", opt(&t, "test_finisher")).unwrap();
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
     fs::write(out.join("board.rs"), o).unwrap();
 

@@ -2,12 +2,49 @@
 //! panics and exceptions.
 
 use core::fmt::{self, Write};
+use crate::board::{UartKind, UART, UART_BASE, UART_CLOCK_HZ};
+use drivers::uart::ns16550::Ns16550;
 use drivers::uart::pl011::Pl011;
 use drivers::uart::Uart;
 
-static UART: spin::Mutex<Option<Pl011>> = spin::Mutex::new(None);
+/// The board's UART.
+enum Port {
+    Pl011(Pl011),
+    Ns16550(Ns16550),
+}
 
-struct Writer<'a>(&'a mut Pl011);
+impl Port {
+    /// # Safety
+    /// Only one `Port` may be in use at a time, except in [`emergency`].
+    unsafe fn board() -> Port {
+        // SAFETY: UART_BASE is the board's UART of kind UART, mapped as device memory.
+        unsafe {
+            match UART {
+                UartKind::Pl011 => Port::Pl011(Pl011::new(UART_BASE)),
+                UartKind::Ns16550 => Port::Ns16550(Ns16550::new(UART_BASE, 1)),
+            }
+        }
+    }
+}
+
+impl Uart for Port {
+    fn write_byte(&mut self, b: u8) {
+        match self {
+            Port::Pl011(u) => u.write_byte(b),
+            Port::Ns16550(u) => u.write_byte(b),
+        }
+    }
+    fn read_byte(&mut self) -> Option<u8> {
+        match self {
+            Port::Pl011(u) => u.read_byte(),
+            Port::Ns16550(u) => u.read_byte(),
+        }
+    }
+}
+
+static PORT: spin::Mutex<Option<Port>> = spin::Mutex::new(None);
+
+struct Writer<'a>(&'a mut Port);
 
 impl Write for Writer<'_> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
@@ -23,21 +60,24 @@ impl Write for Writer<'_> {
 
 /// Bring up the board's UART at 115200 baud.
 pub fn init() {
-    // SAFETY: UART_BASE is the board's PL011, mapped as device memory; only this module uses it.
-    let mut u = unsafe { Pl011::new(crate::board::UART_BASE) };
-    u.init(crate::board::UART_CLOCK_HZ, 115_200);
-    *UART.lock() = Some(u);
+    // SAFETY: the only Port besides emergency use.
+    let mut u = unsafe { Port::board() };
+    match &mut u {
+        Port::Pl011(p) => p.init(UART_CLOCK_HZ, 115_200),
+        Port::Ns16550(p) => p.init(UART_CLOCK_HZ, 115_200),
+    }
+    *PORT.lock() = Some(u);
 }
 
 pub fn print(args: fmt::Arguments<'_>) {
-    if let Some(u) = UART.lock().as_mut() {
+    if let Some(u) = PORT.lock().as_mut() {
         let _ = Writer(u).write_fmt(args);
     }
 }
 
 /// Raw bytes (token text).
 pub fn write_bytes(b: &[u8]) {
-    if let Some(u) = UART.lock().as_mut() {
+    if let Some(u) = PORT.lock().as_mut() {
         for &c in b {
             if c == b'\n' {
                 u.write_byte(b'\r');
@@ -49,14 +89,14 @@ pub fn write_bytes(b: &[u8]) {
 
 /// A byte from the serial line, if one is waiting.
 pub fn read_byte() -> Option<u8> {
-    UART.lock().as_mut().and_then(|u| u.read_byte())
+    PORT.lock().as_mut().and_then(|u| u.read_byte())
 }
 
 /// Print without taking the lock (the lock holder may be the code that faulted).
 pub fn emergency(args: fmt::Arguments<'_>) {
     // SAFETY: a second handle to the same UART; used only when the kernel is about to stop, so
     // interleaving with a lock holder at worst garbles output.
-    let mut u = unsafe { Pl011::new(crate::board::UART_BASE) };
+    let mut u = unsafe { Port::board() };
     let _ = Writer(&mut u).write_fmt(args);
 }
 

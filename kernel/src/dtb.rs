@@ -12,3 +12,15 @@ pub fn ram(addr: usize) -> Option<(u64, u64)> {
     let region = node.reg()?.next()?;
     Some((region.starting_address as u64, region.size? as u64))
 }
+
+/// The timer frequency (`/cpus/timebase-frequency`), if present.
+pub fn timebase(addr: usize) -> Option<u64> {
+    if addr == 0 {
+        return None;
+    }
+    // SAFETY: as in `ram`.
+    let fdt = unsafe { fdt::Fdt::from_ptr(addr as *const u8) }.ok()?;
+    let cpus = fdt.find_node("/cpus")?;
+    let p = cpus.property("timebase-frequency")?;
+    p.as_usize().map(|v| v as u64)
+}

@@ -11,6 +11,10 @@ extern crate alloc;
 #[cfg(target_arch = "aarch64")]
 mod arch;
 #[cfg(target_os = "none")]
+#[path = "arch/riscv64/mod.rs"]
+#[cfg(target_arch = "riscv64")]
+mod arch;
+#[cfg(target_os = "none")]
 mod board;
 #[cfg(target_os = "none")]
 #[macro_use]

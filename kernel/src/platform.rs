@@ -44,7 +44,12 @@ extern "C" fn lmboot_main(dtb_addr: usize, _core: usize) -> ! {
 
     let found = match board::RAM_FROM {
         // In x0, or at the start of RAM where QEMU puts it for ELF kernels.
-        RamFrom::Dtb => dtb::ram(dtb_addr).or_else(|| dtb::ram(board::RAM_BASE)),
+        RamFrom::Dtb => {
+            if let Some(hz) = dtb::timebase(dtb_addr) {
+                crate::arch::set_timebase(hz);
+            }
+            dtb::ram(dtb_addr).or_else(|| dtb::ram(board::RAM_BASE))
+        }
         RamFrom::Mailbox => match mailbox().arm_memory() {
             Ok((base, size)) => Some((base as u64, size as u64)),
             Err(e) => {
@@ -104,7 +109,7 @@ fn start_cores() {
         }
         // Cores the machine does not have (QEMU -smp) answer CPU_ON with an error.
         CoreStart::PsciHvc => 1 + (1..wanted).filter(|&c| crate::arch::psci_cpu_on(c as u64, _start as usize) == 0).count(),
-        CoreStart::SbiHsm => 1,
+        CoreStart::SbiHsm => 1 + (0..wanted).filter(|&h| h != crate::arch::core_id() && crate::arch::start_hart(h)).count(),
     };
     let online = crate::smp::CorePool::wait_online(expected, 50_000_000);
     crate::smp::CorePool::set_active(online);
@@ -121,8 +126,7 @@ fn go<D: BlockDevice + Send>(dev: D) -> ! {
         clock_ns: &now_ns,
         heap_free: &heap_free,
         heap_high: &heap_high,
-        // PMEVCNTR0_EL0 is 32 bits wide on ARMv8.0 cores.
-        instructions: Some((&instructions, 32)),
+        instructions: Some((&instructions, crate::arch::INSTRUCTION_COUNTER_BITS)),
         pool: &crate::smp::CorePool,
         set_cores: Some(&|n| crate::smp::CorePool::set_active(n.unwrap_or(usize::MAX))),
         kernels: inference::Kernels::best(),

@@ -54,6 +54,8 @@ impl CorePool {
 
 /// A secondary core's life: announce itself, then run jobs forever.
 pub fn worker_loop(core: usize) -> ! {
+    // Counters and wake-ups first: core 0 may publish a job as soon as this core is counted.
+    crate::arch::perf_counters_enable();
     let index = ONLINE.fetch_add(1, Ordering::AcqRel);
     let _ = core;
     let mut seen = EPOCH.load(Ordering::Acquire);

@@ -1,5 +1,6 @@
 //! Serial ports. [`Uart`] is what the kernel's console needs: send a byte, maybe receive one.
 
+pub mod ns16550;
 pub mod pl011;
 
 /// A serial port.

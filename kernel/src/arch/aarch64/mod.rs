@@ -163,3 +163,13 @@ pub fn psci_cpu_on(target: u64, entry: usize) -> i64 {
     };
     r
 }
+
+/// SBI calls do not exist here.
+pub fn sbi_system_reset(_code: u32) {}
+pub fn start_hart(_hart: usize) -> bool {
+    false
+}
+pub fn set_timebase(_hz: u64) {}
+
+/// Width of the instruction counter read by `perf_counters` (PMEVCNTR0_EL0 is 32 bits wide on ARMv8.0 cores.)
+pub const INSTRUCTION_COUNTER_BITS: u32 = 32;
