@@ -1,0 +1,42 @@
+//! Boot tests on QEMU `virt` riscv64 (OpenSBI, S-mode, 4 harts, RVV 1.0 with VLEN 256): the kernel
+//! prints exactly what `lmboot-host` prints; a damaged card is a clear error with a non-zero status.
+
+mod common;
+
+use common::boot::{boot, boot_smp, built, generated, host_text, make_card};
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(600);
+const BOARD: &str = "qemu-virt-riscv64";
+
+#[test]
+fn riscv_matches_the_pc_runner_on_one_and_four_harts() {
+    let b = built(BOARD);
+    let model = common::model_path();
+    let s = xtask::Settings { prompt: "Once upon a time".into(), n: 16, ..Default::default() };
+    let want = host_text(b, &model, &s);
+    let img = make_card(b, "riscv-once", &s, &model);
+    let (code, four) = boot(b, &img, None, &[], LIMIT);
+    eprintln!("{four}");
+    assert_eq!(code, 0, "QEMU exit status");
+    assert!(four.contains("cores: 4 working"), "{four}");
+    assert_eq!(generated(&four), want);
+    let (code, one) = boot_smp(b, &img, None, Some(1), &[], LIMIT);
+    assert_eq!(code, 0);
+    assert_eq!(generated(&one), want);
+}
+
+#[test]
+fn riscv_bad_boot_sector_is_a_clear_error() {
+    let b = built(BOARD);
+    let model = common::model_path();
+    let img = make_card(b, "riscv-badboot", &xtask::Settings { n: 1, ..Default::default() }, &model);
+    let mut f = std::fs::OpenOptions::new().write(true).open(&img).unwrap();
+    use std::io::{Seek, SeekFrom, Write};
+    f.seek(SeekFrom::Start(xtask::image::PART_START_LBA * 512 + 510)).unwrap();
+    f.write_all(&[0x12, 0x34]).unwrap();
+    drop(f);
+    let (code, uart) = boot(b, &img, None, &[], LIMIT);
+    assert_eq!(code, 1, "{uart}");
+    assert!(uart.contains("error: card: FAT: LBA 2048: boot signature"), "{uart}");
+}
