@@ -26,9 +26,13 @@ pub struct Figures {
     pub text: String,
 }
 
-/// llama.cpp b4747's static aarch64 builds, 1 thread, per generated token on this model and prompt
-/// (from the issue; counted under qemu-aarch64 with an instruction-counting plugin).
-pub const LLAMA_CPP: [(&str, u64); 2] = [("llama.cpp armv8-a (NEON)", 151_300_000), ("llama.cpp armv8.2-a+dotprod", 118_100_000)];
+/// llama.cpp b4747's static builds, 1 thread, per generated token on this model and prompt (from
+/// the issues; counted under qemu-user with an instruction-counting plugin).
+pub const LLAMA_CPP: [(&str, u64); 3] = [
+    ("llama.cpp armv8-a (NEON)", 151_300_000),
+    ("llama.cpp armv8.2-a+dotprod", 118_100_000),
+    ("llama.cpp rv64gcv VLEN 256", 166_400_000),
+];
 
 fn num_after(line: &str, key: &str) -> Option<u64> {
     let i = line.find(key)? + key.len();
@@ -123,7 +127,10 @@ pub fn run(cases: &[Case], n: usize) -> Result<String, String> {
     // Bar chart of instructions per generated token (critical path for the multi-core rows).
     let mut bars: Vec<(String, u64)> = rows
         .iter()
-        .filter_map(|(c, f)| f.as_ref().map(|f| (format!("{} {} x{}", c.cpu.trim_start_matches("cortex-"), c.kernels, c.cores), f.critical_path.unwrap_or(f.per_generated_token))))
+        .filter_map(|(c, f)| {
+            let cpu = c.cpu.trim_start_matches("cortex-").replace("rv64,v=true,", "rv64 ").replace(",elen=64", "");
+            f.as_ref().map(|f| (format!("{cpu} {} x{}", c.kernels, c.cores), f.critical_path.unwrap_or(f.per_generated_token)))
+        })
         .collect();
     bars.extend(LLAMA_CPP.iter().map(|(n, v)| (n.to_string(), *v)));
     let max = bars.iter().map(|b| b.1).max().unwrap_or(1) as f64;
@@ -144,14 +151,27 @@ pub fn run(cases: &[Case], n: usize) -> Result<String, String> {
     Ok(md)
 }
 
-/// The default matrix: virt aarch64, scalar / NEON on a Cortex-A53, NEON+dotprod on a Cortex-A76,
-/// 1 and 4 cores.
+/// The default matrix: virt aarch64 (scalar / NEON on a Cortex-A53, NEON+dotprod on a Cortex-A76)
+/// and virt riscv64 (scalar, RVV at VLEN 128 and 256), 1 and 4 cores.
 pub fn default_cases() -> Vec<Case> {
     let mut v = vec![];
-    for (cpu, kernels) in [("cortex-a53", "scalar"), ("cortex-a53", "neon"), ("cortex-a76", "neon-dotprod")] {
+    let configs = [
+        ("qemu-virt-aarch64", "cortex-a53", "scalar"),
+        ("qemu-virt-aarch64", "cortex-a53", "neon"),
+        ("qemu-virt-aarch64", "cortex-a76", "neon-dotprod"),
+        ("qemu-virt-riscv64", "rv64,v=true,vlen=256,elen=64", "scalar"),
+        ("qemu-virt-riscv64", "rv64,v=true,vlen=128,elen=64", "rvv"),
+        ("qemu-virt-riscv64", "rv64,v=true,vlen=256,elen=64", "rvv"),
+    ];
+    for (board, cpu, kernels) in configs {
         for cores in [1, 4] {
-            v.push(Case { board: "qemu-virt-aarch64", cpu, kernels, cores });
+            v.push(Case { board, cpu, kernels, cores });
         }
     }
     v
+}
+
+/// Only the cases of `board` (or all with `None`).
+pub fn cases_for(board: Option<&str>) -> Vec<Case> {
+    default_cases().into_iter().filter(|c| board.is_none_or(|b| c.board == b)).collect()
 }

@@ -16,7 +16,7 @@ commands:
                    --repeat-penalty R --seed S --ctx N --cache SIZE --no-special]
                   prints the UART on stdout and exits with the kernel's status
   bench           instruction counts per token in QEMU (-icount) for each kernel set, 1 and 4 cores;
-                  writes results/bench.md and results/bench.svg [-n N]
+                  writes results/bench.md and results/bench.svg [-n N] [--board B]
   bench-host      PC runner speed on the default model: prefill and generation tok/s
                   [--threads N] [-n N] [--pread]
 ";
@@ -386,14 +386,16 @@ fn bench(args: &[String]) -> Result<i32, String> {
         return Err("setup failed".into());
     }
     let mut n = 8;
+    let mut board: Option<String> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "-n" => n = it.next().and_then(|v| v.parse().ok()).ok_or("-n needs a number")?,
+            "--board" => board = Some(it.next().cloned().ok_or("--board needs a value")?),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    let md = xtask::bench::run(&xtask::bench::default_cases(), n)?;
+    let md = xtask::bench::run(&xtask::bench::cases_for(board.as_deref()), n)?;
     println!("{md}");
     eprintln!("xtask: wrote results/bench.md and results/bench.svg");
     Ok(0)
