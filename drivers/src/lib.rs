@@ -16,4 +16,5 @@ extern crate alloc;
 pub mod bcm2835;
 pub mod block;
 pub mod fat;
+pub mod sdhci;
 pub mod uart;

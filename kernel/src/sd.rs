@@ -1,28 +1,59 @@
-//! The Raspberry Pi card slot: find the SD host controller with a card and bring it up.
-//! (Filled in when the SDHCI driver lands.)
+//! The Raspberry Pi card slot: route the pins (Pi 3), find the SD host controller with a card, take
+//! its base clock from the VideoCore, and bring the card up with the polled SDHCI driver.
 
+use crate::board;
+use alloc::format;
 use alloc::string::String;
 use drivers::bcm2835::mailbox::Mailbox;
+use drivers::sdhci::{card_present, Mmio, Sdhci};
 
-pub struct NoCard;
+/// The ARM generic timer as the driver's clock.
+pub struct TimerClock;
 
-impl drivers::block::BlockDevice for NoCard {
-    type Error = &'static str;
-    fn num_blocks(&self) -> u64 {
-        0
+impl drivers::sdhci::Clock for TimerClock {
+    fn now_us(&mut self) -> u64 {
+        crate::platform::micros()
     }
-    fn read_blocks(&mut self, _lba: u64, _buf: &mut [u8]) -> Result<(), &'static str> {
-        Err("no card")
+    fn delay_us(&mut self, us: u32) {
+        crate::platform::wait_us(us)
     }
 }
 
-// SAFETY: holds nothing.
-unsafe impl Send for NoCard {}
+pub type Card = Sdhci<Mmio, TimerClock>;
 
-pub fn open(mb: &mut Mailbox) -> Result<NoCard, String> {
-    for (&base, &id) in crate::board::BLOCK_BASES.iter().zip(crate::board::BLOCK_CLOCK_IDS) {
-        let rate = mb.clock_rate(id);
-        crate::println!("sd: controller {base:#x}, clock id {id}: {rate:?}");
+/// Bring up the first controller that has a card.
+pub fn open(mb: &mut Mailbox) -> Result<Card, String> {
+    if board::GPIO_KIND == drivers::bcm2835::gpio::GpioKind::Bcm2835 {
+        // SAFETY: the board's GPIO block; nothing else touches it during bring-up.
+        unsafe { drivers::bcm2835::gpio::sd_on_emmc(board::GPIO_BASE, |us| crate::platform::wait_us(us)) };
     }
-    Err("SD driver pending".into())
+    let mut tried = String::new();
+    for (&base, &id) in board::BLOCK_BASES.iter().zip(board::BLOCK_CLOCK_IDS) {
+        // SAFETY: `base` is an SD host controller of this board, device-mapped, used only here.
+        let mut regs = unsafe { Mmio::new(base) };
+        if !card_present(&mut regs) {
+            tried.push_str(&format!(" {base:#x}: no card;"));
+            continue;
+        }
+        let rate = match mb.clock_rate(id) {
+            Ok(r) if r > 0 => r,
+            Ok(_) | Err(_) => 0, // the driver then tries the controller's capabilities
+        };
+        match Sdhci::init(regs, TimerClock, rate) {
+            Ok(card) => {
+                let i = card.info();
+                crate::println!(
+                    "card: SD at {base:#x}, {} MiB, {}, base clock {} MHz, data clock {} kHz, {}-bit",
+                    i.blocks * 512 >> 20,
+                    if i.high_capacity { "SDHC/SDXC (block addressed)" } else { "SDSC (byte addressed)" },
+                    i.base_clock_hz / 1_000_000,
+                    i.data_clock_hz / 1000,
+                    i.bus_width
+                );
+                return Ok(card);
+            }
+            Err(e) => tried.push_str(&format!(" {base:#x}: {e};")),
+        }
+    }
+    Err(format!("no usable SD card:{tried}"))
 }

@@ -23,7 +23,7 @@ const PUP_PDN_CNTRL0: usize = 0xe4;
 /// `base` must be the GPIO registers, mapped as device memory; no one else may change them now.
 pub unsafe fn uart0_on_14_15(base: usize, kind: GpioKind, delay: impl Fn(u32)) {
     let reg = |off: usize| (base + off) as *mut u32;
-    // SAFETY (all accesses): the caller's contract; 32-bit volatile accesses to GPIO registers.
+    // SAFETY: the caller's contract; 32-bit volatile accesses to GPIO registers.
     unsafe {
         // Function select: pins 14 and 15 are bits 12..18 of GPFSEL1; ALT0 = 0b100.
         let mut f = read_volatile(reg(GPFSEL1));
@@ -45,5 +45,35 @@ pub unsafe fn uart0_on_14_15(base: usize, kind: GpioKind, delay: impl Fn(u32)) {
                 write_volatile(reg(PUP_PDN_CNTRL0), p);
             }
         }
+    }
+}
+
+const GPFSEL4: usize = 0x10;
+const GPFSEL5: usize = 0x14;
+const GPPUDCLK1: usize = 0x9c;
+
+/// Route the card slot (GPIO 48..=53) to the Arasan EMMC controller, ALT3, with pull-ups on CMD
+/// and DAT0-3 (the BCM2837 firmware leaves the slot on its SDHOST controller).
+///
+/// # Safety
+/// As [`uart0_on_14_15`].
+pub unsafe fn sd_on_emmc(base: usize, delay: impl Fn(u32)) {
+    let reg = |off: usize| (base + off) as *mut u32;
+    // SAFETY: the caller's contract; 32-bit volatile accesses to GPIO registers.
+    unsafe {
+        // Pins 48, 49: GPFSEL4 bits 24..30; pins 50..=53: GPFSEL5 bits 0..12; ALT3 = 0b111.
+        let mut f4 = read_volatile(reg(GPFSEL4));
+        f4 |= (7 << 24) | (7 << 27);
+        write_volatile(reg(GPFSEL4), f4);
+        let mut f5 = read_volatile(reg(GPFSEL5));
+        f5 |= 0xfff;
+        write_volatile(reg(GPFSEL5), f5);
+        // Pull-ups on 49..=53 (CMD, DAT0-3): GPPUD = 2, clock the pins, release.
+        write_volatile(reg(GPPUD), 2);
+        delay(150);
+        write_volatile(reg(GPPUDCLK1), 0b11_1110 << 16);
+        delay(150);
+        write_volatile(reg(GPPUD), 0);
+        write_volatile(reg(GPPUDCLK1), 0);
     }
 }

@@ -72,7 +72,7 @@ impl Mailbox {
         let addr = b.0.as_ptr() as usize;
         (self.flush)(addr, total * 4);
         let mut spins = 0;
-        // SAFETY (all volatile accesses below): the mailbox registers (constructor contract).
+        // SAFETY: the mailbox registers (constructor contract).
         while unsafe { read_volatile(self.reg(STATUS)) } & FULL != 0 {
             spins += 1;
             if spins > SPIN_LIMIT {

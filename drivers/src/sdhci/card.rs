@@ -1,0 +1,257 @@
+//! Pure logic of the SD card and the SDHCI clock: the CSD (capacity, speed), the CID (for printing),
+//! and the clock divider. No registers here; everything is testable from plain values.
+
+use core::fmt;
+
+use super::error::Cause;
+use super::regs::SPEC_V3;
+
+/// A 128-bit card register (CID or CSD) as the controller hands it over: response words 0..3
+/// hold its bits 127:8 shifted down by 8 (the CRC byte is not stored). Returns the register with
+/// bit `n` at bit `n` and a zero CRC byte.
+pub fn r2_register(resp: &[u32; 4]) -> u128 {
+    let v = resp[0] as u128
+        | (resp[1] as u128) << 32
+        | (resp[2] as u128) << 64
+        | ((resp[3] & 0x00FF_FFFF) as u128) << 96;
+    v << 8
+}
+
+/// Bits `hi..=lo` of a 128-bit register (at most 32 of them).
+fn field(reg: u128, hi: u32, lo: u32) -> u32 {
+    let width = hi - lo + 1;
+    ((reg >> lo) & ((1u128 << width) - 1)) as u32
+}
+
+/// What the driver uses from the CSD.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Csd {
+    /// CSD_STRUCTURE: 0 = version 1.0 (SDSC), 1 = version 2.0 (SDHC/SDXC).
+    pub structure: u8,
+    /// Capacity in 512-byte blocks.
+    pub blocks: u64,
+    /// TRAN_SPEED decoded (25 MHz for every default-speed card); `None` if the field is reserved.
+    pub max_clock_hz: Option<u32>,
+}
+
+/// Decode the CSD from the R2 response words of CMD9.
+///
+/// Version 1.0: capacity = (C_SIZE + 1) * 2^(C_SIZE_MULT + 2) * 2^READ_BL_LEN bytes, READ_BL_LEN
+/// 9..=11 (a 2 GiB card says 1024-byte blocks, a 4 GiB one 2048). Version 2.0: (C_SIZE + 1) * 512
+/// KiB. Version 3.0 (SDUC, over 2 TiB) is refused.
+pub fn parse_csd(resp: &[u32; 4]) -> Result<Csd, Cause> {
+    let reg = r2_register(resp);
+    let structure = field(reg, 127, 126) as u8;
+    let read_bl_len = field(reg, 83, 80) as u8;
+    let blocks = match structure {
+        0 => {
+            if !(9..=11).contains(&read_bl_len) {
+                return Err(Cause::BadCsd {
+                    structure,
+                    read_bl_len,
+                });
+            }
+            let c_size = field(reg, 73, 62) as u64;
+            let mult = field(reg, 49, 47);
+            // At most 4096 * 2^9 * 2^11 bytes: no overflow.
+            ((c_size + 1) << (mult + 2 + read_bl_len as u32)) >> 9
+        }
+        1 => {
+            let c_size = field(reg, 69, 48) as u64;
+            (c_size + 1) << 10
+        }
+        _ => {
+            return Err(Cause::BadCsd {
+                structure,
+                read_bl_len,
+            })
+        }
+    };
+    Ok(Csd {
+        structure,
+        blocks,
+        max_clock_hz: tran_speed_hz(field(reg, 103, 96) as u8),
+    })
+}
+
+/// TRAN_SPEED (CSD bits 103:96): time value (bits 6:3) times a power of ten (bits 2:0) of 100
+/// kbit/s; one bit per clock on the CMD line, so this is the clock limit. 0x32 is 25 MHz.
+pub fn tran_speed_hz(ts: u8) -> Option<u32> {
+    // Time values times 10.
+    const MULT: [u32; 16] = [
+        0, 10, 12, 13, 15, 20, 25, 30, 35, 40, 45, 50, 55, 60, 70, 80,
+    ];
+    let unit = (ts & 7) as u32;
+    let mult = MULT[((ts >> 3) & 0xF) as usize];
+    if unit > 3 || mult == 0 {
+        return None;
+    }
+    // 100 kbit/s * 10^unit * mult / 10 = 10_000 * 10^unit * mult.
+    Some(10_000 * 10u32.pow(unit) * mult)
+}
+
+/// A clock divider setting: the frequency select bits for CLOCK_CONTROL (bits 15:6) and the SD
+/// clock they give, rounded down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Divider {
+    /// Value for CLOCK_CONTROL bits 15:8 (and 7:6 on v3).
+    pub bits: u32,
+    /// What the register divides the base clock by (1 = undivided).
+    pub divisor: u32,
+    /// `base / divisor`, rounded down.
+    pub hz: u32,
+}
+
+/// The divider that gives the fastest SD clock not above `target_hz` from `base_hz`.
+///
+/// SDHCI v3 (`host_version >= 2`) has a 10-bit divided clock mode: N = 1..=1023 gives base / 2N,
+/// N = 0 the base clock itself. v1 / v2 have 8 bits holding a power of two N = 1..=128: base / 2N.
+/// `None` when even the largest divider is too fast (e.g. a 200 MHz base on a v2 controller cannot
+/// reach 400 kHz) or a clock is 0.
+pub fn clock_divider(base_hz: u32, target_hz: u32, host_version: u8) -> Option<Divider> {
+    if base_hz == 0 || target_hz == 0 {
+        return None;
+    }
+    if base_hz <= target_hz {
+        return Some(Divider {
+            bits: 0,
+            divisor: 1,
+            hz: base_hz,
+        });
+    }
+    let (base, target) = (base_hz as u64, target_hz as u64);
+    let n = if host_version >= SPEC_V3 {
+        // Smallest N with base / 2N <= target.
+        let n = base.div_ceil(2 * target);
+        if n > 1023 {
+            return None;
+        }
+        n as u32
+    } else {
+        let mut n = 1u64;
+        while 2 * n * target < base {
+            n *= 2;
+            if n > 128 {
+                return None;
+            }
+        }
+        n as u32
+    };
+    let bits = ((n & 0xFF) << 8) | (((n >> 8) & 0x3) << 6);
+    Some(Divider {
+        bits,
+        divisor: 2 * n,
+        hz: base_hz / (2 * n),
+    })
+}
+
+/// What the driver learnt about the card and the controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CardInfo {
+    /// Capacity in 512-byte blocks.
+    pub blocks: u64,
+    /// SDHC/SDXC (OCR CCS = 1): commands take block numbers. SDSC takes byte addresses.
+    pub high_capacity: bool,
+    /// The card answered CMD8 (physical layer 2.00 or later).
+    pub sd_v2: bool,
+    /// Relative card address from CMD3.
+    pub rca: u16,
+    /// OCR from the last ACMD41.
+    pub ocr: u32,
+    /// CID as the R2 response words (see [`r2_register`]).
+    pub cid: [u32; 4],
+    /// CSD as the R2 response words.
+    pub csd: [u32; 4],
+    /// SDHCI spec version field: 0 = 1.00, 1 = 2.00, 2 = 3.00.
+    pub host_version: u8,
+    /// Base clock the dividers were computed from.
+    pub base_clock_hz: u32,
+    /// Identification clock (<= 400 kHz).
+    pub id_clock_hz: u32,
+    /// Data transfer clock (<= 25 MHz).
+    pub data_clock_hz: u32,
+    /// Data bus width in use: 1 or 4.
+    pub bus_width: u8,
+}
+
+impl CardInfo {
+    /// Capacity in bytes.
+    pub fn bytes(&self) -> u64 {
+        self.blocks * 512
+    }
+
+    /// The CID's 16 bytes, most significant first (byte 15, the CRC, reads 0).
+    pub fn cid_bytes(&self) -> [u8; 16] {
+        r2_register(&self.cid).to_be_bytes()
+    }
+
+    /// The CSD's 16 bytes, most significant first (byte 15, the CRC, reads 0).
+    pub fn csd_bytes(&self) -> [u8; 16] {
+        r2_register(&self.csd).to_be_bytes()
+    }
+
+    /// Manufacturer ID (CID bits 127:120).
+    pub fn manufacturer_id(&self) -> u8 {
+        self.cid_bytes()[0]
+    }
+
+    /// OEM/application ID (two ASCII characters).
+    pub fn oem_id(&self) -> [u8; 2] {
+        let b = self.cid_bytes();
+        [b[1], b[2]]
+    }
+
+    /// Product name (five ASCII characters).
+    pub fn product_name(&self) -> [u8; 5] {
+        let b = self.cid_bytes();
+        [b[3], b[4], b[5], b[6], b[7]]
+    }
+
+    /// Product serial number.
+    pub fn serial(&self) -> u32 {
+        let b = self.cid_bytes();
+        u32::from_be_bytes([b[9], b[10], b[11], b[12]])
+    }
+}
+
+/// Printable ASCII or '?'.
+fn ascii(f: &mut fmt::Formatter<'_>, s: &[u8]) -> fmt::Result {
+    for &c in s {
+        let c = if c.is_ascii_graphic() || c == b' ' {
+            c as char
+        } else {
+            '?'
+        };
+        write!(f, "{c}")?;
+    }
+    Ok(())
+}
+
+impl fmt::Display for CardInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = if self.high_capacity {
+            "SDHC/SDXC"
+        } else if self.sd_v2 {
+            "SDSC (v2)"
+        } else {
+            "SDSC (v1)"
+        };
+        write!(f, "{kind} card \"")?;
+        ascii(f, &self.product_name())?;
+        write!(f, "\" (MID {:#04x}, OID \"", self.manufacturer_id())?;
+        ascii(f, &self.oem_id())?;
+        write!(
+            f,
+            "\", serial {:#010x}), {} blocks ({} MiB), RCA {:#06x}, {}-bit bus at {} kHz (base clock {} kHz, identification at {} kHz, SDHCI spec version field {})",
+            self.serial(),
+            self.blocks,
+            self.bytes() >> 20,
+            self.rca,
+            self.bus_width,
+            self.data_clock_hz / 1000,
+            self.base_clock_hz / 1000,
+            self.id_clock_hz / 1000,
+            self.host_version
+        )
+    }
+}

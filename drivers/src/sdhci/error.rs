@@ -1,0 +1,343 @@
+//! What can go wrong, as values: a [`Cause`] says what the controller or card did (error bits, a
+//! deadline that passed, a bad response), an [`SdError`] says what the driver was doing at the time
+//! (initialising, at which step; reading, which command and LBA).
+
+use core::fmt;
+
+use super::regs::*;
+use crate::block::RequestError;
+
+/// An SD command: `CMDn` or, after CMD55, the application command `ACMDn`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Cmd {
+    pub index: u8,
+    pub app: bool,
+}
+
+impl Cmd {
+    pub const fn new(index: u8) -> Cmd {
+        Cmd { index, app: false }
+    }
+
+    pub const fn acmd(index: u8) -> Cmd {
+        Cmd { index, app: true }
+    }
+}
+
+impl fmt::Display for Cmd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.app {
+            write!(f, "ACMD{}", self.index)
+        } else {
+            write!(f, "CMD{}", self.index)
+        }
+    }
+}
+
+/// What a poll loop was waiting for when its deadline passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// A software reset bit (`SRST_ALL` / `SRST_CMD` / `SRST_DAT`, as in CLOCK_CONTROL) to clear.
+    Reset(u32),
+    /// The internal clock to report stable.
+    ClockStable,
+    /// The command line to be free (present state command inhibit and, for data or busy
+    /// commands, DAT inhibit).
+    Inhibit(u32),
+    /// Command complete.
+    CommandComplete,
+    /// Transfer complete at the end of an R1b busy signal.
+    Busy,
+    /// Buffer read ready for block `n` (0-based) of the request.
+    BufferReady(u32),
+    /// Transfer complete after the last block.
+    TransferComplete,
+}
+
+impl fmt::Display for Wait {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Wait::Reset(bit) => {
+                let name = match bit {
+                    SRST_ALL => "SRST_ALL",
+                    SRST_CMD => "SRST_CMD",
+                    SRST_DAT => "SRST_DAT",
+                    _ => "SRST_?",
+                };
+                write!(f, "software reset {name} to complete")
+            }
+            Wait::ClockStable => f.write_str("the internal clock to become stable"),
+            Wait::Inhibit(mask) => write!(
+                f,
+                "the {} line(s) to be free (PRESENT_STATE inhibit mask {mask:#x})",
+                if mask & PS_DAT_INHIBIT != 0 {
+                    "CMD and DAT"
+                } else {
+                    "CMD"
+                }
+            ),
+            Wait::CommandComplete => f.write_str("command complete"),
+            Wait::Busy => f.write_str("the card to end its busy signal (R1b)"),
+            Wait::BufferReady(n) => write!(f, "buffer read ready for block {n} of the request"),
+            Wait::TransferComplete => f.write_str("transfer complete"),
+        }
+    }
+}
+
+/// What the controller or the card did wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// The controller set error status bits (ERR_INT_STAT, the upper half of INT_STATUS).
+    Error { err_status: u16 },
+    /// A poll loop ran out of time: `waited_us` microseconds for `wait`, with the last INT_STATUS
+    /// and PRESENT_STATE read.
+    Timeout {
+        wait: Wait,
+        waited_us: u64,
+        int_status: u32,
+        present: u32,
+    },
+    /// The card's R1 status has error bits set.
+    CardStatus { r1: u32 },
+    /// CMD55's R1 lacks APP_CMD: the card will not take the application command.
+    NotAppCmd { r1: u32 },
+    /// CMD8's R7 did not echo the voltage and check pattern 0x1AA.
+    BadEcho { r7: u32 },
+    /// ACMD41 never reported the card powered up (OCR bit 31) within `waited_us`.
+    NotReady { ocr: u32, waited_us: u64 },
+    /// CMD3 published relative card address 0 every time.
+    ZeroRca,
+    /// The CSD structure version or block length is not one this driver knows.
+    BadCsd { structure: u8, read_bl_len: u8 },
+    /// No base clock: none given and the capabilities register has none.
+    NoBaseClock { caps: u32 },
+    /// No divider brings `base_hz` down to `target_hz` or below on this controller version.
+    Divider {
+        base_hz: u32,
+        target_hz: u32,
+        host_version: u8,
+    },
+    /// The driver refused to send a command outside its read-only set.
+    Forbidden,
+    /// The card address of `lba` does not fit the 32-bit argument.
+    AddressTooLarge { lba: u64 },
+}
+
+impl Cause {
+    /// Did the command or data time out (in the controller or in a driver deadline)?
+    pub fn is_timeout(&self) -> bool {
+        match *self {
+            Cause::Error { err_status } => err_status & (ERR_CMD_TIMEOUT | ERR_DATA_TIMEOUT) != 0,
+            Cause::Timeout { .. } | Cause::NotReady { .. } => true,
+            _ => false,
+        }
+    }
+}
+
+/// Names of the ERR_INT_STAT bits.
+fn error_bits(f: &mut fmt::Formatter<'_>, err: u16) -> fmt::Result {
+    const NAMES: [&str; 10] = [
+        "command timeout (no response)",
+        "command CRC error",
+        "command end bit error",
+        "command index error",
+        "data timeout",
+        "data CRC error",
+        "data end bit error",
+        "current limit error",
+        "auto CMD12 error",
+        "ADMA error",
+    ];
+    let mut first = true;
+    for (i, name) in NAMES.iter().enumerate() {
+        if err & (1 << i) != 0 {
+            if !first {
+                f.write_str(", ")?;
+            }
+            f.write_str(name)?;
+            first = false;
+        }
+    }
+    if err & 0xFC00 != 0 || first {
+        if !first {
+            f.write_str(", ")?;
+        }
+        write!(
+            f,
+            "error bits {:#06x}",
+            err & if first { 0xFFFF } else { 0xFC00 }
+        )?;
+    }
+    write!(f, " (ERR_INT_STAT {err:#06x})")
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Cause::Error { err_status } => error_bits(f, err_status),
+            Cause::Timeout {
+                wait,
+                waited_us,
+                int_status,
+                present,
+            } => write!(
+                f,
+                "timeout: waited {waited_us} us for {wait} (INT_STATUS {int_status:#010x}, PRESENT_STATE {present:#010x})"
+            ),
+            Cause::CardStatus { r1 } => write!(
+                f,
+                "card status {r1:#010x} has error bits {:#010x}",
+                r1 & super::R1_ERRORS
+            ),
+            Cause::NotAppCmd { r1 } => {
+                write!(f, "the card did not accept an application command (R1 {r1:#010x} lacks APP_CMD)")
+            }
+            Cause::BadEcho { r7 } => write!(
+                f,
+                "R7 {r7:#010x} does not echo voltage 0x1 and check pattern 0xAA (unusable card)"
+            ),
+            Cause::NotReady { ocr, waited_us } => write!(
+                f,
+                "the card did not become ready in {} ms (last OCR {ocr:#010x}: power-up bit 31 never set)",
+                waited_us / 1000
+            ),
+            Cause::ZeroRca => f.write_str("the card kept publishing relative address 0"),
+            Cause::BadCsd {
+                structure,
+                read_bl_len,
+            } => write!(
+                f,
+                "unsupported CSD (CSD_STRUCTURE {structure}, READ_BL_LEN {read_bl_len})"
+            ),
+            Cause::NoBaseClock { caps } => write!(
+                f,
+                "no base clock given and none in the capabilities register ({caps:#010x})"
+            ),
+            Cause::Divider {
+                base_hz,
+                target_hz,
+                host_version,
+            } => write!(
+                f,
+                "no clock divider gives {target_hz} Hz or less from a base clock of {base_hz} Hz (SDHCI spec version field {host_version})"
+            ),
+            Cause::Forbidden => f.write_str("command outside the driver's read-only set refused"),
+            Cause::AddressTooLarge { lba } => {
+                write!(f, "the card address of LBA {lba} does not fit 32 bits")
+            }
+        }
+    }
+}
+
+/// Where in bringing up the controller and card a failure happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Software reset of the whole controller.
+    Reset,
+    /// Working out or setting the SD clock.
+    Clock,
+    /// A command of the identification sequence.
+    Command(Cmd),
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::Reset => f.write_str("controller reset"),
+            Step::Clock => f.write_str("SD clock setup"),
+            Step::Command(c) => write!(f, "{c}"),
+        }
+    }
+}
+
+/// A failed request to the SD driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SdError {
+    /// Bringing up the controller or the card failed.
+    Init { step: Step, cause: Cause },
+    /// A read failed on every try. `cmd` failed at block `lba` of the request of `blocks` blocks
+    /// from `start` (the first failure; the later tries are not described).
+    Read {
+        cmd: Cmd,
+        lba: u64,
+        start: u64,
+        blocks: u32,
+        attempts: u8,
+        cause: Cause,
+    },
+    /// A read failed (first `read_cmd` at `read_lba`: `read_cause`) and re-initialising the card
+    /// before the last try failed too.
+    Reinit {
+        start: u64,
+        blocks: u32,
+        read_cmd: Cmd,
+        read_lba: u64,
+        read_cause: Cause,
+        step: Step,
+        cause: Cause,
+    },
+    /// The request itself is wrong (partial block, past the end of the card).
+    Request(RequestError),
+}
+
+impl SdError {
+    /// The hardware cause (the re-initialisation's for [`SdError::Reinit`]); `None` for bad requests.
+    pub fn cause(&self) -> Option<Cause> {
+        match *self {
+            SdError::Init { cause, .. }
+            | SdError::Read { cause, .. }
+            | SdError::Reinit { cause, .. } => Some(cause),
+            SdError::Request(_) => None,
+        }
+    }
+
+    /// Was it a timeout (no answer from the card or the controller)?
+    pub fn is_timeout(&self) -> bool {
+        match *self {
+            SdError::Reinit {
+                read_cause, cause, ..
+            } => read_cause.is_timeout() || cause.is_timeout(),
+            _ => self.cause().is_some_and(|c| c.is_timeout()),
+        }
+    }
+}
+
+impl From<RequestError> for SdError {
+    fn from(e: RequestError) -> SdError {
+        SdError::Request(e)
+    }
+}
+
+impl fmt::Display for SdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            SdError::Init { step, cause } => write!(f, "SD card init failed at {step}: {cause}"),
+            SdError::Read {
+                cmd,
+                lba,
+                start,
+                blocks,
+                attempts,
+                cause,
+            } => write!(
+                f,
+                "SD read failed: {cmd} at LBA {lba} (request of {blocks} block(s) from LBA {start}), {attempts} attempt(s): {cause}"
+            ),
+            SdError::Reinit {
+                start,
+                blocks,
+                read_cmd,
+                read_lba,
+                read_cause,
+                step,
+                cause,
+            } => write!(
+                f,
+                "SD read failed: {read_cmd} at LBA {read_lba} (request of {blocks} block(s) from LBA {start}): {read_cause}; re-initialising the card then failed at {step}: {cause}"
+            ),
+            SdError::Request(e) => write!(f, "SD {e}"),
+        }
+    }
+}
+
+impl core::error::Error for SdError {}

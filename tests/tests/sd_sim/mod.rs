@@ -1,0 +1,1413 @@
+//! A register-level fake SD host controller with an SD card behind it, for the SDHCI driver tests.
+//!
+//! The controller models what the driver touches of an SDHCI v2/v3 controller as the BCM2835
+//! Arasan "EMMC" and QEMU's sdhci present it: block size/count, argument, transfer mode + command
+//! (a write of the word issues the command), four response words (R2 without its CRC byte, auto
+//! CMD12's response in word 3), the PIO data port, present state, host control + power, clock
+//! control (10-bit v3 or 8-bit power-of-two v2 dividers, an internal clock that becomes stable after
+//! a while, the SD clock), timeout control, software reset (one bit per write, the reset bit reads
+//! 1 for a few microseconds), interrupt status (write 1 to clear, only enabled bits ever set, error
+//! summary bit 15), status and signal enables, capabilities and version.
+//!
+//! The card is a state machine (idle → ready → ident → stby → tran ⇄ data) answering CMD0, 2, 3, 7,
+//! 8, 9, 12, 13, 16, 17, 18, 55 and ACMD6, ACMD41 with R1/R1b/R2/R3/R6/R7 responses; SDHC (block
+//! addresses, CSD v2) or SDSC (byte addresses, CSD v1; with or without CMD8). Anything else is an
+//! illegal command: no response, ILLEGAL_COMMAND in the next status. Data comes from a byte vector
+//! or a pattern computed from the LBA.
+//!
+//! Time is virtual: every register access costs 200 ns, `delay_us` adds its microseconds, and
+//! commands, blocks, resets and clock stabilisation take the time they would at the current SD
+//! clock. Nothing happens in wall-clock time, so the tests are deterministic.
+//!
+//! Recorded: every command on the bus (index, ACMD or not, argument, SD clock, time, whether the
+//! card answered, whether it was the controller's auto CMD12), every software reset, and
+//! violations: things a driver must not do (issue a command while inhibited or without an SD clock,
+//! identification above 400 kHz or below 100 kHz, data above 25 MHz, a wrong response type, change
+//! the divider with the SD clock on, enable the SD clock before the internal clock is stable, two
+//! writes within two SD clocks (the Arasan may drop the second), two reset bits in one write,
+//! read an empty data port, DMA, interrupt signals, a 4-bit host with a 1-bit card, ...).
+//!
+//! Faults: a CRC error on the response of the Nth command or on the Nth data block (transient), a
+//! permanently bad block (every read of it has a data CRC error), a card that never finishes
+//! ACMD41, a card that stops answering after N blocks, and a controller that reports no timeouts
+//! (so only the driver's deadlines end a wait).
+#![allow(dead_code)]
+
+use drivers::sdhci::{Clock, Regs};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+// Register offsets, from the SDHCI spec (kept apart from the driver's constants on purpose).
+const R_BLOCK: usize = 0x04;
+const R_ARG: usize = 0x08;
+const R_CMD: usize = 0x0C;
+const R_RESP0: usize = 0x10;
+const R_RESP3: usize = 0x1C;
+const R_DATA: usize = 0x20;
+const R_PRESENT: usize = 0x24;
+const R_HOST: usize = 0x28;
+const R_CLOCK: usize = 0x2C;
+const R_INT: usize = 0x30;
+const R_INT_EN: usize = 0x34;
+const R_SIG_EN: usize = 0x38;
+const R_HOST2: usize = 0x3C;
+const R_CAPS: usize = 0x40;
+const R_CAPS1: usize = 0x44;
+const R_MAXCURR: usize = 0x48;
+const R_VERSION: usize = 0xFC;
+const R_SDMA: usize = 0x00;
+
+// Normal interrupt status bits.
+const N_CC: u16 = 1 << 0;
+const N_TC: u16 = 1 << 1;
+const N_BRR: u16 = 1 << 5;
+// Error interrupt status bits.
+const E_CMD_TIMEOUT: u16 = 1 << 0;
+const E_CMD_CRC: u16 = 1 << 1;
+const E_DATA_TIMEOUT: u16 = 1 << 4;
+const E_DATA_CRC: u16 = 1 << 5;
+
+// R1 bits.
+const R1_OUT_OF_RANGE: u32 = 1 << 31;
+const R1_ADDRESS_ERROR: u32 = 1 << 30;
+const R1_BLOCK_LEN_ERROR: u32 = 1 << 29;
+const R1_ILLEGAL_COMMAND: u32 = 1 << 22;
+const R1_READY_FOR_DATA: u32 = 1 << 8;
+const R1_APP_CMD: u32 = 1 << 5;
+
+/// Cost of one register access.
+pub const ACCESS_NS: u64 = 200;
+/// Cost of one `now_us` call.
+pub const NOW_NS: u64 = 20;
+/// A software reset bit reads 1 this long.
+pub const RESET_NS: u64 = 3_000;
+/// The internal clock becomes stable this long after it is enabled.
+pub const CLOCK_STABLE_NS: u64 = 10_000;
+/// An R1b busy signal lasts this long after the response.
+pub const BUSY_NS: u64 = 20_000;
+/// Read access time before the first block.
+pub const NAC_NS: u64 = 50_000;
+
+/// What kind of card.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// High capacity (CCS = 1, block addresses, CSD v2).
+    Sdhc,
+    /// Standard capacity, physical layer 2.00 (answers CMD8; byte addresses, CSD v1).
+    SdscV2,
+    /// Standard capacity, physical layer 1.x (no CMD8).
+    SdscV1,
+}
+
+/// Where the card's data comes from.
+#[derive(Debug, Clone)]
+pub enum Backing {
+    /// These bytes (a whole number of blocks).
+    Bytes(Vec<u8>),
+    /// `blocks` blocks of [`pattern_block`].
+    Pattern { blocks: u64 },
+}
+
+/// Deterministic contents of block `lba` of a [`Backing::Pattern`] card.
+pub fn pattern_block(lba: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(512);
+    let mut x = lba.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
+    while out.len() < 512 {
+        x ^= x >> 30;
+        x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x ^= x >> 27;
+        x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
+        x ^= x >> 31;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    // The LBA itself in the first bytes, to spot misplaced blocks.
+    out[..8].copy_from_slice(&lba.to_le_bytes());
+    out
+}
+
+/// The card.
+#[derive(Debug, Clone)]
+pub struct CardSpec {
+    pub kind: Kind,
+    pub backing: Backing,
+    /// ACMD41s answered "still powering up" before the card is ready.
+    pub busy_polls: u32,
+    pub rca: u16,
+}
+
+impl CardSpec {
+    pub fn new(kind: Kind, backing: Backing) -> CardSpec {
+        CardSpec {
+            kind,
+            backing,
+            busy_polls: 3,
+            rca: 0xB368,
+        }
+    }
+
+    pub fn blocks(&self) -> u64 {
+        match &self.backing {
+            Backing::Bytes(b) => b.len() as u64 / 512,
+            Backing::Pattern { blocks } => *blocks,
+        }
+    }
+}
+
+/// The controller.
+#[derive(Debug, Clone, Copy)]
+pub struct HostSpec {
+    /// Spec version field: 1 = SDHCI 2.00 (8-bit power-of-two dividers), 2 = 3.00 (10-bit).
+    pub version: u8,
+    /// The true base clock.
+    pub base_clock_hz: u32,
+    /// Report the base clock (in MHz) in the capabilities register; the BCM2835 reports none.
+    pub caps_base_clock: bool,
+    /// The controller raises a data timeout this long after a block fails to arrive (`None`: never).
+    pub data_timeout_us: Option<u64>,
+    /// The controller raises no timeout errors at all (neither command nor data): a missing
+    /// response or block leaves it waiting until the driver resets it.
+    pub silent: bool,
+    /// Flag writes closer than two SD clocks (the Arasan's lost-write problem).
+    pub arasan_write_check: bool,
+}
+
+impl HostSpec {
+    /// A BCM2835-like SDHCI 3.00 controller with the given base clock reported in the
+    /// capabilities.
+    pub fn v3(base_clock_hz: u32) -> HostSpec {
+        HostSpec {
+            version: 2,
+            base_clock_hz,
+            caps_base_clock: true,
+            data_timeout_us: Some(100_000),
+            silent: false,
+            arasan_write_check: true,
+        }
+    }
+
+    pub fn v2(base_clock_hz: u32) -> HostSpec {
+        HostSpec {
+            version: 1,
+            ..HostSpec::v3(base_clock_hz)
+        }
+    }
+
+    fn caps(&self) -> u32 {
+        // QEMU's BCM2835 capabilities without the clock fields: max block 1024, high speed, 3.3 V
+        // and 1.8 V; no DMA.
+        let mut caps = 0x0521_0080;
+        if self.caps_base_clock {
+            let mhz = self.base_clock_hz / 1_000_000;
+            let mask = if self.version >= 2 { 0xFF } else { 0x3F };
+            if mhz <= mask {
+                caps |= mhz << 8;
+            }
+        }
+        caps
+    }
+}
+
+/// Faults to inject.
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    /// 0-based indices (over all commands on the bus) of commands whose response has a CRC error
+    /// (the card did execute the command).
+    pub cmd_crc_at: Vec<u64>,
+    /// 0-based indices (over all blocks the card sends) of blocks with a data CRC error.
+    pub data_crc_at: Vec<u64>,
+    /// Blocks every read of which has a data CRC error.
+    pub bad_lbas: Vec<u64>,
+    /// ACMD41 never reports the card powered up.
+    pub never_ready: bool,
+    /// The card stops answering (commands and data) once it has sent this many blocks.
+    pub die_after_blocks: Option<u64>,
+}
+
+/// A command seen on the bus.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BusCmd {
+    pub index: u8,
+    /// An application command (after CMD55).
+    pub app: bool,
+    pub arg: u32,
+    /// SD clock at the time.
+    pub clock_hz: f64,
+    pub at_us: u64,
+    /// The card answered.
+    pub answered: bool,
+    /// Sent by the controller (auto CMD12).
+    pub auto: bool,
+    /// Blocks the controller was set up to read (0 for commands without data).
+    pub blocks: u32,
+}
+
+impl BusCmd {
+    pub fn name(&self) -> String {
+        format!("{}{}", if self.app { "ACMD" } else { "CMD" }, self.index)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CardState {
+    Idle = 0,
+    Ready = 1,
+    Ident = 2,
+    Stby = 3,
+    Tran = 4,
+    Data = 5,
+}
+
+#[derive(Debug)]
+struct Card {
+    spec: CardSpec,
+    state: CardState,
+    powered: bool,
+    /// The next command is an application command.
+    app: bool,
+    rca: u16,
+    acmd41s: u32,
+    ccs: bool,
+    width4: bool,
+    blocklen: u32,
+    /// Status bits to report in the next R1 (ILLEGAL_COMMAND).
+    pending: u32,
+    dead: bool,
+    /// Next block to send in the data state; `single` for CMD17.
+    stream: Option<u64>,
+    single: bool,
+    cid: [u8; 16],
+    csd: [u8; 16],
+}
+
+/// What the card answered.
+#[derive(Debug, Clone, Copy)]
+enum Answer {
+    /// A 32-bit response (R1, R3, R6, R7).
+    Short(u32),
+    /// R2: the 16-byte register.
+    Long([u8; 16]),
+}
+
+/// A command in flight in the controller.
+#[derive(Debug)]
+struct Pending {
+    at: u64,
+    answer: Option<Answer>,
+    crc_error: bool,
+    busy: bool,
+    data: bool,
+}
+
+/// A data transfer in the controller.
+#[derive(Debug)]
+struct Xfer {
+    multi: bool,
+    auto12: bool,
+    /// Blocks still to hand to the host.
+    remaining: u32,
+    buf: Option<Vec<u8>>,
+    pos: usize,
+    /// When the next block arrives (None: nothing coming).
+    next_at: Option<u64>,
+    /// Since when the controller has been waiting for a block that does not come.
+    stalled_since: Option<u64>,
+}
+
+/// The whole simulated machine.
+#[derive(Debug)]
+pub struct State {
+    host: HostSpec,
+    faults: Faults,
+    now_ns: u64,
+    // Registers.
+    blksize: u16,
+    blkcnt: u16,
+    arg: u32,
+    trnmod: u16,
+    cmdreg: u16,
+    resp: [u32; 4],
+    hostctl: u8,
+    power: u8,
+    clkcon: u16,
+    timeout: u8,
+    norint: u16,
+    errint: u16,
+    norint_en: u16,
+    errint_en: u16,
+    sig_en: u32,
+    host2: u32,
+    reset_until: u64,
+    reset_bits: u8,
+    stable_at: Option<u64>,
+    cmd_inhibit: bool,
+    dat_inhibit: bool,
+    pending: Option<Pending>,
+    busy_until: Option<u64>,
+    xfer: Option<Xfer>,
+    last_write_ns: Option<u64>,
+    card: Card,
+    // Records.
+    pub log: Vec<BusCmd>,
+    pub resets: Vec<u8>,
+    pub violations: Vec<String>,
+    pub blocks_sent: u64,
+    commands_seen: u64,
+}
+
+/// Handle on a simulated controller and card; [`Sim::regs`] and [`Sim::clock`] give the driver its
+/// two halves over the same state.
+#[derive(Debug, Clone)]
+pub struct Sim(Rc<RefCell<State>>);
+
+/// The controller's registers, for the driver.
+#[derive(Debug)]
+pub struct SimRegs(Rc<RefCell<State>>);
+
+/// The virtual clock, for the driver.
+#[derive(Debug)]
+pub struct SimClock(Rc<RefCell<State>>);
+
+impl Regs for SimRegs {
+    fn read32(&mut self, off: usize) -> u32 {
+        self.0.borrow_mut().read(off)
+    }
+
+    fn write32(&mut self, off: usize, v: u32) {
+        self.0.borrow_mut().write(off, v)
+    }
+}
+
+impl Clock for SimClock {
+    fn now_us(&mut self) -> u64 {
+        let mut s = self.0.borrow_mut();
+        s.now_ns += NOW_NS;
+        s.now_ns / 1000
+    }
+
+    fn delay_us(&mut self, us: u32) {
+        let mut s = self.0.borrow_mut();
+        s.now_ns += us as u64 * 1000;
+        s.advance();
+    }
+}
+
+impl Sim {
+    pub fn new(host: HostSpec, card: CardSpec, faults: Faults) -> Sim {
+        let blocks = card.blocks();
+        let cid = make_cid();
+        let csd = make_csd(card.kind, blocks);
+        let state = State {
+            host,
+            faults,
+            now_ns: 0,
+            blksize: 0,
+            blkcnt: 0,
+            arg: 0,
+            trnmod: 0,
+            cmdreg: 0,
+            resp: [0; 4],
+            hostctl: 0,
+            power: 0,
+            clkcon: 0,
+            timeout: 0,
+            norint: 0,
+            errint: 0,
+            norint_en: 0,
+            errint_en: 0,
+            sig_en: 0,
+            host2: 0,
+            reset_until: 0,
+            reset_bits: 0,
+            stable_at: None,
+            cmd_inhibit: false,
+            dat_inhibit: false,
+            pending: None,
+            busy_until: None,
+            xfer: None,
+            last_write_ns: None,
+            card: Card {
+                spec: card,
+                state: CardState::Idle,
+                powered: false,
+                app: false,
+                rca: 0,
+                acmd41s: 0,
+                ccs: false,
+                width4: false,
+                blocklen: 512,
+                pending: 0,
+                dead: false,
+                stream: None,
+                single: false,
+                cid,
+                csd,
+            },
+            log: Vec::new(),
+            resets: Vec::new(),
+            violations: Vec::new(),
+            blocks_sent: 0,
+            commands_seen: 0,
+        };
+        Sim(Rc::new(RefCell::new(state)))
+    }
+
+    pub fn regs(&self) -> SimRegs {
+        SimRegs(self.0.clone())
+    }
+
+    pub fn clock(&self) -> SimClock {
+        SimClock(self.0.clone())
+    }
+
+    /// Run `f` on the state (e.g. to change faults in the middle of a test).
+    pub fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        f(&mut self.0.borrow_mut())
+    }
+
+    pub fn log(&self) -> Vec<BusCmd> {
+        self.0.borrow().log.clone()
+    }
+
+    /// Command names in bus order, e.g. `["CMD0", "CMD8", "CMD55", "ACMD41", ...]`.
+    pub fn names(&self) -> Vec<String> {
+        self.0.borrow().log.iter().map(BusCmd::name).collect()
+    }
+
+    pub fn clear_log(&self) {
+        self.0.borrow_mut().log.clear();
+    }
+
+    pub fn violations(&self) -> Vec<String> {
+        self.0.borrow().violations.clone()
+    }
+
+    /// Software resets written, as the reset byte (1 = all, 2 = CMD, 4 = DAT).
+    pub fn resets(&self) -> Vec<u8> {
+        self.0.borrow().resets.clone()
+    }
+
+    pub fn count_resets(&self, bit: u8) -> usize {
+        self.0.borrow().resets.iter().filter(|&&b| b == bit).count()
+    }
+
+    pub fn now_us(&self) -> u64 {
+        self.0.borrow().now_ns / 1000
+    }
+
+    /// The card's bytes of blocks `lba .. lba + n`.
+    pub fn expected(&self, lba: u64, n: u64) -> Vec<u8> {
+        let s = self.0.borrow();
+        (lba..lba + n).flat_map(|b| s.card.block(b)).collect()
+    }
+
+    pub fn set_faults(&self, faults: Faults) {
+        self.0.borrow_mut().faults = faults;
+    }
+
+    /// The SD clock now.
+    pub fn sd_clock_hz(&self) -> f64 {
+        self.0.borrow().sd_clock_hz()
+    }
+
+    pub fn host_4bit(&self) -> bool {
+        self.0.borrow().hostctl & 2 != 0
+    }
+
+    pub fn card_4bit(&self) -> bool {
+        self.0.borrow().card.width4
+    }
+
+    /// Was a card ever selected into the transfer state and is it there now?
+    pub fn card_in_tran(&self) -> bool {
+        self.0.borrow().card.state == CardState::Tran
+    }
+
+    /// Commands the host has issued so far (the index the next one gets in
+    /// [`Faults::cmd_crc_at`]).
+    pub fn commands_seen(&self) -> u64 {
+        self.0.borrow().commands_seen
+    }
+
+    /// Blocks the card has sent so far (the index the next one gets in [`Faults::data_crc_at`]).
+    pub fn blocks_sent(&self) -> u64 {
+        self.0.borrow().blocks_sent
+    }
+
+    pub fn signal_enables(&self) -> u32 {
+        self.0.borrow().sig_en
+    }
+}
+
+impl Card {
+    fn blocks(&self) -> u64 {
+        self.spec.blocks()
+    }
+
+    fn block(&self, lba: u64) -> Vec<u8> {
+        match &self.spec.backing {
+            Backing::Bytes(b) => b[lba as usize * 512..(lba as usize + 1) * 512].to_vec(),
+            Backing::Pattern { .. } => pattern_block(lba),
+        }
+    }
+
+    fn power_cycle(&mut self) {
+        self.state = CardState::Idle;
+        self.app = false;
+        self.rca = 0;
+        self.acmd41s = 0;
+        self.ccs = false;
+        self.width4 = false;
+        self.blocklen = 512;
+        self.pending = 0;
+        self.stream = None;
+    }
+
+    /// R1 card status for a command received in `state`.
+    fn status(&mut self, state: CardState, extra: u32) -> u32 {
+        std::mem::take(&mut self.pending) | ((state as u32) << 9) | R1_READY_FOR_DATA | extra
+    }
+
+    /// Execute a command (an application command if CMD55 came just before); `None` = no
+    /// response.
+    fn command(&mut self, index: u8, arg: u32, never_ready: bool) -> Option<Answer> {
+        let app = std::mem::take(&mut self.app);
+        if self.dead || !self.powered {
+            return None;
+        }
+        use CardState::*;
+        let st = self.state;
+        let addressed = (arg >> 16) as u16 == self.rca;
+        let illegal = |c: &mut Card| {
+            c.pending |= R1_ILLEGAL_COMMAND;
+            None
+        };
+        match (app, index) {
+            (_, 0) => {
+                self.power_cycle();
+                None
+            }
+            (false, 8) => {
+                if st != Idle || self.spec.kind == Kind::SdscV1 || (arg >> 8) & 0xF != 1 {
+                    return illegal(self);
+                }
+                Some(Answer::Short(arg & 0xFFF))
+            }
+            (false, 55) => {
+                if matches!(st, Stby | Tran | Data) && !addressed {
+                    return None;
+                }
+                let s = self.status(st, R1_APP_CMD);
+                self.app = true;
+                Some(Answer::Short(s))
+            }
+            (true, 41) => {
+                if st != Idle {
+                    return illegal(self);
+                }
+                let window = arg & 0x00FF_8000;
+                let mut ocr = 0x00FF_8000;
+                if window != 0 {
+                    self.acmd41s += 1;
+                    let hcs = arg & (1 << 30) != 0;
+                    let ready = !never_ready
+                        && self.acmd41s > self.spec.busy_polls
+                        && (self.spec.kind != Kind::Sdhc || hcs);
+                    if ready {
+                        self.ccs = self.spec.kind == Kind::Sdhc;
+                        self.state = Ready;
+                        ocr |= 1 << 31;
+                        if self.ccs {
+                            ocr |= 1 << 30;
+                        }
+                    }
+                }
+                Some(Answer::Short(ocr))
+            }
+            (false, 2) => {
+                if st != Ready {
+                    return illegal(self);
+                }
+                self.state = Ident;
+                Some(Answer::Long(self.cid))
+            }
+            (false, 3) => {
+                if !matches!(st, Ident | Stby) {
+                    return illegal(self);
+                }
+                self.state = Stby;
+                self.rca = self.spec.rca;
+                let s = self.status(st, 0);
+                // R6: RCA, then status bits 23, 22, 19, 12:0.
+                let bits = ((s >> 8) & 0xC000) | ((s >> 6) & 0x2000) | (s & 0x1FFF);
+                Some(Answer::Short((self.rca as u32) << 16 | bits))
+            }
+            (false, 9) => {
+                if st != Stby || !addressed {
+                    return if st == Stby { None } else { illegal(self) };
+                }
+                Some(Answer::Long(self.csd))
+            }
+            (false, 7) => {
+                if addressed {
+                    match st {
+                        Stby | Tran => {
+                            let s = self.status(st, 0);
+                            self.state = Tran;
+                            Some(Answer::Short(s))
+                        }
+                        _ => illegal(self),
+                    }
+                } else {
+                    if matches!(st, Tran | Data) {
+                        self.state = Stby;
+                        self.stream = None;
+                    }
+                    None
+                }
+            }
+            (true, 6) => {
+                if st != Tran {
+                    return illegal(self);
+                }
+                self.width4 = arg & 3 == 2;
+                Some(Answer::Short(self.status(st, R1_APP_CMD)))
+            }
+            (false, 16) => {
+                if st != Tran {
+                    return illegal(self);
+                }
+                let extra = if self.ccs || arg == 512 {
+                    self.blocklen = 512;
+                    0
+                } else {
+                    R1_BLOCK_LEN_ERROR
+                };
+                Some(Answer::Short(self.status(st, extra)))
+            }
+            (false, 17) | (false, 18) => {
+                if st != Tran {
+                    return illegal(self);
+                }
+                let lba = if self.ccs {
+                    arg as u64
+                } else {
+                    if !arg.is_multiple_of(512) {
+                        return Some(Answer::Short(self.status(st, R1_ADDRESS_ERROR)));
+                    }
+                    arg as u64 / 512
+                };
+                if lba >= self.blocks() {
+                    return Some(Answer::Short(self.status(st, R1_OUT_OF_RANGE)));
+                }
+                let s = self.status(st, 0);
+                self.state = Data;
+                self.stream = Some(lba);
+                self.single = index == 17;
+                Some(Answer::Short(s))
+            }
+            (false, 12) => {
+                if st != Data {
+                    return illegal(self);
+                }
+                let s = self.status(st, 0);
+                self.state = Tran;
+                self.stream = None;
+                Some(Answer::Short(s))
+            }
+            (false, 13) => {
+                if !matches!(st, Stby | Tran | Data) {
+                    return illegal(self);
+                }
+                if !addressed {
+                    return None;
+                }
+                Some(Answer::Short(self.status(st, 0)))
+            }
+            _ => illegal(self),
+        }
+    }
+}
+
+/// The response type (bits 1:0), CRC check and index check a command needs.
+fn expected_response(index: u8, app: bool) -> Option<(u16, bool, bool)> {
+    const R1: (u16, bool, bool) = (2, true, true);
+    const R1B: (u16, bool, bool) = (3, true, true);
+    const R2: (u16, bool, bool) = (1, true, false);
+    const R3: (u16, bool, bool) = (2, false, false);
+    Some(match (app, index) {
+        (_, 0) => (0, false, false),
+        (true, 41) => R3,
+        (true, _) => R1,
+        (false, 2) | (false, 9) | (false, 10) => R2,
+        (false, 7) | (false, 12) | (false, 28) | (false, 29) | (false, 38) => R1B,
+        (false, 3)
+        | (false, 8)
+        | (false, 13)
+        | (false, 16)
+        | (false, 17)
+        | (false, 18)
+        | (false, 55) => R1,
+        _ => return None,
+    })
+}
+
+impl State {
+    /// The faults, to change in the middle of a test.
+    pub fn faults_mut(&mut self) -> &mut Faults {
+        &mut self.faults
+    }
+
+    fn violation(&mut self, what: String) {
+        let at = self.now_ns / 1000;
+        self.violations.push(format!("at {at} us: {what}"));
+    }
+
+    fn divisor(&mut self) -> u32 {
+        let c = self.clkcon as u32;
+        if self.host.version >= 2 {
+            let n = ((c >> 8) & 0xFF) | ((c >> 6) & 3) << 8;
+            if n == 0 {
+                1
+            } else {
+                2 * n
+            }
+        } else {
+            let n = (c >> 8) & 0xFF;
+            if n == 0 {
+                1
+            } else {
+                2 * n
+            }
+        }
+    }
+
+    fn internal_stable(&self) -> bool {
+        self.clkcon & 1 != 0 && self.stable_at.is_some_and(|t| self.now_ns >= t)
+    }
+
+    /// The SD clock now (0 when off).
+    pub fn sd_clock_hz(&self) -> f64 {
+        if self.clkcon & 4 == 0 || !self.internal_stable() || self.power & 1 == 0 {
+            return 0.0;
+        }
+        let c = self.clkcon as u32;
+        let n = if self.host.version >= 2 {
+            ((c >> 8) & 0xFF) | ((c >> 6) & 3) << 8
+        } else {
+            (c >> 8) & 0xFF
+        };
+        let div = if n == 0 { 1 } else { 2 * n };
+        self.host.base_clock_hz as f64 / div as f64
+    }
+
+    /// Nanoseconds for `clocks` SD clocks (a slow default when the clock is off).
+    fn clocks_ns(&self, clocks: u64) -> u64 {
+        let hz = self.sd_clock_hz();
+        if hz <= 0.0 {
+            return clocks * 10_000;
+        }
+        (clocks as f64 * 1e9 / hz).ceil() as u64
+    }
+
+    fn set_norm(&mut self, bits: u16) {
+        self.norint |= bits & self.norint_en;
+    }
+
+    fn set_err(&mut self, bits: u16) {
+        self.errint |= bits & self.errint_en;
+    }
+
+    /// Run everything due by now.
+    fn advance(&mut self) {
+        let now = self.now_ns;
+        if let Some(p) = self.pending.as_ref() {
+            if p.at <= now {
+                let p = self.pending.take().unwrap();
+                self.complete(p);
+            }
+        }
+        if let Some(t) = self.busy_until {
+            if t <= self.now_ns {
+                self.busy_until = None;
+                self.dat_inhibit = false;
+                self.set_norm(N_TC);
+            }
+        }
+        self.advance_data();
+    }
+
+    /// The response of a command arrives (or does not).
+    fn complete(&mut self, p: Pending) {
+        match p.answer {
+            None => {
+                if self.cmdreg & 3 == 0 {
+                    // No response expected: done once sent.
+                    self.cmd_inhibit = false;
+                    self.set_norm(N_CC);
+                } else if !self.host.silent {
+                    self.cmd_inhibit = false;
+                    self.set_err(E_CMD_TIMEOUT);
+                }
+                // Silent: the controller keeps waiting (until SRST_CMD).
+            }
+            Some(a) => {
+                match a {
+                    Answer::Short(v) => self.resp = [v, 0, 0, 0],
+                    Answer::Long(b) => {
+                        let w = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+                        self.resp = [
+                            w(11),
+                            w(7),
+                            w(3),
+                            (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32,
+                        ];
+                    }
+                }
+                self.cmd_inhibit = false;
+                if p.crc_error {
+                    self.set_err(E_CMD_CRC);
+                    // The card did run the command: a CMD17 block went out unseen.
+                    if p.data && self.card.single {
+                        self.card.state = CardState::Tran;
+                        self.card.stream = None;
+                    }
+                    return;
+                }
+                self.set_norm(N_CC);
+                if p.busy {
+                    self.busy_until = Some(self.now_ns + BUSY_NS);
+                }
+                if p.data {
+                    let multi = self.trnmod & (1 << 5) != 0;
+                    let remaining = if multi { self.blkcnt as u32 } else { 1 };
+                    let first = self.now_ns + NAC_NS + self.block_ns();
+                    self.xfer = Some(Xfer {
+                        multi,
+                        auto12: multi && self.trnmod & (1 << 2) != 0,
+                        remaining,
+                        buf: None,
+                        pos: 0,
+                        next_at: Some(first),
+                        stalled_since: None,
+                    });
+                }
+            }
+        }
+    }
+
+    fn block_ns(&self) -> u64 {
+        let width = if self.hostctl & 2 != 0 { 4 } else { 1 };
+        self.clocks_ns(4096 / width + 16 + 2)
+    }
+
+    /// Blocks arrive, faults fire, the data timeout counts.
+    fn advance_data(&mut self) {
+        let now = self.now_ns;
+        let Some(x) = self.xfer.as_mut() else { return };
+        if x.buf.is_some() || x.remaining == 0 {
+            return;
+        }
+        if let Some(at) = x.next_at {
+            if at > now {
+                return;
+            }
+            x.next_at = None;
+            // Fetch a block from the card.
+            let card = &mut self.card;
+            let deliver = match card.stream {
+                Some(lba) if !card.dead && lba < card.blocks() => {
+                    let k = self.blocks_sent;
+                    if self.faults.die_after_blocks.is_some_and(|n| k >= n) {
+                        card.dead = true;
+                        None
+                    } else {
+                        self.blocks_sent += 1;
+                        if card.single {
+                            card.state = CardState::Tran;
+                            card.stream = None;
+                        } else {
+                            card.stream = Some(lba + 1);
+                        }
+                        Some((lba, k))
+                    }
+                }
+                _ => None,
+            };
+            match deliver {
+                Some((lba, k)) => {
+                    if self.faults.bad_lbas.contains(&lba) || self.faults.data_crc_at.contains(&k) {
+                        self.set_err(E_DATA_CRC);
+                        // The transfer stops; DAT stays inhibited until SRST_DAT.
+                        self.xfer = None;
+                    } else {
+                        let data = self.card.block(lba);
+                        let x = self.xfer.as_mut().unwrap();
+                        x.buf = Some(data);
+                        x.pos = 0;
+                        self.set_norm(N_BRR);
+                    }
+                    return;
+                }
+                None => {
+                    let x = self.xfer.as_mut().unwrap();
+                    x.stalled_since = Some(at);
+                }
+            }
+        }
+        let x = self.xfer.as_mut().unwrap();
+        if let (Some(since), Some(limit), false) =
+            (x.stalled_since, self.host.data_timeout_us, self.host.silent)
+        {
+            if now >= since + limit * 1000 {
+                self.xfer = None;
+                self.set_err(E_DATA_TIMEOUT);
+            }
+        }
+    }
+
+    fn present(&self) -> u32 {
+        let mut p = 0x01FF_0000; // card inserted, stable, detect, write enabled, DAT/CMD lines high
+        if self.cmd_inhibit {
+            p |= 1;
+        }
+        if self.dat_inhibit {
+            p |= 2;
+        }
+        if let Some(x) = &self.xfer {
+            p |= (1 << 2) | (1 << 9);
+            if x.buf.is_some() {
+                p |= 1 << 11;
+            }
+        }
+        p
+    }
+
+    fn read(&mut self, off: usize) -> u32 {
+        self.now_ns += ACCESS_NS;
+        self.advance();
+        if !off.is_multiple_of(4) {
+            self.violation(format!("unaligned read at {off:#x}"));
+            return 0;
+        }
+        match off {
+            R_SDMA => 0,
+            R_BLOCK => self.blksize as u32 | (self.blkcnt as u32) << 16,
+            R_ARG => self.arg,
+            R_CMD => self.trnmod as u32 | (self.cmdreg as u32) << 16,
+            0x10..=0x1C => self.resp[(off - R_RESP0) / 4],
+            R_DATA => self.read_data(),
+            R_PRESENT => self.present(),
+            R_HOST => self.hostctl as u32 | (self.power as u32) << 8,
+            R_CLOCK => {
+                let mut c = self.clkcon & !2;
+                if self.internal_stable() {
+                    c |= 2;
+                }
+                let reset = if self.now_ns < self.reset_until {
+                    self.reset_bits
+                } else {
+                    0
+                };
+                c as u32 | (self.timeout as u32) << 16 | (reset as u32) << 24
+            }
+            R_INT => {
+                let mut n = self.norint;
+                if self.errint != 0 {
+                    n |= 1 << 15;
+                }
+                n as u32 | (self.errint as u32) << 16
+            }
+            R_INT_EN => self.norint_en as u32 | (self.errint_en as u32) << 16,
+            R_SIG_EN => self.sig_en,
+            R_HOST2 => self.host2,
+            R_CAPS => self.host.caps(),
+            R_CAPS1 | R_MAXCURR => 0,
+            R_VERSION => (0x99 << 24) | (self.host.version as u32) << 16,
+            _ => {
+                self.violation(format!("read of unmodelled register {off:#x}"));
+                0
+            }
+        }
+    }
+
+    fn read_data(&mut self) -> u32 {
+        let next_block_at = self.now_ns + self.block_ns();
+        let Some(x) = self.xfer.as_mut() else {
+            self.violation("data port read with no transfer".into());
+            return 0;
+        };
+        let Some(buf) = x.buf.as_ref() else {
+            self.violation("data port read with an empty buffer".into());
+            return 0;
+        };
+        let w = u32::from_le_bytes(buf[x.pos..x.pos + 4].try_into().unwrap());
+        x.pos += 4;
+        if x.pos == 512 {
+            x.buf = None;
+            x.remaining -= 1;
+            if x.remaining == 0 {
+                let auto12 = x.auto12;
+                self.xfer = None;
+                if auto12 {
+                    self.bus_command(12, 0, true, 0);
+                }
+                self.dat_inhibit = false;
+                self.set_norm(N_TC);
+            } else {
+                x.next_at = Some(next_block_at);
+            }
+        }
+        w
+    }
+
+    /// A command reaches the card (logged); returns the answer.
+    fn bus_command(&mut self, index: u8, arg: u32, auto: bool, blocks: u32) -> Option<Answer> {
+        let app = self.card.app;
+        let answer = self.card.command(index, arg, self.faults.never_ready);
+        if auto {
+            if let Some(Answer::Short(v)) = answer {
+                self.resp[3] = v;
+            }
+        }
+        self.log.push(BusCmd {
+            index,
+            app,
+            arg,
+            clock_hz: self.sd_clock_hz(),
+            at_us: self.now_ns / 1000,
+            answered: answer.is_some(),
+            auto,
+            blocks,
+        });
+        answer
+    }
+
+    fn issue(&mut self) {
+        let index = ((self.cmdreg >> 8) & 0x3F) as u8;
+        let rtype = self.cmdreg & 3;
+        let crc = self.cmdreg & (1 << 3) != 0;
+        let idx = self.cmdreg & (1 << 4) != 0;
+        let data = self.cmdreg & (1 << 5) != 0;
+        let abort = (self.cmdreg >> 6) & 3 == 3;
+        let clock = self.sd_clock_hz();
+        let name = format!("{}{index}", if self.card.app { "ACMD" } else { "CMD" });
+        if clock <= 0.0 {
+            self.violation(format!("{name} issued with the SD clock off"));
+            return;
+        }
+        if self.power & 1 == 0 {
+            self.violation(format!("{name} issued with bus power off"));
+        }
+        if self.cmd_inhibit {
+            self.violation(format!("{name} issued while the CMD line is inhibited"));
+            return;
+        }
+        if (data || (rtype == 3 && !abort)) && self.dat_inhibit {
+            self.violation(format!("{name} issued while the DAT line is inhibited"));
+            return;
+        }
+        if self.trnmod & 1 != 0 {
+            self.violation(format!("{name} with DMA enabled"));
+        }
+        if self.sig_en != 0 {
+            self.violation(format!(
+                "interrupt signals enabled ({:#x}) for a polled driver",
+                self.sig_en
+            ));
+        }
+        let ident = matches!(
+            self.card.state,
+            CardState::Idle | CardState::Ready | CardState::Ident
+        );
+        if ident && !(100_000.0..=400_000.0).contains(&clock) {
+            self.violation(format!("{name} in identification mode at {clock} Hz"));
+        }
+        if clock > 25_000_000.0 {
+            self.violation(format!("{name} at {clock} Hz, above default speed"));
+        }
+        match expected_response(index, self.card.app) {
+            Some(e) if e != (rtype, crc, idx) => self.violation(format!(
+                "{name} with response type {rtype}, CRC check {crc}, index check {idx}; expected {e:?}"
+            )),
+            _ => {}
+        }
+        if abort != (index == 12) {
+            self.violation(format!("{name} with command type abort = {abort}"));
+        }
+        if data {
+            let multi = self.trnmod & (1 << 5) != 0;
+            if self.trnmod & (1 << 4) == 0 {
+                self.violation(format!("{name}: a write transfer"));
+            }
+            if self.blksize & 0xFFF != 512 {
+                self.violation(format!("{name}: block size {}", self.blksize & 0xFFF));
+            }
+            if multi && (self.trnmod & 2 == 0 || self.blkcnt == 0) {
+                self.violation(format!("{name}: multi-block without a block count"));
+            }
+            if !multi && self.trnmod & (1 << 2) != 0 {
+                self.violation(format!("{name}: auto CMD12 on a single block"));
+            }
+            if (self.hostctl & 2 != 0) != self.card.width4 {
+                self.violation(format!(
+                    "{name}: host bus width {} but card bus width {}",
+                    if self.hostctl & 2 != 0 { 4 } else { 1 },
+                    if self.card.width4 { 4 } else { 1 }
+                ));
+            }
+        }
+
+        let k = self.commands_seen;
+        self.commands_seen += 1;
+        let arg = self.arg;
+        let blocks = match (data, self.trnmod & (1 << 5) != 0) {
+            (false, _) => 0,
+            (true, false) => 1,
+            (true, true) => self.blkcnt as u32,
+        };
+        let answer = self.bus_command(index, arg, false, blocks);
+        let crc_error = answer.is_some() && self.faults.cmd_crc_at.contains(&k);
+        let clocks = match (rtype, answer) {
+            (0, _) => 48 + 8,
+            (_, None) => 48 + 64,
+            (1, _) => 48 + 2 + 136,
+            _ => 48 + 2 + 48,
+        };
+        self.cmd_inhibit = true;
+        if data || rtype == 3 {
+            self.dat_inhibit = true;
+        }
+        self.pending = Some(Pending {
+            at: self.now_ns + self.clocks_ns(clocks),
+            answer,
+            crc_error,
+            busy: rtype == 3,
+            data,
+        });
+    }
+
+    fn write(&mut self, off: usize, v: u32) {
+        self.now_ns += ACCESS_NS;
+        self.advance();
+        if !off.is_multiple_of(4) {
+            self.violation(format!("unaligned write at {off:#x}"));
+            return;
+        }
+        // The Arasan may drop a write within two SD clocks of the previous one.
+        let hz = self.sd_clock_hz();
+        if self.host.arasan_write_check && hz > 0.0 && off != R_DATA {
+            if let Some(last) = self.last_write_ns {
+                let gap = self.now_ns - last;
+                if (gap as f64) < 2.0 * 1e9 / hz {
+                    self.violation(format!(
+                        "write to {off:#x} {gap} ns after the previous one, within two SD clocks at {hz} Hz"
+                    ));
+                }
+            }
+        }
+        self.last_write_ns = Some(self.now_ns);
+        match off {
+            R_SDMA => {}
+            R_BLOCK => {
+                if self.xfer.is_none() {
+                    self.blksize = v as u16;
+                    self.blkcnt = (v >> 16) as u16;
+                }
+            }
+            R_ARG => self.arg = v,
+            R_CMD => {
+                self.trnmod = v as u16;
+                self.cmdreg = (v >> 16) as u16;
+                self.issue();
+            }
+            R_HOST => {
+                self.hostctl = v as u8;
+                let power = (v >> 8) as u8;
+                if power & 1 != 0 && (power >> 1) & 7 != 7 {
+                    self.violation(format!(
+                        "bus power on at voltage select {}",
+                        (power >> 1) & 7
+                    ));
+                }
+                let was_on = self.power & 1 != 0;
+                self.power = power;
+                let on = power & 1 != 0;
+                if on && !was_on {
+                    self.card.powered = true;
+                    self.card.power_cycle();
+                } else if !on && was_on {
+                    self.card.powered = false;
+                    self.card.power_cycle();
+                }
+                if (v >> 16) & 0xFF != 0 {
+                    self.violation(format!("block gap control {:#x}", (v >> 16) & 0xFF));
+                }
+            }
+            R_CLOCK => self.write_clock(v),
+            R_INT => {
+                self.norint &= !(v as u16);
+                self.errint &= !((v >> 16) as u16);
+            }
+            R_INT_EN => {
+                self.norint_en = v as u16 & 0x7FFF;
+                self.errint_en = (v >> 16) as u16;
+                self.norint &= self.norint_en;
+                self.errint &= self.errint_en;
+            }
+            R_SIG_EN => self.sig_en = v,
+            R_HOST2 => self.host2 = v,
+            _ => self.violation(format!("write of {v:#x} to {off:#x}")),
+        }
+    }
+
+    fn write_clock(&mut self, v: u32) {
+        let reset = (v >> 24) as u8;
+        if reset != 0 {
+            self.resets.push(reset);
+            if reset.count_ones() > 1 {
+                self.violation(format!(
+                    "reset bits {reset:#x} in one write (QEMU honours one)"
+                ));
+            } else {
+                self.reset_until = self.now_ns + RESET_NS;
+                self.reset_bits = reset;
+                match reset {
+                    1 => self.reset_all(),
+                    2 => {
+                        self.cmd_inhibit = false;
+                        self.pending = None;
+                        self.norint &= !N_CC;
+                    }
+                    4 => {
+                        self.xfer = None;
+                        self.busy_until = None;
+                        self.dat_inhibit = false;
+                        self.norint &= !(N_TC | N_BRR);
+                    }
+                    _ => self.violation(format!("reset bits {reset:#x}")),
+                }
+                if reset == 1 {
+                    return;
+                }
+            }
+        }
+        let new = v as u16;
+        let old = self.clkcon;
+        let sd_on_before = old & 4 != 0;
+        if sd_on_before && new & 4 != 0 && (new & 0xFFC0) != (old & 0xFFC0) {
+            self.violation("clock divider changed with the SD clock enabled".into());
+        }
+        if self.host.version < 2 {
+            let n = (new >> 8) & 0xFF;
+            if n & n.wrapping_sub(1) != 0 || new & 0xC0 != 0 {
+                self.violation(format!("divider bits {new:#06x} invalid on SDHCI 2.00"));
+            }
+        }
+        if new & 1 == 0 {
+            self.stable_at = None;
+        } else if old & 1 == 0 || self.stable_at.is_none() {
+            self.stable_at = Some(self.now_ns + CLOCK_STABLE_NS);
+        }
+        if new & 4 != 0 && !sd_on_before && !self.internal_stable() {
+            self.violation("SD clock enabled before the internal clock is stable".into());
+        }
+        self.clkcon = new;
+        self.timeout = ((v >> 16) & 0xF) as u8;
+    }
+
+    fn reset_all(&mut self) {
+        self.blksize = 0;
+        self.blkcnt = 0;
+        self.arg = 0;
+        self.trnmod = 0;
+        self.cmdreg = 0;
+        self.resp = [0; 4];
+        self.hostctl = 0;
+        if self.power & 1 != 0 {
+            self.card.powered = false;
+            self.card.power_cycle();
+        }
+        self.power = 0;
+        self.clkcon = 0;
+        self.timeout = 0;
+        self.norint = 0;
+        self.errint = 0;
+        self.norint_en = 0;
+        self.errint_en = 0;
+        self.sig_en = 0;
+        self.host2 = 0;
+        self.stable_at = None;
+        self.cmd_inhibit = false;
+        self.dat_inhibit = false;
+        self.pending = None;
+        self.busy_until = None;
+        self.xfer = None;
+    }
+}
+
+/// The CID: manufacturer 0x1B, OEM "SM", product "LMSIM", revision 1.0, serial 0x12345678,
+/// made 2024-06.
+fn make_cid() -> [u8; 16] {
+    let mut c = [0u8; 16];
+    c[0] = 0x1B;
+    c[1..3].copy_from_slice(b"SM");
+    c[3..8].copy_from_slice(b"LMSIM");
+    c[8] = 0x10;
+    c[9..13].copy_from_slice(&0x1234_5678u32.to_be_bytes());
+    // MDT (bits 19:8): year - 2000 = 0x18 in bits 19:12, month 6 in bits 11:8.
+    c[13] = 0x01;
+    c[14] = 0x86;
+    c[15] = 0x01;
+    c
+}
+
+fn set_field(reg: &mut u128, hi: u32, lo: u32, v: u128) {
+    let width = hi - lo + 1;
+    let mask = ((1u128 << width) - 1) << lo;
+    *reg = (*reg & !mask) | ((v << lo) & mask);
+}
+
+/// The CSD for a card of `blocks` blocks: version 2.0 for SDHC, version 1.0 (the smallest
+/// READ_BL_LEN and largest C_SIZE_MULT that express the size) for SDSC.
+pub fn make_csd(kind: Kind, blocks: u64) -> [u8; 16] {
+    let mut r = 0u128;
+    set_field(&mut r, 103, 96, 0x32); // TRAN_SPEED 25 MHz
+    set_field(&mut r, 46, 46, 1); // ERASE_BLK_EN
+    set_field(&mut r, 45, 39, 0x7F); // SECTOR_SIZE
+    set_field(&mut r, 0, 0, 1);
+    match kind {
+        Kind::Sdhc => {
+            assert!(
+                blocks.is_multiple_of(1024) && blocks > 0,
+                "SDHC capacity must be whole 512 KiB units"
+            );
+            set_field(&mut r, 127, 126, 1);
+            set_field(&mut r, 119, 112, 0x0E); // TAAC
+            set_field(&mut r, 95, 84, 0x5B5); // CCC
+            set_field(&mut r, 83, 80, 9);
+            set_field(&mut r, 69, 48, (blocks / 1024 - 1) as u128);
+            set_field(&mut r, 25, 22, 9);
+        }
+        Kind::SdscV1 | Kind::SdscV2 => {
+            let bytes = blocks * 512;
+            let (bl, mult, c_size) = (9..=11u32)
+                .flat_map(|bl| (0..=7u32).rev().map(move |m| (bl, m)))
+                .find_map(|(bl, m)| {
+                    let unit = 1u64 << (m + 2 + bl);
+                    (bytes.is_multiple_of(unit) && (1..=4096).contains(&(bytes / unit)))
+                        .then(|| (bl, m, bytes / unit - 1))
+                })
+                .expect("SDSC capacity not expressible in a CSD 1.0");
+            set_field(&mut r, 127, 126, 0);
+            set_field(&mut r, 119, 112, 0x26);
+            set_field(&mut r, 95, 84, 0x5F5);
+            set_field(&mut r, 83, 80, bl as u128);
+            set_field(&mut r, 79, 79, 1); // READ_BL_PARTIAL
+            set_field(&mut r, 73, 62, c_size as u128);
+            set_field(&mut r, 61, 50, 0xFFF); // VDD currents
+            set_field(&mut r, 49, 47, mult as u128);
+            set_field(&mut r, 25, 22, bl as u128);
+        }
+    }
+    r.to_be_bytes()
+}
