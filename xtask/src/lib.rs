@@ -336,6 +336,8 @@ pub struct Settings {
     pub kernels: String,
     /// Benchmark: measure an N-core split on one core.
     pub measure_cores: Option<usize>,
+    /// Cores the kernel uses (`None` = all).
+    pub cores: Option<usize>,
 }
 
 impl Default for Settings {
@@ -354,6 +356,7 @@ impl Default for Settings {
             cache: "auto".into(),
             kernels: "auto".into(),
             measure_cores: None,
+            cores: None,
         }
     }
 }
@@ -382,6 +385,7 @@ impl Settings {
                 "--ctx" => s.ctx = val()?.parse().map_err(|_| "--ctx needs a number")?,
                 "--cache" => s.cache = val()?,
                 "--kernels" => s.kernels = val()?,
+                "--cores" => s.cores = Some(val()?.parse().map_err(|_| "--cores needs a number")?),
                 "--measure-cores" => s.measure_cores = Some(val()?.parse().map_err(|_| "--measure-cores needs a number")?),
                 "--no-special" => s.special = false,
                 _ => rest.push(a.clone()),
@@ -438,6 +442,9 @@ impl Settings {
             self.special,
             self.kernels
         );
+        if let Some(n) = self.cores {
+            t.push_str(&format!("cores = {n}\n"));
+        }
         if let Some(n) = self.measure_cores {
             t.push_str(&format!("measure_cores = {n}\n"));
         }
