@@ -50,9 +50,15 @@ fn main() {
 
 const BARE_METAL_TARGETS: [&str; 2] = ["aarch64-unknown-none", "riscv64gc-unknown-none-elf"];
 /// Linux targets for running kernel tests and the PC runner under qemu-user.
-const USER_TARGETS: [&str; 1] = ["aarch64-unknown-linux-gnu"];
+const USER_TARGETS: [&str; 2] = ["aarch64-unknown-linux-gnu", "riscv64gc-unknown-linux-gnu"];
 /// Debian packages besides QEMU: the cross linker for the qemu-user targets, the Pi firmware.
-const EXTRA_PACKAGES: [&str; 3] = ["gcc-aarch64-linux-gnu", "libc6-dev-arm64-cross", "raspi-firmware"];
+const EXTRA_PACKAGES: [&str; 5] = [
+    "gcc-aarch64-linux-gnu",
+    "libc6-dev-arm64-cross",
+    "gcc-riscv64-linux-gnu",
+    "libc6-dev-riscv64-cross",
+    "raspi-firmware",
+];
 
 /// Install what building and testing need on a fresh machine (idempotent).
 fn setup() -> i32 {
