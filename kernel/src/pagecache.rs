@@ -95,15 +95,34 @@ impl fmt::Display for CacheError {
 /// on every core, small next to the resident part.
 pub const MIN_WINDOW_PAGES: usize = 8;
 
+/// How the cache spends its capacity when the file does not fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// Pin the file's first `capacity - window` bytes and stream the rest through a small window:
+    /// the forward pass reads the file in the same order every token, so each token reads only the
+    /// part that is not pinned (about M - C bytes).
+    ResidentPrefix,
+    /// All capacity is one least-recently-used window (what an OS page cache does under mmap). With
+    /// a cyclic scan larger than the cache it evicts each page just before it is needed again, so
+    /// every token reads about the whole file. Kept for comparison.
+    Lru,
+}
+
 impl<F: FileSource> PageCache<F> {
     /// A cache of at most `capacity` bytes over `src` with pages of `page` bytes. If the file fits,
     /// it is all resident; otherwise the first `capacity - window` bytes are, and the rest streams
     /// through a window of [`MIN_WINDOW_PAGES`] pages. The resident part is read now, in chunks of
     /// `page` bytes, calling `progress(done, total)` after each.
-    pub fn new(
+    pub fn new(src: F, capacity: u64, page: usize, progress: &mut dyn FnMut(u64, u64)) -> Result<Self, CacheError> {
+        Self::with_policy(src, capacity, page, Policy::ResidentPrefix, progress)
+    }
+
+    /// [`PageCache::new`] with a choice of [`Policy`].
+    pub fn with_policy(
         mut src: F,
         capacity: u64,
         page: usize,
+        policy: Policy,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Self, CacheError> {
         if page == 0 || !page.is_multiple_of(512) {
@@ -123,9 +142,15 @@ impl<F: FileSource> PageCache<F> {
                     value: capacity,
                 });
             }
-            // Resident part rounded down to whole pages, so streamed pages start page-aligned.
-            let r = (capacity - window_bytes) / page as u64 * page as u64;
-            (r, MIN_WINDOW_PAGES)
+            match policy {
+                Policy::ResidentPrefix => {
+                    // Resident part rounded down to whole pages, so streamed pages start
+                    // page-aligned.
+                    let r = (capacity - window_bytes) / page as u64 * page as u64;
+                    (r, MIN_WINDOW_PAGES)
+                }
+                Policy::Lru => (0, (capacity / page as u64) as usize),
+            }
         };
         let mut resident = vec![0u8; resident_len as usize].into_boxed_slice();
         let mut done = 0u64;
