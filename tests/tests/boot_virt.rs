@@ -88,3 +88,27 @@ fn bad_boot_sector_is_a_clear_error() {
     assert_eq!(code, 1, "QEMU exit status");
     assert!(uart.contains("error: card:"), "{uart}");
 }
+
+/// With 64 MiB of RAM the 98 MB model does not fit: part is pinned, the rest streams from the card
+/// every token, and the text is the same.
+#[test]
+fn less_ram_than_the_model_gives_the_same_tokens() {
+    let b = built("qemu-virt-aarch64");
+    let model = common::model_path();
+    let s = xtask::Settings { prompt: "Once upon a time".into(), n: 12, ..Default::default() };
+    let want = host_text(b, &model, &s);
+    let img = make_image("virt-64m", &s, &model);
+    let (code, uart) = boot(b, &img, Some("64M"), &[], LIMIT);
+    eprintln!("{uart}");
+    assert_eq!(code, 0);
+    assert!(uart.contains("RAM 64 MiB"), "{uart}");
+    let streamed: u64 = uart
+        .lines()
+        .find(|l| l.starts_with("stats: heap"))
+        .and_then(|l| l.split("bytes read ").nth(1))
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("bytes read in the stats");
+    assert!(streamed > 100_000_000, "the model should have streamed: {streamed} bytes read");
+    assert_eq!(generated(&uart), want);
+}
