@@ -36,6 +36,8 @@ pub struct CacheStats {
     pub bytes_read: u64,
     /// Window pages refilled (evicting what they held).
     pub refills: u64,
+    /// Time spent waiting for the device on misses, in the clock's units (0 without a clock).
+    pub stall: u64,
 }
 
 struct Window<F> {
@@ -60,6 +62,9 @@ pub struct PageCache<F: FileSource> {
     misses: AtomicU64,
     bytes_read: AtomicU64,
     refills: AtomicU64,
+    stall: AtomicU64,
+    /// Time source for stall accounting (nanoseconds), if set.
+    clock: Option<fn() -> u64>,
 }
 
 impl<F: FileSource> fmt::Debug for PageCache<F> {
@@ -180,7 +185,14 @@ impl<F: FileSource> PageCache<F> {
             misses: AtomicU64::new(0),
             bytes_read: AtomicU64::new(resident_len),
             refills: AtomicU64::new(0),
+            stall: AtomicU64::new(0),
+            clock: None,
         })
+    }
+
+    /// Account the time spent reading the device on misses with `clock` (nanoseconds).
+    pub fn set_clock(&mut self, clock: fn() -> u64) {
+        self.clock = Some(clock);
     }
 
     /// Bytes pinned in RAM.
@@ -203,6 +215,7 @@ impl<F: FileSource> PageCache<F> {
             misses: self.misses.load(Ordering::Relaxed),
             bytes_read: self.bytes_read.load(Ordering::Relaxed),
             refills: self.refills.load(Ordering::Relaxed),
+            stall: self.stall.load(Ordering::Relaxed),
         }
     }
 
@@ -236,11 +249,15 @@ impl<F: FileSource> PageCache<F> {
                     let start = index * page;
                     let fill = (self.len - start).min(page) as usize;
                     let dst = &mut w.mem[s * self.page..s * self.page + fill];
+                    let t0 = self.clock.map(|c| c());
                     w.src.read(start, dst).map_err(|e| StorageError::Io {
                         offset: start,
                         len: fill as u64,
                         detail: e.to_string(),
                     })?;
+                    if let (Some(c), Some(t0)) = (self.clock, t0) {
+                        self.stall.fetch_add(c().saturating_sub(t0), Ordering::Relaxed);
+                    }
                     self.bytes_read.fetch_add(fill as u64, Ordering::Relaxed);
                     w.tag[s] = Some(index);
                     s

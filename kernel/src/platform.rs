@@ -123,7 +123,7 @@ fn go<D: BlockDevice + Send>(dev: D) -> ! {
     let heap_high = || heap::high_water() as u64;
     let instructions = || crate::arch::perf_counters().0;
     let env = kernel::run::Env {
-        clock_ns: &now_ns,
+        clock_ns: now_ns,
         heap_free: &heap_free,
         heap_high: &heap_high,
         instructions: Some((&instructions, crate::arch::INSTRUCTION_COUNTER_BITS)),

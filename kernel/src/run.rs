@@ -47,7 +47,7 @@ impl Write for W<'_> {
 /// What the board provides besides the device and console.
 pub struct Env<'a, P: Parallel + ?Sized> {
     /// Nanoseconds since boot.
-    pub clock_ns: &'a dyn Fn() -> u64,
+    pub clock_ns: fn() -> u64,
     /// Free heap bytes now.
     pub heap_free: &'a dyn Fn() -> u64,
     /// Heap high-water mark in bytes.
@@ -218,7 +218,7 @@ where
     let src = direct.0.into_inner();
     let t_load = (env.clock_ns)();
     let mut last = 0;
-    let cache = PageCache::new(src, capacity, cfg.page_bytes, &mut |done, total| {
+    let mut cache = PageCache::new(src, capacity, cfg.page_bytes, &mut |done, total| {
         let pct = if total == 0 { 100 } else { done * 100 / total };
         if pct >= last + 10 || done == total {
             last = pct;
@@ -227,6 +227,7 @@ where
     })
     .map_err(|e| RunError::Memory(e.to_string()))?;
     let load_ns = (env.clock_ns)() - t_load;
+    cache.set_clock(env.clock_ns);
     let _ = writeln!(
         out,
         "\nloaded {} MiB in {} ms ({} MiB resident, page {} KiB)",
@@ -246,7 +247,8 @@ where
         "auto" => env.kernels,
         name => Kernels::by_name(name).ok_or_else(|| RunError::Config(format!("kernels = {name}: not available on this CPU")))?,
     };
-    let g = Gen { cfg: &cfg, model: &model, tok: &tok, cache: &cache, ids: &ids, kernels, ctx };
+    let card_rate = if load_ns > 0 { cache.resident_bytes() as u128 * 1_000_000_000 / load_ns as u128 } else { 0 } as u64;
+    let g = Gen { cfg: &cfg, model: &model, tok: &tok, cache: &cache, ids: &ids, kernels, ctx, card_rate };
     match (cfg.measure_cores, env.instructions) {
         (Some(n), Some((read, bits))) => {
             let pool = MeasuredPool::new(n, read, bits);
@@ -269,6 +271,71 @@ struct Gen<'a, F: FileSource> {
     ids: &'a [u32],
     kernels: Kernels,
     ctx: usize,
+    /// Card read rate measured while loading (bytes/s; 0 if unknown).
+    card_rate: u64,
+}
+
+/// The boot-time profile: what the hardware does, to predict a token's time.
+#[derive(Debug, Clone, Copy, Default)]
+struct Profile {
+    /// Bytes/s.
+    memory: u64,
+    /// Weight bytes/s through the matrix-vector kernels on all working cores.
+    matvec: u64,
+    /// Weight bytes per token.
+    weights: u64,
+}
+
+fn rate(bytes: u64, ns: u64) -> u64 {
+    if ns == 0 {
+        0
+    } else {
+        (bytes as u128 * 1_000_000_000 / ns as u128) as u64
+    }
+}
+
+/// Measure memory bandwidth (a copy) and matrix throughput (one feed-forward matrix, all cores).
+fn profile<F: FileSource + Send, P: Parallel + ?Sized, Q: Parallel + ?Sized>(g: &Gen<'_, F>, pool: &P, env: &Env<'_, Q>) -> Profile {
+    use inference::matvec::matvec;
+    use inference::parallel::par_chunks;
+    let mut p = Profile {
+        weights: g.model.weights.matrices().map(|t| t.size).sum::<u64>() + g.model.weights.token_embd.row_bytes(),
+        ..Default::default()
+    };
+    let size = ((env.heap_free)() / 8).min(8 << 20) as usize;
+    let mut a: Vec<u8> = Vec::new();
+    let mut b: Vec<u8> = Vec::new();
+    if size >= 1 << 16 && a.try_reserve_exact(size).is_ok() && b.try_reserve_exact(size).is_ok() {
+        a.resize(size, 1);
+        b.resize(size, 0);
+        let t0 = (env.clock_ns)();
+        for _ in 0..4 {
+            b.copy_from_slice(&a);
+            a[0] = a[0].wrapping_add(b[size - 1]);
+        }
+        p.memory = rate(4 * size as u64, (env.clock_ns)() - t0);
+    }
+    drop((a, b));
+    let w = &g.model.weights.layers[0].w_gate;
+    let mut acts = inference::ActBuf::with_capacity(w.row_len() as usize);
+    let x = alloc::vec![0.25f32; w.row_len() as usize];
+    if acts.quantize(w.ty.act_format(), &x).is_ok() {
+        if let Some(act) = acts.acts() {
+            let mut out = alloc::vec![0f32; w.rows() as usize];
+            let mut scratch: Vec<Vec<u8>> = (0..pool.workers()).map(|_| alloc::vec![0u8; 64 * 1024]).collect();
+            let mut best = u64::MAX;
+            for _ in 0..2 {
+                let t0 = (env.clock_ns)();
+                let r = par_chunks(pool, &mut out, 1, &mut scratch, |rows, part, s| matvec(&g.kernels, g.cache, w, rows, &act, part, s));
+                if r.is_err() {
+                    return p;
+                }
+                best = best.min((env.clock_ns)() - t0);
+            }
+            p.matvec = rate(w.size, best);
+        }
+    }
+    p
 }
 
 /// Generate with `pool`, stream the text, print the stats (per-core shares when measuring).
@@ -286,6 +353,7 @@ where
     Q: Parallel + ?Sized,
 {
     let (cfg, cache, tok) = (g.cfg, g.cache, g.tok);
+    let prof = profile(g, pool, env);
     let mut sampler = Sampler::new(cfg.sampler, g.model.config.vocab).map_err(|e| RunError::Config(e.to_string()))?;
     let counter = InstructionCounter::new(env.instructions.map(|(f, b)| (f as &dyn Fn() -> u64, b)));
     let sample = || counter.sample();
@@ -299,13 +367,18 @@ where
     let i0 = counter.total();
     let mut i_prefill = None;
     let mut dec = StreamDecoder::new();
+    // Cache counters after each generated token (preallocated: no allocation while generating).
+    let mut per_tok: Vec<crate::pagecache::CacheStats> = Vec::with_capacity(cfg.max_tokens.min(4096) + 1);
     let report = engine
-        .generate(st, &mut sampler, g.ids, cfg.max_tokens, &|t| tok.is_eog(t), env.clock_ns, &mut |t| {
+        .generate(st, &mut sampler, g.ids, cfg.max_tokens, &|t| tok.is_eog(t), &env.clock_ns, &mut |t| {
             if at_first.is_none() {
                 counter.sample();
                 i_prefill = counter.total();
                 at_first = Some(cache.stats());
                 shares_first = measured.map(|m| m.shares());
+            }
+            if per_tok.len() < per_tok.capacity() {
+                per_tok.push(cache.stats());
             }
             dec.push(tok.token_to_piece(t), |s| out.0.write_bytes(s.as_bytes()));
             true
@@ -318,6 +391,19 @@ where
 
     let after = cache.stats();
     let gen = report.generated.max(1) as u64;
+    // Per token: what the forward pass that produced it cost the cache.
+    for (i, w) in per_tok.windows(2).enumerate().take(64) {
+        let (a, b) = (w[0], w[1]);
+        let _ = writeln!(
+            out,
+            "token {:>3}: read {} KiB, hits {}, misses {}, I/O stall {} ms",
+            i + 2,
+            (b.bytes_read - a.bytes_read) >> 10,
+            b.hits - a.hits,
+            b.misses - a.misses,
+            ms(b.stall - a.stall)
+        );
+    }
     let steps = (gen - 1).max(1);
     // Bytes per generated token: from the first generated token on (the prompt's passes excluded).
     let first = at_first.unwrap_or(after);
@@ -346,6 +432,26 @@ where
         after.bytes_read - before.bytes_read,
         per_token,
         after.refills - before.refills
+    );
+    // The profile's prediction against what happened.
+    let streamed = cache.len().saturating_sub(cache.resident_bytes());
+    let compute_ns = if prof.matvec > 0 { prof.weights as u128 * 1_000_000_000 / prof.matvec as u128 } else { 0 } as u64;
+    let io_ns = if g.card_rate > 0 { streamed as u128 * 1_000_000_000 / g.card_rate as u128 } else { 0 } as u64;
+    let achieved = if gen > 1 { (report.gen_time - (report.first_token_time - report.prefill_time)) / (gen - 1) } else { report.gen_time };
+    let _ = writeln!(
+        out,
+        "profile: card {} MB/s, memory copy {} MB/s, matvec {} MB/s of weights on {} cores; per token {} MB of weights, {} MB from the card: compute {} ms + I/O {} ms = predicted {} ms (no overlap), achieved {} ms: {}",
+        g.card_rate / 1_000_000,
+        prof.memory / 1_000_000,
+        prof.matvec / 1_000_000,
+        pool.workers(),
+        prof.weights / 1_000_000,
+        streamed / 1_000_000,
+        ms(compute_ns),
+        ms(io_ns),
+        ms(compute_ns + io_ns),
+        ms(achieved),
+        if io_ns > compute_ns { "I/O-bound" } else { "compute-bound" }
     );
     if let (Some(0), Some(0), Some(0)) = (i0, i_prefill, i_end) {
         let _ = writeln!(out, "stats: instructions: not counted (the PMU counts only under QEMU -icount or on hardware)");
