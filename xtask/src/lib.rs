@@ -153,6 +153,7 @@ fn python() -> String {
 }
 
 pub mod bench;
+pub mod fuzz;
 pub mod image;
 
 /// A board description (`boards/NAME.toml`), the parts the host needs.

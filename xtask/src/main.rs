@@ -17,6 +17,8 @@ commands:
                   prints the UART on stdout and exits with the kernel's status
   bench           instruction counts per token in QEMU (-icount) for each kernel set, 1 and 4 cores;
                   writes results/bench.md and results/bench.svg [-n N] [--board B]
+  fuzz            run each fuzz target (gguf, fat, tokenizer, config) with cargo-fuzz on nightly
+                  [--seconds N] [--target T]; crashes are saved under fuzz/regressions/
   bench-host      PC runner speed on the default model: prefill and generation tok/s
                   [--threads N] [-n N] [--pread]
 ";
@@ -30,6 +32,7 @@ fn main() {
         Some("test") => test(&args[1..]),
         Some("bench-host") => bench_host(&args[1..]),
         Some("bench") => report(bench(&args[1..])),
+        Some("fuzz") => report(fuzz(&args[1..])),
         Some("image") => report(image(&args[1..]).map(|_| 0)),
         Some("qemu") => report(qemu(&args[1..])),
         Some("-h") | Some("--help") | Some("help") => {
@@ -405,4 +408,29 @@ fn bench(args: &[String]) -> Result<i32, String> {
     println!("{md}");
     eprintln!("xtask: wrote results/bench.md and results/bench.svg");
     Ok(0)
+}
+
+fn fuzz(args: &[String]) -> Result<i32, String> {
+    let mut seconds = 60;
+    let mut only: Option<String> = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--seconds" => seconds = it.next().and_then(|v| v.parse().ok()).ok_or("--seconds needs a number")?,
+            "--target" => only = Some(it.next().cloned().ok_or("--target needs a value")?),
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    let mut failed = false;
+    for t in xtask::fuzz::TARGETS.iter().filter(|t| only.as_deref().is_none_or(|o| o == **t)) {
+        eprintln!("xtask: fuzzing {t} for {seconds} s");
+        match xtask::fuzz::run(t, seconds) {
+            Ok(execs) => println!("fuzz {t}: {execs} executions in {seconds} s, no crash"),
+            Err(e) => {
+                eprintln!("xtask: {e}");
+                failed = true;
+            }
+        }
+    }
+    Ok(i32::from(failed))
 }
