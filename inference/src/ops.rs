@@ -110,9 +110,27 @@ fn h(v: u16) -> f32 {
     f16::from_bits(v).to_f32()
 }
 
+/// `q · k` with `k` as f16 bits, in eight partial sums `acc[i % 8]` combined as
+/// `((acc0 + acc4) + (acc1 + acc5)) + ((acc2 + acc6) + (acc3 + acc7))`: a fixed order that SIMD
+/// twins (two 4-lane vectors, e.g. `quant::neon::dot_f32_f16`) reproduce bit for bit.
+pub fn dot_f32_f16(q: &[f32], k: &[u16]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    for (i, (a, &b)) in q.iter().zip(k).enumerate() {
+        acc[i & 7] += a * h(b);
+    }
+    let c = [
+        acc[0] + acc[4],
+        acc[1] + acc[5],
+        acc[2] + acc[6],
+        acc[3] + acc[7],
+    ];
+    (c[0] + c[1]) + (c[2] + c[3])
+}
+
 /// One query head attending over `n` cached positions, single pass with an online softmax:
 /// `out = sum_t softmax(q·k_t * scale)_t v_t`. `keys` and `values` hold `n` rows of `stride` f16
-/// values each, this head's slice starting at `offset`.
+/// values each, this head's slice starting at `offset`. The model calls it through
+/// `Kernels::attend_head` (SIMD twins compute the same bits).
 pub fn attend_head(
     out: &mut [f32],
     q: &[f32],
@@ -130,11 +148,7 @@ pub fn attend_head(
     for t in 0..n {
         let base = t * stride + offset;
         let k = &keys[base..base + hd];
-        let mut s = 0.0f32;
-        for (a, &b) in q.iter().zip(k) {
-            s += a * h(b);
-        }
-        s *= scale;
+        let s = dot_f32_f16(q, k) * scale;
         let v = &values[base..base + hd];
         if s > max {
             // New maximum: rescale what was accumulated so far.

@@ -283,7 +283,7 @@ impl Model {
                 for (i, out) in part.chunks_exact_mut(hd).enumerate() {
                     let h = r.start / hd + i;
                     let kvh = h / group;
-                    ops::attend_head(
+                    (k.attend_head)(
                         out,
                         &q[h * hd..(h + 1) * hd],
                         keys,

@@ -3,12 +3,16 @@
 //! - [`types`]: GGUF type ids, block geometry, the activation format each weight type pairs with;
 //! - [`act`]: activation blocks (Q8_0, Q8_1, Q8_K) and their quantization;
 //! - [`scalar`]: the reference kernels (dequantize, dot products);
+//! - `neon` (aarch64): bit-identical NEON twins of the dot products, the activation quantizers and
+//!   the attention, plain (SMULL/SMLAL) and with SDOT (`Kernels::NEON`, `Kernels::NEON_DOTPROD`);
 //! - [`Kernels`]: the dispatch table the model calls through. `Kernels::SCALAR` is the portable set;
 //!   architecture sets (NEON, RVV) replace entries with SIMD twins of the scalar functions and are
 //!   chosen at run time from the CPU's features. This module is the only place in `inference` where
 //!   `cfg(target_arch)` may appear.
 
 pub mod act;
+#[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+pub mod neon;
 pub mod scalar;
 pub mod types;
 
@@ -104,9 +108,18 @@ pub fn check_dot_args(
 type DotQ8_0 = fn(&[u8], &[BlockQ8_0]) -> f32;
 type DotQ8_1 = fn(&[u8], &[BlockQ8_1]) -> f32;
 type DotQ8K = fn(&[u8], &[BlockQ8K]) -> f32;
+/// Four consecutive rows of `rb` bytes each (`w` holds `4 * rb` bytes) · the activations, into
+/// `out`; each `out[r]` equals the one-row kernel on row `r`, bit for bit.
+pub type DotX4Q8_0 = fn(&[u8], usize, &[BlockQ8_0], &mut [f32; 4]);
+/// As [`DotX4Q8_0`], for Q8_1 activations.
+pub type DotX4Q8_1 = fn(&[u8], usize, &[BlockQ8_1], &mut [f32; 4]);
+/// One attention head, with the arguments of [`crate::ops::attend_head`].
+pub type AttendHead = fn(&mut [f32], &[f32], &[u16], &[u16], usize, usize, usize, f32);
 
-/// A set of kernels, one per weight type. Every entry of an architecture set computes what the
-/// scalar entry computes (integers exactly; floats within the tolerance its test states).
+/// A set of kernels, one per weight type, plus the float operations that have SIMD twins. Every
+/// entry of an architecture set computes exactly what the scalar entry computes (`to_bits()`
+/// equal; the tests in `neon` check it on random and fixture inputs), so a board prints what the
+/// PC runner prints.
 #[derive(Clone, Copy)]
 pub struct Kernels {
     pub name: &'static str,
@@ -123,6 +136,19 @@ pub struct Kernels {
     pub q4_k_q8_k: DotQ8K,
     pub q5_k_q8_k: DotQ8K,
     pub q6_k_q8_k: DotQ8K,
+    /// Four-row variants (activations loaded once for four rows), used by [`Kernels::dot_rows`];
+    /// `None` where the set has none.
+    pub q4_0_q8_0_x4: Option<DotX4Q8_0>,
+    pub q4_1_q8_1_x4: Option<DotX4Q8_1>,
+    pub q5_0_q8_0_x4: Option<DotX4Q8_0>,
+    pub q5_1_q8_1_x4: Option<DotX4Q8_1>,
+    pub q8_0_q8_0_x4: Option<DotX4Q8_0>,
+    /// Activation quantizers (twins of [`act::quantize_q8_0`], `_q8_1`, `_q8_k`: the same bytes).
+    pub quantize_q8_0: fn(&[f32], &mut [BlockQ8_0]),
+    pub quantize_q8_1: fn(&[f32], &mut [BlockQ8_1]),
+    pub quantize_q8_k: fn(&[f32], &mut [BlockQ8K]),
+    /// Online-softmax attention of one head over the f16 KV cache ([`crate::ops::attend_head`]).
+    pub attend_head: AttendHead,
 }
 
 impl fmt::Debug for Kernels {
@@ -150,21 +176,117 @@ impl Kernels {
         q4_k_q8_k: scalar::vec_dot_q4_k_q8_k,
         q5_k_q8_k: scalar::vec_dot_q5_k_q8_k,
         q6_k_q8_k: scalar::vec_dot_q6_k_q8_k,
+        q4_0_q8_0_x4: None,
+        q4_1_q8_1_x4: None,
+        q5_0_q8_0_x4: None,
+        q5_1_q8_1_x4: None,
+        q8_0_q8_0_x4: None,
+        quantize_q8_0: act::quantize_q8_0,
+        quantize_q8_1: act::quantize_q8_1,
+        quantize_q8_k: act::quantize_q8_k,
+        attend_head: crate::ops::attend_head,
     };
+
+    /// NEON (every ARMv8-A core: Cortex-A53, A72): SMULL/SMLAL integer dot products.
+    #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+    pub const NEON: Kernels = Kernels {
+        name: "neon",
+        f32_f32: neon::vec_dot_f32_f32,
+        f16_f16: neon::vec_dot_f16_f16,
+        bf16_bf16: neon::vec_dot_bf16_bf16,
+        q4_0_q8_0: neon::vec_dot_q4_0_q8_0,
+        q4_1_q8_1: neon::vec_dot_q4_1_q8_1,
+        q5_0_q8_0: neon::vec_dot_q5_0_q8_0,
+        q5_1_q8_1: neon::vec_dot_q5_1_q8_1,
+        q8_0_q8_0: neon::vec_dot_q8_0_q8_0,
+        q2_k_q8_k: neon::vec_dot_q2_k_q8_k,
+        q3_k_q8_k: neon::vec_dot_q3_k_q8_k,
+        q4_k_q8_k: neon::vec_dot_q4_k_q8_k,
+        q5_k_q8_k: neon::vec_dot_q5_k_q8_k,
+        q6_k_q8_k: neon::vec_dot_q6_k_q8_k,
+        q4_0_q8_0_x4: Some(neon::vec_dot_q4_0_q8_0_x4),
+        q4_1_q8_1_x4: Some(neon::vec_dot_q4_1_q8_1_x4),
+        q5_0_q8_0_x4: Some(neon::vec_dot_q5_0_q8_0_x4),
+        q5_1_q8_1_x4: Some(neon::vec_dot_q5_1_q8_1_x4),
+        q8_0_q8_0_x4: Some(neon::vec_dot_q8_0_q8_0_x4),
+        quantize_q8_0: neon::quantize_q8_0,
+        quantize_q8_1: neon::quantize_q8_1,
+        quantize_q8_k: neon::quantize_q8_k,
+        attend_head: neon::attend_head,
+    };
+
+    /// NEON with SDOT (FEAT_DotProd: Cortex-A55, A76 and later). Only for cores whose
+    /// ID_AA64ISAR0_EL1.DP is at least 1 (elsewhere SDOT traps as an undefined instruction):
+    /// take it from [`Kernels::best`], [`Kernels::available`] or [`Kernels::for_aarch64`].
+    #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+    pub const NEON_DOTPROD: Kernels = Kernels {
+        name: "neon-dotprod",
+        q4_0_q8_0: neon::vec_dot_q4_0_q8_0_dp,
+        q4_1_q8_1: neon::vec_dot_q4_1_q8_1_dp,
+        q5_0_q8_0: neon::vec_dot_q5_0_q8_0_dp,
+        q5_1_q8_1: neon::vec_dot_q5_1_q8_1_dp,
+        q8_0_q8_0: neon::vec_dot_q8_0_q8_0_dp,
+        q2_k_q8_k: neon::vec_dot_q2_k_q8_k_dp,
+        q3_k_q8_k: neon::vec_dot_q3_k_q8_k_dp,
+        q4_k_q8_k: neon::vec_dot_q4_k_q8_k_dp,
+        q5_k_q8_k: neon::vec_dot_q5_k_q8_k_dp,
+        q6_k_q8_k: neon::vec_dot_q6_k_q8_k_dp,
+        q4_0_q8_0_x4: Some(neon::vec_dot_q4_0_q8_0_x4_dp),
+        q4_1_q8_1_x4: Some(neon::vec_dot_q4_1_q8_1_x4_dp),
+        q5_0_q8_0_x4: Some(neon::vec_dot_q5_0_q8_0_x4_dp),
+        q5_1_q8_1_x4: Some(neon::vec_dot_q5_1_q8_1_x4_dp),
+        q8_0_q8_0_x4: Some(neon::vec_dot_q8_0_q8_0_x4_dp),
+        ..Kernels::NEON
+    };
+
+    /// The sets an aarch64 core whose ID_AA64ISAR0_EL1 reads `isar0` runs, fastest last: NEON,
+    /// and NEON with SDOT when the DP field (bits 47:44) is at least 1.
+    #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+    pub fn aarch64_sets(isar0: u64) -> [Option<Kernels>; 2] {
+        let dotprod = neon::has_dotprod(isar0).then_some(Kernels::NEON_DOTPROD);
+        [Some(Kernels::NEON), dotprod]
+    }
+
+    /// The fastest set for an aarch64 core whose ID_AA64ISAR0_EL1 reads `isar0`:
+    /// [`Kernels::NEON_DOTPROD`] when its DP field is at least 1, [`Kernels::NEON`] otherwise.
+    #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+    pub fn for_aarch64(isar0: u64) -> Kernels {
+        match Kernels::aarch64_sets(isar0) {
+            [_, Some(dp)] => dp,
+            _ => Kernels::NEON,
+        }
+    }
 
     /// The set called `name` (`scalar`, `neon`, `neon-dotprod`, `rvv`) if this CPU runs it.
     pub fn by_name(name: &str) -> Option<Kernels> {
         Self::available().into_iter().flatten().find(|k| k.name == name)
     }
 
-    /// Every set this CPU runs, scalar first.
+    /// Every set this CPU runs, scalar first, fastest last (on aarch64 the NEON sets, chosen
+    /// from ID_AA64ISAR0_EL1).
     pub fn available() -> [Option<Kernels>; 3] {
-        [Some(Kernels::SCALAR), None, None]
+        #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+        {
+            let [neon, dotprod] = Kernels::aarch64_sets(neon::read_id_aa64isar0());
+            [Some(Kernels::SCALAR), neon, dotprod]
+        }
+        #[cfg(not(all(target_arch = "aarch64", target_feature = "neon")))]
+        {
+            [Some(Kernels::SCALAR), None, None]
+        }
     }
 
-    /// The fastest set this CPU runs. Only the scalar set exists so far; NEON and RVV sets join here.
+    /// The fastest set this CPU runs: on aarch64 NEON, with SDOT when ID_AA64ISAR0_EL1 says the
+    /// core has it (`Kernels::for_aarch64`); the scalar set elsewhere (RVV joins here).
     pub fn best() -> Kernels {
-        Kernels::SCALAR
+        #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+        {
+            Kernels::for_aarch64(neon::read_id_aa64isar0())
+        }
+        #[cfg(not(all(target_arch = "aarch64", target_feature = "neon")))]
+        {
+            Kernels::SCALAR
+        }
     }
 
     /// Dot products of `out.len()` consecutive rows of `n` elements of `ty` (packed in `w`) with
@@ -188,16 +310,31 @@ impl Kernels {
                     *o = $f(row, $a);
                 }
             };
+            // Four rows at a time where the set has a four-row kernel, the rest one by one.
+            ($f:expr, $f4:expr, $a:expr) => {{
+                let mut done = 0;
+                if let (Some(f4), Some(rb4)) = ($f4, rb.checked_mul(4)) {
+                    for (o, w4) in out.chunks_exact_mut(4).zip(w.chunks_exact(rb4)) {
+                        if let Ok(o) = <&mut [f32; 4]>::try_from(o) {
+                            f4(w4, rb, $a, o);
+                            done += 4;
+                        }
+                    }
+                }
+                for (o, row) in out[done..].iter_mut().zip(w[done * rb..].chunks_exact(rb)) {
+                    *o = $f(row, $a);
+                }
+            }};
         }
         match (ty, acts) {
             (GgmlType::F32, Acts::F32(a)) => rows!(self.f32_f32, a),
             (GgmlType::F16, Acts::F16(a)) => rows!(self.f16_f16, a),
             (GgmlType::Bf16, Acts::Bf16(a)) => rows!(self.bf16_bf16, a),
-            (GgmlType::Q4_0, Acts::Q8_0(a)) => rows!(self.q4_0_q8_0, a),
-            (GgmlType::Q5_0, Acts::Q8_0(a)) => rows!(self.q5_0_q8_0, a),
-            (GgmlType::Q8_0, Acts::Q8_0(a)) => rows!(self.q8_0_q8_0, a),
-            (GgmlType::Q4_1, Acts::Q8_1(a)) => rows!(self.q4_1_q8_1, a),
-            (GgmlType::Q5_1, Acts::Q8_1(a)) => rows!(self.q5_1_q8_1, a),
+            (GgmlType::Q4_0, Acts::Q8_0(a)) => rows!(self.q4_0_q8_0, self.q4_0_q8_0_x4, a),
+            (GgmlType::Q5_0, Acts::Q8_0(a)) => rows!(self.q5_0_q8_0, self.q5_0_q8_0_x4, a),
+            (GgmlType::Q8_0, Acts::Q8_0(a)) => rows!(self.q8_0_q8_0, self.q8_0_q8_0_x4, a),
+            (GgmlType::Q4_1, Acts::Q8_1(a)) => rows!(self.q4_1_q8_1, self.q4_1_q8_1_x4, a),
+            (GgmlType::Q5_1, Acts::Q8_1(a)) => rows!(self.q5_1_q8_1, self.q5_1_q8_1_x4, a),
             (GgmlType::Q2K, Acts::Q8K(a)) => rows!(self.q2_k_q8_k, a),
             (GgmlType::Q3K, Acts::Q8K(a)) => rows!(self.q3_k_q8_k, a),
             (GgmlType::Q4K, Acts::Q8K(a)) => rows!(self.q4_k_q8_k, a),

@@ -1,0 +1,378 @@
+//! NEON kernels (aarch64): SIMD twins of the scalar reference kernels in [`super::scalar`], of the
+//! activation quantizers in [`super::act`] and of the attention in [`crate::ops`], returning
+//! bit-identical results (`to_bits()` equal) for every input without NaNs (the tests cover zeros,
+//! subnormals, infinities, the largest f16 scales and the extreme int8 values).
+//!
+//! How equality is kept:
+//! - Integer sums are exact in any order, so each block's (or super-block's) integer dot product is
+//!   computed with SIMD, widening before any partial sum could leave its lane type (each reduction
+//!   below states its bound), and the float work per block is done in exactly the scalar order: one
+//!   rounding per scalar operation, multiply and add kept apart (never FMA; Rust never fuses them
+//!   either), and the running sum `sumf` added block by block in order. The four-row kernels keep one
+//!   row per lane, so each lane is the scalar loop of its row.
+//! - Float dot products reproduce the scalar code's fixed partial sums: `acc[i & 3]` is one 4-lane
+//!   vector; the attention's `q·k` keeps `acc[i & 7]` as two vectors.
+//! - f16 → f32 uses FCVTL (base ARMv8-A, exact); quantization rounds with the same
+//!   `x + 1.5·2^23` trick as `nearest_int`, so even out-of-range values give the same bytes.
+//!
+//! Two integer flavours share the code through `const DP: bool`: the plain one (SMULL/SMLAL,
+//! SADDLP/SADALP; every ARMv8-A core, Cortex-A53/A72) and SDOT (FEAT_DotProd, Cortex-A76 and later;
+//! issued through `asm!` since `vdotq_s32` is unstable). [`super::Kernels::for_aarch64`] chooses
+//! from ID_AA64ISAR0_EL1.DP. The SDOT kernels are compiled without `#[target_feature]`: the compiler
+//! never emits a dot-product instruction on its own, so on a core without it the only effect is the
+//! illegal-instruction trap of that one `asm!` instruction.
+//!
+//! Layout: `q32` (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: one row two blocks per step, or four rows sharing
+//! the activation loads), `kquant` (Q2_K..Q6_K), `float` (F32/F16/BF16 dot products, attention),
+//! `quantize` (Q8_0, Q8_1, Q8_K activations). The module is compiled on aarch64 only; the
+//! `cfg(target_arch)` that selects it lives in [`super`], the dispatch module.
+
+mod float;
+mod kquant;
+mod q32;
+mod quantize;
+
+pub use float::{attend_head, dot_f32_f16, vec_dot_bf16_bf16, vec_dot_f16_f16, vec_dot_f32_f32};
+pub use kquant::{
+    vec_dot_q2_k_q8_k, vec_dot_q2_k_q8_k_dp, vec_dot_q3_k_q8_k, vec_dot_q3_k_q8_k_dp,
+    vec_dot_q4_k_q8_k, vec_dot_q4_k_q8_k_dp, vec_dot_q5_k_q8_k, vec_dot_q5_k_q8_k_dp,
+    vec_dot_q6_k_q8_k, vec_dot_q6_k_q8_k_dp,
+};
+pub use q32::{
+    vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_dp, vec_dot_q4_0_q8_0_x4, vec_dot_q4_0_q8_0_x4_dp,
+    vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_dp, vec_dot_q4_1_q8_1_x4, vec_dot_q4_1_q8_1_x4_dp,
+    vec_dot_q5_0_q8_0, vec_dot_q5_0_q8_0_dp, vec_dot_q5_0_q8_0_x4, vec_dot_q5_0_q8_0_x4_dp,
+    vec_dot_q5_1_q8_1, vec_dot_q5_1_q8_1_dp, vec_dot_q5_1_q8_1_x4, vec_dot_q5_1_q8_1_x4_dp,
+    vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_dp, vec_dot_q8_0_q8_0_x4, vec_dot_q8_0_q8_0_x4_dp,
+};
+pub use quantize::{quantize_q8_0, quantize_q8_1, quantize_q8_k};
+
+use core::arch::aarch64::*;
+use core::arch::asm;
+
+/// ID_AA64ISAR0_EL1 of the running core (at EL0 under Linux the kernel emulates the read, as
+/// qemu-user does; at EL1 it is a plain register read).
+pub fn read_id_aa64isar0() -> u64 {
+    let v: u64;
+    // SAFETY: reading an ID register has no side effects and touches no memory.
+    unsafe {
+        asm!("mrs {v}, ID_AA64ISAR0_EL1", v = out(reg) v, options(nomem, nostack, preserves_flags));
+    }
+    v
+}
+
+/// Whether ID_AA64ISAR0_EL1 (`isar0`) announces SDOT/UDOT: field DP, bits 47:44, at least 1.
+pub fn has_dotprod(isar0: u64) -> bool {
+    (isar0 >> 44) & 0xf >= 1
+}
+
+/// `acc + dot(a, b)` per group of four bytes (SDOT). Only for the dot-product kernel set.
+#[inline(always)]
+fn sdot(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+    let mut acc = acc;
+    // SAFETY: SDOT reads two vector registers and updates a third; no memory, no flags. It is
+    // reached only through `Kernels::NEON_DOTPROD`, which `Kernels::best` selects only when
+    // ID_AA64ISAR0_EL1.DP says the core has it (elsewhere the instruction traps as undefined).
+    unsafe {
+        asm!(
+            ".arch_extension dotprod",
+            "sdot {acc:v}.4s, {a:v}.16b, {b:v}.16b",
+            acc = inout(vreg) acc,
+            a = in(vreg) a,
+            b = in(vreg) b,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    acc
+}
+
+/// Four f16 values (bits) to f32, exactly (FCVTL).
+#[inline(always)]
+fn f16x4_to_f32(x: uint16x4_t) -> float32x4_t {
+    let out: float32x4_t;
+    // SAFETY: FCVTL (half to single) is base ARMv8-A floating point; registers only.
+    unsafe {
+        asm!(
+            "fcvtl {o:v}.4s, {i:v}.4h",
+            i = in(vreg) x,
+            o = lateout(vreg) out,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    out
+}
+
+/// The upper four f16 values (bits) of `x` to f32, exactly (FCVTL2).
+#[inline(always)]
+fn f16x8_high_to_f32(x: uint16x8_t) -> float32x4_t {
+    let out: float32x4_t;
+    // SAFETY: as `f16x4_to_f32`.
+    unsafe {
+        asm!(
+            "fcvtl2 {o:v}.4s, {i:v}.8h",
+            i = in(vreg) x,
+            o = lateout(vreg) out,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    out
+}
+
+/// The lower four f16 values (bits) of `x` to f32, exactly.
+#[target_feature(enable = "neon")]
+#[inline]
+fn f16x8_low_to_f32(x: uint16x8_t) -> float32x4_t {
+    f16x4_to_f32(vget_low_u16(x))
+}
+
+/// One f16 (bits) to f32, exactly (FCVT; the same value as `half::f16::to_f32`, which the scalar
+/// kernels use).
+#[inline(always)]
+fn f16_to_f32(bits: u16) -> f32 {
+    let out: f32;
+    // SAFETY: FMOV and FCVT (half to single, base ARMv8-A floating point); registers only.
+    unsafe {
+        asm!(
+            "fmov {o:s}, {w:w}",
+            "fcvt {o:s}, {o:h}",
+            w = in(reg) u32::from(bits),
+            o = out(vreg) out,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    out
+}
+
+/// The little-endian f16 at `b[at..at + 2]` as f32 (exact).
+#[inline(always)]
+fn f16_le(b: &[u8], at: usize) -> f32 {
+    f16_to_f32(u16::from_le_bytes([b[at], b[at + 1]]))
+}
+
+/// Sixteen bytes at `p`.
+///
+/// # Safety
+/// `p..p + 16` must be readable.
+#[inline(always)]
+unsafe fn ld_u8(p: *const u8) -> uint8x16_t {
+    // SAFETY: the caller guarantees 16 readable bytes; LD1 has no alignment requirement.
+    unsafe { vld1q_u8(p) }
+}
+
+/// Sixteen signed bytes at `p`.
+///
+/// # Safety
+/// `p..p + 16` must be readable.
+#[inline(always)]
+unsafe fn ld_i8(p: *const i8) -> int8x16_t {
+    // SAFETY: the caller guarantees 16 readable bytes; LD1 has no alignment requirement.
+    unsafe { vld1q_s8(p) }
+}
+
+/// A little-endian `u16` at `p` (any alignment).
+///
+/// # Safety
+/// `p..p + 2` must be readable.
+#[inline(always)]
+unsafe fn rd_u16(p: *const u8) -> u16 {
+    // SAFETY: the caller guarantees 2 readable bytes; `read_unaligned` needs no alignment.
+    u16::from_le(unsafe { (p as *const u16).read_unaligned() })
+}
+
+/// A little-endian `u32` at `p` (any alignment).
+///
+/// # Safety
+/// `p..p + 4` must be readable.
+#[inline(always)]
+unsafe fn rd_u32(p: *const u8) -> u32 {
+    // SAFETY: the caller guarantees 4 readable bytes; `read_unaligned` needs no alignment.
+    u32::from_le(unsafe { (p as *const u32).read_unaligned() })
+}
+
+/// `v` with its 32-bit lane `L` loaded from `*p` (4 bytes, any alignment), and `p` advanced by 4
+/// (LD1 single lane, post-indexed: one instruction for a gather the compiler would do in three).
+///
+/// # Safety
+/// `*p..*p + 4` must be readable.
+#[inline(always)]
+unsafe fn ld1_lane_s<const L: i32>(v: uint32x4_t, p: &mut *const u8) -> uint32x4_t {
+    let mut v = v;
+    // SAFETY: reads the 4 bytes at `*p` (readable: caller) into one lane; LD1 needs no alignment.
+    unsafe {
+        asm!(
+            "ld1 {{{v:v}.s}}[{l}], [{p}], #4",
+            v = inout(vreg) v,
+            p = inout(reg) *p,
+            l = const L,
+            options(readonly, nostack, preserves_flags)
+        );
+    }
+    v
+}
+
+/// `v` with its 16-bit lane `L` loaded from `*p` (2 bytes, any alignment), and `p` advanced by 2.
+///
+/// # Safety
+/// `*p..*p + 2` must be readable.
+#[inline(always)]
+unsafe fn ld1_lane_h<const L: i32>(v: uint16x4_t, p: &mut *const u8) -> uint16x4_t {
+    let mut v = v;
+    // SAFETY: reads the 2 bytes at `*p` (readable: caller) into one lane; LD1 needs no alignment.
+    unsafe {
+        asm!(
+            "ld1 {{{v:v}.h}}[{l}], [{p}], #2",
+            v = inout(vreg) v,
+            p = inout(reg) *p,
+            l = const L,
+            options(readonly, nostack, preserves_flags)
+        );
+    }
+    v
+}
+
+/// Sixteen bytes at `b[at..at + 16]`.
+#[inline(always)]
+fn ldq<const N: usize>(b: &[u8; N], at: usize) -> uint8x16_t {
+    assert!(N >= 16 && at <= N - 16);
+    // SAFETY: `at..at + 16` is inside `b` (checked above; constant-folded where `at` is constant).
+    unsafe { ld_u8(b.as_ptr().add(at)) }
+}
+
+/// Sixteen signed bytes at `b[at..at + 16]`.
+#[inline(always)]
+fn ldq_i8<const N: usize>(b: &[i8; N], at: usize) -> int8x16_t {
+    assert!(N >= 16 && at <= N - 16);
+    // SAFETY: `at..at + 16` is inside `b` (checked above; constant-folded where `at` is constant).
+    unsafe { ld_i8(b.as_ptr().add(at)) }
+}
+
+/// Nibbles of 16 bytes: low (elements 0..16) and high (16..32), as unsigned 0..15.
+#[inline(always)]
+fn nibbles(q: uint8x16_t) -> [uint8x16_t; 2] {
+    // SAFETY: NEON is part of the aarch64 baseline; register operations only.
+    unsafe { [vandq_u8(q, vdupq_n_u8(0x0f)), vshrq_n_u8::<4>(q)] }
+}
+
+/// `sum(w[k] * a[k])` over 32 pairs, as eight i16 lanes of four products each: valid when every
+/// |w| ≤ 63 (4 · 63 · 128 < 2^15).
+#[target_feature(enable = "neon")]
+#[inline]
+fn prod_i16(w: [int8x16_t; 2], a: [int8x16_t; 2]) -> int16x8_t {
+    let p = vmull_s8(vget_low_s8(w[0]), vget_low_s8(a[0]));
+    let p = vmlal_high_s8(p, w[0], a[0]);
+    let p = vmlal_s8(p, vget_low_s8(w[1]), vget_low_s8(a[1]));
+    vmlal_high_s8(p, w[1], a[1])
+}
+
+/// `sum(w[k] * a[k])` over 32 pairs of any int8 values, as four i32 lanes (each 16-bit product is
+/// widened before it is added to another).
+#[target_feature(enable = "neon")]
+#[inline]
+fn prod_i32(w: [int8x16_t; 2], a: [int8x16_t; 2]) -> int32x4_t {
+    let s = vpaddlq_s16(vmull_s8(vget_low_s8(w[0]), vget_low_s8(a[0])));
+    let s = vpadalq_s16(s, vmull_high_s8(w[0], a[0]));
+    let s = vpadalq_s16(s, vmull_s8(vget_low_s8(w[1]), vget_low_s8(a[1])));
+    vpadalq_s16(s, vmull_high_s8(w[1], a[1]))
+}
+
+/// `sum(w[k] * a[k])` over 32 pairs with SDOT, as four i32 lanes.
+#[target_feature(enable = "neon")]
+#[inline]
+fn prod_dp(w: [int8x16_t; 2], a: [int8x16_t; 2]) -> int32x4_t {
+    sdot(sdot(vdupq_n_s32(0), w[0], a[0]), w[1], a[1])
+}
+
+/// The four sums `[Σ w0·a0, Σ w1·a1, Σ w2·a2, Σ w3·a3]` of four 32-element dot products, exact.
+/// `maxw` (a constant after inlining) bounds every |w| (the activations are any int8): it decides
+/// how long partial sums may stay in i16 lanes.
+#[target_feature(enable = "neon")]
+#[inline]
+fn sums4<const DP: bool>(maxw: i32, w: [[int8x16_t; 2]; 4], a: [[int8x16_t; 2]; 4]) -> int32x4_t {
+    if DP || maxw > 31 {
+        let q: [int32x4_t; 4] = core::array::from_fn(|r| {
+            if DP {
+                prod_dp(w[r], a[r])
+            } else {
+                prod_i32(w[r], a[r])
+            }
+        });
+        vpaddq_s32(vpaddq_s32(q[0], q[1]), vpaddq_s32(q[2], q[3]))
+    } else {
+        // Four products per lane, then eight: 8 · 31 · 128 < 2^15.
+        let p: [int16x8_t; 4] = core::array::from_fn(|r| prod_i16(w[r], a[r]));
+        let x01 = vpaddq_s16(p[0], p[1]);
+        let x23 = vpaddq_s16(p[2], p[3]);
+        if maxw <= 15 {
+            // Sixteen per lane: 16 · 15 · 128 < 2^15 (and 16 · 8 · 128 = 2^14 for Q4_0's -8..7).
+            vpaddlq_s16(vpaddq_s16(x01, x23))
+        } else {
+            vpaddq_s32(vpaddlq_s16(x01), vpaddlq_s16(x23))
+        }
+    }
+}
+
+/// `[Σ w0·a0, Σ w1·a1, Σ w0·a0, Σ w1·a1]` for two 32-element dot products, exact (`maxw` as in
+/// [`sums4`]).
+#[target_feature(enable = "neon")]
+#[inline]
+fn sums2<const DP: bool>(
+    maxw: i32,
+    w0: [int8x16_t; 2],
+    a0: [int8x16_t; 2],
+    w1: [int8x16_t; 2],
+    a1: [int8x16_t; 2],
+) -> int32x4_t {
+    let x = if DP || maxw > 31 {
+        let (q0, q1) = if DP {
+            (prod_dp(w0, a0), prod_dp(w1, a1))
+        } else {
+            (prod_i32(w0, a0), prod_i32(w1, a1))
+        };
+        vpaddq_s32(q0, q1)
+    } else {
+        // Eight products per lane: 8 · 31 · 128 < 2^15.
+        vpaddlq_s16(vpaddq_s16(prod_i16(w0, a0), prod_i16(w1, a1)))
+    };
+    vpaddq_s32(x, x)
+}
+
+/// One 32-element dot product, exact (`maxw` as in [`sums4`]).
+#[target_feature(enable = "neon")]
+#[inline]
+fn sum1<const DP: bool>(maxw: i32, w: [int8x16_t; 2], a: [int8x16_t; 2]) -> i32 {
+    if DP {
+        vaddvq_s32(prod_dp(w, a))
+    } else if maxw > 63 {
+        vaddvq_s32(prod_i32(w, a))
+    } else {
+        vaddlvq_s16(prod_i16(w, a))
+    }
+}
+
+/// `[Σ w0·a0, .., Σ w3·a3]` for four 16-element groups, exact; every |w| ≤ `maxw` ≤ 63.
+#[target_feature(enable = "neon")]
+#[inline]
+fn sums4x16<const DP: bool>(maxw: i32, w: [int8x16_t; 4], a: [int8x16_t; 4]) -> int32x4_t {
+    debug_assert!(maxw <= 63);
+    if DP {
+        let z = vdupq_n_s32(0);
+        let q: [int32x4_t; 4] = core::array::from_fn(|k| sdot(z, w[k], a[k]));
+        vpaddq_s32(vpaddq_s32(q[0], q[1]), vpaddq_s32(q[2], q[3]))
+    } else {
+        // Two products per lane, then four: 4 · 63 · 128 < 2^15.
+        let p: [int16x8_t; 4] = core::array::from_fn(|k| {
+            vmlal_high_s8(vmull_s8(vget_low_s8(w[k]), vget_low_s8(a[k])), w[k], a[k])
+        });
+        let x01 = vpaddq_s16(p[0], p[1]);
+        let x23 = vpaddq_s16(p[2], p[3]);
+        if maxw <= 31 {
+            // Eight per lane: 8 · 31 · 128 < 2^15.
+            vpaddlq_s16(vpaddq_s16(x01, x23))
+        } else {
+            vpaddq_s32(vpaddlq_s16(x01), vpaddlq_s16(x23))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

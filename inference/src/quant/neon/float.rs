@@ -1,0 +1,383 @@
+//! Float kernels: F32 / F16 / BF16 dot products and the attention of one head.
+//!
+//! The scalar twins keep fixed partial sums (`acc[i & 3]` for the dot products, `acc[i & 7]` for
+//! the attention's `q·k`, see [`crate::ops::dot_f32_f16`]) combined in a fixed order; a vector lane
+//! is one partial sum, updated with a separate multiply and add, so every lane rounds exactly as its
+//! scalar partial sum. Elements past the last whole vector go to their lanes in scalar code.
+
+use super::{f16x8_high_to_f32, f16x8_low_to_f32, ld_u8};
+use core::arch::aarch64::*;
+use half::{bf16, f16};
+
+#[inline(always)]
+fn h(v: u16) -> f32 {
+    f16::from_bits(v).to_f32()
+}
+
+/// Four lanes out to an array (for the scalar tail).
+#[target_feature(enable = "neon")]
+#[inline]
+fn lanes(v: float32x4_t) -> [f32; 4] {
+    let mut out = [0.0f32; 4];
+    // SAFETY: `out` holds four f32.
+    unsafe { vst1q_f32(out.as_mut_ptr(), v) };
+    out
+}
+
+#[target_feature(enable = "neon")]
+fn f32_f32(w: &[u8], x: &[f32]) -> f32 {
+    let n = (w.len() / 4).min(x.len());
+    let (pw, px) = (w.as_ptr(), x.as_ptr());
+    let mut acc = vdupq_n_f32(0.0);
+    let mut i = 0;
+    while i + 8 <= n {
+        // SAFETY: elements i..i + 8 lie in both `w` (4 bytes each) and `x` (i + 8 ≤ n).
+        let (w0, w1, x0, x1) = unsafe {
+            (
+                vreinterpretq_f32_u8(ld_u8(pw.add(4 * i))),
+                vreinterpretq_f32_u8(ld_u8(pw.add(4 * i + 16))),
+                vld1q_f32(px.add(i)),
+                vld1q_f32(px.add(i + 4)),
+            )
+        };
+        acc = vaddq_f32(acc, vmulq_f32(w0, x0));
+        acc = vaddq_f32(acc, vmulq_f32(w1, x1));
+        i += 8;
+    }
+    let mut acc = lanes(acc);
+    for j in i..n {
+        let b = &w[4 * j..4 * j + 4];
+        acc[j & 3] += f32::from_le_bytes([b[0], b[1], b[2], b[3]]) * x[j];
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3])
+}
+
+#[target_feature(enable = "neon")]
+fn f16_f16(w: &[u8], x: &[u16]) -> f32 {
+    let n = (w.len() / 2).min(x.len());
+    let (pw, px) = (w.as_ptr(), x.as_ptr());
+    let mut acc = vdupq_n_f32(0.0);
+    let mut i = 0;
+    while i + 8 <= n {
+        // SAFETY: elements i..i + 8 lie in both `w` (2 bytes each) and `x` (i + 8 ≤ n).
+        let (wv, xv) = unsafe {
+            (
+                vreinterpretq_u16_u8(ld_u8(pw.add(2 * i))),
+                vld1q_u16(px.add(i)),
+            )
+        };
+        acc = vaddq_f32(acc, vmulq_f32(f16x8_low_to_f32(wv), f16x8_low_to_f32(xv)));
+        acc = vaddq_f32(acc, vmulq_f32(f16x8_high_to_f32(wv), f16x8_high_to_f32(xv)));
+        i += 8;
+    }
+    let mut acc = lanes(acc);
+    for j in i..n {
+        acc[j & 3] += h(u16::from_le_bytes([w[2 * j], w[2 * j + 1]])) * h(x[j]);
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3])
+}
+
+#[target_feature(enable = "neon")]
+fn bf16_bf16(w: &[u8], x: &[u16]) -> f32 {
+    let n = (w.len() / 2).min(x.len());
+    let (pw, px) = (w.as_ptr(), x.as_ptr());
+    let mut acc = vdupq_n_f32(0.0);
+    let mut i = 0;
+    // bf16 → f32 is the 16 bits moved up (exact; `half` does the same for every non-NaN value).
+    let lo = |v: uint16x8_t| vreinterpretq_f32_u32(vshll_n_u16::<16>(vget_low_u16(v)));
+    let hi = |v: uint16x8_t| vreinterpretq_f32_u32(vshll_high_n_u16::<16>(v));
+    while i + 8 <= n {
+        // SAFETY: elements i..i + 8 lie in both `w` (2 bytes each) and `x` (i + 8 ≤ n).
+        let (wv, xv) = unsafe {
+            (
+                vreinterpretq_u16_u8(ld_u8(pw.add(2 * i))),
+                vld1q_u16(px.add(i)),
+            )
+        };
+        acc = vaddq_f32(acc, vmulq_f32(lo(wv), lo(xv)));
+        acc = vaddq_f32(acc, vmulq_f32(hi(wv), hi(xv)));
+        i += 8;
+    }
+    let mut acc = lanes(acc);
+    for j in i..n {
+        let a = bf16::from_bits(u16::from_le_bytes([w[2 * j], w[2 * j + 1]])).to_f32();
+        acc[j & 3] += a * bf16::from_bits(x[j]).to_f32();
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3])
+}
+
+/// The end of [`crate::ops::dot_f32_f16`] from its eight partial sums in `a` (sums 0..4) and `b`
+/// (4..8) after the first `i` elements (a multiple of 8): the remaining elements `q`, `k` go to
+/// their partial sums, then the sums are combined in the scalar order.
+#[target_feature(enable = "neon")]
+#[inline]
+fn qk_finish(a: float32x4_t, b: float32x4_t, q: &[f32], k: &[u16]) -> f32 {
+    if q.is_empty() || k.is_empty() {
+        // ((a0 + b0) + (a1 + b1)) + ((a2 + b2) + (a3 + b3)) with pairwise adds.
+        let c = vaddq_f32(a, b);
+        return vpadds_f32(vget_low_f32(vpaddq_f32(c, c)));
+    }
+    let (a, b) = (lanes(a), lanes(b));
+    let mut acc = [a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]];
+    for (j, (x, &y)) in q.iter().zip(k).enumerate() {
+        acc[j & 7] += x * h(y);
+    }
+    let c = [
+        acc[0] + acc[4],
+        acc[1] + acc[5],
+        acc[2] + acc[6],
+        acc[3] + acc[7],
+    ];
+    (c[0] + c[1]) + (c[2] + c[3])
+}
+
+/// `q · k` (k as f16 bits) with the eight partial sums of [`crate::ops::dot_f32_f16`].
+#[target_feature(enable = "neon")]
+#[inline]
+fn dot_qk(q: &[f32], k: &[u16]) -> f32 {
+    let n = q.len().min(k.len());
+    let (pq, pk) = (q.as_ptr(), k.as_ptr());
+    let (mut a, mut b) = (vdupq_n_f32(0.0), vdupq_n_f32(0.0));
+    let mut i = 0;
+    while i + 8 <= n {
+        // SAFETY: elements i..i + 8 lie in both slices (i + 8 ≤ n).
+        let (q0, q1, kv) = unsafe {
+            (
+                vld1q_f32(pq.add(i)),
+                vld1q_f32(pq.add(i + 4)),
+                vld1q_u16(pk.add(i)),
+            )
+        };
+        a = vaddq_f32(a, vmulq_f32(q0, f16x8_low_to_f32(kv)));
+        b = vaddq_f32(b, vmulq_f32(q1, f16x8_high_to_f32(kv)));
+        i += 8;
+    }
+    qk_finish(a, b, &q[i..n], &k[i..n])
+}
+
+/// `[q · k0, .., q · k3]`, each as [`dot_qk`] computes it (the loads of `q` shared). Every `kj`
+/// holds `q.len()` values.
+#[target_feature(enable = "neon")]
+#[inline]
+fn dot_qk4(q: &[f32], k: [&[u16]; 4]) -> [f32; 4] {
+    let n = q.len();
+    assert!(k.iter().all(|k| k.len() == n));
+    let pq = q.as_ptr();
+    let pk = k.map(|k| k.as_ptr());
+    let mut a = [vdupq_n_f32(0.0); 4];
+    let mut b = a;
+    let mut i = 0;
+    while i + 8 <= n {
+        // SAFETY: elements i..i + 8 lie in `q` and in every `kj` (all of length n, checked above).
+        let (q0, q1) = unsafe { (vld1q_f32(pq.add(i)), vld1q_f32(pq.add(i + 4))) };
+        for j in 0..4 {
+            // SAFETY: as above.
+            let kv = unsafe { vld1q_u16(pk[j].add(i)) };
+            a[j] = vaddq_f32(a[j], vmulq_f32(q0, f16x8_low_to_f32(kv)));
+            b[j] = vaddq_f32(b[j], vmulq_f32(q1, f16x8_high_to_f32(kv)));
+        }
+        i += 8;
+    }
+    if i == n {
+        // Per key ((a0 + b0) + (a1 + b1)) + ((a2 + b2) + (a3 + b3)), four keys at once.
+        let c: [float32x4_t; 4] = core::array::from_fn(|j| vaddq_f32(a[j], b[j]));
+        return lanes(vpaddq_f32(vpaddq_f32(c[0], c[1]), vpaddq_f32(c[2], c[3])));
+    }
+    core::array::from_fn(|j| qk_finish(a[j], b[j], &q[i..], &k[j][i..]))
+}
+
+/// `out = out · r + v` elementwise (`v` as f16 bits), as the scalar rescale step.
+#[target_feature(enable = "neon")]
+#[inline]
+fn rescale_add(out: &mut [f32], r: f32, v: &[u16]) {
+    let n = out.len().min(v.len());
+    let (po, pv) = (out.as_mut_ptr(), v.as_ptr());
+    let mut i = 0;
+    while i + 8 <= n {
+        // SAFETY: elements i..i + 8 lie in both slices (i + 8 ≤ n); `out` is borrowed mutably.
+        unsafe {
+            let vv = vld1q_u16(pv.add(i));
+            let o0 = vaddq_f32(vmulq_n_f32(vld1q_f32(po.add(i)), r), f16x8_low_to_f32(vv));
+            let o1 = vaddq_f32(
+                vmulq_n_f32(vld1q_f32(po.add(i + 4)), r),
+                f16x8_high_to_f32(vv),
+            );
+            vst1q_f32(po.add(i), o0);
+            vst1q_f32(po.add(i + 4), o1);
+        }
+        i += 8;
+    }
+    for j in i..n {
+        out[j] = out[j] * r + h(v[j]);
+    }
+}
+
+/// `out = out + w · v` elementwise (`v` as f16 bits), as the scalar accumulate step.
+#[target_feature(enable = "neon")]
+#[inline]
+fn add_scaled(out: &mut [f32], w: f32, v: &[u16]) {
+    let n = out.len().min(v.len());
+    let (po, pv) = (out.as_mut_ptr(), v.as_ptr());
+    let mut i = 0;
+    while i + 8 <= n {
+        // SAFETY: elements i..i + 8 lie in both slices (i + 8 ≤ n); `out` is borrowed mutably.
+        unsafe {
+            let vv = vld1q_u16(pv.add(i));
+            let o0 = vaddq_f32(vld1q_f32(po.add(i)), vmulq_n_f32(f16x8_low_to_f32(vv), w));
+            let o1 = vaddq_f32(
+                vld1q_f32(po.add(i + 4)),
+                vmulq_n_f32(f16x8_high_to_f32(vv), w),
+            );
+            vst1q_f32(po.add(i), o0);
+            vst1q_f32(po.add(i + 4), o1);
+        }
+        i += 8;
+    }
+    for j in i..n {
+        out[j] += w * h(v[j]);
+    }
+}
+
+/// `out = (((out + w0 · v0) + w1 · v1) + w2 · v2) + w3 · v3` elementwise: four accumulate steps
+/// of the scalar loop in their order, `out` loaded and stored once.
+#[target_feature(enable = "neon")]
+#[inline]
+fn add_scaled4(out: &mut [f32], w: [f32; 4], v: [&[u16]; 4]) {
+    let n = v.iter().fold(out.len(), |n, v| n.min(v.len()));
+    let po = out.as_mut_ptr();
+    let pv = v.map(|v| v.as_ptr());
+    let mut i = 0;
+    while i + 8 <= n {
+        // SAFETY: elements i..i + 8 lie in `out` and every `vj` (i + 8 ≤ n); `out` is borrowed
+        // mutably.
+        unsafe {
+            let mut o0 = vld1q_f32(po.add(i));
+            let mut o1 = vld1q_f32(po.add(i + 4));
+            for j in 0..4 {
+                let vv = vld1q_u16(pv[j].add(i));
+                o0 = vaddq_f32(o0, vmulq_n_f32(f16x8_low_to_f32(vv), w[j]));
+                o1 = vaddq_f32(o1, vmulq_n_f32(f16x8_high_to_f32(vv), w[j]));
+            }
+            vst1q_f32(po.add(i), o0);
+            vst1q_f32(po.add(i + 4), o1);
+        }
+        i += 8;
+    }
+    for e in i..n {
+        let mut o = out[e];
+        for j in 0..4 {
+            o += w[j] * h(v[j][e]);
+        }
+        out[e] = o;
+    }
+}
+
+/// The computation of [`crate::ops::attend_head`], position by position in the same order, with
+/// SIMD inner loops. Positions go four at a time: their scores first (sharing the loads of `q`),
+/// then the scalar softmax bookkeeping in order, then their updates of `out` (fused into one pass
+/// when none of the four raises the maximum; one by one otherwise). Each element of `out` sees
+/// the same operations in the same order as in the scalar loop.
+#[target_feature(enable = "neon")]
+fn attend(
+    out: &mut [f32],
+    q: &[f32],
+    keys: &[u16],
+    values: &[u16],
+    n: usize,
+    stride: usize,
+    offset: usize,
+    scale: f32,
+) {
+    let hd = q.len();
+    out.fill(0.0);
+    let mut max = f32::NEG_INFINITY;
+    let mut sum = 0.0f32;
+    let mut t = 0;
+    while t < n {
+        let c = (n - t).min(4);
+        let row = |j: usize| (t + j) * stride + offset..(t + j) * stride + offset + hd;
+        let mut s = [0.0f32; 4];
+        if c == 4 {
+            s = dot_qk4(q, core::array::from_fn(|j| &keys[row(j)]));
+        } else {
+            for (j, s) in s.iter_mut().enumerate().take(c) {
+                *s = dot_qk(q, &keys[row(j)]);
+            }
+        }
+        let mut v: [&[u16]; 4] = [&[]; 4];
+        // Per position: the factor applied to `out` (r when the maximum rises, else the weight w).
+        let mut f = [0.0f32; 4];
+        let mut rises = [false; 4];
+        for j in 0..c {
+            v[j] = &values[row(j)];
+            let s = s[j] * scale;
+            if s > max {
+                let r = libm::expf(max - s);
+                sum = sum * r + 1.0;
+                (f[j], rises[j]) = (r, true);
+                max = s;
+            } else {
+                let w = libm::expf(s - max);
+                sum += w;
+                f[j] = w;
+            }
+        }
+        if c == 4 && !rises.contains(&true) {
+            add_scaled4(out, f, v);
+        } else {
+            for j in 0..c {
+                if rises[j] {
+                    rescale_add(out, f[j], v[j]);
+                } else {
+                    add_scaled(out, f[j], v[j]);
+                }
+            }
+        }
+        t += c;
+    }
+    if sum > 0.0 {
+        let inv = 1.0 / sum;
+        for o in out.iter_mut() {
+            *o *= inv;
+        }
+    }
+}
+
+/// F32 weights · f32 activations (twin of `scalar::vec_dot_f32_f32`).
+pub fn vec_dot_f32_f32(w: &[u8], x: &[f32]) -> f32 {
+    // SAFETY: NEON is part of every aarch64 target this module is built for.
+    unsafe { f32_f32(w, x) }
+}
+
+/// F16 weights · f16 activations (twin of `scalar::vec_dot_f16_f16`).
+pub fn vec_dot_f16_f16(w: &[u8], x: &[u16]) -> f32 {
+    // SAFETY: NEON is part of every aarch64 target this module is built for.
+    unsafe { f16_f16(w, x) }
+}
+
+/// BF16 weights · bf16 activations (twin of `scalar::vec_dot_bf16_bf16`).
+pub fn vec_dot_bf16_bf16(w: &[u8], x: &[u16]) -> f32 {
+    // SAFETY: NEON is part of every aarch64 target this module is built for.
+    unsafe { bf16_bf16(w, x) }
+}
+
+/// `q · k` with eight partial sums (twin of [`crate::ops::dot_f32_f16`]).
+pub fn dot_f32_f16(q: &[f32], k: &[u16]) -> f32 {
+    // SAFETY: NEON is part of every aarch64 target this module is built for.
+    unsafe { dot_qk(q, k) }
+}
+
+/// One query head over `n` cached positions (twin of [`crate::ops::attend_head`]).
+pub fn attend_head(
+    out: &mut [f32],
+    q: &[f32],
+    keys: &[u16],
+    values: &[u16],
+    n: usize,
+    stride: usize,
+    offset: usize,
+    scale: f32,
+) {
+    // SAFETY: NEON is part of every aarch64 target this module is built for.
+    unsafe { attend(out, q, keys, values, n, stride, offset, scale) }
+}

@@ -1,0 +1,375 @@
+//! 32-wide weight formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) · Q8_0 / Q8_1 activations.
+//!
+//! Per block the scalar twin computes an exact integer `sumi`, then, in this order,
+//! Q4_0, Q8_0: `sumf += sumi as f32 * (d * y.d)`; Q5_0: `sumf += (d * y.d) * sumi as f32` (the same
+//! bits: IEEE multiplication commutes); Q4_1, Q5_1: `sumf += (d * y.d) * sumi as f32 + m * y.s`.
+//! The one-row kernels take two blocks per step (two integer sums reduced together, the scales of
+//! both blocks converted and multiplied together) and add the two block results to `sumf` in order.
+//! The four-row kernels keep row `r`'s `sumf` in lane `r`: every block's float work is one vector
+//! operation per scalar operation, and the activations are loaded once for four rows.
+
+use super::{
+    f16_le, f16x4_to_f32, f16x8_high_to_f32, f16x8_low_to_f32, ld1_lane_h, ld1_lane_s, ld_i8,
+    ld_u8, nibbles, rd_u16, rd_u32, sum1, sums2, sums4,
+};
+use crate::quant::act::{BlockQ8_0, BlockQ8_1};
+use core::arch::aarch64::*;
+
+/// A 32-element weight block format.
+trait Fmt {
+    /// Bytes per block.
+    const BYTES: usize;
+    /// Bound on |w| of the decoded weights (how long products may be summed in i16 lanes).
+    const MAXW: i32;
+    /// The block stores a min `m` after its scale `d` (Q4_1, Q5_1, paired with Q8_1).
+    const MIN: bool;
+    /// The block's 32 weights as int8: elements 0..16 and 16..32.
+    ///
+    /// # Safety
+    /// `p..p + BYTES` must be readable.
+    unsafe fn decode(p: *const u8) -> [int8x16_t; 2];
+}
+
+/// 32 int8 activations with their scale `d` and (Q8_1) `s = d · sum`.
+trait Act {
+    fn qs(&self) -> &[i8; 32];
+    fn d(&self) -> f32;
+    fn s(&self) -> f32;
+}
+
+impl Act for BlockQ8_0 {
+    #[inline(always)]
+    fn qs(&self) -> &[i8; 32] {
+        &self.qs
+    }
+    #[inline(always)]
+    fn d(&self) -> f32 {
+        self.d
+    }
+    #[inline(always)]
+    fn s(&self) -> f32 {
+        0.0
+    }
+}
+
+impl Act for BlockQ8_1 {
+    #[inline(always)]
+    fn qs(&self) -> &[i8; 32] {
+        &self.qs
+    }
+    #[inline(always)]
+    fn d(&self) -> f32 {
+        self.d
+    }
+    #[inline(always)]
+    fn s(&self) -> f32 {
+        self.s
+    }
+}
+
+#[target_feature(enable = "neon")]
+#[inline]
+fn ld_act<A: Act>(y: &A) -> [int8x16_t; 2] {
+    let q = y.qs().as_ptr();
+    // SAFETY: `qs` holds 32 bytes.
+    unsafe { [ld_i8(q), ld_i8(q.add(16))] }
+}
+
+/// The fifth bits of a Q5 block as 0xff (bit set) / 0x00 bytes for elements 0..16 and 16..32:
+/// element `e` uses bit `e` of `qh`.
+#[inline(always)]
+fn q5_high_mask(qh: u32) -> [uint8x16_t; 2] {
+    const IDX: [u8; 32] = [
+        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,
+        3, 3,
+    ];
+    const BIT: [u8; 16] = [1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128];
+    // SAFETY: the constant tables hold 32 and 16 bytes; NEON is part of the aarch64 baseline.
+    unsafe {
+        let h = vreinterpretq_u8_u32(vdupq_n_u32(qh));
+        let bit = ld_u8(BIT.as_ptr());
+        [
+            vtstq_u8(vqtbl1q_u8(h, ld_u8(IDX.as_ptr())), bit),
+            vtstq_u8(vqtbl1q_u8(h, ld_u8(IDX.as_ptr().add(16))), bit),
+        ]
+    }
+}
+
+/// Q4_0: `d` (f16), 16 bytes of nibbles; weight = nibble - 8.
+struct Q4_0;
+impl Fmt for Q4_0 {
+    const BYTES: usize = 18;
+    const MAXW: i32 = 8;
+    const MIN: bool = false;
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> [int8x16_t; 2] {
+        // SAFETY: bytes 2..18 of the block are readable (caller); NEON is baseline.
+        unsafe {
+            let [lo, hi] = nibbles(ld_u8(p.add(2)));
+            let e = vdupq_n_s8(8);
+            [
+                vsubq_s8(vreinterpretq_s8_u8(lo), e),
+                vsubq_s8(vreinterpretq_s8_u8(hi), e),
+            ]
+        }
+    }
+}
+
+/// Q4_1: `d`, `m` (f16), 16 bytes of nibbles; weight = nibble.
+struct Q4_1;
+impl Fmt for Q4_1 {
+    const BYTES: usize = 20;
+    const MAXW: i32 = 15;
+    const MIN: bool = true;
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> [int8x16_t; 2] {
+        // SAFETY: bytes 4..20 of the block are readable (caller); NEON is baseline.
+        unsafe {
+            let [lo, hi] = nibbles(ld_u8(p.add(4)));
+            [vreinterpretq_s8_u8(lo), vreinterpretq_s8_u8(hi)]
+        }
+    }
+}
+
+/// Q5_0: `d` (f16), `qh` (u32), 16 bytes of nibbles; weight = (nibble | bit << 4) - 16.
+struct Q5_0;
+impl Fmt for Q5_0 {
+    const BYTES: usize = 22;
+    const MAXW: i32 = 16;
+    const MIN: bool = false;
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> [int8x16_t; 2] {
+        // SAFETY: bytes 2..22 of the block are readable (caller); NEON is baseline.
+        unsafe {
+            let [hl, hh] = q5_high_mask(rd_u32(p.add(2)));
+            let [lo, hi] = nibbles(ld_u8(p.add(6)));
+            // (n | b << 4) - 16 is n when b is set and n - 16 = n | 0xf0 (two's complement) if not.
+            let f0 = vdupq_n_u8(0xf0);
+            [
+                vreinterpretq_s8_u8(vorrq_u8(lo, vbicq_u8(f0, hl))),
+                vreinterpretq_s8_u8(vorrq_u8(hi, vbicq_u8(f0, hh))),
+            ]
+        }
+    }
+}
+
+/// Q5_1: `d`, `m` (f16), `qh` (u32), 16 bytes of nibbles; weight = nibble | bit << 4.
+struct Q5_1;
+impl Fmt for Q5_1 {
+    const BYTES: usize = 24;
+    const MAXW: i32 = 31;
+    const MIN: bool = true;
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> [int8x16_t; 2] {
+        // SAFETY: bytes 4..24 of the block are readable (caller); NEON is baseline.
+        unsafe {
+            let [hl, hh] = q5_high_mask(rd_u32(p.add(4)));
+            let [lo, hi] = nibbles(ld_u8(p.add(8)));
+            let b4 = vdupq_n_u8(0x10);
+            [
+                vreinterpretq_s8_u8(vorrq_u8(lo, vandq_u8(hl, b4))),
+                vreinterpretq_s8_u8(vorrq_u8(hi, vandq_u8(hh, b4))),
+            ]
+        }
+    }
+}
+
+/// Q8_0: `d` (f16), 32 int8 weights.
+struct Q8_0;
+impl Fmt for Q8_0 {
+    const BYTES: usize = 34;
+    const MAXW: i32 = 128;
+    const MIN: bool = false;
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> [int8x16_t; 2] {
+        let q = p as *const i8;
+        // SAFETY: bytes 2..34 of the block are readable (caller).
+        unsafe { [ld_i8(q.add(2)), ld_i8(q.add(18))] }
+    }
+}
+
+/// One row: `w` (whole blocks) · `a`, over as many blocks as both hold, two blocks per step.
+#[target_feature(enable = "neon")]
+fn dot1<F: Fmt, A: Act, const DP: bool>(w: &[u8], a: &[A]) -> f32 {
+    let nb = (w.len() / F::BYTES).min(a.len());
+    let p = w.as_ptr();
+    let mut sumf = 0.0f32;
+    let mut i = 0;
+    while i + 1 < nb {
+        let (y0, y1) = (&a[i], &a[i + 1]);
+        // SAFETY: blocks i and i + 1 lie in `w`: (i + 2) · BYTES ≤ nb · BYTES ≤ w.len().
+        let (b0, b1, w0, w1) = unsafe {
+            let b0 = p.add(i * F::BYTES);
+            let b1 = b0.add(F::BYTES);
+            (b0, b1, F::decode(b0), F::decode(b1))
+        };
+        // [sumi0, sumi1] as f32.
+        let s = vget_low_f32(vcvtq_f32_s32(sums2::<DP>(
+            F::MAXW,
+            w0,
+            ld_act(y0),
+            w1,
+            ld_act(y1),
+        )));
+        let u = if F::MIN {
+            // SAFETY: each block starts with `d`, `m` (4 bytes).
+            let dm = unsafe { vset_lane_u32::<1>(rd_u32(b1), vdup_n_u32(rd_u32(b0))) };
+            // [d0, m0, d1, m1] · [y0.d, y0.s, y1.d, y1.s]
+            let dm = f16x4_to_f32(vreinterpret_u16_u32(dm));
+            let ys = vcombine_f32(
+                vset_lane_f32::<1>(y0.s(), vdup_n_f32(y0.d())),
+                vset_lane_f32::<1>(y1.s(), vdup_n_f32(y1.d())),
+            );
+            let t = vmulq_f32(dm, ys);
+            let dy = vget_low_f32(vuzp1q_f32(t, t));
+            let ms = vget_low_f32(vuzp2q_f32(t, t));
+            // (d · y.d) · sumi + m · y.s
+            vadd_f32(vmul_f32(dy, s), ms)
+        } else {
+            // SAFETY: each block starts with `d` (2 bytes).
+            let dd = unsafe { vset_lane_u16::<1>(rd_u16(b1), vdup_n_u16(rd_u16(b0))) };
+            let d = vget_low_f32(f16x4_to_f32(dd));
+            let yd = vset_lane_f32::<1>(y1.d(), vdup_n_f32(y0.d()));
+            // sumi · (d · y.d)
+            vmul_f32(s, vmul_f32(d, yd))
+        };
+        sumf += vget_lane_f32::<0>(u);
+        sumf += vget_lane_f32::<1>(u);
+        i += 2;
+    }
+    if i < nb {
+        let y = &a[i];
+        let b = &w[i * F::BYTES..(i + 1) * F::BYTES];
+        // SAFETY: `b` is one whole block.
+        let wq = unsafe { F::decode(b.as_ptr()) };
+        let sumi = sum1::<DP>(F::MAXW, wq, ld_act(y));
+        let d = f16_le(b, 0);
+        if F::MIN {
+            let m = f16_le(b, 2);
+            sumf += (d * y.d()) * sumi as f32 + m * y.s();
+        } else {
+            sumf += sumi as f32 * (d * y.d());
+        }
+    }
+    sumf
+}
+
+/// Four rows of `rb` bytes each, consecutive in `w`, · `a`: `out[r]` is what [`dot1`] gives for
+/// row `r`.
+#[target_feature(enable = "neon")]
+fn dot4<F: Fmt, A: Act, const DP: bool>(w: &[u8], rb: usize, a: &[A], out: &mut [f32; 4]) {
+    if rb.checked_mul(4).is_none_or(|n| w.len() < n) {
+        // Not four whole rows: each row as far as it goes (never reached through `dot_rows`).
+        for (r, o) in out.iter_mut().enumerate() {
+            let row = w.get(r * rb..).unwrap_or(&[]);
+            *o = dot1::<F, A, DP>(&row[..rb.min(row.len())], a);
+        }
+        return;
+    }
+    let nb = (rb / F::BYTES).min(a.len());
+    let base = w.as_ptr();
+    // Row r's next block; each step reads the block's scale field(s) with post-indexed lane loads
+    // (which leave the pointer after them) and then the rest of the block.
+    // SAFETY: r·rb ≤ 3·rb < w.len(), so each pointer is inside `w`.
+    let mut p = unsafe { [base, base.add(rb), base.add(2 * rb), base.add(3 * rb)] };
+    let head = if F::MIN { 4 } else { 2 };
+    let mut acc = vdupq_n_f32(0.0);
+    // Every lane is overwritten each step; the previous contents are never used.
+    let mut dm = vdupq_n_u32(0);
+    let mut dd = vdup_n_u16(0);
+    for y in &a[..nb] {
+        // SAFETY: block i of row r lies in r·rb + i·BYTES .. r·rb + (i + 1)·BYTES ⊆ r·rb..(r+1)·rb
+        // (i < nb ≤ rb / BYTES), inside `w` (4·rb ≤ w.len()); `p[r]` is at its start.
+        unsafe {
+            if F::MIN {
+                dm = ld1_lane_s::<0>(dm, &mut p[0]);
+                dm = ld1_lane_s::<1>(dm, &mut p[1]);
+                dm = ld1_lane_s::<2>(dm, &mut p[2]);
+                dm = ld1_lane_s::<3>(dm, &mut p[3]);
+            } else {
+                dd = ld1_lane_h::<0>(dd, &mut p[0]);
+                dd = ld1_lane_h::<1>(dd, &mut p[1]);
+                dd = ld1_lane_h::<2>(dd, &mut p[2]);
+                dd = ld1_lane_h::<3>(dd, &mut p[3]);
+            }
+        }
+        // SAFETY: as above; `p[r] - head` is the start of row r's block.
+        let wq = unsafe { p.map(|q| F::decode(q.sub(head))) };
+        // SAFETY: the next block of each row starts BYTES after this one (at most one past the
+        // row's end after its last block).
+        p = unsafe { p.map(|q| q.add(F::BYTES - head)) };
+        let ya = ld_act(y);
+        // [sumi of row 0, .., row 3] as f32.
+        let s = vcvtq_f32_s32(sums4::<DP>(F::MAXW, wq, [ya; 4]));
+        if F::MIN {
+            // [d0, m0, d1, m1], [d2, m2, d3, m3] → d, m
+            let dmh = vreinterpretq_u16_u32(dm);
+            let (lo, hi) = (f16x8_low_to_f32(dmh), f16x8_high_to_f32(dmh));
+            let (d, m) = (vuzp1q_f32(lo, hi), vuzp2q_f32(lo, hi));
+            // sumf += (d · y.d) · sumi + m · y.s
+            let t = vmulq_f32(vmulq_n_f32(d, y.d()), s);
+            acc = vaddq_f32(acc, vaddq_f32(t, vmulq_n_f32(m, y.s())));
+        } else {
+            let d = f16x4_to_f32(dd);
+            // sumf += sumi · (d · y.d)
+            acc = vaddq_f32(acc, vmulq_f32(s, vmulq_n_f32(d, y.d())));
+        }
+    }
+    // SAFETY: `out` holds four f32.
+    unsafe { vst1q_f32(out.as_mut_ptr(), acc) };
+}
+
+macro_rules! entries {
+    ($(#[$doc:meta])* $one:ident, $one_dp:ident, $four:ident, $four_dp:ident, $fmt:ty, $act:ty) => {
+        $(#[$doc])*
+        pub fn $one(w: &[u8], a: &[$act]) -> f32 {
+            // SAFETY: NEON is part of every aarch64 target this module is built for.
+            unsafe { dot1::<$fmt, $act, false>(w, a) }
+        }
+        $(#[$doc])*
+        /// SDOT flavour: only for cores with FEAT_DotProd (`Kernels::NEON_DOTPROD`).
+        pub fn $one_dp(w: &[u8], a: &[$act]) -> f32 {
+            // SAFETY: as above (SDOT itself is an `asm!` instruction, see `sdot`).
+            unsafe { dot1::<$fmt, $act, true>(w, a) }
+        }
+        $(#[$doc])*
+        /// Four rows of `rb` bytes, consecutive in `w`, at once: `out[r]` equals the one-row
+        /// kernel on row `r`.
+        pub fn $four(w: &[u8], rb: usize, a: &[$act], out: &mut [f32; 4]) {
+            // SAFETY: NEON is part of every aarch64 target this module is built for.
+            unsafe { dot4::<$fmt, $act, false>(w, rb, a, out) }
+        }
+        $(#[$doc])*
+        /// Four rows at once, SDOT flavour (`Kernels::NEON_DOTPROD` only).
+        pub fn $four_dp(w: &[u8], rb: usize, a: &[$act], out: &mut [f32; 4]) {
+            // SAFETY: as above (SDOT itself is an `asm!` instruction, see `sdot`).
+            unsafe { dot4::<$fmt, $act, true>(w, rb, a, out) }
+        }
+    };
+}
+
+entries!(
+    /// Q4_0 weights · Q8_0 activations (twin of `scalar::vec_dot_q4_0_q8_0`).
+    vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_dp, vec_dot_q4_0_q8_0_x4, vec_dot_q4_0_q8_0_x4_dp,
+    Q4_0, BlockQ8_0
+);
+entries!(
+    /// Q4_1 weights · Q8_1 activations (twin of `scalar::vec_dot_q4_1_q8_1`).
+    vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_dp, vec_dot_q4_1_q8_1_x4, vec_dot_q4_1_q8_1_x4_dp,
+    Q4_1, BlockQ8_1
+);
+entries!(
+    /// Q5_0 weights · Q8_0 activations (twin of `scalar::vec_dot_q5_0_q8_0`).
+    vec_dot_q5_0_q8_0, vec_dot_q5_0_q8_0_dp, vec_dot_q5_0_q8_0_x4, vec_dot_q5_0_q8_0_x4_dp,
+    Q5_0, BlockQ8_0
+);
+entries!(
+    /// Q5_1 weights · Q8_1 activations (twin of `scalar::vec_dot_q5_1_q8_1`).
+    vec_dot_q5_1_q8_1, vec_dot_q5_1_q8_1_dp, vec_dot_q5_1_q8_1_x4, vec_dot_q5_1_q8_1_x4_dp,
+    Q5_1, BlockQ8_1
+);
+entries!(
+    /// Q8_0 weights · Q8_0 activations (twin of `scalar::vec_dot_q8_0_q8_0`).
+    vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_dp, vec_dot_q8_0_q8_0_x4, vec_dot_q8_0_q8_0_x4_dp,
+    Q8_0, BlockQ8_0
+);

@@ -1,0 +1,198 @@
+//! Activation quantization: twins of [`crate::quant::act::quantize_q8_0`], `quantize_q8_1` and
+//! `quantize_q8_k`, byte for byte.
+//!
+//! The scale comes from the block's largest |x| (a maximum does not depend on the order it is
+//! taken in) with the scalar code's float expressions; each value is `nearest_int(x · id)`, done
+//! as the scalar does it (`x · id + 1.5·2^23`, then the low mantissa bits), so the bytes agree even
+//! where the product is out of `nearest_int`'s range (|x · id| ≥ 2^22, e.g. a tiny block whose
+//! scale overflows).
+
+use crate::quant::act::{BlockQ8K, BlockQ8_0, BlockQ8_1};
+use crate::quant::types::{QK32, QK_K};
+use core::arch::aarch64::*;
+use core::arch::asm;
+use half::f16;
+
+/// `nearest_int`'s magic number, 1.5 · 2^23.
+const MAGIC: f32 = 12_582_912.0;
+
+/// Whether FPCR asks for IEEE behaviour: round to nearest even, no flush to zero (FZ, FZ16, FIZ)
+/// and no alternate handling (AH). Then FCVT rounds to f16 exactly as `half`'s software conversion
+/// does. FPCR is 0 under Linux and in QEMU; with any other setting `half` does the rounding.
+pub(super) fn fpcr_is_ieee() -> bool {
+    let fpcr: u64;
+    // SAFETY: reading FPCR has no side effects (allowed at EL0 and EL1).
+    unsafe { asm!("mrs {f}, fpcr", f = out(reg) fpcr, options(nomem, nostack, preserves_flags)) };
+    // FIZ (bit 0), AH (1), FZ16 (19), RMode (23:22), FZ (24).
+    fpcr & (1 | 1 << 1 | 1 << 19 | 3 << 22 | 1 << 24) == 0
+}
+
+/// `x` rounded through f16 (to nearest, ties to even), as `half::f16::from_f32(x).to_f32()`: with
+/// FCVT when `hw` (FPCR is IEEE, see [`fpcr_is_ieee`]), else with `half` itself.
+#[inline(always)]
+pub(super) fn f16_round(x: f32, hw: bool) -> f32 {
+    if !hw {
+        return f16::from_f32(x).to_f32();
+    }
+    let mut v = x;
+    // SAFETY: FCVT (single to half and back) is base ARMv8-A floating point; registers only.
+    unsafe {
+        asm!(
+            "fcvt {t:h}, {v:s}",
+            "fcvt {v:s}, {t:h}",
+            v = inout(vreg) v,
+            t = out(vreg) _,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    v
+}
+
+/// `nearest_int(x · s) as i8` for sixteen values: the low byte of `x · s + MAGIC`'s bits is the low
+/// byte of `nearest_int` (which only masks and subtracts 2^22 above it).
+#[target_feature(enable = "neon")]
+#[inline]
+fn round16(v: &[float32x4_t], s: f32) -> int8x16_t {
+    let m = vdupq_n_f32(MAGIC);
+    let r: [uint16x8_t; 4] =
+        core::array::from_fn(|k| vreinterpretq_u16_f32(vaddq_f32(vmulq_n_f32(v[k], s), m)));
+    let a = vreinterpretq_u8_u16(vuzp1q_u16(r[0], r[1]));
+    let b = vreinterpretq_u8_u16(vuzp1q_u16(r[2], r[3]));
+    vreinterpretq_s8_u8(vuzp1q_u8(a, b))
+}
+
+/// `nearest_int(s · x).min(127) as i8` for sixteen values.
+#[target_feature(enable = "neon")]
+#[inline]
+fn round16_min127(v: &[float32x4_t], s: f32) -> int8x16_t {
+    let m = vdupq_n_f32(MAGIC);
+    let mask = vdupq_n_s32(0x007f_ffff);
+    let half = vdupq_n_s32(0x0040_0000);
+    let top = vdupq_n_s32(127);
+    let r: [uint16x8_t; 4] = core::array::from_fn(|k| {
+        let b = vreinterpretq_s32_f32(vaddq_f32(vmulq_n_f32(v[k], s), m));
+        vreinterpretq_u16_s32(vminq_s32(vsubq_s32(vandq_s32(b, mask), half), top))
+    });
+    let a = vreinterpretq_u8_u16(vuzp1q_u16(r[0], r[1]));
+    let b = vreinterpretq_u8_u16(vuzp1q_u16(r[2], r[3]));
+    vreinterpretq_s8_u8(vuzp1q_u8(a, b))
+}
+
+/// 32 values of `xb` and their largest |x| (`f32::max` from 0, as the scalar fold).
+#[target_feature(enable = "neon")]
+#[inline]
+fn load32(xb: &[f32]) -> ([float32x4_t; 8], f32) {
+    assert!(xb.len() >= QK32);
+    // SAFETY: `xb` holds at least 32 floats (checked above).
+    let v: [float32x4_t; 8] =
+        core::array::from_fn(|k| unsafe { vld1q_f32(xb.as_ptr().add(4 * k)) });
+    let a = v.map(|x| vabsq_f32(x));
+    let m = vmaxnmq_f32(
+        vmaxnmq_f32(vmaxnmq_f32(a[0], a[1]), vmaxnmq_f32(a[2], a[3])),
+        vmaxnmq_f32(vmaxnmq_f32(a[4], a[5]), vmaxnmq_f32(a[6], a[7])),
+    );
+    (v, vmaxnmvq_f32(m).max(0.0))
+}
+
+#[target_feature(enable = "neon")]
+fn q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
+    let hw = fpcr_is_ieee();
+    for (xb, y) in x.chunks_exact(QK32).zip(out.iter_mut()) {
+        let (v, amax) = load32(xb);
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        y.d = f16_round(d, hw);
+        let q = [round16(&v[..4], id), round16(&v[4..], id)];
+        // SAFETY: `qs` holds 32 bytes.
+        unsafe {
+            vst1q_s8(y.qs.as_mut_ptr(), q[0]);
+            vst1q_s8(y.qs.as_mut_ptr().add(16), q[1]);
+        }
+    }
+}
+
+#[target_feature(enable = "neon")]
+fn q8_1(x: &[f32], out: &mut [BlockQ8_1]) {
+    let hw = fpcr_is_ieee();
+    for (xb, y) in x.chunks_exact(QK32).zip(out.iter_mut()) {
+        let (v, amax) = load32(xb);
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        y.d = f16_round(d, hw);
+        let q = [round16(&v[..4], id), round16(&v[4..], id)];
+        // SAFETY: `qs` holds 32 bytes.
+        unsafe {
+            vst1q_s8(y.qs.as_mut_ptr(), q[0]);
+            vst1q_s8(y.qs.as_mut_ptr().add(16), q[1]);
+        }
+        // Sixteen int8 fit an i16 sum.
+        let sum = vaddlvq_s8(q[0]) as i32 + vaddlvq_s8(q[1]) as i32;
+        y.s = f16_round(sum as f32 * d, hw);
+    }
+}
+
+#[target_feature(enable = "neon")]
+fn q8_k(x: &[f32], out: &mut [BlockQ8K]) {
+    for (xb, y) in x.chunks_exact(QK_K).zip(out.iter_mut()) {
+        assert!(xb.len() >= QK_K);
+        let ld = |k: usize| {
+            // SAFETY: k < 64, so floats 4k..4k + 4 lie in `xb` (256 floats, checked above).
+            unsafe { vld1q_f32(xb.as_ptr().add(4 * k)) }
+        };
+        // The scalar keeps the first value of largest |x|: the largest or the smallest value,
+        // unless both reach it (then the first of them, found by a scan).
+        let (mut hi, mut lo) = (ld(0), ld(0));
+        for k in 1..QK_K / 4 {
+            let u = ld(k);
+            hi = vmaxnmq_f32(hi, u);
+            lo = vminnmq_f32(lo, u);
+        }
+        let (hi, lo) = (vmaxnmvq_f32(hi), vminnmvq_f32(lo));
+        let (pos, neg) = (hi.max(0.0), (-lo).max(0.0));
+        let max = if pos > neg {
+            hi
+        } else if neg > pos {
+            lo
+        } else if pos > 0.0 {
+            let mut first = pos;
+            for &u in xb {
+                if libm::fabsf(u) == pos {
+                    first = u;
+                    break;
+                }
+            }
+            first
+        } else {
+            // Every value is ±0 (or NaN): the scalar's amax stays 0.
+            *y = BlockQ8K::default();
+            continue;
+        };
+        let iscale = -127.0 / max;
+        for g in 0..QK_K / 16 {
+            let v = [ld(4 * g), ld(4 * g + 1), ld(4 * g + 2), ld(4 * g + 3)];
+            let q = round16_min127(&v, iscale);
+            // SAFETY: `qs` holds 256 bytes; group g is bytes 16g..16g + 16.
+            unsafe { vst1q_s8(y.qs.as_mut_ptr().add(16 * g), q) };
+            y.bsums[g] = vaddlvq_s8(q);
+        }
+        y.d = 1.0 / iscale;
+    }
+}
+
+/// Quantize `x` (length a multiple of 32) to Q8_0 blocks (twin of `act::quantize_q8_0`).
+pub fn quantize_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
+    // SAFETY: NEON is part of every aarch64 target this module is built for.
+    unsafe { q8_0(x, out) }
+}
+
+/// Quantize `x` (length a multiple of 32) to Q8_1 blocks (twin of `act::quantize_q8_1`).
+pub fn quantize_q8_1(x: &[f32], out: &mut [BlockQ8_1]) {
+    // SAFETY: NEON is part of every aarch64 target this module is built for.
+    unsafe { q8_1(x, out) }
+}
+
+/// Quantize `x` (length a multiple of 256) to Q8_K blocks (twin of `act::quantize_q8_k`).
+pub fn quantize_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
+    // SAFETY: NEON is part of every aarch64 target this module is built for.
+    unsafe { q8_k(x, out) }
+}
