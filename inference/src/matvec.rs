@@ -84,7 +84,9 @@ pub fn matvec<S: Storage + ?Sized>(
         kernels.dot_rows(w.ty, n, bytes, acts, out)?;
         return Ok(());
     }
-    let per_chunk = scratch.len() / rb.max(1);
+    // Whole groups of four rows where possible (the SIMD kernels take four rows at a time).
+    let fit = scratch.len() / rb.max(1);
+    let per_chunk = if fit >= 4 { fit / 4 * 4 } else { fit };
     if per_chunk == 0 {
         return Err(MatvecError::Scratch {
             need: rb,

@@ -63,12 +63,12 @@ impl ActSet {
         self.fresh = [false; 6];
     }
     /// `x` quantized for multiplying with `w` (quantized once per format per input).
-    fn for_weight(&mut self, w: &TensorInfo, x: &[f32]) -> Result<Acts<'_>, ModelError> {
+    fn for_weight(&mut self, k: &Kernels, w: &TensorInfo, x: &[f32]) -> Result<Acts<'_>, ModelError> {
         let f = w.ty.act_format();
         let i = slot(f);
         if !self.fresh[i] {
             self.bufs[i]
-                .quantize(f, x)
+                .quantize_with(f, x, (k.quantize_q8_0, k.quantize_q8_1, k.quantize_q8_k))
                 .map_err(|e| ModelError::Matvec(alloc::format!("{e:?}")))?;
             self.fresh[i] = true;
         }
@@ -249,11 +249,11 @@ impl Model {
             ops::rmsnorm(&mut st.xb, &st.x, &lw.attn_norm, c.norm_eps);
             st.acts_dim.reset();
             // q = wq·xb + bq, k = wk·xb + bk, v = wv·xb + bv      q: [n_head*hd], k, v: [kv_dim]
-            let a = st.acts_dim.for_weight(&lw.wq, &st.xb)?;
+            let a = st.acts_dim.for_weight(k, &lw.wq, &st.xb)?;
             matmul(k, src, pool, &lw.wq, &a, &mut st.q, &mut st.scratch)?;
-            let a = st.acts_dim.for_weight(&lw.wk, &st.xb)?;
+            let a = st.acts_dim.for_weight(k, &lw.wk, &st.xb)?;
             matmul(k, src, pool, &lw.wk, &a, &mut st.k, &mut st.scratch)?;
-            let a = st.acts_dim.for_weight(&lw.wv, &st.xb)?;
+            let a = st.acts_dim.for_weight(k, &lw.wv, &st.xb)?;
             matmul(k, src, pool, &lw.wv, &a, &mut st.v, &mut st.scratch)?;
             add_bias(&mut st.q, &lw.bq);
             add_bias(&mut st.k, &lw.bk);
@@ -299,7 +299,7 @@ impl Model {
 
             // x += wo·att                                        xb: [dim]
             st.acts_dim.reset();
-            let a = st.acts_dim.for_weight(&lw.wo, &st.att)?;
+            let a = st.acts_dim.for_weight(k, &lw.wo, &st.att)?;
             matmul(k, src, pool, &lw.wo, &a, &mut st.xb, &mut st.scratch)?;
             ops::add(&mut st.x, &st.xb);
 
@@ -307,15 +307,15 @@ impl Model {
             ops::rmsnorm(&mut st.xb, &st.x, &lw.ffn_norm, c.norm_eps);
             st.acts_dim.reset();
             // hb = silu(w_gate·xb) * (w_up·xb)                   hb, hb2: [ffn_dim]
-            let a = st.acts_dim.for_weight(&lw.w_gate, &st.xb)?;
+            let a = st.acts_dim.for_weight(k, &lw.w_gate, &st.xb)?;
             matmul(k, src, pool, &lw.w_gate, &a, &mut st.hb, &mut st.scratch)?;
-            let a = st.acts_dim.for_weight(&lw.w_up, &st.xb)?;
+            let a = st.acts_dim.for_weight(k, &lw.w_up, &st.xb)?;
             matmul(k, src, pool, &lw.w_up, &a, &mut st.hb2, &mut st.scratch)?;
             ops::silu_mul(&mut st.hb, &st.hb2);
 
             // x += w_down·hb                                     xb: [dim]
             st.acts_ffn.reset();
-            let a = st.acts_ffn.for_weight(&lw.w_down, &st.hb)?;
+            let a = st.acts_ffn.for_weight(k, &lw.w_down, &st.hb)?;
             matmul(k, src, pool, &lw.w_down, &a, &mut st.xb, &mut st.scratch)?;
             ops::add(&mut st.x, &st.xb);
         }
@@ -325,7 +325,7 @@ impl Model {
             // logits = output · rmsnorm(x) * output_norm          logits: [vocab]
             ops::rmsnorm(&mut st.xb, &st.x, &w.output_norm, c.norm_eps);
             st.acts_dim.reset();
-            let a = st.acts_dim.for_weight(&w.output, &st.xb)?;
+            let a = st.acts_dim.for_weight(k, &w.output, &st.xb)?;
             matmul(k, src, pool, &w.output, &a, &mut st.logits, &mut st.scratch)?;
         }
         Ok(())

@@ -133,6 +133,9 @@ pub fn quantize_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
     }
 }
 
+/// The three activation quantizers of a kernel set: Q8_0, Q8_1, Q8_K.
+pub type Quantizers = (fn(&[f32], &mut [BlockQ8_0]), fn(&[f32], &mut [BlockQ8_1]), fn(&[f32], &mut [BlockQ8K]));
+
 /// Activations in the format a weight type's dot product takes; borrowed from an [`ActBuf`].
 #[derive(Debug, Clone, Copy)]
 pub enum Acts<'a> {
@@ -215,8 +218,15 @@ impl ActBuf {
             + self.q8k.capacity() * core::mem::size_of::<BlockQ8K>()
     }
 
-    /// Quantize `x` into `format`. The length must be a multiple of the format's block size.
+    /// Quantize `x` into `format` with the scalar quantizers. The length must be a multiple of the
+    /// format's block size.
     pub fn quantize(&mut self, format: ActFormat, x: &[f32]) -> Result<(), ActLenError> {
+        self.quantize_with(format, x, (quantize_q8_0, quantize_q8_1, quantize_q8_k))
+    }
+
+    /// [`ActBuf::quantize`] with the given Q8_0, Q8_1 and Q8_K quantizers (SIMD twins that produce
+    /// the same bytes, from a kernel set).
+    pub fn quantize_with(&mut self, format: ActFormat, x: &[f32], q: Quantizers) -> Result<(), ActLenError> {
         let be = format.block_elems();
         if !x.len().is_multiple_of(be) {
             return Err(ActLenError {
@@ -242,15 +252,15 @@ impl ActBuf {
             }
             ActFormat::Q8_0 => {
                 self.q8_0.resize(nb, BlockQ8_0::default());
-                quantize_q8_0(x, &mut self.q8_0);
+                (q.0)(x, &mut self.q8_0);
             }
             ActFormat::Q8_1 => {
                 self.q8_1.resize(nb, BlockQ8_1::default());
-                quantize_q8_1(x, &mut self.q8_1);
+                (q.1)(x, &mut self.q8_1);
             }
             ActFormat::Q8K => {
                 self.q8k.resize(nb, BlockQ8K::default());
-                quantize_q8_k(x, &mut self.q8k);
+                (q.2)(x, &mut self.q8k);
             }
         }
         self.format = Some(format);

@@ -43,6 +43,7 @@ _start:
     mov     x3, #(3 << 20)              // CPACR_EL1.FPEN
     msr     cpacr_el1, x3
     isb
+    msr     fpcr, xzr                   // round to nearest even, no flush-to-zero: as on the PC
     // This core's stack: the top of its STACK_SIZE slot.
     ldr     x3, =__stacks_start
     ldr     x4, =STACK_SIZE

@@ -1,0 +1,198 @@
+//! RVV 1.0 kernels (riscv64 harts with the V extension): SIMD twins of the scalar reference kernels
+//! in [`super::scalar`] returning bit-identical results (`to_bits()` equal) for every input, at any
+//! VLEN ≥ 128 (the code reads the vector length from `vsetvli` and never assumes one).
+//!
+//! `core::arch::riscv64` has no vector intrinsics on stable Rust, so every kernel is one `asm!` block
+//! (wrapped in `.option push` / `.option arch, +v` / `.option pop`, see [`rvv_asm`]) that runs the
+//! whole loop; the crate itself is compiled without `+v`, so the compiler never emits a vector
+//! instruction of its own and a hart without V only ever reaches these kernels through a wrong
+//! [`set_available`].
+//!
+//! How equality with the scalar code is kept:
+//! - Integer sums are exact in any order. Each block's integer dot product is computed with widening
+//!   multiply-accumulates whose partial sums provably fit their lanes (each kernel states its bound).
+//! - The float work per block is one vector instruction per scalar operation, in the scalar order and
+//!   form (multiply and add kept apart, never `vfmacc`), with one block per lane; the running sum is
+//!   then `vfredosum`, the *ordered* reduction, which adds the lanes to the running sum one by one in
+//!   element order: exactly the scalar `sumf += term` loop.
+//! - f16 → f32 is done with integer operations and one exact multiplication by 2^112 (base V has no
+//!   half-precision conversion); it gives the same value as `half` for every f16 (subnormals, ±0,
+//!   ±inf; NaN stays NaN).
+//! - The float dot products keep the scalar code's partial sums: lane `k` of `acc[i & 3]` is a strided
+//!   stream of elements `k, k + 4, ...`, summed with `vfredosum` in order.
+//!
+//! Data layout: the 32-wide kernels (`q32`) work on up to VLEN/8 blocks per pass, "transposed": a
+//! strided segment load (`vlsseg8e8`, stride = block size) puts byte `j` of every block into register
+//! `j` (element `i` = block `i`), so a block's 32 products land in one lane of several registers and
+//! no horizontal reduction inside a register is needed. All loads are byte loads (`e8`) except for
+//! the activation blocks' own f32 fields (naturally aligned), so weight rows may sit at any address.
+//!
+//! Which hart has V: [`isa_has_v`] (a device tree `riscv,isa` string) and [`hwcap_has_v`] (Linux
+//! `AT_HWCAP`) decide, [`set_available`] records the answer once at boot, and
+//! `Kernels::best()` / `Kernels::available()` read it ([`available`]; false until set, so the scalar
+//! set is the default). The boot code must also have turned the vector unit on (`sstatus.VS`).
+
+mod float;
+mod q32;
+mod quantize;
+
+pub use float::{vec_dot_bf16_bf16, vec_dot_f16_f16, vec_dot_f32_f32};
+pub use q32::{
+    vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_x4, vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_x4,
+    vec_dot_q5_0_q8_0, vec_dot_q5_0_q8_0_x4, vec_dot_q5_1_q8_1, vec_dot_q5_1_q8_1_x4,
+    vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_x4,
+};
+pub use quantize::{quantize_q8_0, quantize_q8_1, quantize_q8_k};
+
+use super::Kernels;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether the harts run RVV 1.0 kernels; set once at boot from the device tree (or, in tests under
+/// Linux, from `AT_HWCAP`).
+static AVAILABLE: AtomicBool = AtomicBool::new(false);
+
+/// Record whether the harts have the V extension (and the vector unit is enabled). Call once at boot,
+/// before the first `Kernels::best()`; all harts must agree.
+pub fn set_available(v: bool) {
+    AVAILABLE.store(v, Ordering::Relaxed);
+}
+
+/// What [`set_available`] recorded (false before it is called).
+pub fn available() -> bool {
+    AVAILABLE.load(Ordering::Relaxed)
+}
+
+/// Whether a device tree `riscv,isa` string (`rv64imafdcv_zicsr_...`, any case, with or without
+/// version numbers such as `v1p0`) names the V extension among its single-letter extensions. Zve*
+/// subsets (`_zve64d`) and vendor extensions (`_xtheadvector`) do not count: the kernels need V.
+/// (With the newer `riscv,isa-extensions` list, V is the entry `"v"`.)
+pub fn isa_has_v(isa: &str) -> bool {
+    let b = isa.as_bytes();
+    match b.get(..4) {
+        Some(p) if p.eq_ignore_ascii_case(b"rv64") || p.eq_ignore_ascii_case(b"rv32") => {}
+        _ => return false,
+    }
+    // The base letter (i, e or g) and single-letter extensions, each maybe with a version (`2p1`)
+    // and maybe separated by '_'; a multi-letter extension (`z...`, `s...`, `x...`) runs to the
+    // next '_'.
+    for token in b[4..].split(|&c| c == b'_') {
+        let mut prev_digit = false;
+        for &c in token {
+            match c.to_ascii_lowercase() {
+                b's' | b'x' | b'z' => break,
+                b'0'..=b'9' => prev_digit = true,
+                // `p` between digits separates a version's major and minor numbers.
+                b'p' if prev_digit => prev_digit = false,
+                b'v' => return true,
+                _ => prev_digit = false,
+            }
+        }
+    }
+    false
+}
+
+/// Whether Linux's `AT_HWCAP` (bit `letter - 'A'` per single-letter extension) announces V.
+pub fn hwcap_has_v(hwcap: u64) -> bool {
+    hwcap & (1 << (b'V' - b'A')) != 0
+}
+
+/// The sets a hart runs, scalar first, fastest last: the scalar set, and the RVV set when `has_v`.
+/// `Kernels::available()` on riscv64 is `sets(available())`.
+pub fn sets(has_v: bool) -> [Option<Kernels>; 2] {
+    [Some(Kernels::SCALAR), has_v.then_some(KERNELS)]
+}
+
+/// The fastest set for a hart with (`has_v`) or without V: `Kernels::best()` on riscv64 is
+/// `best(available())`.
+pub fn best(has_v: bool) -> Kernels {
+    if has_v {
+        KERNELS
+    } else {
+        Kernels::SCALAR
+    }
+}
+
+/// The RVV set: the 32-wide weight formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) and the float dot
+/// products; the other entries are the scalar ones. Only for harts with V: take it from
+/// `Kernels::best()` / `Kernels::available()`, which consult [`available`].
+pub const KERNELS: Kernels = Kernels {
+    name: "rvv",
+    f32_f32: vec_dot_f32_f32,
+    f16_f16: vec_dot_f16_f16,
+    bf16_bf16: vec_dot_bf16_bf16,
+    q4_0_q8_0: vec_dot_q4_0_q8_0,
+    q4_1_q8_1: vec_dot_q4_1_q8_1,
+    q5_0_q8_0: vec_dot_q5_0_q8_0,
+    q5_1_q8_1: vec_dot_q5_1_q8_1,
+    q8_0_q8_0: vec_dot_q8_0_q8_0,
+    q4_0_q8_0_x4: Some(vec_dot_q4_0_q8_0_x4),
+    q4_1_q8_1_x4: Some(vec_dot_q4_1_q8_1_x4),
+    q5_0_q8_0_x4: Some(vec_dot_q5_0_q8_0_x4),
+    q5_1_q8_1_x4: Some(vec_dot_q5_1_q8_1_x4),
+    q8_0_q8_0_x4: Some(vec_dot_q8_0_q8_0_x4),
+    quantize_q8_0,
+    quantize_q8_1,
+    quantize_q8_k,
+    ..Kernels::SCALAR
+};
+
+/// `asm!` with the vector extension enabled for the assembler and every vector register declared
+/// clobbered (vl and vtype are not registers the compiler allocates; the crate is built without
+/// `+v`, so no compiled code keeps state in them). Usage:
+/// `rvv_asm!([template pieces...], [operands...], [options...])`.
+macro_rules! rvv_asm {
+    ([$($tpl:tt)*], [$($ops:tt)*], [$($opt:tt)*]) => {
+        core::arch::asm!(
+            ".option push",
+            ".option arch, +v",
+            $($tpl)*
+            ".option pop",
+            $($ops)*
+            out("v0") _, out("v1") _, out("v2") _, out("v3") _,
+            out("v4") _, out("v5") _, out("v6") _, out("v7") _,
+            out("v8") _, out("v9") _, out("v10") _, out("v11") _,
+            out("v12") _, out("v13") _, out("v14") _, out("v15") _,
+            out("v16") _, out("v17") _, out("v18") _, out("v19") _,
+            out("v20") _, out("v21") _, out("v22") _, out("v23") _,
+            out("v24") _, out("v25") _, out("v26") _, out("v27") _,
+            out("v28") _, out("v29") _, out("v30") _, out("v31") _,
+            options($($opt)*)
+        )
+    };
+}
+use rvv_asm;
+
+/// f16 bits → f32, exactly as `half::f16::to_f32` (for every non-NaN value; NaN stays NaN), for
+/// the e32 lanes of a register group that holds `h << 13` (zero-extended 16-bit `h`; e.g. from
+/// `vwmulu.vx dst, h, 8192`), under the current vtype (SEW = 32). `$bits` (the input, destroyed)
+/// and `$out` are register groups, `$out` must not contain v0 (the mask is built there). Operands
+/// `{mag}` = 0x0fff_e000, `{big}` = 0x0f7f_e000, `{inf}` = 0x7f80_0000, `{k112}` = 2^112 (f32).
+///
+/// `(h & 0x7fff) << 13` read as an f32 is the f16's magnitude times 2^-112 (normal or subnormal),
+/// so one multiplication by 2^112 (exact: no rounding, no overflow) restores it; exponent 31
+/// (inf/NaN) is fixed up by setting all f32 exponent bits; the sign is copied from bit 15.
+macro_rules! f16_bits_to_f32 {
+    ($bits:literal, $out:literal) => {
+        concat!(
+            "vand.vx ", $out, ", ", $bits, ", {mag}\n",
+            "vmsgtu.vx v0, ", $out, ", {big}\n",
+            "vfmul.vf ", $out, ", ", $out, ", {k112}\n",
+            "vor.vx ", $out, ", ", $out, ", {inf}, v0.t\n",
+            "vsll.vi ", $bits, ", ", $bits, ", 3\n",
+            "vfsgnj.vv ", $out, ", ", $out, ", ", $bits, "\n",
+        )
+    };
+}
+use f16_bits_to_f32;
+
+/// 2^112 as f32 (see [`f16_bits_to_f32`]).
+const K112: f32 = f32::from_bits(0x7780_0000);
+/// Mask of an f16 magnitude shifted left by 13.
+const MAG: usize = 0x0fff_e000;
+/// Largest finite f16 magnitude (0x7bff) shifted left by 13.
+const BIG: usize = 0x0f7f_e000;
+/// f32 exponent bits.
+const INF: usize = 0x7f80_0000;
+
+#[cfg(test)]
+mod tests;
