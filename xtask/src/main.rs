@@ -154,10 +154,22 @@ fn test(extra: &[String]) -> i32 {
         }
     };
     let mut c = cargo();
-    c.args(["test", "--workspace"])
-        .args(extra)
-        .env("LMBOOT_MODEL", &model);
-    let (ok, totals) = run_tests(c);
+    c.args(["test", "--workspace"]).args(extra).env("LMBOOT_MODEL", &model);
+    let (mut ok, mut totals) = run_tests(c);
+    // The SIMD kernels against their scalar twins, and the KL rule on a SIMD build, under qemu-user
+    // on the CPUs they are chosen for (extra arguments filter only the host run above).
+    if extra.is_empty() {
+        for (what, args, cpu) in cross_runs() {
+            eprintln!("xtask: {what} (QEMU_CPU={cpu})");
+            let mut c = cargo();
+            c.args(args).env("QEMU_CPU", cpu).env("LMBOOT_MODEL", &model);
+            let (o, t) = run_tests(c);
+            ok &= o;
+            for i in 0..3 {
+                totals[i] += t[i];
+            }
+        }
+    }
     // One closing line over every test binary, so the total is not lost among per-binary summaries.
     println!(
         "lmboot: {} passed, {} failed, {} skipped",
@@ -168,6 +180,17 @@ fn test(extra: &[String]) -> i32 {
     } else {
         1
     }
+}
+
+/// Test runs for other architectures under qemu-user: (what, cargo arguments, QEMU_CPU).
+fn cross_runs() -> Vec<(&'static str, Vec<&'static str>, &'static str)> {
+    let a64 = vec!["test", "--release", "-p", "inference", "--target", "aarch64-unknown-linux-gnu"];
+    let golden = vec!["test", "--release", "-p", "lmboot-tests", "--target", "aarch64-unknown-linux-gnu", "--test", "golden_kl"];
+    vec![
+        ("NEON kernels vs scalar", a64.clone(), "cortex-a53"),
+        ("NEON+dotprod kernels vs scalar", a64, "cortex-a76"),
+        ("teacher-forced KL on the NEON build", golden, "cortex-a53"),
+    ]
 }
 
 /// Run a `cargo test` command, echoing its output, and add up its "test result:" lines
