@@ -311,7 +311,12 @@ impl Model {
             matmul(k, src, pool, &lw.w_gate, &a, &mut st.hb, &mut st.scratch)?;
             let a = st.acts_dim.for_weight(k, &lw.w_up, &st.xb)?;
             matmul(k, src, pool, &lw.w_up, &a, &mut st.hb2, &mut st.scratch)?;
-            ops::silu_mul(&mut st.hb, &st.hb2);
+            // hb = silu(hb) * hb2, split across workers (1536 expf per layer would otherwise be serial)
+            let hb2 = &st.hb2;
+            par_chunks(pool, &mut st.hb, 1, &mut st.scratch, |r, part, _| {
+                ops::silu_mul(part, &hb2[r]);
+                Ok::<(), ModelError>(())
+            })?;
 
             // x += w_down·hb                                     xb: [dim]
             st.acts_ffn.reset();
