@@ -13,6 +13,8 @@
 pub mod act;
 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
 pub mod neon;
+#[cfg(target_arch = "riscv64")]
+pub mod rvv;
 pub mod scalar;
 pub mod types;
 
@@ -239,6 +241,12 @@ impl Kernels {
         ..Kernels::NEON
     };
 
+    /// RVV 1.0 (riscv64 harts with V, any VLEN ≥ 128): `rvv::KERNELS`. Only for harts with V
+    /// (elsewhere the first vector instruction traps): take it from [`Kernels::best`] or
+    /// [`Kernels::available`], which follow `rvv::set_available` (called at boot).
+    #[cfg(target_arch = "riscv64")]
+    pub const RVV: Kernels = rvv::KERNELS;
+
     /// The sets an aarch64 core whose ID_AA64ISAR0_EL1 reads `isar0` runs, fastest last: NEON,
     /// and NEON with SDOT when the DP field (bits 47:44) is at least 1.
     #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
@@ -270,7 +278,15 @@ impl Kernels {
             let [neon, dotprod] = Kernels::aarch64_sets(neon::read_id_aa64isar0());
             [Some(Kernels::SCALAR), neon, dotprod]
         }
-        #[cfg(not(all(target_arch = "aarch64", target_feature = "neon")))]
+        #[cfg(target_arch = "riscv64")]
+        {
+            let [scalar, rvv] = rvv::sets(rvv::available());
+            [scalar, rvv, None]
+        }
+        #[cfg(not(any(
+            all(target_arch = "aarch64", target_feature = "neon"),
+            target_arch = "riscv64"
+        )))]
         {
             [Some(Kernels::SCALAR), None, None]
         }
@@ -283,7 +299,14 @@ impl Kernels {
         {
             Kernels::for_aarch64(neon::read_id_aa64isar0())
         }
-        #[cfg(not(all(target_arch = "aarch64", target_feature = "neon")))]
+        #[cfg(target_arch = "riscv64")]
+        {
+            rvv::best(rvv::available())
+        }
+        #[cfg(not(any(
+            all(target_arch = "aarch64", target_feature = "neon"),
+            target_arch = "riscv64"
+        )))]
         {
             Kernels::SCALAR
         }

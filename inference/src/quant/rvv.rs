@@ -3,7 +3,7 @@
 //! VLEN ≥ 128 (the code reads the vector length from `vsetvli` and never assumes one).
 //!
 //! `core::arch::riscv64` has no vector intrinsics on stable Rust, so every kernel is one `asm!` block
-//! (wrapped in `.option push` / `.option arch, +v` / `.option pop`, see [`rvv_asm`]) that runs the
+//! (wrapped in `.option push` / `.option arch, +v` / `.option pop`, see `rvv_asm!`) that runs the
 //! whole loop; the crate itself is compiled without `+v`, so the compiler never emits a vector
 //! instruction of its own and a hart without V only ever reaches these kernels through a wrong
 //! [`set_available`].
@@ -21,11 +21,20 @@
 //! - The float dot products keep the scalar code's partial sums: lane `k` of `acc[i & 3]` is a strided
 //!   stream of elements `k, k + 4, ...`, summed with `vfredosum` in order.
 //!
-//! Data layout: the 32-wide kernels (`q32`) work on up to VLEN/8 blocks per pass, "transposed": a
-//! strided segment load (`vlsseg8e8`, stride = block size) puts byte `j` of every block into register
-//! `j` (element `i` = block `i`), so a block's 32 products land in one lane of several registers and
-//! no horizontal reduction inside a register is needed. All loads are byte loads (`e8`) except for
-//! the activation blocks' own f32 fields (naturally aligned), so weight rows may sit at any address.
+//! Layout (`q32`, `kquant`, `float`, `quantize`):
+//! - `q32` (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 · Q8_0/Q8_1, one row or four): up to VLEN/8 blocks per pass,
+//!   "transposed": a strided segment load (`vlsseg8e8`, stride = block size) puts byte `j` of every
+//!   block into register `j` (element `i` = block `i`), so a block's 32 products land in one lane of
+//!   several registers and no horizontal reduction is needed; the per-block float work then runs
+//!   with one block per lane. All weight loads are byte loads, so rows may sit at any address.
+//! - `kquant` (Q2_K..Q6_K · Q8_K): one super-block at a time, 16 or 32 values per vector; products
+//!   widened to e16, multiplied by their group's scale into e32 lanes, one reduction per super-block.
+//! - `float`: F32/F16/BF16 dot products and the attention of one head (`q·k` with the scalar code's
+//!   eight partial sums as eight lanes; the output updates elementwise).
+//! - `quantize`: Q8_0, Q8_1, Q8_K activations (same bytes as `act`).
+//!
+//! Masked and partial operations that must leave other lanes alone run under `mu` / `tu`; the
+//! tests also pass with QEMU's `rvv_ta_all_1s=true,rvv_ma_all_1s=true` (agnostic lanes overwritten).
 //!
 //! Which hart has V: [`isa_has_v`] (a device tree `riscv,isa` string) and [`hwcap_has_v`] (Linux
 //! `AT_HWCAP`) decide, [`set_available`] records the answer once at boot, and
@@ -33,10 +42,14 @@
 //! set is the default). The boot code must also have turned the vector unit on (`sstatus.VS`).
 
 mod float;
+mod kquant;
 mod q32;
 mod quantize;
 
-pub use float::{vec_dot_bf16_bf16, vec_dot_f16_f16, vec_dot_f32_f32};
+pub use float::{attend_head, dot_f32_f16, vec_dot_bf16_bf16, vec_dot_f16_f16, vec_dot_f32_f32};
+pub use kquant::{
+    vec_dot_q2_k_q8_k, vec_dot_q3_k_q8_k, vec_dot_q4_k_q8_k, vec_dot_q5_k_q8_k, vec_dot_q6_k_q8_k,
+};
 pub use q32::{
     vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_x4, vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_x4,
     vec_dot_q5_0_q8_0, vec_dot_q5_0_q8_0_x4, vec_dot_q5_1_q8_1, vec_dot_q5_1_q8_1_x4,
@@ -112,9 +125,10 @@ pub fn best(has_v: bool) -> Kernels {
     }
 }
 
-/// The RVV set: the 32-wide weight formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) and the float dot
-/// products; the other entries are the scalar ones. Only for harts with V: take it from
-/// `Kernels::best()` / `Kernels::available()`, which consult [`available`].
+/// The RVV set: every entry of the table (dot products of all 13 weight types, the four-row
+/// variants of the 32-wide ones, the activation quantizers, the attention) is an RVV twin of the
+/// scalar one. Only for harts with V: take it from `Kernels::best()` / `Kernels::available()`,
+/// which consult [`available`].
 pub const KERNELS: Kernels = Kernels {
     name: "rvv",
     f32_f32: vec_dot_f32_f32,
@@ -125,6 +139,11 @@ pub const KERNELS: Kernels = Kernels {
     q5_0_q8_0: vec_dot_q5_0_q8_0,
     q5_1_q8_1: vec_dot_q5_1_q8_1,
     q8_0_q8_0: vec_dot_q8_0_q8_0,
+    q2_k_q8_k: vec_dot_q2_k_q8_k,
+    q3_k_q8_k: vec_dot_q3_k_q8_k,
+    q4_k_q8_k: vec_dot_q4_k_q8_k,
+    q5_k_q8_k: vec_dot_q5_k_q8_k,
+    q6_k_q8_k: vec_dot_q6_k_q8_k,
     q4_0_q8_0_x4: Some(vec_dot_q4_0_q8_0_x4),
     q4_1_q8_1_x4: Some(vec_dot_q4_1_q8_1_x4),
     q5_0_q8_0_x4: Some(vec_dot_q5_0_q8_0_x4),
@@ -133,13 +152,14 @@ pub const KERNELS: Kernels = Kernels {
     quantize_q8_0,
     quantize_q8_1,
     quantize_q8_k,
-    ..Kernels::SCALAR
+    attend_head,
 };
 
 /// `asm!` with the vector extension enabled for the assembler and every vector register declared
 /// clobbered (vl and vtype are not registers the compiler allocates; the crate is built without
 /// `+v`, so no compiled code keeps state in them). Usage:
 /// `rvv_asm!([template pieces...], [operands...], [options...])`.
+#[rustfmt::skip]
 macro_rules! rvv_asm {
     ([$($tpl:tt)*], [$($ops:tt)*], [$($opt:tt)*]) => {
         core::arch::asm!(
@@ -164,13 +184,15 @@ use rvv_asm;
 
 /// f16 bits → f32, exactly as `half::f16::to_f32` (for every non-NaN value; NaN stays NaN), for
 /// the e32 lanes of a register group that holds `h << 13` (zero-extended 16-bit `h`; e.g. from
-/// `vwmulu.vx dst, h, 8192`), under the current vtype (SEW = 32). `$bits` (the input, destroyed)
+/// `vwmulu.vx dst, h, 8192`), under the current vtype, which must be SEW = 32 and mask-undisturbed
+/// (`mu`: a masked op below must leave the other lanes alone). `$bits` (the input, destroyed)
 /// and `$out` are register groups, `$out` must not contain v0 (the mask is built there). Operands
 /// `{mag}` = 0x0fff_e000, `{big}` = 0x0f7f_e000, `{inf}` = 0x7f80_0000, `{k112}` = 2^112 (f32).
 ///
 /// `(h & 0x7fff) << 13` read as an f32 is the f16's magnitude times 2^-112 (normal or subnormal),
 /// so one multiplication by 2^112 (exact: no rounding, no overflow) restores it; exponent 31
 /// (inf/NaN) is fixed up by setting all f32 exponent bits; the sign is copied from bit 15.
+#[rustfmt::skip]
 macro_rules! f16_bits_to_f32 {
     ($bits:literal, $out:literal) => {
         concat!(

@@ -1,4 +1,5 @@
-//! Float dot products: F32 / F16 / BF16 weights · activations of the same type.
+//! Float dot products (F32 / F16 / BF16 weights · activations of the same type) and the attention
+//! of one head over the f16 KV cache.
 //!
 //! The scalar twins keep four partial sums, `acc[i & 3] += w[i] * x[i]`, combined as
 //! `(acc[0] + acc[1]) + (acc[2] + acc[3])`. Here partial sum `k` is computed on its own: strided
@@ -7,6 +8,10 @@
 //! by one, in element order: the scalar additions exactly. Elements are whole values of their type,
 //! so the weights must be naturally aligned (GGUF tensor data is); an odd address falls back to the
 //! scalar kernel, which computes the same bits.
+//!
+//! The attention's `q·k` keeps eight partial sums `acc[i & 7]` (see [`crate::ops::dot_f32_f16`]):
+//! there one 8-lane vector is the eight sums, eight elements added per step; the updates of the
+//! output are elementwise, one vector instruction per scalar operation.
 
 use super::{f16_bits_to_f32, rvv_asm, BIG, INF, K112, MAG};
 use crate::quant::scalar;
@@ -93,13 +98,13 @@ pub fn vec_dot_f16_f16(w: &[u8], x: &[u16]) -> f32 {
                     "vsetvli {vl}, {n}, e16, m4, ta, ma",
                     "vlse16.v v16, ({w}), {st}",
                     "vwmulu.vx v8, v16, {c8192}",
-                    "vsetvli zero, {vl}, e32, m8, ta, ma",
+                    "vsetvli zero, {vl}, e32, m8, ta, mu",
                     // weights (f32) in v24..v31
                     f16_bits_to_f32!("v8", "v24"),
                     "vsetvli zero, {vl}, e16, m4, ta, ma",
                     "vlse16.v v16, ({x}), {st}",
                     "vwmulu.vx v8, v16, {c8192}",
-                    "vsetvli zero, {vl}, e32, m8, ta, ma",
+                    "vsetvli zero, {vl}, e32, m8, ta, mu",
                     // activations (f32) in v16..v23
                     f16_bits_to_f32!("v8", "v16"),
                     "vfmul.vv v16, v24, v16",
@@ -183,4 +188,171 @@ pub fn vec_dot_bf16_bf16(w: &[u8], x: &[u16]) -> f32 {
         }
     }
     (acc[0] + acc[1]) + (acc[2] + acc[3])
+}
+
+/// `q · k` (k as f16 bits) with the eight partial sums of [`crate::ops::dot_f32_f16`]: lane `j` of
+/// an 8-lane accumulator is `acc[j]`, eight elements per step (the last step's missing lanes are
+/// left alone: tail-undisturbed), combined as the scalar code combines them.
+pub fn dot_f32_f16(q: &[f32], k: &[u16]) -> f32 {
+    let n = q.len().min(k.len());
+    let mut acc = [0.0f32; 8];
+    if n > 0 {
+        // SAFETY: reads elements 0..n of `q` and `k` (steps of 8 while 8 are left, then the rest)
+        // and writes the 8 floats of `acc`; only vector registers, the named scalars and vl/vtype
+        // change. Reached only on harts with V (see `set_available`).
+        unsafe {
+            rvv_asm!(
+                [
+                    "vsetivli zero, 8, e32, m2, ta, ma",
+                    "vmv.v.i v4, 0",
+                    "bltu {n}, {c8}, 3f",
+                    "2:",
+                    "vsetivli zero, 8, e16, m1, ta, ma",
+                    "vle16.v v1, ({k})",
+                    "vwmulu.vx v8, v1, {c8192}",
+                    "vsetivli zero, 8, e32, m2, ta, mu",
+                    f16_bits_to_f32!("v8", "v12"),
+                    "vle32.v v16, ({q})",
+                    "vfmul.vv v12, v16, v12",
+                    "vfadd.vv v4, v4, v12",
+                    "addi {q}, {q}, 32",
+                    "addi {k}, {k}, 16",
+                    "addi {n}, {n}, -8",
+                    "bgeu {n}, {c8}, 2b",
+                    "3:",
+                    "beqz {n}, 4f",
+                    // n < 8 ≤ VLMAX: vl = n; lanes n..8 of the accumulator stay as they are.
+                    "vsetvli zero, {n}, e16, m1, tu, mu",
+                    "vle16.v v1, ({k})",
+                    "vwmulu.vx v8, v1, {c8192}",
+                    "vsetvli zero, {n}, e32, m2, tu, mu",
+                    f16_bits_to_f32!("v8", "v12"),
+                    "vle32.v v16, ({q})",
+                    "vfmul.vv v12, v16, v12",
+                    "vfadd.vv v4, v4, v12",
+                    "4:",
+                    "vsetivli zero, 8, e32, m2, ta, ma",
+                    "vse32.v v4, ({acc})",
+                ],
+                [
+                    q = inout(reg) q.as_ptr() => _,
+                    k = inout(reg) k.as_ptr() => _,
+                    n = inout(reg) n => _,
+                    acc = in(reg) acc.as_mut_ptr(),
+                    c8 = in(reg) 8usize,
+                    c8192 = in(reg) 8192usize,
+                    mag = in(reg) MAG,
+                    big = in(reg) BIG,
+                    inf = in(reg) INF,
+                    k112 = in(freg) K112,
+                ],
+                [nostack]
+            );
+        }
+    }
+    let c = [
+        acc[0] + acc[4],
+        acc[1] + acc[5],
+        acc[2] + acc[6],
+        acc[3] + acc[7],
+    ];
+    (c[0] + c[1]) + (c[2] + c[3])
+}
+
+/// `out[i] = out[i] · r + v[i]` (`ADD` false) or `out[i] += r · v[i]` (`ADD` true), `v` as f16 bits:
+/// the two update steps of the attention, each a separate multiply and add as in the scalar code.
+fn update<const ADD: bool>(out: &mut [f32], r: f32, v: &[u16]) {
+    let n = out.len().min(v.len());
+    if n == 0 {
+        return;
+    }
+    // SAFETY: reads elements 0..n of `v` and reads and writes elements 0..n of `out` (vl ≤
+    // elements left in every step); only vector registers, the named scalars and vl/vtype change.
+    // Reached only on harts with V (see `set_available`).
+    unsafe {
+        rvv_asm!(
+            [
+                "2:",
+                "vsetvli {vl}, {n}, e16, m4, ta, ma",
+                "vle16.v v16, ({v})",
+                "vwmulu.vx v8, v16, {c8192}",
+                "vsetvli zero, {vl}, e32, m8, ta, mu",
+                f16_bits_to_f32!("v8", "v16"),
+                "vle32.v v24, ({o})",
+                "bnez {add}, 3f",
+                // out · r + v
+                "vfmul.vf v24, v24, {r}",
+                "vfadd.vv v24, v24, v16",
+                "j 4f",
+                "3:",
+                // out + r · v
+                "vfmul.vf v16, v16, {r}",
+                "vfadd.vv v24, v24, v16",
+                "4:",
+                "vse32.v v24, ({o})",
+                "slli {t}, {vl}, 2",
+                "add {o}, {o}, {t}",
+                "slli {t}, {vl}, 1",
+                "add {v}, {v}, {t}",
+                "sub {n}, {n}, {vl}",
+                "bnez {n}, 2b",
+            ],
+            [
+                o = inout(reg) out.as_mut_ptr() => _,
+                v = inout(reg) v.as_ptr() => _,
+                n = inout(reg) n => _,
+                add = in(reg) ADD as usize,
+                vl = out(reg) _,
+                t = out(reg) _,
+                c8192 = in(reg) 8192usize,
+                mag = in(reg) MAG,
+                big = in(reg) BIG,
+                inf = in(reg) INF,
+                k112 = in(freg) K112,
+                r = in(freg) r,
+            ],
+            [nostack]
+        );
+    }
+}
+
+/// One query head over `n` cached positions (twin of [`crate::ops::attend_head`]): its control
+/// flow verbatim, with the `q·k` product and the two update steps in RVV.
+pub fn attend_head(
+    out: &mut [f32],
+    q: &[f32],
+    keys: &[u16],
+    values: &[u16],
+    n: usize,
+    stride: usize,
+    offset: usize,
+    scale: f32,
+) {
+    let hd = q.len();
+    out.fill(0.0);
+    let mut max = f32::NEG_INFINITY;
+    let mut sum = 0.0f32;
+    for t in 0..n {
+        let base = t * stride + offset;
+        let k = &keys[base..base + hd];
+        let s = dot_f32_f16(q, k) * scale;
+        let v = &values[base..base + hd];
+        if s > max {
+            // New maximum: rescale what was accumulated so far.
+            let r = libm::expf(max - s);
+            sum = sum * r + 1.0;
+            update::<false>(out, r, v);
+            max = s;
+        } else {
+            let w = libm::expf(s - max);
+            sum += w;
+            update::<true>(out, w, v);
+        }
+    }
+    if sum > 0.0 {
+        let inv = 1.0 / sum;
+        for o in out.iter_mut() {
+            *o *= inv;
+        }
+    }
 }

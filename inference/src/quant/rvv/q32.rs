@@ -9,10 +9,13 @@
 //! loads only, so rows may start at any address.
 //!
 //! Then, per block and in one lane each, the scalar code's float expression, one instruction per
-//! scalar operation (scales decoded from f16 exactly, see [`super::f16_bits_to_f32`]):
+//! scalar operation (scales decoded from f16 exactly, see `f16_bits_to_f32!`):
 //! Q4_0, Q8_0: `sumi as f32 * (d * y.d)`; Q5_0: `(d * y.d) * sumi as f32` (the same bits: IEEE
 //! multiplication commutes); Q4_1, Q5_1: `(d * y.d) * sumi as f32 + m * y.s`. `vfredosum` adds the
 //! terms of the pass to the running sum in block order, as `sumf += term` does.
+//!
+//! One `asm!` block runs all rows of a call (one, or four for the `_x4` entries that
+//! `Kernels::dot_rows` uses), so the constants are set up once per four rows.
 //!
 //! Register use in the integer phase: v8..v15 weight columns, v16..v23 activation columns, the
 //! accumulator v0..v7 (Q4, Q8_0's e32 sums) or v24..v31 (Q5, whose high bits need v0 for masks).
@@ -31,6 +34,7 @@ fn blocks<A>(w: &[u8], bytes: usize, a: &[A]) -> usize {
 }
 
 /// `vd ← vd − 8` when `$k` is `sub8` (Q4_0's weight = nibble − 8), nothing for `plain`.
+#[rustfmt::skip]
 macro_rules! q4_adj {
     (sub8, $r:literal) => {
         concat!("vadd.vi ", $r, ", ", $r, ", -8\n")
@@ -47,6 +51,7 @@ macro_rules! q4_adj {
 ///
 /// Bound: a lane adds 8 products (2 halves × 2 nibbles × 2 column groups), each at most
 /// 15 · 128 = 1920 (Q4_1, 0..15) or 8 · 128 = 1024 (Q4_0, -8..7) in magnitude: < 2^15.
+#[rustfmt::skip]
 macro_rules! q4_half {
     ($mul:literal, $k:ident, $wq:literal, $alo:literal, $ahi:literal) => {
         concat!(
@@ -77,6 +82,7 @@ macro_rules! q4_half {
 
 /// The four e16 column positions in `$acc` (LMUL=8) summed per block into v4..v7 (e32, LMUL=4),
 /// converted to f32 (exact: |sumi| < 2^24).
+#[rustfmt::skip]
 macro_rules! reduce_positions {
     ($acc0:literal, $acc1:literal, $acc2:literal, $acc3:literal) => {
         concat!(
@@ -93,6 +99,7 @@ macro_rules! reduce_positions {
 /// Float phase for blocks with `d` only (Q4_0, Q5_0, Q8_0 · Q8_0): `sumi` (f32) in v4..v7, the
 /// weight blocks at `{w}` start with `d` (f16), the activation blocks at `{a}` with `d` (f32).
 /// Adds `sumi · (d · y.d)` of each block, in order, to `{acc}`.
+#[rustfmt::skip]
 macro_rules! float_d {
     () => {
         concat!(
@@ -104,7 +111,7 @@ macro_rules! float_d {
             "vwaddu.wv v16, v16, v24\n",
             "vsetvli zero, {vl}, e16, m2, ta, ma\n",
             "vwmulu.vx v8, v16, {c8192}\n",
-            "vsetvli zero, {vl}, e32, m4, ta, ma\n",
+            "vsetvli zero, {vl}, e32, m4, ta, mu\n",
             f16_bits_to_f32!("v8", "v16"),
             "vlse32.v v8, ({a}), {astr}\n",
             "vfmul.vv v16, v16, v8\n",
@@ -119,6 +126,7 @@ macro_rules! float_d {
 /// Float phase for blocks with `d` and `m` (Q4_1, Q5_1 · Q8_1): `sumi` (f32) in v4..v7, the weight
 /// blocks at `{w}` start with `d`, `m` (f16), the activation blocks at `{a}` with `d`, `s` (f32).
 /// Adds `(d · y.d) · sumi + m · y.s` of each block, in order, to `{acc}`.
+#[rustfmt::skip]
 macro_rules! float_dm {
     () => {
         concat!(
@@ -133,7 +141,7 @@ macro_rules! float_dm {
             "vwaddu.wv v18, v18, v26\n",
             "vsetvli {t}, zero, e16, m4, ta, ma\n",
             "vwmulu.vx v8, v16, {c8192}\n",
-            "vsetvli {t}, zero, e32, m8, ta, ma\n",
+            "vsetvli {t}, zero, e32, m8, ta, mu\n",
             // d (f32) in v16..v19, m in v20..v23.
             f16_bits_to_f32!("v8", "v16"),
             "vsetvli zero, {vl}, e32, m4, ta, ma\n",
@@ -151,6 +159,7 @@ macro_rules! float_dm {
 }
 
 /// Move `{w}` and `{a}` past this pass's blocks, loop while blocks are left.
+#[rustfmt::skip]
 macro_rules! next_pass {
     () => {
         concat!(
@@ -167,6 +176,7 @@ macro_rules! next_pass {
 /// `$rows` rows of `$rb` bytes from `$w`, each `· $a` over `$nb` blocks (≥ 1), into `$out[r]`:
 /// the passes (`$pass`, one per up to VLEN/8 blocks) inside a loop over rows, so the constants
 /// are set up once per call. Extra operands (named) follow.
+#[rustfmt::skip]
 macro_rules! q32_rows_asm {
     ([$($pass:tt)*], $w:expr, $rb:expr, $rows:expr, $a:expr, $nb:expr, $out:expr, $wbytes:expr, $abytes:expr $(, $($extra:tt)+)?) => {
         rvv_asm!(
@@ -219,6 +229,7 @@ macro_rules! q32_rows_asm {
 /// `$four(w, rb, a, out)` (four consecutive rows of `rb` bytes), both through `$rows`, an
 /// `unsafe fn(w, rb, rows, a, nb, out)` that needs `rows` rows of at least `nb` blocks at
 /// `w + r·rb`, `nb` ≥ 1 activation blocks at `a` and `rows` floats at `out`.
+#[rustfmt::skip]
 macro_rules! entries {
     ($(#[$doc:meta])* $one:ident, $four:ident, $rows:ident, $bytes:literal, $act:ty) => {
         $(#[$doc])*
@@ -331,6 +342,7 @@ entries!(
 /// gets its bit 4 set (`q5_1`: `| 16`) or, for Q5_0 (`q5_0`: nibbles pre-set to `n | 0xf0`, i.e.
 /// n - 16), its high bits cleared (`& 15`, i.e. n) where bit `b` of `$q` is set. Mask per column:
 /// shift bit `b` to the sign bit and compare with zero.
+#[rustfmt::skip]
 macro_rules! q5_bit {
     (q5_1, $q:literal, $b:literal, $r:literal) => {
         concat!(
@@ -351,13 +363,15 @@ macro_rules! q5_bit {
 /// Nibbles of four weight columns into v4..v7 (`$op` is `vand.vi` for low, `vsrl.vi` for high
 /// nibbles), their fifth bits from `$q` (bits `$b0..$b0 + 4`), then multiplied with activation
 /// columns `$act` into v24..v31 (`$mul`: `vwmul.vv` starts the sums).
+#[rustfmt::skip]
 macro_rules! q5_cols {
     ($k:ident, $op:literal, $src:literal, $q:literal, [$b0:literal, $b1:literal, $b2:literal, $b3:literal], $mul:literal, $act:literal) => {
         concat!(
             "vsetvli {t}, zero, e8, m4, ta, ma\n",
             $op, " v4, ", $src, "\n",
             q5_pre!($k),
-            "vsetvli {t}, zero, e8, m1, ta, ma\n",
+            // Mask-undisturbed: the masked ops below must leave unselected lanes alone.
+            "vsetvli {t}, zero, e8, m1, ta, mu\n",
             q5_bit!($k, $q, $b0, "v4"),
             q5_bit!($k, $q, $b1, "v5"),
             q5_bit!($k, $q, $b2, "v6"),
@@ -369,6 +383,7 @@ macro_rules! q5_cols {
 }
 
 /// Q5_0's nibbles as `n | 0xf0` (= n - 16 as i8) before the fifth bits are applied.
+#[rustfmt::skip]
 macro_rules! q5_pre {
     (q5_0) => {
         "vor.vi v4, v4, -16\n"
@@ -384,6 +399,7 @@ macro_rules! q5_pre {
 ///
 /// Bound: a lane adds 8 products, each at most 31 · 128 = 3968 (Q5_1, 0..31) or 16 · 128 = 2048
 /// (Q5_0, -16..15) in magnitude: 31744 < 2^15.
+#[rustfmt::skip]
 macro_rules! q5_half {
     ($mul:literal, $k:ident, $wq:literal, $qlo:literal, $qhi:literal, $alo:literal, $ahi:literal) => {
         concat!(
@@ -482,6 +498,7 @@ entries!(
 /// biased it is 255..=65535: exact as u16, whatever wraps on the way), widened unsigned into the
 /// e32 sums v0..v7 (two column positions per block); `$first` starts the sums. Expects vtype
 /// `e8, m1` with vl = blocks.
+#[rustfmt::skip]
 macro_rules! q8_quarter {
     (first, $wq:literal, $aq:literal) => {
         concat!(q8_quarter!(@load $wq, $aq), "vwaddu.vv v0, v24, v28\n")

@@ -9,7 +9,9 @@
 //! ```
 //!
 //! The last one has no V: the kernel tests report that they are skipped (the hart would trap on the
-//! first vector instruction) and the selection test checks that the scalar set is chosen.
+//! first vector instruction) and the selection test checks that the scalar set is chosen. Adding
+//! `,rvv_ta_all_1s=true,rvv_ma_all_1s=true` to a V CPU makes QEMU overwrite tail and masked-off
+//! lanes with ones, as hardware may under `ta` / `ma`: the kernels must still agree.
 //! No tolerance anywhere: every comparison is exact.
 
 extern crate std;
@@ -41,7 +43,10 @@ fn init(test: &str) -> bool {
     let v = hwcap_has_v(hwcap());
     set_available(v);
     if !v {
-        std::println!("{test}: skipped, this hart has no V extension (AT_HWCAP = {:#x})", hwcap());
+        std::println!(
+            "{test}: skipped, this hart has no V extension (AT_HWCAP = {:#x})",
+            hwcap()
+        );
     }
     v
 }
@@ -218,7 +223,15 @@ fn check_q32<A: Copy>(
     let mut checked = 0;
     for nb in BLOCK_COUNTS {
         for fill in FILLS {
-            for wfill in [None, None, Some(0x00), Some(0xff), Some(0x88), Some(0x80), Some(0x0f)] {
+            for wfill in [
+                None,
+                None,
+                Some(0x00),
+                Some(0xff),
+                Some(0x88),
+                Some(0x80),
+                Some(0x0f),
+            ] {
                 let rb = nb * bytes;
                 let w4 = weights(&mut rng, 4 * nb, bytes, halves, wfill);
                 let w = &w4[..rb];
@@ -249,9 +262,17 @@ fn check_q32<A: Copy>(
     let w = weights(&mut rng, 20, bytes, halves, None);
     for na in [0, 3, 19, 20, 21, 40] {
         let a = make_acts(&mut rng, na, Fill::Random);
-        same(&alloc::format!("{name} w=20 a={na}"), rvv_fn(&w, &a), scalar_fn(&w, &a));
+        same(
+            &alloc::format!("{name} w=20 a={na}"),
+            rvv_fn(&w, &a),
+            scalar_fn(&w, &a),
+        );
         let short = &w[..w.len() - bytes / 2];
-        same(&alloc::format!("{name} w=19.5 a={na}"), rvv_fn(short, &a), scalar_fn(short, &a));
+        same(
+            &alloc::format!("{name} w=19.5 a={na}"),
+            rvv_fn(short, &a),
+            scalar_fn(short, &a),
+        );
         // Four rows of 5 blocks, with fewer activations or fewer bytes than four rows need.
         let mut out = [0.0f32; 4];
         for len in [w.len(), w.len() - 1, 3 * 5 * bytes + 7] {
@@ -259,7 +280,11 @@ fn check_q32<A: Copy>(
             for r in 0..4 {
                 let row = w[..len].get(r * 5 * bytes..).unwrap_or(&[]);
                 let want = scalar_fn(&row[..row.len().min(5 * bytes)], &a);
-                same(&alloc::format!("{name} x4 len={len} a={na} row {r}"), out[r], want);
+                same(
+                    &alloc::format!("{name} x4 len={len} a={na} row {r}"),
+                    out[r],
+                    want,
+                );
             }
         }
     }
@@ -269,35 +294,208 @@ fn check_q32<A: Copy>(
 #[test]
 fn q4_0_matches_scalar() {
     if init("q4_0_matches_scalar") {
-        check_q32("q4_0", 18, &[0], acts_q8_0, scalar::vec_dot_q4_0_q8_0, (vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_x4));
+        check_q32(
+            "q4_0",
+            18,
+            &[0],
+            acts_q8_0,
+            scalar::vec_dot_q4_0_q8_0,
+            (vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_x4),
+        );
     }
 }
 
 #[test]
 fn q4_1_matches_scalar() {
     if init("q4_1_matches_scalar") {
-        check_q32("q4_1", 20, &[0, 2], acts_q8_1, scalar::vec_dot_q4_1_q8_1, (vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_x4));
+        check_q32(
+            "q4_1",
+            20,
+            &[0, 2],
+            acts_q8_1,
+            scalar::vec_dot_q4_1_q8_1,
+            (vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_x4),
+        );
     }
 }
 
 #[test]
 fn q5_0_matches_scalar() {
     if init("q5_0_matches_scalar") {
-        check_q32("q5_0", 22, &[0], acts_q8_0, scalar::vec_dot_q5_0_q8_0, (vec_dot_q5_0_q8_0, vec_dot_q5_0_q8_0_x4));
+        check_q32(
+            "q5_0",
+            22,
+            &[0],
+            acts_q8_0,
+            scalar::vec_dot_q5_0_q8_0,
+            (vec_dot_q5_0_q8_0, vec_dot_q5_0_q8_0_x4),
+        );
     }
 }
 
 #[test]
 fn q5_1_matches_scalar() {
     if init("q5_1_matches_scalar") {
-        check_q32("q5_1", 24, &[0, 2], acts_q8_1, scalar::vec_dot_q5_1_q8_1, (vec_dot_q5_1_q8_1, vec_dot_q5_1_q8_1_x4));
+        check_q32(
+            "q5_1",
+            24,
+            &[0, 2],
+            acts_q8_1,
+            scalar::vec_dot_q5_1_q8_1,
+            (vec_dot_q5_1_q8_1, vec_dot_q5_1_q8_1_x4),
+        );
     }
 }
 
 #[test]
 fn q8_0_matches_scalar() {
     if init("q8_0_matches_scalar") {
-        check_q32("q8_0", 34, &[0], acts_q8_0, scalar::vec_dot_q8_0_q8_0, (vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_x4));
+        check_q32(
+            "q8_0",
+            34,
+            &[0],
+            acts_q8_0,
+            scalar::vec_dot_q8_0_q8_0,
+            (vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_x4),
+        );
+    }
+}
+
+/// Q8_K blocks; `bsums` are the true group sums, or (with `random_bsums`) any i16 values, which
+/// the kernels must use exactly as the scalar code does.
+fn acts_q8_k(rng: &mut Rng, nb: usize, fill: Fill, random_bsums: bool) -> Vec<BlockQ8K> {
+    (0..nb)
+        .map(|_| {
+            let mut b = BlockQ8K {
+                d: rng.f32_scale(),
+                ..BlockQ8K::default()
+            };
+            for (i, q) in b.qs.iter_mut().enumerate() {
+                *q = act_byte(rng, fill, i);
+            }
+            for (s, g) in b.bsums.iter_mut().zip(b.qs.chunks_exact(16)) {
+                *s = if random_bsums {
+                    rng.next() as i16
+                } else {
+                    g.iter().map(|&q| q as i16).sum()
+                };
+            }
+            b
+        })
+        .collect()
+}
+
+type DotK = fn(&[u8], &[BlockQ8K]) -> f32;
+
+/// One K-quant type against its scalar twin: super-block counts × activation fills × weight fills
+/// (random, all bits clear or set, alternating bits) × true or random `bsums`, and lengths that
+/// disagree.
+fn check_k(name: &str, bytes: usize, halves: &[usize], scalar_fn: DotK, rvv_fn: DotK) {
+    let mut rng = Rng(0x6b ^ bytes as u64);
+    for nb in [0, 1, 2, 3, 6] {
+        for fill in FILLS {
+            for wfill in [
+                None,
+                None,
+                None,
+                Some(0x00),
+                Some(0xff),
+                Some(0xaa),
+                Some(0x55),
+            ] {
+                for random_bsums in [false, true] {
+                    let w = weights(&mut rng, nb, bytes, halves, wfill);
+                    let a = acts_q8_k(&mut rng, nb, fill, random_bsums);
+                    same(
+                        &alloc::format!(
+                            "{name} nb={nb} acts={fill:?} weights={wfill:?} random bsums={random_bsums}"
+                        ),
+                        rvv_fn(&w, &a),
+                        scalar_fn(&w, &a),
+                    );
+                }
+            }
+        }
+    }
+    let w = weights(&mut rng, 3, bytes, halves, None);
+    for na in [0, 2, 4] {
+        let a = acts_q8_k(&mut rng, na, Fill::Random, false);
+        same(
+            &alloc::format!("{name} w=3 a={na}"),
+            rvv_fn(&w, &a),
+            scalar_fn(&w, &a),
+        );
+        let short = &w[..w.len() - 1];
+        same(
+            &alloc::format!("{name} w=2.99 a={na}"),
+            rvv_fn(short, &a),
+            scalar_fn(short, &a),
+        );
+    }
+}
+
+#[test]
+fn q2_k_matches_scalar() {
+    if init("q2_k_matches_scalar") {
+        check_k(
+            "q2_k",
+            84,
+            &[80, 82],
+            scalar::vec_dot_q2_k_q8_k,
+            vec_dot_q2_k_q8_k,
+        );
+    }
+}
+
+#[test]
+fn q3_k_matches_scalar() {
+    if init("q3_k_matches_scalar") {
+        check_k(
+            "q3_k",
+            110,
+            &[108],
+            scalar::vec_dot_q3_k_q8_k,
+            vec_dot_q3_k_q8_k,
+        );
+    }
+}
+
+#[test]
+fn q4_k_matches_scalar() {
+    if init("q4_k_matches_scalar") {
+        check_k(
+            "q4_k",
+            144,
+            &[0, 2],
+            scalar::vec_dot_q4_k_q8_k,
+            vec_dot_q4_k_q8_k,
+        );
+    }
+}
+
+#[test]
+fn q5_k_matches_scalar() {
+    if init("q5_k_matches_scalar") {
+        check_k(
+            "q5_k",
+            176,
+            &[0, 2],
+            scalar::vec_dot_q5_k_q8_k,
+            vec_dot_q5_k_q8_k,
+        );
+    }
+}
+
+#[test]
+fn q6_k_matches_scalar() {
+    if init("q6_k_matches_scalar") {
+        check_k(
+            "q6_k",
+            210,
+            &[208],
+            scalar::vec_dot_q6_k_q8_k,
+            vec_dot_q6_k_q8_k,
+        );
     }
 }
 
@@ -356,7 +554,11 @@ fn bf16_bits(rng: &mut Rng) -> u16 {
     }
 }
 
-const FLOAT_LENS: [usize; 17] = [0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 33, 130, 257, 576, 1536];
+type Dot16 = fn(&[u8], &[u16]) -> f32;
+
+const FLOAT_LENS: [usize; 17] = [
+    0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 33, 130, 257, 576, 1536,
+];
 
 #[test]
 fn float_dots_match_scalar() {
@@ -383,12 +585,23 @@ fn float_dots_match_scalar() {
             }
             let w = &buf[4..];
             if n > 0 {
-                same("f32 short x", vec_dot_f32_f32(w, &x[1..]), scalar::vec_dot_f32_f32(w, &x[1..]));
-                same("f32 short w", vec_dot_f32_f32(&w[4..], &x), scalar::vec_dot_f32_f32(&w[4..], &x));
+                same(
+                    "f32 short x",
+                    vec_dot_f32_f32(w, &x[1..]),
+                    scalar::vec_dot_f32_f32(w, &x[1..]),
+                );
+                same(
+                    "f32 short w",
+                    vec_dot_f32_f32(&w[4..], &x),
+                    scalar::vec_dot_f32_f32(&w[4..], &x),
+                );
             }
 
-            for (ty, bits) in [("f16", f16_bits as fn(&mut Rng) -> u16), ("bf16", bf16_bits)] {
-                let (rvv, sc): (fn(&[u8], &[u16]) -> f32, fn(&[u8], &[u16]) -> f32) = if ty == "f16" {
+            for (ty, bits) in [
+                ("f16", f16_bits as fn(&mut Rng) -> u16),
+                ("bf16", bf16_bits),
+            ] {
+                let (rvv, sc): (Dot16, Dot16) = if ty == "f16" {
                     (vec_dot_f16_f16, scalar::vec_dot_f16_f16)
                 } else {
                     (vec_dot_bf16_bf16, scalar::vec_dot_bf16_bf16)
@@ -400,16 +613,84 @@ fn float_dots_match_scalar() {
                 }
                 for off in [2, 0, 1] {
                     let w = &buf[off..off + 2 * n];
-                    same(&alloc::format!("{ty} n={n} at +{off}"), rvv(w, &x), sc(w, &x));
+                    same(
+                        &alloc::format!("{ty} n={n} at +{off}"),
+                        rvv(w, &x),
+                        sc(w, &x),
+                    );
                 }
                 if n > 0 {
                     let w = &buf[2..];
-                    same(&alloc::format!("{ty} odd"), rvv(&w[1..], &x), sc(&w[1..], &x));
-                    same(&alloc::format!("{ty} short x"), rvv(w, &x[1..]), sc(w, &x[1..]));
+                    same(
+                        &alloc::format!("{ty} odd"),
+                        rvv(&w[1..], &x),
+                        sc(&w[1..], &x),
+                    );
+                    same(
+                        &alloc::format!("{ty} short x"),
+                        rvv(w, &x[1..]),
+                        sc(w, &x[1..]),
+                    );
                 }
             }
         }
     }
+}
+
+#[test]
+fn attention_matches_scalar() {
+    if !init("attention_matches_scalar") {
+        return;
+    }
+    let mut rng = Rng(0xa77e);
+    for hd in [1, 7, 8, 9, 15, 16, 17, 33, 64, 65, 128] {
+        for n in [1, 2, 5, 33] {
+            for big in [false, true] {
+                let (stride, offset) = (3 * hd + 5, hd + 2);
+                let q: Vec<f32> = (0..hd)
+                    .map(|_| if big { rng.wide() } else { rng.unit() })
+                    .collect();
+                let keys: Vec<u16> = (0..n * stride).map(|_| f16_bits(&mut rng)).collect();
+                let values: Vec<u16> = (0..n * stride).map(|_| f16_bits(&mut rng)).collect();
+                let k = &keys[offset..offset + hd];
+                same(
+                    &alloc::format!("q·k hd={hd}"),
+                    dot_f32_f16(&q, k),
+                    crate::ops::dot_f32_f16(&q, k),
+                );
+                let scale = 1.0 / libm::sqrtf(hd as f32);
+                let mut want = vec![0.0f32; hd];
+                let mut got = vec![1.0f32; hd];
+                crate::ops::attend_head(&mut want, &q, &keys, &values, n, stride, offset, scale);
+                attend_head(&mut got, &q, &keys, &values, n, stride, offset, scale);
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    same(
+                        &alloc::format!("attend hd={hd} n={n} big={big} [{i}]"),
+                        *g,
+                        *w,
+                    );
+                }
+            }
+        }
+    }
+    // q and k of different lengths: the shorter side decides.
+    let q: Vec<f32> = (0..20).map(|_| rng.unit()).collect();
+    let k: Vec<u16> = (0..13).map(|_| f16_bits(&mut rng)).collect();
+    same(
+        "q·k 20/13",
+        dot_f32_f16(&q, &k),
+        crate::ops::dot_f32_f16(&q, &k),
+    );
+    same(
+        "q·k 13/20",
+        dot_f32_f16(&q[..13], &k),
+        crate::ops::dot_f32_f16(&q[..13], &k),
+    );
+    same(
+        "q·k empty",
+        dot_f32_f16(&[], &k),
+        crate::ops::dot_f32_f16(&[], &k),
+    );
 }
 
 /// Activation vectors with every kind of block: ordinary, wide-ranging, all zero, tiny (the scale
@@ -453,7 +734,10 @@ fn quantizers_match_scalar() {
     for n in [256, 512, 1536] {
         for x in activation_vectors(&mut rng, n) {
             let nb = n / 32;
-            let (mut a, mut b) = (vec![BlockQ8_0::default(); nb], vec![BlockQ8_0::default(); nb]);
+            let (mut a, mut b) = (
+                vec![BlockQ8_0::default(); nb],
+                vec![BlockQ8_0::default(); nb],
+            );
             act::quantize_q8_0(&x, &mut a);
             quantize_q8_0(&x, &mut b);
             for (i, (a, b)) in a.iter().zip(&b).enumerate() {
@@ -464,7 +748,10 @@ fn quantizers_match_scalar() {
                     &x[32 * i..32 * i + 32]
                 );
             }
-            let (mut a, mut b) = (vec![BlockQ8_1::default(); nb], vec![BlockQ8_1::default(); nb]);
+            let (mut a, mut b) = (
+                vec![BlockQ8_1::default(); nb],
+                vec![BlockQ8_1::default(); nb],
+            );
             act::quantize_q8_1(&x, &mut a);
             quantize_q8_1(&x, &mut b);
             for (i, (a, b)) in a.iter().zip(&b).enumerate() {
@@ -491,12 +778,18 @@ fn quantizers_match_scalar() {
     let mut b = a.clone();
     act::quantize_q8_0(&x[..256], &mut a);
     quantize_q8_0(&x[..256], &mut b);
-    assert!(a.iter().zip(&b).all(|(a, b)| (a.d.to_bits(), a.qs) == (b.d.to_bits(), b.qs)));
+    assert!(a
+        .iter()
+        .zip(&b)
+        .all(|(a, b)| (a.d.to_bits(), a.qs) == (b.d.to_bits(), b.qs)));
     let mut a = vec![BlockQ8K::default(); 1];
     let mut b = a.clone();
     act::quantize_q8_k(&x, &mut a);
     quantize_q8_k(&x, &mut b);
-    assert_eq!((a[0].d.to_bits(), a[0].qs, a[0].bsums), (b[0].d.to_bits(), b[0].qs, b[0].bsums));
+    assert_eq!(
+        (a[0].d.to_bits(), a[0].qs, a[0].bsums),
+        (b[0].d.to_bits(), b[0].qs, b[0].bsums)
+    );
 }
 
 #[test]
@@ -637,7 +930,10 @@ fn isa_string_decides_v() {
     assert!(isa_has_v("rv64gcv"));
     assert!(!isa_has_v("rv64gc"));
     assert!(!isa_has_v("rv64gc_zve64d_zvl128b"), "Zve* is not full V");
-    assert!(!isa_has_v("rv64imafdc_xtheadvector"), "vendor vector extensions are not RVV 1.0");
+    assert!(
+        !isa_has_v("rv64imafdc_xtheadvector"),
+        "vendor vector extensions are not RVV 1.0"
+    );
     // With versions (as in ELF attributes): `p` between digits is not the P extension.
     assert!(isa_has_v("rv64i2p1_m2p0_a2p1_f2p2_d2p2_c2p0_v1p0"));
     assert!(isa_has_v("rv64i2p1m2p0a2p1f2p2d2p2c2p0v1p0_zicsr2p0"));
@@ -656,8 +952,14 @@ fn kernel_set_follows_v() {
     // The decision as a function of the answer.
     assert_eq!(best(false).name, "scalar");
     assert_eq!(best(true).name, "rvv");
-    assert_eq!(sets(false).map(|k| k.map(|k| k.name)), [Some("scalar"), None]);
-    assert_eq!(sets(true).map(|k| k.map(|k| k.name)), [Some("scalar"), Some("rvv")]);
+    assert_eq!(
+        sets(false).map(|k| k.map(|k| k.name)),
+        [Some("scalar"), None]
+    );
+    assert_eq!(
+        sets(true).map(|k| k.map(|k| k.name)),
+        [Some("scalar"), Some("rvv")]
+    );
 
     // This hart: what AT_HWCAP says (every test records the same answer, so no test races
     // another), and what qemu-user's CPU model has.
@@ -686,7 +988,10 @@ fn kernel_set_follows_v() {
         _ => {}
     }
     if v {
-        std::println!("kernel_set_follows_v: V present, VLEN {}: best = rvv", vlen());
+        std::println!(
+            "kernel_set_follows_v: V present, VLEN {}: best = rvv",
+            vlen()
+        );
     } else {
         std::println!("kernel_set_follows_v: no V in AT_HWCAP: best = scalar");
     }

@@ -1,0 +1,474 @@
+//! K-quants (Q2_K..Q6_K) · Q8_K activations.
+//!
+//! Per super-block of 256 values the scalar twin forms an exact integer `isum` = Σ scale(g) ·
+//! Σ_{l in group g} q(l) · a(l) (groups of 16 or 32 values) plus, for some types, `summs` from the
+//! activations' 16-value sums, then one float expression. Here `isum` is computed with RVV: the
+//! group's values are decoded to int8, multiplied with the activations into e16 lanes (`vwmul`),
+//! and the products multiplied by the group's scale into e32 lanes (`vwmacc.vx`), one reduction at
+//! the end; `summs` and the float expression stay in Rust, written as in the scalar code. Vector
+//! lengths are 32 (Q4_K, Q5_K: e8 LMUL=2) or 16 (Q2_K, Q3_K, Q6_K: e8 LMUL=1, one scale per 16
+//! values), which every VLEN ≥ 128 holds. Each kernel states its bound: no lane overflows.
+
+use super::rvv_asm;
+use crate::quant::act::BlockQ8K;
+use crate::quant::scalar::{q3k_scales, scale_min_k4};
+use half::f16;
+
+#[inline(always)]
+fn f16_at(b: &[u8], at: usize) -> f32 {
+    f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
+}
+
+/// The operands shared by the K-quant `asm!` blocks: `b` the weight block, `y` the activations'
+/// `qs`, `isum` the result; scratch `p`, `s`; more named operands may follow.
+#[rustfmt::skip]
+macro_rules! kq_asm {
+    ([$($tpl:tt)*], $b:expr, $y:expr, $isum:ident $(, $($extra:tt)+)?) => {
+        rvv_asm!(
+            [$($tpl)*],
+            [
+                $($($extra)+ ,)?
+                b = in(reg) $b,
+                y = in(reg) $y,
+                p = out(reg) _,
+                s = out(reg) _,
+                isum = out(reg) $isum,
+            ],
+            [nostack, readonly]
+        )
+    };
+}
+
+/// Sum the e32 lanes of `$acc` (vl = `$vl`, a literal for `vsetivli` or `{c32}`) into `{isum}`.
+#[rustfmt::skip]
+macro_rules! kq_sum {
+    ($set:literal, $acc:literal, $tmp:literal) => {
+        concat!(
+            $set, "\n",
+            "vmv.s.x ", $tmp, ", zero\n",
+            "vredsum.vs ", $tmp, ", ", $acc, ", ", $tmp, "\n",
+            "vmv.x.s {isum}, ", $tmp, "\n",
+        )
+    };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q4_K: d | dmin | scales[12] | qs[128]; sub-block 2j: low nibbles of qs[32j..32j + 32] with
+// a[64j..64j + 32], sub-block 2j + 1: high nibbles with a[64j + 32..64j + 64].
+
+/// Sub-blocks `2j` and `2j + 1` of a Q4_K block into v0..v7 (e32, 32 lanes). Bound per lane:
+/// 8 products of at most 63 · 15 · 128 = 120960: < 2^20.
+#[rustfmt::skip]
+macro_rules! q4k_pair {
+    ($qo:literal, $ao:literal, $ao2:literal, $s1:literal, $s2:literal) => {
+        concat!(
+            "vsetvli zero, {c32}, e8, m2, ta, ma\n",
+            "addi {p}, {b}, ", $qo, "\n",
+            "vle8.v v8, ({p})\n",
+            "addi {p}, {y}, ", $ao, "\n",
+            "vle8.v v10, ({p})\n",
+            "addi {p}, {y}, ", $ao2, "\n",
+            "vle8.v v12, ({p})\n",
+            "vand.vi v14, v8, 15\n",
+            "vsrl.vi v8, v8, 4\n",
+            "vwmul.vv v16, v14, v10\n",
+            "vwmul.vv v20, v8, v12\n",
+            "vsetvli zero, {c32}, e16, m4, ta, ma\n",
+            "lbu {s}, ", $s1, "({sc})\n",
+            "vwmacc.vx v0, {s}, v16\n",
+            "lbu {s}, ", $s2, "({sc})\n",
+            "vwmacc.vx v0, {s}, v20\n",
+        )
+    };
+}
+
+/// Q4_K weights · Q8_K activations (twin of `scalar::vec_dot_q4_k_q8_k`).
+pub fn vec_dot_q4_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (b, y) in w.chunks_exact(144).zip(a) {
+        let (d, dmin) = (f16_at(b, 0) * y.d, f16_at(b, 2) * y.d);
+        let sc = &b[4..16];
+        let mut scales = [0u8; 8];
+        let mut summs = 0i32;
+        for j in 0..4 {
+            let (s1, m1) = scale_min_k4(2 * j, sc);
+            let (s2, m2) = scale_min_k4(2 * j + 1, sc);
+            summs += m1 as i32 * (y.bsums[4 * j] as i32 + y.bsums[4 * j + 1] as i32);
+            summs += m2 as i32 * (y.bsums[4 * j + 2] as i32 + y.bsums[4 * j + 3] as i32);
+            scales[2 * j] = s1;
+            scales[2 * j + 1] = s2;
+        }
+        let isum: isize;
+        // SAFETY: reads bytes 16..144 of the block `b` (144 bytes), the 256 bytes of `y.qs` and the
+        // 8 bytes of `scales`; V present (reached only on harts with V); only vector registers, the
+        // named scalars and vl/vtype change.
+        unsafe {
+            kq_asm!(
+                [
+                    "vsetvli zero, {c32}, e32, m8, ta, ma",
+                    "vmv.v.i v0, 0",
+                    q4k_pair!(16, 0, 32, 0, 1),
+                    q4k_pair!(48, 64, 96, 2, 3),
+                    q4k_pair!(80, 128, 160, 4, 5),
+                    q4k_pair!(112, 192, 224, 6, 7),
+                    kq_sum!("vsetvli zero, {c32}, e32, m8, ta, ma", "v0", "v8"),
+                ],
+                b.as_ptr(),
+                y.qs.as_ptr(),
+                isum,
+                sc = in(reg) scales.as_ptr(),
+                c32 = in(reg) 32usize
+            );
+        }
+        sumf += d * isum as i32 as f32 - dmin * summs as f32;
+    }
+    sumf
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q5_K: d | dmin | scales[12] | qh[32] | qs[128]; as Q4_K, plus 16 where bit 2j (low nibbles)
+// or 2j + 1 (high nibbles) of qh[l] is set.
+
+/// Sub-blocks `2j` and `2j + 1` of a Q5_K block into v8..v15 (e32, 32 lanes); qh in v2..v3.
+/// Bound per lane: 8 products of at most 63 · 31 · 128 = 249984: < 2^21.
+#[rustfmt::skip]
+macro_rules! q5k_pair {
+    ($qo:literal, $ao:literal, $ao2:literal, $s1:literal, $s2:literal, $sh1:literal, $sh2:literal) => {
+        concat!(
+            // Mask-undisturbed: the masked `vor`s must leave unselected lanes alone.
+            "vsetvli zero, {c32}, e8, m2, ta, mu\n",
+            "addi {p}, {b}, ", $qo, "\n",
+            "vle8.v v4, ({p})\n",
+            "addi {p}, {y}, ", $ao, "\n",
+            "vle8.v v6, ({p})\n",
+            "addi {p}, {y}, ", $ao2, "\n",
+            "vle8.v v24, ({p})\n",
+            "vand.vi v26, v4, 15\n",
+            "vsll.vi v28, v2, ", $sh1, "\n",
+            "vmslt.vx v0, v28, zero\n",
+            "vor.vx v26, v26, {c16}, v0.t\n",
+            "vsrl.vi v4, v4, 4\n",
+            "vsll.vi v28, v2, ", $sh2, "\n",
+            "vmslt.vx v0, v28, zero\n",
+            "vor.vx v4, v4, {c16}, v0.t\n",
+            "vwmul.vv v16, v26, v6\n",
+            "vwmul.vv v20, v4, v24\n",
+            "vsetvli zero, {c32}, e16, m4, ta, ma\n",
+            "lbu {s}, ", $s1, "({sc})\n",
+            "vwmacc.vx v8, {s}, v16\n",
+            "lbu {s}, ", $s2, "({sc})\n",
+            "vwmacc.vx v8, {s}, v20\n",
+        )
+    };
+}
+
+/// Q5_K weights · Q8_K activations (twin of `scalar::vec_dot_q5_k_q8_k`).
+pub fn vec_dot_q5_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (b, y) in w.chunks_exact(176).zip(a) {
+        let (d, dmin) = (f16_at(b, 0) * y.d, f16_at(b, 2) * y.d);
+        let sc = &b[4..16];
+        let mut scales = [0u8; 8];
+        let mut summs = 0i32;
+        for j in 0..4 {
+            let (s1, m1) = scale_min_k4(2 * j, sc);
+            let (s2, m2) = scale_min_k4(2 * j + 1, sc);
+            summs += m1 as i32 * (y.bsums[4 * j] as i32 + y.bsums[4 * j + 1] as i32);
+            summs += m2 as i32 * (y.bsums[4 * j + 2] as i32 + y.bsums[4 * j + 3] as i32);
+            scales[2 * j] = s1;
+            scales[2 * j + 1] = s2;
+        }
+        let isum: isize;
+        // SAFETY: reads bytes 16..176 of the block `b` (176 bytes), the 256 bytes of `y.qs` and the
+        // 8 bytes of `scales`; V present (reached only on harts with V); only vector registers, the
+        // named scalars and vl/vtype change.
+        unsafe {
+            kq_asm!(
+                [
+                    "vsetvli zero, {c32}, e32, m8, ta, ma",
+                    "vmv.v.i v8, 0",
+                    "vsetvli zero, {c32}, e8, m2, ta, ma",
+                    "addi {p}, {b}, 16",
+                    "vle8.v v2, ({p})",
+                    // bit 2j of qh to the sign bit: shift left by 7 - 2j (and 6 - 2j for 2j + 1)
+                    q5k_pair!(48, 0, 32, 0, 1, 7, 6),
+                    q5k_pair!(80, 64, 96, 2, 3, 5, 4),
+                    q5k_pair!(112, 128, 160, 4, 5, 3, 2),
+                    q5k_pair!(144, 192, 224, 6, 7, 1, 0),
+                    kq_sum!("vsetvli zero, {c32}, e32, m8, ta, ma", "v8", "v16"),
+                ],
+                b.as_ptr(),
+                y.qs.as_ptr(),
+                isum,
+                sc = in(reg) scales.as_ptr(),
+                c32 = in(reg) 32usize,
+                c16 = in(reg) 16usize
+            );
+        }
+        sumf += d * isum as i32 as f32 - dmin * summs as f32;
+    }
+    sumf
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q6_K: ql[128] | qh[64] | scales[16] (i8) | d. Half n (128 values), l in 0..32:
+// q1 = ql[l] & 15 | (qh[l] & 3) << 4, q2 = ql[l + 32] & 15 | (qh[l] >> 2 & 3) << 4,
+// q3 = ql[l] >> 4 | (qh[l] >> 4 & 3) << 4, q4 = ql[l + 32] >> 4 | (qh[l] >> 6 & 3) << 4, each
+// minus 32, with a[l], a[l + 32], a[l + 64], a[l + 96] and scales sc[l / 16 + 0, 2, 4, 6].
+
+/// Sixteen `l` of half `n` (`l0 = 16·lh`) into v24..v27 (e32, 16 lanes). Offsets: `$ql` = 64n +
+/// l0, `$qh` = 128 + 32n + l0, `$a` = 128n + l0, `$sc` = 192 + 8n + lh. Bound per lane: 16
+/// products of at most 32 · 128 · 128 = 2^19: < 2^23.
+#[rustfmt::skip]
+macro_rules! q6k_part {
+    ($ql:literal, $ql2:literal, $qh:literal, $a0:literal, $a1:literal, $a2:literal, $a3:literal, $s0:literal, $s1:literal, $s2:literal, $s3:literal) => {
+        concat!(
+            "vsetivli zero, 16, e8, m1, ta, ma\n",
+            "addi {p}, {b}, ", $ql, "\n",
+            "vle8.v v1, ({p})\n",
+            "addi {p}, {b}, ", $ql2, "\n",
+            "vle8.v v2, ({p})\n",
+            "addi {p}, {b}, ", $qh, "\n",
+            "vle8.v v3, ({p})\n",
+            "addi {p}, {y}, ", $a0, "\n",
+            "vle8.v v4, ({p})\n",
+            "addi {p}, {y}, ", $a1, "\n",
+            "vle8.v v5, ({p})\n",
+            "addi {p}, {y}, ", $a2, "\n",
+            "vle8.v v6, ({p})\n",
+            "addi {p}, {y}, ", $a3, "\n",
+            "vle8.v v7, ({p})\n",
+            // q1
+            "vand.vi v8, v1, 15\n",
+            "vsll.vi v12, v3, 4\n",
+            "vand.vx v12, v12, {c48}\n",
+            "vor.vv v8, v8, v12\n",
+            "vsub.vx v8, v8, {c32}\n",
+            // q2
+            "vand.vi v9, v2, 15\n",
+            "vsll.vi v12, v3, 2\n",
+            "vand.vx v12, v12, {c48}\n",
+            "vor.vv v9, v9, v12\n",
+            "vsub.vx v9, v9, {c32}\n",
+            // q3
+            "vsrl.vi v10, v1, 4\n",
+            "vand.vx v12, v3, {c48}\n",
+            "vor.vv v10, v10, v12\n",
+            "vsub.vx v10, v10, {c32}\n",
+            // q4
+            "vsrl.vi v11, v2, 4\n",
+            "vsrl.vi v12, v3, 2\n",
+            "vand.vx v12, v12, {c48}\n",
+            "vor.vv v11, v11, v12\n",
+            "vsub.vx v11, v11, {c32}\n",
+            "vwmul.vv v16, v8, v4\n",
+            "vwmul.vv v18, v9, v5\n",
+            "vwmul.vv v20, v10, v6\n",
+            "vwmul.vv v22, v11, v7\n",
+            "vsetivli zero, 16, e16, m2, ta, ma\n",
+            "lb {s}, ", $s0, "({b})\n",
+            "vwmacc.vx v24, {s}, v16\n",
+            "lb {s}, ", $s1, "({b})\n",
+            "vwmacc.vx v24, {s}, v18\n",
+            "lb {s}, ", $s2, "({b})\n",
+            "vwmacc.vx v24, {s}, v20\n",
+            "lb {s}, ", $s3, "({b})\n",
+            "vwmacc.vx v24, {s}, v22\n",
+        )
+    };
+}
+
+/// Q6_K weights · Q8_K activations (twin of `scalar::vec_dot_q6_k_q8_k`).
+pub fn vec_dot_q6_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (b, y) in w.chunks_exact(210).zip(a) {
+        let d = f16_at(b, 208) * y.d;
+        let isum: isize;
+        // SAFETY: reads bytes 0..208 of the block `b` (210 bytes) and the 256 bytes of `y.qs`; V
+        // present (reached only on harts with V); only vector registers, the named scalars and
+        // vl/vtype change.
+        unsafe {
+            kq_asm!(
+                [
+                    "vsetivli zero, 16, e32, m4, ta, ma",
+                    "vmv.v.i v24, 0",
+                    q6k_part!(0, 32, 128, 0, 32, 64, 96, 192, 194, 196, 198),
+                    q6k_part!(16, 48, 144, 16, 48, 80, 112, 193, 195, 197, 199),
+                    q6k_part!(64, 96, 160, 128, 160, 192, 224, 200, 202, 204, 206),
+                    q6k_part!(80, 112, 176, 144, 176, 208, 240, 201, 203, 205, 207),
+                    kq_sum!("vsetivli zero, 16, e32, m4, ta, ma", "v24", "v8"),
+                ],
+                b.as_ptr(),
+                y.qs.as_ptr(),
+                isum,
+                c32 = in(reg) 32usize,
+                c48 = in(reg) 48usize
+            );
+        }
+        sumf += d * isum as i32 as f32;
+    }
+    sumf
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q3_K and Q2_K: half h (128 values), shift s (0..4), part p (16 values): values
+// (qs[32h + 16p + l] >> 2s) & 3 (Q3_K: minus 4 where bit 4h + s of hmask[16p + l] is clear) with
+// a[128h + 32s + 16p + l], scale index 8h + 2s + p.
+
+/// Q3_K, half `h`, part `p`: into v24..v27 (e32, 16 lanes). `$q` = 32 + 32h + 16p, `$hm` = 16p,
+/// `$a*` = 128h + 32s + 16p, `$k*` = 7 - (4h + s) (moves the hmask bit to the sign bit), `$i*` =
+/// 8h + 2s + p. Bound per lane: 16 products of at most 4 · 128 · 32 = 2^14: < 2^18.
+#[rustfmt::skip]
+macro_rules! q3k_part {
+    ($q:literal, $hm:literal, [$($a:literal),*], [$($k:literal),*], [$($i:literal),*]) => {
+        concat!(
+            // Mask-undisturbed: the masked `vadd`s must leave unselected lanes alone.
+            "vsetivli zero, 16, e8, m1, ta, mu\n",
+            "addi {p}, {b}, ", $q, "\n",
+            "vle8.v v1, ({p})\n",
+            "addi {p}, {b}, ", $hm, "\n",
+            "vle8.v v2, ({p})\n",
+            q3k_part!(@acts $($a),*),
+            q3k_part!(@vals $($k),*),
+            "vwmul.vv v16, v8, v4\n",
+            "vwmul.vv v18, v9, v5\n",
+            "vwmul.vv v20, v10, v6\n",
+            "vwmul.vv v22, v11, v7\n",
+            "vsetivli zero, 16, e16, m2, ta, ma\n",
+            q3k_part!(@scale $($i),*),
+        )
+    };
+    (@acts $a0:literal, $a1:literal, $a2:literal, $a3:literal) => {
+        concat!(
+            "addi {p}, {y}, ", $a0, "\n", "vle8.v v4, ({p})\n",
+            "addi {p}, {y}, ", $a1, "\n", "vle8.v v5, ({p})\n",
+            "addi {p}, {y}, ", $a2, "\n", "vle8.v v6, ({p})\n",
+            "addi {p}, {y}, ", $a3, "\n", "vle8.v v7, ({p})\n",
+        )
+    };
+    (@vals $k0:literal, $k1:literal, $k2:literal, $k3:literal) => {
+        concat!(
+            q3k_part!(@one "v8", 0, $k0),
+            q3k_part!(@one "v9", 2, $k1),
+            q3k_part!(@one "v10", 4, $k2),
+            q3k_part!(@one "v11", 6, $k3),
+        )
+    };
+    (@one $r:literal, $sh:literal, $k:literal) => {
+        concat!(
+            "vsrl.vi ", $r, ", v1, ", $sh, "\n",
+            "vand.vi ", $r, ", ", $r, ", 3\n",
+            "vsll.vi v12, v2, ", $k, "\n",
+            "vmsgt.vi v0, v12, -1\n",
+            "vadd.vi ", $r, ", ", $r, ", -4, v0.t\n",
+        )
+    };
+    (@scale $i0:literal, $i1:literal, $i2:literal, $i3:literal) => {
+        concat!(
+            "lb {s}, ", $i0, "({sc})\n", "vwmacc.vx v24, {s}, v16\n",
+            "lb {s}, ", $i1, "({sc})\n", "vwmacc.vx v24, {s}, v18\n",
+            "lb {s}, ", $i2, "({sc})\n", "vwmacc.vx v24, {s}, v20\n",
+            "lb {s}, ", $i3, "({sc})\n", "vwmacc.vx v24, {s}, v22\n",
+        )
+    };
+}
+
+/// Q3_K weights · Q8_K activations (twin of `scalar::vec_dot_q3_k_q8_k`).
+pub fn vec_dot_q3_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (b, y) in w.chunks_exact(110).zip(a) {
+        let scales = q3k_scales(&b[96..108]);
+        let d = f16_at(b, 108) * y.d;
+        let isum: isize;
+        // SAFETY: reads bytes 0..96 of the block `b` (110 bytes), the 256 bytes of `y.qs` and the
+        // 16 bytes of `scales`; V present (reached only on harts with V); only vector registers,
+        // the named scalars and vl/vtype change.
+        unsafe {
+            kq_asm!(
+                [
+                    "vsetivli zero, 16, e32, m4, ta, ma",
+                    "vmv.v.i v24, 0",
+                    q3k_part!(32, 0, [0, 32, 64, 96], [7, 6, 5, 4], [0, 2, 4, 6]),
+                    q3k_part!(48, 16, [16, 48, 80, 112], [7, 6, 5, 4], [1, 3, 5, 7]),
+                    q3k_part!(64, 0, [128, 160, 192, 224], [3, 2, 1, 0], [8, 10, 12, 14]),
+                    q3k_part!(80, 16, [144, 176, 208, 240], [3, 2, 1, 0], [9, 11, 13, 15]),
+                    kq_sum!("vsetivli zero, 16, e32, m4, ta, ma", "v24", "v8"),
+                ],
+                b.as_ptr(),
+                y.qs.as_ptr(),
+                isum,
+                sc = in(reg) scales.as_ptr()
+            );
+        }
+        sumf += d * isum as i32 as f32;
+    }
+    sumf
+}
+
+/// Q2_K, half `h`, part `p`: into v24..v27 (e32, 16 lanes). `$q` = 16 + 32h + 16p, `$a*` = 128h +
+/// 32s + 16p, `$i*` = 8h + 2s + p (scale byte: low nibble). Bound per lane: 16 products of at
+/// most 3 · 128 · 15 = 5760: < 2^17.
+#[rustfmt::skip]
+macro_rules! q2k_part {
+    ($q:literal, [$a0:literal, $a1:literal, $a2:literal, $a3:literal], [$i0:literal, $i1:literal, $i2:literal, $i3:literal]) => {
+        concat!(
+            "vsetivli zero, 16, e8, m1, ta, ma\n",
+            "addi {p}, {b}, ", $q, "\n",
+            "vle8.v v1, ({p})\n",
+            "addi {p}, {y}, ", $a0, "\n", "vle8.v v4, ({p})\n",
+            "addi {p}, {y}, ", $a1, "\n", "vle8.v v5, ({p})\n",
+            "addi {p}, {y}, ", $a2, "\n", "vle8.v v6, ({p})\n",
+            "addi {p}, {y}, ", $a3, "\n", "vle8.v v7, ({p})\n",
+            "vand.vi v8, v1, 3\n",
+            "vsrl.vi v9, v1, 2\n",
+            "vand.vi v9, v9, 3\n",
+            "vsrl.vi v10, v1, 4\n",
+            "vand.vi v10, v10, 3\n",
+            "vsrl.vi v11, v1, 6\n",
+            "vwmul.vv v16, v8, v4\n",
+            "vwmul.vv v18, v9, v5\n",
+            "vwmul.vv v20, v10, v6\n",
+            "vwmul.vv v22, v11, v7\n",
+            "vsetivli zero, 16, e16, m2, ta, ma\n",
+            "lbu {s}, ", $i0, "({b})\n", "andi {s}, {s}, 15\n", "vwmacc.vx v24, {s}, v16\n",
+            "lbu {s}, ", $i1, "({b})\n", "andi {s}, {s}, 15\n", "vwmacc.vx v24, {s}, v18\n",
+            "lbu {s}, ", $i2, "({b})\n", "andi {s}, {s}, 15\n", "vwmacc.vx v24, {s}, v20\n",
+            "lbu {s}, ", $i3, "({b})\n", "andi {s}, {s}, 15\n", "vwmacc.vx v24, {s}, v22\n",
+        )
+    };
+}
+
+/// Q2_K weights · Q8_K activations (twin of `scalar::vec_dot_q2_k_q8_k`).
+pub fn vec_dot_q2_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (b, y) in w.chunks_exact(84).zip(a) {
+        let sc = &b[0..16];
+        let (d, dmin) = (f16_at(b, 80), f16_at(b, 82));
+        let mut summs = 0i32;
+        for j in 0..16 {
+            summs += y.bsums[j] as i32 * (sc[j] >> 4) as i32;
+        }
+        let isum: isize;
+        // SAFETY: reads bytes 0..80 of the block `b` (84 bytes) and the 256 bytes of `y.qs`; V
+        // present (reached only on harts with V); only vector registers, the named scalars and
+        // vl/vtype change.
+        unsafe {
+            kq_asm!(
+                [
+                    "vsetivli zero, 16, e32, m4, ta, ma",
+                    "vmv.v.i v24, 0",
+                    q2k_part!(16, [0, 32, 64, 96], [0, 2, 4, 6]),
+                    q2k_part!(32, [16, 48, 80, 112], [1, 3, 5, 7]),
+                    q2k_part!(48, [128, 160, 192, 224], [8, 10, 12, 14]),
+                    q2k_part!(64, [144, 176, 208, 240], [9, 11, 13, 15]),
+                    kq_sum!("vsetivli zero, 16, e32, m4, ta, ma", "v24", "v8"),
+                ],
+                b.as_ptr(),
+                y.qs.as_ptr(),
+                isum
+            );
+        }
+        sumf += (y.d * d) * isum as i32 as f32 - (y.d * dmin) * summs as f32;
+    }
+    sumf
+}
