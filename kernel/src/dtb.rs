@@ -24,3 +24,14 @@ pub fn timebase(addr: usize) -> Option<u64> {
     let p = cpus.property("timebase-frequency")?;
     p.as_usize().map(|v| v as u64)
 }
+
+/// The first hart's ISA string (`riscv,isa` of the first `/cpus/cpu@…` node), if present.
+pub fn riscv_isa(addr: usize) -> Option<&'static str> {
+    if addr == 0 {
+        return None;
+    }
+    // SAFETY: as in `ram`; the blob stays in place for the kernel's life.
+    let fdt = unsafe { fdt::Fdt::from_ptr(addr as *const u8) }.ok()?;
+    let cpu = fdt.cpus().next()?;
+    cpu.property("riscv,isa")?.as_str()
+}

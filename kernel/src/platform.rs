@@ -76,6 +76,7 @@ extern "C" fn lmboot_main(dtb_addr: usize, _core: usize) -> ! {
     unsafe { heap::init(kend, ram_end - kend) };
     println!("RAM {} MiB at {ram_base:#x}; kernel {} KiB; heap {} MiB", ram_size >> 20, (kend - kstart) >> 10, heap::free() >> 20);
 
+    crate::arch::detect_features(dtb_addr);
     start_cores();
 
     match board::BLOCK {

@@ -159,10 +159,13 @@ fn test(extra: &[String]) -> i32 {
     // The SIMD kernels against their scalar twins, and the KL rule on a SIMD build, under qemu-user
     // on the CPUs they are chosen for (extra arguments filter only the host run above).
     if extra.is_empty() {
-        for (what, args, cpu) in cross_runs() {
+        for (what, args, cpu, cases) in cross_runs() {
             eprintln!("xtask: {what} (QEMU_CPU={cpu})");
             let mut c = cargo();
             c.args(args).env("QEMU_CPU", cpu).env("LMBOOT_MODEL", &model);
+            if !cases.is_empty() {
+                c.env("LMBOOT_GOLDEN_CASES", cases);
+            }
             let (o, t) = run_tests(c);
             ok &= o;
             for i in 0..3 {
@@ -183,13 +186,20 @@ fn test(extra: &[String]) -> i32 {
 }
 
 /// Test runs for other architectures under qemu-user: (what, cargo arguments, QEMU_CPU).
-fn cross_runs() -> Vec<(&'static str, Vec<&'static str>, &'static str)> {
+fn cross_runs() -> Vec<(&'static str, Vec<&'static str>, &'static str, &'static str)> {
     let a64 = vec!["test", "--release", "-p", "inference", "--target", "aarch64-unknown-linux-gnu"];
     let golden = vec!["test", "--release", "-p", "lmboot-tests", "--target", "aarch64-unknown-linux-gnu", "--test", "golden_kl"];
+    let rv = vec!["test", "--release", "-p", "inference", "--target", "riscv64gc-unknown-linux-gnu"];
+    let rv_golden = vec!["test", "--release", "-p", "lmboot-tests", "--target", "riscv64gc-unknown-linux-gnu", "--test", "golden_kl"];
     vec![
-        ("NEON kernels vs scalar", a64.clone(), "cortex-a53"),
-        ("NEON+dotprod kernels vs scalar", a64, "cortex-a76"),
-        ("teacher-forced KL on the NEON build", golden, "cortex-a53"),
+        ("RVV kernels vs scalar, VLEN 128", rv.clone(), "rv64,v=true,vlen=128,elen=64", ""),
+        ("RVV kernels vs scalar, VLEN 256", rv.clone(), "rv64,v=true,vlen=256,elen=64", ""),
+        ("scalar fallback without V", rv, "rv64,v=false", ""),
+        // QEMU emulates RVV slowly (seconds per token): one golden case.
+        ("teacher-forced KL on the RVV build", rv_golden, "rv64,v=true,vlen=256,elen=64", "smollm2-once"),
+        ("NEON kernels vs scalar", a64.clone(), "cortex-a53", ""),
+        ("NEON+dotprod kernels vs scalar", a64, "cortex-a76", ""),
+        ("teacher-forced KL on the NEON build", golden, "cortex-a53", ""),
     ]
 }
 

@@ -62,7 +62,12 @@ pub fn boot(b: &Built, image: &Path, mem: Option<&str>, extra: &[String], limit:
 /// [`boot`] with a core count (`None`: the board's).
 pub fn boot_smp(b: &Built, image: &Path, mem: Option<&str>, smp: Option<u32>, extra: &[String], limit: Duration) -> (i32, String) {
     let opts = xtask::QemuOpts { mem: mem.map(String::from), smp, extra: extra.to_vec(), ..Default::default() };
-    let mut c = xtask::qemu_command(&b.board, &b.kernel, image, &opts);
+    boot_with(b, image, &opts, limit)
+}
+
+/// [`boot`] with any QEMU overrides.
+pub fn boot_with(b: &Built, image: &Path, opts: &xtask::QemuOpts, limit: Duration) -> (i32, String) {
+    let mut c = xtask::qemu_command(&b.board, &b.kernel, image, opts);
     c.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -32,6 +32,11 @@ pub fn cases() -> Vec<Case> {
         })
         .collect();
     names.sort();
+    // LMBOOT_GOLDEN_CASES=a,b limits the run (slow emulated targets check a subset).
+    if let Ok(only) = std::env::var("LMBOOT_GOLDEN_CASES") {
+        let only: Vec<&str> = only.split(',').collect();
+        names.retain(|n| only.contains(&n.as_str()));
+    }
     assert!(!names.is_empty(), "no golden cases in {}", dir.display());
     names.into_iter().map(|n| load(&n)).collect()
 }

@@ -144,3 +144,11 @@ pub fn spin_table_release(_cores: usize, _entry: usize) {}
 
 /// Width of the instruction counter read by `perf_counters` (instret is 64 bits wide.)
 pub const INSTRUCTION_COUNTER_BITS: u32 = 64;
+
+/// Enable the RVV kernels if the device tree says the harts have V.
+pub fn detect_features(dtb: usize) {
+    let isa = crate::dtb::riscv_isa(dtb);
+    let v = isa.is_some_and(inference::quant::rvv::isa_has_v);
+    inference::quant::rvv::set_available(v);
+    crate::println!("isa: {} (vector {})", isa.unwrap_or("unknown"), if v { "on" } else { "off" });
+}
