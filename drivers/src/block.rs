@@ -203,3 +203,137 @@ impl<D: BlockDevice> BlockDevice for CountingDevice<D> {
         self.inner.read_blocks(lba, buf)
     }
 }
+
+/// Retries failed reads: a transient error (a CRC error, a timeout) costs a retry, not the run. A
+/// read that fails `tries` times is reported with its LBA and the last cause. Bounded: at most
+/// `tries` attempts per request.
+#[derive(Debug, Clone)]
+pub struct Retry<D> {
+    inner: D,
+    tries: u32,
+    /// Reads that failed at least once and then succeeded.
+    pub recovered: u64,
+}
+
+impl<D> Retry<D> {
+    pub fn new(inner: D, tries: u32) -> Self {
+        Self { inner, tries: tries.max(1), recovered: 0 }
+    }
+    pub fn inner(&self) -> &D {
+        &self.inner
+    }
+    pub fn inner_mut(&mut self) -> &mut D {
+        &mut self.inner
+    }
+}
+
+/// A read that failed on every try.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryError<E> {
+    pub lba: u64,
+    pub blocks: u64,
+    pub tries: u32,
+    pub last: E,
+}
+
+impl<E: fmt::Display> fmt::Display for RetryError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "read of {} blocks at LBA {} failed {} times: {}", self.blocks, self.lba, self.tries, self.last)
+    }
+}
+
+impl<D: BlockDevice> BlockDevice for Retry<D> {
+    type Error = RetryError<D::Error>;
+
+    fn num_blocks(&self) -> u64 {
+        self.inner.num_blocks()
+    }
+
+    fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), Self::Error> {
+        let mut last = None;
+        for attempt in 0..self.tries {
+            match self.inner.read_blocks(lba, buf) {
+                Ok(()) => {
+                    if attempt > 0 {
+                        self.recovered += 1;
+                    }
+                    return Ok(());
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(RetryError { lba, blocks: (buf.len() / BLOCK_SIZE) as u64, tries: self.tries, last: last.expect("tries >= 1") })
+    }
+}
+
+/// A fault to inject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Every `every`-th request fails once with a CRC error (the retry succeeds).
+    TransientCrc { every: u64 },
+    /// Every `every`-th request fails once with a timeout.
+    TransientTimeout { every: u64 },
+    /// Any request touching this block fails, always.
+    BadBlock { lba: u64 },
+    /// After this many requests the card is gone: everything fails.
+    Vanish { after: u64 },
+}
+
+/// What a [`FaultyDevice`] reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FaultError<E> {
+    Injected { lba: u64, what: &'static str },
+    Device(E),
+}
+
+impl<E: fmt::Display> fmt::Display for FaultError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FaultError::Injected { lba, what } => write!(f, "{what} at LBA {lba}"),
+            FaultError::Device(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Injects [`Fault`]s into a device's reads (tests and fault drills).
+#[derive(Debug, Clone)]
+pub struct FaultyDevice<D> {
+    inner: D,
+    faults: alloc::vec::Vec<Fault>,
+    requests: u64,
+    /// Faults injected so far.
+    pub injected: u64,
+}
+
+impl<D> FaultyDevice<D> {
+    pub fn new(inner: D, faults: &[Fault]) -> Self {
+        Self { inner, faults: faults.to_vec(), requests: 0, injected: 0 }
+    }
+}
+
+impl<D: BlockDevice> BlockDevice for FaultyDevice<D> {
+    type Error = FaultError<D::Error>;
+
+    fn num_blocks(&self) -> u64 {
+        self.inner.num_blocks()
+    }
+
+    fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), Self::Error> {
+        self.requests += 1;
+        let n = self.requests;
+        let blocks = (buf.len() / BLOCK_SIZE) as u64;
+        for f in &self.faults {
+            let hit = match *f {
+                Fault::TransientCrc { every } => (every > 0 && n % every == 0).then_some((lba, "injected CRC error")),
+                Fault::TransientTimeout { every } => (every > 0 && n % every == 0).then_some((lba, "injected timeout")),
+                Fault::BadBlock { lba: bad } => (bad >= lba && bad < lba + blocks).then_some((bad, "injected bad block")),
+                Fault::Vanish { after } => (n > after).then_some((lba, "card removed")),
+            };
+            if let Some((at, what)) = hit {
+                self.injected += 1;
+                return Err(FaultError::Injected { lba: at, what });
+            }
+        }
+        self.inner.read_blocks(lba, buf).map_err(FaultError::Device)
+    }
+}

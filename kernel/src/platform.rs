@@ -83,7 +83,8 @@ extern "C" fn lmboot_main(dtb_addr: usize, _core: usize) -> ! {
         BlockKind::VirtioMmio => match crate::virtio::VirtioBlock::probe() {
             Some(dev) => {
                 println!("card: virtio-blk, {} MiB", dev.num_blocks() * 512 >> 20);
-                go(dev)
+                // Transient device errors cost a retry, not the run.
+                go(drivers::block::Retry::new(dev, 3))
             }
             None => {
                 println!("error: no virtio block device found (is the card image attached?)");
