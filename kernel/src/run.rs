@@ -236,6 +236,12 @@ where
         cache.resident_bytes() >> 20,
         cfg.page_bytes >> 10
     );
+    // Every weight finite (NaN/Inf in a scale would poison every token): one pass over the model.
+    let t_check = (env.clock_ns)();
+    let mut scratch = alloc::vec![0u8; 64 * 1024];
+    model.weights.check_finite(&cache, &mut scratch).map_err(|e| RunError::Model(e.to_string()))?;
+    drop(scratch);
+    let _ = writeln!(out, "weights checked: no NaN or infinity ({} ms)", ms((env.clock_ns)() - t_check));
 
     // Generate.
     if cfg.mode == Mode::Chat {

@@ -102,6 +102,8 @@ pub enum ModelError {
         tensor: String,
         index: usize,
     },
+    /// A block scale of a quantized tensor is NaN or infinite.
+    NonFiniteScale { tensor: String, block: u64 },
     /// No room left in the KV cache.
     ContextFull {
         ctx: usize,
@@ -148,6 +150,9 @@ impl fmt::Display for ModelError {
                     f,
                     "tensor {tensor:?} has type {ty}, which is not allowed there"
                 )
+            }
+            ModelError::NonFiniteScale { tensor, block } => {
+                write!(f, "tensor {tensor:?}: block {block} has a NaN or infinite scale")
             }
             ModelError::NonFinite { tensor, index } => {
                 write!(
@@ -468,5 +473,69 @@ impl Weights {
             output,
             layers,
         })
+    }
+}
+
+/// Byte offsets of the f16 scale fields in one block of `ty` (empty for float types).
+fn scale_fields(ty: GgmlType) -> &'static [usize] {
+    match ty {
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4K | GgmlType::Q5K => &[0, 2],
+        GgmlType::Q2K => &[80, 82],
+        GgmlType::Q3K => &[108],
+        GgmlType::Q6K => &[208],
+        GgmlType::F32 | GgmlType::F16 | GgmlType::Bf16 => &[],
+    }
+}
+
+fn f16_finite(b: &[u8], at: usize) -> bool {
+    u16::from_le_bytes([b[at], b[at + 1]]) & 0x7c00 != 0x7c00
+}
+
+/// Check that tensor `t` holds no NaN or infinity: every value of a float tensor, every block scale
+/// of a quantized one. Reads the tensor through `src` in chunks of `scratch`.
+pub fn check_finite<S: Storage + ?Sized>(src: &S, t: &TensorInfo, scratch: &mut [u8]) -> Result<(), ModelError> {
+    let bb = t.ty.block_bytes();
+    if scratch.len() < bb {
+        return Err(ModelError::Matvec(alloc::format!("scratch of {} bytes is smaller than a block", scratch.len())));
+    }
+    let chunk = scratch.len() / bb * bb;
+    let mut done = 0u64;
+    while done < t.size {
+        let n = (chunk as u64).min(t.size - done) as usize;
+        let buf = &mut scratch[..n];
+        src.read_at(t.offset + done, buf)?;
+        for (i, b) in buf.chunks_exact(bb).enumerate() {
+            let block = done / bb as u64 + i as u64;
+            let ok = match t.ty {
+                GgmlType::F32 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]).is_finite(),
+                GgmlType::F16 => f16_finite(b, 0),
+                GgmlType::Bf16 => u16::from_le_bytes([b[0], b[1]]) & 0x7f80 != 0x7f80,
+                ty => scale_fields(ty).iter().all(|&at| f16_finite(b, at)),
+            };
+            if !ok {
+                return Err(match t.ty {
+                    GgmlType::F32 | GgmlType::F16 | GgmlType::Bf16 => {
+                        ModelError::NonFinite { tensor: t.name.clone(), index: block as usize }
+                    }
+                    _ => ModelError::NonFiniteScale { tensor: t.name.clone(), block },
+                });
+            }
+        }
+        done += n as u64;
+    }
+    Ok(())
+}
+
+impl Weights {
+    /// [`check_finite`] over every matrix and the embedding table (each tensor once).
+    pub fn check_finite<S: Storage + ?Sized>(&self, src: &S, scratch: &mut [u8]) -> Result<(), ModelError> {
+        let mut seen = alloc::collections::BTreeSet::new();
+        for t in self.matrices().chain(core::iter::once(&self.token_embd)) {
+            if seen.insert(t.offset) {
+                check_finite(src, t, scratch)?;
+            }
+        }
+        Ok(())
     }
 }
