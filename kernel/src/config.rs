@@ -44,6 +44,9 @@ pub struct Config {
     pub kernels: String,
     /// Benchmarking: run an N-core split on one core, counting each core's share of every job.
     pub measure_cores: Option<usize>,
+    /// Diagnostics: `panic` or `exception` stops the run that way after loading, to check that the
+    /// board reports faults (location on the UART, non-zero exit).
+    pub selftest: Option<String>,
 }
 
 impl Default for Config {
@@ -61,6 +64,7 @@ impl Default for Config {
             special: true,
             kernels: "auto".into(),
             measure_cores: None,
+            selftest: None,
         }
     }
 }
@@ -130,7 +134,7 @@ impl fmt::Display for ConfigError {
     }
 }
 
-const KNOWN: &str = "model, prompt, mode, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, cache, page, cores, special, kernels, measure_cores";
+const KNOWN: &str = "model, prompt, mode, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, cache, page, cores, special, kernels, measure_cores, selftest";
 
 fn bad(line: usize, key: &str, value: &str, allowed: &'static str) -> ConfigError {
     ConfigError {
@@ -351,6 +355,12 @@ impl Config {
                         return Err(bad(line, key, v, "auto, scalar, neon, neon-dotprod or rvv"));
                     }
                     c.kernels = v.into();
+                }
+                "selftest" => {
+                    if !["none", "panic", "exception"].contains(&v) {
+                        return Err(bad(line, key, v, "none, panic or exception"));
+                    }
+                    c.selftest = (v != "none").then(|| v.into());
                 }
                 "measure_cores" => c.measure_cores = Some(int(line, key, v, 1, 16, "1 to 16")? as usize),
                 "special" => {

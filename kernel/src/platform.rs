@@ -131,6 +131,7 @@ fn go<D: BlockDevice + Send>(dev: D) -> ! {
         instructions: Some((&instructions, crate::arch::INSTRUCTION_COUNTER_BITS)),
         pool: &crate::smp::CorePool,
         set_cores: Some(&|n| crate::smp::CorePool::set_active(n.unwrap_or(usize::MAX))),
+        raise_exception: Some(crate::arch::raise_exception),
         kernels: inference::Kernels::best(),
     };
     match kernel::run::run(dev, &mut UartConsole, &env) {

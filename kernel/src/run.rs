@@ -59,6 +59,8 @@ pub struct Env<'a, P: Parallel + ?Sized> {
     pub kernels: Kernels,
     /// Choose how many cores work (`None` = all); returns how many will.
     pub set_cores: Option<&'a dyn Fn(Option<usize>) -> usize>,
+    /// Raise a CPU exception (an access to unmapped memory), for `selftest = exception`.
+    pub raise_exception: Option<fn()>,
 }
 
 impl<P: Parallel + ?Sized> fmt::Debug for Env<'_, P> {
@@ -242,6 +244,21 @@ where
     model.weights.check_finite(&cache, &mut scratch).map_err(|e| RunError::Model(e.to_string()))?;
     drop(scratch);
     let _ = writeln!(out, "weights checked: no NaN or infinity ({} ms)", ms((env.clock_ns)() - t_check));
+
+    match cfg.selftest.as_deref() {
+        Some("panic") => {
+            let _ = writeln!(out, "selftest: panicking on purpose");
+            panic!("selftest: a deliberate panic");
+        }
+        Some("exception") => {
+            let _ = writeln!(out, "selftest: raising an exception on purpose");
+            if let Some(f) = env.raise_exception {
+                f();
+            }
+            return Err(RunError::Config("selftest = exception: this platform cannot raise one".into()));
+        }
+        _ => {}
+    }
 
     // Generate.
     if cfg.mode == Mode::Chat {

@@ -56,3 +56,16 @@ fn riscv_bad_boot_sector_is_a_clear_error() {
     assert_eq!(code, 1, "{uart}");
     assert!(uart.contains("error: card: FAT: LBA 2048: boot signature"), "{uart}");
 }
+
+/// A trap is reported with scause, sepc and stval, and QEMU exits non-zero.
+#[test]
+fn riscv_traps_are_reported() {
+    let b = built(BOARD);
+    let model = common::model_path();
+    let s = xtask::Settings { selftest: Some("exception".into()), n: 1, ..Default::default() };
+    let img = make_card(b, "riscv-selftest", &s, &model);
+    let (code, uart) = boot(b, &img, None, &[], LIMIT);
+    assert_eq!(code, 2, "{uart}");
+    assert!(uart.contains("*** trap: exception 5: scause 0x5"), "{uart}");
+    assert!(uart.contains("stval 0x8"), "{uart}");
+}

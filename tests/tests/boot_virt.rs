@@ -112,3 +112,23 @@ fn less_ram_than_the_model_gives_the_same_tokens() {
     assert!(streamed > 100_000_000, "the model should have streamed: {streamed} bytes read");
     assert_eq!(generated(&uart), want);
 }
+
+/// A panic and a CPU exception are reported on the UART with their location and end QEMU with a
+/// non-zero status (`selftest` in lmboot.txt triggers them after loading).
+#[test]
+fn panics_and_exceptions_are_reported() {
+    let b = built("qemu-virt-aarch64");
+    let model = common::model_path();
+    for (what, code, needles) in [
+        ("panic", 3, vec!["*** panic at kernel/src/run.rs:", "selftest: a deliberate panic"]),
+        ("exception", 2, vec!["*** exception: sync from EL1", "ESR_EL1 0x96", "FAR_EL1 0x8000000000"]),
+    ] {
+        let s = xtask::Settings { selftest: Some(what.into()), n: 1, ..Default::default() };
+        let img = make_image(&format!("virt-selftest-{what}"), &s, &model);
+        let (c, uart) = boot(b, &img, None, &[], LIMIT);
+        assert_eq!(c, code, "{what}: {uart}");
+        for n in needles {
+            assert!(uart.contains(n), "{what}: no {n:?} in:\n{uart}");
+        }
+    }
+}

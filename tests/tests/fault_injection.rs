@@ -72,6 +72,7 @@ fn boot<D: BlockDevice + Send>(dev: D) -> (Result<(), String>, String) {
         pool: &SingleThread,
         kernels: Kernels::best(),
         set_cores: None,
+        raise_exception: None,
     };
     let mut con = Capture(vec![]);
     let r = run(dev, &mut con, &env).map_err(|e| e.to_string());

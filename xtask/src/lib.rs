@@ -339,6 +339,8 @@ pub struct Settings {
     pub measure_cores: Option<usize>,
     /// Cores the kernel uses (`None` = all).
     pub cores: Option<usize>,
+    /// Diagnostics: `panic` or `exception` (see `lmboot.txt`'s `selftest`).
+    pub selftest: Option<String>,
 }
 
 impl Default for Settings {
@@ -358,6 +360,7 @@ impl Default for Settings {
             kernels: "auto".into(),
             measure_cores: None,
             cores: None,
+            selftest: None,
         }
     }
 }
@@ -386,6 +389,7 @@ impl Settings {
                 "--ctx" => s.ctx = val()?.parse().map_err(|_| "--ctx needs a number")?,
                 "--cache" => s.cache = val()?,
                 "--kernels" => s.kernels = val()?,
+                "--selftest" => s.selftest = Some(val()?),
                 "--cores" => s.cores = Some(val()?.parse().map_err(|_| "--cores needs a number")?),
                 "--measure-cores" => s.measure_cores = Some(val()?.parse().map_err(|_| "--measure-cores needs a number")?),
                 "--no-special" => s.special = false,
@@ -443,6 +447,9 @@ impl Settings {
             self.special,
             self.kernels
         );
+        if let Some(st) = &self.selftest {
+            t.push_str(&format!("selftest = {st}\n"));
+        }
         if let Some(n) = self.cores {
             t.push_str(&format!("cores = {n}\n"));
         }

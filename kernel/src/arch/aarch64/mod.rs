@@ -176,3 +176,9 @@ pub const INSTRUCTION_COUNTER_BITS: u32 = 32;
 
 /// Nothing to do: the kernel set reads ID_AA64ISAR0_EL1 itself.
 pub fn detect_features(_dtb: usize) {}
+
+/// Read an address outside the identity map (T0SZ = 25: 512 GiB): a translation fault.
+pub fn raise_exception() {
+    // SAFETY: deliberately faults; the exception handler reports it and stops the machine.
+    unsafe { core::ptr::read_volatile(0x80_0000_0000 as *const u64) };
+}

@@ -152,3 +152,9 @@ pub fn detect_features(dtb: usize) {
     inference::quant::rvv::set_available(v);
     crate::println!("isa: {} (vector {})", isa.unwrap_or("unknown"), if v { "on" } else { "off" });
 }
+
+/// Read an address below RAM, where nothing answers: a load access fault.
+pub fn raise_exception() {
+    // SAFETY: deliberately faults; the exception handler reports it and stops the machine.
+    unsafe { core::ptr::read_volatile(0x8 as *const u64) };
+}
