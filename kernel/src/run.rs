@@ -414,8 +414,9 @@ where
 
     let after = cache.stats();
     let gen = report.generated.max(1) as u64;
-    // Per token: what the forward pass that produced it cost the cache.
-    for (i, w) in per_tok.windows(2).enumerate().take(64) {
+    // Per token: what the forward pass that produced it cost the cache (when the model streams).
+    let streams = per_tok.first().zip(per_tok.last()).is_some_and(|(a, b)| b.bytes_read > a.bytes_read);
+    for (i, w) in per_tok.windows(2).enumerate().take(if streams { 64 } else { 0 }) {
         let (a, b) = (w[0], w[1]);
         let _ = writeln!(
             out,
