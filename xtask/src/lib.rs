@@ -42,7 +42,7 @@ pub fn cache_dir() -> PathBuf {
     }
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp"));
+        .unwrap_or_else(std::env::temp_dir);
     home.join(".cache").join("lmboot")
 }
 
