@@ -7,8 +7,14 @@
 //! - [`fat`]: a read-only FAT32 reader (`#![forbid(unsafe_code)]`) that mounts an MBR-partitioned or
 //!   bare volume, finds a file by path and resolves it to extents of device blocks.
 //!
-//! UART drivers (PL011, NS16550) and the block drivers themselves are filled in by later issues
-//! (see README "Status").
+//! - [`sdhci`]: the polled SD host controller driver (Raspberry Pi EMMC / EMMC2), read-only, with
+//!   every wait bounded; tested against a register-level simulator.
+//! - [`uart`]: PL011 and NS16550A serial ports.
+//! - [`bcm2835`]: the VideoCore mailbox and GPIO function select of the Raspberry Pi SoCs.
+//!
+//! The block layer also has [`block::Retry`] (transient errors cost a retry) and
+//! [`block::FaultyDevice`] (fault injection for tests). virtio-blk comes from the `virtio-drivers`
+//! crate, glued in the kernel.
 #![no_std]
 
 extern crate alloc;

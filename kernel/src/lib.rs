@@ -2,8 +2,13 @@
 //! mode switch → FP/SIMD on → BSS cleared → MMU and caches → heap → secondary cores → mount the card
 //! → page cache → model → generation loop → power off.
 //!
-//! This library holds the kernel's portable logic (page cache, configuration, the run), which builds
-//! and is tested on the host; the architecture and board code joins it in the boot issues.
+//! This library holds the kernel's portable logic, which builds and is tested on the host: the page
+//! cache ([`pagecache`]), the configuration file ([`config`]), the run from mounting the card to the
+//! stats line ([`run`]), and per-core instruction measurement ([`measure`]). The binary (`main.rs`)
+//! adds what only runs on a board: the architecture folders (`arch/aarch64`, `arch/riscv64`: entry,
+//! exception level or mode, MMU or bare mode, traps, counters, power), the board constants generated
+//! from `boards/*.toml`, the console, heap, worker pool on all cores (`smp.rs`), and the glue to the
+//! block drivers (virtio-blk, SDHCI).
 #![cfg_attr(not(test), no_std)]
 
 extern crate alloc;
