@@ -35,7 +35,7 @@ fn riscv_without_v_falls_back_to_scalar() {
     let s = xtask::Settings { prompt: "Once upon a time".into(), n: 6, ..Default::default() };
     let want = host_text(b, &model, &s);
     let img = make_card(b, "riscv-novector", &s, &model);
-    let opts = xtask::QemuOpts { cpu: Some("rv64,v=false".into()), ..Default::default() };
+    let opts = xtask::QemuOpts { cpu: Some("rv64,v=false".into()), smp: Some(1), ..Default::default() };
     let (code, scalar) = common::boot::boot_with(b, &img, &opts, LIMIT);
     assert_eq!(code, 0, "{scalar}");
     assert!(scalar.contains("kernels scalar"), "{scalar}");

@@ -67,34 +67,59 @@ pub fn boot_smp(b: &Built, image: &Path, mem: Option<&str>, smp: Option<u32>, ex
 
 /// [`boot`] with any QEMU overrides.
 pub fn boot_with(b: &Built, image: &Path, opts: &xtask::QemuOpts, limit: Duration) -> (i32, String) {
+    // Firmware (OpenSBI) has been seen to hang before reaching the kernel, rarely and only under
+    // heavy load; a boot whose kernel has not printed its banner within this time is tried again.
+    const START_LIMIT: Duration = Duration::from_secs(120);
+    for attempt in 1..=2 {
+        match boot_once(b, image, opts, limit, START_LIMIT) {
+            Some(r) => return r,
+            None => eprintln!("boot attempt {attempt}: no kernel banner within {START_LIMIT:?} (firmware hang); retrying"),
+        }
+    }
+    panic!("the kernel never started (firmware hung twice)");
+}
+
+/// One boot; `None` if the kernel's banner did not appear within `start_limit`.
+fn boot_once(b: &Built, image: &Path, opts: &xtask::QemuOpts, limit: Duration, start_limit: Duration) -> Option<(i32, String)> {
     let mut c = xtask::qemu_command(&b.board, &b.kernel, image, opts);
-    c.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = c
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting QEMU: {e} (run `cargo xtask setup`)"));
+    c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap_or_else(|e| panic!("starting QEMU: {e} (run `cargo xtask setup`)"));
     let mut stdout = child.stdout.take().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = seen.clone();
     let reader = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = stdout.read_to_end(&mut v);
-        v
+        let mut buf = [0u8; 4096];
+        loop {
+            match stdout.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => sink.lock().unwrap().extend_from_slice(&buf[..n]),
+            }
+        }
     });
     let start = Instant::now();
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
+        let started = String::from_utf8_lossy(&seen.lock().unwrap()).contains("lmboot 0.1.0 on");
+        if !started && start.elapsed() > start_limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = reader.join();
+            return None;
+        }
         if start.elapsed() > limit {
             let _ = child.kill();
             let _ = child.wait();
-            let out = String::from_utf8_lossy(&reader.join().unwrap()).into_owned();
+            let _ = reader.join();
+            let out = String::from_utf8_lossy(&seen.lock().unwrap()).into_owned();
             panic!("QEMU did not finish within {limit:?}; UART so far:\n{out}");
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    let out = String::from_utf8_lossy(&reader.join().unwrap()).replace("\r\n", "\n");
-    (status.code().unwrap_or(-1), out)
+    let _ = reader.join();
+    let out = String::from_utf8_lossy(&seen.lock().unwrap()).replace("\r\n", "\n");
+    Some((status.code().unwrap_or(-1), out))
 }
 
 /// The generated text between the kernel's markers.
