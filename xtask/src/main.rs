@@ -154,7 +154,7 @@ fn test(extra: &[String]) -> i32 {
         }
     };
     let mut c = cargo();
-    c.args(["test", "--workspace"]).args(extra).env("LMBOOT_MODEL", &model);
+    c.args(["test", "--workspace", "--no-fail-fast"]).args(extra).env("LMBOOT_MODEL", &model);
     let (mut ok, mut totals) = run_tests(c);
     // The SIMD kernels against their scalar twins, and the KL rule on a SIMD build, under qemu-user
     // on the CPUs they are chosen for (extra arguments filter only the host run above).
