@@ -32,7 +32,9 @@ pub fn gguf(data: &[u8]) {
 /// The FAT32 reader over an in-memory card: mount, list, open and read.
 pub fn fat(data: &[u8]) {
     let mut dev = RamDisk::new(data);
-    let Ok(vol) = Volume::mount(&mut dev) else { return };
+    let Ok(vol) = Volume::mount(&mut dev) else {
+        return;
+    };
     if let Ok(entries) = vol.list_dir(&mut dev, "/") {
         for e in entries.iter().take(16) {
             let path = format!("/{}", e.name);
@@ -48,8 +50,10 @@ pub fn fat(data: &[u8]) {
 }
 
 fn load(name: &str) -> Tokenizer {
-    let dir = std::env::var("LMBOOT_SHARED").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared").into());
-    let bytes = std::fs::read(format!("{dir}/fixtures/vocab/{name}")).expect("vocab fixture (set LMBOOT_SHARED)");
+    let dir = std::env::var("LMBOOT_SHARED")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared").into());
+    let bytes = std::fs::read(format!("{dir}/fixtures/vocab/{name}"))
+        .expect("vocab fixture (set LMBOOT_SHARED)");
     let src = SliceStorage::new(&bytes);
     let g = Gguf::open(&src).expect("vocab GGUF");
     Tokenizer::from_gguf(&g, &src).expect("vocab tokenizer")
@@ -57,13 +61,20 @@ fn load(name: &str) -> Tokenizer {
 
 fn toks() -> &'static [Tokenizer; 2] {
     static T: OnceLock<[Tokenizer; 2]> = OnceLock::new();
-    T.get_or_init(|| [load("ggml-vocab-gpt-2.gguf"), load("ggml-vocab-llama-spm.gguf")])
+    T.get_or_init(|| {
+        [
+            load("ggml-vocab-gpt-2.gguf"),
+            load("ggml-vocab-llama-spm.gguf"),
+        ]
+    })
 }
 
 /// Both tokenizers: the first byte picks GPT-2 BPE or SentencePiece and the flags; the rest is
 /// text to encode and decode, and then token ids for the streaming decoder.
 pub fn tokenizer(data: &[u8]) {
-    let Some((&sel, rest)) = data.split_first() else { return };
+    let Some((&sel, rest)) = data.split_first() else {
+        return;
+    };
     let tok = &toks()[(sel & 1) as usize];
     if let Ok(ids) = tok.encode_bytes(rest, sel & 4 != 0, sel & 2 != 0) {
         let _ = tok.decode(&ids);
@@ -71,7 +82,8 @@ pub fn tokenizer(data: &[u8]) {
     let mut dec = StreamDecoder::new();
     let mut out = String::new();
     for c in rest.chunks(2) {
-        let id = u16::from_le_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32 % tok.vocab_size() as u32;
+        let id =
+            u16::from_le_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32 % tok.vocab_size() as u32;
         dec.push(tok.token_to_piece(id), |s| out.push_str(s));
     }
     dec.finish(|s| out.push_str(s));

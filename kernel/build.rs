@@ -124,7 +124,12 @@ fn main() {
     let ints = |t: &toml::Table, k: &str| -> Vec<u64> {
         t.get(k)
             .and_then(|v| v.as_array())
-            .map(|a| a.iter().filter_map(|v| v.as_integer()).map(|v| v as u64).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_integer())
+                    .map(|v| v as u64)
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let opt = |t: &toml::Table, k: &str| t.get(k).and_then(|v| v.as_integer()).unwrap_or(0) as u64;
@@ -138,11 +143,34 @@ fn main() {
     }
     writeln!(o, "pub const BLOCK_BASES: &[usize] = &{bases:#x?};").unwrap();
     writeln!(o, "pub const BLOCK_CLOCK_IDS: &[u32] = &{clock_ids:?};").unwrap();
-    writeln!(o, "pub const BLOCK_STRIDE: usize = {:#x};", opt(&block, "stride")).unwrap();
-    writeln!(o, "pub const BLOCK_COUNT: usize = {};", block.get("count").and_then(|v| v.as_integer()).unwrap_or(1)).unwrap();
-    writeln!(o, "pub const MAILBOX_BASE: usize = {:#x};", opt(&t, "mailbox_base")).unwrap();
-    writeln!(o, "pub const GPIO_BASE: usize = {:#x};", opt(&t, "gpio_base")).unwrap();
-    let gpio_kind = t.get("gpio_kind").and_then(|v| v.as_str()).unwrap_or("bcm2835");
+    writeln!(
+        o,
+        "pub const BLOCK_STRIDE: usize = {:#x};",
+        opt(&block, "stride")
+    )
+    .unwrap();
+    writeln!(
+        o,
+        "pub const BLOCK_COUNT: usize = {};",
+        block.get("count").and_then(|v| v.as_integer()).unwrap_or(1)
+    )
+    .unwrap();
+    writeln!(
+        o,
+        "pub const MAILBOX_BASE: usize = {:#x};",
+        opt(&t, "mailbox_base")
+    )
+    .unwrap();
+    writeln!(
+        o,
+        "pub const GPIO_BASE: usize = {:#x};",
+        opt(&t, "gpio_base")
+    )
+    .unwrap();
+    let gpio_kind = t
+        .get("gpio_kind")
+        .and_then(|v| v.as_str())
+        .unwrap_or("bcm2835");
     writeln!(o, "pub const GPIO_KIND: drivers::bcm2835::gpio::GpioKind = drivers::bcm2835::gpio::GpioKind::{};", camel(gpio_kind)).unwrap();
     // Built to run under QEMU: power off through semihosting so the exit status reaches the host.
     let qemu = env::var("LMBOOT_QEMU").map(|v| v == "1").unwrap_or(false);
@@ -165,7 +193,12 @@ fn main() {
     }
     writeln!(o, "];").unwrap();
     writeln!(o, "pub const STACK_SIZE: usize = {STACK_SIZE:#x};").unwrap();
-    writeln!(o, "pub const TEST_FINISHER: usize = {:#x};", opt(&t, "test_finisher")).unwrap();
+    writeln!(
+        o,
+        "pub const TEST_FINISHER: usize = {:#x};",
+        opt(&t, "test_finisher")
+    )
+    .unwrap();
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
     fs::write(out.join("board.rs"), o).unwrap();
 

@@ -32,6 +32,46 @@ pub trait BlockDevice {
     /// Read `buf.len() / 512` consecutive blocks starting at `lba` (`buf.len()` a multiple of 512); a
     /// driver issues this as one multi-block request where it can.
     fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), Self::Error>;
+
+    /// Read requests the device can keep in flight at once ([`BlockDevice::submit_read`] returning
+    /// [`Submitted::Queued`]); 0 for a device that only reads synchronously.
+    fn queue_depth(&self) -> usize {
+        0
+    }
+
+    /// Start reading `len / 512` blocks at `lba` into the `len` bytes at `buf`. A synchronous device
+    /// (the default) reads them now and answers [`Submitted::Done`]; a queued one (virtio-blk)
+    /// answers [`Submitted::Queued`] with a tag that [`BlockDevice::poll_read`] reports when the
+    /// data is there, and the caller goes on computing meanwhile.
+    ///
+    /// # Safety
+    /// `buf .. buf + len` must be valid for writes, and, when the answer is `Queued`, neither read nor
+    /// written nor freed until `poll_read` has reported the tag (the device writes it meanwhile).
+    unsafe fn submit_read(
+        &mut self,
+        lba: u64,
+        buf: *mut u8,
+        len: usize,
+    ) -> Result<Submitted, Self::Error> {
+        // SAFETY: the caller guarantees `buf` is valid for `len` bytes of writes.
+        let b = unsafe { core::slice::from_raw_parts_mut(buf, len) };
+        self.read_blocks(lba, b)?;
+        Ok(Submitted::Done)
+    }
+
+    /// A queued read that has finished, if any: its tag and outcome. Never blocks.
+    fn poll_read(&mut self) -> Option<(u16, Result<(), Self::Error>)> {
+        None
+    }
+}
+
+/// What [`BlockDevice::submit_read`] did with a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Submitted {
+    /// The data is in the buffer already.
+    Done,
+    /// In flight; [`BlockDevice::poll_read`] reports this tag when it finishes.
+    Queued(u16),
 }
 
 impl<D: BlockDevice + ?Sized> BlockDevice for &mut D {
@@ -43,6 +83,24 @@ impl<D: BlockDevice + ?Sized> BlockDevice for &mut D {
 
     fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), Self::Error> {
         (**self).read_blocks(lba, buf)
+    }
+
+    fn queue_depth(&self) -> usize {
+        (**self).queue_depth()
+    }
+
+    unsafe fn submit_read(
+        &mut self,
+        lba: u64,
+        buf: *mut u8,
+        len: usize,
+    ) -> Result<Submitted, Self::Error> {
+        // SAFETY: the caller's guarantee, passed on.
+        unsafe { (**self).submit_read(lba, buf, len) }
+    }
+
+    fn poll_read(&mut self) -> Option<(u16, Result<(), Self::Error>)> {
+        (**self).poll_read()
     }
 }
 
@@ -217,7 +275,11 @@ pub struct Retry<D> {
 
 impl<D> Retry<D> {
     pub fn new(inner: D, tries: u32) -> Self {
-        Self { inner, tries: tries.max(1), recovered: 0 }
+        Self {
+            inner,
+            tries: tries.max(1),
+            recovered: 0,
+        }
     }
     pub fn inner(&self) -> &D {
         &self.inner
@@ -238,7 +300,11 @@ pub struct RetryError<E> {
 
 impl<E: fmt::Display> fmt::Display for RetryError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "read of {} blocks at LBA {} failed {} times: {}", self.blocks, self.lba, self.tries, self.last)
+        write!(
+            f,
+            "read of {} blocks at LBA {} failed {} times: {}",
+            self.blocks, self.lba, self.tries, self.last
+        )
     }
 }
 
@@ -262,7 +328,46 @@ impl<D: BlockDevice> BlockDevice for Retry<D> {
                 Err(e) => last = Some(e),
             }
         }
-        Err(RetryError { lba, blocks: (buf.len() / BLOCK_SIZE) as u64, tries: self.tries, last: last.expect("tries >= 1") })
+        Err(RetryError {
+            lba,
+            blocks: (buf.len() / BLOCK_SIZE) as u64,
+            tries: self.tries,
+            last: last.expect("tries >= 1"),
+        })
+    }
+
+    // Queued reads pass straight through: a failed one is reported once (`tries: 1`), and its
+    // caller (the page cache) reads it again synchronously, which retries.
+    fn queue_depth(&self) -> usize {
+        self.inner.queue_depth()
+    }
+
+    unsafe fn submit_read(
+        &mut self,
+        lba: u64,
+        buf: *mut u8,
+        len: usize,
+    ) -> Result<Submitted, Self::Error> {
+        // SAFETY: the caller's guarantee, passed on.
+        unsafe { self.inner.submit_read(lba, buf, len) }.map_err(|last| RetryError {
+            lba,
+            blocks: (len / BLOCK_SIZE) as u64,
+            tries: 1,
+            last,
+        })
+    }
+
+    fn poll_read(&mut self) -> Option<(u16, Result<(), Self::Error>)> {
+        let (tag, r) = self.inner.poll_read()?;
+        Some((
+            tag,
+            r.map_err(|last| RetryError {
+                lba: 0,
+                blocks: 0,
+                tries: 1,
+                last,
+            }),
+        ))
     }
 }
 
@@ -307,7 +412,12 @@ pub struct FaultyDevice<D> {
 
 impl<D> FaultyDevice<D> {
     pub fn new(inner: D, faults: &[Fault]) -> Self {
-        Self { inner, faults: faults.to_vec(), requests: 0, injected: 0 }
+        Self {
+            inner,
+            faults: faults.to_vec(),
+            requests: 0,
+            injected: 0,
+        }
     }
 }
 
@@ -324,9 +434,15 @@ impl<D: BlockDevice> BlockDevice for FaultyDevice<D> {
         let blocks = (buf.len() / BLOCK_SIZE) as u64;
         for f in &self.faults {
             let hit = match *f {
-                Fault::TransientCrc { every } => (every > 0 && n % every == 0).then_some((lba, "injected CRC error")),
-                Fault::TransientTimeout { every } => (every > 0 && n % every == 0).then_some((lba, "injected timeout")),
-                Fault::BadBlock { lba: bad } => (bad >= lba && bad < lba + blocks).then_some((bad, "injected bad block")),
+                Fault::TransientCrc { every } => {
+                    (every > 0 && n % every == 0).then_some((lba, "injected CRC error"))
+                }
+                Fault::TransientTimeout { every } => {
+                    (every > 0 && n % every == 0).then_some((lba, "injected timeout"))
+                }
+                Fault::BadBlock { lba: bad } => {
+                    (bad >= lba && bad < lba + blocks).then_some((bad, "injected bad block"))
+                }
                 Fault::Vanish { after } => (n > after).then_some((lba, "card removed")),
             };
             if let Some((at, what)) = hit {

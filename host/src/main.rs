@@ -185,7 +185,10 @@ fn run<S: Storage + Sync>(args: &Args, src: &S) -> Result<(), String> {
     }
     let t_load = Instant::now();
     let model = Model::load(&g, src).map_err(|e| e.to_string())?;
-    model.weights.check_finite(src, &mut vec![0u8; 64 * 1024]).map_err(|e| e.to_string())?;
+    model
+        .weights
+        .check_finite(src, &mut vec![0u8; 64 * 1024])
+        .map_err(|e| e.to_string())?;
     let tok = Tokenizer::from_gguf(&g, src).map_err(|e| e.to_string())?;
     let ctx = args.ctx.min(model.config.train_ctx);
     let mut st = RunState::new(&model, ctx, args.threads).map_err(|e| e.to_string())?;

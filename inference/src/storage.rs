@@ -62,6 +62,14 @@ pub trait Storage {
         let _ = (offset, len);
         None
     }
+
+    /// A hint: the bytes at `offset .. offset + len` will be read soon (the forward pass announces
+    /// the next tensors). A source that can read in the background (the kernel's page cache over
+    /// virtio-blk) starts reading them; the default ignores it. Never an error: a wrong hint costs
+    /// only the read-ahead it caused.
+    fn prefetch(&self, offset: u64, len: u64) {
+        let _ = (offset, len);
+    }
 }
 
 /// Check that `offset .. offset + len` lies within `size`, as every implementation must.
@@ -112,6 +120,9 @@ impl<T: Storage + ?Sized> Storage for &T {
     }
     fn resident(&self, offset: u64, len: usize) -> Option<&[u8]> {
         (**self).resident(offset, len)
+    }
+    fn prefetch(&self, offset: u64, len: u64) {
+        (**self).prefetch(offset, len)
     }
 }
 

@@ -36,6 +36,9 @@ pub struct Config {
     /// Page-cache bytes; `None` = all free RAM after the other buffers.
     pub cache_bytes: Option<u64>,
     pub page_bytes: usize,
+    /// Page-cache pages read ahead of the forward pass (0 = off) when the card is read through a
+    /// request queue (virtio-blk).
+    pub readahead: usize,
     /// Cores to use; `None` = all.
     pub cores: Option<usize>,
     /// Parse special-token text (`<|im_start|>`) in the prompt.
@@ -60,6 +63,7 @@ impl Default for Config {
             ctx: 512,
             cache_bytes: None,
             page_bytes: 256 * 1024,
+            readahead: crate::pagecache::DEFAULT_READAHEAD,
             cores: None,
             special: true,
             kernels: "auto".into(),
@@ -134,7 +138,7 @@ impl fmt::Display for ConfigError {
     }
 }
 
-const KNOWN: &str = "model, prompt, mode, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, cache, page, cores, special, kernels, measure_cores, selftest";
+const KNOWN: &str = "model, prompt, mode, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, cache, page, readahead, cores, special, kernels, measure_cores, selftest";
 
 fn bad(line: usize, key: &str, value: &str, allowed: &'static str) -> ConfigError {
     ConfigError {
@@ -362,7 +366,23 @@ impl Config {
                     }
                     c.selftest = (v != "none").then(|| v.into());
                 }
-                "measure_cores" => c.measure_cores = Some(int(line, key, v, 1, 16, "1 to 16")? as usize),
+                "readahead" => {
+                    c.readahead = if v == "off" {
+                        0
+                    } else {
+                        int(
+                            line,
+                            key,
+                            v,
+                            0,
+                            crate::pagecache::MAX_READAHEAD as u64,
+                            "off, or 0 to 8 pages",
+                        )? as usize
+                    }
+                }
+                "measure_cores" => {
+                    c.measure_cores = Some(int(line, key, v, 1, 16, "1 to 16")? as usize)
+                }
                 "special" => {
                     c.special = match v {
                         "true" | "yes" | "1" => true,

@@ -1,8 +1,8 @@
 //! The serial console: `print!`/`println!` to the board's UART, and a lock-free emergency path for
 //! panics and exceptions.
 
-use core::fmt::{self, Write};
 use crate::board::{UartKind, UART, UART_BASE, UART_CLOCK_HZ};
+use core::fmt::{self, Write};
 use drivers::uart::ns16550::Ns16550;
 use drivers::uart::pl011::Pl011;
 use drivers::uart::Uart;

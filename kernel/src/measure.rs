@@ -21,7 +21,9 @@ pub struct MeasuredPool<'a> {
 
 impl core::fmt::Debug for MeasuredPool<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("MeasuredPool").field("n", &self.n).finish_non_exhaustive()
+        f.debug_struct("MeasuredPool")
+            .field("n", &self.n)
+            .finish_non_exhaustive()
     }
 }
 
@@ -54,7 +56,11 @@ impl<'a> MeasuredPool<'a> {
     }
 
     fn delta(&self, a: u64, b: u64) -> u64 {
-        let mask = if self.bits >= 64 { u64::MAX } else { (1u64 << self.bits) - 1 };
+        let mask = if self.bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.bits) - 1
+        };
         b.wrapping_sub(a) & mask
     }
 }

@@ -3,11 +3,22 @@
 //! The file's first `resident` bytes live in one contiguous, pinned buffer, filled once at load with
 //! large sequential reads; [`Storage::resident`] hands out slices of it, so when the whole model fits
 //! the forward pass reads weights in place with no copy. The rest of the file is streamed through a
-//! window of fixed-size pages behind a lock (any core may read): a miss evicts a page and refills it
-//! with one large read of the file's blocks. Counters record hits, misses, bytes read and refills.
+//! window of fixed-size pages behind a lock (any core may read).
 //!
-//! The replacement policy for the window is least-recently-used here; issue 8 replaces it with one
-//! suited to the forward pass's cyclic order, with read-ahead.
+//! Replacement suits the forward pass's cyclic order ([`Policy::ResidentPrefix`]): every token reads
+//! the file in the same order, so a fixed resident part plus a small streaming window reads about
+//! M - C bytes per token, where least-recently-used eviction ([`Policy::Lru`], kept for comparison)
+//! throws out each page just before it is needed again and reads about M.
+//!
+//! Read-ahead: the forward pass announces the tensors it will read next ([`Storage::prefetch`]); on
+//! a source that queues reads (virtio-blk) the cache starts reading their pages into free window
+//! slots at once and the cores go on computing while the device fills them. The window is bounded:
+//! at most `readahead` pages are in flight or read ahead and not yet used, and a read-ahead only
+//! ever takes an empty slot or one whose page has already been used, so a prefetched page never
+//! evicts one needed sooner (prima.cpp's "prefetch-release" is what happens otherwise). A page still
+//! in flight when the forward pass reaches it is waited for, and that wait counts as I/O stall.
+//!
+//! Counters record hits, misses, bytes read, refills, pages read ahead, and stall time.
 
 use alloc::boxed::Box;
 use alloc::string::ToString;
@@ -18,11 +29,43 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use inference::storage::{check_range, Storage, StorageError};
 
 /// A file the cache reads from: "fill this buffer from this file offset" (the FAT file over its
-/// block device in the kernel, a byte vector in tests).
+/// block device in the kernel, a file or byte vector in tests).
 pub trait FileSource {
     type Error: fmt::Display;
     fn len(&self) -> u64;
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), Self::Error>;
+
+    /// Reads the source can keep in flight; 0 (the default) means reads are synchronous only, and
+    /// the cache does no read-ahead (it would only move the wait, not hide it).
+    fn queue_depth(&self) -> usize {
+        0
+    }
+
+    /// Start filling `len` bytes at `buf` from file offset `offset` (a multiple of 512), tagged
+    /// `tag`. `buf` has room for `len` rounded up to whole 512-byte blocks. Returns `true` if the
+    /// data is already there, `false` if [`FileSource::poll`] will report `tag` later.
+    ///
+    /// # Safety
+    /// `buf` must be valid for writes of `len` rounded up to 512, and untouched until the read is
+    /// reported (when this returns `false`).
+    unsafe fn start(
+        &mut self,
+        tag: u32,
+        offset: u64,
+        buf: *mut u8,
+        len: usize,
+    ) -> Result<bool, Self::Error> {
+        let _ = tag;
+        // SAFETY: the caller guarantees `buf` is valid for `len` bytes.
+        let b = unsafe { core::slice::from_raw_parts_mut(buf, len) };
+        self.read(offset, b)?;
+        Ok(true)
+    }
+
+    /// A started read that has finished: its tag and outcome. Never blocks.
+    fn poll(&mut self) -> Option<(u32, Result<(), Self::Error>)> {
+        None
+    }
 }
 
 /// Page-cache counters.
@@ -36,19 +79,102 @@ pub struct CacheStats {
     pub bytes_read: u64,
     /// Window pages refilled (evicting what they held).
     pub refills: u64,
-    /// Time spent waiting for the device on misses, in the clock's units (0 without a clock).
+    /// Time spent waiting for the device, in the clock's units (0 without a clock).
     pub stall: u64,
+    /// Pages read ahead of need (counted in `bytes_read` too).
+    pub prefetched: u64,
+    /// Lookups that found their page read ahead but still in flight, and waited.
+    pub late: u64,
 }
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Empty,
+    /// The device is filling it (read-ahead).
+    Loading,
+    Ready,
+}
+
+/// How many announced ranges the cache remembers.
+const HINTS: usize = 4;
 
 struct Window<F> {
     src: F,
-    /// `slots * page` bytes.
-    mem: Vec<u8>,
+    /// `slots * page` bytes. A raw allocation, not a `Vec`: the device writes into loading slots
+    /// while the cache reads others, so no reference ever spans more than one ready slot.
+    mem: *mut u8,
+    mem_len: usize,
     /// Page index held by each slot.
     tag: Vec<Option<u64>>,
+    state: Vec<State>,
     /// Last use of each slot (a counter), for LRU.
     used: Vec<u64>,
+    /// Read at least once since it was filled (a read-ahead page is not, until it is needed).
+    consumed: Vec<bool>,
     clock: u64,
+    /// Announced page ranges still to read ahead, oldest first.
+    hints: heapless::Deque<(u64, u64), HINTS>,
+}
+
+// SAFETY: `mem` is owned by the window (allocated in `PageCache::with_options`, freed in `Drop`) and
+// only touched under the cache's lock; the source moves with it.
+unsafe impl<F: Send> Send for Window<F> {}
+
+impl<F> Window<F> {
+    fn slots(&self) -> usize {
+        self.tag.len()
+    }
+    fn find(&self, index: u64) -> Option<usize> {
+        self.tag.iter().position(|t| *t == Some(index))
+    }
+    /// Pages in flight or read ahead and not yet used.
+    fn ahead(&self) -> usize {
+        (0..self.slots())
+            .filter(|&s| {
+                self.state[s] == State::Loading
+                    || (self.state[s] == State::Ready && !self.consumed[s])
+            })
+            .count()
+    }
+    fn used_ready(&self, s: usize) -> bool {
+        self.state[s] == State::Ready && self.consumed[s]
+    }
+    /// A slot a read-ahead may take: empty, or holding a page already used that is not among the
+    /// [`MIN_WINDOW_PAGES`] most recently used (least recently used first). So read-ahead never
+    /// takes a page read ahead and not yet used, never one in flight, and never the working set the
+    /// cores are reading from (a window as large as the one without read-ahead).
+    fn spare(&self) -> Option<usize> {
+        let n = self.slots();
+        let newer = |s: usize| {
+            (0..n)
+                .filter(|&t| self.used_ready(t) && self.used[t] > self.used[s])
+                .count()
+        };
+        (0..n)
+            .filter(|&s| {
+                self.state[s] == State::Empty
+                    || (self.used_ready(s) && newer(s) >= MIN_WINDOW_PAGES)
+            })
+            .min_by_key(|&s| (self.state[s] != State::Empty, self.used[s]))
+    }
+    /// A slot a demand miss may take: as [`Window::spare`], else a used page (LRU), else any ready
+    /// slot (LRU).
+    fn victim(&self) -> Option<usize> {
+        self.spare().or_else(|| {
+            (0..self.slots())
+                .filter(|&s| self.state[s] == State::Ready)
+                .min_by_key(|&s| (!self.consumed[s], self.used[s]))
+        })
+    }
+    /// The bytes of slot `s`.
+    ///
+    /// # Safety
+    /// The slot must not be loading (the device may be writing it).
+    unsafe fn slot_mut(&mut self, s: usize, page: usize) -> &mut [u8] {
+        // SAFETY: `s < slots`, so the range is inside the allocation; the caller rules out the
+        // device, and `&mut self` rules out every other user.
+        unsafe { core::slice::from_raw_parts_mut(self.mem.add(s * page), page) }
+    }
 }
 
 /// A fixed-size cache over a [`FileSource`], implementing [`Storage`].
@@ -58,13 +184,38 @@ pub struct PageCache<F: FileSource> {
     /// File bytes `0..resident.len()`, pinned.
     resident: Box<[u8]>,
     window: spin::Mutex<Window<F>>,
+    /// Read-ahead budget in pages (0: off).
+    readahead: usize,
     hits: AtomicU64,
     misses: AtomicU64,
     bytes_read: AtomicU64,
     refills: AtomicU64,
     stall: AtomicU64,
+    prefetched: AtomicU64,
+    late: AtomicU64,
     /// Time source for stall accounting (nanoseconds), if set.
     clock: Option<fn() -> u64>,
+}
+
+impl<F: FileSource> Drop for PageCache<F> {
+    fn drop(&mut self) {
+        let w = self.window.get_mut();
+        // Reads in flight write into the window: let them finish before freeing it.
+        while w.state.contains(&State::Loading) {
+            match w.src.poll() {
+                Some((tag, _)) => {
+                    if let Some(st) = w.state.get_mut(tag as usize) {
+                        *st = State::Empty;
+                    }
+                }
+                None => core::hint::spin_loop(),
+            }
+        }
+        if w.mem_len > 0 {
+            // SAFETY: allocated in `with_options` as a boxed slice of exactly `mem_len` bytes.
+            drop(unsafe { Box::from_raw(core::ptr::slice_from_raw_parts_mut(w.mem, w.mem_len)) });
+        }
+    }
 }
 
 impl<F: FileSource> fmt::Debug for PageCache<F> {
@@ -73,6 +224,7 @@ impl<F: FileSource> fmt::Debug for PageCache<F> {
             .field("len", &self.len)
             .field("page", &self.page)
             .field("resident", &self.resident.len())
+            .field("readahead", &self.readahead)
             .finish_non_exhaustive()
     }
 }
@@ -100,6 +252,13 @@ impl fmt::Display for CacheError {
 /// on every core, small next to the resident part.
 pub const MIN_WINDOW_PAGES: usize = 8;
 
+/// Most pages read ahead at once (they are added to the window).
+pub const MAX_READAHEAD: usize = 8;
+
+/// Pages read ahead unless configured: 1 MiB at the default page size, about half a layer of the
+/// default model, enough to keep the device busy while a matrix is computed.
+pub const DEFAULT_READAHEAD: usize = 4;
+
 /// How the cache spends its capacity when the file does not fit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Policy {
@@ -113,21 +272,64 @@ pub enum Policy {
     Lru,
 }
 
+/// How to build a cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    pub policy: Policy,
+    /// Pages to read ahead of the forward pass (0 turns read-ahead off; at most
+    /// [`MAX_READAHEAD`]). Only a source with a queue ([`FileSource::queue_depth`] > 0) reads ahead.
+    pub readahead: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            policy: Policy::ResidentPrefix,
+            readahead: DEFAULT_READAHEAD,
+        }
+    }
+}
+
 impl<F: FileSource> PageCache<F> {
     /// A cache of at most `capacity` bytes over `src` with pages of `page` bytes. If the file fits,
     /// it is all resident; otherwise the first `capacity - window` bytes are, and the rest streams
     /// through a window of [`MIN_WINDOW_PAGES`] pages. The resident part is read now, in chunks of
     /// `page` bytes, calling `progress(done, total)` after each.
-    pub fn new(src: F, capacity: u64, page: usize, progress: &mut dyn FnMut(u64, u64)) -> Result<Self, CacheError> {
-        Self::with_policy(src, capacity, page, Policy::ResidentPrefix, progress)
+    pub fn new(
+        src: F,
+        capacity: u64,
+        page: usize,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Self, CacheError> {
+        Self::with_options(src, capacity, page, Options::default(), progress)
     }
 
-    /// [`PageCache::new`] with a choice of [`Policy`].
+    /// [`PageCache::new`] with a choice of [`Policy`] and no read-ahead.
     pub fn with_policy(
-        mut src: F,
+        src: F,
         capacity: u64,
         page: usize,
         policy: Policy,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Self, CacheError> {
+        Self::with_options(
+            src,
+            capacity,
+            page,
+            Options {
+                policy,
+                readahead: 0,
+            },
+            progress,
+        )
+    }
+
+    /// [`PageCache::new`] with every choice.
+    pub fn with_options(
+        mut src: F,
+        capacity: u64,
+        page: usize,
+        opts: Options,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Self, CacheError> {
         if page == 0 || !page.is_multiple_of(512) {
@@ -136,8 +338,21 @@ impl<F: FileSource> PageCache<F> {
                 value: page as u64,
             });
         }
+        if opts.readahead > MAX_READAHEAD {
+            return Err(CacheError::BadSize {
+                what: "read-ahead (pages)",
+                value: opts.readahead as u64,
+            });
+        }
         let len = src.len();
-        let window_bytes = (MIN_WINDOW_PAGES * page) as u64;
+        let readahead = if src.queue_depth() == 0 {
+            0
+        } else {
+            opts.readahead.min(src.queue_depth())
+        };
+        // Read-ahead pages come on top of the window the cores read from, so they never crowd it.
+        let window_pages = MIN_WINDOW_PAGES + readahead;
+        let window_bytes = (window_pages * page) as u64;
         let (resident_len, slots) = if len <= capacity {
             (len, 0)
         } else {
@@ -147,12 +362,12 @@ impl<F: FileSource> PageCache<F> {
                     value: capacity,
                 });
             }
-            match policy {
+            match opts.policy {
                 Policy::ResidentPrefix => {
                     // Resident part rounded down to whole pages, so streamed pages start
                     // page-aligned.
                     let r = (capacity - window_bytes) / page as u64 * page as u64;
-                    (r, MIN_WINDOW_PAGES)
+                    (r, window_pages)
                 }
                 Policy::Lru => (0, (capacity / page as u64) as usize),
             }
@@ -170,22 +385,31 @@ impl<F: FileSource> PageCache<F> {
             done += chunk.len() as u64;
             progress(done, resident_len);
         }
+        let mem_len = slots * page;
+        let mem = Box::into_raw(vec![0u8; mem_len].into_boxed_slice()) as *mut u8;
         Ok(Self {
             len,
             page,
             resident,
             window: spin::Mutex::new(Window {
                 src,
-                mem: vec![0u8; slots * page],
+                mem,
+                mem_len,
                 tag: vec![None; slots],
+                state: vec![State::Empty; slots],
                 used: vec![0; slots],
+                consumed: vec![false; slots],
                 clock: 0,
+                hints: heapless::Deque::new(),
             }),
+            readahead,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             bytes_read: AtomicU64::new(resident_len),
             refills: AtomicU64::new(0),
             stall: AtomicU64::new(0),
+            prefetched: AtomicU64::new(0),
+            late: AtomicU64::new(0),
             clock: None,
         })
     }
@@ -202,11 +426,16 @@ impl<F: FileSource> PageCache<F> {
 
     /// Bytes of RAM the cache holds (pinned part and window).
     pub fn ram_bytes(&self) -> u64 {
-        self.resident.len() as u64 + self.window.lock().mem.len() as u64
+        self.resident.len() as u64 + self.window.lock().mem_len as u64
     }
 
     pub fn page_size(&self) -> usize {
         self.page
+    }
+
+    /// Pages read ahead at most (0 when off, or when the source cannot queue reads).
+    pub fn readahead(&self) -> usize {
+        self.readahead
     }
 
     pub fn stats(&self) -> CacheStats {
@@ -216,6 +445,100 @@ impl<F: FileSource> PageCache<F> {
             bytes_read: self.bytes_read.load(Ordering::Relaxed),
             refills: self.refills.load(Ordering::Relaxed),
             stall: self.stall.load(Ordering::Relaxed),
+            prefetched: self.prefetched.load(Ordering::Relaxed),
+            late: self.late.load(Ordering::Relaxed),
+        }
+    }
+
+    fn now(&self) -> Option<u64> {
+        self.clock.map(|c| c())
+    }
+
+    fn add_stall(&self, t0: Option<u64>) {
+        if let (Some(c), Some(t0)) = (self.clock, t0) {
+            self.stall
+                .fetch_add(c().saturating_sub(t0), Ordering::Relaxed);
+        }
+    }
+
+    /// Bytes of page `index` in the file.
+    fn fill(&self, index: u64) -> usize {
+        let start = index * self.page as u64;
+        (self.len - start).min(self.page as u64) as usize
+    }
+
+    /// Take one finished read-ahead off the source, if any. A failed one leaves its slot empty: the
+    /// demand read that wants the page reads it again synchronously (with the device's retries) and
+    /// reports the error if that fails too.
+    fn reap(&self, w: &mut Window<F>) -> bool {
+        let Some((tag, r)) = w.src.poll() else {
+            return false;
+        };
+        let s = tag as usize;
+        if s < w.slots() && w.state[s] == State::Loading {
+            if r.is_ok() {
+                w.state[s] = State::Ready;
+            } else {
+                w.state[s] = State::Empty;
+                w.tag[s] = None;
+            }
+        }
+        true
+    }
+
+    /// Start reading ahead from the announced ranges while the budget allows.
+    fn pump(&self, w: &mut Window<F>) {
+        if self.readahead == 0 {
+            return;
+        }
+        while self.reap(w) {}
+        while let Some(&(first, end)) = w.hints.front() {
+            if first >= end {
+                w.hints.pop_front();
+                continue;
+            }
+            if w.find(first).is_some() {
+                if let Some(h) = w.hints.front_mut() {
+                    h.0 += 1;
+                }
+                continue;
+            }
+            if w.ahead() >= self.readahead {
+                return;
+            }
+            let Some(s) = w.spare() else {
+                return;
+            };
+            if w.tag[s].is_some() {
+                self.refills.fetch_add(1, Ordering::Relaxed);
+            }
+            let fill = self.fill(first);
+            let start = first * self.page as u64;
+            w.tag[s] = Some(first);
+            w.consumed[s] = false;
+            w.clock += 1;
+            w.used[s] = w.clock;
+            // SAFETY: slot `s` is inside the window allocation and has room for a whole page
+            // (`fill` rounded up to 512 is at most `page`, a multiple of 512); it is marked loading
+            // below, so nothing touches it until the source reports it.
+            let r = unsafe { w.src.start(s as u32, start, w.mem.add(s * self.page), fill) };
+            match r {
+                Ok(done) => {
+                    w.state[s] = if done { State::Ready } else { State::Loading };
+                    self.bytes_read.fetch_add(fill as u64, Ordering::Relaxed);
+                    self.prefetched.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(_) => {
+                    // The demand read will try again and report it.
+                    w.state[s] = State::Empty;
+                    w.tag[s] = None;
+                    w.hints.clear();
+                    return;
+                }
+            }
+            if let Some(h) = w.hints.front_mut() {
+                h.0 += 1;
+            }
         }
     }
 
@@ -231,43 +554,70 @@ impl<F: FileSource> PageCache<F> {
             let in_page = (pos % page) as usize;
             let n = (self.page - in_page).min(buf.len() - done);
             w.clock += 1;
-            let slot = match w.tag.iter().position(|t| *t == Some(index)) {
-                Some(s) => {
-                    self.hits.fetch_add(1, Ordering::Relaxed);
-                    s
-                }
-                None => {
-                    self.misses.fetch_add(1, Ordering::Relaxed);
-                    // Least recently used slot (empty slots first).
-                    let s = (0..w.tag.len())
-                        .min_by_key(|&s| (w.tag[s].is_some(), w.used[s]))
-                        .unwrap_or(0);
-                    if w.tag[s].is_some() {
-                        self.refills.fetch_add(1, Ordering::Relaxed);
+            let slot = loop {
+                match w.find(index) {
+                    Some(s) if w.state[s] == State::Ready => {
+                        self.hits.fetch_add(1, Ordering::Relaxed);
+                        break s;
                     }
-                    w.tag[s] = None;
-                    let start = index * page;
-                    let fill = (self.len - start).min(page) as usize;
-                    let dst = &mut w.mem[s * self.page..s * self.page + fill];
-                    let t0 = self.clock.map(|c| c());
-                    w.src.read(start, dst).map_err(|e| StorageError::Io {
-                        offset: start,
-                        len: fill as u64,
-                        detail: e.to_string(),
-                    })?;
-                    if let (Some(c), Some(t0)) = (self.clock, t0) {
-                        self.stall.fetch_add(c().saturating_sub(t0), Ordering::Relaxed);
+                    Some(_) => {
+                        // Read ahead, still in flight: wait for it (or for its failure).
+                        self.late.fetch_add(1, Ordering::Relaxed);
+                        let t0 = self.now();
+                        while w.find(index).is_some_and(|s| w.state[s] == State::Loading) {
+                            if !self.reap(w) {
+                                core::hint::spin_loop();
+                            }
+                        }
+                        self.add_stall(t0);
                     }
-                    self.bytes_read.fetch_add(fill as u64, Ordering::Relaxed);
-                    w.tag[s] = Some(index);
-                    s
+                    None => {
+                        self.misses.fetch_add(1, Ordering::Relaxed);
+                        let t0 = self.now();
+                        let s = loop {
+                            if let Some(s) = w.victim() {
+                                break s;
+                            }
+                            // Every slot in flight: wait for one.
+                            if !self.reap(w) {
+                                core::hint::spin_loop();
+                            }
+                        };
+                        if w.tag[s].is_some() {
+                            self.refills.fetch_add(1, Ordering::Relaxed);
+                        }
+                        w.tag[s] = None;
+                        w.state[s] = State::Empty;
+                        let start = index * page;
+                        let fill = self.fill(index);
+                        // SAFETY: slot `s` is inside the allocation and empty (not loading), and
+                        // the lock keeps every other user out.
+                        let dst = unsafe {
+                            core::slice::from_raw_parts_mut(w.mem.add(s * self.page), self.page)
+                        };
+                        w.src
+                            .read(start, &mut dst[..fill])
+                            .map_err(|e| StorageError::Io {
+                                offset: start,
+                                len: fill as u64,
+                                detail: e.to_string(),
+                            })?;
+                        self.add_stall(t0);
+                        self.bytes_read.fetch_add(fill as u64, Ordering::Relaxed);
+                        w.tag[s] = Some(index);
+                        w.state[s] = State::Ready;
+                        break s;
+                    }
                 }
             };
             w.used[slot] = w.clock;
-            let src = &w.mem[slot * self.page + in_page..slot * self.page + in_page + n];
-            buf[done..done + n].copy_from_slice(src);
+            w.consumed[slot] = true;
+            // SAFETY: the slot is ready.
+            let src = unsafe { w.slot_mut(slot, self.page) };
+            buf[done..done + n].copy_from_slice(&src[in_page..in_page + n]);
             done += n;
         }
+        self.pump(w);
         Ok(())
     }
 }
@@ -303,6 +653,29 @@ impl<F: FileSource> Storage for PageCache<F> {
         }
         self.hits.fetch_add(1, Ordering::Relaxed);
         Some(&self.resident[offset as usize..end as usize])
+    }
+
+    fn prefetch(&self, offset: u64, len: u64) {
+        if self.readahead == 0 || len == 0 {
+            return;
+        }
+        let page = self.page as u64;
+        let start = offset.max(self.resident.len() as u64);
+        let end = offset.saturating_add(len).min(self.len);
+        if start >= end {
+            return;
+        }
+        let range = (start / page, end.div_ceil(page));
+        let mut w = self.window.lock();
+        let w = &mut *w;
+        if w.hints.iter().any(|h| h.1 == range.1) {
+            return;
+        }
+        if w.hints.is_full() {
+            w.hints.pop_front();
+        }
+        let _ = w.hints.push_back(range);
+        self.pump(w);
     }
 }
 
@@ -438,5 +811,163 @@ mod tests {
         }
         let e = PageCache::new(Broken, 1 << 20, 1024, &mut |_, _| {}).unwrap_err();
         assert!(e.to_string().contains("card removed"));
+    }
+
+    /// A source with a request queue: reads start, and finish only when polled (every other poll,
+    /// oldest first), so the cache really has reads in flight. Every `fail_every`-th queued read
+    /// fails (the cache must then read the page again synchronously).
+    struct Queued {
+        mem: Mem,
+        queue: alloc::collections::VecDeque<(u32, u64, usize, usize)>,
+        polls: u64,
+        started: u64,
+        fail_every: u64,
+        max_in_flight: usize,
+    }
+    impl FileSource for Queued {
+        type Error = &'static str;
+        fn len(&self) -> u64 {
+            self.mem.len()
+        }
+        fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), &'static str> {
+            self.mem.read(offset, buf)
+        }
+        fn queue_depth(&self) -> usize {
+            16
+        }
+        unsafe fn start(
+            &mut self,
+            tag: u32,
+            offset: u64,
+            buf: *mut u8,
+            len: usize,
+        ) -> Result<bool, &'static str> {
+            assert_eq!(offset % 512, 0);
+            self.queue.push_back((tag, offset, buf as usize, len));
+            self.max_in_flight = self.max_in_flight.max(self.queue.len());
+            Ok(false)
+        }
+        fn poll(&mut self) -> Option<(u32, Result<(), &'static str>)> {
+            self.polls += 1;
+            if self.polls % 2 == 0 {
+                return None;
+            }
+            let (tag, offset, buf, len) = self.queue.pop_front()?;
+            self.started += 1;
+            if self.fail_every > 0 && self.started % self.fail_every == 0 {
+                return Some((tag, Err("injected queued-read failure")));
+            }
+            // SAFETY: the cache keeps the slot untouched while the read is queued.
+            let b = unsafe { core::slice::from_raw_parts_mut(buf as *mut u8, len) };
+            Some((tag, self.mem.read(offset, b)))
+        }
+    }
+
+    /// With read-ahead on a queued source: reads equal direct reads, whatever is announced (right,
+    /// wrong or stale hints) and with some queued reads failing; announced pages are read ahead
+    /// and found ready; nothing is left in flight.
+    #[test]
+    fn read_ahead_returns_the_same_bytes_and_hides_the_reads() {
+        let page = 1024;
+        let d = data(64 * page + 300);
+        let counted = alloc::sync::Arc::new(AtomicU64::new(0));
+        let src = Queued {
+            mem: Mem {
+                data: d.clone(),
+                bytes: counted.clone(),
+            },
+            queue: Default::default(),
+            polls: 0,
+            started: 0,
+            fail_every: 7,
+            max_in_flight: 0,
+        };
+        let opts = Options {
+            policy: Policy::ResidentPrefix,
+            readahead: 4,
+        };
+        let c = PageCache::with_options(src, 24 * page as u64, page, opts, &mut |_, _| {}).unwrap();
+        assert_eq!(c.readahead(), 4);
+        assert_eq!(c.resident_bytes(), 12 * page as u64);
+        // A sequential scan of the streamed part, announcing the next 3 pages before each read:
+        // most pages are read ahead.
+        let mut b = vec![0u8; page];
+        for p in 12..64u64 {
+            c.prefetch((p + 1) * page as u64, 3 * page as u64);
+            c.read_at(p * page as u64, &mut b).unwrap();
+            assert_eq!(b, &d[p as usize * page..(p as usize + 1) * page]);
+        }
+        let s = c.stats();
+        assert!(s.prefetched >= 40, "{s:?}");
+        assert!(s.misses <= 12, "{s:?}");
+        // Random reads with random hints.
+        let mut x = 7u64;
+        for _ in 0..3000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let off = (x >> 33) % d.len() as u64;
+            let n = (((x >> 13) % 3000) as usize).min(d.len() - off as usize);
+            if x % 3 == 0 {
+                c.prefetch((x >> 20) % d.len() as u64, (x >> 40) % 8000);
+            }
+            let mut b = vec![0u8; n];
+            c.read_at(off, &mut b).unwrap();
+            assert_eq!(
+                b,
+                &d[off as usize..off as usize + n],
+                "offset {off} len {n}"
+            );
+        }
+        let w = c.window.lock();
+        assert!(
+            w.src.max_in_flight <= 4,
+            "in flight {}",
+            w.src.max_in_flight
+        );
+        drop(w);
+        // Failed queued reads were counted when issued but never delivered.
+        let s = c.stats();
+        assert!(s.bytes_read >= counted.load(Ordering::Relaxed), "{s:?}");
+        // Dropping the cache waits for the reads still in flight.
+        drop(c);
+    }
+
+    /// A source without a queue never reads ahead, whatever is asked.
+    #[test]
+    fn synchronous_sources_do_not_read_ahead() {
+        let page = 1024;
+        let src = Mem {
+            data: data(64 * page),
+            bytes: Default::default(),
+        };
+        let c = PageCache::with_options(
+            src,
+            24 * page as u64,
+            page,
+            Options::default(),
+            &mut |_, _| {},
+        )
+        .unwrap();
+        assert_eq!(c.readahead(), 0);
+        c.prefetch(30 * page as u64, 8 * page as u64);
+        assert_eq!(c.stats().prefetched, 0);
+        assert_eq!(c.stats().bytes_read, c.resident_bytes());
+        assert!(matches!(
+            PageCache::with_options(
+                Mem {
+                    data: data(100),
+                    bytes: Default::default()
+                },
+                1 << 20,
+                1024,
+                Options {
+                    policy: Policy::ResidentPrefix,
+                    readahead: MAX_READAHEAD + 1
+                },
+                &mut |_, _| {}
+            ),
+            Err(CacheError::BadSize { .. })
+        ));
     }
 }

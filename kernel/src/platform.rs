@@ -29,7 +29,9 @@ fn delay_us(us: u64) {
 fn mailbox() -> drivers::bcm2835::mailbox::Mailbox {
     // SAFETY: MAILBOX_BASE is this board's mailbox, mapped as device memory; calls are made from core
     // 0 during bring-up only.
-    unsafe { drivers::bcm2835::mailbox::Mailbox::new(board::MAILBOX_BASE, crate::arch::dcache_flush) }
+    unsafe {
+        drivers::bcm2835::mailbox::Mailbox::new(board::MAILBOX_BASE, crate::arch::dcache_flush)
+    }
 }
 
 /// Core 0's Rust entry, called by `boot.s` with the MMU and caches on.
@@ -37,7 +39,11 @@ fn mailbox() -> drivers::bcm2835::mailbox::Mailbox {
 extern "C" fn lmboot_main(dtb_addr: usize, _core: usize) -> ! {
     if board::GPIO_BASE != 0 {
         // SAFETY: the board's GPIO block, device-mapped; nothing else touches it during bring-up.
-        unsafe { drivers::bcm2835::gpio::uart0_on_14_15(board::GPIO_BASE, board::GPIO_KIND, |us| delay_us(us as u64)) };
+        unsafe {
+            drivers::bcm2835::gpio::uart0_on_14_15(board::GPIO_BASE, board::GPIO_KIND, |us| {
+                delay_us(us as u64)
+            })
+        };
     }
     console::init();
     println!("\nlmboot {} on {}", env!("CARGO_PKG_VERSION"), board::NAME);
@@ -61,12 +67,20 @@ extern "C" fn lmboot_main(dtb_addr: usize, _core: usize) -> ! {
     let (ram_base, ram_size) = match found {
         Some((b, s)) => (b as usize, s as usize),
         None => {
-            println!("warning: RAM size unknown; assuming {} MiB", board::RAM_SIZE_FALLBACK >> 20);
+            println!(
+                "warning: RAM size unknown; assuming {} MiB",
+                board::RAM_SIZE_FALLBACK >> 20
+            );
             (board::RAM_BASE, board::RAM_SIZE_FALLBACK)
         }
     };
     // SAFETY: linker symbols; only their addresses are used.
-    let (kstart, kend) = unsafe { (&__kernel_start as *const u8 as usize, &__kernel_end as *const u8 as usize) };
+    let (kstart, kend) = unsafe {
+        (
+            &__kernel_start as *const u8 as usize,
+            &__kernel_end as *const u8 as usize,
+        )
+    };
     let ram_end = ram_base + ram_size;
     if kend >= ram_end {
         println!("error: the kernel image ({kstart:#x}..{kend:#x}) does not fit in RAM ending at {ram_end:#x}");
@@ -74,7 +88,12 @@ extern "C" fn lmboot_main(dtb_addr: usize, _core: usize) -> ! {
     }
     // SAFETY: [kend, ram_end) is RAM after the image and the stacks, used by nothing else.
     unsafe { heap::init(kend, ram_end - kend) };
-    println!("RAM {} MiB at {ram_base:#x}; kernel {} KiB; heap {} MiB", ram_size >> 20, (kend - kstart) >> 10, heap::free() >> 20);
+    println!(
+        "RAM {} MiB at {ram_base:#x}; kernel {} KiB; heap {} MiB",
+        ram_size >> 20,
+        (kend - kstart) >> 10,
+        heap::free() >> 20
+    );
 
     crate::arch::detect_features(dtb_addr);
     start_cores();
@@ -110,8 +129,16 @@ fn start_cores() {
             wanted
         }
         // Cores the machine does not have (QEMU -smp) answer CPU_ON with an error.
-        CoreStart::PsciHvc => 1 + (1..wanted).filter(|&c| crate::arch::psci_cpu_on(c as u64, _start as usize) == 0).count(),
-        CoreStart::SbiHsm => 1 + (0..wanted).filter(|&h| h != crate::arch::core_id() && crate::arch::start_hart(h)).count(),
+        CoreStart::PsciHvc => {
+            1 + (1..wanted)
+                .filter(|&c| crate::arch::psci_cpu_on(c as u64, _start as usize) == 0)
+                .count()
+        }
+        CoreStart::SbiHsm => {
+            1 + (0..wanted)
+                .filter(|&h| h != crate::arch::core_id() && crate::arch::start_hart(h))
+                .count()
+        }
     };
     let online = crate::smp::CorePool::wait_online(expected, 50_000_000);
     crate::smp::CorePool::set_active(online);
@@ -119,7 +146,10 @@ fn start_cores() {
 }
 
 /// Run on `dev` and power off with the result.
-fn go<D: BlockDevice + Send>(dev: D) -> ! {
+fn go<D: BlockDevice + Send>(dev: D) -> !
+where
+    D::Error: Send,
+{
     crate::arch::perf_counters_enable();
     let heap_free = || heap::free() as u64;
     let heap_high = || heap::high_water() as u64;
@@ -163,7 +193,12 @@ extern "C" fn lmboot_secondary(core: usize) -> ! {
 #[panic_handler]
 fn panic(info: &PanicInfo<'_>) -> ! {
     match info.location() {
-        Some(l) => console::emergency(format_args!("\n*** panic at {}:{}: {}\n", l.file(), l.line(), info.message())),
+        Some(l) => console::emergency(format_args!(
+            "\n*** panic at {}:{}: {}\n",
+            l.file(),
+            l.line(),
+            info.message()
+        )),
         None => console::emergency(format_args!("\n*** panic: {}\n", info.message())),
     }
     power::exit(3)

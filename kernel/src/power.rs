@@ -5,7 +5,11 @@ use crate::board::{Exit, EXIT};
 /// Power off with `code` (0 = success). Never returns.
 pub fn exit(code: u32) -> ! {
     if crate::board::QEMU && crate::board::TEST_FINISHER != 0 {
-        let v: u32 = if code == 0 { 0x5555 } else { 0x3333 | (code << 16) };
+        let v: u32 = if code == 0 {
+            0x5555
+        } else {
+            0x3333 | (code << 16)
+        };
         // SAFETY: QEMU's test finisher (board description); writing it ends the emulation with
         // the status.
         unsafe { core::ptr::write_volatile(crate::board::TEST_FINISHER as *mut u32, v) };

@@ -95,12 +95,36 @@ impl fmt::Display for RunError {
     }
 }
 
-/// The model file on the card, read through the FAT extents.
+/// The model file on the card, read through the FAT extents. Reads can be queued when the device
+/// has a request queue: a page becomes one device request per extent piece, and the page is
+/// reported when its last piece is.
 #[derive(Debug)]
 pub struct CardFile<D: BlockDevice> {
     pub file: File,
     pub dev: D,
+    /// Device requests in flight: (device tag, page tag).
+    pieces: Vec<(u16, u32)>,
+    /// Pages in flight: (page tag, pieces left, first error).
+    pages: Vec<PageRead<D::Error>>,
 }
+
+impl<D: BlockDevice> CardFile<D> {
+    pub fn new(file: File, dev: D) -> Self {
+        let q = dev.queue_depth();
+        Self {
+            file,
+            dev,
+            pieces: Vec::with_capacity(q),
+            pages: Vec::with_capacity(q),
+        }
+    }
+}
+
+/// A page read in flight: its tag, the device requests left, and the first error.
+type PageRead<E> = (u32, u32, Option<drivers::fat::FatError<E>>);
+
+/// Largest device request a queued page read makes (virtio-blk's per-request limit).
+const MAX_PIECE: u64 = 1 << 20;
 
 impl<D: BlockDevice> FileSource for CardFile<D> {
     type Error = drivers::fat::FatError<D::Error>;
@@ -109,6 +133,105 @@ impl<D: BlockDevice> FileSource for CardFile<D> {
     }
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), Self::Error> {
         self.file.read_at(&mut self.dev, offset, buf)
+    }
+    fn queue_depth(&self) -> usize {
+        self.dev.queue_depth()
+    }
+    unsafe fn start(
+        &mut self,
+        tag: u32,
+        offset: u64,
+        buf: *mut u8,
+        len: usize,
+    ) -> Result<bool, Self::Error> {
+        use drivers::block::Submitted;
+        use drivers::fat::FatError;
+        let size = self.file.size();
+        let end = offset.checked_add(len as u64).filter(|&e| e <= size);
+        let (Some(end), true, true) = (end, offset.is_multiple_of(512), self.dev.queue_depth() > 0)
+        else {
+            // SAFETY: the caller guarantees `buf` is valid for `len` bytes.
+            let b = unsafe { core::slice::from_raw_parts_mut(buf, len) };
+            self.read(offset, b)?;
+            return Ok(true);
+        };
+        let mut pos = offset;
+        let mut queued = 0u32;
+        let mut failed = None;
+        while pos < end {
+            let Some(run) = self.file.map_block(pos / 512) else {
+                failed = Some(FatError::ReadPastEnd {
+                    offset,
+                    len: len as u64,
+                    size,
+                });
+                break;
+            };
+            // Whole blocks: the last may run past the file's end into its last block (the buffer
+            // has room, and the extents cover that block).
+            let blocks = (end - pos)
+                .div_ceil(512)
+                .min(run.blocks)
+                .min(MAX_PIECE / 512);
+            let n = (blocks * 512) as usize;
+            // SAFETY: `pos - offset + n` is at most `len` rounded up to 512, which the caller
+            // guarantees `buf` can hold, untouched until this page is reported.
+            match unsafe {
+                self.dev
+                    .submit_read(run.lba, buf.add((pos - offset) as usize), n)
+            } {
+                Ok(Submitted::Done) => {}
+                Ok(Submitted::Queued(t)) => {
+                    self.pieces.push((t, tag));
+                    queued += 1;
+                }
+                Err(error) => {
+                    failed = Some(FatError::Device {
+                        lba: run.lba,
+                        blocks,
+                        error,
+                    });
+                    break;
+                }
+            }
+            pos += n as u64;
+        }
+        match (queued, failed) {
+            (0, Some(e)) => Err(e),
+            (0, None) => Ok(true),
+            // Pieces already queued are writing into the buffer: report the page (and any error)
+            // only once they are done.
+            (n, e) => {
+                self.pages.push((tag, n, e));
+                Ok(false)
+            }
+        }
+    }
+    fn poll(&mut self) -> Option<(u32, Result<(), Self::Error>)> {
+        use drivers::fat::FatError;
+        while let Some((t, r)) = self.dev.poll_read() {
+            let Some(i) = self.pieces.iter().position(|p| p.0 == t) else {
+                continue;
+            };
+            let (_, tag) = self.pieces.swap_remove(i);
+            let Some(j) = self.pages.iter().position(|p| p.0 == tag) else {
+                continue;
+            };
+            let page = &mut self.pages[j];
+            page.1 -= 1;
+            if let Err(error) = r {
+                page.2.get_or_insert(FatError::Device {
+                    lba: 0,
+                    blocks: 0,
+                    error,
+                });
+            }
+            if page.1 == 0 {
+                let (tag, _, e) = self.pages.swap_remove(j);
+                return Some((tag, e.map_or(Ok(()), Err)));
+            }
+        }
+        None
     }
 }
 
@@ -141,6 +264,7 @@ fn ms(ns: u64) -> u64 {
 pub fn run<D, P>(mut dev: D, con: &mut dyn Console, env: &Env<'_, P>) -> Result<(), RunError>
 where
     D: BlockDevice + Send,
+    D::Error: Send,
     P: Parallel + ?Sized,
 {
     let mut out = W(con);
@@ -170,7 +294,7 @@ where
     );
 
     // The header, metadata and tokenizer, read directly.
-    let direct = Direct(spin::Mutex::new(CardFile { file, dev }));
+    let direct = Direct(spin::Mutex::new(CardFile::new(file, dev)));
     let g = Gguf::open(&direct).map_err(|e| RunError::Model(e.to_string()))?;
     let model = Model::load(&g, &direct).map_err(|e| RunError::Model(e.to_string()))?;
     let c = &model.config;
@@ -220,30 +344,48 @@ where
     let src = direct.0.into_inner();
     let t_load = (env.clock_ns)();
     let mut last = 0;
-    let mut cache = PageCache::new(src, capacity, cfg.page_bytes, &mut |done, total| {
-        let pct = if total == 0 { 100 } else { done * 100 / total };
-        if pct >= last + 10 || done == total {
-            last = pct;
-            let _ = write!(out, "\rloading {pct:>3}%");
-        }
-    })
-    .map_err(|e| RunError::Memory(e.to_string()))?;
+    let opts = crate::pagecache::Options {
+        readahead: cfg.readahead,
+        ..Default::default()
+    };
+    let mut cache =
+        PageCache::with_options(src, capacity, cfg.page_bytes, opts, &mut |done, total| {
+            let pct = if total == 0 { 100 } else { done * 100 / total };
+            if pct >= last + 10 || done == total {
+                last = pct;
+                let _ = write!(out, "\rloading {pct:>3}%");
+            }
+        })
+        .map_err(|e| RunError::Memory(e.to_string()))?;
     let load_ns = (env.clock_ns)() - t_load;
     cache.set_clock(env.clock_ns);
     let _ = writeln!(
         out,
-        "\nloaded {} MiB in {} ms ({} MiB resident, page {} KiB)",
+        "\nloaded {} MiB in {} ms ({} MiB resident, page {} KiB, read-ahead {})",
         cache.resident_bytes() >> 20,
         ms(load_ns),
         cache.resident_bytes() >> 20,
-        cfg.page_bytes >> 10
+        cfg.page_bytes >> 10,
+        match cache.readahead() {
+            _ if cache.resident_bytes() == size => "not needed".to_string(),
+            0 if cfg.readahead > 0 => "off (the card reads synchronously)".to_string(),
+            0 => "off".to_string(),
+            n => format!("{n} pages"),
+        }
     );
     // Every weight finite (NaN/Inf in a scale would poison every token): one pass over the model.
     let t_check = (env.clock_ns)();
     let mut scratch = alloc::vec![0u8; 64 * 1024];
-    model.weights.check_finite(&cache, &mut scratch).map_err(|e| RunError::Model(e.to_string()))?;
+    model
+        .weights
+        .check_finite(&cache, &mut scratch)
+        .map_err(|e| RunError::Model(e.to_string()))?;
     drop(scratch);
-    let _ = writeln!(out, "weights checked: no NaN or infinity ({} ms)", ms((env.clock_ns)() - t_check));
+    let _ = writeln!(
+        out,
+        "weights checked: no NaN or infinity ({} ms)",
+        ms((env.clock_ns)() - t_check)
+    );
 
     match cfg.selftest.as_deref() {
         Some("panic") => {
@@ -255,7 +397,9 @@ where
             if let Some(f) = env.raise_exception {
                 f();
             }
-            return Err(RunError::Config("selftest = exception: this platform cannot raise one".into()));
+            return Err(RunError::Config(
+                "selftest = exception: this platform cannot raise one".into(),
+            ));
         }
         _ => {}
     }
@@ -265,23 +409,51 @@ where
         return Err(RunError::Config("mode = chat is not available yet".into()));
     }
     let prompt = cfg.prompt.as_deref().ok_or(RunError::NoPrompt)?;
-    let ids = tok.encode(prompt, true, cfg.special).map_err(|e| RunError::Generate(e.to_string()))?;
+    let ids = tok
+        .encode(prompt, true, cfg.special)
+        .map_err(|e| RunError::Generate(e.to_string()))?;
     let kernels = match cfg.kernels.as_str() {
         "auto" => env.kernels,
-        name => Kernels::by_name(name).ok_or_else(|| RunError::Config(format!("kernels = {name}: not available on this CPU")))?,
+        name => Kernels::by_name(name).ok_or_else(|| {
+            RunError::Config(format!("kernels = {name}: not available on this CPU"))
+        })?,
     };
-    let card_rate = if load_ns > 0 { cache.resident_bytes() as u128 * 1_000_000_000 / load_ns as u128 } else { 0 } as u64;
-    let g = Gen { cfg: &cfg, model: &model, tok: &tok, cache: &cache, ids: &ids, kernels, ctx, card_rate };
+    let card_rate = if load_ns > 0 {
+        cache.resident_bytes() as u128 * 1_000_000_000 / load_ns as u128
+    } else {
+        0
+    } as u64;
+    let g = Gen {
+        cfg: &cfg,
+        model: &model,
+        tok: &tok,
+        cache: &cache,
+        ids: &ids,
+        kernels,
+        ctx,
+        card_rate,
+    };
     match (cfg.measure_cores, env.instructions) {
         (Some(n), Some((read, bits))) => {
             let pool = MeasuredPool::new(n, read, bits);
-            let _ = writeln!(out, "measuring: the {n}-core split runs on one core, each core's share counted");
+            let _ = writeln!(
+                out,
+                "measuring: the {n}-core split runs on one core, each core's share counted"
+            );
             generate(&g, &mut st, &pool, Some(&pool), env, &mut out)?;
         }
-        (Some(_), None) => return Err(RunError::Config("measure_cores needs an instruction counter".into())),
+        (Some(_), None) => {
+            return Err(RunError::Config(
+                "measure_cores needs an instruction counter".into(),
+            ))
+        }
         (None, _) => generate(&g, &mut st, env.pool, None, env, &mut out)?,
     }
-    let _ = writeln!(out, "stats: total {} ms since the card was mounted", ms((env.clock_ns)() - t_boot));
+    let _ = writeln!(
+        out,
+        "stats: total {} ms since the card was mounted",
+        ms((env.clock_ns)() - t_boot)
+    );
     Ok(())
 }
 
@@ -318,11 +490,16 @@ fn rate(bytes: u64, ns: u64) -> u64 {
 }
 
 /// Measure memory bandwidth (a copy) and matrix throughput (one feed-forward matrix, all cores).
-fn profile<F: FileSource + Send, P: Parallel + ?Sized, Q: Parallel + ?Sized>(g: &Gen<'_, F>, pool: &P, env: &Env<'_, Q>) -> Profile {
+fn profile<F: FileSource + Send, P: Parallel + ?Sized, Q: Parallel + ?Sized>(
+    g: &Gen<'_, F>,
+    pool: &P,
+    env: &Env<'_, Q>,
+) -> Profile {
     use inference::matvec::matvec;
     use inference::parallel::par_chunks;
     let mut p = Profile {
-        weights: g.model.weights.matrices().map(|t| t.size).sum::<u64>() + g.model.weights.token_embd.row_bytes(),
+        weights: g.model.weights.matrices().map(|t| t.size).sum::<u64>()
+            + g.model.weights.token_embd.row_bytes(),
         ..Default::default()
     };
     let size = ((env.heap_free)() / 8).min(8 << 20) as usize;
@@ -345,11 +522,15 @@ fn profile<F: FileSource + Send, P: Parallel + ?Sized, Q: Parallel + ?Sized>(g: 
     if acts.quantize(w.ty.act_format(), &x).is_ok() {
         if let Some(act) = acts.acts() {
             let mut out = alloc::vec![0f32; w.rows() as usize];
-            let mut scratch: Vec<Vec<u8>> = (0..pool.workers()).map(|_| alloc::vec![0u8; 64 * 1024]).collect();
+            let mut scratch: Vec<Vec<u8>> = (0..pool.workers())
+                .map(|_| alloc::vec![0u8; 64 * 1024])
+                .collect();
             let mut best = u64::MAX;
             for _ in 0..2 {
                 let t0 = (env.clock_ns)();
-                let r = par_chunks(pool, &mut out, 1, &mut scratch, |rows, part, s| matvec(&g.kernels, g.cache, w, rows, &act, part, s));
+                let r = par_chunks(pool, &mut out, 1, &mut scratch, |rows, part, s| {
+                    matvec(&g.kernels, g.cache, w, rows, &act, part, s)
+                });
                 if r.is_err() {
                     return p;
                 }
@@ -377,11 +558,25 @@ where
 {
     let (cfg, cache, tok) = (g.cfg, g.cache, g.tok);
     let prof = profile(g, pool, env);
-    let mut sampler = Sampler::new(cfg.sampler, g.model.config.vocab).map_err(|e| RunError::Config(e.to_string()))?;
-    let counter = InstructionCounter::new(env.instructions.map(|(f, b)| (f as &dyn Fn() -> u64, b)));
+    let mut sampler = Sampler::new(cfg.sampler, g.model.config.vocab)
+        .map_err(|e| RunError::Config(e.to_string()))?;
+    let counter =
+        InstructionCounter::new(env.instructions.map(|(f, b)| (f as &dyn Fn() -> u64, b)));
     let sample = || counter.sample();
-    let engine = Engine { model: g.model, src: cache, pool, kernels: g.kernels, on_forward: Some(&sample) };
-    let _ = writeln!(out, "prompt: {} tokens; generating up to {} (kernels {})", g.ids.len(), cfg.max_tokens, g.kernels.name);
+    let engine = Engine {
+        model: g.model,
+        src: cache,
+        pool,
+        kernels: g.kernels,
+        on_forward: Some(&sample),
+    };
+    let _ = writeln!(
+        out,
+        "prompt: {} tokens; generating up to {} (kernels {})",
+        g.ids.len(),
+        cfg.max_tokens,
+        g.kernels.name
+    );
     let _ = writeln!(out, "{BEGIN_OUTPUT}");
     let before = cache.stats();
     let mut at_first = None;
@@ -391,21 +586,30 @@ where
     let mut i_prefill = None;
     let mut dec = StreamDecoder::new();
     // Cache counters after each generated token (preallocated: no allocation while generating).
-    let mut per_tok: Vec<crate::pagecache::CacheStats> = Vec::with_capacity(cfg.max_tokens.min(4096) + 1);
+    let mut per_tok: Vec<crate::pagecache::CacheStats> =
+        Vec::with_capacity(cfg.max_tokens.min(4096) + 1);
     let report = engine
-        .generate(st, &mut sampler, g.ids, cfg.max_tokens, &|t| tok.is_eog(t), &env.clock_ns, &mut |t| {
-            if at_first.is_none() {
-                counter.sample();
-                i_prefill = counter.total();
-                at_first = Some(cache.stats());
-                shares_first = measured.map(|m| m.shares());
-            }
-            if per_tok.len() < per_tok.capacity() {
-                per_tok.push(cache.stats());
-            }
-            dec.push(tok.token_to_piece(t), |s| out.0.write_bytes(s.as_bytes()));
-            true
-        })
+        .generate(
+            st,
+            &mut sampler,
+            g.ids,
+            cfg.max_tokens,
+            &|t| tok.is_eog(t),
+            &env.clock_ns,
+            &mut |t| {
+                if at_first.is_none() {
+                    counter.sample();
+                    i_prefill = counter.total();
+                    at_first = Some(cache.stats());
+                    shares_first = measured.map(|m| m.shares());
+                }
+                if per_tok.len() < per_tok.capacity() {
+                    per_tok.push(cache.stats());
+                }
+                dec.push(tok.token_to_piece(t), |s| out.0.write_bytes(s.as_bytes()));
+                true
+            },
+        )
         .map_err(|e| RunError::Generate(e.to_string()))?;
     dec.finish(|s| out.0.write_bytes(s.as_bytes()));
     counter.sample();
@@ -415,16 +619,25 @@ where
     let after = cache.stats();
     let gen = report.generated.max(1) as u64;
     // Per token: what the forward pass that produced it cost the cache (when the model streams).
-    let streams = per_tok.first().zip(per_tok.last()).is_some_and(|(a, b)| b.bytes_read > a.bytes_read);
-    for (i, w) in per_tok.windows(2).enumerate().take(if streams { 64 } else { 0 }) {
+    let streams = per_tok
+        .first()
+        .zip(per_tok.last())
+        .is_some_and(|(a, b)| b.bytes_read > a.bytes_read);
+    for (i, w) in per_tok
+        .windows(2)
+        .enumerate()
+        .take(if streams { 64 } else { 0 })
+    {
         let (a, b) = (w[0], w[1]);
         let _ = writeln!(
             out,
-            "token {:>3}: read {} KiB, hits {}, misses {}, I/O stall {} ms",
+            "token {:>3}: read {} KiB, hits {}, misses {}, read ahead {} pages ({} waited for), I/O stall {} ms",
             i + 2,
             (b.bytes_read - a.bytes_read) >> 10,
             b.hits - a.hits,
             b.misses - a.misses,
+            b.prefetched - a.prefetched,
+            b.late - a.late,
             ms(b.stall - a.stall)
         );
     }
@@ -434,7 +647,10 @@ where
     let per_token = (after.bytes_read - first.bytes_read) / steps;
     let stop = match report.stop {
         Some(StopReason::EndToken(t)) => format!("end token {t}"),
-        Some(StopReason::ContextFull) => format!("context full ({} positions; raise ctx in {CONFIG_PATH})", g.ctx),
+        Some(StopReason::ContextFull) => format!(
+            "context full ({} positions; raise ctx in {CONFIG_PATH})",
+            g.ctx
+        ),
         _ => "token limit".into(),
     };
     let _ = writeln!(
@@ -449,19 +665,34 @@ where
     );
     let _ = writeln!(
         out,
-        "stats: heap high-water {} KiB; page cache hits {}, misses {}, bytes read {} ({} per generated token after the first), refills {}",
+        "stats: heap high-water {} KiB; page cache hits {}, misses {}, bytes read {} ({} per generated token after the first), refills {}, read ahead {} pages, I/O stall {} ms ({} per generated token after the first)",
         (env.heap_high)() >> 10,
         after.hits - before.hits,
         after.misses - before.misses,
         after.bytes_read - before.bytes_read,
         per_token,
-        after.refills - before.refills
+        after.refills - before.refills,
+        after.prefetched - before.prefetched,
+        ms(after.stall - before.stall),
+        ms((after.stall - first.stall) / steps)
     );
     // The profile's prediction against what happened.
     let streamed = cache.len().saturating_sub(cache.resident_bytes());
-    let compute_ns = if prof.matvec > 0 { prof.weights as u128 * 1_000_000_000 / prof.matvec as u128 } else { 0 } as u64;
-    let io_ns = if g.card_rate > 0 { streamed as u128 * 1_000_000_000 / g.card_rate as u128 } else { 0 } as u64;
-    let achieved = if gen > 1 { (report.gen_time - (report.first_token_time - report.prefill_time)) / (gen - 1) } else { report.gen_time };
+    let compute_ns = if prof.matvec > 0 {
+        prof.weights as u128 * 1_000_000_000 / prof.matvec as u128
+    } else {
+        0
+    } as u64;
+    let io_ns = if g.card_rate > 0 {
+        streamed as u128 * 1_000_000_000 / g.card_rate as u128
+    } else {
+        0
+    } as u64;
+    let achieved = if gen > 1 {
+        (report.gen_time - (report.first_token_time - report.prefill_time)) / (gen - 1)
+    } else {
+        report.gen_time
+    };
     let _ = writeln!(
         out,
         "profile: card {} MB/s, memory copy {} MB/s, matvec {} MB/s of weights on {} cores; per token {} MB of weights, {} MB from the card: compute {} ms + I/O {} ms = predicted {} ms (no overlap), achieved {} ms: {}",
@@ -495,7 +726,8 @@ where
             let critical = serial + (s1.critical - s0.critical);
             let cores: Vec<String> = (0..m.workers())
                 .map(|w| {
-                    let mine = s1.per_worker[w] - s0.per_worker[w] + if w == 0 { serial } else { 0 };
+                    let mine =
+                        s1.per_worker[w] - s0.per_worker[w] + if w == 0 { serial } else { 0 };
                     format!("{}", mine / steps)
                 })
                 .collect();

@@ -25,7 +25,9 @@ pub type Card = Sdhci<Mmio, TimerClock>;
 pub fn open(mb: &mut Mailbox) -> Result<Card, String> {
     if board::GPIO_KIND == drivers::bcm2835::gpio::GpioKind::Bcm2835 {
         // SAFETY: the board's GPIO block; nothing else touches it during bring-up.
-        unsafe { drivers::bcm2835::gpio::sd_on_emmc(board::GPIO_BASE, |us| crate::platform::wait_us(us)) };
+        unsafe {
+            drivers::bcm2835::gpio::sd_on_emmc(board::GPIO_BASE, |us| crate::platform::wait_us(us))
+        };
     }
     let mut tried = String::new();
     for (&base, &id) in board::BLOCK_BASES.iter().zip(board::BLOCK_CLOCK_IDS) {

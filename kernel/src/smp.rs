@@ -91,7 +91,9 @@ impl Parallel for CorePool {
         }
         // SAFETY: only the lifetime is erased; the pointer is used by workers only until DONE
         // reaches n - 1, which this function waits for before returning.
-        let ptr: Job = unsafe { core::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(job) };
+        let ptr: Job = unsafe {
+            core::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(job)
+        };
         DONE.store(0, Ordering::Release);
         // SAFETY: no job is running (the previous run waited for all workers).
         unsafe { *JOB.0.get() = Some(ptr) };

@@ -1,11 +1,19 @@
 //! virtio-blk on the MMIO bus through the `virtio-drivers` crate, as a [`BlockDevice`]. Memory is
 //! identity-mapped, so DMA addresses are virtual addresses and buffers are shared in place.
+//!
+//! Reads can be queued: [`BlockDevice::submit_read`] puts a request on the virtqueue and returns at
+//! once, the device fills the buffer while the cores compute, and [`BlockDevice::poll_read`] reports
+//! it finished. With indirect descriptors each request takes one ring entry, so up to [`SLOTS`]
+//! are in flight. A synchronous [`BlockDevice::read_blocks`] goes through the same queue and keeps
+//! any other request that finishes meanwhile for `poll_read`, so the two kinds mix safely (the
+//! crate's own blocking read would fail on finding another request's completion first).
 
 use alloc::alloc::{alloc_zeroed, dealloc, Layout};
+use alloc::boxed::Box;
 use core::fmt;
 use core::ptr::NonNull;
-use drivers::block::BlockDevice;
-use virtio_drivers::device::blk::VirtIOBlk;
+use drivers::block::{BlockDevice, Submitted};
+use virtio_drivers::device::blk::{BlkReq, BlkResp, VirtIOBlk};
 use virtio_drivers::transport::mmio::{MmioTransport, VirtIOHeader};
 use virtio_drivers::transport::{DeviceType, Transport};
 use virtio_drivers::{BufferDirection, Hal, PhysAddr, PAGE_SIZE};
@@ -37,10 +45,31 @@ unsafe impl Hal for IdentityHal {
     unsafe fn unshare(_paddr: PhysAddr, _buffer: NonNull<[u8]>, _dir: BufferDirection) {}
 }
 
+/// Requests in flight at most (the crate's queue has 16 entries; indirect descriptors use one each).
+pub const SLOTS: usize = 16;
+
+/// One request's header and status, at a fixed address while the device owns them.
+#[derive(Default)]
+struct Slot {
+    req: BlkReq,
+    resp: BlkResp,
+    /// The request's buffer.
+    buf: usize,
+    len: usize,
+    lba: u64,
+    /// Ring token while in flight.
+    token: Option<u16>,
+    /// Finished, waiting for `poll_read` to hand it over (the slot is busy until then).
+    finished: Option<Result<(), virtio_drivers::Error>>,
+    busy: bool,
+}
+
 /// The first virtio block device on the board's MMIO bus.
 pub struct VirtioBlock {
     blk: VirtIOBlk<IdentityHal, MmioTransport<'static>>,
     blocks: u64,
+    /// Boxed: the device holds pointers to the headers while requests are in flight.
+    slots: Box<[Slot; SLOTS]>,
 }
 
 // SAFETY: the device's MMIO registers and DMA queues are only touched through `&mut self`, and the
@@ -84,9 +113,114 @@ impl VirtioBlock {
             }
             let blk = VirtIOBlk::<IdentityHal, _>::new(t).ok()?;
             let blocks = blk.capacity();
-            return Some(Self { blk, blocks });
+            return Some(Self {
+                blk,
+                blocks,
+                slots: Box::new(core::array::from_fn(|_| Slot::default())),
+            });
         }
         None
+    }
+
+    fn error(&self, i: usize, err: virtio_drivers::Error) -> VirtioError {
+        let s = &self.slots[i];
+        VirtioError {
+            lba: s.lba,
+            blocks: (s.len / 512) as u64,
+            err,
+        }
+    }
+
+    /// Take the next finished request off the used ring into its slot; false if none has finished.
+    fn reap(&mut self) -> bool {
+        let Some(token) = self.blk.peek_used() else {
+            return false;
+        };
+        let Some(i) = self.slots.iter().position(|s| s.token == Some(token)) else {
+            // Not ours: nothing to complete it with. Cannot happen (every request is submitted here).
+            return false;
+        };
+        let s = &mut self.slots[i];
+        // SAFETY: the same header, buffer and status that were queued with this token; the buffer is
+        // still reserved for the device by the `submit_read` contract.
+        let r = unsafe {
+            let buf = core::slice::from_raw_parts_mut(s.buf as *mut u8, s.len);
+            self.blk
+                .complete_read_blocks(token, &s.req, buf, &mut s.resp)
+        };
+        s.token = None;
+        s.finished = Some(r);
+        true
+    }
+
+    /// Queue one request (at most [`MAX_REQUEST`] bytes), waiting for a free ring entry if need be.
+    ///
+    /// # Safety
+    /// As [`BlockDevice::submit_read`].
+    unsafe fn queue(&mut self, lba: u64, buf: *mut u8, len: usize) -> Result<usize, VirtioError> {
+        let i = loop {
+            if let Some(i) = self.slots.iter().position(|s| !s.busy) {
+                break i;
+            }
+            // Every slot busy: some are finished and not yet handed over, or in flight.
+            if !self.reap() {
+                core::hint::spin_loop();
+            }
+            if self.slots.iter().all(|s| s.busy && s.token.is_none()) {
+                // All finished but none handed over: the caller must poll first.
+                return Err(VirtioError {
+                    lba,
+                    blocks: (len / 512) as u64,
+                    err: virtio_drivers::Error::QueueFull,
+                });
+            }
+        };
+        loop {
+            let s = &mut self.slots[i];
+            s.lba = lba;
+            s.buf = buf as usize;
+            s.len = len;
+            // SAFETY: the header and status live in the boxed slot until completion; the buffer is
+            // the caller's, reserved for the device by the contract.
+            let r = unsafe {
+                let b = core::slice::from_raw_parts_mut(buf, len);
+                self.blk
+                    .read_blocks_nb(lba as usize, &mut s.req, b, &mut s.resp)
+            };
+            match r {
+                Ok(token) => {
+                    let s = &mut self.slots[i];
+                    s.token = Some(token);
+                    s.busy = true;
+                    s.finished = None;
+                    return Ok(i);
+                }
+                Err(virtio_drivers::Error::QueueFull) => {
+                    if !self.reap() {
+                        core::hint::spin_loop();
+                    }
+                }
+                Err(err) => {
+                    return Err(VirtioError {
+                        lba,
+                        blocks: (len / 512) as u64,
+                        err,
+                    })
+                }
+            }
+        }
+    }
+
+    /// Wait for slot `i` and free it.
+    fn wait(&mut self, i: usize) -> Result<(), VirtioError> {
+        while self.slots[i].finished.is_none() {
+            if !self.reap() {
+                core::hint::spin_loop();
+            }
+        }
+        let r = self.slots[i].finished.take().unwrap_or(Ok(()));
+        self.slots[i].busy = false;
+        r.map_err(|e| self.error(i, e))
     }
 }
 
@@ -98,18 +232,66 @@ impl BlockDevice for VirtioBlock {
     }
 
     fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), VirtioError> {
+        drivers::block::check_request(lba, buf.len(), self.blocks).map_err(|_| VirtioError {
+            lba,
+            blocks: (buf.len() / 512) as u64,
+            err: virtio_drivers::Error::InvalidParam,
+        })?;
         let mut at = lba;
         for chunk in buf.chunks_mut(MAX_REQUEST) {
             let n = (chunk.len() / 512) as u64;
-            self.blk
-                .read_blocks(at as usize, chunk)
-                .map_err(|err| VirtioError {
-                    lba: at,
-                    blocks: n,
-                    err,
-                })?;
+            // SAFETY: `chunk` is borrowed mutably for this whole call, and `wait` returns only once
+            // the device is done with it.
+            let i = unsafe { self.queue(at, chunk.as_mut_ptr(), chunk.len()) }?;
+            self.wait(i)?;
             at += n;
         }
         Ok(())
+    }
+
+    fn queue_depth(&self) -> usize {
+        SLOTS
+    }
+
+    unsafe fn submit_read(
+        &mut self,
+        lba: u64,
+        buf: *mut u8,
+        len: usize,
+    ) -> Result<Submitted, VirtioError> {
+        let bad = |err| VirtioError {
+            lba,
+            blocks: (len / 512) as u64,
+            err,
+        };
+        drivers::block::check_request(lba, len, self.blocks)
+            .map_err(|_| bad(virtio_drivers::Error::InvalidParam))?;
+        if len > MAX_REQUEST {
+            return Err(bad(virtio_drivers::Error::InvalidParam));
+        }
+        // SAFETY: the caller's guarantee, passed on.
+        let i = unsafe { self.queue(lba, buf, len) }?;
+        Ok(Submitted::Queued(i as u16))
+    }
+
+    fn poll_read(&mut self) -> Option<(u16, Result<(), VirtioError>)> {
+        let i = match self
+            .slots
+            .iter()
+            .position(|s| s.busy && s.finished.is_some())
+        {
+            Some(i) => i,
+            None => {
+                if !self.reap() {
+                    return None;
+                }
+                self.slots
+                    .iter()
+                    .position(|s| s.busy && s.finished.is_some())?
+            }
+        };
+        let r = self.slots[i].finished.take().unwrap_or(Ok(()));
+        self.slots[i].busy = false;
+        Some((i as u16, r.map_err(|e| self.error(i, e))))
     }
 }

@@ -15,7 +15,11 @@ fn riscv_matches_the_pc_runner_with_rvv_on_four_harts() {
     let model = common::model_path();
     // RVV runs slowly under QEMU (it emulates strided loads and ordered reductions element by
     // element), so few tokens.
-    let s = xtask::Settings { prompt: "Once upon a time".into(), n: 8, ..Default::default() };
+    let s = xtask::Settings {
+        prompt: "Once upon a time".into(),
+        n: 8,
+        ..Default::default()
+    };
     let want = host_text(b, &model, &s);
     let img = make_card(b, "riscv-once", &s, &model);
     let (code, four) = boot(b, &img, None, &[], LIMIT);
@@ -32,10 +36,18 @@ fn riscv_matches_the_pc_runner_with_rvv_on_four_harts() {
 fn riscv_without_v_falls_back_to_scalar() {
     let b = built(BOARD);
     let model = common::model_path();
-    let s = xtask::Settings { prompt: "Once upon a time".into(), n: 6, ..Default::default() };
+    let s = xtask::Settings {
+        prompt: "Once upon a time".into(),
+        n: 6,
+        ..Default::default()
+    };
     let want = host_text(b, &model, &s);
     let img = make_card(b, "riscv-novector", &s, &model);
-    let opts = xtask::QemuOpts { cpu: Some("rv64,v=false".into()), smp: Some(1), ..Default::default() };
+    let opts = xtask::QemuOpts {
+        cpu: Some("rv64,v=false".into()),
+        smp: Some(1),
+        ..Default::default()
+    };
     let (code, scalar) = common::boot::boot_with(b, &img, &opts, LIMIT);
     assert_eq!(code, 0, "{scalar}");
     assert!(scalar.contains("kernels scalar"), "{scalar}");
@@ -46,15 +58,27 @@ fn riscv_without_v_falls_back_to_scalar() {
 fn riscv_bad_boot_sector_is_a_clear_error() {
     let b = built(BOARD);
     let model = common::model_path();
-    let img = make_card(b, "riscv-badboot", &xtask::Settings { n: 1, ..Default::default() }, &model);
+    let img = make_card(
+        b,
+        "riscv-badboot",
+        &xtask::Settings {
+            n: 1,
+            ..Default::default()
+        },
+        &model,
+    );
     let mut f = std::fs::OpenOptions::new().write(true).open(&img).unwrap();
     use std::io::{Seek, SeekFrom, Write};
-    f.seek(SeekFrom::Start(xtask::image::PART_START_LBA * 512 + 510)).unwrap();
+    f.seek(SeekFrom::Start(xtask::image::PART_START_LBA * 512 + 510))
+        .unwrap();
     f.write_all(&[0x12, 0x34]).unwrap();
     drop(f);
     let (code, uart) = boot(b, &img, None, &[], LIMIT);
     assert_eq!(code, 1, "{uart}");
-    assert!(uart.contains("error: card: FAT: LBA 2048: boot signature"), "{uart}");
+    assert!(
+        uart.contains("error: card: FAT: LBA 2048: boot signature"),
+        "{uart}"
+    );
 }
 
 /// A trap is reported with scause, sepc and stval, and QEMU exits non-zero.
@@ -62,7 +86,11 @@ fn riscv_bad_boot_sector_is_a_clear_error() {
 fn riscv_traps_are_reported() {
     let b = built(BOARD);
     let model = common::model_path();
-    let s = xtask::Settings { selftest: Some("exception".into()), n: 1, ..Default::default() };
+    let s = xtask::Settings {
+        selftest: Some("exception".into()),
+        n: 1,
+        ..Default::default()
+    };
     let img = make_card(b, "riscv-selftest", &s, &model);
     let (code, uart) = boot(b, &img, None, &[], LIMIT);
     assert_eq!(code, 2, "{uart}");

@@ -12,16 +12,26 @@ const LIMIT: Duration = Duration::from_secs(900);
 fn pi(board: &str) {
     let b = built(board);
     let model = common::model_path();
-    let s = xtask::Settings { prompt: "Once upon a time".into(), n: 16, ..Default::default() };
+    let s = xtask::Settings {
+        prompt: "Once upon a time".into(),
+        n: 16,
+        ..Default::default()
+    };
     let want = host_text(b, &model, &s);
     let img = make_card(b, &format!("{board}-once"), &s, &model);
     let (code, uart) = boot(b, &img, None, &[], LIMIT);
     eprintln!("{uart}");
     assert_eq!(code, 0, "QEMU exit status");
     assert!(uart.contains(&format!("lmboot 0.1.0 on {board}")), "{uart}");
-    assert!(uart.contains("card: SD at"), "the SD driver did not find the card:\n{uart}");
+    assert!(
+        uart.contains("card: SD at"),
+        "the SD driver did not find the card:\n{uart}"
+    );
     assert_eq!(generated(&uart), want, "kernel and lmboot-host disagree");
-    assert!(uart.trim_end().ends_with("lmboot: done"), "no success marker:\n{uart}");
+    assert!(
+        uart.trim_end().ends_with("lmboot: done"),
+        "no success marker:\n{uart}"
+    );
 }
 
 #[test]

@@ -39,7 +39,11 @@ fn once_upon_a_time_matches_the_pc_runner() {
 fn one_core_matches_four_cores() {
     let b = built("qemu-virt-aarch64");
     let model = common::model_path();
-    let s = xtask::Settings { prompt: "The capital of France is".into(), n: 12, ..Default::default() };
+    let s = xtask::Settings {
+        prompt: "The capital of France is".into(),
+        n: 12,
+        ..Default::default()
+    };
     let img = make_image("virt-cores", &s, &model);
     let (c1, one) = common::boot::boot_smp(b, &img, None, Some(1), &[], LIMIT);
     let (c4, four) = common::boot::boot_smp(b, &img, None, Some(4), &[], LIMIT);
@@ -95,7 +99,11 @@ fn bad_boot_sector_is_a_clear_error() {
 fn less_ram_than_the_model_gives_the_same_tokens() {
     let b = built("qemu-virt-aarch64");
     let model = common::model_path();
-    let s = xtask::Settings { prompt: "Once upon a time".into(), n: 12, ..Default::default() };
+    let s = xtask::Settings {
+        prompt: "Once upon a time".into(),
+        n: 12,
+        ..Default::default()
+    };
     let want = host_text(b, &model, &s);
     let img = make_image("virt-64m", &s, &model);
     let (code, uart) = boot(b, &img, Some("64M"), &[], LIMIT);
@@ -109,7 +117,10 @@ fn less_ram_than_the_model_gives_the_same_tokens() {
         .and_then(|r| r.split_whitespace().next())
         .and_then(|v| v.parse().ok())
         .expect("bytes read in the stats");
-    assert!(streamed > 100_000_000, "the model should have streamed: {streamed} bytes read");
+    assert!(
+        streamed > 100_000_000,
+        "the model should have streamed: {streamed} bytes read"
+    );
     assert_eq!(generated(&uart), want);
 }
 
@@ -120,10 +131,29 @@ fn panics_and_exceptions_are_reported() {
     let b = built("qemu-virt-aarch64");
     let model = common::model_path();
     for (what, code, needles) in [
-        ("panic", 3, vec!["*** panic at kernel/src/run.rs:", "selftest: a deliberate panic"]),
-        ("exception", 2, vec!["*** exception: sync from EL1", "ESR_EL1 0x96", "FAR_EL1 0x8000000000"]),
+        (
+            "panic",
+            3,
+            vec![
+                "*** panic at kernel/src/run.rs:",
+                "selftest: a deliberate panic",
+            ],
+        ),
+        (
+            "exception",
+            2,
+            vec![
+                "*** exception: sync from EL1",
+                "ESR_EL1 0x96",
+                "FAR_EL1 0x8000000000",
+            ],
+        ),
     ] {
-        let s = xtask::Settings { selftest: Some(what.into()), n: 1, ..Default::default() };
+        let s = xtask::Settings {
+            selftest: Some(what.into()),
+            n: 1,
+            ..Default::default()
+        };
         let img = make_image(&format!("virt-selftest-{what}"), &s, &model);
         let (c, uart) = boot(b, &img, None, &[], LIMIT);
         assert_eq!(c, code, "{what}: {uart}");

@@ -39,7 +39,10 @@ impl<D: BlockDevice> BlockDevice for CountErrors<D> {
 
 fn now_ns() -> u64 {
     static START: OnceLock<std::time::Instant> = OnceLock::new();
-    START.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_nanos() as u64
 }
 
 const TOKENS: usize = 6;
@@ -48,12 +51,24 @@ const TOKENS: usize = 6;
 fn card() -> &'static [u8] {
     static CARD: OnceLock<Vec<u8>> = OnceLock::new();
     CARD.get_or_init(|| {
-        let s = xtask::Settings { prompt: "Once upon a time".into(), n: TOKENS, ..Default::default() };
+        let s = xtask::Settings {
+            prompt: "Once upon a time".into(),
+            n: TOKENS,
+            ..Default::default()
+        };
         let img = std::env::temp_dir().join(format!("lmboot-faults-{}.img", std::process::id()));
         let cfg = s.config_text(xtask::MODEL_ON_CARD);
         use xtask::image::Content;
         let model = common::model_path();
-        xtask::image::make_image(&img, &[("lmboot.txt", Content::Bytes(cfg.as_bytes())), (xtask::MODEL_ON_CARD, Content::File(&model))], 0).unwrap();
+        xtask::image::make_image(
+            &img,
+            &[
+                ("lmboot.txt", Content::Bytes(cfg.as_bytes())),
+                (xtask::MODEL_ON_CARD, Content::File(&model)),
+            ],
+            0,
+        )
+        .unwrap();
         let bytes = std::fs::read(&img).unwrap();
         let _ = std::fs::remove_file(&img);
         bytes
@@ -81,7 +96,9 @@ fn boot<D: BlockDevice + Send>(dev: D) -> (Result<(), String>, String) {
 
 fn text(uart: &str) -> &str {
     let s = uart.find(BEGIN_OUTPUT).expect("output marker") + BEGIN_OUTPUT.len() + 1;
-    let e = uart[s..].find(&format!("\n{END_OUTPUT}")).expect("end marker");
+    let e = uart[s..]
+        .find(&format!("\n{END_OUTPUT}"))
+        .expect("end marker");
     &uart[s..s + e]
 }
 
@@ -90,13 +107,37 @@ fn transient_faults_are_retried_and_change_nothing() {
     let (r, clean) = boot(RamDisk::new(card()));
     r.unwrap();
     // The host runner prints the same text (the kernel's run is the same code as on the boards).
-    let s = xtask::Settings { prompt: "Once upon a time".into(), n: TOKENS, ..Default::default() };
-    let host = std::process::Command::new(xtask::build_host().unwrap()).arg("--model").arg(common::model_path()).args(s.host_args()).output().unwrap();
-    assert_eq!(text(&clean), String::from_utf8_lossy(&host.stdout).trim_end_matches('\n'));
+    let s = xtask::Settings {
+        prompt: "Once upon a time".into(),
+        n: TOKENS,
+        ..Default::default()
+    };
+    let host = std::process::Command::new(xtask::build_host().unwrap())
+        .arg("--model")
+        .arg(common::model_path())
+        .args(s.host_args())
+        .output()
+        .unwrap();
+    assert_eq!(
+        text(&clean),
+        String::from_utf8_lossy(&host.stdout).trim_end_matches('\n')
+    );
 
     let errors = Arc::new(AtomicU64::new(0));
-    let faulty = FaultyDevice::new(RamDisk::new(card()), &[Fault::TransientCrc { every: 5 }, Fault::TransientTimeout { every: 7 }]);
-    let dev = Retry::new(CountErrors { inner: faulty, errors: errors.clone() }, 3);
+    let faulty = FaultyDevice::new(
+        RamDisk::new(card()),
+        &[
+            Fault::TransientCrc { every: 5 },
+            Fault::TransientTimeout { every: 7 },
+        ],
+    );
+    let dev = Retry::new(
+        CountErrors {
+            inner: faulty,
+            errors: errors.clone(),
+        },
+        3,
+    );
     let (r, uart) = boot(dev);
     r.unwrap();
     let n = errors.load(Ordering::Relaxed);
@@ -115,19 +156,28 @@ fn model_lba() -> u64 {
 #[test]
 fn a_permanently_bad_block_is_an_error_naming_it() {
     let bad = model_lba() + 100_000;
-    let dev = Retry::new(FaultyDevice::new(RamDisk::new(card()), &[Fault::BadBlock { lba: bad }]), 3);
+    let dev = Retry::new(
+        FaultyDevice::new(RamDisk::new(card()), &[Fault::BadBlock { lba: bad }]),
+        3,
+    );
     let (r, uart) = boot(dev);
     let e = r.unwrap_err();
     eprintln!("{e}");
     assert!(e.contains(&format!("LBA {bad}")), "{e}");
     assert!(e.contains("failed 3 times"), "{e}");
-    assert!(!uart.contains(BEGIN_OUTPUT), "generation should not have started");
+    assert!(
+        !uart.contains(BEGIN_OUTPUT),
+        "generation should not have started"
+    );
 }
 
 #[test]
 fn a_vanishing_card_ends_the_run_cleanly() {
     for after in [1u64, 10, 200] {
-        let dev = Retry::new(FaultyDevice::new(RamDisk::new(card()), &[Fault::Vanish { after }]), 3);
+        let dev = Retry::new(
+            FaultyDevice::new(RamDisk::new(card()), &[Fault::Vanish { after }]),
+            3,
+        );
         let (r, _) = boot(dev);
         let e = r.unwrap_err();
         assert!(e.contains("card removed"), "after {after} requests: {e}");

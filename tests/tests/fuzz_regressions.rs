@@ -8,9 +8,14 @@ mod bodies;
 use std::path::PathBuf;
 
 fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/regressions").join(target);
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../fuzz/regressions")
+        .join(target);
     let mut v = vec![];
-    for e in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).flatten() {
+    for e in std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+    {
         if e.file_name() != ".keep" {
             v.push((e.path(), std::fs::read(e.path()).unwrap()));
         }
@@ -22,7 +27,12 @@ fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
 fn saved_fuzz_inputs_replay_without_panicking() {
     std::env::set_var("LMBOOT_SHARED", xtask::shared_dir());
     let mut n = 0;
-    for (target, f) in [("gguf", bodies::gguf as fn(&[u8])), ("fat", bodies::fat), ("tokenizer", bodies::tokenizer), ("config", bodies::config)] {
+    for (target, f) in [
+        ("gguf", bodies::gguf as fn(&[u8])),
+        ("fat", bodies::fat),
+        ("tokenizer", bodies::tokenizer),
+        ("config", bodies::config),
+    ] {
         for (path, data) in inputs(target) {
             eprintln!("replaying {}", path.display());
             f(&data);

@@ -13,7 +13,9 @@ fn tok(name: &str) -> Tokenizer {
 #[test]
 fn literal_byte_token_text_is_text() {
     let spm = tok("ggml-vocab-llama-spm.gguf");
-    let byte_a = spm.token_id(b"<0x41>").expect("the SentencePiece vocabulary has byte tokens");
+    let byte_a = spm
+        .token_id(b"<0x41>")
+        .expect("the SentencePiece vocabulary has byte tokens");
     for special in [false, true] {
         let ids = spm.encode("<0x41>", false, special).unwrap();
         assert!(!ids.contains(&byte_a), "special={special}: {ids:?}");
@@ -26,7 +28,9 @@ fn literal_byte_token_text_is_text() {
 
     let bpe = tok("ggml-vocab-gpt-2.gguf");
     for special in [false, true] {
-        let ids = bpe.encode("<0x41> and <|endoftext|>", false, special).unwrap();
+        let ids = bpe
+            .encode("<0x41> and <|endoftext|>", false, special)
+            .unwrap();
         let text = bpe.decode(&ids);
         assert_eq!(String::from_utf8_lossy(&text), "<0x41> and <|endoftext|>");
         assert_eq!(ids.len() > 4, true);

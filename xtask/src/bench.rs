@@ -1,7 +1,9 @@
 //! `cargo xtask bench`: instruction counts per token on QEMU boards under `-icount shift=0`, for
 //! each kernel set and 1 or 4 cores; a markdown table and an SVG bar chart under `results/`.
 
-use crate::{board, build_kernel, card_image, ensure_model, qemu_command, workspace_root, QemuOpts, Settings};
+use crate::{
+    board, build_kernel, card_image, ensure_model, qemu_command, workspace_root, QemuOpts, Settings,
+};
 use std::fmt::Write as _;
 use std::fs;
 use std::process::Stdio;
@@ -36,7 +38,11 @@ pub const LLAMA_CPP: [(&str, u64); 3] = [
 
 fn num_after(line: &str, key: &str) -> Option<u64> {
     let i = line.find(key)? + key.len();
-    line[i..].split(|c: char| !c.is_ascii_digit()).find(|s| !s.is_empty())?.parse().ok()
+    line[i..]
+        .split(|c: char| !c.is_ascii_digit())
+        .find(|s| !s.is_empty())?
+        .parse()
+        .ok()
 }
 
 /// Boot `case` with the default model and prompt; parse the stats.
@@ -51,13 +57,29 @@ pub fn measure(case: &Case, n: usize) -> Result<Figures, String> {
         measure_cores: (case.cores > 1).then_some(case.cores),
         ..Default::default()
     };
-    let img = workspace_root().join("target").join(format!("bench-{}.img", case.board));
+    let img = workspace_root()
+        .join("target")
+        .join(format!("bench-{}.img", case.board));
     card_image(&b, Some(&kernel), &settings, &model, &img)?;
-    let opts = QemuOpts { smp: Some(1), cpu: Some(case.cpu.into()), icount: true, ..Default::default() };
-    let out = qemu_command(&b, &kernel, &img, &opts).stdin(Stdio::null()).output().map_err(|e| format!("QEMU: {e}"))?;
+    let opts = QemuOpts {
+        smp: Some(1),
+        cpu: Some(case.cpu.into()),
+        icount: true,
+        ..Default::default()
+    };
+    let out = qemu_command(&b, &kernel, &img, &opts)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("QEMU: {e}"))?;
     let uart = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
     if !out.status.success() {
-        return Err(format!("{} {} {}: exit {:?}\n{uart}", case.board, case.cpu, case.kernels, out.status.code()));
+        return Err(format!(
+            "{} {} {}: exit {:?}\n{uart}",
+            case.board,
+            case.cpu,
+            case.kernels,
+            out.status.code()
+        ));
     }
     let mut f = Figures::default();
     for line in uart.lines() {
@@ -68,7 +90,11 @@ pub fn measure(case: &Case, n: usize) -> Result<Figures, String> {
         if line.contains("cores: critical path") {
             f.critical_path = num_after(line, "critical path ");
             if let Some(l) = line.split('[').nth(1) {
-                f.per_core = l.trim_end_matches(']').split(", ").filter_map(|v| v.parse().ok()).collect();
+                f.per_core = l
+                    .trim_end_matches(']')
+                    .split(", ")
+                    .filter_map(|v| v.parse().ok())
+                    .collect();
             }
         }
     }
@@ -89,7 +115,10 @@ fn m(v: u64) -> String {
 pub fn run(cases: &[Case], n: usize) -> Result<String, String> {
     let mut rows = vec![];
     for c in cases {
-        eprintln!("xtask: bench {} {} {} cores={}", c.board, c.cpu, c.kernels, c.cores);
+        eprintln!(
+            "xtask: bench {} {} {} cores={}",
+            c.board, c.cpu, c.kernels, c.cores
+        );
         match measure(c, n) {
             Ok(f) => rows.push((c.clone(), Some(f))),
             Err(e) if e.contains("not available on this CPU") => rows.push((c.clone(), None)),
@@ -100,18 +129,44 @@ pub fn run(cases: &[Case], n: usize) -> Result<String, String> {
     let _ = writeln!(md, "# lmboot instruction counts (QEMU -icount shift=0, SmolLM2-135M Q4_1, \"Once upon a time\", greedy, {n} tokens)\n");
     let _ = writeln!(md, "| board | cpu | kernels | cores | per prompt token | per generated token | busiest core (critical path) per generated token | vs 1 core |");
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
-    let one_core = |c: &Case| rows.iter().find(|(r, f)| r.board == c.board && r.cpu == c.cpu && r.kernels == c.kernels && r.cores == 1 && f.is_some()).and_then(|(_, f)| f.clone());
+    let one_core = |c: &Case| {
+        rows.iter()
+            .find(|(r, f)| {
+                r.board == c.board
+                    && r.cpu == c.cpu
+                    && r.kernels == c.kernels
+                    && r.cores == 1
+                    && f.is_some()
+            })
+            .and_then(|(_, f)| f.clone())
+    };
     for (c, f) in &rows {
         match f {
             None => {
-                let _ = writeln!(md, "| {} | {} | {} | {} | n/a | n/a | n/a | |", c.board, c.cpu, c.kernels, c.cores);
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {} | {} | n/a | n/a | n/a | |",
+                    c.board, c.cpu, c.kernels, c.cores
+                );
             }
             Some(f) => {
                 let (busiest, ratio) = match (f.critical_path, one_core(c)) {
-                    (Some(cp), Some(one)) => (m(cp), format!("{:.0}%", cp as f64 * 100.0 / one.per_generated_token as f64)),
+                    (Some(cp), Some(one)) => (
+                        m(cp),
+                        format!("{:.0}%", cp as f64 * 100.0 / one.per_generated_token as f64),
+                    ),
                     _ => (m(f.per_generated_token), "100%".into()),
                 };
-                let _ = writeln!(md, "| {} | {} | {} | {} | {} | {} | {busiest} | {ratio} |", c.board, c.cpu, c.kernels, c.cores, m(f.per_prompt_token), m(f.per_generated_token));
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {} | {} | {} | {} | {busiest} | {ratio} |",
+                    c.board,
+                    c.cpu,
+                    c.kernels,
+                    c.cores,
+                    m(f.per_prompt_token),
+                    m(f.per_generated_token)
+                );
             }
         }
     }
@@ -128,8 +183,17 @@ pub fn run(cases: &[Case], n: usize) -> Result<String, String> {
     let mut bars: Vec<(String, u64)> = rows
         .iter()
         .filter_map(|(c, f)| {
-            let cpu = c.cpu.trim_start_matches("cortex-").replace("rv64,v=true,", "rv64 ").replace(",elen=64", "");
-            f.as_ref().map(|f| (format!("{cpu} {} x{}", c.kernels, c.cores), f.critical_path.unwrap_or(f.per_generated_token)))
+            let cpu = c
+                .cpu
+                .trim_start_matches("cortex-")
+                .replace("rv64,v=true,", "rv64 ")
+                .replace(",elen=64", "");
+            f.as_ref().map(|f| {
+                (
+                    format!("{cpu} {} x{}", c.kernels, c.cores),
+                    f.critical_path.unwrap_or(f.per_generated_token),
+                )
+            })
         })
         .collect();
     bars.extend(LLAMA_CPP.iter().map(|(n, v)| (n.to_string(), *v)));
@@ -140,7 +204,11 @@ pub fn run(cases: &[Case], n: usize) -> Result<String, String> {
     for (i, (label, v)) in bars.iter().enumerate() {
         let y = 40.0 + i as f64 * (bh + 8.0);
         let len = (*v as f64 / max) * (w - 330.0);
-        let color = if label.starts_with("llama.cpp") { "#999999" } else { "#2b6cb0" };
+        let color = if label.starts_with("llama.cpp") {
+            "#999999"
+        } else {
+            "#2b6cb0"
+        };
         let _ = writeln!(svg, "<text x='10' y='{:.0}'>{label}</text><rect x='230' y='{y:.0}' width='{len:.0}' height='{bh}' fill='{color}'/><text x='{:.0}' y='{:.0}'>{:.1}</text>", y + 18.0, 236.0 + len, y + 18.0, *v as f64 / 1e6);
     }
     svg.push_str("</svg>\n");
@@ -159,13 +227,22 @@ pub fn default_cases() -> Vec<Case> {
         ("qemu-virt-aarch64", "cortex-a53", "scalar"),
         ("qemu-virt-aarch64", "cortex-a53", "neon"),
         ("qemu-virt-aarch64", "cortex-a76", "neon-dotprod"),
-        ("qemu-virt-riscv64", "rv64,v=true,vlen=256,elen=64", "scalar"),
+        (
+            "qemu-virt-riscv64",
+            "rv64,v=true,vlen=256,elen=64",
+            "scalar",
+        ),
         ("qemu-virt-riscv64", "rv64,v=true,vlen=128,elen=64", "rvv"),
         ("qemu-virt-riscv64", "rv64,v=true,vlen=256,elen=64", "rvv"),
     ];
     for (board, cpu, kernels) in configs {
         for cores in [1, 4] {
-            v.push(Case { board, cpu, kernels, cores });
+            v.push(Case {
+                board,
+                cpu,
+                kernels,
+                cores,
+            });
         }
     }
     v
@@ -173,5 +250,8 @@ pub fn default_cases() -> Vec<Case> {
 
 /// Only the cases of `board` (or all with `None`).
 pub fn cases_for(board: Option<&str>) -> Vec<Case> {
-    default_cases().into_iter().filter(|c| board.is_none_or(|b| c.board == b)).collect()
+    default_cases()
+        .into_iter()
+        .filter(|c| board.is_none_or(|b| c.board == b))
+        .collect()
 }

@@ -23,9 +23,16 @@ pub fn seed(target: &str) -> Result<(), String> {
         "gguf" => {
             let model = fs::read(ensure_model()?).map_err(|e| e.to_string())?;
             write(&dir, "model-head", &model[..(1 << 16).min(model.len())])?;
-            for f in fs::read_dir(shared.join("fixtures/quant")).map_err(|e| e.to_string())?.flatten() {
+            for f in fs::read_dir(shared.join("fixtures/quant"))
+                .map_err(|e| e.to_string())?
+                .flatten()
+            {
                 let b = fs::read(f.path()).map_err(|e| e.to_string())?;
-                write(&dir, &f.file_name().to_string_lossy(), &b[..(1 << 16).min(b.len())])?;
+                write(
+                    &dir,
+                    &f.file_name().to_string_lossy(),
+                    &b[..(1 << 16).min(b.len())],
+                )?;
             }
         }
         "fat" => {
@@ -34,20 +41,36 @@ pub fn seed(target: &str) -> Result<(), String> {
             let tmp = std::env::temp_dir().join(format!("lmboot-fuzz-{}", std::process::id()));
             fs::create_dir_all(&tmp).map_err(|e| e.to_string())?;
             let _ = fs::remove_file(&img);
-            let ok = Command::new("mkfs.fat").args(["-F", "32", "-C", "-s", "1", "-S", "512", "--invariant"]).arg(&img).arg("1024").output().map(|o| o.status.success()).unwrap_or(false);
+            let ok = Command::new("mkfs.fat")
+                .args(["-F", "32", "-C", "-s", "1", "-S", "512", "--invariant"])
+                .arg(&img)
+                .arg("1024")
+                .output()
+                .map(|o| o.status.success())
+                .unwrap_or(false);
             if !ok {
                 return Err("mkfs.fat failed (run `cargo xtask setup`)".into());
             }
             fs::write(tmp.join("lmboot.txt"), "prompt = hi\n").map_err(|e| e.to_string())?;
-            fs::write(tmp.join("a-long-file-name.gguf"), vec![7u8; 5000]).map_err(|e| e.to_string())?;
+            fs::write(tmp.join("a-long-file-name.gguf"), vec![7u8; 5000])
+                .map_err(|e| e.to_string())?;
             for f in ["lmboot.txt", "a-long-file-name.gguf"] {
-                let _ = Command::new("mcopy").arg("-i").arg(&img).arg(tmp.join(f)).arg("::/").env("MTOOLS_SKIP_CHECK", "1").output();
+                let _ = Command::new("mcopy")
+                    .arg("-i")
+                    .arg(&img)
+                    .arg(tmp.join(f))
+                    .arg("::/")
+                    .env("MTOOLS_SKIP_CHECK", "1")
+                    .output();
             }
             let _ = fs::remove_dir_all(&tmp);
         }
         "tokenizer" => {
             for v in ["gpt-2", "llama-spm"] {
-                let inp = fs::read_to_string(shared.join(format!("fixtures/vocab/ggml-vocab-{v}.gguf.inp"))).map_err(|e| e.to_string())?;
+                let inp = fs::read_to_string(
+                    shared.join(format!("fixtures/vocab/ggml-vocab-{v}.gguf.inp")),
+                )
+                .map_err(|e| e.to_string())?;
                 for (i, s) in inp.split("\n__ggml_vocab_test__\n").enumerate() {
                     let sel = if v == "gpt-2" { 0u8 } else { 1 } | if i % 2 == 0 { 2 } else { 0 };
                     let mut b = vec![sel];
@@ -77,11 +100,24 @@ pub fn run(target: &str, seconds: u64) -> Result<u64, String> {
     let fuzz = workspace_root().join("fuzz");
     let out = Command::new("cargo")
         .current_dir(&fuzz)
-        .args(["+nightly", "fuzz", "run", target, "--", &format!("-max_total_time={seconds}"), &format!("-max_len={max_len}"), "-print_final_stats=1"])
+        .args([
+            "+nightly",
+            "fuzz",
+            "run",
+            target,
+            "--",
+            &format!("-max_total_time={seconds}"),
+            &format!("-max_len={max_len}"),
+            "-print_final_stats=1",
+        ])
         .output()
         .map_err(|e| format!("cargo fuzz: {e} (install with `cargo install cargo-fuzz`)"))?;
     let err = String::from_utf8_lossy(&out.stderr);
-    let execs = err.lines().find_map(|l| l.strip_prefix("stat::number_of_executed_units:")).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+    let execs = err
+        .lines()
+        .find_map(|l| l.strip_prefix("stat::number_of_executed_units:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
     // Keep crashes as regression inputs.
     let artifacts = fuzz.join("artifacts").join(target);
     let mut crashes = 0;

@@ -229,9 +229,18 @@ pub fn board(name: &str) -> Result<Board, String> {
         drive: list(q, "drive")?,
         kernel_format: s(q, "kernel").unwrap_or_else(|_| "elf".into()),
         smp: q.get("smp").and_then(|v| v.as_integer()).map(|v| v as u32),
-        firmware_dir: card.and_then(|c| c.get("firmware_dir")).and_then(|v| v.as_str()).map(PathBuf::from),
-        firmware: card.map(|c| list(c, "firmware")).transpose()?.unwrap_or_default(),
-        config_txt: card.and_then(|c| c.get("config_txt")).and_then(|v| v.as_str()).map(|s| s.trim_start().to_string()),
+        firmware_dir: card
+            .and_then(|c| c.get("firmware_dir"))
+            .and_then(|v| v.as_str())
+            .map(PathBuf::from),
+        firmware: card
+            .map(|c| list(c, "firmware"))
+            .transpose()?
+            .unwrap_or_default(),
+        config_txt: card
+            .and_then(|c| c.get("config_txt"))
+            .and_then(|v| v.as_str())
+            .map(|s| s.trim_start().to_string()),
     })
 }
 
@@ -256,15 +265,32 @@ fn run_quiet(mut c: Command, what: &str) -> Result<(), String> {
 /// the file to boot: the ELF, or `kernel8.img` for boards whose firmware loads a flat image.
 pub fn build_kernel(board: &Board, for_qemu: bool) -> Result<PathBuf, String> {
     let mut c = cargo();
-    c.args(["build", "--release", "-p", "kernel", "--bin", "kernel", "--target", &board.target])
-        .env("LMBOOT_BOARD", &board.name)
-        .env("LMBOOT_QEMU", if for_qemu { "1" } else { "0" });
+    c.args([
+        "build",
+        "--release",
+        "-p",
+        "kernel",
+        "--bin",
+        "kernel",
+        "--target",
+        &board.target,
+    ])
+    .env("LMBOOT_BOARD", &board.name)
+    .env("LMBOOT_QEMU", if for_qemu { "1" } else { "0" });
     run_quiet(c, "building the kernel")?;
-    let elf = workspace_root().join("target").join(&board.target).join("release").join("kernel");
+    let elf = workspace_root()
+        .join("target")
+        .join(&board.target)
+        .join("release")
+        .join("kernel");
     if board.kernel_format != "raw" {
         return Ok(elf);
     }
-    let img = elf.with_file_name(format!("kernel8-{}{}.img", board.name, if for_qemu { "-qemu" } else { "" }));
+    let img = elf.with_file_name(format!(
+        "kernel8-{}{}.img",
+        board.name,
+        if for_qemu { "-qemu" } else { "" }
+    ));
     let mut c = Command::new(llvm_tool("llvm-objcopy")?);
     c.args(["-O", "binary"]).arg(&elf).arg(&img);
     run_quiet(c, "llvm-objcopy")?;
@@ -273,28 +299,48 @@ pub fn build_kernel(board: &Board, for_qemu: bool) -> Result<PathBuf, String> {
 
 /// A tool from rustup's `llvm-tools` component.
 pub fn llvm_tool(name: &str) -> Result<PathBuf, String> {
-    let out = Command::new("rustc").args(["--print", "sysroot"]).output().map_err(|e| format!("rustc: {e}"))?;
+    let out = Command::new("rustc")
+        .args(["--print", "sysroot"])
+        .output()
+        .map_err(|e| format!("rustc: {e}"))?;
     let sysroot = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     let lib = sysroot.join("lib").join("rustlib");
-    for entry in fs::read_dir(&lib).map_err(|e| format!("{}: {e}", lib.display()))?.flatten() {
+    for entry in fs::read_dir(&lib)
+        .map_err(|e| format!("{}: {e}", lib.display()))?
+        .flatten()
+    {
         let p = entry.path().join("bin").join(name);
         if p.exists() {
             return Ok(p);
         }
     }
-    Err(format!("{name} not found under {} (run `cargo xtask setup`)", lib.display()))
+    Err(format!(
+        "{name} not found under {} (run `cargo xtask setup`)",
+        lib.display()
+    ))
 }
 
 /// Write the card image for `board`: firmware and `config.txt` where the board needs them, the
 /// kernel image (for boards that boot from the card), `lmboot.txt` for `settings`, and the model.
-pub fn card_image(board: &Board, kernel: Option<&Path>, settings: &Settings, model: &Path, out: &Path) -> Result<(), String> {
+pub fn card_image(
+    board: &Board,
+    kernel: Option<&Path>,
+    settings: &Settings,
+    model: &Path,
+    out: &Path,
+) -> Result<(), String> {
     use image::Content;
     let cfg = settings.config_text(MODEL_ON_CARD);
     let mut blobs: Vec<(String, Vec<u8>)> = vec![];
     if let Some(dir) = &board.firmware_dir {
         for f in &board.firmware {
             let p = dir.join(f);
-            let b = fs::read(&p).map_err(|e| format!("{}: {e} (run `cargo xtask setup` for Debian's raspi-firmware)", p.display()))?;
+            let b = fs::read(&p).map_err(|e| {
+                format!(
+                    "{}: {e} (run `cargo xtask setup` for Debian's raspi-firmware)",
+                    p.display()
+                )
+            })?;
             blobs.push((f.clone(), b));
         }
     }
@@ -302,10 +348,16 @@ pub fn card_image(board: &Board, kernel: Option<&Path>, settings: &Settings, mod
         blobs.push(("config.txt".into(), c.clone().into_bytes()));
     }
     if let (Some(k), "raw") = (kernel, board.kernel_format.as_str()) {
-        blobs.push(("kernel8.img".into(), fs::read(k).map_err(|e| format!("{}: {e}", k.display()))?));
+        blobs.push((
+            "kernel8.img".into(),
+            fs::read(k).map_err(|e| format!("{}: {e}", k.display()))?,
+        ));
     }
     blobs.push(("lmboot.txt".into(), cfg.into_bytes()));
-    let mut files: Vec<(&str, Content<'_>)> = blobs.iter().map(|(n, b)| (n.as_str(), Content::Bytes(b))).collect();
+    let mut files: Vec<(&str, Content<'_>)> = blobs
+        .iter()
+        .map(|(n, b)| (n.as_str(), Content::Bytes(b)))
+        .collect();
     files.push((MODEL_ON_CARD, Content::File(model)));
     image::make_image(out, &files, 0)
 }
@@ -341,6 +393,8 @@ pub struct Settings {
     pub cores: Option<usize>,
     /// Diagnostics: `panic` or `exception` (see `lmboot.txt`'s `selftest`).
     pub selftest: Option<String>,
+    /// Any other `lmboot.txt` lines (`--set key=value`, e.g. `readahead=0`, `mode=chat`).
+    pub extra: Vec<(String, String)>,
 }
 
 impl Default for Settings {
@@ -361,6 +415,7 @@ impl Default for Settings {
             measure_cores: None,
             cores: None,
             selftest: None,
+            extra: Vec::new(),
         }
     }
 }
@@ -391,8 +446,21 @@ impl Settings {
                 "--kernels" => s.kernels = val()?,
                 "--selftest" => s.selftest = Some(val()?),
                 "--cores" => s.cores = Some(val()?.parse().map_err(|_| "--cores needs a number")?),
-                "--measure-cores" => s.measure_cores = Some(val()?.parse().map_err(|_| "--measure-cores needs a number")?),
+                "--measure-cores" => {
+                    s.measure_cores = Some(
+                        val()?
+                            .parse()
+                            .map_err(|_| "--measure-cores needs a number")?,
+                    )
+                }
                 "--no-special" => s.special = false,
+                "--set" => {
+                    let kv = val()?;
+                    let (k, v) = kv
+                        .split_once('=')
+                        .ok_or(format!("--set {kv}: expected key=value"))?;
+                    s.extra.push((k.trim().to_string(), v.trim().to_string()));
+                }
                 _ => rest.push(a.clone()),
             }
         }
@@ -456,9 +524,11 @@ impl Settings {
         if let Some(n) = self.measure_cores {
             t.push_str(&format!("measure_cores = {n}\n"));
         }
+        for (k, v) in &self.extra {
+            t.push_str(&format!("{k} = {}\n", image::escape(v)));
+        }
         t
     }
-
 }
 
 /// Where the model goes on the card.
@@ -492,7 +562,12 @@ pub fn qemu_command(board: &Board, kernel: &Path, image: &Path, o: &QemuOpts) ->
         }
     }
     c.args(&args);
-    if let Some(m) = o.mem.as_deref().or(Some(board.memory.as_str())).filter(|m| !m.is_empty()) {
+    if let Some(m) = o
+        .mem
+        .as_deref()
+        .or(Some(board.memory.as_str()))
+        .filter(|m| !m.is_empty())
+    {
         c.args(["-m", m]);
     }
     if let Some(n) = o.smp.or(board.smp) {
@@ -501,7 +576,15 @@ pub fn qemu_command(board: &Board, kernel: &Path, image: &Path, o: &QemuOpts) ->
     if o.icount {
         c.args(["-icount", "shift=0"]);
     }
-    c.args(["-nographic", "-monitor", "none", "-serial", "stdio", "-kernel"]).arg(kernel);
+    c.args([
+        "-nographic",
+        "-monitor",
+        "none",
+        "-serial",
+        "stdio",
+        "-kernel",
+    ])
+    .arg(kernel);
     for a in &board.drive {
         c.arg(a.replace("{image}", &image.display().to_string()));
     }

@@ -13,7 +13,7 @@ commands:
   image           build a card image: --board B [--model FILE] [--out FILE] [generation flags]
   qemu            build, image and boot in QEMU: --board B [--model FILE] [--mem SIZE] [--smp N] [--cpu MODEL] [--icount]
                   [generation flags: --prompt TEXT -n N --temp T --top-k K --top-p P --min-p M
-                   --repeat-penalty R --seed S --ctx N --cache SIZE --no-special]
+                   --repeat-penalty R --seed S --ctx N --cache SIZE --no-special --set KEY=VALUE (any lmboot.txt line)]
                   prints the UART on stdout and exits with the kernel's status
   bench           instruction counts per token in QEMU (-icount) for each kernel set, 1 and 4 cores;
                   writes results/bench.md and results/bench.svg [-n N] [--board B]
@@ -66,7 +66,9 @@ const EXTRA_PACKAGES: [&str; 5] = [
 /// Install what building and testing need on a fresh machine (idempotent).
 fn setup() -> i32 {
     let mut c = Command::new("rustup");
-    c.args(["target", "add"]).args(BARE_METAL_TARGETS).args(USER_TARGETS);
+    c.args(["target", "add"])
+        .args(BARE_METAL_TARGETS)
+        .args(USER_TARGETS);
     if !run(c) {
         return 1;
     }
@@ -154,7 +156,9 @@ fn test(extra: &[String]) -> i32 {
         }
     };
     let mut c = cargo();
-    c.args(["test", "--workspace", "--no-fail-fast"]).args(extra).env("LMBOOT_MODEL", &model);
+    c.args(["test", "--workspace", "--no-fail-fast"])
+        .args(extra)
+        .env("LMBOOT_MODEL", &model);
     let (mut ok, mut totals) = run_tests(c);
     // The SIMD kernels against their scalar twins, and the KL rule on a SIMD build, under qemu-user
     // on the CPUs they are chosen for (extra arguments filter only the host run above).
@@ -162,7 +166,9 @@ fn test(extra: &[String]) -> i32 {
         for (what, args, cpu, cases) in cross_runs() {
             eprintln!("xtask: {what} (QEMU_CPU={cpu})");
             let mut c = cargo();
-            c.args(args).env("QEMU_CPU", cpu).env("LMBOOT_MODEL", &model);
+            c.args(args)
+                .env("QEMU_CPU", cpu)
+                .env("LMBOOT_MODEL", &model);
             if !cases.is_empty() {
                 c.env("LMBOOT_GOLDEN_CASES", cases);
             }
@@ -187,18 +193,70 @@ fn test(extra: &[String]) -> i32 {
 
 /// Test runs for other architectures under qemu-user: (what, cargo arguments, QEMU_CPU).
 fn cross_runs() -> Vec<(&'static str, Vec<&'static str>, &'static str, &'static str)> {
-    let a64 = vec!["test", "--release", "-p", "inference", "--target", "aarch64-unknown-linux-gnu"];
-    let golden = vec!["test", "--release", "-p", "lmboot-tests", "--target", "aarch64-unknown-linux-gnu", "--test", "golden_kl"];
-    let rv = vec!["test", "--release", "-p", "inference", "--target", "riscv64gc-unknown-linux-gnu"];
-    let rv_golden = vec!["test", "--release", "-p", "lmboot-tests", "--target", "riscv64gc-unknown-linux-gnu", "--test", "golden_kl"];
+    let a64 = vec![
+        "test",
+        "--release",
+        "-p",
+        "inference",
+        "--target",
+        "aarch64-unknown-linux-gnu",
+    ];
+    let golden = vec![
+        "test",
+        "--release",
+        "-p",
+        "lmboot-tests",
+        "--target",
+        "aarch64-unknown-linux-gnu",
+        "--test",
+        "golden_kl",
+    ];
+    let rv = vec![
+        "test",
+        "--release",
+        "-p",
+        "inference",
+        "--target",
+        "riscv64gc-unknown-linux-gnu",
+    ];
+    let rv_golden = vec![
+        "test",
+        "--release",
+        "-p",
+        "lmboot-tests",
+        "--target",
+        "riscv64gc-unknown-linux-gnu",
+        "--test",
+        "golden_kl",
+    ];
     vec![
-        ("RVV kernels vs scalar, VLEN 128", rv.clone(), "rv64,v=true,vlen=128,elen=64", ""),
-        ("RVV kernels vs scalar, VLEN 256", rv.clone(), "rv64,v=true,vlen=256,elen=64", ""),
+        (
+            "RVV kernels vs scalar, VLEN 128",
+            rv.clone(),
+            "rv64,v=true,vlen=128,elen=64",
+            "",
+        ),
+        (
+            "RVV kernels vs scalar, VLEN 256",
+            rv.clone(),
+            "rv64,v=true,vlen=256,elen=64",
+            "",
+        ),
         ("scalar fallback without V", rv, "rv64,v=false", ""),
-        ("teacher-forced KL on the RVV build", rv_golden, "rv64,v=true,vlen=256,elen=64", ""),
+        (
+            "teacher-forced KL on the RVV build",
+            rv_golden,
+            "rv64,v=true,vlen=256,elen=64",
+            "",
+        ),
         ("NEON kernels vs scalar", a64.clone(), "cortex-a53", ""),
         ("NEON+dotprod kernels vs scalar", a64, "cortex-a76", ""),
-        ("teacher-forced KL on the NEON build", golden, "cortex-a53", ""),
+        (
+            "teacher-forced KL on the NEON build",
+            golden,
+            "cortex-a53",
+            "",
+        ),
     ]
 }
 
@@ -389,14 +447,22 @@ fn boot_args(args: &[String]) -> Result<BootArgs, String> {
 }
 
 /// Build the kernel (for QEMU or for hardware) and write the card image; returns (kernel, image).
-fn build_card(a: &BootArgs, for_qemu: bool) -> Result<(std::path::PathBuf, std::path::PathBuf), String> {
-    eprintln!("xtask: building the kernel for {}{}", a.board.name, if for_qemu { " (QEMU)" } else { "" });
+fn build_card(
+    a: &BootArgs,
+    for_qemu: bool,
+) -> Result<(std::path::PathBuf, std::path::PathBuf), String> {
+    eprintln!(
+        "xtask: building the kernel for {}{}",
+        a.board.name,
+        if for_qemu { " (QEMU)" } else { "" }
+    );
     let kernel = xtask::build_kernel(&a.board, for_qemu)?;
     let suffix = if for_qemu { "-qemu" } else { "" };
-    let out = a
-        .out
-        .clone()
-        .unwrap_or_else(|| xtask::workspace_root().join("target").join(format!("{}{suffix}.img", a.board.name)));
+    let out = a.out.clone().unwrap_or_else(|| {
+        xtask::workspace_root()
+            .join("target")
+            .join(format!("{}{suffix}.img", a.board.name))
+    });
     xtask::card_image(&a.board, Some(&kernel), &a.settings, &a.model, &out)?;
     eprintln!("xtask: image {} ready", out.display());
     Ok((kernel, out))
@@ -415,10 +481,21 @@ fn qemu(args: &[String]) -> Result<i32, String> {
     }
     let a = boot_args(args)?;
     let (kernel, img) = build_card(&a, true)?;
-    let opts = xtask::QemuOpts { mem: a.mem.clone(), smp: a.smp, cpu: a.cpu.clone(), icount: a.icount, extra: vec![] };
+    let opts = xtask::QemuOpts {
+        mem: a.mem.clone(),
+        smp: a.smp,
+        cpu: a.cpu.clone(),
+        icount: a.icount,
+        extra: vec![],
+    };
     let mut c = xtask::qemu_command(&a.board, &kernel, &img, &opts);
     eprintln!("xtask: {c:?}");
-    let status = c.status().map_err(|e| format!("running {}: {e} (run `cargo xtask setup`)", a.board.qemu_binary))?;
+    let status = c.status().map_err(|e| {
+        format!(
+            "running {}: {e} (run `cargo xtask setup`)",
+            a.board.qemu_binary
+        )
+    })?;
     Ok(status.code().unwrap_or(1))
 }
 
@@ -431,7 +508,12 @@ fn bench(args: &[String]) -> Result<i32, String> {
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "-n" => n = it.next().and_then(|v| v.parse().ok()).ok_or("-n needs a number")?,
+            "-n" => {
+                n = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .ok_or("-n needs a number")?
+            }
             "--board" => board = Some(it.next().cloned().ok_or("--board needs a value")?),
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -448,13 +530,21 @@ fn fuzz(args: &[String]) -> Result<i32, String> {
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--seconds" => seconds = it.next().and_then(|v| v.parse().ok()).ok_or("--seconds needs a number")?,
+            "--seconds" => {
+                seconds = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .ok_or("--seconds needs a number")?
+            }
             "--target" => only = Some(it.next().cloned().ok_or("--target needs a value")?),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
     let mut failed = false;
-    for t in xtask::fuzz::TARGETS.iter().filter(|t| only.as_deref().is_none_or(|o| o == **t)) {
+    for t in xtask::fuzz::TARGETS
+        .iter()
+        .filter(|t| only.as_deref().is_none_or(|o| o == **t))
+    {
         eprintln!("xtask: fuzzing {t} for {seconds} s");
         match xtask::fuzz::run(t, seconds) {
             Ok(execs) => println!("fuzz {t}: {execs} executions in {seconds} s, no crash"),

@@ -24,8 +24,12 @@ pub enum MailboxError {
 impl core::fmt::Display for MailboxError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            MailboxError::Timeout { tag } => write!(f, "mailbox tag {tag:#x}: no answer from the firmware"),
-            MailboxError::Failed { tag, code } => write!(f, "mailbox tag {tag:#x}: firmware answered {code:#x}"),
+            MailboxError::Timeout { tag } => {
+                write!(f, "mailbox tag {tag:#x}: no answer from the firmware")
+            }
+            MailboxError::Failed { tag, code } => {
+                write!(f, "mailbox tag {tag:#x}: firmware answered {code:#x}")
+            }
         }
     }
 }
@@ -100,7 +104,10 @@ impl Mailbox {
         // SAFETY: the firmware wrote the buffer; volatile reads see it after the flush.
         let words: [u32; 36] = unsafe { read_volatile(&b.0) };
         if words[1] != 0x8000_0000 || words[4] & 0x8000_0000 == 0 {
-            return Err(MailboxError::Failed { tag, code: words[1] });
+            return Err(MailboxError::Failed {
+                tag,
+                code: words[1],
+            });
         }
         let mut out = [0u32; 4];
         out[..resp_words.min(4)].copy_from_slice(&words[5..5 + resp_words.min(4)]);

@@ -63,7 +63,12 @@ impl ActSet {
         self.fresh = [false; 6];
     }
     /// `x` quantized for multiplying with `w` (quantized once per format per input).
-    fn for_weight(&mut self, k: &Kernels, w: &TensorInfo, x: &[f32]) -> Result<Acts<'_>, ModelError> {
+    fn for_weight(
+        &mut self,
+        k: &Kernels,
+        w: &TensorInfo,
+        x: &[f32],
+    ) -> Result<Acts<'_>, ModelError> {
         let f = w.ty.act_format();
         let i = slot(f);
         if !self.fresh[i] {
@@ -197,6 +202,22 @@ where
     Ok(())
 }
 
+/// Matrix `j` of layer `l` in the order one token reads them (0 wq, 1 wk, 2 wv, 3 wo, 4 gate, 5 up,
+/// 6 down; `j` past 6 runs on into the next layers), the output head after the last layer (when the
+/// logits are wanted), then `None`.
+fn matrix_at(w: &super::Weights, l: usize, j: usize, logits: bool) -> Option<&TensorInfo> {
+    let (l, j) = (l + j / 7, j % 7);
+    match w.layers.get(l) {
+        Some(lw) => Some(
+            [
+                &lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down,
+            ][j],
+        ),
+        None if logits && l == w.layers.len() && j == 0 => Some(&w.output),
+        None => None,
+    }
+}
+
 fn add_bias(x: &mut [f32], b: &Option<Vec<f32>>) {
     if let Some(b) = b {
         ops::add(x, b);
@@ -234,6 +255,15 @@ impl Model {
         let (hd, kv_dim) = (c.head_dim, c.kv_dim());
         let group = c.n_head / c.n_head_kv;
         let att_scale = 1.0 / libm::sqrtf(hd as f32);
+        // Read-ahead: before each matrix, announce the one two further on, so a streaming source
+        // reads it while these are computed (the first two are announced here).
+        let ahead = |l: usize, j: usize| {
+            if let Some(t) = matrix_at(w, l, j, want_logits) {
+                src.prefetch(t.offset, t.size);
+            }
+        };
+        ahead(0, 0);
+        ahead(0, 1);
 
         // x = token_embd[token]                                  x: [dim]
         read_row_f32(
@@ -249,10 +279,13 @@ impl Model {
             ops::rmsnorm(&mut st.xb, &st.x, &lw.attn_norm, c.norm_eps);
             st.acts_dim.reset();
             // q = wq·xb + bq, k = wk·xb + bk, v = wv·xb + bv      q: [n_head*hd], k, v: [kv_dim]
+            ahead(l, 2);
             let a = st.acts_dim.for_weight(k, &lw.wq, &st.xb)?;
             matmul(k, src, pool, &lw.wq, &a, &mut st.q, &mut st.scratch)?;
+            ahead(l, 3);
             let a = st.acts_dim.for_weight(k, &lw.wk, &st.xb)?;
             matmul(k, src, pool, &lw.wk, &a, &mut st.k, &mut st.scratch)?;
+            ahead(l, 4);
             let a = st.acts_dim.for_weight(k, &lw.wv, &st.xb)?;
             matmul(k, src, pool, &lw.wv, &a, &mut st.v, &mut st.scratch)?;
             add_bias(&mut st.q, &lw.bq);
@@ -299,6 +332,7 @@ impl Model {
 
             // x += wo·att                                        xb: [dim]
             st.acts_dim.reset();
+            ahead(l, 5);
             let a = st.acts_dim.for_weight(k, &lw.wo, &st.att)?;
             matmul(k, src, pool, &lw.wo, &a, &mut st.xb, &mut st.scratch)?;
             ops::add(&mut st.x, &st.xb);
@@ -307,8 +341,10 @@ impl Model {
             ops::rmsnorm(&mut st.xb, &st.x, &lw.ffn_norm, c.norm_eps);
             st.acts_dim.reset();
             // hb = silu(w_gate·xb) * (w_up·xb)                   hb, hb2: [ffn_dim]
+            ahead(l, 6);
             let a = st.acts_dim.for_weight(k, &lw.w_gate, &st.xb)?;
             matmul(k, src, pool, &lw.w_gate, &a, &mut st.hb, &mut st.scratch)?;
+            ahead(l, 7);
             let a = st.acts_dim.for_weight(k, &lw.w_up, &st.xb)?;
             matmul(k, src, pool, &lw.w_up, &a, &mut st.hb2, &mut st.scratch)?;
             // hb = silu(hb) * hb2, split across workers (1536 expf per layer would otherwise be serial)
@@ -320,6 +356,7 @@ impl Model {
 
             // x += w_down·hb                                     xb: [dim]
             st.acts_ffn.reset();
+            ahead(l, 8);
             let a = st.acts_ffn.for_weight(k, &lw.w_down, &st.hb)?;
             matmul(k, src, pool, &lw.w_down, &a, &mut st.xb, &mut st.scratch)?;
             ops::add(&mut st.x, &st.xb);

@@ -103,7 +103,10 @@ pub enum ModelError {
         index: usize,
     },
     /// A block scale of a quantized tensor is NaN or infinite.
-    NonFiniteScale { tensor: String, block: u64 },
+    NonFiniteScale {
+        tensor: String,
+        block: u64,
+    },
     /// No room left in the KV cache.
     ContextFull {
         ctx: usize,
@@ -152,7 +155,10 @@ impl fmt::Display for ModelError {
                 )
             }
             ModelError::NonFiniteScale { tensor, block } => {
-                write!(f, "tensor {tensor:?}: block {block} has a NaN or infinite scale")
+                write!(
+                    f,
+                    "tensor {tensor:?}: block {block} has a NaN or infinite scale"
+                )
             }
             ModelError::NonFinite { tensor, index } => {
                 write!(
@@ -494,10 +500,17 @@ fn f16_finite(b: &[u8], at: usize) -> bool {
 
 /// Check that tensor `t` holds no NaN or infinity: every value of a float tensor, every block scale
 /// of a quantized one. Reads the tensor through `src` in chunks of `scratch`.
-pub fn check_finite<S: Storage + ?Sized>(src: &S, t: &TensorInfo, scratch: &mut [u8]) -> Result<(), ModelError> {
+pub fn check_finite<S: Storage + ?Sized>(
+    src: &S,
+    t: &TensorInfo,
+    scratch: &mut [u8],
+) -> Result<(), ModelError> {
     let bb = t.ty.block_bytes();
     if scratch.len() < bb {
-        return Err(ModelError::Matvec(alloc::format!("scratch of {} bytes is smaller than a block", scratch.len())));
+        return Err(ModelError::Matvec(alloc::format!(
+            "scratch of {} bytes is smaller than a block",
+            scratch.len()
+        )));
     }
     let chunk = scratch.len() / bb * bb;
     let mut done = 0u64;
@@ -515,10 +528,14 @@ pub fn check_finite<S: Storage + ?Sized>(src: &S, t: &TensorInfo, scratch: &mut 
             };
             if !ok {
                 return Err(match t.ty {
-                    GgmlType::F32 | GgmlType::F16 | GgmlType::Bf16 => {
-                        ModelError::NonFinite { tensor: t.name.clone(), index: block as usize }
-                    }
-                    _ => ModelError::NonFiniteScale { tensor: t.name.clone(), block },
+                    GgmlType::F32 | GgmlType::F16 | GgmlType::Bf16 => ModelError::NonFinite {
+                        tensor: t.name.clone(),
+                        index: block as usize,
+                    },
+                    _ => ModelError::NonFiniteScale {
+                        tensor: t.name.clone(),
+                        block,
+                    },
                 });
             }
         }
@@ -529,7 +546,11 @@ pub fn check_finite<S: Storage + ?Sized>(src: &S, t: &TensorInfo, scratch: &mut 
 
 impl Weights {
     /// [`check_finite`] over every matrix and the embedding table (each tensor once).
-    pub fn check_finite<S: Storage + ?Sized>(&self, src: &S, scratch: &mut [u8]) -> Result<(), ModelError> {
+    pub fn check_finite<S: Storage + ?Sized>(
+        &self,
+        src: &S,
+        scratch: &mut [u8],
+    ) -> Result<(), ModelError> {
         let mut seen = alloc::collections::BTreeSet::new();
         for t in self.matrices().chain(core::iter::once(&self.token_embd)) {
             if seen.insert(t.offset) {

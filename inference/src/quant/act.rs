@@ -134,7 +134,11 @@ pub fn quantize_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
 }
 
 /// The three activation quantizers of a kernel set: Q8_0, Q8_1, Q8_K.
-pub type Quantizers = (fn(&[f32], &mut [BlockQ8_0]), fn(&[f32], &mut [BlockQ8_1]), fn(&[f32], &mut [BlockQ8K]));
+pub type Quantizers = (
+    fn(&[f32], &mut [BlockQ8_0]),
+    fn(&[f32], &mut [BlockQ8_1]),
+    fn(&[f32], &mut [BlockQ8K]),
+);
 
 /// Activations in the format a weight type's dot product takes; borrowed from an [`ActBuf`].
 #[derive(Debug, Clone, Copy)]
@@ -226,7 +230,12 @@ impl ActBuf {
 
     /// [`ActBuf::quantize`] with the given Q8_0, Q8_1 and Q8_K quantizers (SIMD twins that produce
     /// the same bytes, from a kernel set).
-    pub fn quantize_with(&mut self, format: ActFormat, x: &[f32], q: Quantizers) -> Result<(), ActLenError> {
+    pub fn quantize_with(
+        &mut self,
+        format: ActFormat,
+        x: &[f32],
+        q: Quantizers,
+    ) -> Result<(), ActLenError> {
         let be = format.block_elems();
         if !x.len().is_multiple_of(be) {
             return Err(ActLenError {

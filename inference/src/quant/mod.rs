@@ -267,7 +267,10 @@ impl Kernels {
 
     /// The set called `name` (`scalar`, `neon`, `neon-dotprod`, `rvv`) if this CPU runs it.
     pub fn by_name(name: &str) -> Option<Kernels> {
-        Self::available().into_iter().flatten().find(|k| k.name == name)
+        Self::available()
+            .into_iter()
+            .flatten()
+            .find(|k| k.name == name)
     }
 
     /// Every set this CPU runs, scalar first, fastest last (on aarch64 the NEON sets, chosen

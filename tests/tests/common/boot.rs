@@ -14,8 +14,12 @@ pub struct Built {
 
 /// Build the kernel for `board` (for QEMU) and the PC runner, once per test binary and board.
 pub fn built(board: &str) -> &'static Built {
-    static BUILT: OnceLock<std::sync::Mutex<std::collections::HashMap<String, &'static Built>>> = OnceLock::new();
-    let mut map = BUILT.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    static BUILT: OnceLock<std::sync::Mutex<std::collections::HashMap<String, &'static Built>>> =
+        OnceLock::new();
+    let mut map = BUILT
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     if let Some(b) = map.get(board) {
         return b;
     }
@@ -23,8 +27,16 @@ pub fn built(board: &str) -> &'static Built {
     let kernel = xtask::build_kernel(&b, true).unwrap_or_else(|e| panic!("{e}"));
     let host = xtask::build_host().unwrap_or_else(|e| panic!("{e}"));
     let q = Command::new(&b.qemu_binary).arg("--version").output();
-    assert!(q.is_ok(), "{} not found: run `cargo xtask setup`", b.qemu_binary);
-    let built: &'static Built = Box::leak(Box::new(Built { kernel, host, board: b }));
+    assert!(
+        q.is_ok(),
+        "{} not found: run `cargo xtask setup`",
+        b.qemu_binary
+    );
+    let built: &'static Built = Box::leak(Box::new(Built {
+        kernel,
+        host,
+        board: b,
+    }));
     map.insert(board.to_string(), built);
     built
 }
@@ -55,18 +67,41 @@ pub fn host_text(b: &Built, model: &Path, s: &xtask::Settings) -> String {
 }
 
 /// Boot with `image`; returns (exit code, UART text with CRLF turned into LF).
-pub fn boot(b: &Built, image: &Path, mem: Option<&str>, extra: &[String], limit: Duration) -> (i32, String) {
+pub fn boot(
+    b: &Built,
+    image: &Path,
+    mem: Option<&str>,
+    extra: &[String],
+    limit: Duration,
+) -> (i32, String) {
     boot_smp(b, image, mem, None, extra, limit)
 }
 
 /// [`boot`] with a core count (`None`: the board's).
-pub fn boot_smp(b: &Built, image: &Path, mem: Option<&str>, smp: Option<u32>, extra: &[String], limit: Duration) -> (i32, String) {
-    let opts = xtask::QemuOpts { mem: mem.map(String::from), smp, extra: extra.to_vec(), ..Default::default() };
+pub fn boot_smp(
+    b: &Built,
+    image: &Path,
+    mem: Option<&str>,
+    smp: Option<u32>,
+    extra: &[String],
+    limit: Duration,
+) -> (i32, String) {
+    let opts = xtask::QemuOpts {
+        mem: mem.map(String::from),
+        smp,
+        extra: extra.to_vec(),
+        ..Default::default()
+    };
     boot_with(b, image, &opts, limit)
 }
 
 /// [`boot`] with any QEMU overrides.
-pub fn boot_with(b: &Built, image: &Path, opts: &xtask::QemuOpts, limit: Duration) -> (i32, String) {
+pub fn boot_with(
+    b: &Built,
+    image: &Path,
+    opts: &xtask::QemuOpts,
+    limit: Duration,
+) -> (i32, String) {
     // Firmware (OpenSBI) has been seen to hang before reaching the kernel, rarely and only under
     // heavy load; a boot whose kernel has not printed its banner within this time is tried again.
     const START_LIMIT: Duration = Duration::from_secs(120);
@@ -80,10 +115,20 @@ pub fn boot_with(b: &Built, image: &Path, opts: &xtask::QemuOpts, limit: Duratio
 }
 
 /// One boot; `None` if the kernel's banner did not appear within `start_limit`.
-fn boot_once(b: &Built, image: &Path, opts: &xtask::QemuOpts, limit: Duration, start_limit: Duration) -> Option<(i32, String)> {
+fn boot_once(
+    b: &Built,
+    image: &Path,
+    opts: &xtask::QemuOpts,
+    limit: Duration,
+    start_limit: Duration,
+) -> Option<(i32, String)> {
     let mut c = xtask::qemu_command(&b.board, &b.kernel, image, opts);
-    c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = c.spawn().unwrap_or_else(|e| panic!("starting QEMU: {e} (run `cargo xtask setup`)"));
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting QEMU: {e} (run `cargo xtask setup`)"));
     let mut stdout = child.stdout.take().unwrap();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let sink = seen.clone();

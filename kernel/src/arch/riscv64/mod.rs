@@ -150,7 +150,11 @@ pub fn detect_features(dtb: usize) {
     let isa = crate::dtb::riscv_isa(dtb);
     let v = isa.is_some_and(inference::quant::rvv::isa_has_v);
     inference::quant::rvv::set_available(v);
-    crate::println!("isa: {} (vector {})", isa.unwrap_or("unknown"), if v { "on" } else { "off" });
+    crate::println!(
+        "isa: {} (vector {})",
+        isa.unwrap_or("unknown"),
+        if v { "on" } else { "off" }
+    );
 }
 
 /// Read an address below RAM, where nothing answers: a load access fault.
