@@ -10,6 +10,7 @@
 //! `Storage` trait: memory-mapped (zero-copy) by default, or with positioned reads (`--pread`).
 
 mod pool;
+mod sweep;
 
 use inference::generate::{Engine, StopReason};
 use inference::gguf::Value;
@@ -41,6 +42,8 @@ const USAGE: &str = "usage: lmboot-host --model FILE.gguf [options]
   --teacher GOLDEN.txt   teacher-forced run over a golden case's prompt_ids and generated_ids
   --dump-logits OUT.f32  with --teacher: write one row of logits per step
   --info                 print the model's metadata and tensor table
+  --cache-sweep MIB,...  bytes read per generated token through the kernel's page cache of each
+                         size (MiB), resident-prefix with and without read-ahead, and LRU (-n tokens)
 ";
 
 struct Args {
@@ -55,6 +58,7 @@ struct Args {
     teacher: Option<PathBuf>,
     dump: Option<PathBuf>,
     info: bool,
+    sweep: Option<String>,
 }
 
 fn fail(msg: impl std::fmt::Display) -> ! {
@@ -75,6 +79,7 @@ fn parse_args() -> Args {
         teacher: None,
         dump: None,
         info: false,
+        sweep: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -110,6 +115,7 @@ fn parse_args() -> Args {
             "--teacher" => a.teacher = Some(val("--teacher").into()),
             "--dump-logits" => a.dump = Some(val("--dump-logits").into()),
             "--info" => a.info = true,
+            "--cache-sweep" => a.sweep = Some(val("--cache-sweep")),
             "-h" | "--help" => {
                 print!("{USAGE}");
                 exit(0);
@@ -163,6 +169,12 @@ fn main() {
     let Some(path) = args.model.clone() else {
         fail(format!("--model FILE.gguf is required\n\n{USAGE}"))
     };
+    if let Some(sizes) = &args.sweep {
+        if let Err(e) = sweep::run(&path, sizes, args.n) {
+            fail(e);
+        }
+        return;
+    }
     let result = if args.pread {
         let src =
             FileStorage::open(&path).unwrap_or_else(|e| fail(format!("{}: {e}", path.display())));

@@ -9,11 +9,13 @@
 //! exception level or mode, MMU or bare mode, traps, counters, power), the board constants generated
 //! from `boards/*.toml`, the console, heap, worker pool on all cores (`smp.rs`), and the glue to the
 //! block drivers (virtio-blk, SDHCI).
-#![cfg_attr(not(test), no_std)]
+#![cfg_attr(not(any(test, feature = "std")), no_std)]
 
 extern crate alloc;
 
 pub mod config;
+#[cfg(feature = "std")]
+pub mod hostfile;
 pub mod measure;
 pub mod pagecache;
 pub mod run;

@@ -9,64 +9,9 @@ use inference::model::{Model, RunState};
 use inference::parallel::SingleThread;
 use inference::sampler::{Sampler, SamplerConfig};
 use inference::{Gguf, Kernels};
-use kernel::pagecache::{FileSource, Options, PageCache, Policy};
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-
-/// The model file, counting the bytes read from it.
-struct Counted {
-    file: std::fs::File,
-    len: u64,
-    bytes: Arc<AtomicU64>,
-    /// With a queue, reads are started and finish when polled (oldest first), like virtio-blk.
-    queue: Option<VecDeque<(u32, u64, usize, usize)>>,
-}
-
-impl FileSource for Counted {
-    type Error = std::io::Error;
-    fn len(&self) -> u64 {
-        self.len
-    }
-    fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), std::io::Error> {
-        use std::os::unix::fs::FileExt;
-        self.file.read_exact_at(buf, offset)?;
-        self.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
-        Ok(())
-    }
-    fn queue_depth(&self) -> usize {
-        if self.queue.is_some() {
-            16
-        } else {
-            0
-        }
-    }
-    unsafe fn start(
-        &mut self,
-        tag: u32,
-        offset: u64,
-        buf: *mut u8,
-        len: usize,
-    ) -> Result<bool, std::io::Error> {
-        match &mut self.queue {
-            Some(q) => {
-                q.push_back((tag, offset, buf as usize, len));
-                Ok(false)
-            }
-            None => {
-                // SAFETY: the cache passes a buffer valid for `len` bytes.
-                self.read(offset, unsafe { std::slice::from_raw_parts_mut(buf, len) })?;
-                Ok(true)
-            }
-        }
-    }
-    fn poll(&mut self) -> Option<(u32, Result<(), std::io::Error>)> {
-        let (tag, offset, buf, len) = self.queue.as_mut()?.pop_front()?;
-        // SAFETY: the cache leaves the slot alone until this read is reported.
-        let b = unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, len) };
-        Some((tag, self.read(offset, b)))
-    }
-}
+use kernel::hostfile::HostFile;
+use kernel::pagecache::{Options, PageCache, Policy};
+use std::sync::atomic::Ordering;
 
 const PAGE: usize = 256 * 1024;
 
@@ -90,16 +35,8 @@ fn per_token_with(
     opts: Options,
     queued: bool,
 ) -> ((u64, usize, Vec<u32>), kernel::pagecache::CacheStats) {
-    let path = common::model_path();
-    let file = std::fs::File::open(&path).unwrap();
-    let len = file.metadata().unwrap().len();
-    let bytes = Arc::new(AtomicU64::new(0));
-    let src = Counted {
-        file,
-        len,
-        bytes: bytes.clone(),
-        queue: queued.then(VecDeque::new),
-    };
+    let src = HostFile::open(&common::model_path(), queued).unwrap();
+    let bytes = src.counter();
     let cache = PageCache::with_options(src, capacity, PAGE, opts, &mut |_, _| {}).unwrap();
     let g = Gguf::open(&cache).unwrap();
     let model = Model::load(&g, &cache).unwrap();

@@ -255,3 +255,138 @@ pub fn cases_for(board: Option<&str>) -> Vec<Case> {
         .filter(|c| board.is_none_or(|b| c.board == b))
         .collect()
 }
+
+/// One line of `lmboot-host --cache-sweep`: (MiB, configuration, bytes per token).
+fn sweep_line(line: &str) -> Option<(u64, String, u64)> {
+    let rest = line.strip_prefix("cache-sweep: ")?;
+    let (mib, rest) = rest.split_once(" MiB ")?;
+    let (name, rest) = rest.split_once(": ")?;
+    let bytes = rest.split(' ').next()?.parse().ok()?;
+    Some((mib.parse().ok()?, name.to_string(), bytes))
+}
+
+/// Bytes read per generated token against cache size, for the resident-prefix policy (read-ahead
+/// off and on) and LRU, through the kernel's page cache on the host (the same forward pass and
+/// access order as a board). Writes `results/pagecache.md` and `results/pagecache.svg`.
+pub fn cache_sweep(n: usize) -> Result<String, String> {
+    let model = ensure_model()?;
+    let host = crate::build_host()?;
+    let model_bytes = fs::metadata(&model).map_err(|e| e.to_string())?.len();
+    let sizes = "8,16,24,32,40,48,56,64,72,80,88,96";
+    eprintln!("xtask: bench: page-cache sweep over {sizes} MiB");
+    let out = std::process::Command::new(&host)
+        .arg("--model")
+        .arg(&model)
+        .args(["--cache-sweep", sizes, "-n", &n.max(2).to_string()])
+        .output()
+        .map_err(|e| format!("lmboot-host: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!("lmboot-host --cache-sweep failed:\n{text}{}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let points: Vec<(u64, String, u64)> = text.lines().filter_map(sweep_line).collect();
+    let names: Vec<String> = {
+        let mut v: Vec<String> = points.iter().map(|p| p.1.clone()).collect();
+        v.dedup();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let mibs: Vec<u64> = {
+        let mut v: Vec<u64> = points.iter().map(|p| p.0).collect();
+        v.dedup();
+        v
+    };
+    let get = |mib: u64, name: &str| points.iter().find(|p| p.0 == mib && p.1 == name).map(|p| p.2);
+    let mut md = String::new();
+    let _ = writeln!(md, "# Bytes read from the card per generated token (SmolLM2-135M Q4_1, {model_bytes} bytes; page 256 KiB; greedy, \"Once upon a time\")\n");
+    let _ = writeln!(md, "| cache | M - C | {} |", names.join(" | "));
+    let _ = writeln!(md, "|---|---|{}", "---|".repeat(names.len()));
+    for &mib in &mibs {
+        let mc = model_bytes.saturating_sub(mib << 20);
+        let cells: Vec<String> = names.iter().map(|n| get(mib, n).map_or("".into(), |b| format!("{:.1} MB", b as f64 / 1e6))).collect();
+        let _ = writeln!(md, "| {mib} MiB | {:.1} MB | {} |", mc as f64 / 1e6, cells.join(" | "));
+    }
+    let _ = writeln!(md, "\nRead-ahead adds its pages to the streaming window, so it pins 1 MiB less than the plain policy (about 1 MB more per token); it changes when the bytes are read, not how many.");
+    // Line plot: x = cache size, y = MB per token.
+    let (w, h, l, b, t, r) = (720.0, 420.0, 70.0, 50.0, 40.0, 200.0);
+    let xmax = *mibs.iter().max().unwrap_or(&1) as f64;
+    let ymax = (model_bytes as f64 / 1e6 * 1.1).max(1.0);
+    let x = |mib: f64| l + (w - l - r) * mib / xmax;
+    let y = |mb: f64| h - b - (h - b - t) * mb / ymax;
+    let mut svg = format!("<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n<text x='{l}' y='22' font-size='14'>Bytes read per generated token vs page-cache size ({:.0} MB model)</text>\n", model_bytes as f64 / 1e6);
+    let _ = writeln!(svg, "<line x1='{l}' y1='{}' x2='{}' y2='{}' stroke='black'/><line x1='{l}' y1='{t}' x2='{l}' y2='{}' stroke='black'/>", h - b, w - r, h - b, h - b);
+    for i in 0..=4 {
+        let mb = ymax * i as f64 / 4.0;
+        let _ = writeln!(svg, "<text x='{}' y='{:.0}' text-anchor='end'>{mb:.0} MB</text>", l - 6.0, y(mb) + 4.0);
+    }
+    for &mib in &mibs {
+        let _ = writeln!(svg, "<text x='{:.0}' y='{}' text-anchor='middle'>{mib}</text>", x(mib as f64), h - b + 16.0);
+    }
+    let _ = writeln!(svg, "<text x='{:.0}' y='{}' text-anchor='middle'>cache size (MiB)</text>", (l + w - r) / 2.0, h - 10.0);
+    let mut series: Vec<(String, &str, Vec<(f64, f64)>)> = names
+        .iter()
+        .map(|n| {
+            let color = match n.as_str() {
+                "lru" => "#c53030",
+                "resident-prefix" => "#2b6cb0",
+                _ => "#38a169",
+            };
+            (n.clone(), color, mibs.iter().filter_map(|&m| get(m, n).map(|v| (m as f64, v as f64 / 1e6))).collect())
+        })
+        .collect();
+    series.push(("M - C".into(), "#999999", mibs.iter().map(|&m| (m as f64, model_bytes.saturating_sub(m << 20) as f64 / 1e6)).collect()));
+    for (i, (name, color, pts)) in series.iter().enumerate() {
+        let path: Vec<String> = pts.iter().map(|(a, v)| format!("{:.1},{:.1}", x(*a), y(*v))).collect();
+        let dash = if name == "M - C" { " stroke-dasharray='4 3'" } else { "" };
+        let _ = writeln!(svg, "<polyline fill='none' stroke='{color}' stroke-width='2'{dash} points='{}'/>", path.join(" "));
+        let ly = t + 20.0 + i as f64 * 20.0;
+        let _ = writeln!(svg, "<line x1='{}' y1='{ly}' x2='{}' y2='{ly}' stroke='{color}' stroke-width='2'{dash}/><text x='{}' y='{}'>{name}</text>", w - r + 10.0, w - r + 34.0, w - r + 40.0, ly + 4.0);
+    }
+    svg.push_str("</svg>\n");
+    let dir = workspace_root().join("results");
+    fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    fs::write(dir.join("pagecache.md"), &md).map_err(|e| e.to_string())?;
+    fs::write(dir.join("pagecache.svg"), svg).map_err(|e| e.to_string())?;
+    Ok(md)
+}
+
+/// Guest time per generated token with read-ahead off and on: QEMU virt aarch64 with 64 MiB of
+/// RAM (the model streams), `-icount shift=0` (guest time follows instructions, 1 ns each), the
+/// card as fast as the host's file and throttled to an SD card's 25 MB/s. Writes
+/// `results/readahead.md`.
+pub fn readahead(n: usize) -> Result<String, String> {
+    let b = board("qemu-virt-aarch64")?;
+    let kernel = build_kernel(&b, true)?;
+    let model = ensure_model()?;
+    let mut md = String::new();
+    let _ = writeln!(md, "# Read-ahead: guest time per generated token (virt aarch64, 4 cores, -m 64M, -icount shift=0, {n} tokens)\n");
+    let _ = writeln!(md, "| card | read-ahead | ms/token (guest) | I/O stall ms/token | bytes read/token | text |");
+    let _ = writeln!(md, "|---|---|---|---|---|---|");
+    for (card, opts) in [("unthrottled", ""), ("25 MB/s (QEMU throttle)", ",throttling.bps-read=25000000")] {
+        for ra in ["0", "4"] {
+            let settings = Settings { n, extra: vec![("readahead".into(), ra.into())], ..Default::default() };
+            let img = workspace_root().join("target").join(format!("bench-readahead-{ra}.img"));
+            card_image(&b, Some(&kernel), &settings, &model, &img)?;
+            let q = QemuOpts { mem: Some("64M".into()), icount: true, drive_opts: opts.into(), ..Default::default() };
+            eprintln!("xtask: bench: read-ahead {ra}, card {card}");
+            let out = qemu_command(&b, &kernel, &img, &q).stdin(Stdio::null()).output().map_err(|e| format!("QEMU: {e}"))?;
+            let uart = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+            if !out.status.success() {
+                return Err(format!("read-ahead {ra}: exit {:?}\n{uart}", out.status.code()));
+            }
+            let gen = uart.lines().find(|l| l.starts_with("stats: prompt")).unwrap_or("");
+            let cache = uart.lines().find(|l| l.starts_with("stats: heap")).unwrap_or("");
+            let ms = num_after(gen, "ms (").unwrap_or(0);
+            let stall = num_after(cache, "generated token after the first), refills").and(cache.rsplit_once("I/O stall ")).and_then(|(_, s)| num_after(s, "("));
+            let per = num_after(cache, "bytes read ").and_then(|_| cache.split_once(" (")).and_then(|(_, s)| s.split(' ').next()?.parse::<u64>().ok()).unwrap_or(0);
+            let text = uart.find("--- output ---\n").and_then(|s| uart[s + 15..].split_once("\n--- end ---")).map(|(t, _)| t.trim().to_string()).unwrap_or_default();
+            let _ = writeln!(md, "| {card} | {} | {ms} | {} | {:.1} MB | {text:?} |", if ra == "0" { "off" } else { "4 pages" }, stall.map_or("?".into(), |s| s.to_string()), per as f64 / 1e6);
+        }
+    }
+    let _ = writeln!(md, "\nUnder -icount the guest clock advances with instructions, and waiting cores spin, so a read the cores wait for costs guest time while one that completes during computation does not. The throttle runs on the host's clock, so 25 MB/s is the host-time rate, not the rate the guest measures.");
+    let dir = workspace_root().join("results");
+    fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    fs::write(dir.join("readahead.md"), &md).map_err(|e| e.to_string())?;
+    Ok(md)
+}

@@ -545,6 +545,9 @@ pub struct QemuOpts {
     pub cpu: Option<String>,
     /// `-icount shift=0`: exact, repeatable instruction counts.
     pub icount: bool,
+    /// Appended to the card's `-drive` options, e.g. `,throttling.bps-read=25000000` to make
+    /// virtio-blk as slow as an SD card.
+    pub drive_opts: String,
     pub extra: Vec<String>,
 }
 
@@ -586,7 +589,11 @@ pub fn qemu_command(board: &Board, kernel: &Path, image: &Path, o: &QemuOpts) ->
     ])
     .arg(kernel);
     for a in &board.drive {
-        c.arg(a.replace("{image}", &image.display().to_string()));
+        if a.contains("{image}") {
+            c.arg(format!("{}{}", a.replace("{image}", &image.display().to_string()), o.drive_opts));
+        } else {
+            c.arg(a);
+        }
     }
     c.args(&o.extra);
     c

@@ -16,7 +16,11 @@ commands:
                    --repeat-penalty R --seed S --ctx N --cache SIZE --no-special --set KEY=VALUE (any lmboot.txt line)]
                   prints the UART on stdout and exits with the kernel's status
   bench           instruction counts per token in QEMU (-icount) for each kernel set, 1 and 4 cores;
-                  writes results/bench.md and results/bench.svg [-n N] [--board B]
+                  writes results/bench.md and results/bench.svg [-n N] [--board B];
+                  page-cache bytes per token against cache size (resident-prefix, read-ahead, LRU):
+                  results/pagecache.md and .svg; guest time per token with read-ahead off and on
+                  (64 MiB of RAM, -icount, card unthrottled and at 25 MB/s): results/readahead.md
+                  [--only instructions|cache|readahead]
   fuzz            run each fuzz target (gguf, fat, tokenizer, config) with cargo-fuzz on nightly
                   [--seconds N] [--target T]; crashes are saved under fuzz/regressions/
   bench-host      PC runner speed on the default model: prefill and generation tok/s
@@ -486,7 +490,7 @@ fn qemu(args: &[String]) -> Result<i32, String> {
         smp: a.smp,
         cpu: a.cpu.clone(),
         icount: a.icount,
-        extra: vec![],
+        ..Default::default()
     };
     let mut c = xtask::qemu_command(&a.board, &kernel, &img, &opts);
     eprintln!("xtask: {c:?}");
@@ -505,6 +509,7 @@ fn bench(args: &[String]) -> Result<i32, String> {
     }
     let mut n = 8;
     let mut board: Option<String> = None;
+    let mut only: Option<String> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -515,12 +520,27 @@ fn bench(args: &[String]) -> Result<i32, String> {
                     .ok_or("-n needs a number")?
             }
             "--board" => board = Some(it.next().cloned().ok_or("--board needs a value")?),
+            "--only" => only = Some(it.next().cloned().ok_or("--only needs instructions, cache or readahead")?),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    let md = xtask::bench::run(&xtask::bench::cases_for(board.as_deref()), n)?;
-    println!("{md}");
-    eprintln!("xtask: wrote results/bench.md and results/bench.svg");
+    let want = |part: &str| only.as_deref().is_none_or(|o| o == part);
+    if let Some(o) = only.as_deref().filter(|o| !["instructions", "cache", "readahead"].contains(o)) {
+        return Err(format!("--only {o}: expected instructions, cache or readahead"));
+    }
+    if want("instructions") {
+        let md = xtask::bench::run(&xtask::bench::cases_for(board.as_deref()), n)?;
+        println!("{md}");
+        eprintln!("xtask: wrote results/bench.md and results/bench.svg");
+    }
+    if want("cache") {
+        println!("{}", xtask::bench::cache_sweep(6)?);
+        eprintln!("xtask: wrote results/pagecache.md and results/pagecache.svg");
+    }
+    if want("readahead") {
+        println!("{}", xtask::bench::readahead(n)?);
+        eprintln!("xtask: wrote results/readahead.md");
+    }
     Ok(0)
 }
 
