@@ -22,6 +22,16 @@ pub enum Mode {
 }
 
 /// The settings of a run.
+/// `io_core`: when a core serves the card while the others compute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoCore {
+    /// When the model streams, read-ahead is on and the card cannot queue reads (the Pi's SD host).
+    Auto,
+    /// Whenever the model streams and read-ahead is on (also over virtio-blk, e.g. to test it).
+    On,
+    Off,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// Path of the GGUF file on the FAT volume.
@@ -39,6 +49,9 @@ pub struct Config {
     /// Page-cache pages read ahead of the forward pass (0 = off) when the card is read through a
     /// request queue (virtio-blk).
     pub readahead: usize,
+    /// Whether one core serves the card while the others compute (read-ahead on a device without
+    /// a request queue).
+    pub io_core: IoCore,
     /// Cores to use; `None` = all.
     pub cores: Option<usize>,
     /// Parse special-token text (`<|im_start|>`) in the prompt.
@@ -64,6 +77,7 @@ impl Default for Config {
             cache_bytes: None,
             page_bytes: 256 * 1024,
             readahead: crate::pagecache::DEFAULT_READAHEAD,
+            io_core: IoCore::Auto,
             cores: None,
             special: true,
             kernels: "auto".into(),
@@ -138,7 +152,7 @@ impl fmt::Display for ConfigError {
     }
 }
 
-const KNOWN: &str = "model, prompt, mode, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, cache, page, readahead, cores, special, kernels, measure_cores, selftest";
+const KNOWN: &str = "model, prompt, mode, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, cache, page, readahead, io_core, cores, special, kernels, measure_cores, selftest";
 
 fn bad(line: usize, key: &str, value: &str, allowed: &'static str) -> ConfigError {
     ConfigError {
@@ -380,6 +394,14 @@ impl Config {
                         )? as usize
                     }
                 }
+                "io_core" => {
+                    c.io_core = match v {
+                        "auto" => IoCore::Auto,
+                        "on" | "true" | "yes" => IoCore::On,
+                        "off" | "false" | "no" => IoCore::Off,
+                        _ => return Err(bad(line, key, v, "auto, on or off")),
+                    }
+                }
                 "measure_cores" => {
                     c.measure_cores = Some(int(line, key, v, 1, 16, "1 to 16")? as usize)
                 }
@@ -438,6 +460,16 @@ mod tests {
     }
 
     #[test]
+    fn read_ahead_keys() {
+        let c = Config::parse(b"readahead = off\nio_core = on\n").unwrap();
+        assert_eq!((c.readahead, c.io_core), (0, IoCore::On));
+        let c = Config::parse(b"readahead = 8\nio_core = off\n").unwrap();
+        assert_eq!((c.readahead, c.io_core), (8, IoCore::Off));
+        let c = Config::default();
+        assert_eq!((c.readahead, c.io_core), (crate::pagecache::DEFAULT_READAHEAD, IoCore::Auto));
+    }
+
+    #[test]
     fn bad_configs_name_line_key_and_range() {
         let cases: &[(&[u8], usize, &str)] = &[
             (b"n = 0", 1, "n = \"0\""),
@@ -450,6 +482,8 @@ mod tests {
             (b"cache = 12Q", 1, "auto, or 1M"),
             (b"page = 5000", 1, "multiple of 4K"),
             (b"cores = 0", 1, "all, or 1 to 16"),
+            (b"readahead = 9", 1, "off, or 0 to 8 pages"),
+            (b"io_core = maybe", 1, "auto, on or off"),
             (b"temprature = 1", 1, "unknown key \"temprature\""),
             (b"n = 1\nn = 2", 2, "set twice"),
             (b"just words", 1, "key = value"),

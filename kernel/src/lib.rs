@@ -16,6 +16,7 @@ extern crate alloc;
 pub mod config;
 #[cfg(feature = "std")]
 pub mod hostfile;
+pub mod iocore;
 pub mod measure;
 pub mod pagecache;
 pub mod run;

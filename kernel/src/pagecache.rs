@@ -68,6 +68,26 @@ pub trait FileSource {
     }
 }
 
+impl<F: FileSource + ?Sized> FileSource for Box<F> {
+    type Error = F::Error;
+    fn len(&self) -> u64 {
+        (**self).len()
+    }
+    fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), F::Error> {
+        (**self).read(offset, buf)
+    }
+    fn queue_depth(&self) -> usize {
+        (**self).queue_depth()
+    }
+    unsafe fn start(&mut self, tag: u32, offset: u64, buf: *mut u8, len: usize) -> Result<bool, F::Error> {
+        // SAFETY: the caller's guarantee, passed on.
+        unsafe { (**self).start(tag, offset, buf, len) }
+    }
+    fn poll(&mut self) -> Option<(u32, Result<(), F::Error>)> {
+        (**self).poll()
+    }
+}
+
 /// Page-cache counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CacheStats {

@@ -162,6 +162,11 @@ where
         pool: &crate::smp::CorePool,
         set_cores: Some(&|n| crate::smp::CorePool::set_active(n.unwrap_or(usize::MAX))),
         raise_exception: Some(crate::arch::raise_exception),
+        io_core: Some(kernel::run::IoCoreHooks {
+            start: crate::smp::CorePool::start_service,
+            stop: crate::smp::CorePool::stop_service,
+            wake: crate::arch::sev,
+        }),
         kernels: inference::Kernels::best(),
     };
     match kernel::run::run(dev, &mut UartConsole, &env) {

@@ -3,9 +3,11 @@
 //! → generate, streaming tokens → a stats line. The board supplies a block device, a console, a
 //! clock and a worker pool; the host tests run the same function over a RAM disk.
 
-use crate::config::{Config, Mode};
+use crate::config::{Config, IoCore, Mode};
+use crate::iocore::{IoShared, Served, Texted};
 use crate::measure::MeasuredPool;
 use crate::pagecache::{FileSource, PageCache};
+use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -61,6 +63,32 @@ pub struct Env<'a, P: Parallel + ?Sized> {
     pub set_cores: Option<&'a dyn Fn(Option<usize>) -> usize>,
     /// Raise a CPU exception (an access to unmapped memory), for `selftest = exception`.
     pub raise_exception: Option<fn()>,
+    /// A core to serve the card while the others compute (boards with more than one core).
+    pub io_core: Option<IoCoreHooks>,
+}
+
+/// How the run takes a core out of the compute jobs to serve the card ([`crate::iocore`]).
+#[derive(Debug, Clone, Copy)]
+pub struct IoCoreHooks {
+    /// Have one working core call `serve` in a loop (sleeping while it returns `false`); returns
+    /// that core's index, or `None` if no core can be spared.
+    ///
+    /// # Safety
+    /// `stop` must be called before `serve` is dropped.
+    pub start: unsafe fn(&(dyn Fn() -> bool + Sync)) -> Option<usize>,
+    /// Stop serving and give the core back to the jobs.
+    pub stop: fn(),
+    /// Wake the serving core (after queueing a read).
+    pub wake: fn(),
+}
+
+/// Stops the serving core when dropped (after the page cache, which waits for reads in flight).
+struct Serving(fn());
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        (self.0)()
+    }
 }
 
 impl<P: Parallel + ?Sized> fmt::Debug for Env<'_, P> {
@@ -341,22 +369,53 @@ where
         capacity >> 20,
         size >> 20
     );
-    let src = direct.0.into_inner();
+    let card = direct.0.into_inner();
+    // Read-ahead needs reads that run while the cores compute: a device with a request queue
+    // (virtio-blk) does that by itself; otherwise (the Pi's SD host, PIO) one core serves the card.
+    let streams = capacity < size;
+    let want_core = match cfg.io_core {
+        IoCore::On => true,
+        IoCore::Off => false,
+        IoCore::Auto => card.queue_depth() == 0,
+    } && streams
+        && cfg.readahead > 0
+        && cfg.measure_cores.is_none()
+        && cores >= 2;
+    let (shared, plain) = match (want_core, env.io_core) {
+        (true, Some(hooks)) => (Some(IoShared::new(card, hooks.wake)), None),
+        _ => (None, Some(card)),
+    };
+    let serve = || shared.as_ref().is_some_and(|s| s.serve_one());
+    let mut _serving = None;
+    if let (Some(_), Some(hooks)) = (&shared, env.io_core) {
+        // SAFETY: `_serving` stops the service when dropped, before `serve` and `shared` (declared
+        // earlier) and after the cache (declared later), which waits for the reads in flight.
+        match unsafe { (hooks.start)(&serve) } {
+            Some(core) => {
+                _serving = Some(Serving(hooks.stop));
+                let _ = writeln!(out, "read-ahead: core {core} serves the card, {} compute", cores - 1);
+            }
+            None => {
+                let _ = writeln!(out, "read-ahead: no core to spare for the card; reads stay synchronous");
+            }
+        }
+    }
+    let src: Box<dyn FileSource<Error = String> + Send + '_> = match (&shared, plain) {
+        (Some(s), _) => Box::new(Served::new(s)),
+        (None, Some(c)) => Box::new(Texted(c)),
+        (None, None) => return Err(RunError::Memory("no card source".into())),
+    };
     let t_load = (env.clock_ns)();
     let mut last = 0;
-    let opts = crate::pagecache::Options {
-        readahead: cfg.readahead,
-        ..Default::default()
-    };
-    let mut cache =
-        PageCache::with_options(src, capacity, cfg.page_bytes, opts, &mut |done, total| {
-            let pct = if total == 0 { 100 } else { done * 100 / total };
-            if pct >= last + 10 || done == total {
-                last = pct;
-                let _ = write!(out, "\rloading {pct:>3}%");
-            }
-        })
-        .map_err(|e| RunError::Memory(e.to_string()))?;
+    let opts = crate::pagecache::Options { readahead: cfg.readahead, ..Default::default() };
+    let mut cache = PageCache::with_options(src, capacity, cfg.page_bytes, opts, &mut |done, total| {
+        let pct = if total == 0 { 100 } else { done * 100 / total };
+        if pct >= last + 10 || done == total {
+            last = pct;
+            let _ = write!(out, "\rloading {pct:>3}%");
+        }
+    })
+    .map_err(|e| RunError::Memory(e.to_string()))?;
     let load_ns = (env.clock_ns)() - t_load;
     cache.set_clock(env.clock_ns);
     let _ = writeln!(

@@ -5,7 +5,7 @@
 //! nothing is allocated.
 
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use inference::parallel::{Parallel, MAX_WORKERS};
 
 type Job = *const (dyn Fn(usize) + Sync);
@@ -23,6 +23,20 @@ static ONLINE: AtomicUsize = AtomicUsize::new(1);
 /// Workers taking part in jobs (core 0 included).
 static ACTIVE: AtomicUsize = AtomicUsize::new(1);
 
+type Service = *const (dyn Fn() -> bool + Sync);
+struct ServiceSlot(UnsafeCell<Option<Service>>);
+// SAFETY: written by core 0 only while no core serves (SERVING is NONE and IN_SERVICE false), read
+// by the serving core only between its SeqCst check of SERVING and its clearing of IN_SERVICE.
+unsafe impl Sync for ServiceSlot {}
+static SERVICE: ServiceSlot = ServiceSlot(UnsafeCell::new(None));
+/// Worker index running the service loop (`NONE`: none).
+static SERVING: AtomicUsize = AtomicUsize::new(NONE);
+const NONE: usize = usize::MAX;
+/// The serving core is inside a call of the service.
+static IN_SERVICE: AtomicBool = AtomicBool::new(false);
+/// ACTIVE before the service took its core.
+static ACTIVE_BEFORE: AtomicUsize = AtomicUsize::new(0);
+
 /// The pool (a handle to the statics above).
 #[derive(Debug, Clone, Copy)]
 pub struct CorePool;
@@ -38,6 +52,47 @@ impl CorePool {
         let n = n.clamp(1, Self::online().min(MAX_WORKERS));
         ACTIVE.store(n, Ordering::Release);
         n
+    }
+
+    /// Take the last working core out of the jobs and have it call `serve` in a loop (sleeping when
+    /// it returns `false`, until woken by `sev`/an IPI), e.g. to serve the card while the others
+    /// compute. Returns that core's worker index, or `None` with fewer than two working cores or a
+    /// service already running.
+    ///
+    /// # Safety
+    /// [`CorePool::stop_service`] must be called before `serve` is dropped; call both from core 0
+    /// between jobs.
+    pub unsafe fn start_service(serve: &(dyn Fn() -> bool + Sync)) -> Option<usize> {
+        let n = ACTIVE.load(Ordering::Acquire);
+        if n < 2 || SERVING.load(Ordering::SeqCst) != NONE {
+            return None;
+        }
+        // SAFETY: only the lifetime is erased; the caller promises stop_service before the
+        // closure goes, and stop_service waits until no core is inside it.
+        let ptr: Service = unsafe {
+            core::mem::transmute::<&(dyn Fn() -> bool + Sync), &'static (dyn Fn() -> bool + Sync)>(serve)
+        };
+        // SAFETY: no core serves now (SERVING is NONE), so nobody reads the slot.
+        unsafe { *SERVICE.0.get() = Some(ptr) };
+        ACTIVE_BEFORE.store(n, Ordering::Release);
+        ACTIVE.store(n - 1, Ordering::Release);
+        SERVING.store(n - 1, Ordering::SeqCst);
+        crate::arch::sev();
+        Some(n - 1)
+    }
+
+    /// Stop the service started by [`CorePool::start_service`] and give its core back to the jobs.
+    pub fn stop_service() {
+        if SERVING.swap(NONE, Ordering::SeqCst) == NONE {
+            return;
+        }
+        crate::arch::sev();
+        while IN_SERVICE.load(Ordering::SeqCst) {
+            core::hint::spin_loop();
+        }
+        // SAFETY: no core serves any more (SERVING is NONE and the serving core is out).
+        unsafe { *SERVICE.0.get() = None };
+        ACTIVE.store(ACTIVE_BEFORE.load(Ordering::Acquire), Ordering::Release);
     }
 
     /// Wait (boundedly) until `expected` cores are online; returns how many are.
@@ -60,6 +115,24 @@ pub fn worker_loop(core: usize) -> ! {
     let _ = core;
     let mut seen = EPOCH.load(Ordering::Acquire);
     loop {
+        if SERVING.load(Ordering::SeqCst) == index {
+            IN_SERVICE.store(true, Ordering::SeqCst);
+            // Checked again after announcing: stop_service clears SERVING, then waits for
+            // IN_SERVICE to drop, so the closure is never called after it returns.
+            if SERVING.load(Ordering::SeqCst) == index {
+                // SAFETY: set before SERVING named this core, cleared only after it stops.
+                if let Some(f) = unsafe { *SERVICE.0.get() } {
+                    // SAFETY: as above; the closure outlives the service.
+                    if !unsafe { (*f)() } {
+                        crate::arch::wait();
+                    }
+                }
+            }
+            IN_SERVICE.store(false, Ordering::SeqCst);
+            // Jobs published while serving were not this core's: do not run them afterwards.
+            seen = EPOCH.load(Ordering::Acquire);
+            continue;
+        }
         let e = EPOCH.load(Ordering::Acquire);
         if e == seen {
             crate::arch::wait();

@@ -121,6 +121,51 @@ fn less_ram_than_the_model_gives_the_same_tokens() {
         streamed > 100_000_000,
         "the model should have streamed: {streamed} bytes read"
     );
+    // Queued virtio-blk reads went ahead of the forward pass.
+    assert!(uart.contains("read-ahead 4 pages"), "{uart}");
+    assert!(read_ahead_pages(&uart) > 100, "{uart}");
+    assert_eq!(generated(&uart), want);
+}
+
+/// Pages read ahead over the whole run, from the stats line.
+fn read_ahead_pages(uart: &str) -> u64 {
+    uart.lines()
+        .find(|l| l.starts_with("stats: heap"))
+        .and_then(|l| l.split("read ahead ").nth(1))
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("pages read ahead in the stats")
+}
+
+/// The other two ways to read a streaming model give the same text: no read-ahead (every read
+/// synchronous), and one core serving the card while three compute (what a board whose card
+/// cannot queue reads, the Pi, does by default).
+#[test]
+fn read_ahead_off_and_a_serving_core_give_the_same_tokens() {
+    let b = built("qemu-virt-aarch64");
+    let model = common::model_path();
+    let mut s = xtask::Settings {
+        prompt: "Once upon a time".into(),
+        n: 8,
+        ..Default::default()
+    };
+    let want = host_text(b, &model, &s);
+    s.extra = vec![("readahead".into(), "off".into())];
+    let img = make_image("virt-64m-sync", &s, &model);
+    let (code, uart) = boot(b, &img, Some("64M"), &[], LIMIT);
+    eprintln!("{uart}");
+    assert_eq!(code, 0);
+    assert!(uart.contains("read-ahead off"), "{uart}");
+    assert_eq!(read_ahead_pages(&uart), 0);
+    assert_eq!(generated(&uart), want);
+
+    s.extra = vec![("io_core".into(), "on".into())];
+    let img = make_image("virt-64m-iocore", &s, &model);
+    let (code, uart) = boot(b, &img, Some("64M"), &[], LIMIT);
+    eprintln!("{uart}");
+    assert_eq!(code, 0);
+    assert!(uart.contains("read-ahead: core 3 serves the card, 3 compute"), "{uart}");
+    assert!(read_ahead_pages(&uart) > 100, "{uart}");
     assert_eq!(generated(&uart), want);
 }
 

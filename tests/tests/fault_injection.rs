@@ -88,6 +88,7 @@ fn boot<D: BlockDevice + Send>(dev: D) -> (Result<(), String>, String) {
         kernels: Kernels::best(),
         set_cores: None,
         raise_exception: None,
+        io_core: None,
     };
     let mut con = Capture(vec![]);
     let r = run(dev, &mut con, &env).map_err(|e| e.to_string());

@@ -1,0 +1,224 @@
+//! One core serves the card while the others compute: read-ahead for a device without a request
+//! queue (the Raspberry Pi's SD host, driven by PIO through its data port, so a read occupies the
+//! core that runs it).
+//!
+//! [`IoShared`] holds the file source and two small fixed queues (requests and completions);
+//! [`Served`] is the page cache's view of it, a [`FileSource`] that queues reads: `start` adds a
+//! request and wakes the serving core, `poll` takes a finished one. The serving core runs
+//! [`IoShared::serve_one`] in a loop (the board's worker pool takes it out of the compute jobs).
+//! Demand reads (`read`) run on the asking core under the source's lock, so they never wait behind
+//! the queue, only behind the one read in progress.
+
+use crate::pagecache::FileSource;
+use alloc::string::{String, ToString};
+use core::sync::atomic::{AtomicU64, Ordering};
+
+/// Reads queued at most (the cache reads ahead at most this many pages).
+pub const DEPTH: usize = 8;
+
+#[derive(Debug, Clone, Copy)]
+struct Request {
+    tag: u32,
+    offset: u64,
+    buf: usize,
+    len: usize,
+}
+
+/// A file source shared between the computing cores and the serving core.
+pub struct IoShared<F> {
+    src: spin::Mutex<F>,
+    len: u64,
+    requests: spin::Mutex<heapless::Deque<Request, DEPTH>>,
+    done: spin::Mutex<heapless::Deque<(u32, Result<(), String>), DEPTH>>,
+    /// Wakes the serving core (`sev` / an IPI).
+    wake: fn(),
+    /// Reads the serving core has carried out.
+    pub served: AtomicU64,
+}
+
+impl<F: FileSource> IoShared<F> {
+    pub fn new(src: F, wake: fn()) -> Self {
+        let len = src.len();
+        Self {
+            src: spin::Mutex::new(src),
+            len,
+            requests: spin::Mutex::new(heapless::Deque::new()),
+            done: spin::Mutex::new(heapless::Deque::new()),
+            wake,
+            served: AtomicU64::new(0),
+        }
+    }
+
+    /// One step of the serving core's loop: carry out the oldest queued read; `false` if none was
+    /// queued (the caller may then sleep until woken).
+    pub fn serve_one(&self) -> bool {
+        let Some(r) = self.requests.lock().pop_front() else {
+            return false;
+        };
+        // SAFETY: `Served::start`'s caller keeps `buf` valid for `len` bytes and untouched until
+        // this read is reported through `done`.
+        let buf = unsafe { core::slice::from_raw_parts_mut(r.buf as *mut u8, r.len) };
+        let res = self.src.lock().read(r.offset, buf).map_err(|e| e.to_string());
+        self.served.fetch_add(1, Ordering::Relaxed);
+        // Never full: at most DEPTH reads are outstanding (queued, in progress or done).
+        let _ = self.done.lock().push_back((r.tag, res));
+        (self.wake)();
+        true
+    }
+
+    pub fn into_inner(self) -> F {
+        self.src.into_inner()
+    }
+}
+
+impl<F> core::fmt::Debug for IoShared<F> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("IoShared").field("len", &self.len).field("served", &self.served).finish_non_exhaustive()
+    }
+}
+
+/// The page cache's handle on an [`IoShared`].
+#[derive(Debug)]
+pub struct Served<'a, F> {
+    shared: &'a IoShared<F>,
+    /// Reads started and not yet reported.
+    outstanding: usize,
+}
+
+impl<'a, F> Served<'a, F> {
+    pub fn new(shared: &'a IoShared<F>) -> Self {
+        Self { shared, outstanding: 0 }
+    }
+}
+
+impl<F: FileSource> FileSource for Served<'_, F> {
+    type Error = String;
+
+    fn len(&self) -> u64 {
+        self.shared.len
+    }
+
+    fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), String> {
+        self.shared.src.lock().read(offset, buf).map_err(|e| e.to_string())
+    }
+
+    fn queue_depth(&self) -> usize {
+        DEPTH
+    }
+
+    unsafe fn start(&mut self, tag: u32, offset: u64, buf: *mut u8, len: usize) -> Result<bool, String> {
+        if self.outstanding >= DEPTH {
+            // SAFETY: the caller guarantees `buf` is valid for `len` bytes.
+            self.read(offset, unsafe { core::slice::from_raw_parts_mut(buf, len) })?;
+            return Ok(true);
+        }
+        let r = Request { tag, offset, buf: buf as usize, len };
+        if self.shared.requests.lock().push_back(r).is_err() {
+            // SAFETY: as above.
+            self.read(offset, unsafe { core::slice::from_raw_parts_mut(buf, len) })?;
+            return Ok(true);
+        }
+        self.outstanding += 1;
+        (self.shared.wake)();
+        Ok(false)
+    }
+
+    fn poll(&mut self) -> Option<(u32, Result<(), String>)> {
+        let r = self.shared.done.lock().pop_front()?;
+        self.outstanding -= 1;
+        Some(r)
+    }
+}
+
+/// Any source with its errors as text, so the run can choose its source at run time.
+#[derive(Debug)]
+pub struct Texted<F>(pub F);
+
+impl<F: FileSource> FileSource for Texted<F> {
+    type Error = String;
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+    fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), String> {
+        self.0.read(offset, buf).map_err(|e| e.to_string())
+    }
+    fn queue_depth(&self) -> usize {
+        self.0.queue_depth()
+    }
+    unsafe fn start(&mut self, tag: u32, offset: u64, buf: *mut u8, len: usize) -> Result<bool, String> {
+        // SAFETY: the caller's guarantee, passed on.
+        unsafe { self.0.start(tag, offset, buf, len) }.map_err(|e| e.to_string())
+    }
+    fn poll(&mut self) -> Option<(u32, Result<(), String>)> {
+        self.0.poll().map(|(t, r)| (t, r.map_err(|e| e.to_string())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pagecache::{Options, PageCache, Policy};
+    use alloc::vec::Vec;
+    use inference::Storage;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    struct Mem(Vec<u8>);
+    impl FileSource for Mem {
+        type Error = &'static str;
+        fn len(&self) -> u64 {
+            self.0.len() as u64
+        }
+        fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), &'static str> {
+            let s = offset as usize;
+            buf.copy_from_slice(self.0.get(s..s + buf.len()).ok_or("past the end")?);
+            Ok(())
+        }
+    }
+
+    /// A thread stands in for the serving core: the cache reads ahead through it, every read
+    /// returns the file's bytes, and the thread served the announced pages.
+    #[test]
+    fn a_serving_thread_reads_ahead_for_the_cache() {
+        let page = 1024;
+        let data: Vec<u8> = (0..64 * page + 100).map(|i| (i * 7 % 251) as u8).collect();
+        let shared = Arc::new(IoShared::new(Mem(data.clone()), || {}));
+        let stop = Arc::new(AtomicBool::new(false));
+        let server = {
+            let (shared, stop) = (shared.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Acquire) {
+                    if !shared.serve_one() {
+                        std::thread::yield_now();
+                    }
+                }
+            })
+        };
+        {
+            let opts = Options { policy: Policy::ResidentPrefix, readahead: 4 };
+            let c = PageCache::with_options(Served::new(&shared), 24 * page as u64, page, opts, &mut |_, _| {}).unwrap();
+            assert_eq!(c.readahead(), 4);
+            let mut b = alloc::vec![0u8; page];
+            for p in 12..64u64 {
+                c.prefetch((p + 1) * page as u64, 3 * page as u64);
+                c.read_at(p * page as u64, &mut b).unwrap();
+                assert_eq!(b, &data[p as usize * page..(p as usize + 1) * page]);
+            }
+            let mut x = 5u64;
+            for _ in 0..2000 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let off = (x >> 33) % data.len() as u64;
+                let n = (((x >> 13) % 3000) as usize).min(data.len() - off as usize);
+                c.prefetch((x >> 20) % data.len() as u64, (x >> 40) % 8000);
+                let mut b = alloc::vec![0u8; n];
+                c.read_at(off, &mut b).unwrap();
+                assert_eq!(b, &data[off as usize..off as usize + n]);
+            }
+            assert!(c.stats().prefetched > 40, "{:?}", c.stats());
+            // The cache waits for reads in flight when dropped, while the thread still serves.
+        }
+        stop.store(true, Ordering::Release);
+        server.join().unwrap();
+        assert!(shared.served.load(Ordering::Relaxed) > 40);
+    }
+}
