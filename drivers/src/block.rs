@@ -11,8 +11,20 @@
 //!   the end or with a length that is not whole blocks is an error naming the LBA, never a panic.
 //! - [`CountingDevice`] wraps any device and counts requests and blocks, for I/O measurements.
 //!
-//! Fault injection (an error or a short read at a chosen request) will be one more wrapper of the same
-//! shape as [`CountingDevice`].
+//! - [`Retry`] retries failed requests; [`FaultyDevice`] injects faults into reads and writes (a
+//!   CRC error, a timeout, a bad block, a vanishing card, a write-protected card, a power cut in the
+//!   middle of a write).
+//!
+//! # Writes
+//!
+//! Writing is a separate trait, [`WriteBlocks`], on top of [`BlockDevice`]: a read-only device (a
+//! `RamDisk<&[u8]>`, a test fake) needs no write method and cannot be handed to code that writes,
+//! and a default `write_blocks` in [`BlockDevice`] could not build the device's own error type to
+//! refuse. The kernel writes only the preallocated prompt-cache file, and only when its
+//! configuration allows it ([`crate::fat::File::write_at`]); nothing writes file-system metadata.
+//! Writes are synchronous in every driver: when `write_blocks` returns Ok the data has left the
+//! host (and, on an SD card, the card has finished programming it), so the order of two writes is
+//! the order they reach the medium, which is what makes "payload first, valid flag last" safe.
 //!
 //! [`check_request`] is the range check every driver does before touching hardware.
 
@@ -65,6 +77,25 @@ pub trait BlockDevice {
     }
 }
 
+/// A block device that can also write 512-byte blocks.
+///
+/// Implemented by the drivers that can write (SDHCI, virtio-blk in the kernel), the writable fakes
+/// (`RamDisk<Vec<u8>>`, `RamDisk<&mut [u8]>`, ...) and the wrappers ([`CountingDevice`], [`Retry`],
+/// [`FaultyDevice`], `&mut D`) when what they wrap can write.
+pub trait WriteBlocks: BlockDevice {
+    /// Write the `buf.len() / 512` blocks in `buf` (a multiple of 512 bytes) to consecutive blocks
+    /// from `lba`, as one multi-block request where the device can. Synchronous: when this returns
+    /// Ok the device has the data (an SD card has finished programming it); a later write reaches
+    /// the medium after it.
+    fn write_blocks(&mut self, lba: u64, buf: &[u8]) -> Result<(), Self::Error>;
+
+    /// Ask the device to make every completed write durable (a virtio-blk flush with a host write
+    /// cache). The default does nothing: for a device whose writes are durable when they complete.
+    fn flush(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}
+
 /// What [`BlockDevice::submit_read`] did with a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Submitted {
@@ -104,6 +135,16 @@ impl<D: BlockDevice + ?Sized> BlockDevice for &mut D {
     }
 }
 
+impl<D: WriteBlocks + ?Sized> WriteBlocks for &mut D {
+    fn write_blocks(&mut self, lba: u64, buf: &[u8]) -> Result<(), Self::Error> {
+        (**self).write_blocks(lba, buf)
+    }
+
+    fn flush(&mut self) -> Result<(), Self::Error> {
+        (**self).flush()
+    }
+}
+
 /// A request a device cannot serve, found before any I/O.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RequestError {
@@ -121,11 +162,11 @@ impl fmt::Display for RequestError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             RequestError::PartialBlock { lba, len } => {
-                write!(f, "read at LBA {lba}: buffer of {len} bytes is not a multiple of {BLOCK_SIZE}")
+                write!(f, "request at LBA {lba}: buffer of {len} bytes is not a multiple of {BLOCK_SIZE}")
             }
             RequestError::OutOfRange { lba, blocks, num_blocks } => write!(
                 f,
-                "read of {blocks} block(s) at LBA {lba} goes past the end of the device ({num_blocks} blocks)"
+                "request of {blocks} block(s) at LBA {lba} goes past the end of the device ({num_blocks} blocks)"
             ),
         }
     }
@@ -133,7 +174,8 @@ impl fmt::Display for RequestError {
 
 impl core::error::Error for RequestError {}
 
-/// Check a read of `len` bytes at `lba` on a device of `num_blocks` blocks; returns the block count.
+/// Check a read or write of `len` bytes at `lba` on a device of `num_blocks` blocks; returns the
+/// block count.
 pub fn check_request(lba: u64, len: usize, num_blocks: u64) -> Result<u64, RequestError> {
     let blocks = (len / BLOCK_SIZE) as u64;
     if blocks as usize * BLOCK_SIZE != len {
@@ -171,6 +213,13 @@ impl<T: AsRef<[u8]>> RamDisk<T> {
     }
 }
 
+impl<T: AsRef<[u8]> + AsMut<[u8]>> RamDisk<T> {
+    /// The bytes behind the disk, to change (e.g. to corrupt a block in a test).
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        self.data.as_mut()
+    }
+}
+
 impl<T: AsRef<[u8]>> BlockDevice for RamDisk<T> {
     type Error = RequestError;
 
@@ -187,13 +236,28 @@ impl<T: AsRef<[u8]>> BlockDevice for RamDisk<T> {
     }
 }
 
-/// Wraps a device and counts what passes through: requests, blocks, the largest request.
+/// A disk in writable memory (`Vec<u8>`, `&mut [u8]`, `Box<[u8]>`) takes writes; one over `&[u8]`
+/// stays read-only.
+impl<T: AsRef<[u8]> + AsMut<[u8]>> WriteBlocks for RamDisk<T> {
+    fn write_blocks(&mut self, lba: u64, buf: &[u8]) -> Result<(), RequestError> {
+        check_request(lba, buf.len(), self.num_blocks())?;
+        let start = lba as usize * BLOCK_SIZE;
+        self.data.as_mut()[start..start + buf.len()].copy_from_slice(buf);
+        Ok(())
+    }
+}
+
+/// Wraps a device and counts what passes through: requests, blocks, the largest request; writes
+/// apart from reads.
 #[derive(Debug, Clone)]
 pub struct CountingDevice<D> {
     inner: D,
     requests: u64,
     blocks: u64,
     largest: u64,
+    write_requests: u64,
+    blocks_written: u64,
+    flushes: u64,
 }
 
 impl<D> CountingDevice<D> {
@@ -203,6 +267,9 @@ impl<D> CountingDevice<D> {
             requests: 0,
             blocks: 0,
             largest: 0,
+            write_requests: 0,
+            blocks_written: 0,
+            flushes: 0,
         }
     }
 
@@ -221,9 +288,24 @@ impl<D> CountingDevice<D> {
         self.blocks * BLOCK_SIZE as u64
     }
 
-    /// Blocks in the largest single request.
+    /// Blocks in the largest single read request.
     pub fn largest_request(&self) -> u64 {
         self.largest
+    }
+
+    /// Write requests issued (failed ones included).
+    pub fn write_requests(&self) -> u64 {
+        self.write_requests
+    }
+
+    /// Blocks written over all write requests.
+    pub fn blocks_written(&self) -> u64 {
+        self.blocks_written
+    }
+
+    /// Flushes asked for.
+    pub fn flushes(&self) -> u64 {
+        self.flushes
     }
 
     /// Zero the counters.
@@ -231,6 +313,9 @@ impl<D> CountingDevice<D> {
         self.requests = 0;
         self.blocks = 0;
         self.largest = 0;
+        self.write_requests = 0;
+        self.blocks_written = 0;
+        self.flushes = 0;
     }
 
     pub fn inner(&self) -> &D {
@@ -262,14 +347,28 @@ impl<D: BlockDevice> BlockDevice for CountingDevice<D> {
     }
 }
 
-/// Retries failed reads: a transient error (a CRC error, a timeout) costs a retry, not the run. A
-/// read that fails `tries` times is reported with its LBA and the last cause. Bounded: at most
-/// `tries` attempts per request.
+impl<D: WriteBlocks> WriteBlocks for CountingDevice<D> {
+    fn write_blocks(&mut self, lba: u64, buf: &[u8]) -> Result<(), D::Error> {
+        self.write_requests += 1;
+        self.blocks_written += (buf.len() / BLOCK_SIZE) as u64;
+        self.inner.write_blocks(lba, buf)
+    }
+
+    fn flush(&mut self) -> Result<(), D::Error> {
+        self.flushes += 1;
+        self.inner.flush()
+    }
+}
+
+/// Retries failed reads and writes: a transient error (a CRC error, a timeout) costs a retry, not
+/// the run. A request that fails `tries` times is reported with its LBA and the last cause.
+/// Bounded: at most `tries` attempts per request. Writing the same blocks again is harmless, so a
+/// write is retried like a read.
 #[derive(Debug, Clone)]
 pub struct Retry<D> {
     inner: D,
     tries: u32,
-    /// Reads that failed at least once and then succeeded.
+    /// Requests that failed at least once and then succeeded.
     pub recovered: u64,
 }
 
@@ -289,9 +388,28 @@ impl<D> Retry<D> {
     }
 }
 
-/// A read that failed on every try.
+/// What a request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Read,
+    Write,
+    Flush,
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Op::Read => "read",
+            Op::Write => "write",
+            Op::Flush => "flush",
+        })
+    }
+}
+
+/// A request that failed on every try.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryError<E> {
+    pub op: Op,
     pub lba: u64,
     pub blocks: u64,
     pub tries: u32,
@@ -300,11 +418,49 @@ pub struct RetryError<E> {
 
 impl<E: fmt::Display> fmt::Display for RetryError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.op == Op::Flush {
+            return write!(f, "flush failed {} times: {}", self.tries, self.last);
+        }
         write!(
             f,
-            "read of {} blocks at LBA {} failed {} times: {}",
-            self.blocks, self.lba, self.tries, self.last
+            "{} of {} blocks at LBA {} failed {} times: {}",
+            self.op, self.blocks, self.lba, self.tries, self.last
         )
+    }
+}
+
+impl<D> Retry<D> {
+    /// Run `attempt` up to `tries` times.
+    fn retry<E>(
+        &mut self,
+        op: Op,
+        lba: u64,
+        blocks: u64,
+        mut attempt: impl FnMut(&mut D) -> Result<(), E>,
+    ) -> Result<(), RetryError<E>> {
+        let mut last = None;
+        for n in 0..self.tries {
+            match attempt(&mut self.inner) {
+                Ok(()) => {
+                    if n > 0 {
+                        self.recovered += 1;
+                    }
+                    return Ok(());
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        match last {
+            Some(last) => Err(RetryError {
+                op,
+                lba,
+                blocks,
+                tries: self.tries,
+                last,
+            }),
+            // `tries >= 1`, so some attempt failed to get here.
+            None => Ok(()),
+        }
     }
 }
 
@@ -316,24 +472,8 @@ impl<D: BlockDevice> BlockDevice for Retry<D> {
     }
 
     fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), Self::Error> {
-        let mut last = None;
-        for attempt in 0..self.tries {
-            match self.inner.read_blocks(lba, buf) {
-                Ok(()) => {
-                    if attempt > 0 {
-                        self.recovered += 1;
-                    }
-                    return Ok(());
-                }
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(RetryError {
-            lba,
-            blocks: (buf.len() / BLOCK_SIZE) as u64,
-            tries: self.tries,
-            last: last.expect("tries >= 1"),
-        })
+        let blocks = (buf.len() / BLOCK_SIZE) as u64;
+        self.retry(Op::Read, lba, blocks, |d| d.read_blocks(lba, buf))
     }
 
     // Queued reads pass straight through: a failed one is reported once (`tries: 1`), and its
@@ -350,6 +490,7 @@ impl<D: BlockDevice> BlockDevice for Retry<D> {
     ) -> Result<Submitted, Self::Error> {
         // SAFETY: the caller's guarantee, passed on.
         unsafe { self.inner.submit_read(lba, buf, len) }.map_err(|last| RetryError {
+            op: Op::Read,
             lba,
             blocks: (len / BLOCK_SIZE) as u64,
             tries: 1,
@@ -362,6 +503,7 @@ impl<D: BlockDevice> BlockDevice for Retry<D> {
         Some((
             tag,
             r.map_err(|last| RetryError {
+                op: Op::Read,
                 lba: 0,
                 blocks: 0,
                 tries: 1,
@@ -371,7 +513,18 @@ impl<D: BlockDevice> BlockDevice for Retry<D> {
     }
 }
 
-/// A fault to inject.
+impl<D: WriteBlocks> WriteBlocks for Retry<D> {
+    fn write_blocks(&mut self, lba: u64, buf: &[u8]) -> Result<(), Self::Error> {
+        let blocks = (buf.len() / BLOCK_SIZE) as u64;
+        self.retry(Op::Write, lba, blocks, |d| d.write_blocks(lba, buf))
+    }
+
+    fn flush(&mut self) -> Result<(), Self::Error> {
+        self.retry(Op::Flush, 0, 0, |d| d.flush())
+    }
+}
+
+/// A fault to inject. Reads and writes count as requests alike.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
     /// Every `every`-th request fails once with a CRC error (the retry succeeds).
@@ -382,6 +535,11 @@ pub enum Fault {
     BadBlock { lba: u64 },
     /// After this many requests the card is gone: everything fails.
     Vanish { after: u64 },
+    /// Every write fails (a write-protected card); reads work.
+    ReadOnly,
+    /// The power goes after this many blocks have been written: the write that crosses the mark
+    /// stores only the blocks before it, then it and every later request fail.
+    PowerCut { after_blocks: u64 },
 }
 
 /// What a [`FaultyDevice`] reports.
@@ -400,12 +558,16 @@ impl<E: fmt::Display> fmt::Display for FaultError<E> {
     }
 }
 
-/// Injects [`Fault`]s into a device's reads (tests and fault drills).
+/// Injects [`Fault`]s into a device's reads and writes (tests and fault drills).
 #[derive(Debug, Clone)]
 pub struct FaultyDevice<D> {
     inner: D,
     faults: alloc::vec::Vec<Fault>,
     requests: u64,
+    /// Blocks written so far (for [`Fault::PowerCut`]).
+    written: u64,
+    /// The power is gone ([`Fault::PowerCut`]).
+    dead: bool,
     /// Faults injected so far.
     pub injected: u64,
 }
@@ -416,8 +578,43 @@ impl<D> FaultyDevice<D> {
             inner,
             faults: faults.to_vec(),
             requests: 0,
+            written: 0,
+            dead: false,
             injected: 0,
         }
+    }
+
+    pub fn inner(&self) -> &D {
+        &self.inner
+    }
+
+    pub fn inner_mut(&mut self) -> &mut D {
+        &mut self.inner
+    }
+
+    pub fn into_inner(self) -> D {
+        self.inner
+    }
+
+    /// The fault that hits request number `n` of `blocks` blocks at `lba`, if any: where and what.
+    fn hit(&self, n: u64, lba: u64, blocks: u64, write: bool) -> Option<(u64, &'static str)> {
+        if self.dead {
+            return Some((lba, "power cut"));
+        }
+        self.faults.iter().find_map(|f| match *f {
+            Fault::TransientCrc { every } => {
+                (every > 0 && n.is_multiple_of(every)).then_some((lba, "injected CRC error"))
+            }
+            Fault::TransientTimeout { every } => {
+                (every > 0 && n.is_multiple_of(every)).then_some((lba, "injected timeout"))
+            }
+            Fault::BadBlock { lba: bad } => {
+                (bad >= lba && bad < lba + blocks).then_some((bad, "injected bad block"))
+            }
+            Fault::Vanish { after } => (n > after).then_some((lba, "card removed")),
+            Fault::ReadOnly => write.then_some((lba, "card is write-protected")),
+            Fault::PowerCut { .. } => None,
+        })
     }
 }
 
@@ -430,26 +627,196 @@ impl<D: BlockDevice> BlockDevice for FaultyDevice<D> {
 
     fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), Self::Error> {
         self.requests += 1;
-        let n = self.requests;
         let blocks = (buf.len() / BLOCK_SIZE) as u64;
-        for f in &self.faults {
-            let hit = match *f {
-                Fault::TransientCrc { every } => {
-                    (every > 0 && n % every == 0).then_some((lba, "injected CRC error"))
-                }
-                Fault::TransientTimeout { every } => {
-                    (every > 0 && n % every == 0).then_some((lba, "injected timeout"))
-                }
-                Fault::BadBlock { lba: bad } => {
-                    (bad >= lba && bad < lba + blocks).then_some((bad, "injected bad block"))
-                }
-                Fault::Vanish { after } => (n > after).then_some((lba, "card removed")),
-            };
-            if let Some((at, what)) = hit {
-                self.injected += 1;
-                return Err(FaultError::Injected { lba: at, what });
-            }
+        if let Some((at, what)) = self.hit(self.requests, lba, blocks, false) {
+            self.injected += 1;
+            return Err(FaultError::Injected { lba: at, what });
         }
         self.inner.read_blocks(lba, buf).map_err(FaultError::Device)
+    }
+}
+
+impl<D: WriteBlocks> WriteBlocks for FaultyDevice<D> {
+    fn write_blocks(&mut self, lba: u64, buf: &[u8]) -> Result<(), Self::Error> {
+        self.requests += 1;
+        let blocks = (buf.len() / BLOCK_SIZE) as u64;
+        if let Some((at, what)) = self.hit(self.requests, lba, blocks, true) {
+            self.injected += 1;
+            return Err(FaultError::Injected { lba: at, what });
+        }
+        let cut = self.faults.iter().find_map(|f| match *f {
+            Fault::PowerCut { after_blocks } => Some(after_blocks),
+            _ => None,
+        });
+        if let Some(limit) = cut {
+            if self.written + blocks > limit {
+                // Store what fits before the cut, then lose the power.
+                let keep = limit.saturating_sub(self.written);
+                self.written = limit;
+                self.dead = true;
+                self.injected += 1;
+                if keep > 0 {
+                    let n = keep as usize * BLOCK_SIZE;
+                    self.inner
+                        .write_blocks(lba, &buf[..n])
+                        .map_err(FaultError::Device)?;
+                }
+                return Err(FaultError::Injected {
+                    lba: lba + keep,
+                    what: "power cut",
+                });
+            }
+        }
+        self.inner
+            .write_blocks(lba, buf)
+            .map_err(FaultError::Device)?;
+        self.written += blocks;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), Self::Error> {
+        if self.dead {
+            return Err(FaultError::Injected {
+                lba: 0,
+                what: "power cut",
+            });
+        }
+        self.inner.flush().map_err(FaultError::Device)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+    use alloc::vec::Vec;
+
+    fn disk(blocks: usize) -> RamDisk<Vec<u8>> {
+        RamDisk::new((0..blocks * BLOCK_SIZE).map(|i| (i / 7) as u8).collect())
+    }
+
+    #[test]
+    fn ram_disk_writes_whole_blocks_in_range() {
+        let mut d = disk(8);
+        let before = d.data().clone();
+        d.write_blocks(2, &[0xAB; 2 * BLOCK_SIZE]).unwrap();
+        let mut back = [0u8; 2 * BLOCK_SIZE];
+        d.read_blocks(2, &mut back).unwrap();
+        assert!(back.iter().all(|&b| b == 0xAB));
+        assert_eq!(d.data()[..2 * BLOCK_SIZE], before[..2 * BLOCK_SIZE]);
+        assert_eq!(d.data()[4 * BLOCK_SIZE..], before[4 * BLOCK_SIZE..]);
+        assert_eq!(
+            d.write_blocks(7, &[0; 2 * BLOCK_SIZE]),
+            Err(RequestError::OutOfRange {
+                lba: 7,
+                blocks: 2,
+                num_blocks: 8
+            })
+        );
+        assert_eq!(
+            d.write_blocks(1, &[0; 100]),
+            Err(RequestError::PartialBlock { lba: 1, len: 100 })
+        );
+        // A disk over a mutable slice writes through to it.
+        let mut mem = vec![0u8; 4 * BLOCK_SIZE];
+        RamDisk::new(&mut mem[..])
+            .write_blocks(3, &[9; BLOCK_SIZE])
+            .unwrap();
+        assert!(mem[3 * BLOCK_SIZE..].iter().all(|&b| b == 9));
+        assert!(mem[..3 * BLOCK_SIZE].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn counting_device_counts_writes_apart() {
+        let mut d = CountingDevice::new(disk(8));
+        let mut buf = [0u8; BLOCK_SIZE];
+        d.read_blocks(0, &mut buf).unwrap();
+        d.write_blocks(1, &[1; 3 * BLOCK_SIZE]).unwrap();
+        // Through the `&mut D` forwarding impl.
+        fn write_via<W: WriteBlocks>(mut w: W) {
+            w.write_blocks(5, &[1; BLOCK_SIZE]).unwrap();
+        }
+        write_via(&mut d);
+        d.flush().unwrap();
+        assert_eq!((d.requests(), d.blocks()), (1, 1));
+        assert_eq!(
+            (d.write_requests(), d.blocks_written(), d.flushes()),
+            (2, 4, 1)
+        );
+        d.reset();
+        assert_eq!(
+            (d.write_requests(), d.blocks_written(), d.flushes()),
+            (0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn retry_recovers_transient_write_faults() {
+        let faulty = FaultyDevice::new(disk(16), &[Fault::TransientCrc { every: 2 }]);
+        let mut d = Retry::new(faulty, 3);
+        for lba in 0..8 {
+            d.write_blocks(lba * 2, &[lba as u8; 2 * BLOCK_SIZE])
+                .unwrap();
+        }
+        assert!(d.recovered > 0);
+        let data = d.inner().inner().data();
+        for lba in 0..8usize {
+            let s = lba * 2 * BLOCK_SIZE;
+            assert!(data[s..s + 2 * BLOCK_SIZE].iter().all(|&b| b == lba as u8));
+        }
+    }
+
+    #[test]
+    fn write_faults_name_the_block() {
+        let mut d = Retry::new(
+            FaultyDevice::new(disk(16), &[Fault::BadBlock { lba: 5 }]),
+            2,
+        );
+        let e = d.write_blocks(4, &[0; 4 * BLOCK_SIZE]).unwrap_err();
+        assert_eq!((e.op, e.lba, e.blocks, e.tries), (Op::Write, 4, 4, 2));
+        let s = alloc::format!("{e}");
+        assert!(
+            s.contains("write of 4 blocks at LBA 4") && s.contains("bad block at LBA 5"),
+            "{s}"
+        );
+
+        let mut ro = FaultyDevice::new(disk(4), &[Fault::ReadOnly]);
+        let mut buf = [0u8; BLOCK_SIZE];
+        ro.read_blocks(0, &mut buf).unwrap();
+        let e = ro.write_blocks(0, &buf).unwrap_err();
+        assert_eq!(
+            e,
+            FaultError::Injected {
+                lba: 0,
+                what: "card is write-protected"
+            }
+        );
+        assert_eq!(ro.inner().data()[..BLOCK_SIZE], buf[..]);
+    }
+
+    #[test]
+    fn power_cut_keeps_the_blocks_before_it() {
+        let before = disk(16).into_inner();
+        let mut d = FaultyDevice::new(disk(16), &[Fault::PowerCut { after_blocks: 5 }]);
+        d.write_blocks(0, &[1; 3 * BLOCK_SIZE]).unwrap();
+        let e = d.write_blocks(8, &[2; 4 * BLOCK_SIZE]).unwrap_err();
+        assert_eq!(
+            e,
+            FaultError::Injected {
+                lba: 10,
+                what: "power cut"
+            }
+        );
+        let data = d.inner().data();
+        assert!(data[8 * BLOCK_SIZE..10 * BLOCK_SIZE]
+            .iter()
+            .all(|&b| b == 2));
+        assert_eq!(data[10 * BLOCK_SIZE..], before[10 * BLOCK_SIZE..]);
+        let mut buf = [0u8; BLOCK_SIZE];
+        assert!(
+            d.read_blocks(0, &mut buf).is_err(),
+            "everything fails after the cut"
+        );
+        assert!(d.flush().is_err());
     }
 }

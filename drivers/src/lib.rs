@@ -3,12 +3,15 @@
 //!
 //! Modules:
 //! - [`block`]: the [`block::BlockDevice`] trait every storage driver implements (virtio-blk,
-//!   SDHCI/EMMC, SPI-SD), and its fakes [`block::RamDisk`] and [`block::CountingDevice`].
-//! - [`fat`]: a read-only FAT32 reader (`#![forbid(unsafe_code)]`) that mounts an MBR-partitioned or
-//!   bare volume, finds a file by path and resolves it to extents of device blocks.
+//!   SDHCI/EMMC, SPI-SD), [`block::WriteBlocks`] for the ones that can also write, and the fakes
+//!   [`block::RamDisk`] and [`block::CountingDevice`].
+//! - [`fat`]: a FAT32 reader (`#![forbid(unsafe_code)]`) that mounts an MBR-partitioned or bare
+//!   volume, finds a file by path and resolves it to extents of device blocks; it writes only inside
+//!   a preallocated file's blocks, never the file system's metadata.
 //!
-//! - [`sdhci`]: the polled SD host controller driver (Raspberry Pi EMMC / EMMC2), read-only, with
-//!   every wait bounded; tested against a register-level simulator.
+//! - [`sdhci`]: the polled SD host controller driver (Raspberry Pi EMMC / EMMC2): reads, and
+//!   synchronous block writes when asked, with every wait bounded; tested against a register-level
+//!   simulator.
 //! - [`uart`]: PL011 and NS16550A serial ports.
 //! - [`bcm2835`]: the VideoCore mailbox and GPIO function select of the Raspberry Pi SoCs.
 //!

@@ -6,7 +6,7 @@
 use crate::model::{Model, ModelError, RunState};
 use crate::parallel::Parallel;
 use crate::quant::Kernels;
-use crate::sampler::{Sampler, SamplerError};
+use crate::sampler::{greedy, Sampler, SamplerError};
 use crate::storage::Storage;
 use core::fmt;
 
@@ -19,8 +19,20 @@ pub enum StopReason {
     MaxTokens,
     /// The KV cache is full.
     ContextFull,
-    /// The callback asked to stop (e.g. Ctrl-C, a complete JSON value).
+    /// The callback asked to stop (e.g. Ctrl-C), or the [`LogitsFilter`] said the output is
+    /// complete (e.g. a complete JSON value).
     Stopped,
+}
+
+/// A constraint on what may be generated, applied by [`Engine::generate_filtered`] around each
+/// draw (e.g. [`crate::json::JsonConstraint`] for JSON mode).
+pub trait LogitsFilter {
+    /// Forbid tokens by setting their logits to `f32::NEG_INFINITY` (leave at least one).
+    /// `remaining`: how many tokens may still be generated, this one included.
+    fn apply(&mut self, logits: &mut [f32], remaining: usize);
+    /// Advance over the drawn token (never an end token); true when the output is complete and
+    /// generation should stop after reporting it.
+    fn advance(&mut self, token: u32) -> bool;
 }
 
 /// Counts and times of one generation (times in the clock's units, e.g. nanoseconds).
@@ -138,6 +150,28 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
         clock: &dyn Fn() -> u64,
         on_token: &mut dyn FnMut(u32) -> bool,
     ) -> Result<GenReport, GenError> {
+        self.generate_filtered(
+            st, sampler, prompt, max_tokens, is_end, clock, None, on_token,
+        )
+    }
+
+    /// [`Engine::generate`] with an optional [`LogitsFilter`] (e.g. JSON mode,
+    /// [`crate::json::JsonConstraint`]): before each draw the filter masks the logits, told how
+    /// many tokens may still come (the token limit or the free context, whichever is smaller, this
+    /// one included); after it the filter sees the token, and when it says the output is complete
+    /// the token is reported and generation stops with [`StopReason::Stopped`]. With `None` this is
+    /// exactly `generate`.
+    pub fn generate_filtered(
+        &self,
+        st: &mut RunState,
+        sampler: &mut Sampler,
+        prompt: &[u32],
+        max_tokens: usize,
+        is_end: &dyn Fn(u32) -> bool,
+        clock: &dyn Fn() -> u64,
+        mut filter: Option<&mut dyn LogitsFilter>,
+        on_token: &mut dyn FnMut(u32) -> bool,
+    ) -> Result<GenReport, GenError> {
         if prompt.is_empty() {
             return Err(GenError::EmptyPrompt);
         }
@@ -153,7 +187,25 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
         let t1 = clock();
         rep.prefill_time = t1.wrapping_sub(t0);
         while rep.generated < max_tokens {
-            let tok = sampler.sample(&mut st.logits)?;
+            let mut complete = false;
+            let tok = match filter.as_deref_mut() {
+                None => sampler.sample(&mut st.logits)?,
+                Some(f) => {
+                    // Tokens that can still be drawn: this one, then one per free position.
+                    let remaining =
+                        (max_tokens - rep.generated).min(st.ctx().saturating_sub(st.pos) + 1);
+                    f.apply(&mut st.logits, remaining);
+                    let mut tok = sampler.sample(&mut st.logits)?;
+                    if st.logits.get(tok as usize) == Some(&f32::NEG_INFINITY) {
+                        // Only in a corner of the sampler's arithmetic: never break the filter.
+                        tok = greedy(&st.logits)?;
+                    }
+                    if !is_end(tok) {
+                        complete = f.advance(tok);
+                    }
+                    tok
+                }
+            };
             if rep.generated == 0 {
                 rep.first_token_time = clock().wrapping_sub(t0);
             }
@@ -163,7 +215,7 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
             }
             rep.generated += 1;
             sampler.accept(tok);
-            if !on_token(tok) {
+            if !on_token(tok) || complete {
                 rep.stop = Some(StopReason::Stopped);
                 break;
             }

@@ -50,6 +50,18 @@ impl KvCache {
         &self.v[s..s + n * self.kv_dim]
     }
 
+    /// Keys of `layer` for positions `0..n`, to be written (e.g. restored from a saved prompt).
+    pub fn keys_mut(&mut self, layer: usize, n: usize) -> &mut [u16] {
+        let s = layer * self.ctx * self.kv_dim;
+        &mut self.k[s..s + n * self.kv_dim]
+    }
+
+    /// Values of `layer` for positions `0..n`, to be written.
+    pub fn values_mut(&mut self, layer: usize, n: usize) -> &mut [u16] {
+        let s = layer * self.ctx * self.kv_dim;
+        &mut self.v[s..s + n * self.kv_dim]
+    }
+
     /// The key and value slots of `layer` at `pos`, to be written.
     pub fn slot_mut(&mut self, layer: usize, pos: usize) -> (&mut [u16], &mut [u16]) {
         let r = self.at(layer, pos);

@@ -11,8 +11,10 @@
 
 extern crate alloc;
 
+pub mod chat;
 pub mod generate;
 pub mod gguf;
+pub mod json;
 pub mod kv;
 pub mod matvec;
 pub mod model;

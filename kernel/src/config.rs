@@ -15,6 +15,8 @@ pub const MAX_LINE: usize = 4096;
 /// How the kernel talks to the user.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
+    /// Chat when no prompt is configured, else generate (the default).
+    Auto,
     /// Run the configured prompt once and power off.
     Generate,
     /// Read prompts from the serial line.
@@ -37,6 +39,14 @@ pub struct Config {
     /// Path of the GGUF file on the FAT volume.
     pub model: String,
     pub prompt: Option<String>,
+    /// Chat: the system prompt (`None`: the model's default, if its template has one).
+    pub system: Option<String>,
+    /// Constrain the output to one JSON value (generate mode; the starting state of `/json` in chat).
+    pub json: bool,
+    /// Allow writing the card: only the prompt-cache file's own blocks, never the FAT.
+    pub allow_write: bool,
+    /// The prompt-cache file (preallocated on the card); `None` turns the cache off.
+    pub prompt_cache: Option<String>,
     pub mode: Mode,
     /// Tokens to generate.
     pub max_tokens: usize,
@@ -70,7 +80,11 @@ impl Default for Config {
         Self {
             model: "/model.gguf".into(),
             prompt: None,
-            mode: Mode::Generate,
+            system: None,
+            json: false,
+            allow_write: false,
+            prompt_cache: Some("/lmboot.kv".into()),
+            mode: Mode::Auto,
             max_tokens: 64,
             sampler: SamplerConfig::default(),
             ctx: 512,
@@ -152,7 +166,15 @@ impl fmt::Display for ConfigError {
     }
 }
 
-const KNOWN: &str = "model, prompt, mode, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, cache, page, readahead, io_core, cores, special, kernels, measure_cores, selftest";
+const KNOWN: &str = "model, prompt, system, mode, json, allow_write, prompt_cache, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, cache, page, readahead, io_core, cores, special, kernels, measure_cores, selftest";
+
+fn boolean(line: usize, key: &str, v: &str) -> Result<bool, ConfigError> {
+    match v {
+        "true" | "yes" | "on" | "1" => Ok(true),
+        "false" | "no" | "off" | "0" => Ok(false),
+        _ => Err(bad(line, key, v, "true or false")),
+    }
+}
 
 fn bad(line: usize, key: &str, value: &str, allowed: &'static str) -> ConfigError {
     ConfigError {
@@ -311,11 +333,29 @@ impl Config {
                     c.model = v.into();
                 }
                 "prompt" => c.prompt = Some(unescape(line, key, v)?),
+                "system" => c.system = Some(unescape(line, key, v)?),
+                "json" => c.json = boolean(line, key, v)?,
+                "allow_write" => c.allow_write = boolean(line, key, v)?,
+                "prompt_cache" => {
+                    c.prompt_cache = match v {
+                        "off" | "none" => None,
+                        p if p.starts_with('/') => Some(p.into()),
+                        _ => {
+                            return Err(bad(
+                                line,
+                                key,
+                                v,
+                                "off, or a path on the card starting with /",
+                            ))
+                        }
+                    }
+                }
                 "mode" => {
                     c.mode = match v {
+                        "auto" => Mode::Auto,
                         "generate" => Mode::Generate,
                         "chat" => Mode::Chat,
-                        _ => return Err(bad(line, key, v, "generate or chat")),
+                        _ => return Err(bad(line, key, v, "auto, generate or chat")),
                     }
                 }
                 "n" => {
@@ -466,7 +506,10 @@ mod tests {
         let c = Config::parse(b"readahead = 8\nio_core = off\n").unwrap();
         assert_eq!((c.readahead, c.io_core), (8, IoCore::Off));
         let c = Config::default();
-        assert_eq!((c.readahead, c.io_core), (crate::pagecache::DEFAULT_READAHEAD, IoCore::Auto));
+        assert_eq!(
+            (c.readahead, c.io_core),
+            (crate::pagecache::DEFAULT_READAHEAD, IoCore::Auto)
+        );
     }
 
     #[test]

@@ -23,7 +23,12 @@ impl HostFile {
     pub fn open(path: &std::path::Path, queued: bool) -> std::io::Result<Self> {
         let file = std::fs::File::open(path)?;
         let len = file.metadata()?.len();
-        Ok(Self { file, len, bytes: Arc::default(), queue: queued.then(VecDeque::new) })
+        Ok(Self {
+            file,
+            len,
+            bytes: Arc::default(),
+            queue: queued.then(VecDeque::new),
+        })
     }
 
     /// The running count of bytes read (shared: it stays readable after the file moves into a cache).
@@ -53,7 +58,13 @@ impl FileSource for HostFile {
         }
     }
 
-    unsafe fn start(&mut self, tag: u32, offset: u64, buf: *mut u8, len: usize) -> Result<bool, std::io::Error> {
+    unsafe fn start(
+        &mut self,
+        tag: u32,
+        offset: u64,
+        buf: *mut u8,
+        len: usize,
+    ) -> Result<bool, std::io::Error> {
         match &mut self.queue {
             Some(q) => {
                 q.push_back((tag, offset, buf as usize, len));

@@ -9,7 +9,7 @@
 //! Demand reads (`read`) run on the asking core under the source's lock, so they never wait behind
 //! the queue, only behind the one read in progress.
 
-use crate::pagecache::FileSource;
+use crate::pagecache::{DynBlock, FileSource};
 use alloc::string::{String, ToString};
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -58,7 +58,11 @@ impl<F: FileSource> IoShared<F> {
         // SAFETY: `Served::start`'s caller keeps `buf` valid for `len` bytes and untouched until
         // this read is reported through `done`.
         let buf = unsafe { core::slice::from_raw_parts_mut(r.buf as *mut u8, r.len) };
-        let res = self.src.lock().read(r.offset, buf).map_err(|e| e.to_string());
+        let res = self
+            .src
+            .lock()
+            .read(r.offset, buf)
+            .map_err(|e| e.to_string());
         self.served.fetch_add(1, Ordering::Relaxed);
         // Never full: at most DEPTH reads are outstanding (queued, in progress or done).
         let _ = self.done.lock().push_back((r.tag, res));
@@ -73,7 +77,10 @@ impl<F: FileSource> IoShared<F> {
 
 impl<F> core::fmt::Debug for IoShared<F> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("IoShared").field("len", &self.len).field("served", &self.served).finish_non_exhaustive()
+        f.debug_struct("IoShared")
+            .field("len", &self.len)
+            .field("served", &self.served)
+            .finish_non_exhaustive()
     }
 }
 
@@ -87,7 +94,10 @@ pub struct Served<'a, F> {
 
 impl<'a, F> Served<'a, F> {
     pub fn new(shared: &'a IoShared<F>) -> Self {
-        Self { shared, outstanding: 0 }
+        Self {
+            shared,
+            outstanding: 0,
+        }
     }
 }
 
@@ -99,20 +109,35 @@ impl<F: FileSource> FileSource for Served<'_, F> {
     }
 
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), String> {
-        self.shared.src.lock().read(offset, buf).map_err(|e| e.to_string())
+        self.shared
+            .src
+            .lock()
+            .read(offset, buf)
+            .map_err(|e| e.to_string())
     }
 
     fn queue_depth(&self) -> usize {
         DEPTH
     }
 
-    unsafe fn start(&mut self, tag: u32, offset: u64, buf: *mut u8, len: usize) -> Result<bool, String> {
+    unsafe fn start(
+        &mut self,
+        tag: u32,
+        offset: u64,
+        buf: *mut u8,
+        len: usize,
+    ) -> Result<bool, String> {
         if self.outstanding >= DEPTH {
             // SAFETY: the caller guarantees `buf` is valid for `len` bytes.
             self.read(offset, unsafe { core::slice::from_raw_parts_mut(buf, len) })?;
             return Ok(true);
         }
-        let r = Request { tag, offset, buf: buf as usize, len };
+        let r = Request {
+            tag,
+            offset,
+            buf: buf as usize,
+            len,
+        };
         if self.shared.requests.lock().push_back(r).is_err() {
             // SAFETY: as above.
             self.read(offset, unsafe { core::slice::from_raw_parts_mut(buf, len) })?;
@@ -127,6 +152,10 @@ impl<F: FileSource> FileSource for Served<'_, F> {
         let r = self.shared.done.lock().pop_front()?;
         self.outstanding -= 1;
         Some(r)
+    }
+
+    fn with_device(&mut self, f: &mut dyn FnMut(&mut dyn DynBlock)) -> bool {
+        self.shared.src.lock().with_device(f)
     }
 }
 
@@ -145,12 +174,23 @@ impl<F: FileSource> FileSource for Texted<F> {
     fn queue_depth(&self) -> usize {
         self.0.queue_depth()
     }
-    unsafe fn start(&mut self, tag: u32, offset: u64, buf: *mut u8, len: usize) -> Result<bool, String> {
+    unsafe fn start(
+        &mut self,
+        tag: u32,
+        offset: u64,
+        buf: *mut u8,
+        len: usize,
+    ) -> Result<bool, String> {
         // SAFETY: the caller's guarantee, passed on.
         unsafe { self.0.start(tag, offset, buf, len) }.map_err(|e| e.to_string())
     }
     fn poll(&mut self) -> Option<(u32, Result<(), String>)> {
-        self.0.poll().map(|(t, r)| (t, r.map_err(|e| e.to_string())))
+        self.0
+            .poll()
+            .map(|(t, r)| (t, r.map_err(|e| e.to_string())))
+    }
+    fn with_device(&mut self, f: &mut dyn FnMut(&mut dyn DynBlock)) -> bool {
+        self.0.with_device(f)
     }
 }
 
@@ -195,8 +235,18 @@ mod tests {
             })
         };
         {
-            let opts = Options { policy: Policy::ResidentPrefix, readahead: 4 };
-            let c = PageCache::with_options(Served::new(&shared), 24 * page as u64, page, opts, &mut |_, _| {}).unwrap();
+            let opts = Options {
+                policy: Policy::ResidentPrefix,
+                readahead: 4,
+            };
+            let c = PageCache::with_options(
+                Served::new(&shared),
+                24 * page as u64,
+                page,
+                opts,
+                &mut |_, _| {},
+            )
+            .unwrap();
             assert_eq!(c.readahead(), 4);
             let mut b = alloc::vec![0u8; page];
             for p in 12..64u64 {
@@ -206,7 +256,9 @@ mod tests {
             }
             let mut x = 5u64;
             for _ in 0..2000 {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 let off = (x >> 33) % data.len() as u64;
                 let n = (((x >> 13) % 3000) as usize).min(data.len() - off as usize);
                 c.prefetch((x >> 20) % data.len() as u64, (x >> 40) % 8000);

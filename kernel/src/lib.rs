@@ -13,13 +13,17 @@
 
 extern crate alloc;
 
+pub mod chatcmd;
 pub mod config;
 #[cfg(feature = "std")]
 pub mod hostfile;
 pub mod iocore;
+pub mod lineedit;
 pub mod measure;
 pub mod pagecache;
+pub mod promptcache;
 pub mod run;
+pub mod session;
 
 pub use drivers;
 pub use inference;

@@ -21,11 +21,12 @@
 //! Counters record hits, misses, bytes read, refills, pages read ahead, and stall time.
 
 use alloc::boxed::Box;
-use alloc::string::ToString;
+use alloc::string::{String, ToString};
 use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
 use core::sync::atomic::{AtomicU64, Ordering};
+use drivers::block::{BlockDevice, WriteBlocks};
 use inference::storage::{check_range, Storage, StorageError};
 
 /// A file the cache reads from: "fill this buffer from this file offset" (the FAT file over its
@@ -66,6 +67,68 @@ pub trait FileSource {
     fn poll(&mut self) -> Option<(u32, Result<(), Self::Error>)> {
         None
     }
+
+    /// Lend `f` the block device under the file, if there is one (the prompt cache reads and
+    /// writes its own file on the card once the device has moved into the page cache). Returns
+    /// whether `f` ran.
+    fn with_device(&mut self, f: &mut dyn FnMut(&mut dyn DynBlock)) -> bool {
+        let _ = f;
+        false
+    }
+}
+
+/// A block device as a trait object with its errors as text: how the run reaches the card once
+/// the device has moved into the page cache. [`DynDev`] makes it a [`BlockDevice`] again.
+pub trait DynBlock: Send {
+    fn num_blocks(&self) -> u64;
+    fn read(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), String>;
+    fn write(&mut self, lba: u64, buf: &[u8]) -> Result<(), String>;
+    fn flush(&mut self) -> Result<(), String>;
+}
+
+impl<D: WriteBlocks + Send> DynBlock for D {
+    fn num_blocks(&self) -> u64 {
+        BlockDevice::num_blocks(self)
+    }
+    fn read(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), String> {
+        self.read_blocks(lba, buf).map_err(|e| e.to_string())
+    }
+    fn write(&mut self, lba: u64, buf: &[u8]) -> Result<(), String> {
+        self.write_blocks(lba, buf).map_err(|e| e.to_string())
+    }
+    fn flush(&mut self) -> Result<(), String> {
+        WriteBlocks::flush(self).map_err(|e| e.to_string())
+    }
+}
+
+/// A [`DynBlock`] as a block device (errors as text).
+pub struct DynDev<'a>(pub &'a mut dyn DynBlock);
+
+impl fmt::Debug for DynDev<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DynDev")
+            .field("blocks", &self.0.num_blocks())
+            .finish()
+    }
+}
+
+impl BlockDevice for DynDev<'_> {
+    type Error = String;
+    fn num_blocks(&self) -> u64 {
+        self.0.num_blocks()
+    }
+    fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), String> {
+        self.0.read(lba, buf)
+    }
+}
+
+impl WriteBlocks for DynDev<'_> {
+    fn write_blocks(&mut self, lba: u64, buf: &[u8]) -> Result<(), String> {
+        self.0.write(lba, buf)
+    }
+    fn flush(&mut self) -> Result<(), String> {
+        self.0.flush()
+    }
 }
 
 impl<F: FileSource + ?Sized> FileSource for Box<F> {
@@ -79,12 +142,21 @@ impl<F: FileSource + ?Sized> FileSource for Box<F> {
     fn queue_depth(&self) -> usize {
         (**self).queue_depth()
     }
-    unsafe fn start(&mut self, tag: u32, offset: u64, buf: *mut u8, len: usize) -> Result<bool, F::Error> {
+    unsafe fn start(
+        &mut self,
+        tag: u32,
+        offset: u64,
+        buf: *mut u8,
+        len: usize,
+    ) -> Result<bool, F::Error> {
         // SAFETY: the caller's guarantee, passed on.
         unsafe { (**self).start(tag, offset, buf, len) }
     }
     fn poll(&mut self) -> Option<(u32, Result<(), F::Error>)> {
         (**self).poll()
+    }
+    fn with_device(&mut self, f: &mut dyn FnMut(&mut dyn DynBlock)) -> bool {
+        (**self).with_device(f)
     }
 }
 
@@ -437,6 +509,12 @@ impl<F: FileSource> PageCache<F> {
     /// Account the time spent reading the device on misses with `clock` (nanoseconds).
     pub fn set_clock(&mut self, clock: fn() -> u64) {
         self.clock = Some(clock);
+    }
+
+    /// Lend `f` the block device under the file (see [`FileSource::with_device`]); false if the
+    /// source has none.
+    pub fn with_device(&self, f: &mut dyn FnMut(&mut dyn DynBlock)) -> bool {
+        self.window.lock().src.with_device(f)
     }
 
     /// Bytes pinned in RAM.

@@ -146,7 +146,7 @@ fn start_cores() {
 }
 
 /// Run on `dev` and power off with the result.
-fn go<D: BlockDevice + Send>(dev: D) -> !
+fn go<D: drivers::block::WriteBlocks + Send>(dev: D) -> !
 where
     D::Error: Send,
 {
@@ -186,6 +186,9 @@ struct UartConsole;
 impl kernel::run::Console for UartConsole {
     fn write_bytes(&mut self, b: &[u8]) {
         console::write_bytes(b)
+    }
+    fn read_byte(&mut self) -> Option<u8> {
+        console::read_byte()
     }
 }
 

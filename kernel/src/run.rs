@@ -6,16 +6,20 @@
 use crate::config::{Config, IoCore, Mode};
 use crate::iocore::{IoShared, Served, Texted};
 use crate::measure::MeasuredPool;
-use crate::pagecache::{FileSource, PageCache};
+use crate::pagecache::{DynBlock, DynDev, FileSource, PageCache};
+use crate::promptcache::{self, LoadOutcome};
+use crate::session::{Chat, Line};
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt::{self, Write};
-use drivers::block::BlockDevice;
+use drivers::block::{BlockDevice, WriteBlocks};
 use drivers::fat::{File, Volume};
+use inference::chat::{chat_template, default_system_prompt, Template};
 use inference::generate::{Engine, StopReason};
+use inference::json::JsonConstraint;
 use inference::model::{Model, RunState};
 use inference::parallel::Parallel;
 use inference::sampler::Sampler;
@@ -36,6 +40,10 @@ pub const END_OUTPUT: &str = "--- end ---";
 /// The serial console, as the run sees it.
 pub trait Console {
     fn write_bytes(&mut self, b: &[u8]);
+    /// A received byte, if one is waiting (never blocks).
+    fn read_byte(&mut self) -> Option<u8> {
+        None
+    }
 }
 
 struct W<'a>(&'a mut dyn Console);
@@ -154,7 +162,7 @@ type PageRead<E> = (u32, u32, Option<drivers::fat::FatError<E>>);
 /// Largest device request a queued page read makes (virtio-blk's per-request limit).
 const MAX_PIECE: u64 = 1 << 20;
 
-impl<D: BlockDevice> FileSource for CardFile<D> {
+impl<D: WriteBlocks + Send> FileSource for CardFile<D> {
     type Error = drivers::fat::FatError<D::Error>;
     fn len(&self) -> u64 {
         self.file.size()
@@ -261,12 +269,16 @@ impl<D: BlockDevice> FileSource for CardFile<D> {
         }
         None
     }
+    fn with_device(&mut self, f: &mut dyn FnMut(&mut dyn DynBlock)) -> bool {
+        f(&mut self.dev);
+        true
+    }
 }
 
 /// Uncached reads of the card file (the header and tokenizer, before the cache is sized).
-struct Direct<D: BlockDevice>(spin::Mutex<CardFile<D>>);
+struct Direct<D: WriteBlocks + Send>(spin::Mutex<CardFile<D>>);
 
-impl<D: BlockDevice> Storage for Direct<D> {
+impl<D: WriteBlocks + Send> Storage for Direct<D> {
     fn len(&self) -> u64 {
         self.0.lock().file.size()
     }
@@ -291,7 +303,7 @@ fn ms(ns: u64) -> u64 {
 /// [`END_OUTPUT`], and a stats line.
 pub fn run<D, P>(mut dev: D, con: &mut dyn Console, env: &Env<'_, P>) -> Result<(), RunError>
 where
-    D: BlockDevice + Send,
+    D: WriteBlocks + Send,
     D::Error: Send,
     P: Parallel + ?Sized,
 {
@@ -313,6 +325,11 @@ where
         .open(&mut dev, &cfg.model)
         .map_err(|e| RunError::Card(format!("opening the model {}: {e}", cfg.model)))?;
     let size = file.size();
+    // The prompt-cache file, if the card has it (opened now, while the device is at hand).
+    let kv_file = cfg
+        .prompt_cache
+        .as_ref()
+        .and_then(|p| vol.open(&mut dev, p).ok().map(|f| (p.clone(), f)));
     let _ = writeln!(
         out,
         "model: {} ({} bytes in {} extents)",
@@ -393,10 +410,17 @@ where
         match unsafe { (hooks.start)(&serve) } {
             Some(core) => {
                 _serving = Some(Serving(hooks.stop));
-                let _ = writeln!(out, "read-ahead: core {core} serves the card, {} compute", cores - 1);
+                let _ = writeln!(
+                    out,
+                    "read-ahead: core {core} serves the card, {} compute",
+                    cores - 1
+                );
             }
             None => {
-                let _ = writeln!(out, "read-ahead: no core to spare for the card; reads stay synchronous");
+                let _ = writeln!(
+                    out,
+                    "read-ahead: no core to spare for the card; reads stay synchronous"
+                );
             }
         }
     }
@@ -407,15 +431,19 @@ where
     };
     let t_load = (env.clock_ns)();
     let mut last = 0;
-    let opts = crate::pagecache::Options { readahead: cfg.readahead, ..Default::default() };
-    let mut cache = PageCache::with_options(src, capacity, cfg.page_bytes, opts, &mut |done, total| {
-        let pct = if total == 0 { 100 } else { done * 100 / total };
-        if pct >= last + 10 || done == total {
-            last = pct;
-            let _ = write!(out, "\rloading {pct:>3}%");
-        }
-    })
-    .map_err(|e| RunError::Memory(e.to_string()))?;
+    let opts = crate::pagecache::Options {
+        readahead: cfg.readahead,
+        ..Default::default()
+    };
+    let mut cache =
+        PageCache::with_options(src, capacity, cfg.page_bytes, opts, &mut |done, total| {
+            let pct = if total == 0 { 100 } else { done * 100 / total };
+            if pct >= last + 10 || done == total {
+                last = pct;
+                let _ = write!(out, "\rloading {pct:>3}%");
+            }
+        })
+        .map_err(|e| RunError::Memory(e.to_string()))?;
     let load_ns = (env.clock_ns)() - t_load;
     cache.set_clock(env.clock_ns);
     let _ = writeln!(
@@ -463,20 +491,103 @@ where
         _ => {}
     }
 
-    // Generate.
-    if cfg.mode == Mode::Chat {
-        return Err(RunError::Config("mode = chat is not available yet".into()));
-    }
-    let prompt = cfg.prompt.as_deref().ok_or(RunError::NoPrompt)?;
-    let ids = tok
-        .encode(prompt, true, cfg.special)
-        .map_err(|e| RunError::Generate(e.to_string()))?;
     let kernels = match cfg.kernels.as_str() {
         "auto" => env.kernels,
         name => Kernels::by_name(name).ok_or_else(|| {
             RunError::Config(format!("kernels = {name}: not available on this CPU"))
         })?,
     };
+
+    // Chat on the serial line.
+    if cfg.mode == Mode::Chat || (cfg.mode == Mode::Auto && cfg.prompt.is_none()) {
+        let template = Template::from_gguf(&g, &tok);
+        let system = match &cfg.system {
+            Some(s) => s.clone(),
+            None => chat_template(&g)
+                .and_then(default_system_prompt)
+                .unwrap_or_default(),
+        };
+        let engine = Engine {
+            model: &model,
+            src: &cache,
+            pool: env.pool,
+            kernels,
+            on_forward: None,
+        };
+        let mut sampler = Sampler::new(cfg.sampler, model.config.vocab)
+            .map_err(|e| RunError::Config(e.to_string()))?;
+        let clock = || (env.clock_ns)();
+        // The prompt cache: the state after the system piece, on the card.
+        let key = promptcache::model_key(&g, &cache).ok();
+        let kv = kv_file.as_ref().zip(key);
+        let mut start = |st: &mut RunState, ids: &[u32]| -> Result<String, String> {
+            let mut said = String::new();
+            if let Some(((path, file), key)) = kv {
+                let mut r = None;
+                cache.with_device(&mut |d| {
+                    r = Some(promptcache::load(file, &mut DynDev(d), key, ids, st))
+                });
+                match r {
+                    Some(Ok(o @ LoadOutcome::Restored { .. })) => {
+                        return Ok(format!("{path}: {o}, prefill skipped"))
+                    }
+                    Some(Ok(o)) => said = format!("{path}: {o}; "),
+                    Some(Err(e)) => said = format!("{path}: {e}; "),
+                    None => {}
+                }
+                st.reset();
+            }
+            let t0 = (env.clock_ns)();
+            engine
+                .feed(st, ids)
+                .map_err(|e| format!("system prompt: {e}"))?;
+            said.push_str(&format!("prefilled in {} ms", ms((env.clock_ns)() - t0)));
+            if let Some(((path, file), key)) = kv {
+                if cfg.allow_write {
+                    let mut r = None;
+                    cache.with_device(&mut |d| {
+                        r = Some(promptcache::save(file, &mut DynDev(d), key, ids, st))
+                    });
+                    match r {
+                        Some(Ok(rep)) => {
+                            said.push_str(&format!(", saved to {path} ({} KiB)", rep.bytes >> 10))
+                        }
+                        Some(Err(e)) => said.push_str(&format!(", not saved to {path}: {e}")),
+                        None => {}
+                    }
+                } else {
+                    said.push_str(&format!(", not saved to {path} (allow_write = false)"));
+                }
+            }
+            Ok(said)
+        };
+        let mut json = JsonConstraint::from_tokenizer(&tok).ok();
+        let mut chat = Chat {
+            tok: &tok,
+            template,
+            system,
+            max_reply: cfg.max_tokens,
+            clock: &clock,
+            start: &mut start,
+            json: json.as_mut(),
+            json_on: cfg.json,
+        };
+        let idle = || {
+            for _ in 0..1000 {
+                core::hint::spin_loop();
+            }
+        };
+        let mut line = Line::new(out.0, &idle);
+        chat.run(&engine, &mut st, &mut sampler, &mut line)
+            .map_err(RunError::Generate)?;
+        return Ok(());
+    }
+
+    // Generate.
+    let prompt = cfg.prompt.as_deref().ok_or(RunError::NoPrompt)?;
+    let ids = tok
+        .encode(prompt, true, cfg.special)
+        .map_err(|e| RunError::Generate(e.to_string()))?;
     let card_rate = if load_ns > 0 {
         cache.resident_bytes() as u128 * 1_000_000_000 / load_ns as u128
     } else {

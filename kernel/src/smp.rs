@@ -70,7 +70,9 @@ impl CorePool {
         // SAFETY: only the lifetime is erased; the caller promises stop_service before the
         // closure goes, and stop_service waits until no core is inside it.
         let ptr: Service = unsafe {
-            core::mem::transmute::<&(dyn Fn() -> bool + Sync), &'static (dyn Fn() -> bool + Sync)>(serve)
+            core::mem::transmute::<&(dyn Fn() -> bool + Sync), &'static (dyn Fn() -> bool + Sync)>(
+                serve,
+            )
         };
         // SAFETY: no core serves now (SERVING is NONE), so nobody reads the slot.
         unsafe { *SERVICE.0.get() = Some(ptr) };

@@ -7,12 +7,21 @@
 //! are in flight. A synchronous [`BlockDevice::read_blocks`] goes through the same queue and keeps
 //! any other request that finishes meanwhile for `poll_read`, so the two kinds mix safely (the
 //! crate's own blocking read would fail on finding another request's completion first).
+//!
+//! Writes ([`WriteBlocks::write_blocks`], used only for the prompt-cache file when the configuration
+//! allows writing) take the same slots and are synchronous: each request is submitted and waited
+//! for before the next one (and before `write_blocks` returns). A virtio-blk device may complete
+//! queued requests in any order, so waiting is the only way to know the payload is written before
+//! the header that marks it valid; and a write happens once per run, off the token path, so there
+//! is nothing worth overlapping it with. A device that offers VIRTIO_BLK_F_RO refuses writes before
+//! anything is queued. [`WriteBlocks::flush`] waits for the requests in flight, then sends a
+//! virtio flush (a no-op unless the device offers VIRTIO_BLK_F_FLUSH).
 
 use alloc::alloc::{alloc_zeroed, dealloc, Layout};
 use alloc::boxed::Box;
 use core::fmt;
 use core::ptr::NonNull;
-use drivers::block::{BlockDevice, Submitted};
+use drivers::block::{BlockDevice, Op, Submitted, WriteBlocks};
 use virtio_drivers::device::blk::{BlkReq, BlkResp, VirtIOBlk};
 use virtio_drivers::transport::mmio::{MmioTransport, VirtIOHeader};
 use virtio_drivers::transport::{DeviceType, Transport};
@@ -59,6 +68,8 @@ struct Slot {
     lba: u64,
     /// Ring token while in flight.
     token: Option<u16>,
+    /// A write (the buffer is only read by the device).
+    write: bool,
     /// Finished, waiting for `poll_read` to hand it over (the slot is busy until then).
     finished: Option<Result<(), virtio_drivers::Error>>,
     busy: bool,
@@ -78,6 +89,7 @@ unsafe impl Send for VirtioBlock {}
 
 #[derive(Debug)]
 pub struct VirtioError {
+    pub op: Op,
     pub lba: u64,
     pub blocks: u64,
     pub err: virtio_drivers::Error,
@@ -85,11 +97,20 @@ pub struct VirtioError {
 
 impl fmt::Display for VirtioError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "virtio-blk read of {} blocks at LBA {} failed: {:?}",
-            self.blocks, self.lba, self.err
-        )
+        match (self.op, self.err) {
+            (Op::Write, virtio_drivers::Error::Unsupported) => write!(
+                f,
+                "virtio-blk write of {} blocks at LBA {} refused: the device is read-only \
+                 (VIRTIO_BLK_F_RO; is the card image attached with readonly=on?)",
+                self.blocks, self.lba
+            ),
+            (Op::Flush, err) => write!(f, "virtio-blk flush failed: {err:?}"),
+            (op, err) => write!(
+                f,
+                "virtio-blk {op} of {} blocks at LBA {} failed: {err:?}",
+                self.blocks, self.lba
+            ),
+        }
     }
 }
 
@@ -125,6 +146,7 @@ impl VirtioBlock {
     fn error(&self, i: usize, err: virtio_drivers::Error) -> VirtioError {
         let s = &self.slots[i];
         VirtioError {
+            op: if s.write { Op::Write } else { Op::Read },
             lba: s.lba,
             blocks: (s.len / 512) as u64,
             err,
@@ -142,22 +164,38 @@ impl VirtioBlock {
         };
         let s = &mut self.slots[i];
         // SAFETY: the same header, buffer and status that were queued with this token; the buffer is
-        // still reserved for the device by the `submit_read` contract.
+        // still reserved for the device by the `submit_read` contract (for a write, `write_blocks`
+        // holds it borrowed until the request is reaped).
         let r = unsafe {
-            let buf = core::slice::from_raw_parts_mut(s.buf as *mut u8, s.len);
-            self.blk
-                .complete_read_blocks(token, &s.req, buf, &mut s.resp)
+            if s.write {
+                let buf = core::slice::from_raw_parts(s.buf as *const u8, s.len);
+                self.blk
+                    .complete_write_blocks(token, &s.req, buf, &mut s.resp)
+            } else {
+                let buf = core::slice::from_raw_parts_mut(s.buf as *mut u8, s.len);
+                self.blk
+                    .complete_read_blocks(token, &s.req, buf, &mut s.resp)
+            }
         };
         s.token = None;
         s.finished = Some(r);
         true
     }
 
-    /// Queue one request (at most [`MAX_REQUEST`] bytes), waiting for a free ring entry if need be.
+    /// Queue one request (at most [`MAX_REQUEST`] bytes), waiting for a free ring entry if need be:
+    /// a read into `buf`, or with `write` a write of `buf`'s bytes.
     ///
     /// # Safety
-    /// As [`BlockDevice::submit_read`].
-    unsafe fn queue(&mut self, lba: u64, buf: *mut u8, len: usize) -> Result<usize, VirtioError> {
+    /// As [`BlockDevice::submit_read`] (for a write: `buf .. buf + len` valid for reads and not
+    /// written or freed until the request is reaped).
+    unsafe fn queue(
+        &mut self,
+        lba: u64,
+        buf: *mut u8,
+        len: usize,
+        write: bool,
+    ) -> Result<usize, VirtioError> {
+        let op = if write { Op::Write } else { Op::Read };
         let i = loop {
             if let Some(i) = self.slots.iter().position(|s| !s.busy) {
                 break i;
@@ -169,6 +207,7 @@ impl VirtioBlock {
             if self.slots.iter().all(|s| s.busy && s.token.is_none()) {
                 // All finished but none handed over: the caller must poll first.
                 return Err(VirtioError {
+                    op,
                     lba,
                     blocks: (len / 512) as u64,
                     err: virtio_drivers::Error::QueueFull,
@@ -183,14 +222,21 @@ impl VirtioBlock {
             // SAFETY: the header and status live in the boxed slot until completion; the buffer is
             // the caller's, reserved for the device by the contract.
             let r = unsafe {
-                let b = core::slice::from_raw_parts_mut(buf, len);
-                self.blk
-                    .read_blocks_nb(lba as usize, &mut s.req, b, &mut s.resp)
+                if write {
+                    let b = core::slice::from_raw_parts(buf as *const u8, len);
+                    self.blk
+                        .write_blocks_nb(lba as usize, &mut s.req, b, &mut s.resp)
+                } else {
+                    let b = core::slice::from_raw_parts_mut(buf, len);
+                    self.blk
+                        .read_blocks_nb(lba as usize, &mut s.req, b, &mut s.resp)
+                }
             };
             match r {
                 Ok(token) => {
                     let s = &mut self.slots[i];
                     s.token = Some(token);
+                    s.write = write;
                     s.busy = true;
                     s.finished = None;
                     return Ok(i);
@@ -202,6 +248,7 @@ impl VirtioBlock {
                 }
                 Err(err) => {
                     return Err(VirtioError {
+                        op,
                         lba,
                         blocks: (len / 512) as u64,
                         err,
@@ -233,6 +280,7 @@ impl BlockDevice for VirtioBlock {
 
     fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), VirtioError> {
         drivers::block::check_request(lba, buf.len(), self.blocks).map_err(|_| VirtioError {
+            op: Op::Read,
             lba,
             blocks: (buf.len() / 512) as u64,
             err: virtio_drivers::Error::InvalidParam,
@@ -242,7 +290,7 @@ impl BlockDevice for VirtioBlock {
             let n = (chunk.len() / 512) as u64;
             // SAFETY: `chunk` is borrowed mutably for this whole call, and `wait` returns only once
             // the device is done with it.
-            let i = unsafe { self.queue(at, chunk.as_mut_ptr(), chunk.len()) }?;
+            let i = unsafe { self.queue(at, chunk.as_mut_ptr(), chunk.len(), false) }?;
             self.wait(i)?;
             at += n;
         }
@@ -260,6 +308,7 @@ impl BlockDevice for VirtioBlock {
         len: usize,
     ) -> Result<Submitted, VirtioError> {
         let bad = |err| VirtioError {
+            op: Op::Read,
             lba,
             blocks: (len / 512) as u64,
             err,
@@ -270,7 +319,7 @@ impl BlockDevice for VirtioBlock {
             return Err(bad(virtio_drivers::Error::InvalidParam));
         }
         // SAFETY: the caller's guarantee, passed on.
-        let i = unsafe { self.queue(lba, buf, len) }?;
+        let i = unsafe { self.queue(lba, buf, len, false) }?;
         Ok(Submitted::Queued(i as u16))
     }
 
@@ -293,5 +342,50 @@ impl BlockDevice for VirtioBlock {
         let r = self.slots[i].finished.take().unwrap_or(Ok(()));
         self.slots[i].busy = false;
         Some((i as u16, r.map_err(|e| self.error(i, e))))
+    }
+}
+
+impl WriteBlocks for VirtioBlock {
+    /// Synchronous (see the module docs): each piece of at most [`MAX_REQUEST`] bytes is queued and
+    /// waited for before the next.
+    fn write_blocks(&mut self, lba: u64, buf: &[u8]) -> Result<(), VirtioError> {
+        let blocks = (buf.len() / 512) as u64;
+        let bad = |err| VirtioError {
+            op: Op::Write,
+            lba,
+            blocks,
+            err,
+        };
+        drivers::block::check_request(lba, buf.len(), self.blocks)
+            .map_err(|_| bad(virtio_drivers::Error::InvalidParam))?;
+        if self.blk.readonly() {
+            return Err(bad(virtio_drivers::Error::Unsupported));
+        }
+        let mut at = lba;
+        for chunk in buf.chunks(MAX_REQUEST) {
+            let n = (chunk.len() / 512) as u64;
+            // SAFETY: `chunk` is borrowed for this whole call and only read by the device, and
+            // `wait` returns only once the device is done with it.
+            let i = unsafe { self.queue(at, chunk.as_ptr() as *mut u8, chunk.len(), true) }?;
+            self.wait(i)?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// Wait until no request is in flight (finished reads stay for `poll_read`), then flush: the
+    /// crate's flush is a blocking request that must be the only one on the ring.
+    fn flush(&mut self) -> Result<(), VirtioError> {
+        while self.slots.iter().any(|s| s.token.is_some()) {
+            if !self.reap() {
+                core::hint::spin_loop();
+            }
+        }
+        self.blk.flush().map_err(|err| VirtioError {
+            op: Op::Flush,
+            lba: 0,
+            blocks: 0,
+            err,
+        })
     }
 }

@@ -164,7 +164,10 @@ fn read_ahead_off_and_a_serving_core_give_the_same_tokens() {
     let (code, uart) = boot(b, &img, Some("64M"), &[], LIMIT);
     eprintln!("{uart}");
     assert_eq!(code, 0);
-    assert!(uart.contains("read-ahead: core 3 serves the card, 3 compute"), "{uart}");
+    assert!(
+        uart.contains("read-ahead: core 3 serves the card, 3 compute"),
+        "{uart}"
+    );
     assert!(read_ahead_pages(&uart) > 100, "{uart}");
     assert_eq!(generated(&uart), want);
 }

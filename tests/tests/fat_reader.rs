@@ -157,25 +157,6 @@ fn small_forced_fat32_volume_mounts() {
     assert!(matches!(vol.open(&mut dev, "x"), Err(FatError::NotFound { path }) if path == "/x"));
 }
 
-/// A FAT32 volume formatted and filled by the `fatfs` crate, in memory.
-fn fatfs_image(size: usize, fill: impl FnOnce(&fatfs::Dir<'_, Cursor<&mut [u8]>>)) -> Vec<u8> {
-    let mut img = vec![0u8; size];
-    fatfs::format_volume(
-        Cursor::new(&mut img[..]),
-        fatfs::FormatVolumeOptions::new()
-            .fat_type(fatfs::FatType::Fat32)
-            .bytes_per_cluster(512),
-    )
-    .unwrap();
-    {
-        let fs =
-            fatfs::FileSystem::new(Cursor::new(&mut img[..]), fatfs::FsOptions::new()).unwrap();
-        fill(&fs.root_dir());
-        fs.unmount().unwrap();
-    }
-    img
-}
-
 fn create(dir: &fatfs::Dir<'_, Cursor<&mut [u8]>>, path: &str, data: &[u8]) {
     let mut f = dir.create_file(path).unwrap();
     f.truncate().unwrap();

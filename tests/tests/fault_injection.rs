@@ -76,7 +76,10 @@ fn card() -> &'static [u8] {
 }
 
 /// Run the kernel on `dev`; (result, UART text).
-fn boot<D: BlockDevice + Send>(dev: D) -> (Result<(), String>, String) {
+fn boot<D: WriteBlocks + Send>(dev: D) -> (Result<(), String>, String)
+where
+    D::Error: Send,
+{
     let heap_free = || 1u64 << 30;
     let heap_high = || 0u64;
     let env = Env {

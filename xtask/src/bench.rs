@@ -282,7 +282,10 @@ pub fn cache_sweep(n: usize) -> Result<String, String> {
         .map_err(|e| format!("lmboot-host: {e}"))?;
     let text = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
-        return Err(format!("lmboot-host --cache-sweep failed:\n{text}{}", String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "lmboot-host --cache-sweep failed:\n{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     let points: Vec<(u64, String, u64)> = text.lines().filter_map(sweep_line).collect();
     let names: Vec<String> = {
@@ -297,15 +300,28 @@ pub fn cache_sweep(n: usize) -> Result<String, String> {
         v.dedup();
         v
     };
-    let get = |mib: u64, name: &str| points.iter().find(|p| p.0 == mib && p.1 == name).map(|p| p.2);
+    let get = |mib: u64, name: &str| {
+        points
+            .iter()
+            .find(|p| p.0 == mib && p.1 == name)
+            .map(|p| p.2)
+    };
     let mut md = String::new();
     let _ = writeln!(md, "# Bytes read from the card per generated token (SmolLM2-135M Q4_1, {model_bytes} bytes; page 256 KiB; greedy, \"Once upon a time\")\n");
     let _ = writeln!(md, "| cache | M - C | {} |", names.join(" | "));
     let _ = writeln!(md, "|---|---|{}", "---|".repeat(names.len()));
     for &mib in &mibs {
         let mc = model_bytes.saturating_sub(mib << 20);
-        let cells: Vec<String> = names.iter().map(|n| get(mib, n).map_or("".into(), |b| format!("{:.1} MB", b as f64 / 1e6))).collect();
-        let _ = writeln!(md, "| {mib} MiB | {:.1} MB | {} |", mc as f64 / 1e6, cells.join(" | "));
+        let cells: Vec<String> = names
+            .iter()
+            .map(|n| get(mib, n).map_or("".into(), |b| format!("{:.1} MB", b as f64 / 1e6)))
+            .collect();
+        let _ = writeln!(
+            md,
+            "| {mib} MiB | {:.1} MB | {} |",
+            mc as f64 / 1e6,
+            cells.join(" | ")
+        );
     }
     let _ = writeln!(md, "\nRead-ahead adds its pages to the streaming window, so it pins 1 MiB less than the plain policy (about 1 MB more per token); it changes when the bytes are read, not how many.");
     // Line plot: x = cache size, y = MB per token.
@@ -318,12 +334,27 @@ pub fn cache_sweep(n: usize) -> Result<String, String> {
     let _ = writeln!(svg, "<line x1='{l}' y1='{}' x2='{}' y2='{}' stroke='black'/><line x1='{l}' y1='{t}' x2='{l}' y2='{}' stroke='black'/>", h - b, w - r, h - b, h - b);
     for i in 0..=4 {
         let mb = ymax * i as f64 / 4.0;
-        let _ = writeln!(svg, "<text x='{}' y='{:.0}' text-anchor='end'>{mb:.0} MB</text>", l - 6.0, y(mb) + 4.0);
+        let _ = writeln!(
+            svg,
+            "<text x='{}' y='{:.0}' text-anchor='end'>{mb:.0} MB</text>",
+            l - 6.0,
+            y(mb) + 4.0
+        );
     }
     for &mib in &mibs {
-        let _ = writeln!(svg, "<text x='{:.0}' y='{}' text-anchor='middle'>{mib}</text>", x(mib as f64), h - b + 16.0);
+        let _ = writeln!(
+            svg,
+            "<text x='{:.0}' y='{}' text-anchor='middle'>{mib}</text>",
+            x(mib as f64),
+            h - b + 16.0
+        );
     }
-    let _ = writeln!(svg, "<text x='{:.0}' y='{}' text-anchor='middle'>cache size (MiB)</text>", (l + w - r) / 2.0, h - 10.0);
+    let _ = writeln!(
+        svg,
+        "<text x='{:.0}' y='{}' text-anchor='middle'>cache size (MiB)</text>",
+        (l + w - r) / 2.0,
+        h - 10.0
+    );
     let mut series: Vec<(String, &str, Vec<(f64, f64)>)> = names
         .iter()
         .map(|n| {
@@ -332,14 +363,37 @@ pub fn cache_sweep(n: usize) -> Result<String, String> {
                 "resident-prefix" => "#2b6cb0",
                 _ => "#38a169",
             };
-            (n.clone(), color, mibs.iter().filter_map(|&m| get(m, n).map(|v| (m as f64, v as f64 / 1e6))).collect())
+            (
+                n.clone(),
+                color,
+                mibs.iter()
+                    .filter_map(|&m| get(m, n).map(|v| (m as f64, v as f64 / 1e6)))
+                    .collect(),
+            )
         })
         .collect();
-    series.push(("M - C".into(), "#999999", mibs.iter().map(|&m| (m as f64, model_bytes.saturating_sub(m << 20) as f64 / 1e6)).collect()));
+    series.push((
+        "M - C".into(),
+        "#999999",
+        mibs.iter()
+            .map(|&m| (m as f64, model_bytes.saturating_sub(m << 20) as f64 / 1e6))
+            .collect(),
+    ));
     for (i, (name, color, pts)) in series.iter().enumerate() {
-        let path: Vec<String> = pts.iter().map(|(a, v)| format!("{:.1},{:.1}", x(*a), y(*v))).collect();
-        let dash = if name == "M - C" { " stroke-dasharray='4 3'" } else { "" };
-        let _ = writeln!(svg, "<polyline fill='none' stroke='{color}' stroke-width='2'{dash} points='{}'/>", path.join(" "));
+        let path: Vec<String> = pts
+            .iter()
+            .map(|(a, v)| format!("{:.1},{:.1}", x(*a), y(*v)))
+            .collect();
+        let dash = if name == "M - C" {
+            " stroke-dasharray='4 3'"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            svg,
+            "<polyline fill='none' stroke='{color}' stroke-width='2'{dash} points='{}'/>",
+            path.join(" ")
+        );
         let ly = t + 20.0 + i as f64 * 20.0;
         let _ = writeln!(svg, "<line x1='{}' y1='{ly}' x2='{}' y2='{ly}' stroke='{color}' stroke-width='2'{dash}/><text x='{}' y='{}'>{name}</text>", w - r + 10.0, w - r + 34.0, w - r + 40.0, ly + 4.0);
     }
@@ -361,27 +415,71 @@ pub fn readahead(n: usize) -> Result<String, String> {
     let model = ensure_model()?;
     let mut md = String::new();
     let _ = writeln!(md, "# Read-ahead: guest time per generated token (virt aarch64, 4 cores, -m 64M, -icount shift=0, {n} tokens)\n");
-    let _ = writeln!(md, "| card | read-ahead | ms/token (guest) | I/O stall ms/token | bytes read/token | text |");
+    let _ = writeln!(
+        md,
+        "| card | read-ahead | ms/token (guest) | I/O stall ms/token | bytes read/token | text |"
+    );
     let _ = writeln!(md, "|---|---|---|---|---|---|");
-    for (card, opts) in [("unthrottled", ""), ("25 MB/s (QEMU throttle)", ",throttling.bps-read=25000000")] {
+    for (card, opts) in [
+        ("unthrottled", ""),
+        ("25 MB/s (QEMU throttle)", ",throttling.bps-read=25000000"),
+    ] {
         for ra in ["0", "4"] {
-            let settings = Settings { n, extra: vec![("readahead".into(), ra.into())], ..Default::default() };
-            let img = workspace_root().join("target").join(format!("bench-readahead-{ra}.img"));
+            let settings = Settings {
+                n,
+                extra: vec![("readahead".into(), ra.into())],
+                ..Default::default()
+            };
+            let img = workspace_root()
+                .join("target")
+                .join(format!("bench-readahead-{ra}.img"));
             card_image(&b, Some(&kernel), &settings, &model, &img)?;
-            let q = QemuOpts { mem: Some("64M".into()), icount: true, drive_opts: opts.into(), ..Default::default() };
+            let q = QemuOpts {
+                mem: Some("64M".into()),
+                icount: true,
+                drive_opts: opts.into(),
+                ..Default::default()
+            };
             eprintln!("xtask: bench: read-ahead {ra}, card {card}");
-            let out = qemu_command(&b, &kernel, &img, &q).stdin(Stdio::null()).output().map_err(|e| format!("QEMU: {e}"))?;
+            let out = qemu_command(&b, &kernel, &img, &q)
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| format!("QEMU: {e}"))?;
             let uart = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
             if !out.status.success() {
-                return Err(format!("read-ahead {ra}: exit {:?}\n{uart}", out.status.code()));
+                return Err(format!(
+                    "read-ahead {ra}: exit {:?}\n{uart}",
+                    out.status.code()
+                ));
             }
-            let gen = uart.lines().find(|l| l.starts_with("stats: prompt")).unwrap_or("");
-            let cache = uart.lines().find(|l| l.starts_with("stats: heap")).unwrap_or("");
+            let gen = uart
+                .lines()
+                .find(|l| l.starts_with("stats: prompt"))
+                .unwrap_or("");
+            let cache = uart
+                .lines()
+                .find(|l| l.starts_with("stats: heap"))
+                .unwrap_or("");
             let ms = num_after(gen, "ms (").unwrap_or(0);
-            let stall = num_after(cache, "generated token after the first), refills").and(cache.rsplit_once("I/O stall ")).and_then(|(_, s)| num_after(s, "("));
-            let per = num_after(cache, "bytes read ").and_then(|_| cache.split_once(" (")).and_then(|(_, s)| s.split(' ').next()?.parse::<u64>().ok()).unwrap_or(0);
-            let text = uart.find("--- output ---\n").and_then(|s| uart[s + 15..].split_once("\n--- end ---")).map(|(t, _)| t.trim().to_string()).unwrap_or_default();
-            let _ = writeln!(md, "| {card} | {} | {ms} | {} | {:.1} MB | {text:?} |", if ra == "0" { "off" } else { "4 pages" }, stall.map_or("?".into(), |s| s.to_string()), per as f64 / 1e6);
+            let stall = num_after(cache, "generated token after the first), refills")
+                .and(cache.rsplit_once("I/O stall "))
+                .and_then(|(_, s)| num_after(s, "("));
+            let per = num_after(cache, "bytes read ")
+                .and_then(|_| cache.split_once(" ("))
+                .and_then(|(_, s)| s.split(' ').next()?.parse::<u64>().ok())
+                .unwrap_or(0);
+            let text = uart
+                .find("--- output ---\n")
+                .and_then(|s| uart[s + 15..].split_once("\n--- end ---"))
+                .map(|(t, _)| t.trim().to_string())
+                .unwrap_or_default();
+            let _ = writeln!(
+                md,
+                "| {card} | {} | {ms} | {} | {:.1} MB | {text:?} |",
+                if ra == "0" { "off" } else { "4 pages" },
+                stall.map_or("?".into(), |s| s.to_string()),
+                per as f64 / 1e6
+            );
         }
     }
     let _ = writeln!(md, "\nUnder -icount the guest clock advances with instructions, and waiting cores spin, so a read the cores wait for costs guest time while one that completes during computation does not. The throttle runs on the host's clock, so 25 MB/s is the host-time rate, not the rate the guest measures.");

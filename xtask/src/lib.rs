@@ -354,6 +354,14 @@ pub fn card_image(
         ));
     }
     blobs.push(("lmboot.txt".into(), cfg.into_bytes()));
+    // The prompt cache's file, preallocated (the kernel writes only inside it, and only with
+    // `allow_write = true`): room for about 180 prompt tokens of the default model.
+    if settings.prompt_cache_bytes > 0 {
+        blobs.push((
+            PROMPT_CACHE_ON_CARD.trim_start_matches('/').into(),
+            vec![0u8; settings.prompt_cache_bytes as usize],
+        ));
+    }
     let mut files: Vec<(&str, Content<'_>)> = blobs
         .iter()
         .map(|(n, b)| (n.as_str(), Content::Bytes(b)))
@@ -395,6 +403,8 @@ pub struct Settings {
     pub selftest: Option<String>,
     /// Any other `lmboot.txt` lines (`--set key=value`, e.g. `readahead=0`, `mode=chat`).
     pub extra: Vec<(String, String)>,
+    /// Size of the preallocated prompt-cache file on the card (0: none).
+    pub prompt_cache_bytes: u64,
 }
 
 impl Default for Settings {
@@ -416,6 +426,7 @@ impl Default for Settings {
             cores: None,
             selftest: None,
             extra: Vec::new(),
+            prompt_cache_bytes: 4 << 20,
         }
     }
 }
@@ -531,6 +542,9 @@ impl Settings {
     }
 }
 
+/// The prompt cache's file on the card (the kernel's default `prompt_cache`).
+pub const PROMPT_CACHE_ON_CARD: &str = "/lmboot.kv";
+
 /// Where the model goes on the card.
 pub const MODEL_ON_CARD: &str = "/model.gguf";
 
@@ -590,7 +604,11 @@ pub fn qemu_command(board: &Board, kernel: &Path, image: &Path, o: &QemuOpts) ->
     .arg(kernel);
     for a in &board.drive {
         if a.contains("{image}") {
-            c.arg(format!("{}{}", a.replace("{image}", &image.display().to_string()), o.drive_opts));
+            c.arg(format!(
+                "{}{}",
+                a.replace("{image}", &image.display().to_string()),
+                o.drive_opts
+            ));
         } else {
             c.arg(a);
         }

@@ -520,13 +520,24 @@ fn bench(args: &[String]) -> Result<i32, String> {
                     .ok_or("-n needs a number")?
             }
             "--board" => board = Some(it.next().cloned().ok_or("--board needs a value")?),
-            "--only" => only = Some(it.next().cloned().ok_or("--only needs instructions, cache or readahead")?),
+            "--only" => {
+                only = Some(
+                    it.next()
+                        .cloned()
+                        .ok_or("--only needs instructions, cache or readahead")?,
+                )
+            }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
     let want = |part: &str| only.as_deref().is_none_or(|o| o == part);
-    if let Some(o) = only.as_deref().filter(|o| !["instructions", "cache", "readahead"].contains(o)) {
-        return Err(format!("--only {o}: expected instructions, cache or readahead"));
+    if let Some(o) = only
+        .as_deref()
+        .filter(|o| !["instructions", "cache", "readahead"].contains(o))
+    {
+        return Err(format!(
+            "--only {o}: expected instructions, cache or readahead"
+        ));
     }
     if want("instructions") {
         let md = xtask::bench::run(&xtask::bench::cases_for(board.as_deref()), n)?;

@@ -91,6 +91,11 @@ pub enum FatError<E> {
     IsADirectory { path: String },
     /// A read of `len` bytes at `offset` goes past the end of a file of `size` bytes.
     ReadPastEnd { offset: u64, len: u64, size: u64 },
+    /// A write of `len` bytes at `offset` goes past the end of a file of `size` bytes (writes never
+    /// grow a file).
+    WritePastEnd { offset: u64, len: u64, size: u64 },
+    /// The block device failed a write of `blocks` blocks at `lba`.
+    DeviceWrite { lba: u64, blocks: u64, error: E },
 }
 
 impl<E> FatError<E> {
@@ -203,6 +208,12 @@ impl<E> FatError<E> {
             NotADirectory { path } => NotADirectory { path },
             IsADirectory { path } => IsADirectory { path },
             ReadPastEnd { offset, len, size } => ReadPastEnd { offset, len, size },
+            WritePastEnd { offset, len, size } => WritePastEnd { offset, len, size },
+            DeviceWrite { lba, blocks, error } => DeviceWrite {
+                lba,
+                blocks,
+                error: f(error),
+            },
         }
     }
 }
@@ -284,6 +295,14 @@ impl<E: fmt::Display> fmt::Display for FatError<E> {
             IsADirectory { path } => write!(f, "FAT: '{path}' is a directory"),
             ReadPastEnd { offset, len, size } => {
                 write!(f, "FAT: read of {len} bytes at offset {offset} goes past the end of the file ({size} bytes)")
+            }
+            WritePastEnd { offset, len, size } => write!(
+                f,
+                "FAT: write of {len} bytes at offset {offset} goes past the end of the file ({size} bytes); \
+                 files are written only inside their preallocated size"
+            ),
+            DeviceWrite { lba, blocks, error } => {
+                write!(f, "FAT: block device error writing {blocks} block(s) at LBA {lba}: {error}")
             }
         }
     }

@@ -1,16 +1,23 @@
-//! Files: the cluster chain resolved once into extents, and reads through them.
+//! Files: the cluster chain resolved once into extents, and reads and in-place writes through them.
 //!
 //! An [`Extent`] is a run of consecutive device blocks; consecutive clusters merge into one. The
 //! extents cover exactly `ceil(size / 512)` blocks (the last one is cut to the file's end), so every
 //! block they name holds file data. [`File::read_at`] reads whole blocks straight into the caller's
 //! buffer, one request per extent piece, and only the partial blocks at either edge go through a
 //! 512-byte bounce buffer.
+//!
+//! [`File::write_at`] is the mirror image, for a file preallocated on the card (the prompt cache):
+//! it writes only blocks the extents name, inside the file's size, so it never allocates a cluster,
+//! never grows the file and never touches the FAT, a directory entry or FSInfo; the volume's
+//! metadata stays byte for byte what it was. A partial block at either edge is read, patched in a
+//! 512-byte bounce buffer and written back (the bytes of the last block past the file's end are
+//! written back as they were).
 
 use alloc::vec::Vec;
 
 use super::table::{FatCache, Link};
 use super::{read, FatError, Volume};
-use crate::block::{BlockDevice, BLOCK_SIZE};
+use crate::block::{BlockDevice, WriteBlocks, BLOCK_SIZE};
 
 const BS: u64 = BLOCK_SIZE as u64;
 
@@ -117,6 +124,61 @@ impl File {
         }
         Ok(())
     }
+}
+
+impl File {
+    /// Write `buf` over the file's bytes at `offset .. offset + buf.len()`, in place: an error
+    /// ([`FatError::WritePastEnd`], naming the offset, length and size) if that range goes past the
+    /// end of the file, which is never extended. Only the file's own data blocks are written (one
+    /// request per extent piece); a partial block at either edge is read, patched and written back
+    /// through a 512-byte bounce buffer. The FAT, directory entries and FSInfo are not touched.
+    pub fn write_at<D: WriteBlocks>(
+        &self,
+        dev: &mut D,
+        offset: u64,
+        buf: &[u8],
+    ) -> Result<(), FatError<D::Error>> {
+        let len = buf.len() as u64;
+        let past_end = || FatError::WritePastEnd {
+            offset,
+            len,
+            size: self.size,
+        };
+        let end = match offset.checked_add(len) {
+            Some(end) if end <= self.size => end,
+            _ => return Err(past_end()),
+        };
+        let mut pos = offset;
+        let mut done = 0usize;
+        while pos < end {
+            // Unreachable failure: `pos < end <= size` and the extents cover every block below it.
+            let run = self.map_block(pos / BS).ok_or_else(past_end)?;
+            let within = (pos % BS) as usize;
+            let n = if within != 0 || end - pos < BS {
+                let mut bounce = [0u8; BLOCK_SIZE];
+                read(dev, run.lba, &mut bounce)?;
+                let n = (BLOCK_SIZE - within).min((end - pos) as usize);
+                bounce[within..within + n].copy_from_slice(&buf[done..done + n]);
+                write(dev, run.lba, &bounce)?;
+                n
+            } else {
+                let blocks = ((end - pos) / BS).min(run.blocks);
+                let n = (blocks * BS) as usize;
+                write(dev, run.lba, &buf[done..done + n])?;
+                n
+            };
+            pos += n as u64;
+            done += n;
+        }
+        Ok(())
+    }
+}
+
+/// Write whole blocks at `lba`, wrapping a device failure with where it happened.
+fn write<D: WriteBlocks>(dev: &mut D, lba: u64, buf: &[u8]) -> Result<(), FatError<D::Error>> {
+    let blocks = (buf.len() / BLOCK_SIZE) as u64;
+    dev.write_blocks(lba, buf)
+        .map_err(|error| FatError::DeviceWrite { lba, blocks, error })
 }
 
 /// Resolve the chain of the file `name` (`size` bytes from cluster `first`) into extents.

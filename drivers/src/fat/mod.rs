@@ -1,4 +1,5 @@
-//! Read-only FAT32: mount a volume, find a file by path, resolve it to extents, read it.
+//! FAT32: mount a volume, find a file by path, resolve it to extents, read it; write inside a
+//! preallocated file without touching the file system's metadata.
 //!
 //! # Design
 //!
@@ -23,11 +24,13 @@
 //!   window cache, so a long contiguous chain costs one request per 1024 clusters.
 //! - **Files** ([`File`]): size and extents, resolved once at open; [`File::read_at`] reads through
 //!   them with one request per extent piece and a bounce buffer only for partial edge blocks.
+//!   [`File::write_at`] writes the same way, only inside the file's existing size (on a device that
+//!   implements [`crate::block::WriteBlocks`]): no allocation, no FAT, directory or FSInfo write.
 //!
 //! A [`Volume`] holds only the geometry, never the device: every call takes `&mut D` where
 //! `D: BlockDevice`, so the kernel keeps one device and shares it with the page cache. Nothing here
 //! panics on any disk content and nothing loops without a bound; `#![forbid(unsafe_code)]`.
-//! Not supported: writing, FAT12/16, exFAT, GPT, extended partitions, OEM code pages in short names
+//! Not supported: creating, growing or deleting files (any metadata write), FAT12/16, exFAT, GPT, extended partitions, OEM code pages in short names
 //! (bytes above 0x7F read as Latin-1).
 #![forbid(unsafe_code)]
 

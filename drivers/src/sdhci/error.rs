@@ -52,6 +52,11 @@ pub enum Wait {
     BufferReady(u32),
     /// Transfer complete after the last block.
     TransferComplete,
+    /// Buffer write ready for block `n` (0-based) of a write request.
+    BufferWriteReady(u32),
+    /// The card to finish programming written blocks: CMD13 until the card is back in the transfer
+    /// state and ready for data; `state` is the last CURRENT_STATE it reported (7 = programming).
+    Programmed { state: u8 },
 }
 
 impl fmt::Display for Wait {
@@ -80,7 +85,32 @@ impl fmt::Display for Wait {
             Wait::Busy => f.write_str("the card to end its busy signal (R1b)"),
             Wait::BufferReady(n) => write!(f, "buffer read ready for block {n} of the request"),
             Wait::TransferComplete => f.write_str("transfer complete"),
+            Wait::BufferWriteReady(n) => {
+                write!(f, "buffer write ready for block {n} of the request")
+            }
+            Wait::Programmed { state } => write!(
+                f,
+                "the card to finish programming (CMD13 until state tran and ready for data; last \
+                 state {state} = {})",
+                state_name(state)
+            ),
         }
+    }
+}
+
+/// The name of an R1 CURRENT_STATE value.
+pub fn state_name(state: u8) -> &'static str {
+    match state {
+        0 => "idle",
+        1 => "ready",
+        2 => "ident",
+        3 => "stby",
+        4 => "tran",
+        5 => "data",
+        6 => "rcv",
+        7 => "prg",
+        8 => "dis",
+        _ => "reserved",
     }
 }
 
@@ -117,7 +147,7 @@ pub enum Cause {
         target_hz: u32,
         host_version: u8,
     },
-    /// The driver refused to send a command outside its read-only set.
+    /// The driver refused to send a command outside its command set ([`super::COMMANDS`]).
     Forbidden,
     /// The card address of `lba` does not fit the 32-bit argument.
     AddressTooLarge { lba: u64 },
@@ -221,7 +251,9 @@ impl fmt::Display for Cause {
                 f,
                 "no clock divider gives {target_hz} Hz or less from a base clock of {base_hz} Hz (SDHCI spec version field {host_version})"
             ),
-            Cause::Forbidden => f.write_str("command outside the driver's read-only set refused"),
+            Cause::Forbidden => {
+                f.write_str("command outside the driver's command set (no erase, lock or program) refused")
+            }
             Cause::AddressTooLarge { lba } => {
                 write!(f, "the card address of LBA {lba} does not fit 32 bits")
             }
@@ -246,6 +278,43 @@ impl fmt::Display for Step {
             Step::Reset => f.write_str("controller reset"),
             Step::Clock => f.write_str("SD clock setup"),
             Step::Command(c) => write!(f, "{c}"),
+        }
+    }
+}
+
+/// Why the card may not be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteProtect {
+    /// The controller reports the card's write-protect switch on "lock" (PRESENT_STATE bit 19
+    /// clear; `present` is the register).
+    Switch { present: u32 },
+    /// The CSD's PERM_WRITE_PROTECT bit: the card is read-only for good.
+    CsdPermanent,
+    /// The CSD's TMP_WRITE_PROTECT bit: the card is write-protected until that bit is cleared.
+    CsdTemporary,
+    /// The card refused the write with WP_VIOLATION in its status (`r1`).
+    Violation { r1: u32 },
+}
+
+impl fmt::Display for WriteProtect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            WriteProtect::Switch { present } => write!(
+                f,
+                "the card's write-protect switch is on \"lock\" (PRESENT_STATE {present:#010x}, bit 19 \
+                 clear; slide the switch, or set the driver's Config::write_protect_switch = false on a \
+                 board whose slot has no switch line)"
+            ),
+            WriteProtect::CsdPermanent => {
+                f.write_str("the card is permanently write-protected (CSD PERM_WRITE_PROTECT)")
+            }
+            WriteProtect::CsdTemporary => {
+                f.write_str("the card is temporarily write-protected (CSD TMP_WRITE_PROTECT)")
+            }
+            WriteProtect::Violation { r1 } => write!(
+                f,
+                "the card refused the write: write protect violation (card status {r1:#010x}, bit 26)"
+            ),
         }
     }
 }
@@ -278,6 +347,34 @@ pub enum SdError {
     },
     /// The request itself is wrong (partial block, past the end of the card).
     Request(RequestError),
+    /// A write failed on every try: `cmd` (CMD24/25, or CMD13 / CMD12 after the data) failed at
+    /// block `lba` of the request of `blocks` blocks from `start`.
+    Write {
+        cmd: Cmd,
+        lba: u64,
+        start: u64,
+        blocks: u32,
+        attempts: u8,
+        cause: Cause,
+    },
+    /// A write failed (first `write_cmd` at `write_lba`: `write_cause`) and re-initialising the card
+    /// before the last try failed too.
+    WriteReinit {
+        start: u64,
+        blocks: u32,
+        write_cmd: Cmd,
+        write_lba: u64,
+        write_cause: Cause,
+        step: Step,
+        cause: Cause,
+    },
+    /// The card may not be written: nothing was sent for the request of `blocks` blocks from
+    /// `start` (or the card refused it).
+    WriteProtected {
+        start: u64,
+        blocks: u32,
+        by: WriteProtect,
+    },
 }
 
 impl SdError {
@@ -286,8 +383,10 @@ impl SdError {
         match *self {
             SdError::Init { cause, .. }
             | SdError::Read { cause, .. }
-            | SdError::Reinit { cause, .. } => Some(cause),
-            SdError::Request(_) => None,
+            | SdError::Reinit { cause, .. }
+            | SdError::Write { cause, .. }
+            | SdError::WriteReinit { cause, .. } => Some(cause),
+            SdError::Request(_) | SdError::WriteProtected { .. } => None,
         }
     }
 
@@ -297,6 +396,9 @@ impl SdError {
             SdError::Reinit {
                 read_cause, cause, ..
             } => read_cause.is_timeout() || cause.is_timeout(),
+            SdError::WriteReinit {
+                write_cause, cause, ..
+            } => write_cause.is_timeout() || cause.is_timeout(),
             _ => self.cause().is_some_and(|c| c.is_timeout()),
         }
     }
@@ -336,6 +438,33 @@ impl fmt::Display for SdError {
                 "SD read failed: {read_cmd} at LBA {read_lba} (request of {blocks} block(s) from LBA {start}): {read_cause}; re-initialising the card then failed at {step}: {cause}"
             ),
             SdError::Request(e) => write!(f, "SD {e}"),
+            SdError::Write {
+                cmd,
+                lba,
+                start,
+                blocks,
+                attempts,
+                cause,
+            } => write!(
+                f,
+                "SD write failed: {cmd} at LBA {lba} (request of {blocks} block(s) from LBA {start}), {attempts} attempt(s): {cause}"
+            ),
+            SdError::WriteReinit {
+                start,
+                blocks,
+                write_cmd,
+                write_lba,
+                write_cause,
+                step,
+                cause,
+            } => write!(
+                f,
+                "SD write failed: {write_cmd} at LBA {write_lba} (request of {blocks} block(s) from LBA {start}): {write_cause}; re-initialising the card then failed at {step}: {cause}"
+            ),
+            SdError::WriteProtected { start, blocks, by } => write!(
+                f,
+                "SD write of {blocks} block(s) at LBA {start} refused: {by}"
+            ),
         }
     }
 }

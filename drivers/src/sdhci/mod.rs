@@ -1,7 +1,7 @@
 //! SD host controller (SDHCI) driver: reads SD cards through the Raspberry Pi's Arasan "EMMC"
 //! controller (Pi 3 / Zero 2 W at `0x3F30_0000`, Pi 4 legacy `0xFE30_0000`, where QEMU's raspi3b
 //! and raspi4b attach `-drive if=sd`) and other SDHCI v2/v3 controllers such as the Pi 4's EMMC2.
-//! Read-only, polled, programmed I/O.
+//! Reads, and block writes when asked ([`WriteBlocks`]); polled, programmed I/O.
 //!
 //! # Design
 //!
@@ -19,14 +19,18 @@
 //!   may lose a write that follows another within two SD clocks).
 //! - **Polled, no DMA.** Status is read from INT_STATUS (NORM_INT_STAT | ERR_INT_STAT << 16) with
 //!   the wanted bits enabled in INT_STATUS_ENABLE and all signal enables off; data is read from the
-//!   0x20 data port in 32-bit words when BUFFER_READ_READY is set. DMA is not used: the data goes
+//!   0x20 data port in 32-bit words when BUFFER_READ_READY is set (written to it when
+//!   BUFFER_WRITE_READY is). DMA is not used: the data goes
 //!   through the CPU anyway (it lands in the page cache and is parsed), DMA would need cache
 //!   maintenance around every transfer (clean/invalidate by VA, bus addresses that differ from
 //!   ARM physical addresses on the Pi), and the legacy controller's SDMA stops at buffer
 //!   boundaries and has board-specific quirks. A later change may add ADMA2 for EMMC2.
-//! - **Read-only.** The driver sends only the commands in [`READ_ONLY_COMMANDS`]; the one function
-//!   that issues commands refuses anything else (a `debug_assert!` and a [`Cause::Forbidden`]
-//!   error), so no write (CMD24/25) or erase (CMD32/33/38) can reach the card.
+//! - **A closed command set.** The driver sends only the commands in [`COMMANDS`]: the
+//!   [`READ_ONLY_COMMANDS`] and the two block writes [`WRITE_COMMANDS`] (CMD24/25), which only
+//!   [`WriteBlocks::write_blocks`] sends. The one function that issues commands refuses anything
+//!   else (a `debug_assert!` and a [`Cause::Forbidden`] error), so no erase (CMD32/33/38), lock
+//!   (CMD42), CSD program (CMD27) or write-protect command can reach the card. A driver that is never
+//!   asked to write sends read-only commands only.
 //! - **Errors are values.** [`SdError`] names the step or command, the LBA, the error status bits
 //!   or what a deadline was waiting for. No register value can make the driver panic.
 //!
@@ -60,10 +64,29 @@
 //! [`Config::tries`] times in all; before the last try the whole controller and card are
 //! initialised again.
 //!
+//! # Writes ([`WriteBlocks::write_blocks`])
+//!
+//! Refused before anything is sent ([`SdError::WriteProtected`]) when the controller reports the
+//! write-protect switch on "lock" (PRESENT_STATE bit 19 clear; [`Config::write_protect_switch`])
+//! or the CSD says PERM_WRITE_PROTECT or TMP_WRITE_PROTECT. Otherwise the request is split like a
+//! read; one block is CMD24, more are CMD25 with block count and auto CMD12 (or CMD12 from the
+//! driver). Each block waits for BUFFER_WRITE_READY and then 128 words go to the data port; the end
+//! waits for TRANSFER_COMPLETE (which the controller raises after the card's busy signal), and then
+//! CMD13 is polled until the card has left the programming state (`prg`) for `tran` with
+//! READY_FOR_DATA: a controller may raise transfer complete early, and a card may keep programming
+//! after CMD12. Every wait has a deadline ([`WRITE_TIMEOUT_US`], [`PROGRAM_TIMEOUT_US`]). Error
+//! handling and retries are those of reads (a card stuck receiving is stopped with CMD12 and
+//! waited for); a write protect violation in the card status is reported at once, not retried.
+//!
+//! Writes are synchronous: `write_blocks` returns when the card reports the blocks programmed.
+//! There is nothing to overlap (the CPU moves every word through the data port), and it gives the
+//! caller an order it can rely on: a block written after another reaches the card after it, which
+//! is what the prompt cache's "payload first, valid flag last" needs against a power cut.
+//!
 //! # Not covered
 //!
 //! High speed (50 MHz), UHS-I and 1.8 V signalling, SDUC (CSD v3), 8-bit eMMC, card interrupts,
-//! writes. Board setup belongs to the caller: on a Pi 3 / Zero 2 W the card slot must be routed to
+//! erase before write (ACMD23), the card's write-protect groups. Board setup belongs to the caller: on a Pi 3 / Zero 2 W the card slot must be routed to
 //! this controller (GPIO 48-53 to ALT3; the firmware routes it to SDHOST) and on a Pi the card power
 //! and the base clock come from the firmware mailbox.
 
@@ -72,12 +95,12 @@ mod error;
 pub mod regs;
 
 pub use card::{clock_divider, parse_csd, r2_register, tran_speed_hz, CardInfo, Csd, Divider};
-pub use error::{Cause, Cmd, SdError, Step, Wait};
+pub use error::{state_name, Cause, Cmd, SdError, Step, Wait, WriteProtect};
 
 use core::fmt;
 use core::ptr::{read_volatile, write_volatile};
 
-use crate::block::{check_request, BlockDevice, BLOCK_SIZE};
+use crate::block::{check_request, BlockDevice, WriteBlocks, BLOCK_SIZE};
 use regs::*;
 
 /// 32-bit access to a controller's registers at byte offsets from its base.
@@ -179,6 +202,13 @@ pub const BUSY_TIMEOUT_US: u64 = 500_000;
 /// Deadline for each block of a read and for transfer complete (the spec's read access time is
 /// at most 100 ms).
 pub const BLOCK_TIMEOUT_US: u64 = 250_000;
+/// Deadline for buffer write ready and for transfer complete of a write, which includes the card's
+/// busy signal while it programs (the spec's write timeout is 250 ms for SDHC and 500 ms for SDXC).
+pub const WRITE_TIMEOUT_US: u64 = 750_000;
+/// Deadline for the card to leave the programming state after a write (CMD13 polls).
+pub const PROGRAM_TIMEOUT_US: u64 = 1_000_000;
+/// Pause between CMD13 polls while the card programs.
+pub const PROGRAM_POLL_US: u32 = 100;
 /// Deadline for ACMD41 to report the card powered up (the spec allows 1 s).
 pub const ACMD41_TIMEOUT_US: u64 = 1_000_000;
 /// Pause between ACMD41 polls.
@@ -202,8 +232,20 @@ pub(crate) const R1_ERRORS: u32 =
     (1 << 31) | (1 << 30) | (1 << 29) | (1 << 26) | (1 << 21) | (1 << 20) | (1 << 19);
 const R1_APP_CMD: u32 = 1 << 5;
 const R1_STATE_SHIFT: u32 = 9;
+/// R1 READY_FOR_DATA: the card's buffer is empty.
+const R1_READY_FOR_DATA: u32 = 1 << 8;
+/// R1 WP_VIOLATION: a write to a protected block or card.
+const R1_WP_VIOLATION: u32 = 1 << 26;
+/// R1 CURRENT_STATE "tran": selected and idle.
+const STATE_TRAN: u32 = 4;
 /// R1 CURRENT_STATE "data": the card is sending blocks.
 const STATE_DATA: u32 = 5;
+/// R1 CURRENT_STATE "rcv": the card is receiving blocks.
+const STATE_RCV: u32 = 6;
+/// CSD bit PERM_WRITE_PROTECT.
+const CSD_PERM_WRITE_PROTECT: u32 = 13;
+/// CSD bit TMP_WRITE_PROTECT.
+const CSD_TMP_WRITE_PROTECT: u32 = 12;
 
 /// OCR / ACMD41: card powered up (busy bit, 1 = ready).
 const OCR_POWERED_UP: u32 = 1 << 31;
@@ -239,7 +281,7 @@ enum Resp {
 struct Command {
     cmd: Cmd,
     resp: Resp,
-    /// Reads data blocks.
+    /// Moves data blocks (the direction is in the transfer mode).
     data: bool,
     /// Command type "abort" (CMD12).
     abort: bool,
@@ -295,6 +337,14 @@ const READ_MULTIPLE_BLOCK: Command = Command {
     data: true,
     ..Command::new(Cmd::new(18), Resp::R1)
 };
+const WRITE_BLOCK: Command = Command {
+    data: true,
+    ..Command::new(Cmd::new(24), Resp::R1)
+};
+const WRITE_MULTIPLE_BLOCK: Command = Command {
+    data: true,
+    ..Command::new(Cmd::new(25), Resp::R1)
+};
 const APP_CMD: Command = Command::new(Cmd::new(55), Resp::R1);
 const SET_BUS_WIDTH: Command = Command::new(Cmd::acmd(6), Resp::R1);
 const SD_SEND_OP_COND: Command = Command::new(Cmd::acmd(41), Resp::R3);
@@ -317,9 +367,32 @@ pub const READ_ONLY_COMMANDS: [Cmd; 14] = [
     SD_SEND_OP_COND.cmd,
 ];
 
-/// Is `cmd` one the driver may send?
+/// Is `cmd` one of the [`READ_ONLY_COMMANDS`]?
 pub fn is_read_only(cmd: Cmd) -> bool {
     READ_ONLY_COMMANDS.contains(&cmd)
+}
+
+/// The commands that write: single and multiple block writes. Sent only by
+/// [`WriteBlocks::write_blocks`].
+pub const WRITE_COMMANDS: [Cmd; 2] = [WRITE_BLOCK.cmd, WRITE_MULTIPLE_BLOCK.cmd];
+
+/// Every command the driver can send: [`READ_ONLY_COMMANDS`] and [`WRITE_COMMANDS`]. No erase,
+/// lock, CSD program or write-protect command.
+pub const COMMANDS: [Cmd; 16] = {
+    let mut all = [READ_ONLY_COMMANDS[0]; 16];
+    let mut i = 0;
+    while i < 14 {
+        all[i] = READ_ONLY_COMMANDS[i];
+        i += 1;
+    }
+    all[14] = WRITE_COMMANDS[0];
+    all[15] = WRITE_COMMANDS[1];
+    all
+};
+
+/// Is `cmd` one the driver may send ([`COMMANDS`])?
+pub fn is_allowed(cmd: Cmd) -> bool {
+    COMMANDS.contains(&cmd)
 }
 
 /// Driver settings; [`Config::new`] gives the defaults.
@@ -343,6 +416,10 @@ pub struct Config {
     /// Delay four SD clocks after each register write while the SD clock is at most 400 kHz
     /// (needed by the BCM2835 Arasan controller).
     pub arasan_write_delay: bool,
+    /// Refuse writes while the controller reports the card's write-protect switch on "lock"
+    /// (PRESENT_STATE bit 19 clear). Turn off only on a board whose slot has no switch line and whose
+    /// controller reports it wrongly.
+    pub write_protect_switch: bool,
 }
 
 impl Config {
@@ -356,6 +433,7 @@ impl Config {
             max_blocks_per_command: DEFAULT_MAX_BLOCKS_PER_COMMAND,
             tries: 3,
             arasan_write_delay: true,
+            write_protect_switch: true,
         }
     }
 }
@@ -367,7 +445,9 @@ pub struct Stats {
     pub commands: u64,
     /// Blocks read successfully.
     pub blocks_read: u64,
-    /// Read commands tried again after a failure.
+    /// Blocks written successfully.
+    pub blocks_written: u64,
+    /// Read or write commands tried again after a failure.
     pub retries: u64,
     /// Re-initialisations before a last try.
     pub reinits: u64,
@@ -385,7 +465,7 @@ struct Xfer {
     mode: u32,
 }
 
-/// A failed read attempt: which command, at which block.
+/// A failed read or write attempt: which command, at which block.
 #[derive(Debug, Clone, Copy)]
 struct Failure {
     cmd: Cmd,
@@ -616,12 +696,8 @@ impl<R: Regs, C: Clock> Sdhci<R, C> {
     /// Issue one command (with its data transfer set up, if any) and wait for its response and,
     /// for R1b, the end of busy. Returns the response words. On failure the lines are reset.
     fn issue(&mut self, c: Command, arg: u32, xfer: Option<Xfer>) -> Result<[u32; 4], Cause> {
-        debug_assert!(
-            is_read_only(c.cmd),
-            "{} is not in the read-only command set",
-            c.cmd
-        );
-        if !is_read_only(c.cmd) {
+        debug_assert!(is_allowed(c.cmd), "{} is not in the command set", c.cmd);
+        if !is_allowed(c.cmd) {
             return Err(Cause::Forbidden);
         }
         let busy = c.resp == Resp::R1b;
@@ -872,6 +948,40 @@ impl<R: Regs, C: Clock> Sdhci<R, C> {
             .ok_or(Cause::AddressTooLarge { lba })
     }
 
+    /// Issue data command `c` for `blocks` blocks at `start` (direction bits `dir`: `TM_READ` or
+    /// 0), multi-block with a block count (and auto CMD12 if configured) when `blocks > 1`, and
+    /// check the card's R1 status: the start that reads and writes share.
+    fn begin_transfer(
+        &mut self,
+        c: Command,
+        start: u64,
+        blocks: u32,
+        dir: u32,
+    ) -> Result<(), Failure> {
+        let fail = |lba: u64, cause: Cause| Failure {
+            cmd: c.cmd,
+            lba,
+            cause,
+        };
+        let arg = self.card_address(start).map_err(|e| fail(start, e))?;
+        let mut mode = dir;
+        if blocks > 1 {
+            mode |= TM_MULTI_BLOCK | TM_BLOCK_COUNT_EN;
+            if self.config.auto_cmd12 {
+                mode |= TM_AUTO_CMD12;
+            }
+        }
+        let xfer = Xfer {
+            blocks: blocks.min(u16::MAX as u32) as u16,
+            mode,
+        };
+        let r1 = self.issue(c, arg, Some(xfer)).map_err(|e| fail(start, e))?[0];
+        if r1 & R1_ERRORS != 0 {
+            return Err(fail(start, Cause::CardStatus { r1 }));
+        }
+        Ok(())
+    }
+
     /// One read command for `buf.len() / 512` (1..=65535) blocks from `start`.
     fn read_once(&mut self, start: u64, buf: &mut [u8]) -> Result<(), Failure> {
         let blocks = (buf.len() / BLOCK_SIZE) as u32;
@@ -886,23 +996,8 @@ impl<R: Regs, C: Clock> Sdhci<R, C> {
             lba,
             cause,
         };
-        let arg = self.card_address(start).map_err(|e| fail(start, e))?;
         let auto12 = multi && self.config.auto_cmd12;
-        let mut mode = TM_READ;
-        if multi {
-            mode |= TM_MULTI_BLOCK | TM_BLOCK_COUNT_EN;
-            if auto12 {
-                mode |= TM_AUTO_CMD12;
-            }
-        }
-        let xfer = Xfer {
-            blocks: blocks.min(u16::MAX as u32) as u16,
-            mode,
-        };
-        let r1 = self.issue(c, arg, Some(xfer)).map_err(|e| fail(start, e))?[0];
-        if r1 & R1_ERRORS != 0 {
-            return Err(fail(start, Cause::CardStatus { r1 }));
-        }
+        self.begin_transfer(c, start, blocks, TM_READ)?;
         for (i, block) in buf.chunks_exact_mut(BLOCK_SIZE).enumerate() {
             let lba = start + i as u64;
             self.wait_int(
@@ -936,21 +1031,25 @@ impl<R: Regs, C: Clock> Sdhci<R, C> {
         Ok(())
     }
 
-    /// After a failed read: reset both lines, clear the status, and if the card may still be
-    /// sending (CMD13 says state "data", or does not answer), stop it with CMD12. Failures here are
-    /// left to the next try (and the re-initialisation before the last).
-    fn recover(&mut self) {
+    /// After a failed read or write: reset both lines, clear the status, and if the card may
+    /// still be sending or receiving (CMD13 says state "data" or "rcv", or does not answer), stop it
+    /// with CMD12. After a write, wait (bounded) for the card to finish programming what it got.
+    /// Failures here are left to the next try (and the re-initialisation before the last).
+    /// Returns false when a write left the card still programming: the next try must start with
+    /// re-initialising it (a write command would be illegal in that state).
+    fn recover(&mut self, write: bool) -> bool {
         let _ = self.reset(SRST_CMD);
         let _ = self.reset(SRST_DAT);
         self.write(INT_STATUS, u32::MAX);
         let rca = (self.info.rca as u32) << 16;
-        let sending = match self.issue(SEND_STATUS, rca, None) {
-            Ok(r) => (r[0] >> R1_STATE_SHIFT) & 0xF == STATE_DATA,
+        let busy = match self.issue(SEND_STATUS, rca, None) {
+            Ok(r) => matches!((r[0] >> R1_STATE_SHIFT) & 0xF, STATE_DATA | STATE_RCV),
             Err(_) => true,
         };
-        if sending {
+        if busy {
             let _ = self.issue(STOP_TRANSMISSION, 0, None);
         }
+        !write || self.wait_programmed().is_ok()
     }
 
     /// One read command with its retries.
@@ -965,7 +1064,7 @@ impl<R: Regs, C: Clock> Sdhci<R, C> {
                 Ok(()) => return Ok(()),
                 Err(f) => *first.get_or_insert(f),
             };
-            self.recover();
+            self.recover(false);
             if attempt >= tries {
                 return Err(SdError::Read {
                     cmd: f.cmd,
@@ -996,6 +1095,184 @@ impl<R: Regs, C: Clock> Sdhci<R, C> {
     }
 }
 
+impl<R: Regs, C: Clock> Sdhci<R, C> {
+    // ---- writes ----
+
+    /// Why the card may not be written, if it may not: the write-protect switch (when
+    /// [`Config::write_protect_switch`]) or the CSD's write-protect bits.
+    fn write_protection(&mut self) -> Option<WriteProtect> {
+        let present = self.regs.read32(PRESENT_STATE);
+        if self.config.write_protect_switch && present & PS_WRITE_ENABLED == 0 {
+            return Some(WriteProtect::Switch { present });
+        }
+        let csd = r2_register(&self.info.csd);
+        if csd >> CSD_PERM_WRITE_PROTECT & 1 != 0 {
+            return Some(WriteProtect::CsdPermanent);
+        }
+        if csd >> CSD_TMP_WRITE_PROTECT & 1 != 0 {
+            return Some(WriteProtect::CsdTemporary);
+        }
+        None
+    }
+
+    /// Poll CMD13 until the card is in the transfer state and ready for data (it has finished
+    /// programming), at most [`PROGRAM_TIMEOUT_US`]. A card status error bit (a write protect
+    /// violation, an ECC or controller error reported after the data) is an error.
+    fn wait_programmed(&mut self) -> Result<(), (Cmd, Cause)> {
+        let rca = (self.info.rca as u32) << 16;
+        let start = self.clock.now_us();
+        let max_polls = PROGRAM_TIMEOUT_US / PROGRAM_POLL_US as u64 + 2;
+        let mut state = 0u8;
+        for _ in 0..max_polls {
+            let r1 = self
+                .issue(SEND_STATUS, rca, None)
+                .map_err(|c| (SEND_STATUS.cmd, c))?[0];
+            if r1 & R1_ERRORS != 0 {
+                return Err((SEND_STATUS.cmd, Cause::CardStatus { r1 }));
+            }
+            state = ((r1 >> R1_STATE_SHIFT) & 0xF) as u8;
+            if state as u32 == STATE_TRAN && r1 & R1_READY_FOR_DATA != 0 {
+                return Ok(());
+            }
+            if self.clock.now_us().saturating_sub(start) >= PROGRAM_TIMEOUT_US {
+                break;
+            }
+            self.clock.delay_us(PROGRAM_POLL_US);
+        }
+        let waited = self.clock.now_us().saturating_sub(start);
+        Err((
+            SEND_STATUS.cmd,
+            self.timeout(Wait::Programmed { state }, waited),
+        ))
+    }
+
+    /// One write command for the `buf.len() / 512` (1..=65535) blocks in `buf` to `start`, up to
+    /// the card having programmed them.
+    fn write_once(&mut self, start: u64, buf: &[u8]) -> Result<(), Failure> {
+        let blocks = (buf.len() / BLOCK_SIZE) as u32;
+        let multi = blocks > 1;
+        let c = if multi {
+            WRITE_MULTIPLE_BLOCK
+        } else {
+            WRITE_BLOCK
+        };
+        let fail = |lba: u64, cause: Cause| Failure {
+            cmd: c.cmd,
+            lba,
+            cause,
+        };
+        let auto12 = multi && self.config.auto_cmd12;
+        // No TM_READ: the data goes from the host to the card.
+        self.begin_transfer(c, start, blocks, 0)?;
+        for (i, block) in buf.chunks_exact(BLOCK_SIZE).enumerate() {
+            let lba = start + i as u64;
+            self.wait_int(
+                INT_BUFFER_WRITE_READY,
+                WRITE_TIMEOUT_US,
+                Wait::BufferWriteReady(i as u32),
+            )
+            .map_err(|e| fail(lba, e))?;
+            self.write(INT_STATUS, INT_BUFFER_WRITE_READY);
+            for w in block.chunks_exact(4) {
+                self.write(DATA_PORT, u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+            }
+        }
+        let last = start + blocks as u64 - 1;
+        // Raised once the last block is sent and the card's busy signal has ended.
+        self.wait_int(
+            INT_TRANSFER_COMPLETE,
+            WRITE_TIMEOUT_US,
+            Wait::TransferComplete,
+        )
+        .map_err(|e| fail(last, e))?;
+        self.write(INT_STATUS, INT_TRANSFER_COMPLETE);
+        if auto12 {
+            // The auto CMD12's response: errors found while programming clear on being reported.
+            let r1 = self.regs.read32(RESPONSE[3]);
+            if r1 & R1_ERRORS != 0 {
+                return Err(Failure {
+                    cmd: STOP_TRANSMISSION.cmd,
+                    lba: last,
+                    cause: Cause::CardStatus { r1 },
+                });
+            }
+        }
+        if multi && !auto12 {
+            let r = self
+                .issue(STOP_TRANSMISSION, 0, None)
+                .map_err(|cause| Failure {
+                    cmd: STOP_TRANSMISSION.cmd,
+                    lba: last,
+                    cause,
+                })?;
+            if r[0] & R1_ERRORS != 0 {
+                return Err(Failure {
+                    cmd: STOP_TRANSMISSION.cmd,
+                    lba: last,
+                    cause: Cause::CardStatus { r1: r[0] },
+                });
+            }
+        }
+        self.wait_programmed().map_err(|(cmd, cause)| Failure {
+            cmd,
+            lba: last,
+            cause,
+        })?;
+        self.stats.blocks_written += blocks as u64;
+        Ok(())
+    }
+
+    /// One write command with its retries (a write protect violation is not retried).
+    fn write_with_retries(&mut self, start: u64, buf: &[u8]) -> Result<(), SdError> {
+        let tries = self.config.tries.max(1);
+        let blocks = (buf.len() / BLOCK_SIZE) as u32;
+        let mut attempt = 1u8;
+        let mut first: Option<Failure> = None;
+        loop {
+            let f = match self.write_once(start, buf) {
+                Ok(()) => return Ok(()),
+                Err(f) => *first.get_or_insert(f),
+            };
+            let settled = self.recover(true);
+            if let Cause::CardStatus { r1 } = f.cause {
+                if r1 & R1_WP_VIOLATION != 0 {
+                    return Err(SdError::WriteProtected {
+                        start,
+                        blocks,
+                        by: WriteProtect::Violation { r1 },
+                    });
+                }
+            }
+            if attempt >= tries {
+                return Err(SdError::Write {
+                    cmd: f.cmd,
+                    lba: f.lba,
+                    start,
+                    blocks,
+                    attempts: attempt,
+                    cause: f.cause,
+                });
+            }
+            attempt += 1;
+            self.stats.retries += 1;
+            if attempt == tries || !settled {
+                self.stats.reinits += 1;
+                if let Err((step, cause)) = self.bring_up() {
+                    return Err(SdError::WriteReinit {
+                        start,
+                        blocks,
+                        write_cmd: f.cmd,
+                        write_lba: f.lba,
+                        write_cause: f.cause,
+                        step,
+                        cause,
+                    });
+                }
+            }
+        }
+    }
+}
+
 impl<R: Regs, C: Clock> BlockDevice for Sdhci<R, C> {
     type Error = SdError;
 
@@ -1010,6 +1287,31 @@ impl<R: Regs, C: Clock> BlockDevice for Sdhci<R, C> {
         let per = self.config.max_blocks_per_command.max(1) as usize;
         for (i, chunk) in buf.chunks_mut(per * BLOCK_SIZE).enumerate() {
             self.read_with_retries(lba + (i * per) as u64, chunk)?;
+        }
+        Ok(())
+    }
+}
+
+impl<R: Regs, C: Clock> WriteBlocks for Sdhci<R, C> {
+    /// Write whole blocks: checked against the capacity and the card's write protection (nothing is
+    /// sent to a protected card), split into commands of at most
+    /// [`Config::max_blocks_per_command`] blocks, each tried up to [`Config::tries`] times and
+    /// finished only when the card has programmed it (synchronous, see the module docs).
+    fn write_blocks(&mut self, lba: u64, buf: &[u8]) -> Result<(), SdError> {
+        check_request(lba, buf.len(), self.info.blocks)?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        if let Some(by) = self.write_protection() {
+            return Err(SdError::WriteProtected {
+                start: lba,
+                blocks: (buf.len() / BLOCK_SIZE) as u32,
+                by,
+            });
+        }
+        let per = self.config.max_blocks_per_command.max(1) as usize;
+        for (i, chunk) in buf.chunks(per * BLOCK_SIZE).enumerate() {
+            self.write_with_retries(lba + (i * per) as u64, chunk)?;
         }
         Ok(())
     }

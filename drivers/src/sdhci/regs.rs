@@ -59,9 +59,13 @@ pub const CMD_INDEX_SHIFT: u32 = 24;
 pub const PS_CMD_INHIBIT: u32 = 1 << 0;
 pub const PS_DAT_INHIBIT: u32 = 1 << 1;
 pub const PS_DAT_ACTIVE: u32 = 1 << 2;
+pub const PS_WRITE_ACTIVE: u32 = 1 << 8;
 pub const PS_READ_ACTIVE: u32 = 1 << 9;
+pub const PS_BUFFER_WRITE_ENABLE: u32 = 1 << 10;
 pub const PS_BUFFER_READ_ENABLE: u32 = 1 << 11;
 pub const PS_CARD_INSERTED: u32 = 1 << 16;
+/// Write protect switch pin level: 1 = writes allowed, 0 = the card's switch is on "lock".
+pub const PS_WRITE_ENABLED: u32 = 1 << 19;
 
 // Host control 1 and power control (HOST_CONTROL word).
 pub const HC_DATA_4BIT: u32 = 1 << 1;
@@ -86,6 +90,7 @@ pub const SRST_DAT: u32 = 1 << 26;
 // Normal interrupt status (INT_STATUS bits 15:0).
 pub const INT_CMD_COMPLETE: u32 = 1 << 0;
 pub const INT_TRANSFER_COMPLETE: u32 = 1 << 1;
+pub const INT_BUFFER_WRITE_READY: u32 = 1 << 4;
 pub const INT_BUFFER_READ_READY: u32 = 1 << 5;
 pub const INT_CARD_INSERTION: u32 = 1 << 6;
 pub const INT_CARD_REMOVAL: u32 = 1 << 7;
@@ -109,9 +114,12 @@ pub const ERR_CMD_LINE: u16 = ERR_CMD_TIMEOUT | ERR_CMD_CRC | ERR_CMD_END_BIT | 
 pub const ERR_DAT_LINE: u16 = ERR_DATA_TIMEOUT | ERR_DATA_CRC | ERR_DATA_END_BIT;
 
 /// The status bits the driver enables (and polls): command complete, transfer complete, buffer read
-/// ready, and error bits 0-9. Card insertion/removal and card interrupts stay off.
-pub const INT_ENABLED: u32 =
-    INT_CMD_COMPLETE | INT_TRANSFER_COMPLETE | INT_BUFFER_READ_READY | (0x03FF << 16);
+/// and write ready, and error bits 0-9. Card insertion/removal and card interrupts stay off.
+pub const INT_ENABLED: u32 = INT_CMD_COMPLETE
+    | INT_TRANSFER_COMPLETE
+    | INT_BUFFER_WRITE_READY
+    | INT_BUFFER_READ_READY
+    | (0x03FF << 16);
 
 // Capabilities (low word).
 /// Base clock in MHz: bits 15:8 on v3, 13:8 on v1/v2 (0 = ask another way).

@@ -24,6 +24,10 @@ const TX_SPIN_LIMIT: u32 = 10_000_000;
 #[derive(Debug)]
 pub struct Pl011 {
     base: usize,
+    /// Bytes received before `init` (turning the FIFO on empties it): handed out first.
+    early: [u8; 32],
+    early_len: u8,
+    early_pos: u8,
 }
 
 impl Pl011 {
@@ -31,7 +35,12 @@ impl Pl011 {
     /// `base` must be the address of a PL011's registers, mapped as device memory, and used by
     /// nothing else.
     pub const unsafe fn new(base: usize) -> Self {
-        Self { base }
+        Self {
+            base,
+            early: [0; 32],
+            early_len: 0,
+            early_pos: 0,
+        }
     }
 
     fn read(&self, reg: usize) -> u32 {
@@ -44,18 +53,27 @@ impl Pl011 {
         unsafe { write_volatile((self.base + reg) as *mut u32, v) }
     }
 
-    /// Set up 8N1 at `baud` from a UART clock of `clock_hz`, FIFOs on, interrupts masked.
+    /// Set up 8N1 at `baud` from a UART clock of `clock_hz`, FIFOs on, interrupts masked. Bytes
+    /// received before this call are kept (switching the FIFO on empties the receive side, so they
+    /// are read out first and the FIFO is switched on at once).
     pub fn init(&mut self, clock_hz: u32, baud: u32) {
+        const LCRH_8N1_FIFO: u32 = (0b11 << 5) | (1 << 4);
+        while self.read(FR) & FR_RXFE == 0 && (self.early_len as usize) < self.early.len() {
+            self.early[self.early_len as usize] = self.read(DR) as u8;
+            self.early_len += 1;
+        }
+        self.write(LCRH, LCRH_8N1_FIFO);
         self.write(CR, 0);
         let mut spins = 0;
         while self.read(FR) & FR_BUSY != 0 && spins < TX_SPIN_LIMIT {
             spins += 1;
         }
-        // Divisor = clock / (16 * baud), as 16.6 fixed point.
+        // Divisor = clock / (16 * baud), as 16.6 fixed point; latched by the LCR_H write after it
+        // (FIFO enable unchanged, so nothing received is lost).
         let div64 = ((clock_hz as u64) * 4 + baud as u64 / 2) / baud as u64;
         self.write(IBRD, (div64 >> 6) as u32);
         self.write(FBRD, (div64 & 0x3f) as u32);
-        self.write(LCRH, (0b11 << 5) | (1 << 4)); // 8 bits, FIFO enable
+        self.write(LCRH, LCRH_8N1_FIFO);
         self.write(IMSC, 0);
         self.write(ICR, 0x7ff);
         self.write(CR, (1 << 0) | (1 << 8) | (1 << 9)); // UARTEN | TXE | RXE
@@ -75,6 +93,10 @@ impl Uart for Pl011 {
     }
 
     fn read_byte(&mut self) -> Option<u8> {
+        if self.early_pos < self.early_len {
+            self.early_pos += 1;
+            return Some(self.early[self.early_pos as usize - 1]);
+        }
         if self.read(FR) & FR_RXFE != 0 {
             None
         } else {

@@ -102,11 +102,22 @@ pub fn boot_with(
     opts: &xtask::QemuOpts,
     limit: Duration,
 ) -> (i32, String) {
+    boot_input(b, image, opts, None, limit)
+}
+
+/// [`boot_with`], typing `input` on the serial line (all of it at once, as a pipe does).
+pub fn boot_input(
+    b: &Built,
+    image: &Path,
+    opts: &xtask::QemuOpts,
+    input: Option<&[u8]>,
+    limit: Duration,
+) -> (i32, String) {
     // Firmware (OpenSBI) has been seen to hang before reaching the kernel, rarely and only under
     // heavy load; a boot whose kernel has not printed its banner within this time is tried again.
     const START_LIMIT: Duration = Duration::from_secs(120);
     for attempt in 1..=2 {
-        match boot_once(b, image, opts, limit, START_LIMIT) {
+        match boot_once(b, image, opts, input, limit, START_LIMIT) {
             Some(r) => return r,
             None => eprintln!("boot attempt {attempt}: no kernel banner within {START_LIMIT:?} (firmware hang); retrying"),
         }
@@ -119,16 +130,22 @@ fn boot_once(
     b: &Built,
     image: &Path,
     opts: &xtask::QemuOpts,
+    input: Option<&[u8]>,
     limit: Duration,
     start_limit: Duration,
 ) -> Option<(i32, String)> {
     let mut c = xtask::qemu_command(&b.board, &b.kernel, image, opts);
-    c.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    c.stdin(if input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     let mut child = c
         .spawn()
         .unwrap_or_else(|e| panic!("starting QEMU: {e} (run `cargo xtask setup`)"));
+    let mut stdin = child.stdin.take();
     let mut stdout = child.stdout.take().unwrap();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let sink = seen.clone();
@@ -142,9 +159,21 @@ fn boot_once(
         }
     });
     let start = Instant::now();
+    // The input is typed once the chat's first prompt is up (what a user does; bytes that arrive
+    // while the UART is being set up may be lost, as on any serial line), then kept open until
+    // QEMU ends.
+    let mut typed = input.is_none();
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
+        }
+        if !typed && String::from_utf8_lossy(&seen.lock().unwrap()).contains("\n> ") {
+            use std::io::Write;
+            if let (Some(w), Some(bytes)) = (stdin.as_mut(), input) {
+                let _ = w.write_all(bytes);
+                let _ = w.flush();
+            }
+            typed = true;
         }
         let started = String::from_utf8_lossy(&seen.lock().unwrap()).contains("lmboot 0.1.0 on");
         if !started && start.elapsed() > start_limit {

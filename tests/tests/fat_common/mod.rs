@@ -523,3 +523,27 @@ impl Layout {
         }
     }
 }
+
+/// A FAT32 volume formatted and filled by `fatfs` in memory, with 512-byte clusters.
+#[allow(dead_code)]
+pub fn fatfs_image(
+    size: usize,
+    fill: impl FnOnce(&fatfs::Dir<'_, std::io::Cursor<&mut [u8]>>),
+) -> Vec<u8> {
+    use std::io::Cursor;
+    let mut img = vec![0u8; size];
+    fatfs::format_volume(
+        Cursor::new(&mut img[..]),
+        fatfs::FormatVolumeOptions::new()
+            .fat_type(fatfs::FatType::Fat32)
+            .bytes_per_cluster(512),
+    )
+    .unwrap();
+    {
+        let fs =
+            fatfs::FileSystem::new(Cursor::new(&mut img[..]), fatfs::FsOptions::new()).unwrap();
+        fill(&fs.root_dir());
+        fs.unmount().unwrap();
+    }
+    img
+}

@@ -9,11 +9,21 @@
 //! 1 for a few microseconds), interrupt status (write 1 to clear, only enabled bits ever set, error
 //! summary bit 15), status and signal enables, capabilities and version.
 //!
-//! The card is a state machine (idle → ready → ident → stby → tran ⇄ data) answering CMD0, 2, 3, 7,
-//! 8, 9, 12, 13, 16, 17, 18, 55 and ACMD6, ACMD41 with R1/R1b/R2/R3/R6/R7 responses; SDHC (block
-//! addresses, CSD v2) or SDSC (byte addresses, CSD v1; with or without CMD8). Anything else is an
-//! illegal command: no response, ILLEGAL_COMMAND in the next status. Data comes from a byte vector
-//! or a pattern computed from the LBA.
+//! The card is a state machine (idle → ready → ident → stby → tran ⇄ data, tran → rcv → prg → tran)
+//! answering CMD0, 2, 3, 7, 8, 9, 12, 13, 16, 17, 18, 24, 25, 55 and ACMD6, ACMD41 with
+//! R1/R1b/R2/R3/R6/R7 responses; SDHC (block addresses, CSD v2) or SDSC (byte addresses, CSD v1;
+//! with or without CMD8). Anything else is an illegal command: no response, ILLEGAL_COMMAND in the
+//! next status. Data comes from a byte vector or a pattern computed from the LBA; written blocks
+//! are kept over it.
+//!
+//! Writes: CMD24 / CMD25 move the card to "rcv"; the controller raises buffer write ready, takes 128
+//! words through the data port, sends the block (which the card then programs for [`PROGRAM_NS`]),
+//! and after the last one (and the auto CMD12 of a CMD25) the card is in "prg" until programming
+//! ends; the controller raises transfer complete at that point (or at once, with
+//! [`HostSpec::early_write_complete`], so that only CMD13 tells when the card is done). CMD13 in
+//! "prg" reports state 7 without READY_FOR_DATA. A write to a card whose CSD says
+//! PERM_WRITE_PROTECT is answered with WP_VIOLATION and nothing is stored; the write-protect switch
+//! ([`HostSpec::write_protect_switch`]) clears PRESENT_STATE bit 19.
 //!
 //! Time is virtual: every register access costs 200 ns, `delay_us` adds its microseconds, and
 //! commands, blocks, resets and clock stabilisation take the time they would at the current SD
@@ -25,16 +35,20 @@
 //! identification above 400 kHz or below 100 kHz, data above 25 MHz, a wrong response type, change
 //! the divider with the SD clock on, enable the SD clock before the internal clock is stable, two
 //! writes within two SD clocks (the Arasan may drop the second), two reset bits in one write,
-//! read an empty data port, DMA, interrupt signals, a 4-bit host with a 1-bit card, ...).
+//! read an empty data port, DMA, interrupt signals, a 4-bit host with a 1-bit card, a transfer whose
+//! direction does not match its command, a data port write with no write transfer or a full buffer,
+//! a write command to a card that is still programming, ...).
 //!
 //! Faults: a CRC error on the response of the Nth command or on the Nth data block (transient), a
 //! permanently bad block (every read of it has a data CRC error), a card that never finishes
 //! ACMD41, a card that stops answering after N blocks, and a controller that reports no timeouts
-//! (so only the driver's deadlines end a wait).
+//! (so only the driver's deadlines end a wait). For writes: a CRC error on the Nth block the card
+//! receives, a card that refuses writes (WP_VIOLATION), and a card that never finishes programming.
 #![allow(dead_code)]
 
 use drivers::sdhci::{Clock, Regs};
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 // Register offsets, from the SDHCI spec (kept apart from the driver's constants on purpose).
@@ -60,6 +74,7 @@ const R_SDMA: usize = 0x00;
 // Normal interrupt status bits.
 const N_CC: u16 = 1 << 0;
 const N_TC: u16 = 1 << 1;
+const N_BWR: u16 = 1 << 4;
 const N_BRR: u16 = 1 << 5;
 // Error interrupt status bits.
 const E_CMD_TIMEOUT: u16 = 1 << 0;
@@ -71,6 +86,7 @@ const E_DATA_CRC: u16 = 1 << 5;
 const R1_OUT_OF_RANGE: u32 = 1 << 31;
 const R1_ADDRESS_ERROR: u32 = 1 << 30;
 const R1_BLOCK_LEN_ERROR: u32 = 1 << 29;
+const R1_WP_VIOLATION: u32 = 1 << 26;
 const R1_ILLEGAL_COMMAND: u32 = 1 << 22;
 const R1_READY_FOR_DATA: u32 = 1 << 8;
 const R1_APP_CMD: u32 = 1 << 5;
@@ -87,6 +103,8 @@ pub const CLOCK_STABLE_NS: u64 = 10_000;
 pub const BUSY_NS: u64 = 20_000;
 /// Read access time before the first block.
 pub const NAC_NS: u64 = 50_000;
+/// The card programs a received block this long (busy on DAT0).
+pub const PROGRAM_NS: u64 = 300_000;
 
 /// What kind of card.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +151,8 @@ pub struct CardSpec {
     /// ACMD41s answered "still powering up" before the card is ready.
     pub busy_polls: u32,
     pub rca: u16,
+    /// The CSD's PERM_WRITE_PROTECT bit: writes are refused with WP_VIOLATION.
+    pub perm_write_protect: bool,
 }
 
 impl CardSpec {
@@ -142,6 +162,7 @@ impl CardSpec {
             backing,
             busy_polls: 3,
             rca: 0xB368,
+            perm_write_protect: false,
         }
     }
 
@@ -169,6 +190,11 @@ pub struct HostSpec {
     pub silent: bool,
     /// Flag writes closer than two SD clocks (the Arasan's lost-write problem).
     pub arasan_write_check: bool,
+    /// The card's write-protect switch is on "lock": PRESENT_STATE bit 19 reads 0.
+    pub write_protect_switch: bool,
+    /// Raise transfer complete of a write when the last block is sent, before the card has
+    /// finished programming (only CMD13 then tells when it is done).
+    pub early_write_complete: bool,
 }
 
 impl HostSpec {
@@ -182,6 +208,8 @@ impl HostSpec {
             data_timeout_us: Some(100_000),
             silent: false,
             arasan_write_check: true,
+            write_protect_switch: false,
+            early_write_complete: false,
         }
     }
 
@@ -221,6 +249,13 @@ pub struct Faults {
     pub never_ready: bool,
     /// The card stops answering (commands and data) once it has sent this many blocks.
     pub die_after_blocks: Option<u64>,
+    /// 0-based indices (over all blocks the card receives) of written blocks with a CRC error (the
+    /// card does not store them).
+    pub write_crc_at: Vec<u64>,
+    /// The card refuses every write with WP_VIOLATION (a protected group, say), whatever its CSD.
+    pub wp_violation: bool,
+    /// The card never finishes programming a written block.
+    pub stuck_programming: bool,
 }
 
 /// A command seen on the bus.
@@ -237,7 +272,7 @@ pub struct BusCmd {
     pub answered: bool,
     /// Sent by the controller (auto CMD12).
     pub auto: bool,
-    /// Blocks the controller was set up to read (0 for commands without data).
+    /// Blocks the controller was set up to read or write (0 for commands without data).
     pub blocks: u32,
 }
 
@@ -255,6 +290,8 @@ enum CardState {
     Stby = 3,
     Tran = 4,
     Data = 5,
+    Rcv = 6,
+    Prg = 7,
 }
 
 #[derive(Debug)]
@@ -272,9 +309,17 @@ struct Card {
     /// Status bits to report in the next R1 (ILLEGAL_COMMAND).
     pending: u32,
     dead: bool,
-    /// Next block to send in the data state; `single` for CMD17.
+    /// Next block to send in the data state; `single` for CMD17 (and CMD24).
     stream: Option<u64>,
     single: bool,
+    /// Next block to store in the receive state.
+    recv: Option<u64>,
+    /// End of programming in the "prg" state (`None`: never).
+    prg_until: Option<u64>,
+    /// Blocks written, over the backing.
+    written: BTreeMap<u64, Vec<u8>>,
+    wp_violation: bool,
+    stuck_programming: bool,
     cid: [u8; 16],
     csd: [u8; 16],
 }
@@ -301,11 +346,17 @@ struct Pending {
 /// A data transfer in the controller.
 #[derive(Debug)]
 struct Xfer {
+    /// Host to card.
+    write: bool,
     multi: bool,
     auto12: bool,
-    /// Blocks still to hand to the host.
+    /// Blocks still to hand to the host (to take from it, for a write).
     remaining: u32,
+    /// Read: a block waiting in the buffer for the host. Write: the buffer the host is filling
+    /// (`None` while a full one is on its way to the card).
     buf: Option<Vec<u8>>,
+    /// Write: the full block on its way to the card (arriving at `next_at`).
+    data: Option<Vec<u8>>,
     pos: usize,
     /// When the next block arrives (None: nothing coming).
     next_at: Option<u64>,
@@ -344,6 +395,8 @@ pub struct State {
     pending: Option<Pending>,
     busy_until: Option<u64>,
     xfer: Option<Xfer>,
+    /// A write's transfer complete is due then (the card's busy ends).
+    write_done_at: Option<u64>,
     last_write_ns: Option<u64>,
     card: Card,
     // Records.
@@ -351,6 +404,8 @@ pub struct State {
     pub resets: Vec<u8>,
     pub violations: Vec<String>,
     pub blocks_sent: u64,
+    /// Blocks the card has received from writes (stored or not).
+    pub blocks_received: u64,
     commands_seen: u64,
 }
 
@@ -395,7 +450,11 @@ impl Sim {
     pub fn new(host: HostSpec, card: CardSpec, faults: Faults) -> Sim {
         let blocks = card.blocks();
         let cid = make_cid();
-        let csd = make_csd(card.kind, blocks);
+        let mut csd = make_csd(card.kind, blocks);
+        if card.perm_write_protect {
+            csd = (u128::from_be_bytes(csd) | 1 << 13).to_be_bytes();
+        }
+        let (wp_violation, stuck_programming) = (faults.wp_violation, faults.stuck_programming);
         let state = State {
             host,
             faults,
@@ -424,6 +483,7 @@ impl Sim {
             pending: None,
             busy_until: None,
             xfer: None,
+            write_done_at: None,
             last_write_ns: None,
             card: Card {
                 spec: card,
@@ -439,6 +499,11 @@ impl Sim {
                 dead: false,
                 stream: None,
                 single: false,
+                recv: None,
+                prg_until: None,
+                written: BTreeMap::new(),
+                wp_violation,
+                stuck_programming,
                 cid,
                 csd,
             },
@@ -446,6 +511,7 @@ impl Sim {
             resets: Vec::new(),
             violations: Vec::new(),
             blocks_sent: 0,
+            blocks_received: 0,
             commands_seen: 0,
         };
         Sim(Rc::new(RefCell::new(state)))
@@ -501,7 +567,35 @@ impl Sim {
     }
 
     pub fn set_faults(&self, faults: Faults) {
-        self.0.borrow_mut().faults = faults;
+        let mut s = self.0.borrow_mut();
+        s.card.wp_violation = faults.wp_violation;
+        s.card.stuck_programming = faults.stuck_programming;
+        s.faults = faults;
+    }
+
+    /// The whole card as bytes: the backing with the written blocks over it.
+    pub fn image(&self) -> Vec<u8> {
+        let s = self.0.borrow();
+        (0..s.card.blocks()).flat_map(|b| s.card.block(b)).collect()
+    }
+
+    /// The LBAs written so far, in order.
+    pub fn written_lbas(&self) -> Vec<u64> {
+        self.0.borrow().card.written.keys().copied().collect()
+    }
+
+    /// Blocks the card has received from writes so far (the index the next one gets in
+    /// [`Faults::write_crc_at`]).
+    pub fn blocks_received(&self) -> u64 {
+        self.0.borrow().blocks_received
+    }
+
+    /// The card's CURRENT_STATE now (4 = tran, 6 = rcv, 7 = prg).
+    pub fn card_state(&self) -> u8 {
+        let mut s = self.0.borrow_mut();
+        let now = s.now_ns;
+        s.card.tick(now);
+        s.card.state as u8
     }
 
     /// The SD clock now.
@@ -544,10 +638,27 @@ impl Card {
     }
 
     fn block(&self, lba: u64) -> Vec<u8> {
+        if let Some(b) = self.written.get(&lba) {
+            return b.clone();
+        }
         match &self.spec.backing {
             Backing::Bytes(b) => b[lba as usize * 512..(lba as usize + 1) * 512].to_vec(),
             Backing::Pattern { .. } => pattern_block(lba),
         }
+    }
+
+    /// Programming ends when its time has come.
+    fn tick(&mut self, now: u64) {
+        if self.state == CardState::Prg && self.prg_until.is_some_and(|t| now >= t) {
+            self.state = CardState::Tran;
+            self.prg_until = None;
+        }
+    }
+
+    /// Start programming: busy for [`PROGRAM_NS`] (or for ever).
+    fn program(&mut self, now: u64) {
+        self.state = CardState::Prg;
+        self.prg_until = (!self.stuck_programming).then_some(now + PROGRAM_NS);
     }
 
     fn power_cycle(&mut self) {
@@ -560,11 +671,18 @@ impl Card {
         self.blocklen = 512;
         self.pending = 0;
         self.stream = None;
+        self.recv = None;
+        self.prg_until = None;
     }
 
-    /// R1 card status for a command received in `state`.
+    /// R1 card status for a command received in `state` (not ready for data while programming).
     fn status(&mut self, state: CardState, extra: u32) -> u32 {
-        std::mem::take(&mut self.pending) | ((state as u32) << 9) | R1_READY_FOR_DATA | extra
+        let ready = if state == CardState::Prg {
+            0
+        } else {
+            R1_READY_FOR_DATA
+        };
+        std::mem::take(&mut self.pending) | ((state as u32) << 9) | ready | extra
     }
 
     /// Execute a command (an application command if CMD55 came just before); `None` = no
@@ -705,17 +823,48 @@ impl Card {
                 self.single = index == 17;
                 Some(Answer::Short(s))
             }
+            (false, 24) | (false, 25) => {
+                if st != Tran {
+                    return illegal(self);
+                }
+                let lba = if self.ccs {
+                    arg as u64
+                } else {
+                    if !arg.is_multiple_of(512) {
+                        return Some(Answer::Short(self.status(st, R1_ADDRESS_ERROR)));
+                    }
+                    arg as u64 / 512
+                };
+                if lba >= self.blocks() {
+                    return Some(Answer::Short(self.status(st, R1_OUT_OF_RANGE)));
+                }
+                if self.spec.perm_write_protect || self.wp_violation {
+                    return Some(Answer::Short(self.status(st, R1_WP_VIOLATION)));
+                }
+                let s = self.status(st, 0);
+                self.state = Rcv;
+                self.recv = Some(lba);
+                self.single = index == 24;
+                Some(Answer::Short(s))
+            }
             (false, 12) => {
-                if st != Data {
+                if !matches!(st, Data | Rcv) {
                     return illegal(self);
                 }
                 let s = self.status(st, 0);
-                self.state = Tran;
                 self.stream = None;
+                if st == Rcv {
+                    self.recv = None;
+                    // What was received is programmed now (its time set by the controller).
+                    self.state = Prg;
+                    self.prg_until = None;
+                } else {
+                    self.state = Tran;
+                }
                 Some(Answer::Short(s))
             }
             (false, 13) => {
-                if !matches!(st, Stby | Tran | Data) {
+                if !matches!(st, Stby | Tran | Data | Rcv | Prg) {
                     return illegal(self);
                 }
                 if !addressed {
@@ -746,6 +895,8 @@ fn expected_response(index: u8, app: bool) -> Option<(u16, bool, bool)> {
         | (false, 16)
         | (false, 17)
         | (false, 18)
+        | (false, 24)
+        | (false, 25)
         | (false, 55) => R1,
         _ => return None,
     })
@@ -833,7 +984,127 @@ impl State {
                 self.set_norm(N_TC);
             }
         }
-        self.advance_data();
+        let now = self.now_ns;
+        self.card.tick(now);
+        if let Some(t) = self.write_done_at {
+            if t <= now {
+                self.write_done_at = None;
+                self.xfer = None;
+                self.dat_inhibit = false;
+                self.set_norm(N_TC);
+            }
+        }
+        if self.xfer.as_ref().is_some_and(|x| x.write) {
+            self.advance_write();
+        } else {
+            self.advance_data();
+        }
+    }
+
+    /// A written block reaches the card when its time has come; the last one ends in programming,
+    /// then transfer complete (a data timeout if the card never finishes).
+    fn advance_write(&mut self) {
+        let now = self.now_ns;
+        let Some(x) = self.xfer.as_mut() else { return };
+        match x.next_at {
+            Some(at) if at <= now => {
+                x.next_at = None;
+                let data = x.data.take().unwrap_or_default();
+                self.deliver_block(at, data);
+            }
+            Some(_) => {}
+            None => {
+                if let (Some(since), Some(limit), false) =
+                    (x.stalled_since, self.host.data_timeout_us, self.host.silent)
+                {
+                    if now >= since + limit * 1000 {
+                        self.xfer = None;
+                        self.set_err(E_DATA_TIMEOUT);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Block `data`, sent at `at`, arrives at the card.
+    fn deliver_block(&mut self, at: u64, data: Vec<u8>) {
+        let now = self.now_ns;
+        let card = &self.card;
+        let target = card
+            .recv
+            .filter(|&lba| card.state == CardState::Rcv && !card.dead && lba < card.blocks());
+        let Some(lba) = target else {
+            // Nobody takes the block: the controller waits for a CRC status that never comes.
+            if let Some(x) = self.xfer.as_mut() {
+                x.stalled_since = Some(at);
+            }
+            return;
+        };
+        let k = self.blocks_received;
+        self.blocks_received += 1;
+        if self.faults.write_crc_at.contains(&k) {
+            // CRC status "error": the card drops the block; DAT stays inhibited until SRST_DAT.
+            self.set_err(E_DATA_CRC);
+            self.xfer = None;
+            return;
+        }
+        self.card.written.insert(lba, data);
+        self.card.recv = Some(lba + 1);
+        let x = self.xfer.as_mut().unwrap();
+        x.remaining -= 1;
+        if x.remaining > 0 {
+            x.buf = Some(Vec::with_capacity(512));
+            self.set_norm(N_BWR);
+            return;
+        }
+        // The last block: a single-block write ends in programming; a multi-block one when the
+        // controller's CMD12 (or the driver's) stops it.
+        let (multi, auto12) = (x.multi, x.auto12);
+        if multi && auto12 {
+            self.bus_command(12, 0, true, 0);
+        } else if !multi {
+            self.card.recv = None;
+            self.card.program(now);
+        }
+        let done = if self.host.early_write_complete || self.card.state == CardState::Rcv {
+            // Early, or still receiving (the driver's CMD12 comes next).
+            Some(now)
+        } else if self.card.state == CardState::Prg {
+            // Busy for as long as the card programs (for ever: a data timeout).
+            self.card.prg_until
+        } else {
+            Some(now)
+        };
+        match done {
+            Some(t) if t > now => self.write_done_at = Some(t),
+            Some(_) => {
+                self.xfer = None;
+                self.dat_inhibit = false;
+                self.set_norm(N_TC);
+            }
+            None => {
+                let x = self.xfer.as_mut().unwrap();
+                x.stalled_since = Some(now);
+            }
+        }
+    }
+
+    /// The host writes a word of a block to the data port.
+    fn write_data(&mut self, v: u32) {
+        let block_at = self.now_ns + self.block_ns();
+        let Some(x) = self.xfer.as_mut().filter(|x| x.write) else {
+            self.violation("data port write with no write transfer".into());
+            return;
+        };
+        let Some(buf) = x.buf.as_mut() else {
+            self.violation("data port write while the buffer is not ready for one".into());
+            return;
+        };
+        buf.extend_from_slice(&v.to_le_bytes());
+        if buf.len() == 512 {
+            x.data = x.buf.take();
+            x.next_at = Some(block_at);
+        }
     }
 
     /// The response of a command arrives (or does not).
@@ -877,11 +1148,28 @@ impl State {
                 if p.busy {
                     self.busy_until = Some(self.now_ns + BUSY_NS);
                 }
-                if p.data {
+                if p.data && self.trnmod & (1 << 4) == 0 {
+                    // A write: the buffer is empty, the host may fill it.
+                    let multi = self.trnmod & (1 << 5) != 0;
+                    self.xfer = Some(Xfer {
+                        write: true,
+                        multi,
+                        auto12: multi && self.trnmod & (1 << 2) != 0,
+                        remaining: if multi { self.blkcnt as u32 } else { 1 },
+                        buf: Some(Vec::with_capacity(512)),
+                        data: None,
+                        pos: 0,
+                        next_at: None,
+                        stalled_since: None,
+                    });
+                    self.set_norm(N_BWR);
+                } else if p.data {
                     let multi = self.trnmod & (1 << 5) != 0;
                     let remaining = if multi { self.blkcnt as u32 } else { 1 };
                     let first = self.now_ns + NAC_NS + self.block_ns();
                     self.xfer = Some(Xfer {
+                        write: false,
+                        data: None,
                         multi,
                         auto12: multi && self.trnmod & (1 << 2) != 0,
                         remaining,
@@ -967,17 +1255,29 @@ impl State {
 
     fn present(&self) -> u32 {
         let mut p = 0x01FF_0000; // card inserted, stable, detect, write enabled, DAT/CMD lines high
+        if self.host.write_protect_switch {
+            p &= !(1 << 19);
+        }
         if self.cmd_inhibit {
             p |= 1;
         }
         if self.dat_inhibit {
             p |= 2;
         }
-        if let Some(x) = &self.xfer {
-            p |= (1 << 2) | (1 << 9);
-            if x.buf.is_some() {
-                p |= 1 << 11;
+        match &self.xfer {
+            Some(x) if x.write => {
+                p |= (1 << 2) | (1 << 8);
+                if x.buf.is_some() {
+                    p |= 1 << 10;
+                }
             }
+            Some(x) => {
+                p |= (1 << 2) | (1 << 9);
+                if x.buf.is_some() {
+                    p |= 1 << 11;
+                }
+            }
+            None => {}
         }
         p
     }
@@ -1032,8 +1332,8 @@ impl State {
 
     fn read_data(&mut self) -> u32 {
         let next_block_at = self.now_ns + self.block_ns();
-        let Some(x) = self.xfer.as_mut() else {
-            self.violation("data port read with no transfer".into());
+        let Some(x) = self.xfer.as_mut().filter(|x| !x.write) else {
+            self.violation("data port read with no read transfer".into());
             return 0;
         };
         let Some(buf) = x.buf.as_ref() else {
@@ -1062,8 +1362,15 @@ impl State {
 
     /// A command reaches the card (logged); returns the answer.
     fn bus_command(&mut self, index: u8, arg: u32, auto: bool, blocks: u32) -> Option<Answer> {
+        let now = self.now_ns;
+        self.card.tick(now);
         let app = self.card.app;
+        let before = self.card.state;
         let answer = self.card.command(index, arg, self.faults.never_ready);
+        if before != CardState::Prg && self.card.state == CardState::Prg {
+            // CMD12 ended a write: the card programs what it received.
+            self.card.program(now);
+        }
         if auto {
             if let Some(Answer::Short(v)) = answer {
                 self.resp[3] = v;
@@ -1136,8 +1443,20 @@ impl State {
         }
         if data {
             let multi = self.trnmod & (1 << 5) != 0;
-            if self.trnmod & (1 << 4) == 0 {
-                self.violation(format!("{name}: a write transfer"));
+            let read = self.trnmod & (1 << 4) != 0;
+            match index {
+                24 | 25 if read => self.violation(format!("{name}: a read transfer")),
+                17 | 18 if !read => self.violation(format!("{name}: a write transfer")),
+                _ => {}
+            }
+            if matches!(index, 18 | 25) && !multi {
+                self.violation(format!("{name} without multi-block transfer mode"));
+            }
+            if matches!(index, 24 | 25) && self.card.state == CardState::Prg {
+                let now = self.now_ns;
+                if self.card.prg_until.is_none_or(|t| now < t) {
+                    self.violation(format!("{name} while the card is still programming"));
+                }
             }
             if self.blksize & 0xFFF != 512 {
                 self.violation(format!("{name}: block size {}", self.blksize & 0xFFF));
@@ -1215,6 +1534,7 @@ impl State {
                 }
             }
             R_ARG => self.arg = v,
+            R_DATA => self.write_data(v),
             R_CMD => {
                 self.trnmod = v as u16;
                 self.cmdreg = (v >> 16) as u16;
@@ -1281,8 +1601,9 @@ impl State {
                     4 => {
                         self.xfer = None;
                         self.busy_until = None;
+                        self.write_done_at = None;
                         self.dat_inhibit = false;
-                        self.norint &= !(N_TC | N_BRR);
+                        self.norint &= !(N_TC | N_BRR | N_BWR);
                     }
                     _ => self.violation(format!("reset bits {reset:#x}")),
                 }
@@ -1342,6 +1663,7 @@ impl State {
         self.pending = None;
         self.busy_until = None;
         self.xfer = None;
+        self.write_done_at = None;
     }
 }
 

@@ -1,0 +1,334 @@
+//! Chat on the serial line: a prompt with line editing, the model's chat template, and a
+//! conversation that keeps its KV cache between turns (each turn feeds only its new tokens).
+//!
+//! The transcript is exact: the system piece, then per turn the user piece (with the assistant
+//! header), every reply token, and the template's end of turn. A reply's last printed token has not
+//! been through the model yet (generation stops before feeding it), so it leads the next turn's
+//! tokens. Bytes typed while the model replies are kept for the next prompt, except Ctrl-C, which
+//! stops the reply.
+
+use crate::chatcmd::{self, Command};
+use crate::lineedit::{Event, LineEditor};
+use crate::run::Console;
+use alloc::collections::VecDeque;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use inference::chat::Template;
+use inference::generate::{Engine, GenReport, LogitsFilter, StopReason};
+use inference::json::JsonConstraint;
+use inference::model::RunState;
+use inference::parallel::Parallel;
+use inference::sampler::Sampler;
+use inference::storage::Storage;
+use inference::tokenizer::{StreamDecoder, Tokenizer};
+
+/// Most bytes kept from typing ahead while the model replies.
+const TYPE_AHEAD: usize = 4096;
+/// Longest line the prompt accepts (bytes).
+pub const MAX_LINE: usize = 2048;
+const CTRL_C: u8 = 0x03;
+
+/// The serial line: output, and input with what was typed during a reply kept for later.
+pub struct Line<'a> {
+    con: &'a mut dyn Console,
+    ahead: VecDeque<u8>,
+    /// Spins between polls of an idle UART (keeps a polling core from hammering the device).
+    idle: &'a dyn Fn(),
+}
+
+impl core::fmt::Debug for Line<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Line")
+            .field("ahead", &self.ahead.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Line<'a> {
+    pub fn new(con: &'a mut dyn Console, idle: &'a dyn Fn()) -> Self {
+        Self {
+            con,
+            ahead: VecDeque::new(),
+            idle,
+        }
+    }
+
+    pub fn write(&mut self, s: &str) {
+        self.con.write_bytes(s.as_bytes());
+    }
+
+    /// During a reply: true if Ctrl-C arrived; other bytes are kept for the next prompt.
+    fn interrupted(&mut self) -> bool {
+        while let Some(b) = self.con.read_byte() {
+            if b == CTRL_C {
+                self.ahead.clear();
+                return true;
+            }
+            if self.ahead.len() < TYPE_AHEAD {
+                self.ahead.push_back(b);
+            }
+        }
+        false
+    }
+
+    /// Read one event (a line, Ctrl-C, Ctrl-D) with editing and echo; waits for input.
+    fn read_event(&mut self, ed: &mut LineEditor) -> Event {
+        loop {
+            let b = match self.ahead.pop_front() {
+                Some(b) => b,
+                None => match self.con.read_byte() {
+                    Some(b) => b,
+                    None => {
+                        (self.idle)();
+                        continue;
+                    }
+                },
+            };
+            let con = &mut *self.con;
+            // The console turns "\n" into "\r\n" itself: drop the editor's own carriage returns.
+            let mut echo = |bytes: &[u8]| {
+                for part in bytes.split(|&c| c == b'\r') {
+                    con.write_bytes(part);
+                }
+            };
+            if let Some(e) = ed.feed(b, &mut echo) {
+                return e;
+            }
+        }
+    }
+}
+
+/// What one turn cost.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TurnStats {
+    /// Tokens fed through the model for this turn's prompt (new tokens only).
+    pub prompt_tokens: usize,
+    pub generated: usize,
+    pub prefill_ns: u64,
+    pub gen_ns: u64,
+    /// KV positions in use after the turn.
+    pub context_used: usize,
+    pub stop: Option<StopReason>,
+}
+
+/// The conversation's settings and hooks.
+pub struct Chat<'a> {
+    pub tok: &'a Tokenizer,
+    pub template: Template,
+    /// The system prompt (may be empty).
+    pub system: String,
+    /// Tokens per reply at most.
+    pub max_reply: usize,
+    pub clock: &'a dyn Fn() -> u64,
+    /// Runs (or restores) the system piece at position 0 of an empty state; returns what it did,
+    /// for the UART (the prompt cache hooks in here).
+    pub start: &'a mut dyn FnMut(&mut RunState, &[u32]) -> Result<String, String>,
+    /// JSON mode's constraint, reset per reply (`None`: unavailable for this vocabulary).
+    pub json: Option<&'a mut JsonConstraint>,
+    pub json_on: bool,
+}
+
+impl core::fmt::Debug for Chat<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Chat")
+            .field("template", &self.template)
+            .field("max_reply", &self.max_reply)
+            .finish_non_exhaustive()
+    }
+}
+
+fn ms(ns: u64) -> u64 {
+    ns / 1_000_000
+}
+
+fn per_second(n: usize, ns: u64) -> String {
+    if ns == 0 || n == 0 {
+        return "-".into();
+    }
+    let tenths = n as u128 * 10_000_000_000 / ns as u128;
+    format!("{}.{}", tenths / 10, tenths % 10)
+}
+
+impl Chat<'_> {
+    /// The system piece's tokens.
+    fn system_tokens(&self) -> Result<Vec<u32>, String> {
+        let text = self.template.system(&self.system);
+        let add = !self.template.renders_bos();
+        self.tok
+            .encode(&text, add, true)
+            .map_err(|e| format!("encoding the system prompt: {e}"))
+    }
+
+    /// Talk until Ctrl-D. Errors are the model's or the device's (a bad command is only a message).
+    pub fn run<S, P>(
+        &mut self,
+        engine: &Engine<'_, S, P>,
+        st: &mut RunState,
+        sampler: &mut Sampler,
+        line: &mut Line<'_>,
+    ) -> Result<(), String>
+    where
+        S: Storage + Sync + ?Sized,
+        P: Parallel + ?Sized,
+    {
+        let system = self.system_tokens()?;
+        st.reset();
+        let said = (self.start)(st, &system)?;
+        line.write(&format!("chat: {} template, {} system tokens ({said}); context {} positions. /help for commands, Ctrl-D to end.\n", self.template.name(), system.len(), st.ctx()));
+        let mut ed = LineEditor::new(MAX_LINE);
+        // The last reply token not yet fed, and whether a reply is open (needs its end of turn).
+        let mut pending: Option<u32> = None;
+        let mut turns = 0usize;
+        let mut last = TurnStats::default();
+        loop {
+            line.write("> ");
+            let text = match line.read_event(&mut ed) {
+                Event::Eof => {
+                    line.write("bye\n");
+                    return Ok(());
+                }
+                Event::Interrupt => continue,
+                Event::Line(l) => l,
+            };
+            if text.trim().is_empty() {
+                continue;
+            }
+            match chatcmd::parse(&text) {
+                Some(Err(msg)) => {
+                    line.write(&format!("{msg}\n"));
+                    continue;
+                }
+                Some(Ok(cmd)) => {
+                    match cmd {
+                        Command::Help => line.write(chatcmd::HELP),
+                        Command::Reset => {
+                            st.reset();
+                            sampler.reset();
+                            pending = None;
+                            turns = 0;
+                            let said = (self.start)(st, &system)?;
+                            line.write(&format!("conversation reset ({said}); context {} of {} positions used\n", st.pos, st.ctx()));
+                        }
+                        Command::Stats => line.write(&format!(
+                            "stats: {} turns; last turn: {} new prompt tokens in {} ms, {} generated in {} ms ({} tok/s); context {} of {} positions used\n",
+                            turns,
+                            last.prompt_tokens,
+                            ms(last.prefill_ns),
+                            last.generated,
+                            ms(last.gen_ns),
+                            per_second(last.generated, last.gen_ns),
+                            st.pos,
+                            st.ctx()
+                        )),
+                        Command::Temp(t) => {
+                            let mut c = sampler.config;
+                            c.temperature = t;
+                            match sampler.set_config(c) {
+                                Ok(()) => line.write(&format!("temperature {t}\n")),
+                                Err(e) => line.write(&format!("/temp: {e}\n")),
+                            }
+                        }
+                        Command::Json(on) => {
+                            if self.json.is_none() {
+                                line.write("/json: JSON mode is not available for this model\n");
+                            } else {
+                                self.json_on = on;
+                                line.write(if on { "JSON mode on: replies are JSON values\n" } else { "JSON mode off\n" });
+                            }
+                        }
+                    }
+                    continue;
+                }
+                None => {}
+            }
+            let msg = chatcmd::message_text(&text);
+            // This turn's tokens: the unfed end of the last reply, its end of turn, the message.
+            let mut piece = String::new();
+            if turns > 0 {
+                piece.push_str(self.template.end_of_turn());
+            }
+            piece.push_str(&self.template.user_turn(msg, turns == 0));
+            let mut ids: Vec<u32> = pending.into_iter().collect();
+            match self.tok.encode(&piece, false, true) {
+                Ok(t) => ids.extend(t),
+                Err(e) => {
+                    line.write(&format!("cannot encode that message: {e}\n"));
+                    continue;
+                }
+            }
+            let free = st.ctx() - st.pos;
+            if ids.len() + 1 > free {
+                line.write(&format!(
+                    "context full: {} of {} positions used, this message needs {}; type /reset to start a new conversation\n",
+                    st.pos,
+                    st.ctx(),
+                    ids.len() + 1
+                ));
+                continue;
+            }
+            let before = st.pos;
+            let mut dec = StreamDecoder::new();
+            let mut printed: Option<u32> = None;
+            let tok = self.tok;
+            let json_on = self.json_on && self.json.is_some();
+            let filter: Option<&mut dyn LogitsFilter> = match (json_on, self.json.as_deref_mut()) {
+                (true, Some(j)) => {
+                    j.reset();
+                    Some(j)
+                }
+                _ => None,
+            };
+            let rep: GenReport = {
+                let line_ref = &mut *line;
+                engine
+                    .generate_filtered(
+                        st,
+                        sampler,
+                        &ids,
+                        self.max_reply,
+                        &|t| tok.is_eog(t),
+                        self.clock,
+                        filter,
+                        &mut |t| {
+                            printed = Some(t);
+                            dec.push(tok.token_to_piece(t), |s| line_ref.write(s));
+                            !line_ref.interrupted()
+                        },
+                    )
+                    .map_err(|e| format!("generation: {e}"))?
+            };
+            dec.finish(|s| line.write(s));
+            pending = printed;
+            turns += 1;
+            last = TurnStats {
+                prompt_tokens: ids.len(),
+                generated: rep.generated,
+                prefill_ns: rep.prefill_time,
+                gen_ns: rep.gen_time,
+                context_used: st.pos,
+                stop: rep.stop,
+            };
+            let why = match rep.stop {
+                Some(StopReason::EndToken(_)) => "end of reply",
+                Some(StopReason::Stopped) if json_on => "JSON value complete (or Ctrl-C)",
+                Some(StopReason::Stopped) => "stopped (Ctrl-C)",
+                Some(StopReason::ContextFull) => "context full",
+                _ => "token limit",
+            };
+            line.write(&format!(
+                "\n[turn {turns}: {} new tokens processed (context {} -> {} of {}), {} generated in {} ms ({} tok/s); {why}]\n",
+                ids.len(),
+                before,
+                st.pos,
+                st.ctx(),
+                rep.generated,
+                ms(rep.gen_time),
+                per_second(rep.generated, rep.gen_time)
+            ));
+            if rep.stop == Some(StopReason::ContextFull) || st.ctx() - st.pos < 8 {
+                line.write("context full: type /reset to start a new conversation\n");
+            }
+        }
+    }
+}
