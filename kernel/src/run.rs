@@ -758,14 +758,25 @@ where
     // Cache counters after each generated token (preallocated: no allocation while generating).
     let mut per_tok: Vec<crate::pagecache::CacheStats> =
         Vec::with_capacity(cfg.max_tokens.min(4096) + 1);
+    // JSON mode: the output is one JSON value, and generation ends when it is complete.
+    let mut json = if cfg.json {
+        Some(JsonConstraint::from_tokenizer(tok).map_err(|e| RunError::Config(format!("json = true: {e}")))?)
+    } else {
+        None
+    };
+    let filter: Option<&mut dyn inference::generate::LogitsFilter> = match json.as_mut() {
+        Some(j) => Some(j),
+        None => None,
+    };
     let report = engine
-        .generate(
+        .generate_filtered(
             st,
             &mut sampler,
             g.ids,
             cfg.max_tokens,
             &|t| tok.is_eog(t),
             &env.clock_ns,
+            filter,
             &mut |t| {
                 if at_first.is_none() {
                     counter.sample();
@@ -817,6 +828,7 @@ where
     let per_token = (after.bytes_read - first.bytes_read) / steps;
     let stop = match report.stop {
         Some(StopReason::EndToken(t)) => format!("end token {t}"),
+        Some(StopReason::Stopped) if json.as_ref().is_some_and(|j| j.is_complete()) => "JSON value complete".into(),
         Some(StopReason::ContextFull) => format!(
             "context full ({} positions; raise ctx in {CONFIG_PATH})",
             g.ctx

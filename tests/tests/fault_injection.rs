@@ -4,7 +4,7 @@
 
 mod common;
 
-use drivers::block::{BlockDevice, Fault, FaultyDevice, RamDisk, Retry};
+use drivers::block::{BlockDevice, Fault, FaultyDevice, RamDisk, Retry, WriteBlocks};
 use inference::parallel::SingleThread;
 use inference::Kernels;
 use kernel::run::{run, Console, Env, BEGIN_OUTPUT, END_OUTPUT};
@@ -34,6 +34,12 @@ impl<D: BlockDevice> BlockDevice for CountErrors<D> {
             self.errors.fetch_add(1, Ordering::Relaxed);
         }
         r
+    }
+}
+
+impl<D: WriteBlocks> WriteBlocks for CountErrors<D> {
+    fn write_blocks(&mut self, lba: u64, buf: &[u8]) -> Result<(), D::Error> {
+        self.inner.write_blocks(lba, buf)
     }
 }
 
@@ -108,7 +114,7 @@ fn text(uart: &str) -> &str {
 
 #[test]
 fn transient_faults_are_retried_and_change_nothing() {
-    let (r, clean) = boot(RamDisk::new(card()));
+    let (r, clean) = boot(RamDisk::new(card().to_vec()));
     r.unwrap();
     // The host runner prints the same text (the kernel's run is the same code as on the boards).
     let s = xtask::Settings {
@@ -129,7 +135,7 @@ fn transient_faults_are_retried_and_change_nothing() {
 
     let errors = Arc::new(AtomicU64::new(0));
     let faulty = FaultyDevice::new(
-        RamDisk::new(card()),
+        RamDisk::new(card().to_vec()),
         &[
             Fault::TransientCrc { every: 5 },
             Fault::TransientTimeout { every: 7 },
@@ -152,7 +158,7 @@ fn transient_faults_are_retried_and_change_nothing() {
 
 /// The first block of the model file on the card.
 fn model_lba() -> u64 {
-    let mut dev = RamDisk::new(card());
+    let mut dev = RamDisk::new(card().to_vec());
     let f = drivers::fat::open(&mut dev, xtask::MODEL_ON_CARD).unwrap();
     f.extents()[0].lba
 }
@@ -161,7 +167,7 @@ fn model_lba() -> u64 {
 fn a_permanently_bad_block_is_an_error_naming_it() {
     let bad = model_lba() + 100_000;
     let dev = Retry::new(
-        FaultyDevice::new(RamDisk::new(card()), &[Fault::BadBlock { lba: bad }]),
+        FaultyDevice::new(RamDisk::new(card().to_vec()), &[Fault::BadBlock { lba: bad }]),
         3,
     );
     let (r, uart) = boot(dev);
@@ -179,7 +185,7 @@ fn a_permanently_bad_block_is_an_error_naming_it() {
 fn a_vanishing_card_ends_the_run_cleanly() {
     for after in [1u64, 10, 200] {
         let dev = Retry::new(
-            FaultyDevice::new(RamDisk::new(card()), &[Fault::Vanish { after }]),
+            FaultyDevice::new(RamDisk::new(card().to_vec()), &[Fault::Vanish { after }]),
             3,
         );
         let (r, _) = boot(dev);

@@ -562,6 +562,8 @@ pub struct QemuOpts {
     /// Appended to the card's `-drive` options, e.g. `,throttling.bps-read=25000000` to make
     /// virtio-blk as slow as an SD card.
     pub drive_opts: String,
+    /// The UART on a terminal: raw, Ctrl-C passed to the board (not QEMU), Ctrl-A X quits.
+    pub interactive: bool,
     pub extra: Vec<String>,
 }
 
@@ -593,15 +595,13 @@ pub fn qemu_command(board: &Board, kernel: &Path, image: &Path, o: &QemuOpts) ->
     if o.icount {
         c.args(["-icount", "shift=0"]);
     }
-    c.args([
-        "-nographic",
-        "-monitor",
-        "none",
-        "-serial",
-        "stdio",
-        "-kernel",
-    ])
-    .arg(kernel);
+    c.args(["-nographic", "-monitor", "none"]);
+    if o.interactive {
+        c.args(["-chardev", "stdio,id=uart,mux=on,signal=off", "-serial", "chardev:uart"]);
+    } else {
+        c.args(["-serial", "stdio"]);
+    }
+    c.arg("-kernel").arg(kernel);
     for a in &board.drive {
         if a.contains("{image}") {
             c.arg(format!(

@@ -6,6 +6,9 @@ use std::process::{exit, Command};
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
+  demo            the main job: install what is needed, build the kernel and a card image, boot QEMU
+                  with the serial line on this terminal and chat with the default model
+                  [--board B] [generation flags]; Ctrl-D ends the chat, Ctrl-A X quits QEMU
   setup           install what building and testing need (rustup targets, QEMU 10, FAT tools)
   fetch-model     download the default model (SmolLM2-135M-Instruct Q4_1) into the cache, verify sha256
   check-targets   build the no_std crates for aarch64-unknown-none and riscv64gc-unknown-none-elf
@@ -30,6 +33,7 @@ commands:
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let code = match args.first().map(String::as_str) {
+        Some("demo") => report(demo(&args[1..])),
         Some("setup") => setup(),
         Some("fetch-model") => fetch_model(),
         Some("check-targets") => check_targets(),
@@ -470,6 +474,46 @@ fn build_card(
     xtask::card_image(&a.board, Some(&kernel), &a.settings, &a.model, &out)?;
     eprintln!("xtask: image {} ready", out.display());
     Ok((kernel, out))
+}
+
+/// `cargo xtask demo`: setup, model, kernel, card image with `mode = chat`, and QEMU with the UART
+/// on this terminal (raw, Ctrl-C passed to the board).
+fn demo(args: &[String]) -> Result<i32, String> {
+    if setup() != 0 {
+        return Err("setup failed".into());
+    }
+    let mut a = boot_args(args)?;
+    // A chat: replies up to 256 tokens, a 2048-position context, sampling as the PC runner's
+    // defaults, and the prompt cache on (the image is this demo's own copy of the card).
+    if !args.iter().any(|x| x == "-n") {
+        a.settings.n = 256;
+    }
+    if !args.iter().any(|x| x == "--ctx") {
+        a.settings.ctx = 2048;
+    }
+    if !args.iter().any(|x| x == "--temp") {
+        a.settings.temp = "0.7".into();
+    }
+    a.settings.extra.insert(0, ("mode".into(), "chat".into()));
+    a.settings.extra.insert(1, ("allow_write".into(), "true".into()));
+    if a.out.is_none() {
+        a.out = Some(xtask::workspace_root().join("target").join(format!("demo-{}.img", a.board.name)));
+    }
+    let (kernel, img) = build_card(&a, true)?;
+    let opts = xtask::QemuOpts {
+        mem: a.mem.clone(),
+        smp: a.smp,
+        cpu: a.cpu.clone(),
+        interactive: true,
+        ..Default::default()
+    };
+    let mut c = xtask::qemu_command(&a.board, &kernel, &img, &opts);
+    eprintln!("xtask: booting {} in QEMU; the chat prompt appears once the model is loaded.", a.board.name);
+    eprintln!("xtask: type a message and Enter; Ctrl-C stops a reply, /help lists commands, Ctrl-D ends, Ctrl-A X quits QEMU.\n");
+    let status = c
+        .status()
+        .map_err(|e| format!("running {}: {e} (run `cargo xtask setup`)", a.board.qemu_binary))?;
+    Ok(status.code().unwrap_or(1))
 }
 
 /// `cargo xtask image`: a card for real hardware (Raspberry Pi boards get the firmware, config.txt
