@@ -3,8 +3,10 @@
 //! → page cache → model → generation loop → power off.
 //!
 //! This library holds the kernel's portable logic, which builds and is tested on the host: the page
-//! cache ([`pagecache`]), the configuration file ([`config`]), the run from mounting the card to the
-//! stats line ([`run`]), and per-core instruction measurement ([`measure`]). The binary (`main.rs`)
+//! cache with read-ahead ([`pagecache`]) and the core that serves the card for it ([`iocore`]), the
+//! configuration file ([`config`]), the run from mounting the card to the stats line ([`run`]), the
+//! chat on the serial line ([`session`], [`lineedit`], [`chatcmd`]), the prompt cache on the card
+//! ([`promptcache`]), and per-core instruction measurement ([`measure`]). The binary (`main.rs`)
 //! adds what only runs on a board: the architecture folders (`arch/aarch64`, `arch/riscv64`: entry,
 //! exception level or mode, MMU or bare mode, traps, counters, power), the board constants generated
 //! from `boards/*.toml`, the console, heap, worker pool on all cores (`smp.rs`), and the glue to the
