@@ -91,7 +91,7 @@ pub fn tokenizer(data: &[u8]) {
 
 /// The `lmboot.txt` parser.
 pub fn config(data: &[u8]) {
-    if let Ok(c) = kernel::config::Config::parse(data) {
+    if let Ok(c) = runtime::config::Config::parse(data) {
         let _ = c.sampler.validate();
     }
 }

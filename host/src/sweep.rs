@@ -9,8 +9,8 @@ use inference::parallel::SingleThread;
 use inference::sampler::{Sampler, SamplerConfig};
 use inference::tokenizer::Tokenizer;
 use inference::{Gguf, Kernels};
-use kernel::hostfile::HostFile;
-use kernel::pagecache::{Options, PageCache, Policy, DEFAULT_READAHEAD};
+use runtime::pagecache::hostfile::HostFile;
+use runtime::pagecache::{Options, PageCache, Policy, DEFAULT_READAHEAD};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 

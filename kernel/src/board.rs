@@ -1,5 +1,10 @@
-//! The board this kernel was built for, as constants generated from `boards/<name>.toml`.
+//! The board this kernel was built for, as constants generated from `boards/<name>.toml` by
+//! `build.rs`. Pure data: the code that acts on it is in `platform/`. How cores start and how the
+//! board powers off are the architecture's methods ([`crate::arch::CoreStart`],
+//! [`crate::arch::Exit`]), so a board naming another architecture's method does not build.
 #![allow(dead_code)]
+
+pub use crate::arch::{CoreStart, Exit};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemKind {
@@ -20,25 +25,6 @@ pub struct Region {
 pub enum RamFrom {
     Dtb,
     Mailbox,
-}
-
-/// How secondary cores are started.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CoreStart {
-    PsciHvc,
-    SpinTable,
-    SbiHsm,
-}
-
-/// How the kernel powers off with a status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    /// Semihosting SYS_EXIT (QEMU machines only).
-    Semihosting,
-    PsciHvc,
-    SbiSrst,
-    /// No power control: stop the cores (a user resets the board).
-    Halt,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

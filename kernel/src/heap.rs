@@ -42,10 +42,6 @@ pub unsafe fn init(start: usize, size: usize) {
     unsafe { HEAP.heap.init(start, size) }
 }
 
-pub fn used() -> usize {
-    HEAP.heap.used()
-}
-
 pub fn free() -> usize {
     HEAP.heap.free()
 }

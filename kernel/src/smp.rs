@@ -6,6 +6,7 @@
 
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use crate::arch::{Arch, Cpu};
 use inference::parallel::{Parallel, MAX_WORKERS};
 
 type Job = *const (dyn Fn(usize) + Sync);
@@ -79,7 +80,7 @@ impl CorePool {
         ACTIVE_BEFORE.store(n, Ordering::Release);
         ACTIVE.store(n - 1, Ordering::Release);
         SERVING.store(n - 1, Ordering::SeqCst);
-        crate::arch::sev();
+        Cpu::wake();
         Some(n - 1)
     }
 
@@ -88,7 +89,7 @@ impl CorePool {
         if SERVING.swap(NONE, Ordering::SeqCst) == NONE {
             return;
         }
-        crate::arch::sev();
+        Cpu::wake();
         while IN_SERVICE.load(Ordering::SeqCst) {
             core::hint::spin_loop();
         }
@@ -112,7 +113,7 @@ impl CorePool {
 /// A secondary core's life: announce itself, then run jobs forever.
 pub fn worker_loop(core: usize) -> ! {
     // Counters and wake-ups first: core 0 may publish a job as soon as this core is counted.
-    crate::arch::perf_counters_enable();
+    Cpu::core_init();
     let index = ONLINE.fetch_add(1, Ordering::AcqRel);
     let _ = core;
     let mut seen = EPOCH.load(Ordering::Acquire);
@@ -126,7 +127,7 @@ pub fn worker_loop(core: usize) -> ! {
                 if let Some(f) = unsafe { *SERVICE.0.get() } {
                     // SAFETY: as above; the closure outlives the service.
                     if !unsafe { (*f)() } {
-                        crate::arch::wait();
+                        Cpu::wait();
                     }
                 }
             }
@@ -137,7 +138,7 @@ pub fn worker_loop(core: usize) -> ! {
         }
         let e = EPOCH.load(Ordering::Acquire);
         if e == seen {
-            crate::arch::wait();
+            Cpu::wait();
             continue;
         }
         seen = e;
@@ -149,7 +150,7 @@ pub fn worker_loop(core: usize) -> ! {
                 unsafe { (*job)(index) };
             }
             DONE.fetch_add(1, Ordering::AcqRel);
-            crate::arch::sev();
+            Cpu::wake();
         }
     }
 }
@@ -173,10 +174,10 @@ impl Parallel for CorePool {
         // SAFETY: no job is running (the previous run waited for all workers).
         unsafe { *JOB.0.get() = Some(ptr) };
         EPOCH.fetch_add(1, Ordering::AcqRel);
-        crate::arch::sev();
+        Cpu::wake();
         job(0);
         while DONE.load(Ordering::Acquire) < n - 1 {
-            crate::arch::wait();
+            Cpu::wait();
         }
     }
 }

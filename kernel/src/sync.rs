@@ -1,6 +1,7 @@
 //! `critical-section` for this kernel: interrupts masked on this core, plus a global spin lock
 //! (re-entrant per core) so that sections on different cores exclude each other.
 
+use crate::arch::{Arch, Cpu};
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 struct KernelCs;
@@ -15,8 +16,8 @@ static OWNER: AtomicUsize = AtomicUsize::new(FREE);
 // that, in order.
 unsafe impl critical_section::Impl for KernelCs {
     unsafe fn acquire() -> u64 {
-        let state = crate::arch::irq_save();
-        let me = crate::arch::core_id();
+        let state = Cpu::irq_save();
+        let me = Cpu::core_id();
         if OWNER.load(Ordering::Relaxed) == me {
             return state | NESTED;
         }
@@ -33,6 +34,6 @@ unsafe impl critical_section::Impl for KernelCs {
         if state & NESTED == 0 {
             OWNER.store(FREE, Ordering::Release);
         }
-        crate::arch::irq_restore(state & !NESTED);
+        Cpu::irq_restore(state & !NESTED);
     }
 }

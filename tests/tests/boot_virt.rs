@@ -183,7 +183,7 @@ fn panics_and_exceptions_are_reported() {
             "panic",
             3,
             vec![
-                "*** panic at kernel/src/run.rs:",
+                "*** panic at runtime/src/run/mod.rs:",
                 "selftest: a deliberate panic",
             ],
         ),

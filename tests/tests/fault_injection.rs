@@ -7,7 +7,8 @@ mod common;
 use drivers::block::{BlockDevice, Fault, FaultyDevice, RamDisk, Retry, WriteBlocks};
 use inference::parallel::SingleThread;
 use inference::Kernels;
-use kernel::run::{run, Console, Env, BEGIN_OUTPUT, END_OUTPUT};
+use runtime::console::Console;
+use runtime::run::{run, Env, BEGIN_OUTPUT, END_OUTPUT};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 

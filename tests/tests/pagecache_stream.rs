@@ -9,8 +9,8 @@ use inference::model::{Model, RunState};
 use inference::parallel::SingleThread;
 use inference::sampler::{Sampler, SamplerConfig};
 use inference::{Gguf, Kernels};
-use kernel::hostfile::HostFile;
-use kernel::pagecache::{Options, PageCache, Policy};
+use runtime::pagecache::hostfile::HostFile;
+use runtime::pagecache::{Options, PageCache, Policy};
 use std::sync::atomic::Ordering;
 
 const PAGE: usize = 256 * 1024;
@@ -34,7 +34,7 @@ fn per_token_with(
     capacity: u64,
     opts: Options,
     queued: bool,
-) -> ((u64, usize, Vec<u32>), kernel::pagecache::CacheStats) {
+) -> ((u64, usize, Vec<u32>), runtime::pagecache::CacheStats) {
     let src = HostFile::open(&common::model_path(), queued).unwrap();
     let bytes = src.counter();
     let cache = PageCache::with_options(src, capacity, PAGE, opts, &mut |_, _| {}).unwrap();

@@ -16,7 +16,7 @@ use inference::sampler::greedy;
 use inference::storage::FileStorage;
 use inference::tokenizer::Tokenizer;
 use inference::{Gguf, Kernels};
-use kernel::promptcache::{
+use runtime::promptcache::{
     self, LoadOutcome, PromptCacheError, WHY_CHECKSUM, WHY_CONTEXT, WHY_INCOMPLETE, WHY_MODEL,
     WHY_NEVER_WRITTEN, WHY_PROMPT,
 };

@@ -198,8 +198,8 @@ fn boot_once(
 
 /// The generated text between the kernel's markers.
 pub fn generated(uart: &str) -> &str {
-    let begin = kernel::run::BEGIN_OUTPUT;
-    let end = kernel::run::END_OUTPUT;
+    let begin = runtime::run::BEGIN_OUTPUT;
+    let end = runtime::run::END_OUTPUT;
     let s = uart
         .find(&format!("{begin}\n"))
         .unwrap_or_else(|| panic!("no {begin} marker in:\n{uart}"))

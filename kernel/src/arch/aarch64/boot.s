@@ -127,7 +127,7 @@ mmu_on:
     mrs     x1, esr_el1
     mrs     x2, elr_el1
     mrs     x3, far_el1
-    b       lmboot_exception
+    b       lmboot_trap
 .endm
 
 .section .text

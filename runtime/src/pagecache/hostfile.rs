@@ -2,7 +2,7 @@
 //! counts the bytes read, and can queue reads the way virtio-blk does (started at once, finished
 //! when polled, oldest first), so read-ahead runs on the host exactly as on a board.
 
-use crate::pagecache::FileSource;
+use super::FileSource;
 use std::collections::VecDeque;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -85,6 +85,50 @@ impl Parallel for MeasuredPool<'_> {
     }
 }
 
+/// A retired-instruction count extended to 64 bits: sampled after every forward pass (well under
+/// one wrap of a 32-bit counter), adding the wrapping difference each time.
+pub struct InstructionCounter<'a> {
+    read: Option<(&'a dyn Fn() -> u64, u32)>,
+    last: core::cell::Cell<u64>,
+    total: core::cell::Cell<u64>,
+}
+
+impl core::fmt::Debug for InstructionCounter<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("InstructionCounter")
+            .field("total", &self.total.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> InstructionCounter<'a> {
+    pub fn new(read: Option<(&'a dyn Fn() -> u64, u32)>) -> Self {
+        let last = read.map(|(f, _)| f()).unwrap_or(0);
+        Self {
+            read,
+            last: core::cell::Cell::new(last),
+            total: core::cell::Cell::new(0),
+        }
+    }
+    pub fn sample(&self) {
+        if let Some((f, bits)) = self.read {
+            let now = f();
+            let mask = if bits >= 64 {
+                u64::MAX
+            } else {
+                (1u64 << bits) - 1
+            };
+            self.total
+                .set(self.total.get() + (now.wrapping_sub(self.last.get()) & mask));
+            self.last.set(now);
+        }
+    }
+    /// Instructions counted so far (`None` without a counter).
+    pub fn total(&self) -> Option<u64> {
+        self.read.map(|_| self.total.get())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,10 +12,10 @@ pub struct TimerClock;
 
 impl drivers::sdhci::Clock for TimerClock {
     fn now_us(&mut self) -> u64 {
-        crate::platform::micros()
+        super::time::micros()
     }
     fn delay_us(&mut self, us: u32) {
-        crate::platform::wait_us(us)
+        super::time::wait_us(us)
     }
 }
 
@@ -26,7 +26,7 @@ pub fn open(mb: &mut Mailbox) -> Result<Card, String> {
     if board::GPIO_KIND == drivers::bcm2835::gpio::GpioKind::Bcm2835 {
         // SAFETY: the board's GPIO block; nothing else touches it during bring-up.
         unsafe {
-            drivers::bcm2835::gpio::sd_on_emmc(board::GPIO_BASE, |us| crate::platform::wait_us(us))
+            drivers::bcm2835::gpio::sd_on_emmc(board::GPIO_BASE, |us| super::time::wait_us(us))
         };
     }
     let mut tried = String::new();

@@ -7,9 +7,9 @@
 //! tokens. Bytes typed while the model replies are kept for the next prompt, except Ctrl-C, which
 //! stops the reply.
 
-use crate::chatcmd::{self, Command};
-use crate::lineedit::{Event, LineEditor};
-use crate::run::Console;
+use super::commands::{self as chatcmd, Command};
+use super::lineedit::{Event, LineEditor};
+use crate::console::Console;
 use alloc::collections::VecDeque;
 use alloc::format;
 use alloc::string::String;

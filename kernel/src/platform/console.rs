@@ -102,11 +102,24 @@ pub fn emergency(args: fmt::Arguments<'_>) {
 
 #[macro_export]
 macro_rules! print {
-    ($($arg:tt)*) => { $crate::console::print(format_args!($($arg)*)) };
+    ($($arg:tt)*) => { $crate::platform::print(format_args!($($arg)*)) };
 }
 
 #[macro_export]
 macro_rules! println {
-    () => { $crate::console::print(format_args!("\n")) };
-    ($($arg:tt)*) => { $crate::console::print(format_args!("{}\n", format_args!($($arg)*))) };
+    () => { $crate::platform::print(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::platform::print(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
+/// The console as the runtime sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Serial;
+
+impl runtime::console::Console for Serial {
+    fn write_bytes(&mut self, b: &[u8]) {
+        write_bytes(b)
+    }
+    fn read_byte(&mut self) -> Option<u8> {
+        read_byte()
+    }
 }

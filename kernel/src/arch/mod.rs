@@ -1,0 +1,80 @@
+//! What every architecture provides, as one trait ([`Arch`]), and the twin for the target
+//! (`aarch64/`, `riscv64/`) re-exported as [`Cpu`]. Nothing outside `arch/` touches system
+//! registers or writes `asm!`; the board code calls [`Cpu`] through this trait only.
+//!
+//! Entry: each twin's `boot.s` is the image's entry point (`_start`). It brings core 0 to the
+//! kernel's exception level or mode with FP/SIMD on, a stack and BSS cleared (and on aarch64 the
+//! MMU and caches on), then calls `lmboot_main(dtb, core)`; secondary cores enter at
+//! [`Arch::secondary_entry`] and call `lmboot_secondary(core)`. A CPU exception calls
+//! `lmboot_trap(a, b, c, d)` with the twin's fault registers, which [`Arch::fault`] turns into a
+//! report. The three `lmboot_*` functions live in `platform/`.
+
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
+#[cfg(target_arch = "aarch64")]
+pub use aarch64::{CoreStart, Cpu, Exit};
+
+#[cfg(target_arch = "riscv64")]
+mod riscv64;
+#[cfg(target_arch = "riscv64")]
+pub use riscv64::{CoreStart, Exit};
+#[cfg(target_arch = "riscv64")]
+pub use riscv64::Cpu;
+
+/// One architecture: its counters, caches, idle and wake, faults, and how its firmware starts
+/// cores and powers off.
+pub trait Arch {
+    /// How the firmware starts the other cores (the board file's `core_start`; only this
+    /// architecture's methods exist, so a board naming another's does not build).
+    type CoreStart: Copy;
+    /// How the firmware powers off (the board file's `exit`).
+    type Exit: Copy;
+    /// A CPU exception as the trap entry reported it.
+    type Fault: core::fmt::Display;
+
+    /// The power-off method a QEMU build uses when the board has no test finisher, so that QEMU
+    /// exits with the kernel's status.
+    const QEMU_EXIT: Self::Exit;
+    /// Width in bits of the counter [`Arch::instructions`] reads (it wraps).
+    const INSTRUCTION_COUNTER_BITS: u32;
+
+    /// This core's number.
+    fn core_id() -> usize;
+    /// Per-core setup once in Rust (each core, before taking part in jobs): performance
+    /// counters on, wake-ups from [`Arch::wake`] enabled.
+    fn core_init();
+    /// Timer ticks since boot.
+    fn counter() -> u64;
+    /// Timer frequency, if the CPU reports it (else the device tree's is used).
+    fn counter_hz() -> Option<u64>;
+    /// Retired instructions on this core (exact under QEMU `-icount`).
+    fn instructions() -> u64;
+    /// Enable the SIMD kernels the CPU has; `isa` is the device tree's ISA string where the
+    /// architecture needs it. Returns a line for the console, if there is something to say.
+    fn detect_features(isa: Option<&str>) -> Option<alloc::string::String>;
+
+    /// Mask interrupts on this core; returns the state for [`Arch::irq_restore`].
+    fn irq_save() -> u64;
+    fn irq_restore(state: u64);
+    /// Clean and invalidate the data cache over `[addr, addr + len)` to the point of coherency
+    /// (buffers shared with a co-processor or with a core running with caches off).
+    fn dcache_flush(addr: usize, len: usize);
+
+    /// Idle until [`Arch::wake`] from another core (or return at once if one is pending).
+    fn wait();
+    /// Wake the cores in [`Arch::wait`].
+    fn wake();
+
+    /// Turn the trap entry's four registers into a report.
+    fn fault(regs: [u64; 4]) -> Self::Fault;
+    /// Raise a CPU exception on purpose (`selftest = exception`).
+    fn raise_exception();
+
+    /// Where secondary cores start.
+    fn secondary_entry() -> usize;
+    /// Start core `core` at [`Arch::secondary_entry`]; `cores` is how many the board has. Returns
+    /// whether the firmware accepted.
+    fn start_core(how: Self::CoreStart, core: usize, cores: usize) -> bool;
+    /// Power off with `code` (0 = success) by `how`; returns if the firmware refuses.
+    fn power_off(how: Self::Exit, code: u32);
+}

@@ -1,0 +1,139 @@
+//! What the page cache reads from: a file as a [`FileSource`] (synchronous reads, or queued reads
+//! on a device with a request queue), and the block device under it as a [`DynBlock`] for the
+//! prompt cache.
+
+use alloc::boxed::Box;
+use alloc::string::{String, ToString};
+use core::fmt;
+use drivers::block::{BlockDevice, WriteBlocks};
+
+/// A file the cache reads from: "fill this buffer from this file offset" (the FAT file over its
+/// block device in the kernel, a file or byte vector in tests).
+pub trait FileSource {
+    type Error: fmt::Display;
+    fn len(&self) -> u64;
+    fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), Self::Error>;
+
+    /// Reads the source can keep in flight; 0 (the default) means reads are synchronous only, and
+    /// the cache does no read-ahead (it would only move the wait, not hide it).
+    fn queue_depth(&self) -> usize {
+        0
+    }
+
+    /// Start filling `len` bytes at `buf` from file offset `offset` (a multiple of 512), tagged
+    /// `tag`. `buf` has room for `len` rounded up to whole 512-byte blocks. Returns `true` if the
+    /// data is already there, `false` if [`FileSource::poll`] will report `tag` later.
+    ///
+    /// # Safety
+    /// `buf` must be valid for writes of `len` rounded up to 512, and untouched until the read is
+    /// reported (when this returns `false`).
+    unsafe fn start(
+        &mut self,
+        tag: u32,
+        offset: u64,
+        buf: *mut u8,
+        len: usize,
+    ) -> Result<bool, Self::Error> {
+        let _ = tag;
+        // SAFETY: the caller guarantees `buf` is valid for `len` bytes.
+        let b = unsafe { core::slice::from_raw_parts_mut(buf, len) };
+        self.read(offset, b)?;
+        Ok(true)
+    }
+
+    /// A started read that has finished: its tag and outcome. Never blocks.
+    fn poll(&mut self) -> Option<(u32, Result<(), Self::Error>)> {
+        None
+    }
+
+    /// Lend `f` the block device under the file, if there is one (the prompt cache reads and
+    /// writes its own file on the card once the device has moved into the page cache). Returns
+    /// whether `f` ran.
+    fn with_device(&mut self, f: &mut dyn FnMut(&mut dyn DynBlock)) -> bool {
+        let _ = f;
+        false
+    }
+}
+
+/// A block device as a trait object with its errors as text: how the run reaches the card once
+/// the device has moved into the page cache. [`DynDev`] makes it a [`BlockDevice`] again.
+pub trait DynBlock: Send {
+    fn num_blocks(&self) -> u64;
+    fn read(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), String>;
+    fn write(&mut self, lba: u64, buf: &[u8]) -> Result<(), String>;
+    fn flush(&mut self) -> Result<(), String>;
+}
+
+impl<D: WriteBlocks + Send> DynBlock for D {
+    fn num_blocks(&self) -> u64 {
+        BlockDevice::num_blocks(self)
+    }
+    fn read(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), String> {
+        self.read_blocks(lba, buf).map_err(|e| e.to_string())
+    }
+    fn write(&mut self, lba: u64, buf: &[u8]) -> Result<(), String> {
+        self.write_blocks(lba, buf).map_err(|e| e.to_string())
+    }
+    fn flush(&mut self) -> Result<(), String> {
+        WriteBlocks::flush(self).map_err(|e| e.to_string())
+    }
+}
+
+/// A [`DynBlock`] as a block device (errors as text).
+pub struct DynDev<'a>(pub &'a mut dyn DynBlock);
+
+impl fmt::Debug for DynDev<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DynDev")
+            .field("blocks", &self.0.num_blocks())
+            .finish()
+    }
+}
+
+impl BlockDevice for DynDev<'_> {
+    type Error = String;
+    fn num_blocks(&self) -> u64 {
+        self.0.num_blocks()
+    }
+    fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), String> {
+        self.0.read(lba, buf)
+    }
+}
+
+impl WriteBlocks for DynDev<'_> {
+    fn write_blocks(&mut self, lba: u64, buf: &[u8]) -> Result<(), String> {
+        self.0.write(lba, buf)
+    }
+    fn flush(&mut self) -> Result<(), String> {
+        self.0.flush()
+    }
+}
+
+impl<F: FileSource + ?Sized> FileSource for Box<F> {
+    type Error = F::Error;
+    fn len(&self) -> u64 {
+        (**self).len()
+    }
+    fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), F::Error> {
+        (**self).read(offset, buf)
+    }
+    fn queue_depth(&self) -> usize {
+        (**self).queue_depth()
+    }
+    unsafe fn start(
+        &mut self,
+        tag: u32,
+        offset: u64,
+        buf: *mut u8,
+        len: usize,
+    ) -> Result<bool, F::Error> {
+        // SAFETY: the caller's guarantee, passed on.
+        unsafe { (**self).start(tag, offset, buf, len) }
+    }
+    fn poll(&mut self) -> Option<(u32, Result<(), F::Error>)> {
+        (**self).poll()
+    }
+    fn with_device(&mut self, f: &mut dyn FnMut(&mut dyn DynBlock)) -> bool {
+        (**self).with_device(f)
+    }
+}

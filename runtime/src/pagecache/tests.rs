@@ -1,0 +1,289 @@
+use super::*;
+
+/// A file in memory that counts the bytes read from it.
+struct Mem {
+    data: Vec<u8>,
+    bytes: alloc::sync::Arc<AtomicU64>,
+}
+impl FileSource for Mem {
+    type Error = &'static str;
+    fn len(&self) -> u64 {
+        self.data.len() as u64
+    }
+    fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), &'static str> {
+        let s = offset as usize;
+        let src = self.data.get(s..s + buf.len()).ok_or("read past the end")?;
+        buf.copy_from_slice(src);
+        self.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+fn data(n: usize) -> Vec<u8> {
+    let mut x = 0x1234_5678u32;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn whole_file_resident_reads_in_place() {
+    let d = data(10_000);
+    let mut calls = vec![];
+    let c = PageCache::new(
+        Mem {
+            data: d.clone(),
+            bytes: Default::default(),
+        },
+        1 << 20,
+        4096,
+        &mut |a, b| calls.push((a, b)),
+    )
+    .unwrap();
+    assert_eq!(
+        calls,
+        vec![(4096, 10_000), (8192, 10_000), (10_000, 10_000)]
+    );
+    assert_eq!(c.resident(100, 5000).unwrap(), &d[100..5100]);
+    let mut b = vec![0; 3000];
+    c.read_at(9000, &mut b[..1000]).unwrap();
+    assert_eq!(&b[..1000], &d[9000..]);
+    assert!(c.read_at(9001, &mut b[..1000]).is_err());
+    assert_eq!(c.stats().bytes_read, 10_000);
+    assert_eq!(c.stats().misses, 0);
+}
+
+/// Reads that cross page boundaries and the resident/streamed boundary equal direct reads, and
+/// the counters add up.
+#[test]
+fn streamed_reads_equal_direct_reads() {
+    let page = 1024;
+    let d = data(64 * page + 300);
+    // Room for 20 pages: 12 resident, 8 streamed.
+    let counted = alloc::sync::Arc::new(AtomicU64::new(0));
+    let src = Mem {
+        data: d.clone(),
+        bytes: counted.clone(),
+    };
+    let c = PageCache::new(src, 20 * page as u64, page, &mut |_, _| {}).unwrap();
+    assert_eq!(c.resident_bytes(), 12 * page as u64);
+    assert!(c.resident(0, 12 * page).is_some());
+    assert!(c.resident(12 * page as u64 - 1, 2).is_none());
+    let mut x = 99u64;
+    for _ in 0..2000 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let off = (x >> 33) % d.len() as u64;
+        let n = ((x >> 13) % 5000) as usize;
+        let n = n.min(d.len() - off as usize);
+        let mut b = vec![0u8; n];
+        c.read_at(off, &mut b).unwrap();
+        assert_eq!(
+            b,
+            &d[off as usize..off as usize + n],
+            "offset {off} len {n}"
+        );
+    }
+    let s = c.stats();
+    assert!(s.misses > 0 && s.refills > 0 && s.hits > 0);
+    // The counter is what the source saw; every miss read at most one page.
+    assert_eq!(s.bytes_read, counted.load(Ordering::Relaxed));
+    assert!(s.bytes_read <= 12 * page as u64 + s.misses * page as u64);
+    assert_eq!(s.refills, s.misses - 8);
+}
+
+#[test]
+fn bad_sizes_and_failing_sources_are_errors() {
+    let mk = || Mem {
+        data: data(100_000),
+        bytes: Default::default(),
+    };
+    assert!(matches!(
+        PageCache::new(mk(), 1 << 20, 0, &mut |_, _| {}),
+        Err(CacheError::BadSize { .. })
+    ));
+    assert!(matches!(
+        PageCache::new(mk(), 1 << 20, 1000, &mut |_, _| {}),
+        Err(CacheError::BadSize { .. })
+    ));
+    assert!(matches!(
+        PageCache::new(mk(), 4096, 1024, &mut |_, _| {}),
+        Err(CacheError::BadSize { .. })
+    ));
+    struct Broken;
+    impl FileSource for Broken {
+        type Error = &'static str;
+        fn len(&self) -> u64 {
+            4096
+        }
+        fn read(&mut self, _: u64, _: &mut [u8]) -> Result<(), &'static str> {
+            Err("card removed")
+        }
+    }
+    let e = PageCache::new(Broken, 1 << 20, 1024, &mut |_, _| {}).unwrap_err();
+    assert!(e.to_string().contains("card removed"));
+}
+
+/// A source with a request queue: reads start, and finish only when polled (every other poll,
+/// oldest first), so the cache really has reads in flight. Every `fail_every`-th queued read
+/// fails (the cache must then read the page again synchronously).
+struct Queued {
+    mem: Mem,
+    queue: alloc::collections::VecDeque<(u32, u64, usize, usize)>,
+    polls: u64,
+    started: u64,
+    fail_every: u64,
+    max_in_flight: usize,
+}
+impl FileSource for Queued {
+    type Error = &'static str;
+    fn len(&self) -> u64 {
+        self.mem.len()
+    }
+    fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), &'static str> {
+        self.mem.read(offset, buf)
+    }
+    fn queue_depth(&self) -> usize {
+        16
+    }
+    unsafe fn start(
+        &mut self,
+        tag: u32,
+        offset: u64,
+        buf: *mut u8,
+        len: usize,
+    ) -> Result<bool, &'static str> {
+        assert_eq!(offset % 512, 0);
+        self.queue.push_back((tag, offset, buf as usize, len));
+        self.max_in_flight = self.max_in_flight.max(self.queue.len());
+        Ok(false)
+    }
+    fn poll(&mut self) -> Option<(u32, Result<(), &'static str>)> {
+        self.polls += 1;
+        if self.polls % 2 == 0 {
+            return None;
+        }
+        let (tag, offset, buf, len) = self.queue.pop_front()?;
+        self.started += 1;
+        if self.fail_every > 0 && self.started % self.fail_every == 0 {
+            return Some((tag, Err("injected queued-read failure")));
+        }
+        // SAFETY: the cache keeps the slot untouched while the read is queued.
+        let b = unsafe { core::slice::from_raw_parts_mut(buf as *mut u8, len) };
+        Some((tag, self.mem.read(offset, b)))
+    }
+}
+
+/// With read-ahead on a queued source: reads equal direct reads, whatever is announced (right,
+/// wrong or stale hints) and with some queued reads failing; announced pages are read ahead
+/// and found ready; nothing is left in flight.
+#[test]
+fn read_ahead_returns_the_same_bytes_and_hides_the_reads() {
+    let page = 1024;
+    let d = data(64 * page + 300);
+    let counted = alloc::sync::Arc::new(AtomicU64::new(0));
+    let src = Queued {
+        mem: Mem {
+            data: d.clone(),
+            bytes: counted.clone(),
+        },
+        queue: Default::default(),
+        polls: 0,
+        started: 0,
+        fail_every: 7,
+        max_in_flight: 0,
+    };
+    let opts = Options {
+        policy: Policy::ResidentPrefix,
+        readahead: 4,
+    };
+    let c = PageCache::with_options(src, 24 * page as u64, page, opts, &mut |_, _| {}).unwrap();
+    assert_eq!(c.readahead(), 4);
+    assert_eq!(c.resident_bytes(), 12 * page as u64);
+    // A sequential scan of the streamed part, announcing the next 3 pages before each read:
+    // most pages are read ahead.
+    let mut b = vec![0u8; page];
+    for p in 12..64u64 {
+        c.prefetch((p + 1) * page as u64, 3 * page as u64);
+        c.read_at(p * page as u64, &mut b).unwrap();
+        assert_eq!(b, &d[p as usize * page..(p as usize + 1) * page]);
+    }
+    let s = c.stats();
+    assert!(s.prefetched >= 40, "{s:?}");
+    assert!(s.misses <= 12, "{s:?}");
+    // Random reads with random hints.
+    let mut x = 7u64;
+    for _ in 0..3000 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let off = (x >> 33) % d.len() as u64;
+        let n = (((x >> 13) % 3000) as usize).min(d.len() - off as usize);
+        if x % 3 == 0 {
+            c.prefetch((x >> 20) % d.len() as u64, (x >> 40) % 8000);
+        }
+        let mut b = vec![0u8; n];
+        c.read_at(off, &mut b).unwrap();
+        assert_eq!(
+            b,
+            &d[off as usize..off as usize + n],
+            "offset {off} len {n}"
+        );
+    }
+    let w = c.window.lock();
+    assert!(
+        w.src.max_in_flight <= 4,
+        "in flight {}",
+        w.src.max_in_flight
+    );
+    drop(w);
+    // Failed queued reads were counted when issued but never delivered.
+    let s = c.stats();
+    assert!(s.bytes_read >= counted.load(Ordering::Relaxed), "{s:?}");
+    // Dropping the cache waits for the reads still in flight.
+    drop(c);
+}
+
+/// A source without a queue never reads ahead, whatever is asked.
+#[test]
+fn synchronous_sources_do_not_read_ahead() {
+    let page = 1024;
+    let src = Mem {
+        data: data(64 * page),
+        bytes: Default::default(),
+    };
+    let c = PageCache::with_options(
+        src,
+        24 * page as u64,
+        page,
+        Options::default(),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(c.readahead(), 0);
+    c.prefetch(30 * page as u64, 8 * page as u64);
+    assert_eq!(c.stats().prefetched, 0);
+    assert_eq!(c.stats().bytes_read, c.resident_bytes());
+    assert!(matches!(
+        PageCache::with_options(
+            Mem {
+                data: data(100),
+                bytes: Default::default()
+            },
+            1 << 20,
+            1024,
+            Options {
+                policy: Policy::ResidentPrefix,
+                readahead: MAX_READAHEAD + 1
+            },
+            &mut |_, _| {}
+        ),
+        Err(CacheError::BadSize { .. })
+    ));
+}

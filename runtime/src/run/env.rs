@@ -1,0 +1,50 @@
+//! What the board hands the run besides the card and the console: clock, heap figures, counters,
+//! the worker pool and its kernels, and the hooks that lend a core to the card.
+
+use core::fmt;
+use inference::parallel::Parallel;
+use inference::Kernels;
+
+/// What the board provides besides the device and console.
+pub struct Env<'a, P: Parallel + ?Sized> {
+    /// Nanoseconds since boot.
+    pub clock_ns: fn() -> u64,
+    /// Free heap bytes now.
+    pub heap_free: &'a dyn Fn() -> u64,
+    /// Heap high-water mark in bytes.
+    pub heap_high: &'a dyn Fn() -> u64,
+    /// This core's retired-instruction counter and its width in bits (it may wrap), if the CPU
+    /// counts instructions.
+    pub instructions: Option<(&'a (dyn Fn() -> u64 + Sync), u32)>,
+    pub pool: &'a P,
+    pub kernels: Kernels,
+    /// Choose how many cores work (`None` = all); returns how many will.
+    pub set_cores: Option<&'a dyn Fn(Option<usize>) -> usize>,
+    /// Raise a CPU exception (an access to unmapped memory), for `selftest = exception`.
+    pub raise_exception: Option<fn()>,
+    /// A core to serve the card while the others compute (boards with more than one core).
+    pub io_core: Option<IoCoreHooks>,
+}
+
+impl<P: Parallel + ?Sized> fmt::Debug for Env<'_, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Env")
+            .field("kernels", &self.kernels)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How the run takes a core out of the compute jobs to serve the card ([`crate::iocore`]).
+#[derive(Debug, Clone, Copy)]
+pub struct IoCoreHooks {
+    /// Have one working core call `serve` in a loop (sleeping while it returns `false`); returns
+    /// that core's index, or `None` if no core can be spared.
+    ///
+    /// # Safety
+    /// `stop` must be called before `serve` is dropped.
+    pub start: unsafe fn(&(dyn Fn() -> bool + Sync)) -> Option<usize>,
+    /// Stop serving and give the core back to the jobs.
+    pub stop: fn(),
+    /// Wake the serving core (after queueing a read).
+    pub wake: fn(),
+}

@@ -1,0 +1,98 @@
+//! Why a run failed: one variant per step that can fail, each carrying its cause. The text is made
+//! where the error is printed (its `Display`), naming the step, the file and what was wrong.
+
+use crate::config::ConfigError;
+use crate::pagecache::CacheError;
+use crate::run::CONFIG_PATH;
+use alloc::string::String;
+use core::fmt;
+use drivers::fat::FatError;
+use inference::generate::GenError;
+use inference::json::JsonError;
+use inference::model::ModelError;
+use inference::sampler::SamplerError;
+use inference::tokenizer::TokenizerError;
+use inference::GgufError;
+
+/// A card error, with the block device's error as text (the run is generic over the device).
+pub type CardError = FatError<String>;
+
+/// Why a run failed.
+#[derive(Debug)]
+pub enum RunError {
+    /// The card holds no FAT volume that mounts.
+    Mount(CardError),
+    /// `lmboot.txt` is not on the card.
+    ConfigMissing(CardError),
+    /// `lmboot.txt` is there but could not be read.
+    ConfigRead(CardError),
+    /// A line of `lmboot.txt` is wrong.
+    Config(ConfigError),
+    /// The configured model file could not be opened.
+    ModelOpen { path: String, error: CardError },
+    /// The GGUF header, metadata or tensor table is malformed.
+    Gguf(GgufError),
+    /// The model cannot be built from the file (architecture, tensors, NaN or infinity).
+    Model(ModelError),
+    /// The vocabulary in the file is unusable.
+    Tokenizer(TokenizerError),
+    /// The run's buffers (KV cache, activations) do not fit.
+    Buffers(ModelError),
+    /// The page cache could not be set up or filled.
+    Cache(CacheError),
+    /// `kernels = NAME` names a set this CPU lacks.
+    KernelsUnavailable(String),
+    /// `selftest = exception` on a platform that cannot raise one.
+    NoException,
+    /// `measure_cores` without an instruction counter.
+    NoInstructionCounter,
+    /// The sampling settings are out of range.
+    Sampler(SamplerError),
+    /// `json = true` with a vocabulary that cannot express JSON.
+    Json(JsonError),
+    /// `generate` mode and no prompt configured.
+    NoPrompt,
+    /// The prompt could not be tokenized.
+    Prompt(TokenizerError),
+    /// The forward pass or the device failed while generating.
+    Generate(GenError),
+    /// The chat stopped on a model or device error.
+    Chat(String),
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use RunError::*;
+        match self {
+            Mount(e) => write!(f, "card: {e}"),
+            ConfigMissing(e) => write!(f, "{CONFIG_PATH}: cannot open it: {e}"),
+            ConfigRead(e) => write!(f, "card: reading {CONFIG_PATH}: {e}"),
+            Config(e) => write!(f, "{CONFIG_PATH}: {e}"),
+            ModelOpen { path, error } => write!(f, "card: opening the model {path}: {error}"),
+            Gguf(e) => write!(f, "model: {e}"),
+            Model(e) => write!(f, "model: {e}"),
+            Tokenizer(e) => write!(f, "model: {e}"),
+            Buffers(e) => write!(f, "memory: {e}"),
+            Cache(e) => write!(f, "memory: {e}"),
+            KernelsUnavailable(name) => {
+                write!(f, "{CONFIG_PATH}: kernels = {name}: not available on this CPU")
+            }
+            NoException => write!(
+                f,
+                "{CONFIG_PATH}: selftest = exception: this platform cannot raise one"
+            ),
+            NoInstructionCounter => write!(
+                f,
+                "{CONFIG_PATH}: measure_cores needs an instruction counter"
+            ),
+            Sampler(e) => write!(f, "{CONFIG_PATH}: {e}"),
+            Json(e) => write!(f, "{CONFIG_PATH}: json = true: {e}"),
+            NoPrompt => write!(f, "{CONFIG_PATH} sets no prompt (add `prompt = ...`)"),
+            Prompt(e) => write!(f, "generation: {e}"),
+            Generate(e) => write!(f, "generation: {e}"),
+            Chat(e) => write!(f, "generation: {e}"),
+        }
+    }
+}
+
+impl core::error::Error for RunError {}

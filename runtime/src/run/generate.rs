@@ -1,0 +1,326 @@
+//! Generate mode: the prompt from `lmboot.txt`, the tokens streamed between the output markers,
+//! then the stats: time, page cache and I/O per token, the profile's prediction against what
+//! happened, and instruction counts (per core when measuring a split).
+
+use super::measure::{InstructionCounter, MeasuredPool, Shares};
+use super::profile::{profile, time_ns, Profile};
+use super::{ms, Env, RunError, BEGIN_OUTPUT, CONFIG_PATH, END_OUTPUT};
+use crate::config::Config;
+use crate::console::Out;
+use crate::pagecache::{CacheStats, FileSource, PageCache};
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt::Write;
+use inference::generate::{Engine, GenReport, LogitsFilter, StopReason};
+use inference::json::JsonConstraint;
+use inference::model::{Model, RunState};
+use inference::parallel::Parallel;
+use inference::sampler::Sampler;
+use inference::tokenizer::{StreamDecoder, Tokenizer};
+use inference::{Kernels, Storage};
+
+/// What generation needs from the loading steps.
+pub(super) struct Gen<'a, F: FileSource> {
+    pub cfg: &'a Config,
+    pub model: &'a Model,
+    pub tok: &'a Tokenizer,
+    pub cache: &'a PageCache<F>,
+    pub kernels: Kernels,
+    pub ctx: usize,
+    /// Card read rate measured while loading (bytes/s; 0 if unknown).
+    pub card_rate: u64,
+}
+
+/// Tokenize the prompt and generate on the board's pool, or on a [`MeasuredPool`] for
+/// `measure_cores`.
+pub(super) fn run<F, Q>(
+    g: &Gen<'_, F>,
+    st: &mut RunState,
+    env: &Env<'_, Q>,
+    out: &mut Out<'_>,
+) -> Result<(), RunError>
+where
+    F: FileSource + Send,
+    Q: Parallel + ?Sized,
+{
+    let prompt = g.cfg.prompt.as_deref().ok_or(RunError::NoPrompt)?;
+    let ids = g
+        .tok
+        .encode(prompt, true, g.cfg.special)
+        .map_err(RunError::Prompt)?;
+    match (g.cfg.measure_cores, env.instructions) {
+        (Some(n), Some((read, bits))) => {
+            let pool = MeasuredPool::new(n, read, bits);
+            let _ = writeln!(
+                out,
+                "measuring: the {n}-core split runs on one core, each core's share counted"
+            );
+            generate(g, &ids, st, &pool, Some(&pool), env, out)
+        }
+        (Some(_), None) => Err(RunError::NoInstructionCounter),
+        (None, _) => generate(g, &ids, st, env.pool, None, env, out),
+    }
+}
+
+/// Counters sampled along the way: instructions at the start, after the prompt and at the end;
+/// the cache after the prompt and after each generated token; per-core shares after the prompt.
+struct Marks {
+    i0: Option<u64>,
+    i_prefill: Option<u64>,
+    i_end: Option<u64>,
+    before: CacheStats,
+    at_first: Option<CacheStats>,
+    per_tok: Vec<CacheStats>,
+    shares_first: Option<Shares>,
+}
+
+/// Generate with `pool`, stream the text, print the stats (per-core shares when measuring).
+fn generate<F, P, Q>(
+    g: &Gen<'_, F>,
+    ids: &[u32],
+    st: &mut RunState,
+    pool: &P,
+    measured: Option<&MeasuredPool<'_>>,
+    env: &Env<'_, Q>,
+    out: &mut Out<'_>,
+) -> Result<(), RunError>
+where
+    F: FileSource + Send,
+    P: Parallel + ?Sized,
+    Q: Parallel + ?Sized,
+{
+    let (cfg, cache, tok) = (g.cfg, g.cache, g.tok);
+    let prof = profile(g, pool, env);
+    let mut sampler = Sampler::new(cfg.sampler, g.model.config.vocab).map_err(RunError::Sampler)?;
+    let counter =
+        InstructionCounter::new(env.instructions.map(|(f, b)| (f as &dyn Fn() -> u64, b)));
+    let sample = || counter.sample();
+    let engine = Engine {
+        model: g.model,
+        src: cache,
+        pool,
+        kernels: g.kernels,
+        on_forward: Some(&sample),
+    };
+    let _ = writeln!(
+        out,
+        "prompt: {} tokens; generating up to {} (kernels {})",
+        ids.len(),
+        cfg.max_tokens,
+        g.kernels.name
+    );
+    let _ = writeln!(out, "{BEGIN_OUTPUT}");
+    counter.sample();
+    let mut marks = Marks {
+        i0: counter.total(),
+        i_prefill: None,
+        i_end: None,
+        before: cache.stats(),
+        at_first: None,
+        // Preallocated: no allocation while generating.
+        per_tok: Vec::with_capacity(cfg.max_tokens.min(4096) + 1),
+        shares_first: None,
+    };
+    let mut dec = StreamDecoder::new();
+    // JSON mode: the output is one JSON value, and generation ends when it is complete.
+    let mut json = match cfg.json {
+        true => Some(JsonConstraint::from_tokenizer(tok).map_err(RunError::Json)?),
+        false => None,
+    };
+    let filter = json.as_mut().map(|j| j as &mut dyn LogitsFilter);
+    let report = engine
+        .generate_filtered(
+            st,
+            &mut sampler,
+            ids,
+            cfg.max_tokens,
+            &|t| tok.is_eog(t),
+            &env.clock_ns,
+            filter,
+            &mut |t| {
+                if marks.at_first.is_none() {
+                    counter.sample();
+                    marks.i_prefill = counter.total();
+                    marks.at_first = Some(cache.stats());
+                    marks.shares_first = measured.map(|m| m.shares());
+                }
+                if marks.per_tok.len() < marks.per_tok.capacity() {
+                    marks.per_tok.push(cache.stats());
+                }
+                dec.push(tok.token_to_piece(t), |s| out.0.write_bytes(s.as_bytes()));
+                true
+            },
+        )
+        .map_err(RunError::Generate)?;
+    dec.finish(|s| out.0.write_bytes(s.as_bytes()));
+    counter.sample();
+    marks.i_end = counter.total();
+    let _ = writeln!(out, "\n{END_OUTPUT}");
+    let complete = json.as_ref().is_some_and(|j| j.is_complete());
+    print_per_token(&marks.per_tok, out);
+    print_stats(g, &report, &marks, complete, env, out);
+    print_profile(g, &report, &prof, pool.workers(), out);
+    print_instructions(&report, &marks, measured, out);
+    Ok(())
+}
+
+/// Per token: what the forward pass that produced it cost the cache (only when the model streams).
+fn print_per_token(per_tok: &[CacheStats], out: &mut Out<'_>) {
+    let streams = per_tok
+        .first()
+        .zip(per_tok.last())
+        .is_some_and(|(a, b)| b.bytes_read > a.bytes_read);
+    if !streams {
+        return;
+    }
+    for (i, w) in per_tok.windows(2).enumerate().take(64) {
+        let (a, b) = (w[0], w[1]);
+        let _ = writeln!(
+            out,
+            "token {:>3}: read {} KiB, hits {}, misses {}, read ahead {} pages ({} waited for), I/O stall {} ms",
+            i + 2,
+            (b.bytes_read - a.bytes_read) >> 10,
+            b.hits - a.hits,
+            b.misses - a.misses,
+            b.prefetched - a.prefetched,
+            b.late - a.late,
+            ms(b.stall - a.stall)
+        );
+    }
+}
+
+/// Generated tokens after the first (at least 1): the steps per-token figures divide by.
+fn steps(report: &GenReport) -> u64 {
+    (report.generated.max(1) as u64 - 1).max(1)
+}
+
+/// Time, stop reason, heap and page-cache totals.
+fn print_stats<F: FileSource, Q: Parallel + ?Sized>(
+    g: &Gen<'_, F>,
+    report: &GenReport,
+    marks: &Marks,
+    json_complete: bool,
+    env: &Env<'_, Q>,
+    out: &mut Out<'_>,
+) {
+    let gen = report.generated.max(1) as u64;
+    let after = g.cache.stats();
+    let before = marks.before;
+    // Bytes per generated token: from the first generated token on (the prompt's passes excluded).
+    let first = marks.at_first.unwrap_or(after);
+    let per_token = (after.bytes_read - first.bytes_read) / steps(report);
+    let stop = match report.stop {
+        Some(StopReason::EndToken(t)) => format!("end token {t}"),
+        Some(StopReason::Stopped) if json_complete => "JSON value complete".into(),
+        Some(StopReason::ContextFull) => format!(
+            "context full ({} positions; raise ctx in {CONFIG_PATH})",
+            g.ctx
+        ),
+        _ => "token limit".into(),
+    };
+    let _ = writeln!(
+        out,
+        "stats: prompt {} tokens in {} ms, generated {} tokens in {} ms ({} ms/token), first token after {} ms; stop: {stop}",
+        report.prompt_tokens,
+        ms(report.prefill_time),
+        report.generated,
+        ms(report.gen_time),
+        ms(report.gen_time) / gen,
+        ms(report.first_token_time)
+    );
+    let _ = writeln!(
+        out,
+        "stats: heap high-water {} KiB; page cache hits {}, misses {}, bytes read {} ({} per generated token after the first), refills {}, read ahead {} pages, I/O stall {} ms ({} per generated token after the first)",
+        (env.heap_high)() >> 10,
+        after.hits - before.hits,
+        after.misses - before.misses,
+        after.bytes_read - before.bytes_read,
+        per_token,
+        after.refills - before.refills,
+        after.prefetched - before.prefetched,
+        ms(after.stall - before.stall),
+        ms((after.stall - first.stall) / steps(report))
+    );
+}
+
+/// The profile's prediction against what happened.
+fn print_profile<F: FileSource>(
+    g: &Gen<'_, F>,
+    report: &GenReport,
+    prof: &Profile,
+    workers: usize,
+    out: &mut Out<'_>,
+) {
+    let gen = report.generated.max(1) as u64;
+    let streamed = g.cache.len().saturating_sub(g.cache.resident_bytes());
+    let compute_ns = time_ns(prof.weights, prof.matvec);
+    let io_ns = time_ns(streamed, g.card_rate);
+    let achieved = if gen > 1 {
+        (report.gen_time - (report.first_token_time - report.prefill_time)) / (gen - 1)
+    } else {
+        report.gen_time
+    };
+    let _ = writeln!(
+        out,
+        "profile: card {} MB/s, memory copy {} MB/s, matvec {} MB/s of weights on {} cores; per token {} MB of weights, {} MB from the card: compute {} ms + I/O {} ms = predicted {} ms (no overlap), achieved {} ms: {}",
+        g.card_rate / 1_000_000,
+        prof.memory / 1_000_000,
+        prof.matvec / 1_000_000,
+        workers,
+        prof.weights / 1_000_000,
+        streamed / 1_000_000,
+        ms(compute_ns),
+        ms(io_ns),
+        ms(compute_ns + io_ns),
+        ms(achieved),
+        if io_ns > compute_ns { "I/O-bound" } else { "compute-bound" }
+    );
+}
+
+/// Instructions per prompt token and per generated token; with a measured split, the critical
+/// path and each core's share.
+fn print_instructions(
+    report: &GenReport,
+    marks: &Marks,
+    measured: Option<&MeasuredPool<'_>>,
+    out: &mut Out<'_>,
+) {
+    let (Some(a), Some(b), Some(c)) = (marks.i0, marks.i_prefill, marks.i_end) else {
+        return;
+    };
+    if (a, b, c) == (0, 0, 0) {
+        let _ = writeln!(out, "stats: instructions: not counted (the PMU counts only under QEMU -icount or on hardware)");
+        return;
+    }
+    let steps = steps(report);
+    let _ = writeln!(
+        out,
+        "stats: instructions: prompt {} ({} per prompt token), generation {} per generated token (after the first)",
+        b - a,
+        (b - a) / report.prompt_tokens.max(1) as u64,
+        (c - b) / steps
+    );
+    let (Some(m), Some(s0)) = (measured, &marks.shares_first) else {
+        return;
+    };
+    // Per generated token, from the first generated token on.
+    let s1 = m.shares();
+    let total = c - b;
+    let serial = total - (s1.in_jobs - s0.in_jobs);
+    let critical = serial + (s1.critical - s0.critical);
+    let cores: Vec<String> = (0..m.workers())
+        .map(|w| {
+            let mine = s1.per_worker[w] - s0.per_worker[w] + if w == 0 { serial } else { 0 };
+            format!("{}", mine / steps)
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "stats: {} cores: critical path {} per generated token ({}% of the one-core count), per core [{}]",
+        m.workers(),
+        critical / steps,
+        critical * 100 / total.max(1),
+        cores.join(", ")
+    );
+}

@@ -1,0 +1,406 @@
+//! The run, portable: everything after the board is up, as named steps.
+//!
+//! [`mount`] the card and read `lmboot.txt` → [`open_model`] (header, tensor census, tokenizer) →
+//! [`size_buffers`] (KV cache and activations first, the page cache gets what is left) →
+//! [`reader`] (a core serves the card, or the cores read it themselves) → [`load`] the page cache →
+//! [`check_weights`] → [`selftest`] → [`choose_kernels`] → [`chat`](crate::chat) or
+//! [`generate`](generate::generate). The board supplies a block device, a console, a clock and a
+//! worker pool ([`Env`]); the host tests run the same function over a RAM disk.
+
+mod env;
+mod error;
+mod generate;
+pub mod measure;
+mod profile;
+
+pub use env::{Env, IoCoreHooks};
+pub use error::{CardError, RunError};
+
+use crate::card::{CardFile, Direct};
+use crate::chat::ChatRun;
+use crate::config::{Config, IoCore, Mode};
+use crate::console::{Console, Out};
+use crate::iocore::{IoShared, Served, Texted};
+use crate::pagecache::{FileSource, Options, PageCache};
+use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt::Write;
+use drivers::block::{BlockDevice, WriteBlocks};
+use drivers::fat::{File, Volume};
+use inference::model::{Model, RunState};
+use inference::parallel::Parallel;
+use inference::tokenizer::Tokenizer;
+use inference::{Gguf, Kernels};
+
+/// Where the configuration lives on the card.
+pub const CONFIG_PATH: &str = "/lmboot.txt";
+/// Heap kept free beyond what the model's buffers need (allocator slack, DMA buffers, stacks of
+/// the loop).
+pub const HEAP_MARGIN: u64 = 4 << 20;
+
+/// Marker lines around the generated text, so tests can cut it out exactly.
+pub const BEGIN_OUTPUT: &str = "--- output ---";
+pub const END_OUTPUT: &str = "--- end ---";
+
+fn ms(ns: u64) -> u64 {
+    ns / 1_000_000
+}
+
+/// Boot-to-tokens on `dev`. Prints progress, the generated text between [`BEGIN_OUTPUT`] and
+/// [`END_OUTPUT`], and a stats line.
+pub fn run<D, P>(mut dev: D, con: &mut dyn Console, env: &Env<'_, P>) -> Result<(), RunError>
+where
+    D: WriteBlocks + Send,
+    D::Error: Send,
+    P: Parallel + ?Sized,
+{
+    let mut out = Out(con);
+    let t_boot = (env.clock_ns)();
+    let Card {
+        cfg,
+        model: file,
+        kv_file,
+    } = mount(&mut dev)?;
+    let cfg = &cfg;
+    let _ = writeln!(
+        out,
+        "model: {} ({} bytes in {} extents)",
+        cfg.model,
+        file.size(),
+        file.extents().len()
+    );
+    let direct = Direct::new(file, dev);
+    let m = open_model(&direct, &mut out)?;
+    let cores = match env.set_cores {
+        Some(set) => set(cfg.cores),
+        None => env.pool.workers(),
+    };
+    let _ = writeln!(out, "cores: {cores} working");
+    let size = m.gguf_len;
+    let (mut st, ctx, capacity) = size_buffers(cfg, &m.model, cores, size, env, &mut out)?;
+
+    // Declaration order is drop order reversed: the cache (declared last) waits for the reads in
+    // flight, then the serving core stops, then the shared source goes.
+    let (shared, plain) = reader(direct.into_inner(), cfg, capacity < size, cores, env);
+    let serve = || shared.as_ref().is_some_and(|s| s.serve_one());
+    let _serving = start_serving(&shared, &serve, cores, env, &mut out);
+    let src: Box<dyn FileSource<Error = String> + Send + '_> = match (&shared, plain) {
+        (Some(s), _) => Box::new(Served::new(s)),
+        (None, Some(c)) => Box::new(Texted(c)),
+        (None, None) => unreachable!("reader() returns one of the two"),
+    };
+    let (cache, load_ns) = load(src, cfg, capacity, size, env, &mut out)?;
+    check_weights(&m.model, &cache, env, &mut out)?;
+    selftest(cfg, env, &mut out)?;
+    let kernels = choose_kernels(cfg, env)?;
+
+    if cfg.mode == Mode::Chat || (cfg.mode == Mode::Auto && cfg.prompt.is_none()) {
+        let chat = ChatRun {
+            cfg,
+            g: &m.gguf,
+            model: &m.model,
+            tok: &m.tok,
+            cache: &cache,
+            kv_file: kv_file.as_ref(),
+            kernels,
+        };
+        return chat.run(&mut st, env, out.0);
+    }
+    let g = generate::Gen {
+        cfg,
+        model: &m.model,
+        tok: &m.tok,
+        cache: &cache,
+        kernels,
+        ctx,
+        card_rate: profile::rate(cache.resident_bytes(), load_ns),
+    };
+    generate::run(&g, &mut st, env, &mut out)?;
+    let _ = writeln!(
+        out,
+        "stats: total {} ms since the card was mounted",
+        ms((env.clock_ns)() - t_boot)
+    );
+    Ok(())
+}
+
+/// What the card holds for the run: the configuration, the model file, the prompt-cache file.
+#[derive(Debug)]
+pub struct Card {
+    pub cfg: Config,
+    pub model: File,
+    /// The prompt-cache file and its path, if the configuration names one and the card has it.
+    pub kv_file: Option<(String, File)>,
+}
+
+/// Step 1: mount the FAT volume, read `lmboot.txt`, open the model and prompt-cache files.
+pub fn mount<D: BlockDevice>(dev: &mut D) -> Result<Card, RunError> {
+    let text = |e: D::Error| e.to_string();
+    let vol = Volume::mount(dev).map_err(|e| RunError::Mount(e.map_device(text)))?;
+    let f = vol
+        .open(dev, CONFIG_PATH)
+        .map_err(|e| RunError::ConfigMissing(e.map_device(text)))?;
+    let mut bytes = alloc::vec![0u8; f.size().min(1 << 20) as usize];
+    f.read_at(dev, 0, &mut bytes)
+        .map_err(|e| RunError::ConfigRead(e.map_device(text)))?;
+    let cfg = Config::parse(&bytes).map_err(RunError::Config)?;
+    let model = vol.open(dev, &cfg.model).map_err(|e| RunError::ModelOpen {
+        path: cfg.model.clone(),
+        error: e.map_device(text),
+    })?;
+    let kv_file = cfg
+        .prompt_cache
+        .as_ref()
+        .and_then(|p| vol.open(dev, p).ok().map(|f| (p.clone(), f)));
+    Ok(Card { cfg, model, kv_file })
+}
+
+/// The model as read from the file's header: what every later step works on.
+#[derive(Debug)]
+pub struct Opened {
+    pub gguf: Gguf,
+    pub model: Model,
+    pub tok: Tokenizer,
+    /// The file's size in bytes.
+    pub gguf_len: u64,
+}
+
+/// Step 2: the header, metadata and tokenizer, read directly (before the cache is sized), and a
+/// line naming the model and counting its weight types.
+pub fn open_model<D>(direct: &Direct<D>, out: &mut Out<'_>) -> Result<Opened, RunError>
+where
+    D: WriteBlocks + Send,
+{
+    use inference::Storage;
+    let size = direct.len();
+    let gguf = Gguf::open(direct).map_err(RunError::Gguf)?;
+    let model = Model::load(&gguf, direct).map_err(RunError::Model)?;
+    let c = &model.config;
+    let mut types: BTreeMap<&str, usize> = BTreeMap::new();
+    for t in &gguf.tensors {
+        *types.entry(t.ty.name()).or_default() += 1;
+    }
+    let types: Vec<String> = types.iter().map(|(k, v)| format!("{k} x{v}")).collect();
+    let _ = writeln!(
+        out,
+        "model: {:?}, {} ({} layers, dim {}, {} heads / {} kv, ffn {}, vocab {}), tensors: {}",
+        c.name,
+        gguf.architecture().unwrap_or("?"),
+        c.n_layer,
+        c.dim,
+        c.n_head,
+        c.n_head_kv,
+        c.ffn_dim,
+        c.vocab,
+        types.join(", ")
+    );
+    let tok = Tokenizer::from_gguf(&gguf, direct).map_err(RunError::Tokenizer)?;
+    Ok(Opened {
+        gguf,
+        model,
+        tok,
+        gguf_len: size,
+    })
+}
+
+/// Step 3: the run's buffers (KV cache for `ctx` positions, activations), then the page cache's
+/// size from what is left of the heap. Returns the buffers, the positions and the cache's bytes.
+fn size_buffers<P: Parallel + ?Sized>(
+    cfg: &Config,
+    model: &Model,
+    cores: usize,
+    size: u64,
+    env: &Env<'_, P>,
+    out: &mut Out<'_>,
+) -> Result<(RunState, usize, u64), RunError> {
+    let ctx = cfg.ctx.min(model.config.train_ctx);
+    let st = RunState::new(model, ctx, cfg.measure_cores.unwrap_or(cores))
+        .map_err(RunError::Buffers)?;
+    let (kv_bytes, buf_bytes) = st.bytes();
+    let free = (env.heap_free)();
+    let auto = free.saturating_sub(HEAP_MARGIN);
+    let capacity = cfg.cache_bytes.unwrap_or(auto).min(auto).min(size);
+    let _ = writeln!(
+        out,
+        "memory: KV cache {} KiB ({ctx} positions), buffers {} KiB, heap free {} MiB, page cache {} MiB of a {} MiB model",
+        kv_bytes >> 10,
+        buf_bytes >> 10,
+        free >> 20,
+        capacity >> 20,
+        size >> 20
+    );
+    Ok((st, ctx, capacity))
+}
+
+/// Step 4: how the page cache reaches the card. Read-ahead needs reads that run while the cores
+/// compute: a device with a request queue (virtio-blk) does that by itself; otherwise (the Pi's SD
+/// host, PIO) one core serves the card, when the model streams and a core can be spared.
+#[allow(clippy::type_complexity)]
+fn reader<D, P>(
+    card: CardFile<D>,
+    cfg: &Config,
+    streams: bool,
+    cores: usize,
+    env: &Env<'_, P>,
+) -> (Option<IoShared<CardFile<D>>>, Option<CardFile<D>>)
+where
+    D: WriteBlocks + Send,
+    P: Parallel + ?Sized,
+{
+    let want_core = match cfg.io_core {
+        IoCore::On => true,
+        IoCore::Off => false,
+        IoCore::Auto => card.queue_depth() == 0,
+    } && streams
+        && cfg.readahead > 0
+        && cfg.measure_cores.is_none()
+        && cores >= 2;
+    match (want_core, env.io_core) {
+        (true, Some(hooks)) => (Some(IoShared::new(card, hooks.wake)), None),
+        _ => (None, Some(card)),
+    }
+}
+
+/// Stops the serving core when dropped (after the page cache, which waits for reads in flight).
+struct Serving(fn());
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        (self.0)()
+    }
+}
+
+/// Have a core call `serve` while the others compute, if the reader is shared.
+fn start_serving<F, P>(
+    shared: &Option<IoShared<F>>,
+    serve: &(dyn Fn() -> bool + Sync),
+    cores: usize,
+    env: &Env<'_, P>,
+    out: &mut Out<'_>,
+) -> Option<Serving>
+where
+    P: Parallel + ?Sized,
+{
+    let (Some(_), Some(hooks)) = (shared, env.io_core) else {
+        return None;
+    };
+    // SAFETY: the caller keeps the returned guard, which stops the service when dropped, in a
+    // local declared after `serve` and `shared` and before the cache, which waits for the reads
+    // in flight: the service stops before `serve` goes.
+    match unsafe { (hooks.start)(serve) } {
+        Some(core) => {
+            let _ = writeln!(
+                out,
+                "read-ahead: core {core} serves the card, {} compute",
+                cores - 1
+            );
+            Some(Serving(hooks.stop))
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "read-ahead: no core to spare for the card; reads stay synchronous"
+            );
+            None
+        }
+    }
+}
+
+/// Step 5: fill the page cache's resident part (with a progress counter) and say how it went.
+/// Returns the cache and the load time in nanoseconds.
+fn load<'s, P: Parallel + ?Sized>(
+    src: Box<dyn FileSource<Error = String> + Send + 's>,
+    cfg: &Config,
+    capacity: u64,
+    size: u64,
+    env: &Env<'_, P>,
+    out: &mut Out<'_>,
+) -> Result<(PageCache<Box<dyn FileSource<Error = String> + Send + 's>>, u64), RunError> {
+    let t_load = (env.clock_ns)();
+    let mut last = 0;
+    let opts = Options {
+        readahead: cfg.readahead,
+        ..Default::default()
+    };
+    let mut cache =
+        PageCache::with_options(src, capacity, cfg.page_bytes, opts, &mut |done, total| {
+            let pct = if total == 0 { 100 } else { done * 100 / total };
+            if pct >= last + 10 || done == total {
+                last = pct;
+                let _ = write!(out, "\rloading {pct:>3}%");
+            }
+        })
+        .map_err(RunError::Cache)?;
+    let load_ns = (env.clock_ns)() - t_load;
+    cache.set_clock(env.clock_ns);
+    let _ = writeln!(
+        out,
+        "\nloaded {} MiB in {} ms ({} MiB resident, page {} KiB, read-ahead {})",
+        cache.resident_bytes() >> 20,
+        ms(load_ns),
+        cache.resident_bytes() >> 20,
+        cfg.page_bytes >> 10,
+        match cache.readahead() {
+            _ if cache.resident_bytes() == size => "not needed".to_string(),
+            0 if cfg.readahead > 0 => "off (the card reads synchronously)".to_string(),
+            0 => "off".to_string(),
+            n => format!("{n} pages"),
+        }
+    );
+    Ok((cache, load_ns))
+}
+
+/// Step 6: every weight finite (NaN/Inf in a scale would poison every token): one pass over the
+/// model.
+fn check_weights<F: FileSource, P: Parallel + ?Sized>(
+    model: &Model,
+    cache: &PageCache<F>,
+    env: &Env<'_, P>,
+    out: &mut Out<'_>,
+) -> Result<(), RunError> {
+    let t_check = (env.clock_ns)();
+    let mut scratch = alloc::vec![0u8; 64 * 1024];
+    model
+        .weights
+        .check_finite(cache, &mut scratch)
+        .map_err(RunError::Model)?;
+    let _ = writeln!(
+        out,
+        "weights checked: no NaN or infinity ({} ms)",
+        ms((env.clock_ns)() - t_check)
+    );
+    Ok(())
+}
+
+/// Step 7: `selftest = panic | exception` stops here, to show the board's fault report.
+fn selftest<P: Parallel + ?Sized>(
+    cfg: &Config,
+    env: &Env<'_, P>,
+    out: &mut Out<'_>,
+) -> Result<(), RunError> {
+    match cfg.selftest.as_deref() {
+        Some("panic") => {
+            let _ = writeln!(out, "selftest: panicking on purpose");
+            panic!("selftest: a deliberate panic");
+        }
+        Some("exception") => {
+            let _ = writeln!(out, "selftest: raising an exception on purpose");
+            if let Some(f) = env.raise_exception {
+                f();
+            }
+            Err(RunError::NoException)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Step 8: the kernel set: the board's best, or the one `kernels =` names if the CPU has it.
+fn choose_kernels<P: Parallel + ?Sized>(cfg: &Config, env: &Env<'_, P>) -> Result<Kernels, RunError> {
+    match cfg.kernels.as_str() {
+        "auto" => Ok(env.kernels),
+        name => Kernels::by_name(name).ok_or_else(|| RunError::KernelsUnavailable(name.into())),
+    }
+}
