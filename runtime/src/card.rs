@@ -5,7 +5,7 @@
 //! Reads can be queued when the device has a request queue (virtio-blk): a page becomes one device
 //! request per extent piece, and the page is reported when its last piece is.
 
-use crate::pagecache::{DynBlock, FileSource};
+use crate::pagecache::{DynBlock, FileSource, PageRead};
 use alloc::string::ToString;
 use alloc::vec::Vec;
 use drivers::block::{BlockDevice, Submitted, WriteBlocks};
@@ -20,11 +20,11 @@ pub struct CardFile<D: BlockDevice> {
     /// Device requests in flight: (device tag, page tag).
     pieces: Vec<(u16, u32)>,
     /// Pages in flight: (page tag, pieces left, first error).
-    pages: Vec<PageRead<D::Error>>,
+    pages: Vec<InFlight<D::Error>>,
 }
 
 /// A page read in flight: its tag, the device requests left, and the first error.
-type PageRead<E> = (u32, u32, Option<FatError<E>>);
+type InFlight<E> = (u32, u32, Option<FatError<E>>);
 
 /// Largest device request a queued page read makes (virtio-blk's per-request limit).
 const MAX_PIECE: u64 = 1 << 20;
@@ -62,7 +62,10 @@ impl<D: BlockDevice> CardFile<D> {
             };
             // Whole blocks: the last may run past the file's end into its last block (the buffer
             // has room, and the extents cover that block).
-            let blocks = (end - pos).div_ceil(512).min(run.blocks).min(MAX_PIECE / 512);
+            let blocks = (end - pos)
+                .div_ceil(512)
+                .min(run.blocks)
+                .min(MAX_PIECE / 512);
             let n = (blocks * 512) as usize;
             // SAFETY: `pos - offset + n` is at most `end - offset` rounded up to 512, which the
             // caller guarantees `buf` can hold, untouched until this page is reported.
@@ -96,13 +99,13 @@ impl<D: WriteBlocks + Send> FileSource for CardFile<D> {
     fn queue_depth(&self) -> usize {
         self.dev.queue_depth()
     }
-    unsafe fn start(
-        &mut self,
-        tag: u32,
-        offset: u64,
-        buf: *mut u8,
-        len: usize,
-    ) -> Result<bool, Self::Error> {
+    unsafe fn start(&mut self, r: PageRead) -> Result<bool, Self::Error> {
+        let PageRead {
+            tag,
+            offset,
+            buf,
+            len,
+        } = r;
         let size = self.file.size();
         let end = offset.checked_add(len as u64).filter(|&e| e <= size);
         let (Some(end), true, true) = (end, offset.is_multiple_of(512), self.dev.queue_depth() > 0)

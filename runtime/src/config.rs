@@ -168,76 +168,73 @@ impl fmt::Display for ConfigError {
 
 const KNOWN: &str = "model, prompt, system, mode, json, allow_write, prompt_cache, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, cache, page, readahead, io_core, cores, special, kernels, measure_cores, selftest";
 
-fn boolean(line: usize, key: &str, v: &str) -> Result<bool, ConfigError> {
-    match v {
-        "true" | "yes" | "on" | "1" => Ok(true),
-        "false" | "no" | "off" | "0" => Ok(false),
-        _ => Err(bad(line, key, v, "true or false")),
-    }
-}
-
-fn bad(line: usize, key: &str, value: &str, allowed: &'static str) -> ConfigError {
-    ConfigError {
-        line,
-        kind: ConfigErrorKind::BadValue {
-            key: key.into(),
-            value: value.into(),
-            allowed,
-        },
-    }
-}
-
-fn int(
+/// One `key = value` line, for checking its value.
+#[derive(Debug, Clone, Copy)]
+struct Field<'a> {
     line: usize,
-    key: &str,
-    v: &str,
-    min: u64,
-    max: u64,
-    allowed: &'static str,
-) -> Result<u64, ConfigError> {
-    match v.parse::<u64>() {
-        Ok(n) if n >= min && n <= max => Ok(n),
-        _ => Err(bad(line, key, v, allowed)),
-    }
+    key: &'a str,
+    v: &'a str,
 }
 
-fn float(
-    line: usize,
-    key: &str,
-    v: &str,
-    min: f32,
-    max: f32,
-    allowed: &'static str,
-) -> Result<f32, ConfigError> {
-    match v.parse::<f32>() {
-        Ok(x) if x.is_finite() && x >= min && x <= max => Ok(x),
-        _ => Err(bad(line, key, v, allowed)),
+impl Field<'_> {
+    fn bad(&self, allowed: &'static str) -> ConfigError {
+        ConfigError {
+            line: self.line,
+            kind: ConfigErrorKind::BadValue {
+                key: self.key.into(),
+                value: self.v.into(),
+                allowed,
+            },
+        }
     }
-}
 
-/// A size in bytes with an optional K, M or G suffix (powers of 1024).
-fn size(
-    line: usize,
-    key: &str,
-    v: &str,
-    min: u64,
-    max: u64,
-    allowed: &'static str,
-) -> Result<u64, ConfigError> {
-    let (num, mult) = match v.as_bytes().last() {
-        Some(b'K' | b'k') => (&v[..v.len() - 1], 1u64 << 10),
-        Some(b'M' | b'm') => (&v[..v.len() - 1], 1 << 20),
-        Some(b'G' | b'g') => (&v[..v.len() - 1], 1 << 30),
-        _ => (v, 1),
-    };
-    match num
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(mult))
-    {
-        Some(n) if n >= min && n <= max => Ok(n),
-        _ => Err(bad(line, key, v, allowed)),
+    fn boolean(&self) -> Result<bool, ConfigError> {
+        match self.v {
+            "true" | "yes" | "on" | "1" => Ok(true),
+            "false" | "no" | "off" | "0" => Ok(false),
+            _ => Err(self.bad("true or false")),
+        }
+    }
+
+    /// The value as a `T` within `[min, max]` (NaN is never within).
+    fn within<T: core::str::FromStr + PartialOrd>(
+        &self,
+        min: T,
+        max: T,
+        allowed: &'static str,
+    ) -> Result<T, ConfigError> {
+        match self.v.parse::<T>() {
+            Ok(x) if x >= min && x <= max => Ok(x),
+            _ => Err(self.bad(allowed)),
+        }
+    }
+
+    fn int(&self, min: u64, max: u64, allowed: &'static str) -> Result<u64, ConfigError> {
+        self.within(min, max, allowed)
+    }
+
+    fn float(&self, min: f32, max: f32, allowed: &'static str) -> Result<f32, ConfigError> {
+        self.within(min, max, allowed)
+    }
+
+    /// A size in bytes with an optional K, M or G suffix (powers of 1024).
+    fn size(&self, min: u64, max: u64, allowed: &'static str) -> Result<u64, ConfigError> {
+        let v = self.v;
+        let (num, mult) = match v.as_bytes().last() {
+            Some(b'K' | b'k') => (&v[..v.len() - 1], 1u64 << 10),
+            Some(b'M' | b'm') => (&v[..v.len() - 1], 1 << 20),
+            Some(b'G' | b'g') => (&v[..v.len() - 1], 1 << 30),
+            _ => (v, 1),
+        };
+        match num
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .and_then(|n| n.checked_mul(mult))
+        {
+            Some(n) if n >= min && n <= max => Ok(n),
+            _ => Err(self.bad(allowed)),
+        }
     }
 }
 
@@ -325,143 +322,117 @@ impl Config {
                 });
             }
             seen.push(key);
-            match key {
-                "model" => {
-                    if v.is_empty() {
-                        return Err(bad(line, key, v, "a path on the card, e.g. /model.gguf"));
-                    }
-                    c.model = v.into();
-                }
-                "prompt" => c.prompt = Some(unescape(line, key, v)?),
-                "system" => c.system = Some(unescape(line, key, v)?),
-                "json" => c.json = boolean(line, key, v)?,
-                "allow_write" => c.allow_write = boolean(line, key, v)?,
-                "prompt_cache" => {
-                    c.prompt_cache = match v {
-                        "off" | "none" => None,
-                        p if p.starts_with('/') => Some(p.into()),
-                        _ => {
-                            return Err(bad(
-                                line,
-                                key,
-                                v,
-                                "off, or a path on the card starting with /",
-                            ))
-                        }
-                    }
-                }
-                "mode" => {
-                    c.mode = match v {
-                        "auto" => Mode::Auto,
-                        "generate" => Mode::Generate,
-                        "chat" => Mode::Chat,
-                        _ => return Err(bad(line, key, v, "auto, generate or chat")),
-                    }
-                }
-                "n" => {
-                    c.max_tokens = int(line, key, v, 1, 1 << 20, "1 to 1048576 tokens")? as usize
-                }
-                "temperature" => {
-                    c.sampler.temperature = float(line, key, v, 0.0, 100.0, "0 (greedy) to 100")?
-                }
-                "top_k" => {
-                    c.sampler.top_k = int(line, key, v, 0, 1 << 20, "0 (off) to 1048576")? as usize
-                }
-                "top_p" => c.sampler.top_p = float(line, key, v, 0.0, 1.0, "0 to 1")?,
-                "min_p" => c.sampler.min_p = float(line, key, v, 0.0, 1.0, "0 to 1")?,
-                "repeat_penalty" => {
-                    c.sampler.repeat_penalty =
-                        float(line, key, v, 0.01, 100.0, "0.01 to 100, 1 = off")?
-                }
-                "repeat_last_n" => {
-                    c.sampler.repeat_last_n = int(line, key, v, 0, 4096, "0 to 4096")? as usize
-                }
-                "seed" => {
-                    c.sampler.seed = int(line, key, v, 0, u64::MAX, "0 to 18446744073709551615")?
-                }
-                "ctx" => c.ctx = int(line, key, v, 1, 1 << 20, "1 to 1048576 positions")? as usize,
-                "cache" => {
-                    c.cache_bytes = if v == "auto" {
-                        None
-                    } else {
-                        Some(size(
-                            line,
-                            key,
-                            v,
-                            1 << 20,
-                            1 << 40,
-                            "auto, or 1M to 1024G, e.g. 64M",
-                        )?)
-                    }
-                }
-                "page" => {
-                    let p = size(line, key, v, 4096, 16 << 20, "4K to 16M, a multiple of 4K")?;
-                    if p % 4096 != 0 {
-                        return Err(bad(line, key, v, "4K to 16M, a multiple of 4K"));
-                    }
-                    c.page_bytes = p as usize;
-                }
-                "cores" => {
-                    c.cores = if v == "all" {
-                        None
-                    } else {
-                        Some(int(line, key, v, 1, 16, "all, or 1 to 16")? as usize)
-                    }
-                }
-                "kernels" => {
-                    if !["auto", "scalar", "neon", "neon-dotprod", "rvv"].contains(&v) {
-                        return Err(bad(line, key, v, "auto, scalar, neon, neon-dotprod or rvv"));
-                    }
-                    c.kernels = v.into();
-                }
-                "selftest" => {
-                    if !["none", "panic", "exception"].contains(&v) {
-                        return Err(bad(line, key, v, "none, panic or exception"));
-                    }
-                    c.selftest = (v != "none").then(|| v.into());
-                }
-                "readahead" => {
-                    c.readahead = if v == "off" {
-                        0
-                    } else {
-                        int(
-                            line,
-                            key,
-                            v,
-                            0,
-                            crate::pagecache::MAX_READAHEAD as u64,
-                            "off, or 0 to 8 pages",
-                        )? as usize
-                    }
-                }
-                "io_core" => {
-                    c.io_core = match v {
-                        "auto" => IoCore::Auto,
-                        "on" | "true" | "yes" => IoCore::On,
-                        "off" | "false" | "no" => IoCore::Off,
-                        _ => return Err(bad(line, key, v, "auto, on or off")),
-                    }
-                }
-                "measure_cores" => {
-                    c.measure_cores = Some(int(line, key, v, 1, 16, "1 to 16")? as usize)
-                }
-                "special" => {
-                    c.special = match v {
-                        "true" | "yes" | "1" => true,
-                        "false" | "no" | "0" => false,
-                        _ => return Err(bad(line, key, v, "true or false")),
-                    }
-                }
-                _ => {
-                    return Err(ConfigError {
-                        line,
-                        kind: ConfigErrorKind::UnknownKey { key: k.into() },
-                    })
-                }
-            }
+            set(&mut c, &Field { line, key, v })?;
         }
         Ok(c)
     }
+}
+
+/// Set `f.key` in `c` from its value, checked.
+fn set(c: &mut Config, f: &Field<'_>) -> Result<(), ConfigError> {
+    let Field { line, key, v } = *f;
+    match key {
+        "model" => {
+            if v.is_empty() {
+                return Err(f.bad("a path on the card, e.g. /model.gguf"));
+            }
+            c.model = v.into();
+        }
+        "prompt" => c.prompt = Some(unescape(line, key, v)?),
+        "system" => c.system = Some(unescape(line, key, v)?),
+        "json" => c.json = f.boolean()?,
+        "allow_write" => c.allow_write = f.boolean()?,
+        "prompt_cache" => {
+            c.prompt_cache = match v {
+                "off" | "none" => None,
+                p if p.starts_with('/') => Some(p.into()),
+                _ => return Err(f.bad("off, or a path on the card starting with /")),
+            }
+        }
+        "mode" => {
+            c.mode = match v {
+                "auto" => Mode::Auto,
+                "generate" => Mode::Generate,
+                "chat" => Mode::Chat,
+                _ => return Err(f.bad("auto, generate or chat")),
+            }
+        }
+        "n" => c.max_tokens = f.int(1, 1 << 20, "1 to 1048576 tokens")? as usize,
+        "temperature" => c.sampler.temperature = f.float(0.0, 100.0, "0 (greedy) to 100")?,
+        "top_k" => c.sampler.top_k = f.int(0, 1 << 20, "0 (off) to 1048576")? as usize,
+        "top_p" => c.sampler.top_p = f.float(0.0, 1.0, "0 to 1")?,
+        "min_p" => c.sampler.min_p = f.float(0.0, 1.0, "0 to 1")?,
+        "repeat_penalty" => {
+            c.sampler.repeat_penalty = f.float(0.01, 100.0, "0.01 to 100, 1 = off")?
+        }
+        "repeat_last_n" => c.sampler.repeat_last_n = f.int(0, 4096, "0 to 4096")? as usize,
+        "seed" => c.sampler.seed = f.int(0, u64::MAX, "0 to 18446744073709551615")?,
+        "ctx" => c.ctx = f.int(1, 1 << 20, "1 to 1048576 positions")? as usize,
+        "cache" => {
+            c.cache_bytes = if v == "auto" {
+                None
+            } else {
+                Some(f.size(1 << 20, 1 << 40, "auto, or 1M to 1024G, e.g. 64M")?)
+            }
+        }
+        "page" => {
+            let p = f.size(4096, 16 << 20, "4K to 16M, a multiple of 4K")?;
+            if p % 4096 != 0 {
+                return Err(f.bad("4K to 16M, a multiple of 4K"));
+            }
+            c.page_bytes = p as usize;
+        }
+        "cores" => {
+            c.cores = if v == "all" {
+                None
+            } else {
+                Some(f.int(1, 16, "all, or 1 to 16")? as usize)
+            }
+        }
+        "kernels" => {
+            if !["auto", "scalar", "neon", "neon-dotprod", "rvv"].contains(&v) {
+                return Err(f.bad("auto, scalar, neon, neon-dotprod or rvv"));
+            }
+            c.kernels = v.into();
+        }
+        "selftest" => {
+            if !["none", "panic", "exception"].contains(&v) {
+                return Err(f.bad("none, panic or exception"));
+            }
+            c.selftest = (v != "none").then(|| v.into());
+        }
+        "readahead" => {
+            c.readahead = if v == "off" {
+                0
+            } else {
+                let max = crate::pagecache::MAX_READAHEAD as u64;
+                f.int(0, max, "off, or 0 to 8 pages")? as usize
+            }
+        }
+        "io_core" => {
+            c.io_core = match v {
+                "auto" => IoCore::Auto,
+                "on" | "true" | "yes" => IoCore::On,
+                "off" | "false" | "no" => IoCore::Off,
+                _ => return Err(f.bad("auto, on or off")),
+            }
+        }
+        "measure_cores" => c.measure_cores = Some(f.int(1, 16, "1 to 16")? as usize),
+        "special" => {
+            c.special = match v {
+                "true" | "yes" | "1" => true,
+                "false" | "no" | "0" => false,
+                _ => return Err(f.bad("true or false")),
+            }
+        }
+        _ => {
+            return Err(ConfigError {
+                line,
+                kind: ConfigErrorKind::UnknownKey { key: key.into() },
+            })
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -9,26 +9,18 @@
 //! Demand reads (`read`) run on the asking core under the source's lock, so they never wait behind
 //! the queue, only behind the one read in progress.
 
-use crate::pagecache::{DynBlock, FileSource};
+use crate::pagecache::{DynBlock, FileSource, PageRead};
 use alloc::string::{String, ToString};
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Reads queued at most (the cache reads ahead at most this many pages).
 pub const DEPTH: usize = 8;
 
-#[derive(Debug, Clone, Copy)]
-struct Request {
-    tag: u32,
-    offset: u64,
-    buf: usize,
-    len: usize,
-}
-
 /// A file source shared between the computing cores and the serving core.
 pub struct IoShared<F> {
     src: spin::Mutex<F>,
     len: u64,
-    requests: spin::Mutex<heapless::Deque<Request, DEPTH>>,
+    requests: spin::Mutex<heapless::Deque<PageRead, DEPTH>>,
     done: spin::Mutex<heapless::Deque<(u32, Result<(), String>), DEPTH>>,
     /// Wakes the serving core (`sev` / an IPI).
     wake: fn(),
@@ -57,7 +49,7 @@ impl<F: FileSource> IoShared<F> {
         };
         // SAFETY: `Served::start`'s caller keeps `buf` valid for `len` bytes and untouched until
         // this read is reported through `done`.
-        let buf = unsafe { core::slice::from_raw_parts_mut(r.buf as *mut u8, r.len) };
+        let buf = unsafe { r.buf() };
         let res = self
             .src
             .lock()
@@ -120,27 +112,15 @@ impl<F: FileSource> FileSource for Served<'_, F> {
         DEPTH
     }
 
-    unsafe fn start(
-        &mut self,
-        tag: u32,
-        offset: u64,
-        buf: *mut u8,
-        len: usize,
-    ) -> Result<bool, String> {
+    unsafe fn start(&mut self, r: PageRead) -> Result<bool, String> {
         if self.outstanding >= DEPTH {
-            // SAFETY: the caller guarantees `buf` is valid for `len` bytes.
-            self.read(offset, unsafe { core::slice::from_raw_parts_mut(buf, len) })?;
+            // SAFETY: the caller guarantees `r.buf` is valid for `r.len` bytes.
+            self.read(r.offset, unsafe { r.buf() })?;
             return Ok(true);
         }
-        let r = Request {
-            tag,
-            offset,
-            buf: buf as usize,
-            len,
-        };
         if self.shared.requests.lock().push_back(r).is_err() {
             // SAFETY: as above.
-            self.read(offset, unsafe { core::slice::from_raw_parts_mut(buf, len) })?;
+            self.read(r.offset, unsafe { r.buf() })?;
             return Ok(true);
         }
         self.outstanding += 1;
@@ -174,15 +154,9 @@ impl<F: FileSource> FileSource for Texted<F> {
     fn queue_depth(&self) -> usize {
         self.0.queue_depth()
     }
-    unsafe fn start(
-        &mut self,
-        tag: u32,
-        offset: u64,
-        buf: *mut u8,
-        len: usize,
-    ) -> Result<bool, String> {
+    unsafe fn start(&mut self, r: PageRead) -> Result<bool, String> {
         // SAFETY: the caller's guarantee, passed on.
-        unsafe { self.0.start(tag, offset, buf, len) }.map_err(|e| e.to_string())
+        unsafe { self.0.start(r) }.map_err(|e| e.to_string())
     }
     fn poll(&mut self) -> Option<(u32, Result<(), String>)> {
         self.0

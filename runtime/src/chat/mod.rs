@@ -72,9 +72,8 @@ impl<F: FileSource + Send> ChatRun<'_, F> {
             Sampler::new(cfg.sampler, self.model.config.vocab).map_err(RunError::Sampler)?;
         let clock = || (env.clock_ns)();
         let key = promptcache::model_key(self.g, self.cache).ok();
-        let mut start = |st: &mut RunState, ids: &[u32]| {
-            self.start(&engine, key, st, ids, env.clock_ns)
-        };
+        let mut start =
+            |st: &mut RunState, ids: &[u32]| self.start(&engine, key, st, ids, env.clock_ns);
         let mut json = JsonConstraint::from_tokenizer(self.tok).ok();
         let mut chat = Chat {
             tok: self.tok,
@@ -128,7 +127,10 @@ impl<F: FileSource + Send> ChatRun<'_, F> {
         engine
             .feed(st, ids)
             .map_err(|e| format!("system prompt: {e}"))?;
-        said.push_str(&format!("prefilled in {} ms", (clock_ns() - t0) / 1_000_000));
+        said.push_str(&format!(
+            "prefilled in {} ms",
+            (clock_ns() - t0) / 1_000_000
+        ));
         if let Some(((path, file), key)) = kv {
             said.push_str(&self.save(path, file, key, ids, st));
         }
@@ -141,9 +143,8 @@ impl<F: FileSource + Send> ChatRun<'_, F> {
             return format!(", not saved to {path} (allow_write = false)");
         }
         let mut r = None;
-        self.cache.with_device(&mut |d| {
-            r = Some(promptcache::save(file, &mut DynDev(d), key, ids, st))
-        });
+        self.cache
+            .with_device(&mut |d| r = Some(promptcache::save(file, &mut DynDev(d), key, ids, st)));
         match r {
             Some(Ok(rep)) => format!(", saved to {path} ({} KiB)", rep.bytes >> 10),
             Some(Err(e)) => format!(", not saved to {path}: {e}"),

@@ -2,7 +2,7 @@
 //! counts the bytes read, and can queue reads the way virtio-blk does (started at once, finished
 //! when polled, oldest first), so read-ahead runs on the host exactly as on a board.
 
-use super::FileSource;
+use super::{FileSource, PageRead};
 use std::collections::VecDeque;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,7 +15,7 @@ pub struct HostFile {
     len: u64,
     bytes: Arc<AtomicU64>,
     /// Queued reads: (tag, offset, buffer address, length).
-    queue: Option<VecDeque<(u32, u64, usize, usize)>>,
+    queue: Option<VecDeque<PageRead>>,
 }
 
 impl HostFile {
@@ -58,30 +58,23 @@ impl FileSource for HostFile {
         }
     }
 
-    unsafe fn start(
-        &mut self,
-        tag: u32,
-        offset: u64,
-        buf: *mut u8,
-        len: usize,
-    ) -> Result<bool, std::io::Error> {
+    unsafe fn start(&mut self, r: PageRead) -> Result<bool, std::io::Error> {
         match &mut self.queue {
             Some(q) => {
-                q.push_back((tag, offset, buf as usize, len));
+                q.push_back(r);
                 Ok(false)
             }
             None => {
-                // SAFETY: the caller passes a buffer valid for `len` bytes.
-                self.read(offset, unsafe { std::slice::from_raw_parts_mut(buf, len) })?;
+                // SAFETY: the caller passes a buffer valid for `r.len` bytes.
+                self.read(r.offset, unsafe { r.buf() })?;
                 Ok(true)
             }
         }
     }
 
     fn poll(&mut self) -> Option<(u32, Result<(), std::io::Error>)> {
-        let (tag, offset, buf, len) = self.queue.as_mut()?.pop_front()?;
+        let r = self.queue.as_mut()?.pop_front()?;
         // SAFETY: the cache leaves the slot alone until this read is reported.
-        let b = unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, len) };
-        Some((tag, self.read(offset, b)))
+        Some((r.tag, self.read(r.offset, unsafe { r.buf() })))
     }
 }

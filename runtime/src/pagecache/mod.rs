@@ -31,7 +31,7 @@ use inference::storage::{check_range, Storage, StorageError};
 #[cfg(feature = "std")]
 pub mod hostfile;
 mod source;
-pub use source::{DynBlock, DynDev, FileSource};
+pub use source::{DynBlock, DynDev, FileSource, PageRead};
 
 /// Page-cache counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -492,7 +492,14 @@ impl<F: FileSource> PageCache<F> {
             // SAFETY: slot `s` is inside the window allocation and has room for a whole page
             // (`fill` rounded up to 512 is at most `page`, a multiple of 512); it is marked loading
             // below, so nothing touches it until the source reports it.
-            let r = unsafe { w.src.start(s as u32, start, w.mem.add(s * self.page), fill) };
+            let r = unsafe {
+                w.src.start(PageRead {
+                    tag: s as u32,
+                    offset: start,
+                    buf: w.mem.add(s * self.page),
+                    len: fill,
+                })
+            };
             match r {
                 Ok(done) => {
                     w.state[s] = if done { State::Ready } else { State::Loading };

@@ -7,6 +7,31 @@ use alloc::string::{String, ToString};
 use core::fmt;
 use drivers::block::{BlockDevice, WriteBlocks};
 
+/// A read the cache starts: `len` bytes from file offset `offset` (a multiple of 512) into `buf`,
+/// which has room for `len` rounded up to whole 512-byte blocks; reported as `tag`.
+#[derive(Debug, Clone, Copy)]
+pub struct PageRead {
+    pub tag: u32,
+    pub offset: u64,
+    pub buf: *mut u8,
+    pub len: usize,
+}
+
+// SAFETY: the buffer is the cache's to lend to whichever core carries out the read; the contract
+// of `FileSource::start` (valid and untouched until reported) holds whatever core writes it.
+unsafe impl Send for PageRead {}
+
+impl PageRead {
+    /// The first `len` bytes of the buffer.
+    ///
+    /// # Safety
+    /// `buf` must be valid for writes of `len` bytes, and nothing else may use them meanwhile.
+    pub unsafe fn buf<'a>(&self) -> &'a mut [u8] {
+        // SAFETY: the caller's guarantee.
+        unsafe { core::slice::from_raw_parts_mut(self.buf, self.len) }
+    }
+}
+
 /// A file the cache reads from: "fill this buffer from this file offset" (the FAT file over its
 /// block device in the kernel, a file or byte vector in tests).
 pub trait FileSource {
@@ -20,24 +45,15 @@ pub trait FileSource {
         0
     }
 
-    /// Start filling `len` bytes at `buf` from file offset `offset` (a multiple of 512), tagged
-    /// `tag`. `buf` has room for `len` rounded up to whole 512-byte blocks. Returns `true` if the
-    /// data is already there, `false` if [`FileSource::poll`] will report `tag` later.
+    /// Start the read `r`. Returns `true` if the data is already there, `false` if
+    /// [`FileSource::poll`] will report `r.tag` later.
     ///
     /// # Safety
-    /// `buf` must be valid for writes of `len` rounded up to 512, and untouched until the read is
-    /// reported (when this returns `false`).
-    unsafe fn start(
-        &mut self,
-        tag: u32,
-        offset: u64,
-        buf: *mut u8,
-        len: usize,
-    ) -> Result<bool, Self::Error> {
-        let _ = tag;
-        // SAFETY: the caller guarantees `buf` is valid for `len` bytes.
-        let b = unsafe { core::slice::from_raw_parts_mut(buf, len) };
-        self.read(offset, b)?;
+    /// `r.buf` must be valid for writes of `r.len` rounded up to 512, and untouched until the read
+    /// is reported (when this returns `false`).
+    unsafe fn start(&mut self, r: PageRead) -> Result<bool, Self::Error> {
+        // SAFETY: the caller's guarantee for `r.buf`.
+        self.read(r.offset, unsafe { r.buf() })?;
         Ok(true)
     }
 
@@ -120,15 +136,9 @@ impl<F: FileSource + ?Sized> FileSource for Box<F> {
     fn queue_depth(&self) -> usize {
         (**self).queue_depth()
     }
-    unsafe fn start(
-        &mut self,
-        tag: u32,
-        offset: u64,
-        buf: *mut u8,
-        len: usize,
-    ) -> Result<bool, F::Error> {
+    unsafe fn start(&mut self, r: PageRead) -> Result<bool, F::Error> {
         // SAFETY: the caller's guarantee, passed on.
-        unsafe { (**self).start(tag, offset, buf, len) }
+        unsafe { (**self).start(r) }
     }
     fn poll(&mut self) -> Option<(u32, Result<(), F::Error>)> {
         (**self).poll()

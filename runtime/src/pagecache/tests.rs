@@ -135,7 +135,7 @@ fn bad_sizes_and_failing_sources_are_errors() {
 /// fails (the cache must then read the page again synchronously).
 struct Queued {
     mem: Mem,
-    queue: alloc::collections::VecDeque<(u32, u64, usize, usize)>,
+    queue: alloc::collections::VecDeque<PageRead>,
     polls: u64,
     started: u64,
     fail_every: u64,
@@ -152,15 +152,9 @@ impl FileSource for Queued {
     fn queue_depth(&self) -> usize {
         16
     }
-    unsafe fn start(
-        &mut self,
-        tag: u32,
-        offset: u64,
-        buf: *mut u8,
-        len: usize,
-    ) -> Result<bool, &'static str> {
-        assert_eq!(offset % 512, 0);
-        self.queue.push_back((tag, offset, buf as usize, len));
+    unsafe fn start(&mut self, r: PageRead) -> Result<bool, &'static str> {
+        assert_eq!(r.offset % 512, 0);
+        self.queue.push_back(r);
         self.max_in_flight = self.max_in_flight.max(self.queue.len());
         Ok(false)
     }
@@ -169,14 +163,13 @@ impl FileSource for Queued {
         if self.polls % 2 == 0 {
             return None;
         }
-        let (tag, offset, buf, len) = self.queue.pop_front()?;
+        let r = self.queue.pop_front()?;
         self.started += 1;
         if self.fail_every > 0 && self.started % self.fail_every == 0 {
-            return Some((tag, Err("injected queued-read failure")));
+            return Some((r.tag, Err("injected queued-read failure")));
         }
         // SAFETY: the cache keeps the slot untouched while the read is queued.
-        let b = unsafe { core::slice::from_raw_parts_mut(buf as *mut u8, len) };
-        Some((tag, self.mem.read(offset, b)))
+        Some((r.tag, self.mem.read(r.offset, unsafe { r.buf() })))
     }
 }
 

@@ -75,7 +75,10 @@ impl fmt::Display for RunError {
             Buffers(e) => write!(f, "memory: {e}"),
             Cache(e) => write!(f, "memory: {e}"),
             KernelsUnavailable(name) => {
-                write!(f, "{CONFIG_PATH}: kernels = {name}: not available on this CPU")
+                write!(
+                    f,
+                    "{CONFIG_PATH}: kernels = {name}: not available on this CPU"
+                )
             }
             NoException => write!(
                 f,

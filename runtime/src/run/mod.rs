@@ -155,7 +155,11 @@ pub fn mount<D: BlockDevice>(dev: &mut D) -> Result<Card, RunError> {
         .prompt_cache
         .as_ref()
         .and_then(|p| vol.open(dev, p).ok().map(|f| (p.clone(), f)));
-    Ok(Card { cfg, model, kv_file })
+    Ok(Card {
+        cfg,
+        model,
+        kv_file,
+    })
 }
 
 /// The model as read from the file's header: what every later step works on.
@@ -217,8 +221,8 @@ fn size_buffers<P: Parallel + ?Sized>(
     out: &mut Out<'_>,
 ) -> Result<(RunState, usize, u64), RunError> {
     let ctx = cfg.ctx.min(model.config.train_ctx);
-    let st = RunState::new(model, ctx, cfg.measure_cores.unwrap_or(cores))
-        .map_err(RunError::Buffers)?;
+    let st =
+        RunState::new(model, ctx, cfg.measure_cores.unwrap_or(cores)).map_err(RunError::Buffers)?;
     let (kv_bytes, buf_bytes) = st.bytes();
     let free = (env.heap_free)();
     let auto = free.saturating_sub(HEAP_MARGIN);
@@ -318,7 +322,13 @@ fn load<'s, P: Parallel + ?Sized>(
     size: u64,
     env: &Env<'_, P>,
     out: &mut Out<'_>,
-) -> Result<(PageCache<Box<dyn FileSource<Error = String> + Send + 's>>, u64), RunError> {
+) -> Result<
+    (
+        PageCache<Box<dyn FileSource<Error = String> + Send + 's>>,
+        u64,
+    ),
+    RunError,
+> {
     let t_load = (env.clock_ns)();
     let mut last = 0;
     let opts = Options {
@@ -398,7 +408,10 @@ fn selftest<P: Parallel + ?Sized>(
 }
 
 /// Step 8: the kernel set: the board's best, or the one `kernels =` names if the CPU has it.
-fn choose_kernels<P: Parallel + ?Sized>(cfg: &Config, env: &Env<'_, P>) -> Result<Kernels, RunError> {
+fn choose_kernels<P: Parallel + ?Sized>(
+    cfg: &Config,
+    env: &Env<'_, P>,
+) -> Result<Kernels, RunError> {
     match cfg.kernels.as_str() {
         "auto" => Ok(env.kernels),
         name => Kernels::by_name(name).ok_or_else(|| RunError::KernelsUnavailable(name.into())),
