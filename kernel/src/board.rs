@@ -1,10 +1,8 @@
 //! The board this kernel was built for, as constants generated from `boards/<name>.toml` by
-//! `build.rs`. Pure data: the code that acts on it is in `platform/`. How cores start and how the
-//! board powers off are the architecture's methods ([`crate::arch::CoreStart`],
-//! [`crate::arch::Exit`]), so a board naming another architecture's method does not build.
+//! `build.rs`. Pure data, depending on nothing: `platform/` acts on it, and `arch/` reads the
+//! memory map, core count and the firmware methods (the board schema accepts only the target
+//! architecture's methods for `core_start` and `exit`).
 #![allow(dead_code)]
-
-pub use crate::arch::{CoreStart, Exit};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemKind {
@@ -18,6 +16,30 @@ pub struct Region {
     pub start: u64,
     pub end: u64,
     pub kind: MemKind,
+}
+
+/// How secondary cores are started (by the architecture's firmware interface).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CoreStart {
+    /// aarch64: PSCI CPU_ON over HVC (QEMU virt).
+    PsciHvc,
+    /// aarch64: the Raspberry Pi firmware's spin table.
+    SpinTable,
+    /// riscv64: SBI HSM hart_start.
+    SbiHsm,
+}
+
+/// How the kernel powers off with a status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// aarch64: semihosting SYS_EXIT (QEMU machines only), then PSCI SYSTEM_OFF.
+    Semihosting,
+    /// aarch64: PSCI SYSTEM_OFF over HVC.
+    PsciHvc,
+    /// riscv64: SBI SRST shutdown.
+    SbiSrst,
+    /// No power control: stop the cores (a user resets the board).
+    Halt,
 }
 
 /// Where the RAM size comes from.

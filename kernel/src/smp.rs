@@ -4,9 +4,9 @@
 //! itself done (`sev`), and core 0 waits for all before returning. No thread is created per job and
 //! nothing is allocated.
 
+use crate::arch::{Arch, Cpu};
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use crate::arch::{Arch, Cpu};
 use inference::parallel::{Parallel, MAX_WORKERS};
 
 type Job = *const (dyn Fn(usize) + Sync);

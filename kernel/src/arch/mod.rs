@@ -12,29 +12,24 @@
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
 #[cfg(target_arch = "aarch64")]
-pub use aarch64::{CoreStart, Cpu, Exit};
+pub use aarch64::Cpu;
 
 #[cfg(target_arch = "riscv64")]
 mod riscv64;
 #[cfg(target_arch = "riscv64")]
-pub use riscv64::{CoreStart, Exit};
-#[cfg(target_arch = "riscv64")]
 pub use riscv64::Cpu;
+
+use crate::board::{CoreStart, Exit};
 
 /// One architecture: its counters, caches, idle and wake, faults, and how its firmware starts
 /// cores and powers off.
 pub trait Arch {
-    /// How the firmware starts the other cores (the board file's `core_start`; only this
-    /// architecture's methods exist, so a board naming another's does not build).
-    type CoreStart: Copy;
-    /// How the firmware powers off (the board file's `exit`).
-    type Exit: Copy;
     /// A CPU exception as the trap entry reported it.
     type Fault: core::fmt::Display;
 
     /// The power-off method a QEMU build uses when the board has no test finisher, so that QEMU
     /// exits with the kernel's status.
-    const QEMU_EXIT: Self::Exit;
+    const QEMU_EXIT: Exit;
     /// Width in bits of the counter [`Arch::instructions`] reads (it wraps).
     const INSTRUCTION_COUNTER_BITS: u32;
 
@@ -72,9 +67,11 @@ pub trait Arch {
 
     /// Where secondary cores start.
     fn secondary_entry() -> usize;
-    /// Start core `core` at [`Arch::secondary_entry`]; `cores` is how many the board has. Returns
-    /// whether the firmware accepted.
-    fn start_core(how: Self::CoreStart, core: usize, cores: usize) -> bool;
-    /// Power off with `code` (0 = success) by `how`; returns if the firmware refuses.
-    fn power_off(how: Self::Exit, code: u32);
+    /// Start core `core` at [`Arch::secondary_entry`] by the board's method. Returns whether the
+    /// firmware accepted (never, for another architecture's method: the board schema refuses
+    /// those at build time).
+    fn start_core(how: CoreStart, core: usize) -> bool;
+    /// Power off with `code` (0 = success) by the board's method; returns if the firmware
+    /// refuses (or the method is another architecture's).
+    fn power_off(how: Exit, code: u32);
 }

@@ -54,7 +54,7 @@ pub fn open() -> Result<Card, String> {
             }
             None => Err("no virtio block device found (is the card image attached?)".into()),
         },
-        BlockKind::Sdhci => sd::open(&mut super::mailbox())
+        BlockKind::Sdhci => sd::open(&mut super::mailbox::open())
             .map(Card::Sd)
             .map_err(|e| alloc::format!("card: {e}")),
     }
@@ -98,7 +98,9 @@ impl BlockDevice for Card {
     }
     fn poll_read(&mut self) -> Option<(u16, Result<(), CardError>)> {
         match self {
-            Card::Virtio(d) => d.poll_read().map(|(t, r)| (t, r.map_err(CardError::Virtio))),
+            Card::Virtio(d) => d
+                .poll_read()
+                .map(|(t, r)| (t, r.map_err(CardError::Virtio))),
             Card::Sd(d) => d.poll_read().map(|(t, r)| (t, r.map_err(CardError::Sd))),
         }
     }

@@ -7,6 +7,7 @@
 mod card;
 mod console;
 mod dtb;
+mod mailbox;
 mod power;
 mod sd;
 mod time;
@@ -20,7 +21,6 @@ use crate::heap;
 use crate::smp::CorePool;
 use card::Card;
 use core::panic::PanicInfo;
-use drivers::bcm2835::mailbox::Mailbox;
 use runtime::run::{Env, IoCoreHooks};
 
 extern "C" {
@@ -68,7 +68,7 @@ impl Board for ThisBoard {
         let found = match board::RAM_FROM {
             // In x0/a1, or at the start of RAM where QEMU puts it for ELF kernels.
             RamFrom::Dtb => dtb::ram(dtb).or_else(|| dtb::ram(board::RAM_BASE)),
-            RamFrom::Mailbox => match mailbox().arm_memory() {
+            RamFrom::Mailbox => match mailbox::open().arm_memory() {
                 Ok((base, size)) => Some((base as u64, size as u64)),
                 Err(e) => {
                     crate::println!("warning: {e}");
@@ -96,7 +96,7 @@ impl Board for ThisBoard {
         let wanted = board::MAX_CORES.min(inference::parallel::MAX_WORKERS);
         let me = Cpu::core_id();
         1 + (0..wanted)
-            .filter(|&c| c != me && Cpu::start_core(board::CORE_START, c, wanted))
+            .filter(|&c| c != me && Cpu::start_core(board::CORE_START, c))
             .count()
     }
 
@@ -105,20 +105,21 @@ impl Board for ThisBoard {
     }
 }
 
-/// The VideoCore mailbox (Raspberry Pi boards).
-fn mailbox() -> Mailbox {
-    // SAFETY: MAILBOX_BASE is this board's mailbox, mapped as device memory; calls are made from
-    // core 0 during bring-up only.
-    unsafe { Mailbox::new(board::MAILBOX_BASE, Cpu::dcache_flush) }
-}
-
 /// Core 0's Rust entry, called by `boot.s` (on aarch64 with the MMU and caches on).
 #[no_mangle]
 extern "C" fn lmboot_main(dtb_addr: usize, _core: usize) -> ! {
     ThisBoard::console_init();
-    crate::println!("\nlmboot {} on {}", env!("CARGO_PKG_VERSION"), ThisBoard::NAME);
+    crate::println!(
+        "\nlmboot {} on {}",
+        env!("CARGO_PKG_VERSION"),
+        ThisBoard::NAME
+    );
     // The device tree, on boards whose firmware passes one (the Pi's is not read).
-    let dt = if board::RAM_FROM == RamFrom::Dtb { dtb_addr } else { 0 };
+    let dt = if board::RAM_FROM == RamFrom::Dtb {
+        dtb_addr
+    } else {
+        0
+    };
     if let Some(hz) = dtb::timebase(dt) {
         time::set_timebase(hz);
     }

@@ -3,10 +3,11 @@
 //! [`mount`] the card and read `lmboot.txt` → [`open_model`] (header, tensor census, tokenizer) →
 //! [`size_buffers`] (KV cache and activations first, the page cache gets what is left) →
 //! [`reader`] (a core serves the card, or the cores read it themselves) → [`load`] the page cache →
-//! [`check_weights`] → [`selftest`] → [`choose_kernels`] → [`chat`](crate::chat) or
+//! [`check_weights`] → [`selftest`] → [`choose_kernels`] → [`chat`](crate::chat) (the chat step) or
 //! [`generate`](generate::generate). The board supplies a block device, a console, a clock and a
 //! worker pool ([`Env`]); the host tests run the same function over a RAM disk.
 
+mod chat;
 mod env;
 mod error;
 mod generate;
@@ -17,7 +18,6 @@ pub use env::{Env, IoCoreHooks};
 pub use error::{CardError, RunError};
 
 use crate::card::{CardFile, Direct};
-use crate::chat::ChatRun;
 use crate::config::{Config, IoCore, Mode};
 use crate::console::{Console, Out};
 use crate::iocore::{IoShared, Served, Texted};
@@ -27,6 +27,7 @@ use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+use chat::ChatRun;
 use core::fmt::Write;
 use drivers::block::{BlockDevice, WriteBlocks};
 use drivers::fat::{File, Volume};

@@ -5,35 +5,13 @@
 pub mod mmu;
 
 use super::Arch;
+use crate::board::{CoreStart, Exit};
 use core::arch::{asm, global_asm};
 
 global_asm!(include_str!("boot.s"));
 
 extern "C" {
     fn _start();
-}
-
-/// How a board's firmware starts secondary cores on aarch64.
-/// (Each board uses one of these.)
-#[allow(dead_code)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CoreStart {
-    /// PSCI CPU_ON over HVC (QEMU virt).
-    PsciHvc,
-    /// The Raspberry Pi firmware's spin table (entries at 0xe0 + 8 * (core - 1)).
-    SpinTable,
-}
-
-/// How a board powers off on aarch64.
-#[allow(dead_code)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    /// Semihosting SYS_EXIT (QEMU only), then PSCI SYSTEM_OFF.
-    Semihosting,
-    /// PSCI SYSTEM_OFF over HVC.
-    PsciHvc,
-    /// No power control: stop the cores (a user resets the board).
-    Halt,
 }
 
 /// A CPU exception: the vector's index and the syndrome, return and fault address registers.
@@ -54,7 +32,12 @@ impl core::fmt::Display for Fault {
             "lower EL (AArch64)",
             "lower EL (AArch32)",
         ];
-        let Fault { index, esr, elr, far } = *self;
+        let Fault {
+            index,
+            esr,
+            elr,
+            far,
+        } = *self;
         write!(
             f,
             "exception: {} from {}: ESR_EL1 {esr:#x} (class {:#x}), ELR_EL1 {elr:#x}, FAR_EL1 {far:#x}",
@@ -70,8 +53,6 @@ impl core::fmt::Display for Fault {
 pub struct Cpu;
 
 impl Arch for Cpu {
-    type CoreStart = CoreStart;
-    type Exit = Exit;
     type Fault = Fault;
 
     const QEMU_EXIT: Exit = Exit::Semihosting;
@@ -133,7 +114,9 @@ impl Arch for Cpu {
     fn irq_save() -> u64 {
         let daif: u64;
         // SAFETY: only changes this core's interrupt mask.
-        unsafe { asm!("mrs {}, daif", "msr daifset, #0xf", out(reg) daif, options(nomem, nostack)) };
+        unsafe {
+            asm!("mrs {}, daif", "msr daifset, #0xf", out(reg) daif, options(nomem, nostack))
+        };
         daif
     }
 
@@ -164,9 +147,13 @@ impl Arch for Cpu {
         unsafe { asm!("dsb sy", "sev", options(nostack)) };
     }
 
-
     fn fault([index, esr, elr, far]: [u64; 4]) -> Fault {
-        Fault { index, esr, elr, far }
+        Fault {
+            index,
+            esr,
+            elr,
+            far,
+        }
     }
 
     /// Read an address outside the identity map (T0SZ = 25: 512 GiB): a translation fault.
@@ -179,7 +166,7 @@ impl Arch for Cpu {
         _start as *const () as usize
     }
 
-    fn start_core(how: CoreStart, core: usize, _cores: usize) -> bool {
+    fn start_core(how: CoreStart, core: usize) -> bool {
         match how {
             // Cores the machine does not have (QEMU -smp) answer CPU_ON with an error.
             CoreStart::PsciHvc => psci_cpu_on(core as u64, Self::secondary_entry()) == 0,
@@ -187,6 +174,7 @@ impl Arch for Cpu {
                 spin_table_release(core, Self::secondary_entry());
                 true
             }
+            CoreStart::SbiHsm => false,
         }
     }
 
@@ -197,7 +185,7 @@ impl Arch for Cpu {
                 psci_system_off();
             }
             Exit::PsciHvc => psci_system_off(),
-            Exit::Halt => {}
+            Exit::SbiSrst | Exit::Halt => {}
         }
     }
 }
@@ -211,8 +199,8 @@ fn psci_system_off() {
 /// Semihosting SYS_EXIT with an exit status (QEMU `-semihosting`): QEMU exits with `code`.
 fn semihosting_exit(code: u32) {
     let block = [0x20026u64, code as u64]; // ADP_Stopped_ApplicationExit, status
-    // SAFETY: the semihosting trap reads the two-word block; under QEMU with semihosting enabled
-    // it ends the emulation.
+                                           // SAFETY: the semihosting trap reads the two-word block; under QEMU with semihosting enabled
+                                           // it ends the emulation.
     unsafe {
         asm!("hlt #0xf000", in("w0") 0x18u32, in("x1") block.as_ptr(), options(nostack, readonly))
     };

@@ -3,6 +3,7 @@
 //! board file for why).
 
 use super::Arch;
+use crate::board::{CoreStart, Exit};
 use core::arch::{asm, global_asm};
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -16,25 +17,6 @@ extern "C" {
     fn _secondary();
 }
 
-/// How harts are started on riscv64.
-/// (Each board uses one of these.)
-#[allow(dead_code)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CoreStart {
-    /// SBI HSM hart_start.
-    SbiHsm,
-}
-
-/// How a board powers off on riscv64.
-#[allow(dead_code)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    /// SBI SRST shutdown ("system failure" as the reason for a non-zero code).
-    SbiSrst,
-    /// No power control: stop the harts.
-    Halt,
-}
-
 /// A trap: the cause, the faulting PC and the trap value.
 #[derive(Debug, Clone, Copy)]
 pub struct Fault {
@@ -45,7 +27,11 @@ pub struct Fault {
 
 impl core::fmt::Display for Fault {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let Fault { scause, sepc, stval } = *self;
+        let Fault {
+            scause,
+            sepc,
+            stval,
+        } = *self;
         let interrupt = scause >> 63 != 0;
         write!(
             f,
@@ -77,8 +63,6 @@ static HARTS: AtomicU64 = AtomicU64::new(0);
 pub struct Cpu;
 
 impl Arch for Cpu {
-    type CoreStart = CoreStart;
-    type Exit = Exit;
     type Fault = Fault;
 
     const QEMU_EXIT: Exit = Exit::SbiSrst;
@@ -162,9 +146,12 @@ impl Arch for Cpu {
         }
     }
 
-
     fn fault([scause, sepc, stval, _]: [u64; 4]) -> Fault {
-        Fault { scause, sepc, stval }
+        Fault {
+            scause,
+            sepc,
+            stval,
+        }
     }
 
     /// Read an address below RAM, where nothing answers: a load access fault.
@@ -178,11 +165,12 @@ impl Arch for Cpu {
     }
 
     /// Hart ids are core numbers here; the boot hart is skipped by the caller.
-    fn start_core(how: CoreStart, hart: usize, _cores: usize) -> bool {
+    fn start_core(how: CoreStart, hart: usize) -> bool {
         match how {
             CoreStart::SbiHsm => {
                 sbi(EID_HSM, 0, hart as u64, Self::secondary_entry() as u64, 0).0 == 0
             }
+            CoreStart::PsciHvc | CoreStart::SpinTable => false,
         }
     }
 
@@ -193,7 +181,7 @@ impl Arch for Cpu {
             Exit::SbiSrst => {
                 let _ = sbi(EID_SRST, 0, 0, u64::from(code != 0), 0);
             }
-            Exit::Halt => {}
+            Exit::Semihosting | Exit::PsciHvc | Exit::Halt => {}
         }
     }
 }

@@ -1,0 +1,147 @@
+//! The run's chat step: the template and system prompt from the model, the system piece restored
+//! from or saved to the prompt cache on the card, then the conversation on the serial line.
+
+use super::{Env, RunError};
+use crate::chat::{Chat, Line};
+use crate::config::Config;
+use crate::console::Console;
+use crate::pagecache::{DynDev, FileSource, PageCache};
+use crate::promptcache::{self, LoadOutcome};
+use alloc::format;
+use alloc::string::String;
+use drivers::fat::File;
+use inference::chat::{chat_template, default_system_prompt, Template};
+use inference::generate::Engine;
+use inference::json::JsonConstraint;
+use inference::model::{Model, RunState};
+use inference::parallel::Parallel;
+use inference::sampler::Sampler;
+use inference::tokenizer::Tokenizer;
+use inference::{Gguf, Kernels};
+
+/// What a chat needs from the loading steps.
+pub struct ChatRun<'a, F: FileSource> {
+    pub cfg: &'a Config,
+    pub g: &'a Gguf,
+    pub model: &'a Model,
+    pub tok: &'a Tokenizer,
+    pub cache: &'a PageCache<F>,
+    /// The prompt-cache file and its path, if the card has it.
+    pub kv_file: Option<&'a (String, File)>,
+    pub kernels: Kernels,
+}
+
+impl<F: FileSource> core::fmt::Debug for ChatRun<'_, F> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ChatRun")
+            .field("kernels", &self.kernels)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F: FileSource + Send> ChatRun<'_, F> {
+    /// Talk on `con` until Ctrl-D.
+    pub fn run<P: Parallel + ?Sized>(
+        &self,
+        st: &mut RunState,
+        env: &Env<'_, P>,
+        con: &mut dyn Console,
+    ) -> Result<(), RunError> {
+        let cfg = self.cfg;
+        let system = match &cfg.system {
+            Some(s) => s.clone(),
+            None => chat_template(self.g)
+                .and_then(default_system_prompt)
+                .unwrap_or_default(),
+        };
+        let engine = Engine {
+            model: self.model,
+            src: self.cache,
+            pool: env.pool,
+            kernels: self.kernels,
+            on_forward: None,
+        };
+        let mut sampler =
+            Sampler::new(cfg.sampler, self.model.config.vocab).map_err(RunError::Sampler)?;
+        let clock = || (env.clock_ns)();
+        let key = promptcache::model_key(self.g, self.cache).ok();
+        let mut start =
+            |st: &mut RunState, ids: &[u32]| self.start(&engine, key, st, ids, env.clock_ns);
+        let mut json = JsonConstraint::from_tokenizer(self.tok).ok();
+        let mut chat = Chat {
+            tok: self.tok,
+            template: Template::from_gguf(self.g, self.tok),
+            system,
+            max_reply: cfg.max_tokens,
+            clock: &clock,
+            start: &mut start,
+            json: json.as_mut(),
+            json_on: cfg.json,
+        };
+        let idle = || {
+            for _ in 0..1000 {
+                core::hint::spin_loop();
+            }
+        };
+        let mut line = Line::new(con, &idle);
+        chat.run(&engine, st, &mut sampler, &mut line)
+            .map_err(RunError::Chat)
+    }
+
+    /// Put the system piece `ids` at position 0 of `st`: restored from the prompt cache when it
+    /// holds this model and prompt, else run and (with `allow_write`) saved there. Returns what
+    /// happened, for the chat's first line.
+    fn start<P: Parallel + ?Sized>(
+        &self,
+        engine: &Engine<'_, PageCache<F>, P>,
+        key: Option<u64>,
+        st: &mut RunState,
+        ids: &[u32],
+        clock_ns: fn() -> u64,
+    ) -> Result<String, String> {
+        let kv = self.kv_file.zip(key);
+        let mut said = String::new();
+        if let Some(((path, file), key)) = kv {
+            let mut r = None;
+            self.cache.with_device(&mut |d| {
+                r = Some(promptcache::load(file, &mut DynDev(d), key, ids, st))
+            });
+            match r {
+                Some(Ok(o @ LoadOutcome::Restored { .. })) => {
+                    return Ok(format!("{path}: {o}, prefill skipped"))
+                }
+                Some(Ok(o)) => said = format!("{path}: {o}; "),
+                Some(Err(e)) => said = format!("{path}: {e}; "),
+                None => {}
+            }
+            st.reset();
+        }
+        let t0 = clock_ns();
+        engine
+            .feed(st, ids)
+            .map_err(|e| format!("system prompt: {e}"))?;
+        said.push_str(&format!(
+            "prefilled in {} ms",
+            (clock_ns() - t0) / 1_000_000
+        ));
+        if let Some(((path, file), key)) = kv {
+            said.push_str(&self.save(path, file, key, ids, st));
+        }
+        Ok(said)
+    }
+
+    /// Save the state after the system piece to the prompt-cache file, if writes are allowed.
+    fn save(&self, path: &str, file: &File, key: u64, ids: &[u32], st: &RunState) -> String {
+        if !self.cfg.allow_write {
+            return format!(", not saved to {path} (allow_write = false)");
+        }
+        let mut r = None;
+        self.cache
+            .with_device(&mut |d| r = Some(promptcache::save(file, &mut DynDev(d), key, ids, st)));
+        match r {
+            Some(Ok(rep)) => format!(", saved to {path} ({} KiB)", rep.bytes >> 10),
+            Some(Err(e)) => format!(", not saved to {path}: {e}"),
+            None => String::new(),
+        }
+    }
+}
