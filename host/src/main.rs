@@ -42,7 +42,7 @@ const USAGE: &str = "usage: lmboot-host --model FILE.gguf [options]
   --teacher GOLDEN.txt   teacher-forced run over a golden case's prompt_ids and generated_ids
   --dump-logits OUT.f32  with --teacher: write one row of logits per step
   --info                 print the model's metadata and tensor table
-  --cache-sweep MIB,...  bytes read per generated token through the kernel's page cache of each
+  --cache-sweep MIB,...  bytes read per generated token through the runtime's page cache of each
                          size (MiB), resident-prefix with and without read-ahead, and LRU (-n tokens)
 ";
 

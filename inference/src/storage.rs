@@ -1,7 +1,7 @@
 //! The weight-storage trait: "read these bytes at this offset".
 //!
 //! Nothing in `inference` assumes the model file is in memory. The GGUF reader and the matrix-vector
-//! product read through [`Storage`]; the kernel's page cache implements it over a block device, the PC
+//! product read through [`Storage`]; the runtime's page cache implements it over a block device, the PC
 //! runner over a file, tests over a byte slice. Implementations take `&self` so several cores can read
 //! at once (interior mutability is the implementation's business).
 
@@ -64,7 +64,7 @@ pub trait Storage {
     }
 
     /// A hint: the bytes at `offset .. offset + len` will be read soon (the forward pass announces
-    /// the next tensors). A source that can read in the background (the kernel's page cache over
+    /// the next tensors). A source that can read in the background (the runtime's page cache over
     /// virtio-blk) starts reading them; the default ignores it. Never an error: a wrong hint costs
     /// only the read-ahead it caused.
     fn prefetch(&self, offset: u64, len: u64) {

@@ -1,4 +1,4 @@
-//! The kernel's whole run (mount, config, model, page cache, generation) on the host, over a RAM
+//! The runtime's whole run (mount, config, model, page cache, generation) on the host, over a RAM
 //! disk with injected faults: transient CRC errors and timeouts are retried and change nothing; a
 //! permanently bad block and a card that vanishes end the run with an error naming what failed.
 
@@ -117,7 +117,7 @@ fn text(uart: &str) -> &str {
 fn transient_faults_are_retried_and_change_nothing() {
     let (r, clean) = boot(RamDisk::new(card().to_vec()));
     r.unwrap();
-    // The host runner prints the same text (the kernel's run is the same code as on the boards).
+    // The host runner prints the same text (the runtime's run is the same code as on the boards).
     let s = xtask::Settings {
         prompt: "Once upon a time".into(),
         n: TOKENS,

@@ -266,7 +266,7 @@ fn sweep_line(line: &str) -> Option<(u64, String, u64)> {
 }
 
 /// Bytes read per generated token against cache size, for the resident-prefix policy (read-ahead
-/// off and on) and LRU, through the kernel's page cache on the host (the same forward pass and
+/// off and on) and LRU, through the runtime's page cache on the host (the same forward pass and
 /// access order as a board). Writes `results/pagecache.md` and `results/pagecache.svg`.
 pub fn cache_sweep(n: usize) -> Result<String, String> {
     let model = ensure_model()?;

@@ -177,11 +177,17 @@ impl Chat<'_> {
         let said = (self.start)(st, &system)?;
         line.write(&format!("chat: {} template, {} system tokens ({said}); context {} positions. /help for commands, Ctrl-D to end.\n", self.template.name(), system.len(), st.ctx()));
         let mut ed = LineEditor::new(MAX_LINE);
-        // The last reply token not yet fed, and whether a reply is open (needs its end of turn).
-        let mut pending: Option<u32> = None;
-        let mut turns = 0usize;
-        let mut last = TurnStats::default();
+        let mut c = Convo {
+            st,
+            sampler,
+            line,
+            system,
+            pending: None,
+            count: 0,
+            last: TurnStats::default(),
+        };
         loop {
+            let line = &mut *c.line;
             line.write("> ");
             let text = match line.read_event(&mut ed) {
                 Event::Eof => {
@@ -195,140 +201,196 @@ impl Chat<'_> {
                 continue;
             }
             match chatcmd::parse(&text) {
-                Some(Err(msg)) => {
-                    line.write(&format!("{msg}\n"));
-                    continue;
-                }
-                Some(Ok(cmd)) => {
-                    match cmd {
-                        Command::Help => line.write(chatcmd::HELP),
-                        Command::Reset => {
-                            st.reset();
-                            sampler.reset();
-                            pending = None;
-                            turns = 0;
-                            let said = (self.start)(st, &system)?;
-                            line.write(&format!("conversation reset ({said}); context {} of {} positions used\n", st.pos, st.ctx()));
-                        }
-                        Command::Stats => line.write(&format!(
-                            "stats: {} turns; last turn: {} new prompt tokens in {} ms, {} generated in {} ms ({} tok/s); context {} of {} positions used\n",
-                            turns,
-                            last.prompt_tokens,
-                            ms(last.prefill_ns),
-                            last.generated,
-                            ms(last.gen_ns),
-                            per_second(last.generated, last.gen_ns),
-                            st.pos,
-                            st.ctx()
-                        )),
-                        Command::Temp(t) => {
-                            let mut c = sampler.config;
-                            c.temperature = t;
-                            match sampler.set_config(c) {
-                                Ok(()) => line.write(&format!("temperature {t}\n")),
-                                Err(e) => line.write(&format!("/temp: {e}\n")),
-                            }
-                        }
-                        Command::Json(on) => {
-                            if self.json.is_none() {
-                                line.write("/json: JSON mode is not available for this model\n");
-                            } else {
-                                self.json_on = on;
-                                line.write(if on { "JSON mode on: replies are JSON values\n" } else { "JSON mode off\n" });
-                            }
-                        }
+                Some(Err(msg)) => line.write(&format!("{msg}\n")),
+                Some(Ok(cmd)) => self.command(cmd, &mut c)?,
+                None => {
+                    let msg = chatcmd::message_text(&text);
+                    if let Some(ids) = self.turn_tokens(msg, &mut c) {
+                        self.reply(engine, &ids, &mut c)?;
                     }
-                    continue;
                 }
-                None => {}
-            }
-            let msg = chatcmd::message_text(&text);
-            // This turn's tokens: the unfed end of the last reply, its end of turn, the message.
-            let mut piece = String::new();
-            if turns > 0 {
-                piece.push_str(self.template.end_of_turn());
-            }
-            piece.push_str(&self.template.user_turn(msg, turns == 0));
-            let mut ids: Vec<u32> = pending.into_iter().collect();
-            match self.tok.encode(&piece, false, true) {
-                Ok(t) => ids.extend(t),
-                Err(e) => {
-                    line.write(&format!("cannot encode that message: {e}\n"));
-                    continue;
-                }
-            }
-            let free = st.ctx() - st.pos;
-            if ids.len() + 1 > free {
-                line.write(&format!(
-                    "context full: {} of {} positions used, this message needs {}; type /reset to start a new conversation\n",
-                    st.pos,
-                    st.ctx(),
-                    ids.len() + 1
-                ));
-                continue;
-            }
-            let before = st.pos;
-            let mut dec = StreamDecoder::new();
-            let mut printed: Option<u32> = None;
-            let tok = self.tok;
-            let json_on = self.json_on && self.json.is_some();
-            let filter: Option<&mut dyn LogitsFilter> = match (json_on, self.json.as_deref_mut()) {
-                (true, Some(j)) => {
-                    j.reset();
-                    Some(j)
-                }
-                _ => None,
-            };
-            let rep: GenReport = {
-                let line_ref = &mut *line;
-                engine
-                    .generate_filtered(
-                        st,
-                        sampler,
-                        &ids,
-                        self.max_reply,
-                        &|t| tok.is_eog(t),
-                        self.clock,
-                        filter,
-                        &mut |t| {
-                            printed = Some(t);
-                            dec.push(tok.token_to_piece(t), |s| line_ref.write(s));
-                            !line_ref.interrupted()
-                        },
-                    )
-                    .map_err(|e| format!("generation: {e}"))?
-            };
-            dec.finish(|s| line.write(s));
-            pending = printed;
-            turns += 1;
-            last = TurnStats {
-                prompt_tokens: ids.len(),
-                generated: rep.generated,
-                prefill_ns: rep.prefill_time,
-                gen_ns: rep.gen_time,
-                context_used: st.pos,
-                stop: rep.stop,
-            };
-            let why = match rep.stop {
-                Some(StopReason::EndToken(_)) => "end of reply",
-                Some(StopReason::Stopped) if json_on => "JSON value complete (or Ctrl-C)",
-                Some(StopReason::Stopped) => "stopped (Ctrl-C)",
-                Some(StopReason::ContextFull) => "context full",
-                _ => "token limit",
-            };
-            line.write(&format!(
-                "\n[turn {turns}: {} new tokens processed (context {} -> {} of {}), {} generated in {} ms ({} tok/s); {why}]\n",
-                ids.len(),
-                before,
-                st.pos,
-                st.ctx(),
-                rep.generated,
-                ms(rep.gen_time),
-                per_second(rep.generated, rep.gen_time)
-            ));
-            if rep.stop == Some(StopReason::ContextFull) || st.ctx() - st.pos < 8 {
-                line.write("context full: type /reset to start a new conversation\n");
             }
         }
     }
+
+    /// Carry out a `/` command.
+    fn command(&mut self, cmd: Command, c: &mut Convo<'_, '_>) -> Result<(), String> {
+        let Convo {
+            st, sampler, line, ..
+        } = c;
+        match cmd {
+            Command::Help => line.write(chatcmd::HELP),
+            Command::Reset => {
+                st.reset();
+                sampler.reset();
+                c.pending = None;
+                c.count = 0;
+                c.last = TurnStats::default();
+                let said = (self.start)(c.st, &c.system)?;
+                let (st, line) = (&c.st, &mut c.line);
+                line.write(&format!(
+                    "conversation reset ({said}); context {} of {} positions used\n",
+                    st.pos,
+                    st.ctx()
+                ));
+            }
+            Command::Stats => {
+                let last = &c.last;
+                line.write(&format!(
+                    "stats: {} turns; last turn: {} new prompt tokens in {} ms, {} generated in {} ms ({} tok/s); context {} of {} positions used\n",
+                    c.count,
+                    last.prompt_tokens,
+                    ms(last.prefill_ns),
+                    last.generated,
+                    ms(last.gen_ns),
+                    per_second(last.generated, last.gen_ns),
+                    st.pos,
+                    st.ctx()
+                ))
+            }
+            Command::Temp(t) => {
+                let mut c = sampler.config;
+                c.temperature = t;
+                match sampler.set_config(c) {
+                    Ok(()) => line.write(&format!("temperature {t}\n")),
+                    Err(e) => line.write(&format!("/temp: {e}\n")),
+                }
+            }
+            Command::Json(on) => {
+                if self.json.is_none() {
+                    line.write("/json: JSON mode is not available for this model\n");
+                } else {
+                    self.json_on = on;
+                    line.write(if on {
+                        "JSON mode on: replies are JSON values\n"
+                    } else {
+                        "JSON mode off\n"
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// This turn's tokens: the unfed end of the last reply, its end of turn, the message; `None`
+    /// (with a message on the line) if they cannot be encoded or do not fit the context.
+    fn turn_tokens(&self, msg: &str, c: &mut Convo<'_, '_>) -> Option<Vec<u32>> {
+        let Convo { st, line, .. } = c;
+        let mut piece = String::new();
+        if c.count > 0 {
+            piece.push_str(self.template.end_of_turn());
+        }
+        piece.push_str(&self.template.user_turn(msg, c.count == 0));
+        let mut ids: Vec<u32> = c.pending.into_iter().collect();
+        match self.tok.encode(&piece, false, true) {
+            Ok(t) => ids.extend(t),
+            Err(e) => {
+                line.write(&format!("cannot encode that message: {e}\n"));
+                return None;
+            }
+        }
+        let free = st.ctx() - st.pos;
+        if ids.len() + 1 > free {
+            line.write(&format!(
+                "context full: {} of {} positions used, this message needs {}; type /reset to start a new conversation\n",
+                st.pos,
+                st.ctx(),
+                ids.len() + 1
+            ));
+            return None;
+        }
+        Some(ids)
+    }
+
+    /// Feed `ids`, stream the reply (JSON-constrained when on; Ctrl-C stops it), then the turn's
+    /// line of figures.
+    fn reply<S: Storage + Sync + ?Sized, P: Parallel + ?Sized>(
+        &mut self,
+        engine: &Engine<'_, S, P>,
+        ids: &[u32],
+        c: &mut Convo<'_, '_>,
+    ) -> Result<(), String> {
+        let Convo {
+            st, sampler, line, ..
+        } = c;
+        let before = st.pos;
+        let mut dec = StreamDecoder::new();
+        let mut printed: Option<u32> = None;
+        let tok = self.tok;
+        let json_on = self.json_on && self.json.is_some();
+        let filter: Option<&mut dyn LogitsFilter> = match (json_on, self.json.as_deref_mut()) {
+            (true, Some(j)) => {
+                j.reset();
+                Some(j)
+            }
+            _ => None,
+        };
+        let rep: GenReport = {
+            let line_ref = &mut *line;
+            engine
+                .generate_filtered(
+                    st,
+                    sampler,
+                    ids,
+                    self.max_reply,
+                    &|t| tok.is_eog(t),
+                    self.clock,
+                    filter,
+                    &mut |t| {
+                        printed = Some(t);
+                        dec.push(tok.token_to_piece(t), |s| line_ref.write(s));
+                        !line_ref.interrupted()
+                    },
+                )
+                .map_err(|e| format!("generation: {e}"))?
+        };
+        dec.finish(|s| line.write(s));
+        c.pending = printed;
+        c.count += 1;
+        c.last = TurnStats {
+            prompt_tokens: ids.len(),
+            generated: rep.generated,
+            prefill_ns: rep.prefill_time,
+            gen_ns: rep.gen_time,
+            context_used: st.pos,
+            stop: rep.stop,
+        };
+        let why = match rep.stop {
+            Some(StopReason::EndToken(_)) => "end of reply",
+            Some(StopReason::Stopped) if json_on => "JSON value complete (or Ctrl-C)",
+            Some(StopReason::Stopped) => "stopped (Ctrl-C)",
+            Some(StopReason::ContextFull) => "context full",
+            _ => "token limit",
+        };
+        line.write(&format!(
+            "\n[turn {}: {} new tokens processed (context {} -> {} of {}), {} generated in {} ms ({} tok/s); {why}]\n",
+            c.count,
+            ids.len(),
+            before,
+            st.pos,
+            st.ctx(),
+            rep.generated,
+            ms(rep.gen_time),
+            per_second(rep.generated, rep.gen_time)
+        ));
+        if rep.stop == Some(StopReason::ContextFull) || st.ctx() - st.pos < 8 {
+            line.write("context full: type /reset to start a new conversation\n");
+        }
+        Ok(())
+    }
+}
+
+/// The conversation: the model's state, the sampler and the line, the system piece, and where
+/// the turns stand.
+struct Convo<'c, 'l> {
+    st: &'c mut RunState,
+    sampler: &'c mut Sampler,
+    line: &'c mut Line<'l>,
+    /// The system piece's tokens (run again after `/reset`).
+    system: Vec<u32>,
+    /// The last reply token, printed but not yet fed (it leads the next turn's tokens).
+    pending: Option<u32>,
+    /// Turns so far.
+    count: usize,
+    last: TurnStats,
 }
