@@ -173,7 +173,6 @@ mod tests {
     use super::*;
     use crate::pagecache::{Options, PageCache, Policy};
     use alloc::vec::Vec;
-    use inference::Storage;
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
 
@@ -222,24 +221,8 @@ mod tests {
             )
             .unwrap();
             assert_eq!(c.readahead(), 4);
-            let mut b = alloc::vec![0u8; page];
-            for p in 12..64u64 {
-                c.prefetch((p + 1) * page as u64, 3 * page as u64);
-                c.read_at(p * page as u64, &mut b).unwrap();
-                assert_eq!(b, &data[p as usize * page..(p as usize + 1) * page]);
-            }
-            let mut x = 5u64;
-            for _ in 0..2000 {
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                let off = (x >> 33) % data.len() as u64;
-                let n = (((x >> 13) % 3000) as usize).min(data.len() - off as usize);
-                c.prefetch((x >> 20) % data.len() as u64, (x >> 40) % 8000);
-                let mut b = alloc::vec![0u8; n];
-                c.read_at(off, &mut b).unwrap();
-                assert_eq!(b, &data[off as usize..off as usize + n]);
-            }
+            crate::testutil::scan_with_hints(&c, &data, page, 12);
+            crate::testutil::random_reads(&c, &data, 5, 2000, 1);
             assert!(c.stats().prefetched > 40, "{:?}", c.stats());
             // The cache waits for reads in flight when dropped, while the thread still serves.
         }

@@ -26,6 +26,8 @@ pub mod iocore;
 pub mod pagecache;
 pub mod promptcache;
 pub mod run;
+#[cfg(test)]
+mod testutil;
 
 pub use drivers;
 pub use inference;

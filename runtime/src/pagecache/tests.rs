@@ -201,34 +201,12 @@ fn read_ahead_returns_the_same_bytes_and_hides_the_reads() {
     assert_eq!(c.resident_bytes(), 12 * page as u64);
     // A sequential scan of the streamed part, announcing the next 3 pages before each read:
     // most pages are read ahead.
-    let mut b = vec![0u8; page];
-    for p in 12..64u64 {
-        c.prefetch((p + 1) * page as u64, 3 * page as u64);
-        c.read_at(p * page as u64, &mut b).unwrap();
-        assert_eq!(b, &d[p as usize * page..(p as usize + 1) * page]);
-    }
+    crate::testutil::scan_with_hints(&c, &d, page, 12);
     let s = c.stats();
     assert!(s.prefetched >= 40, "{s:?}");
     assert!(s.misses <= 12, "{s:?}");
     // Random reads with random hints.
-    let mut x = 7u64;
-    for _ in 0..3000 {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let off = (x >> 33) % d.len() as u64;
-        let n = (((x >> 13) % 3000) as usize).min(d.len() - off as usize);
-        if x % 3 == 0 {
-            c.prefetch((x >> 20) % d.len() as u64, (x >> 40) % 8000);
-        }
-        let mut b = vec![0u8; n];
-        c.read_at(off, &mut b).unwrap();
-        assert_eq!(
-            b,
-            &d[off as usize..off as usize + n],
-            "offset {off} len {n}"
-        );
-    }
+    crate::testutil::random_reads(&c, &d, 7, 3000, 3);
     let w = c.window.lock();
     assert!(
         w.src.max_in_flight <= 4,

@@ -34,16 +34,12 @@ pub(super) struct Gen<'a, F: FileSource> {
 
 /// Tokenize the prompt and generate on the board's pool, or on a [`MeasuredPool`] for
 /// `measure_cores`.
-pub(super) fn run<F, Q>(
+pub(super) fn run<F: FileSource + Send, Q: Parallel + ?Sized>(
     g: &Gen<'_, F>,
     st: &mut RunState,
     env: &Env<'_, Q>,
     out: &mut Out<'_>,
-) -> Result<(), RunError>
-where
-    F: FileSource + Send,
-    Q: Parallel + ?Sized,
-{
+) -> Result<(), RunError> {
     let prompt = g.cfg.prompt.as_deref().ok_or(RunError::NoPrompt)?;
     let ids = g
         .tok

@@ -95,9 +95,7 @@ pub struct InstructionCounter<'a> {
 
 impl core::fmt::Debug for InstructionCounter<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("InstructionCounter")
-            .field("total", &self.total.get())
-            .finish_non_exhaustive()
+        write!(f, "InstructionCounter({:?})", self.total())
     }
 }
 
