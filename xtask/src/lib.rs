@@ -156,7 +156,7 @@ pub mod bench;
 pub mod fuzz;
 pub mod image;
 
-/// A board description (`boards/NAME.toml`), the parts the host needs.
+/// A board description (`boards/NAME.toml`), the parts the host needs, from the board schema.
 #[derive(Debug, Clone)]
 pub struct Board {
     pub name: String,
@@ -176,71 +176,51 @@ pub struct Board {
     pub smp: Option<u32>,
 }
 
-/// Read `boards/NAME.toml`.
+/// Read and check `boards/NAME.toml` (an unknown board lists the known ones).
 pub fn board(name: &str) -> Result<Board, String> {
-    let path = workspace_root().join("boards").join(format!("{name}.toml"));
-    let text = fs::read_to_string(&path).map_err(|_| {
-        let known: Vec<String> = fs::read_dir(workspace_root().join("boards"))
+    let dir = workspace_root().join("boards");
+    let path = dir.join(format!("{name}.toml"));
+    if !path.is_file() {
+        let mut known: Vec<String> = fs::read_dir(&dir)
             .map(|d| {
                 d.filter_map(|e| {
-                    e.ok()?
+                    let n = e
+                        .ok()?
                         .file_name()
                         .to_str()?
-                        .strip_suffix(".toml")
-                        .map(String::from)
+                        .strip_suffix(".toml")?
+                        .to_string();
+                    (n != "Cargo").then_some(n)
                 })
                 .collect()
             })
             .unwrap_or_default();
-        format!("unknown board {name:?} (boards: {})", known.join(", "))
-    })?;
-    let t: toml::Table = text
-        .parse()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    let s = |t: &toml::Table, k: &str| {
-        t.get(k)
-            .and_then(|v| v.as_str())
-            .map(String::from)
-            .ok_or(format!("{}: missing {k}", path.display()))
-    };
-    let list = |t: &toml::Table, k: &str| -> Result<Vec<String>, String> {
-        t.get(k)
-            .and_then(|v| v.as_array())
-            .ok_or(format!("{}: missing {k}", path.display()))?
-            .iter()
-            .map(|v| {
-                v.as_str()
-                    .map(String::from)
-                    .ok_or(format!("{}: {k} holds a non-string", path.display()))
-            })
-            .collect()
-    };
-    let q = t
-        .get("qemu")
-        .and_then(|v| v.as_table())
-        .ok_or(format!("{}: missing [qemu]", path.display()))?;
-    let card = t.get("card").and_then(|v| v.as_table());
+        known.sort();
+        return Err(format!(
+            "unknown board {name:?} (boards: {})",
+            known.join(", ")
+        ));
+    }
+    let b = boards::load(&path)?;
+    let card = b.card.clone();
     Ok(Board {
-        name: s(&t, "name")?,
-        target: s(&t, "target")?,
-        qemu_binary: s(q, "binary")?,
-        qemu_args: list(q, "args")?,
-        memory: s(q, "memory")?,
-        drive: list(q, "drive")?,
-        kernel_format: s(q, "kernel").unwrap_or_else(|_| "elf".into()),
-        smp: q.get("smp").and_then(|v| v.as_integer()).map(|v| v as u32),
-        firmware_dir: card
-            .and_then(|c| c.get("firmware_dir"))
-            .and_then(|v| v.as_str())
-            .map(PathBuf::from),
+        name: b.name,
+        target: b.target,
+        qemu_binary: b.qemu.binary,
+        qemu_args: b.qemu.args,
+        memory: b.qemu.memory,
+        drive: b.qemu.drive,
+        kernel_format: match b.qemu.kernel {
+            boards::KernelFormat::Elf => "elf".into(),
+            boards::KernelFormat::Raw => "raw".into(),
+        },
+        smp: b.qemu.smp,
+        firmware_dir: card.as_ref().map(|c| c.firmware_dir.clone()),
         firmware: card
-            .map(|c| list(c, "firmware"))
-            .transpose()?
+            .as_ref()
+            .map(|c| c.firmware.clone())
             .unwrap_or_default(),
-        config_txt: card
-            .and_then(|c| c.get("config_txt"))
-            .and_then(|v| v.as_str())
-            .map(|s| s.trim_start().to_string()),
+        config_txt: card.map(|c| c.config_txt.trim_start().to_string()),
     })
 }
 
@@ -597,7 +577,12 @@ pub fn qemu_command(board: &Board, kernel: &Path, image: &Path, o: &QemuOpts) ->
     }
     c.args(["-nographic", "-monitor", "none"]);
     if o.interactive {
-        c.args(["-chardev", "stdio,id=uart,mux=on,signal=off", "-serial", "chardev:uart"]);
+        c.args([
+            "-chardev",
+            "stdio,id=uart,mux=on,signal=off",
+            "-serial",
+            "chardev:uart",
+        ]);
     } else {
         c.args(["-serial", "stdio"]);
     }

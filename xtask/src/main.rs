@@ -495,9 +495,15 @@ fn demo(args: &[String]) -> Result<i32, String> {
         a.settings.temp = "0.7".into();
     }
     a.settings.extra.insert(0, ("mode".into(), "chat".into()));
-    a.settings.extra.insert(1, ("allow_write".into(), "true".into()));
+    a.settings
+        .extra
+        .insert(1, ("allow_write".into(), "true".into()));
     if a.out.is_none() {
-        a.out = Some(xtask::workspace_root().join("target").join(format!("demo-{}.img", a.board.name)));
+        a.out = Some(
+            xtask::workspace_root()
+                .join("target")
+                .join(format!("demo-{}.img", a.board.name)),
+        );
     }
     let (kernel, img) = build_card(&a, true)?;
     let opts = xtask::QemuOpts {
@@ -508,11 +514,17 @@ fn demo(args: &[String]) -> Result<i32, String> {
         ..Default::default()
     };
     let mut c = xtask::qemu_command(&a.board, &kernel, &img, &opts);
-    eprintln!("xtask: booting {} in QEMU; the chat prompt appears once the model is loaded.", a.board.name);
+    eprintln!(
+        "xtask: booting {} in QEMU; the chat prompt appears once the model is loaded.",
+        a.board.name
+    );
     eprintln!("xtask: type a message and Enter; Ctrl-C stops a reply, /help lists commands, Ctrl-D ends, Ctrl-A X quits QEMU.\n");
-    let status = c
-        .status()
-        .map_err(|e| format!("running {}: {e} (run `cargo xtask setup`)", a.board.qemu_binary))?;
+    let status = c.status().map_err(|e| {
+        format!(
+            "running {}: {e} (run `cargo xtask setup`)",
+            a.board.qemu_binary
+        )
+    })?;
     Ok(status.code().unwrap_or(1))
 }
 

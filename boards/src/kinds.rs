@@ -1,0 +1,118 @@
+//! The kinds a board file names by string (`"psci-hvc"`, `"pl011"`, ...). Each is written into the
+//! kernel's constants under its variant name.
+
+use serde::Deserialize;
+
+/// The CPU architecture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Arch {
+    Aarch64,
+    Riscv64,
+}
+
+/// Where the RAM size comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RamFrom {
+    Dtb,
+    Mailbox,
+}
+
+/// How the other cores are started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CoreStart {
+    PsciHvc,
+    SpinTable,
+    SbiHsm,
+}
+
+/// How the board powers off with a status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Exit {
+    Semihosting,
+    PsciHvc,
+    SbiSrst,
+    Halt,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UartKind {
+    Pl011,
+    Ns16550,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BlockKind {
+    VirtioMmio,
+    Sdhci,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MemKind {
+    Normal,
+    Device,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GpioKind {
+    Bcm2835,
+    Bcm2711,
+}
+
+/// How QEMU loads the kernel: the ELF, or a flat image (`kernel8.img`, as the Pi firmware wants).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KernelFormat {
+    #[default]
+    Elf,
+    Raw,
+}
+
+impl Arch {
+    /// The Rust `target_arch` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Aarch64 => "aarch64",
+            Arch::Riscv64 => "riscv64",
+        }
+    }
+
+    /// Refuse another architecture's firmware methods.
+    pub fn check_methods(self, start: CoreStart, exit: Exit) -> Result<(), String> {
+        let (starts, exits): (&[CoreStart], &[Exit]) = match self {
+            Arch::Aarch64 => (
+                &[CoreStart::PsciHvc, CoreStart::SpinTable],
+                &[Exit::Semihosting, Exit::PsciHvc, Exit::Halt],
+            ),
+            Arch::Riscv64 => (&[CoreStart::SbiHsm], &[Exit::SbiSrst, Exit::Halt]),
+        };
+        if !starts.contains(&start) {
+            let (name, arch) = (kebab(&format!("{start:?}")), self.name());
+            return Err(format!("core_start = \"{name}\" is not a method of {arch}"));
+        }
+        if !exits.contains(&exit) {
+            let (name, arch) = (kebab(&format!("{exit:?}")), self.name());
+            return Err(format!("exit = \"{name}\" is not a method of {arch}"));
+        }
+        Ok(())
+    }
+}
+
+/// A variant's name as the board file writes it (`SpinTable` -> `spin-table`).
+fn kebab(camel: &str) -> String {
+    let mut s = String::new();
+    for (i, c) in camel.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            s.push('-');
+        }
+        s.push(c.to_ascii_lowercase());
+    }
+    s
+}

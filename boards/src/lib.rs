@@ -1,0 +1,275 @@
+//! The board description schema: `boards/<name>.toml` as types, read by `kernel/build.rs` (the
+//! kernel's constants and linker script) and by `xtask` (QEMU arguments, card contents).
+//!
+//! Every table refuses keys it does not know and every required key must be there, so a misspelt
+//! or missing key is an error naming the file, the key and its line, never a silent zero. Rules
+//! across keys (the block device's addresses, each architecture's firmware methods, the memory
+//! map's order) are checked by [`Board::check`]. `boards/README.md` documents every key.
+
+#![forbid(unsafe_code)]
+
+use serde::Deserialize;
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+mod kinds;
+pub use kinds::*;
+
+/// One board.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Board {
+    /// The board's name, the same as the file's.
+    pub name: String,
+    /// The CPU architecture (must match the target).
+    pub arch: Arch,
+    /// The Rust target the kernel is built for.
+    pub target: String,
+    /// Where the image is loaded and linked.
+    pub load_address: u64,
+    /// Start of RAM (and where QEMU may put the device tree).
+    pub ram_base: u64,
+    /// RAM assumed when neither the device tree nor the firmware says.
+    pub ram_size_fallback: u64,
+    /// Where the RAM size comes from.
+    pub ram_from: RamFrom,
+    /// Cores to start.
+    pub max_cores: u32,
+    /// How the other cores start (a method of `arch`).
+    pub core_start: CoreStart,
+    /// How the board powers off with a status (a method of `arch`).
+    pub exit: Exit,
+    /// QEMU's "sifive,test" finisher (QEMU builds report their status through it).
+    pub test_finisher: Option<u64>,
+    /// The VideoCore mailbox (Raspberry Pi).
+    pub mailbox_base: Option<u64>,
+    /// The GPIO block, to route the UART (and on the Pi 3 the SD) pins.
+    pub gpio_base: Option<u64>,
+    pub gpio_kind: Option<GpioKind>,
+    /// The mailbox clock id of the SD host when `block.clock_ids` is not given.
+    pub sd_clock_id: Option<u32>,
+    pub uart: Uart,
+    pub block: Block,
+    pub memory: Vec<Region>,
+    pub qemu: Qemu,
+    pub card: Option<Card>,
+}
+
+/// The serial console.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Uart {
+    pub kind: UartKind,
+    pub base: u64,
+    /// The reference clock the baud-rate divisor comes from.
+    pub clock_hz: u32,
+}
+
+/// The card's block device.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Block {
+    pub kind: BlockKind,
+    /// One controller or the first virtio-mmio slot.
+    pub base: Option<u64>,
+    /// SD host controllers to try in order.
+    pub bases: Option<Vec<u64>>,
+    /// Mailbox clock ids, one per entry of `bases`.
+    pub clock_ids: Option<Vec<u32>>,
+    /// Bytes between virtio-mmio slots.
+    pub stride: Option<u64>,
+    /// Virtio-mmio slots.
+    pub count: Option<u32>,
+}
+
+/// `[start, end)` of the physical address space and how to map it.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Region {
+    pub start: u64,
+    pub end: u64,
+    pub kind: MemKind,
+}
+
+/// How QEMU runs the board.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Qemu {
+    /// The system emulator.
+    pub binary: String,
+    /// Machine, CPU and options.
+    pub args: Vec<String>,
+    /// `-m` (empty: the machine's fixed size).
+    pub memory: String,
+    /// `-smp`, for machines that take it.
+    pub smp: Option<u32>,
+    /// Arguments attaching the card; `{image}` stands for the image's path.
+    pub drive: Vec<String>,
+    #[serde(default)]
+    pub kernel: KernelFormat,
+}
+
+/// What the card needs besides `lmboot.txt` and the model (Raspberry Pi firmware).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Card {
+    pub firmware_dir: PathBuf,
+    pub firmware: Vec<String>,
+    pub config_txt: String,
+}
+
+/// Read and check `path`.
+pub fn load(path: &Path) -> Result<Board, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Parse and check a board description.
+pub fn parse(text: &str) -> Result<Board, String> {
+    let b: Board = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
+    b.check()?;
+    Ok(b)
+}
+
+impl Board {
+    /// The rules across keys.
+    pub fn check(&self) -> Result<(), String> {
+        self.arch.check_methods(self.core_start, self.exit)?;
+        if !(1..=64).contains(&self.max_cores) {
+            return Err(format!("max_cores = {}: must be 1 to 64", self.max_cores));
+        }
+        if self.ram_from == RamFrom::Mailbox && self.mailbox_base.is_none() {
+            return Err("ram_from = \"mailbox\" needs mailbox_base".into());
+        }
+        if self.gpio_kind.is_some() && self.gpio_base.is_none() {
+            return Err("gpio_kind without gpio_base".into());
+        }
+        self.check_block()?;
+        self.check_memory()
+    }
+
+    fn check_block(&self) -> Result<(), String> {
+        let b = &self.block;
+        match b.kind {
+            BlockKind::VirtioMmio => {
+                let (Some(_), Some(_), Some(_)) = (b.base, b.stride, b.count) else {
+                    return Err(
+                        "[block] kind = \"virtio-mmio\" needs base, stride and count".into(),
+                    );
+                };
+                if b.bases.is_some() || b.clock_ids.is_some() {
+                    return Err("[block] bases and clock_ids are for kind = \"sdhci\"".into());
+                }
+            }
+            BlockKind::Sdhci => {
+                let n = self.block_bases().len();
+                if n == 0 {
+                    return Err("[block] kind = \"sdhci\" needs base or bases".into());
+                }
+                if b.clock_ids.as_ref().is_some_and(|c| c.len() != n) {
+                    return Err(format!("[block] clock_ids must have one id per base ({n})"));
+                }
+                if b.clock_ids.is_none() && self.sd_clock_id.is_none() {
+                    return Err("[block] kind = \"sdhci\" needs clock_ids or sd_clock_id".into());
+                }
+                if self.mailbox_base.is_none() {
+                    return Err("[block] kind = \"sdhci\" needs mailbox_base (its clock)".into());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn check_memory(&self) -> Result<(), String> {
+        if self.memory.is_empty() {
+            return Err("no [[memory]] regions".into());
+        }
+        let mut last = 0;
+        for (i, r) in self.memory.iter().enumerate() {
+            if r.start >= r.end || r.start < last {
+                return Err(format!(
+                    "[[memory]] region {} ({:#x}..{:#x}): regions must be non-empty, in order and apart",
+                    i + 1,
+                    r.start,
+                    r.end
+                ));
+            }
+            last = r.end;
+        }
+        Ok(())
+    }
+
+    /// The SD host controllers (or the first virtio-mmio slot).
+    pub fn block_bases(&self) -> Vec<u64> {
+        match (&self.block.bases, self.block.base) {
+            (Some(b), _) => b.clone(),
+            (None, Some(b)) => vec![b],
+            (None, None) => vec![],
+        }
+    }
+
+    /// The kernel's constants (`board.rs` in the build's output), for a build that runs on
+    /// hardware or under QEMU (`qemu`), with `stack_size` bytes of stack per core.
+    pub fn kernel_constants(&self, qemu: bool, stack_size: u64) -> String {
+        let mut o = String::new();
+        let bases = self.block_bases();
+        let ids = match &self.block.clock_ids {
+            Some(ids) => ids.clone(),
+            None => vec![self.sd_clock_id.unwrap_or(0); bases.len()],
+        };
+        let gpio = self.gpio_kind.unwrap_or(GpioKind::Bcm2835);
+        let lines = [
+            format!("// Generated by kernel/build.rs from boards/{}.toml.", self.name),
+            format!("pub const NAME: &str = {:?};", self.name),
+            format!("pub const LOAD_ADDRESS: usize = {:#x};", self.load_address),
+            format!("pub const RAM_BASE: usize = {:#x};", self.ram_base),
+            format!("pub const RAM_SIZE_FALLBACK: usize = {:#x};", self.ram_size_fallback),
+            format!("pub const RAM_FROM: RamFrom = RamFrom::{:?};", self.ram_from),
+            format!("pub const MAX_CORES: usize = {};", self.max_cores),
+            format!("pub const CORE_START: CoreStart = CoreStart::{:?};", self.core_start),
+            format!("pub const EXIT: Exit = Exit::{:?};", self.exit),
+            format!("pub const UART: UartKind = UartKind::{:?};", self.uart.kind),
+            format!("pub const UART_BASE: usize = {:#x};", self.uart.base),
+            format!("pub const UART_CLOCK_HZ: u32 = {};", self.uart.clock_hz),
+            format!("pub const BLOCK: BlockKind = BlockKind::{:?};", self.block.kind),
+            format!("pub const BLOCK_BASES: &[usize] = &{bases:#x?};"),
+            format!("pub const BLOCK_CLOCK_IDS: &[u32] = &{ids:?};"),
+            format!("pub const BLOCK_STRIDE: usize = {:#x};", self.block.stride.unwrap_or(0)),
+            format!("pub const BLOCK_COUNT: usize = {};", self.block.count.unwrap_or(1)),
+            format!("pub const MAILBOX_BASE: usize = {:#x};", self.mailbox_base.unwrap_or(0)),
+            format!("pub const GPIO_BASE: usize = {:#x};", self.gpio_base.unwrap_or(0)),
+            format!("pub const GPIO_KIND: drivers::bcm2835::gpio::GpioKind = drivers::bcm2835::gpio::GpioKind::{gpio:?};"),
+            format!("pub const QEMU: bool = {qemu};"),
+            "pub const MEMORY: &[Region] = &[".into(),
+        ];
+        for l in lines {
+            let _ = writeln!(o, "{l}");
+        }
+        for m in &self.memory {
+            let _ = writeln!(
+                o,
+                "    Region {{ start: {:#x}, end: {:#x}, kind: MemKind::{:?} }},",
+                m.start, m.end, m.kind
+            );
+        }
+        let _ = writeln!(o, "];");
+        let _ = writeln!(o, "pub const STACK_SIZE: usize = {stack_size:#x};");
+        let _ = writeln!(
+            o,
+            "pub const TEST_FINISHER: usize = {:#x};",
+            self.test_finisher.unwrap_or(0)
+        );
+        o
+    }
+
+    /// The lines the architecture's linker script starts with.
+    pub fn linker_symbols(&self, stack_size: u64) -> String {
+        format!(
+            "LOAD_ADDRESS = {:#x};\nSTACK_SIZE = {stack_size:#x};\nMAX_CORES = {};\n",
+            self.load_address, self.max_cores
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;
