@@ -5,8 +5,9 @@
 //! The `std` feature adds host conveniences only (file-backed storage, `std::error::Error` impls).
 //!
 //! Data flow: a [`storage::Storage`] (file, page cache, memory) → [`gguf::Gguf`] (metadata and the
-//! tensor table, validated) → [`matvec`] over weight rows with [`quant::Kernels`] (scalar reference
-//! now; NEON and RVV twins join the dispatch table) → the model's forward pass.
+//! tensor table, validated) → [`matvec`] over weight rows with [`quant::Kernels`] (the scalar
+//! reference, and its NEON, NEON+SDOT and RVV twins, chosen at start from what the CPU has, bit for
+//! bit the same results) → the model's forward pass ([`model`]) → [`sampler`] → [`tokenizer`].
 #![cfg_attr(not(feature = "std"), no_std)]
 
 extern crate alloc;

@@ -15,11 +15,7 @@ fn riscv_matches_the_pc_runner_with_rvv_on_four_harts() {
     let model = common::model_path();
     // RVV runs slowly under QEMU (it emulates strided loads and ordered reductions element by
     // element), so few tokens.
-    let s = xtask::Settings {
-        prompt: "Once upon a time".into(),
-        n: 8,
-        ..Default::default()
-    };
+    let s = common::boot::once(8);
     let want = host_text(b, &model, &s);
     let img = make_card(b, "riscv-once", &s, &model);
     let (code, four) = boot(b, &img, None, &[], LIMIT);
@@ -36,11 +32,7 @@ fn riscv_matches_the_pc_runner_with_rvv_on_four_harts() {
 fn riscv_without_v_falls_back_to_scalar() {
     let b = built(BOARD);
     let model = common::model_path();
-    let s = xtask::Settings {
-        prompt: "Once upon a time".into(),
-        n: 6,
-        ..Default::default()
-    };
+    let s = common::boot::once(6);
     let want = host_text(b, &model, &s);
     let img = make_card(b, "riscv-novector", &s, &model);
     let opts = xtask::QemuOpts {

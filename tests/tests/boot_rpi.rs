@@ -12,11 +12,7 @@ const LIMIT: Duration = Duration::from_secs(900);
 fn pi(board: &str) {
     let b = built(board);
     let model = common::model_path();
-    let s = xtask::Settings {
-        prompt: "Once upon a time".into(),
-        n: 16,
-        ..Default::default()
-    };
+    let s = common::boot::once(16);
     let want = host_text(b, &model, &s);
     let img = make_card(b, &format!("{board}-once"), &s, &model);
     let (code, uart) = boot(b, &img, None, &[], LIMIT);

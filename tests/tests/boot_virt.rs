@@ -99,11 +99,7 @@ fn bad_boot_sector_is_a_clear_error() {
 fn less_ram_than_the_model_gives_the_same_tokens() {
     let b = built("qemu-virt-aarch64");
     let model = common::model_path();
-    let s = xtask::Settings {
-        prompt: "Once upon a time".into(),
-        n: 12,
-        ..Default::default()
-    };
+    let s = common::boot::once(12);
     let want = host_text(b, &model, &s);
     let img = make_image("virt-64m", &s, &model);
     let (code, uart) = boot(b, &img, Some("64M"), &[], LIMIT);
@@ -144,11 +140,7 @@ fn read_ahead_pages(uart: &str) -> u64 {
 fn read_ahead_off_and_a_serving_core_give_the_same_tokens() {
     let b = built("qemu-virt-aarch64");
     let model = common::model_path();
-    let mut s = xtask::Settings {
-        prompt: "Once upon a time".into(),
-        n: 8,
-        ..Default::default()
-    };
+    let mut s = common::boot::once(8);
     let want = host_text(b, &model, &s);
     s.extra = vec![("readahead".into(), "off".into())];
     let img = make_image("virt-64m-sync", &s, &model);

@@ -7,6 +7,7 @@
 //! and saving writes nothing outside the file's data blocks.
 
 mod common;
+mod fat_common;
 
 use drivers::block::{CountingDevice, Fault, FaultyDevice, RamDisk};
 use drivers::fat::{File, Volume};
@@ -103,18 +104,7 @@ impl Setup {
 
 /// A FAT32 image with `/lmboot.kv` (1 MiB of zeros), `/small.kv` (64 KiB) and `/lmboot.txt`.
 fn card() -> Vec<u8> {
-    let mut img = vec![0u8; 36 << 20];
-    fatfs::format_volume(
-        Cursor::new(&mut img[..]),
-        fatfs::FormatVolumeOptions::new()
-            .fat_type(fatfs::FatType::Fat32)
-            .bytes_per_cluster(512),
-    )
-    .unwrap();
-    {
-        let fs =
-            fatfs::FileSystem::new(Cursor::new(&mut img[..]), fatfs::FsOptions::new()).unwrap();
-        let root = fs.root_dir();
+    fat_common::fatfs_image(36 << 20, |root| {
         for (name, data) in [
             ("lmboot.txt", b"allow_write = true\n".to_vec()),
             ("lmboot.kv", vec![0u8; KV_FILE_BYTES]),
@@ -124,10 +114,7 @@ fn card() -> Vec<u8> {
             f.write_all(&data).unwrap();
             f.flush().unwrap();
         }
-        drop(root);
-        fs.unmount().unwrap();
-    }
-    img
+    })
 }
 
 /// Bytes outside `file`'s data (its `size` bytes through its extents) are the same in both images.

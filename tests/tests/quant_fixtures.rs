@@ -7,21 +7,7 @@ mod common;
 use inference::quant::scalar;
 use inference::{ActBuf, GgmlType, Kernels};
 
-const TYPES: [(&str, GgmlType); 13] = [
-    ("f32", GgmlType::F32),
-    ("f16", GgmlType::F16),
-    ("bf16", GgmlType::Bf16),
-    ("q4_0", GgmlType::Q4_0),
-    ("q4_1", GgmlType::Q4_1),
-    ("q5_0", GgmlType::Q5_0),
-    ("q5_1", GgmlType::Q5_1),
-    ("q8_0", GgmlType::Q8_0),
-    ("q2_k", GgmlType::Q2K),
-    ("q3_k", GgmlType::Q3K),
-    ("q4_k", GgmlType::Q4K),
-    ("q5_k", GgmlType::Q5K),
-    ("q6_k", GgmlType::Q6K),
-];
+const TYPES: [(&str, GgmlType); 13] = common::QUANT_FIXTURES;
 
 /// llama.cpp's test-quantize-fns bound on |dot - reference| / n for quantized-activation dot products
 /// (MAX_DOT_PRODUCT_ERROR, and MAX_DOT_PRODUCT_ERROR_LOWBIT for 2- and 3-bit types).

@@ -412,23 +412,11 @@ fn writes_past_the_capacity_are_errors() {
 fn fat_file_written_in_place_over_the_simulated_card() {
     use drivers::fat::Volume;
     use std::io::{Cursor, Read, Write};
-    let mut img = vec![0u8; 36 << 20];
-    fatfs::format_volume(
-        Cursor::new(&mut img[..]),
-        fatfs::FormatVolumeOptions::new()
-            .fat_type(fatfs::FatType::Fat32)
-            .bytes_per_cluster(512),
-    )
-    .unwrap();
-    {
-        let fs =
-            fatfs::FileSystem::new(Cursor::new(&mut img[..]), fatfs::FsOptions::new()).unwrap();
-        let mut f = fs.root_dir().create_file("lmboot.kv").unwrap();
+    let img = fat_common::fatfs_image(36 << 20, |root| {
+        let mut f = root.create_file("lmboot.kv").unwrap();
         f.write_all(&vec![0u8; 100_000]).unwrap();
         f.flush().unwrap();
-        drop(f);
-        fs.unmount().unwrap();
-    }
+    });
     let card = CardSpec::new(Kind::Sdhc, Backing::Bytes(img.clone()));
     let (sim, mut sd) = start(HostSpec::v3(PI_BASE), card, Faults::default());
     let vol = Volume::mount(&mut sd).unwrap();

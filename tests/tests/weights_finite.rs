@@ -9,21 +9,7 @@ use inference::{GgmlType, Gguf, SliceStorage};
 #[test]
 fn non_finite_scales_and_values_are_named() {
     let dir = common::shared().join("fixtures/quant");
-    for (name, ty) in [
-        ("f32", GgmlType::F32),
-        ("f16", GgmlType::F16),
-        ("bf16", GgmlType::Bf16),
-        ("q4_0", GgmlType::Q4_0),
-        ("q4_1", GgmlType::Q4_1),
-        ("q5_0", GgmlType::Q5_0),
-        ("q5_1", GgmlType::Q5_1),
-        ("q8_0", GgmlType::Q8_0),
-        ("q2_k", GgmlType::Q2K),
-        ("q3_k", GgmlType::Q3K),
-        ("q4_k", GgmlType::Q4K),
-        ("q5_k", GgmlType::Q5K),
-        ("q6_k", GgmlType::Q6K),
-    ] {
+    for (name, ty) in common::QUANT_FIXTURES {
         let mut bytes = std::fs::read(dir.join(format!("{name}.gguf"))).unwrap();
         let g = Gguf::open(&SliceStorage::new(&bytes)).unwrap();
         let t = g.require_tensor("w").unwrap().clone();

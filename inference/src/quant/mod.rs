@@ -11,6 +11,14 @@
 //!   `cfg(target_arch)` may appear.
 
 pub mod act;
+#[cfg(all(
+    test,
+    any(
+        all(target_arch = "aarch64", target_feature = "neon"),
+        target_arch = "riscv64"
+    )
+))]
+mod kernel_tests;
 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
 pub mod neon;
 #[cfg(target_arch = "riscv64")]
@@ -120,8 +128,8 @@ pub type AttendHead = fn(&mut [f32], &[f32], &[u16], &[u16], usize, usize, usize
 
 /// A set of kernels, one per weight type, plus the float operations that have SIMD twins. Every
 /// entry of an architecture set computes exactly what the scalar entry computes (`to_bits()`
-/// equal; the tests in `neon` check it on random and fixture inputs), so a board prints what the
-/// PC runner prints.
+/// equal; the shared harness in `kernel_tests` checks every set the CPU runs on random, extreme and
+/// fixture inputs), so a board prints what the PC runner prints.
 #[derive(Clone, Copy)]
 pub struct Kernels {
     pub name: &'static str,
@@ -149,6 +157,8 @@ pub struct Kernels {
     pub quantize_q8_0: fn(&[f32], &mut [BlockQ8_0]),
     pub quantize_q8_1: fn(&[f32], &mut [BlockQ8_1]),
     pub quantize_q8_k: fn(&[f32], &mut [BlockQ8K]),
+    /// One query · one f16 key ([`crate::ops::dot_f32_f16`]), the inner loop of the attention.
+    pub dot_f32_f16: fn(&[f32], &[u16]) -> f32,
     /// Online-softmax attention of one head over the f16 KV cache ([`crate::ops::attend_head`]).
     pub attend_head: AttendHead,
 }
@@ -186,6 +196,7 @@ impl Kernels {
         quantize_q8_0: act::quantize_q8_0,
         quantize_q8_1: act::quantize_q8_1,
         quantize_q8_k: act::quantize_q8_k,
+        dot_f32_f16: crate::ops::dot_f32_f16,
         attend_head: crate::ops::attend_head,
     };
 
@@ -214,6 +225,7 @@ impl Kernels {
         quantize_q8_0: neon::quantize_q8_0,
         quantize_q8_1: neon::quantize_q8_1,
         quantize_q8_k: neon::quantize_q8_k,
+        dot_f32_f16: neon::dot_f32_f16,
         attend_head: neon::attend_head,
     };
 
@@ -296,7 +308,8 @@ impl Kernels {
     }
 
     /// The fastest set this CPU runs: on aarch64 NEON, with SDOT when ID_AA64ISAR0_EL1 says the
-    /// core has it (`Kernels::for_aarch64`); the scalar set elsewhere (RVV joins here).
+    /// core has it (`Kernels::for_aarch64`); on riscv64 RVV when the hart has V (`rvv::available`,
+    /// recorded at boot); the scalar set elsewhere.
     pub fn best() -> Kernels {
         #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
         {

@@ -152,6 +152,7 @@ pub const KERNELS: Kernels = Kernels {
     quantize_q8_0,
     quantize_q8_1,
     quantize_q8_k,
+    dot_f32_f16,
     attend_head,
 };
 
@@ -217,4 +218,4 @@ const BIG: usize = 0x0f7f_e000;
 const INF: usize = 0x7f80_0000;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -222,3 +222,12 @@ pub fn make_card(b: &Built, name: &str, s: &xtask::Settings, model: &Path) -> Pa
     xtask::card_image(&b.board, Some(&b.kernel), s, model, &img).unwrap_or_else(|e| panic!("{e}"));
     img
 }
+
+/// The settings of most boot tests: "Once upon a time", greedy, `n` tokens.
+pub fn once(n: usize) -> xtask::Settings {
+    xtask::Settings {
+        prompt: "Once upon a time".into(),
+        n,
+        ..Default::default()
+    }
+}

@@ -51,3 +51,23 @@ pub fn tensor_f32<S: Storage>(src: &S, g: &Gguf, name: &str) -> Vec<f32> {
 pub mod boot;
 pub mod golden;
 pub mod synth;
+
+/// The weight-type fixtures in `shared/fixtures/quant`: file stem and type.
+pub const QUANT_FIXTURES: [(&str, inference::GgmlType); 13] = {
+    use inference::GgmlType::*;
+    [
+        ("f32", F32),
+        ("f16", F16),
+        ("bf16", Bf16),
+        ("q4_0", Q4_0),
+        ("q4_1", Q4_1),
+        ("q5_0", Q5_0),
+        ("q5_1", Q5_1),
+        ("q8_0", Q8_0),
+        ("q2_k", Q2K),
+        ("q3_k", Q3K),
+        ("q4_k", Q4K),
+        ("q5_k", Q5K),
+        ("q6_k", Q6K),
+    ]
+};

@@ -1,0 +1,294 @@
+//! One harness for every kernel set: each set this CPU runs (`Kernels::available()`, the scalar
+//! set excepted: plain NEON and NEON with SDOT on aarch64, RVV on riscv64 harts with V) is checked
+//! against `Kernels::SCALAR`, entry by entry, bit for bit (`to_bits()` equal, no tolerance), on
+//! random inputs with extreme values (fixed-seed generator), on lengths that disagree, on rows at
+//! any alignment, and on the shared quantization fixtures. The architecture's own test module keeps
+//! only what is specific to it (how the set is chosen, conversions of its own instructions).
+//!
+//! Run under qemu-user for the sets to exist (`cargo xtask test` does): `QEMU_CPU=cortex-a53`
+//! (NEON), `cortex-a76` (NEON and SDOT), `rv64,v=true,vlen=128|256,elen=64` (RVV); on a CPU with no
+//! set but the scalar one each test says it is skipped.
+
+extern crate std;
+
+pub(super) mod gen;
+
+use crate::quant::act::BlockQ8K;
+use crate::quant::Kernels;
+use alloc::format;
+use alloc::vec;
+use alloc::vec::Vec;
+use gen::*;
+
+/// The sets this CPU runs besides the scalar one (empty, with a line saying the test is skipped,
+/// where there are none).
+fn sets(test: &str) -> Vec<Kernels> {
+    #[cfg(target_arch = "riscv64")]
+    super::rvv::tests::record_v();
+    let v: Vec<Kernels> = Kernels::available()
+        .into_iter()
+        .flatten()
+        .filter(|k| k.name != Kernels::SCALAR.name)
+        .collect();
+    if v.is_empty() {
+        std::println!("{test}: skipped, this CPU runs no kernel set but the scalar one");
+    }
+    v
+}
+
+fn same(what: &str, got: f32, want: f32) {
+    assert_eq!(
+        got.to_bits(),
+        want.to_bits(),
+        "{what}: {got:e} ({:#010x}) != scalar {want:e} ({:#010x})",
+        got.to_bits(),
+        want.to_bits()
+    );
+}
+
+type One<A> = fn(&[u8], &[A]) -> f32;
+type Four<A> = fn(&[u8], usize, &[A], &mut [f32; 4]);
+
+/// A 32-wide weight type: block bytes, the offsets of its f16 fields, its activations, and its
+/// entries in a set (one row, four rows).
+struct Q32<A> {
+    name: &'static str,
+    bytes: usize,
+    halves: &'static [usize],
+    acts: fn(&mut Rng, usize, Fill) -> Vec<A>,
+    pick: fn(&Kernels) -> (One<A>, Option<Four<A>>),
+}
+
+/// Block counts: single blocks, partial and whole passes at VLEN 128 (16 blocks) and 256 (32),
+/// several passes, and the model's rows (576 and 1536 elements: 18 and 48 blocks).
+const BLOCK_COUNTS: [usize; 15] = [0, 1, 2, 3, 5, 7, 8, 15, 16, 17, 18, 31, 33, 48, 130];
+const FILLS: [Fill; 6] = [
+    Fill::Random,
+    Fill::Random,
+    Fill::Const(-128),
+    Fill::Const(127),
+    Fill::Const(0),
+    Fill::Alternate,
+];
+const WEIGHT_FILLS: [Option<u8>; 7] = [
+    None,
+    None,
+    Some(0x00),
+    Some(0xff),
+    Some(0x88),
+    Some(0x80),
+    Some(0x0f),
+];
+
+/// One 32-wide type in every set: every block count × activation fill × weight fill, the one-row
+/// kernel (also on the row at an odd address) and the four-row kernel, and lengths that disagree.
+fn check_q32<A: Copy>(t: &Q32<A>, test: &str) {
+    let (scalar_fn, _) = (t.pick)(&Kernels::SCALAR);
+    let mut rng = Rng(0x5eed ^ t.bytes as u64);
+    let mut checked = 0;
+    let sets = sets(test);
+    for k in &sets {
+        let (one, four) = (t.pick)(k);
+        for nb in BLOCK_COUNTS {
+            for fill in FILLS {
+                for wfill in WEIGHT_FILLS {
+                    let rb = nb * t.bytes;
+                    let w4 = weights(&mut rng, 4 * nb, t.bytes, t.halves, wfill);
+                    let a = (t.acts)(&mut rng, nb, fill);
+                    let what = format!(
+                        "{} {} nb={nb} acts={fill:?} weights={wfill:?}",
+                        t.name, k.name
+                    );
+                    let want: Vec<f32> = (0..4)
+                        .map(|r| scalar_fn(&w4[r * rb..(r + 1) * rb], &a))
+                        .collect();
+                    same(&what, one(&w4[..rb], &a), want[0]);
+                    if let Some(four) = four {
+                        let mut out = [f32::NAN; 4];
+                        four(&w4, rb, &a, &mut out);
+                        for r in 0..4 {
+                            same(&format!("{what} x4 row {r}"), out[r], want[r]);
+                        }
+                    }
+                    // The same row at another address.
+                    let shift = 1 + rng.below(7) as usize;
+                    let mut buf = vec![0u8; rb + 8];
+                    buf[shift..shift + rb].copy_from_slice(&w4[..rb]);
+                    same(
+                        &format!("{what} at +{shift}"),
+                        one(&buf[shift..shift + rb], &a),
+                        want[0],
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        check_q32_lengths(t, k, &mut rng);
+    }
+    assert!(checked > 0 || sets.is_empty());
+}
+
+/// Lengths that disagree: every kernel stops at the shorter side, as the scalar one does, and the
+/// four-row kernel with fewer bytes than four rows takes each row as far as it goes.
+fn check_q32_lengths<A: Copy>(t: &Q32<A>, k: &Kernels, rng: &mut Rng) {
+    let (scalar_fn, _) = (t.pick)(&Kernels::SCALAR);
+    let (one, four) = (t.pick)(k);
+    let (name, bytes) = (format!("{} {}", t.name, k.name), t.bytes);
+    let w = weights(rng, 20, bytes, t.halves, None);
+    for na in [0, 3, 6, 7, 9, 19, 20, 21, 40] {
+        let a = (t.acts)(rng, na, Fill::Random);
+        same(
+            &format!("{name} w=20 a={na}"),
+            one(&w, &a),
+            scalar_fn(&w, &a),
+        );
+        let short = &w[..w.len() - bytes / 2];
+        same(
+            &format!("{name} w=19.5 a={na}"),
+            one(short, &a),
+            scalar_fn(short, &a),
+        );
+        let Some(four) = four else { continue };
+        let mut out = [0.0f32; 4];
+        for len in [w.len(), w.len() - 1, 3 * 5 * bytes + 7] {
+            four(&w[..len], 5 * bytes, &a, &mut out);
+            for r in 0..4 {
+                let row = w[..len].get(r * 5 * bytes..).unwrap_or(&[]);
+                let want = scalar_fn(&row[..row.len().min(5 * bytes)], &a);
+                same(&format!("{name} x4 len={len} a={na} row {r}"), out[r], want);
+            }
+        }
+    }
+}
+
+/// A test of one 32-wide type: its name, block bytes, f16 fields, activations and set entries.
+macro_rules! q32_test {
+    ($test:ident, $name:literal, $bytes:literal, $halves:expr, $acts:ident, $one:ident, $four:ident) => {
+        #[test]
+        fn $test() {
+            let t = Q32 {
+                name: $name,
+                bytes: $bytes,
+                halves: $halves,
+                acts: $acts,
+                pick: |k| (k.$one, k.$four),
+            };
+            check_q32(&t, stringify!($test));
+        }
+    };
+}
+
+q32_test!(
+    q4_0_matches_scalar,
+    "q4_0",
+    18,
+    &[0],
+    acts_q8_0,
+    q4_0_q8_0,
+    q4_0_q8_0_x4
+);
+q32_test!(
+    q4_1_matches_scalar,
+    "q4_1",
+    20,
+    &[0, 2],
+    acts_q8_1,
+    q4_1_q8_1,
+    q4_1_q8_1_x4
+);
+q32_test!(
+    q5_0_matches_scalar,
+    "q5_0",
+    22,
+    &[0],
+    acts_q8_0,
+    q5_0_q8_0,
+    q5_0_q8_0_x4
+);
+q32_test!(
+    q5_1_matches_scalar,
+    "q5_1",
+    24,
+    &[0, 2],
+    acts_q8_1,
+    q5_1_q8_1,
+    q5_1_q8_1_x4
+);
+q32_test!(
+    q8_0_matches_scalar,
+    "q8_0",
+    34,
+    &[0],
+    acts_q8_0,
+    q8_0_q8_0,
+    q8_0_q8_0_x4
+);
+
+type DotK = fn(&[u8], &[BlockQ8K]) -> f32;
+
+/// One K-quant type in every set: super-block counts × activation fills × weight fills (random,
+/// all bits clear or set, alternating bits) × true or random `bsums`, and lengths that disagree.
+fn check_k(name: &str, bytes: usize, halves: &[usize], pick: fn(&Kernels) -> DotK, test: &str) {
+    let scalar_fn = pick(&Kernels::SCALAR);
+    let mut rng = Rng(0x6b ^ bytes as u64);
+    for k in sets(test) {
+        let f = pick(&k);
+        for nb in [0, 1, 2, 3, 6] {
+            for fill in FILLS {
+                for wfill in [
+                    None,
+                    None,
+                    None,
+                    Some(0x00),
+                    Some(0xff),
+                    Some(0xaa),
+                    Some(0x55),
+                ] {
+                    for random_bsums in [false, true] {
+                        let w = weights(&mut rng, nb, bytes, halves, wfill);
+                        let a = acts_q8_k(&mut rng, nb, fill, random_bsums);
+                        let what = format!(
+                            "{name} {} nb={nb} acts={fill:?} weights={wfill:?} random bsums={random_bsums}",
+                            k.name
+                        );
+                        same(&what, f(&w, &a), scalar_fn(&w, &a));
+                    }
+                }
+            }
+        }
+        let w = weights(&mut rng, 3, bytes, halves, None);
+        for na in [0, 2, 4] {
+            let a = acts_q8_k(&mut rng, na, Fill::Random, false);
+            same(
+                &format!("{name} {} w=3 a={na}", k.name),
+                f(&w, &a),
+                scalar_fn(&w, &a),
+            );
+            let short = &w[..w.len() - 1];
+            same(
+                &format!("{name} {} w=2.99 a={na}", k.name),
+                f(short, &a),
+                scalar_fn(short, &a),
+            );
+        }
+    }
+}
+
+/// A test of one K-quant type: its name, block bytes, f16 fields and set entry.
+macro_rules! k_test {
+    ($test:ident, $name:literal, $bytes:literal, $halves:expr, $entry:ident) => {
+        #[test]
+        fn $test() {
+            check_k($name, $bytes, $halves, |k| k.$entry, stringify!($test));
+        }
+    };
+}
+
+k_test!(q2_k_matches_scalar, "q2_k", 84, &[80, 82], q2_k_q8_k);
+k_test!(q3_k_matches_scalar, "q3_k", 110, &[108], q3_k_q8_k);
+k_test!(q4_k_matches_scalar, "q4_k", 144, &[0, 2], q4_k_q8_k);
+k_test!(q5_k_matches_scalar, "q5_k", 176, &[0, 2], q5_k_q8_k);
+k_test!(q6_k_matches_scalar, "q6_k", 210, &[208], q6_k_q8_k);
+
+mod float;
+mod rows;
