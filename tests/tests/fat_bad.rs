@@ -427,12 +427,7 @@ fn bad_cluster_chains() {
     let mut good = bare();
     let l = Layout::read(&good, 0);
     let vol = mount(&mut good).unwrap();
-    let model = entry(
-        &vol,
-        &mut good,
-        "/models",
-        "SmolLM2-135M-Instruct.Q4_1.gguf",
-    );
+    let model = model_entry(&vol, &mut good);
     let chain = l.chain(&good, model.first_cluster);
     assert_eq!(
         chain.len() as u64,
@@ -655,12 +650,7 @@ fn directory_chains() {
 fn long_name_checksum_and_order() {
     let mut good = bare();
     let vol = mount(&mut good).unwrap();
-    let model = entry(
-        &vol,
-        &mut good,
-        "/models",
-        "SmolLM2-135M-Instruct.Q4_1.gguf",
-    );
+    let model = model_entry(&vol, &mut good);
     let at = entry_offset(&good, &model);
     // Change the short name's last byte: the long-name checksum no longer matches, so the entry is
     // known by its short name only.
@@ -717,4 +707,9 @@ fn no_panic_on_any_sector_zero() {
         let e = mount(&mut d).unwrap_err();
         println!("fill {fill:#x}: {e}");
     }
+}
+
+/// The model's directory entry in the `bare` image.
+fn model_entry(vol: &Volume, img: &mut SparseDisk) -> DirEntry {
+    entry(vol, img, "/models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 }

@@ -168,7 +168,10 @@ fn model_lba() -> u64 {
 fn a_permanently_bad_block_is_an_error_naming_it() {
     let bad = model_lba() + 100_000;
     let dev = Retry::new(
-        FaultyDevice::new(RamDisk::new(card().to_vec()), &[Fault::BadBlock { lba: bad }]),
+        FaultyDevice::new(
+            RamDisk::new(card().to_vec()),
+            &[Fault::BadBlock { lba: bad }],
+        ),
         3,
     );
     let (r, uart) = boot(dev);

@@ -2,6 +2,9 @@
 //! `TokenizerError` naming the key and the value, and nothing panics, also under random byte flips
 //! and truncation of a valid file and on random text. Plus invalid UTF-8 given to `encode_bytes`.
 
+mod common;
+
+use common::XorShift as Rng;
 use inference::gguf::ValueType;
 use inference::tokenizer::{keys, Tokenizer, TokenizerError as E};
 use inference::{Gguf, SliceStorage};
@@ -498,17 +501,6 @@ fn invalid_utf8_is_an_error_with_its_offset() {
         .unwrap_err();
     assert_eq!(e, E::InvalidUtf8 { offset: 2 });
     assert_eq!(tok.encode_bytes(b"abc", false, false).unwrap(), vec![5]);
-}
-
-/// xorshift64*, deterministic.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
 }
 
 /// Encode and decode a few texts; must not panic whatever the tokenizer holds.

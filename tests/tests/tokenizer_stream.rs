@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::XorShift as Rng;
 use inference::tokenizer::{StreamDecoder, Tokenizer};
 
 /// What one `push` emits, collected.
@@ -93,20 +94,6 @@ fn invalid_sequences() {
     );
     assert_eq!(feed(&mut sd, &[0xE2, 0x82, b'x']), "\u{FFFD}x");
     assert_eq!(finish(&mut sd), "");
-}
-
-/// xorshift64*, deterministic.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 #[test]

@@ -71,3 +71,20 @@ pub const QUANT_FIXTURES: [(&str, inference::GgmlType); 13] = {
         ("q6_k", Q6K),
     ]
 };
+
+/// xorshift64*: a deterministic generator for the tests' random inputs.
+pub struct XorShift(pub u64);
+
+impl XorShift {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
