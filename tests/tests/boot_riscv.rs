@@ -59,12 +59,7 @@ fn riscv_bad_boot_sector_is_a_clear_error() {
         },
         &model,
     );
-    let mut f = std::fs::OpenOptions::new().write(true).open(&img).unwrap();
-    use std::io::{Seek, SeekFrom, Write};
-    f.seek(SeekFrom::Start(xtask::image::PART_START_LBA * 512 + 510))
-        .unwrap();
-    f.write_all(&[0x12, 0x34]).unwrap();
-    drop(f);
+    common::boot::break_boot_signature(&img);
     let (code, uart) = boot(b, &img, None, &[], LIMIT);
     assert_eq!(code, 1, "{uart}");
     assert!(

@@ -80,13 +80,7 @@ fn bad_boot_sector_is_a_clear_error() {
     let b = built("qemu-virt-aarch64");
     let model = common::model_path();
     let img = make_image("virt-badboot", &xtask::Settings::default(), &model);
-    // Break the FAT boot sector's signature (the partition starts at block 2048).
-    let mut f = std::fs::OpenOptions::new().write(true).open(&img).unwrap();
-    use std::io::{Seek, SeekFrom, Write};
-    f.seek(SeekFrom::Start(xtask::image::PART_START_LBA * 512 + 510))
-        .unwrap();
-    f.write_all(&[0x12, 0x34]).unwrap();
-    drop(f);
+    common::boot::break_boot_signature(&img);
     let (code, uart) = boot(b, &img, None, &[], LIMIT);
     eprintln!("{uart}");
     assert_eq!(code, 1, "QEMU exit status");

@@ -559,6 +559,23 @@ fn qemu(args: &[String]) -> Result<i32, String> {
     Ok(status.code().unwrap_or(1))
 }
 
+/// The value after `flag` on the command line.
+fn value(it: &mut std::slice::Iter<'_, String>, flag: &str, what: &str) -> Result<String, String> {
+    it.next()
+        .cloned()
+        .ok_or_else(|| format!("{flag} needs {what}"))
+}
+
+/// The number after `flag` on the command line.
+fn number<T: std::str::FromStr>(
+    it: &mut std::slice::Iter<'_, String>,
+    flag: &str,
+) -> Result<T, String> {
+    it.next()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("{flag} needs a number"))
+}
+
 fn bench(args: &[String]) -> Result<i32, String> {
     if setup() != 0 {
         return Err("setup failed".into());
@@ -569,20 +586,9 @@ fn bench(args: &[String]) -> Result<i32, String> {
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "-n" => {
-                n = it
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .ok_or("-n needs a number")?
-            }
-            "--board" => board = Some(it.next().cloned().ok_or("--board needs a value")?),
-            "--only" => {
-                only = Some(
-                    it.next()
-                        .cloned()
-                        .ok_or("--only needs instructions, cache or readahead")?,
-                )
-            }
+            "-n" => n = number(&mut it, a)?,
+            "--board" => board = Some(value(&mut it, a, "a board")?),
+            "--only" => only = Some(value(&mut it, a, "instructions, cache or readahead")?),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -617,13 +623,8 @@ fn fuzz(args: &[String]) -> Result<i32, String> {
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--seconds" => {
-                seconds = it
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .ok_or("--seconds needs a number")?
-            }
-            "--target" => only = Some(it.next().cloned().ok_or("--target needs a value")?),
+            "--seconds" => seconds = number(&mut it, a)?,
+            "--target" => only = Some(value(&mut it, a, "a fuzz target")?),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }

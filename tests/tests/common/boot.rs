@@ -231,3 +231,12 @@ pub fn once(n: usize) -> xtask::Settings {
         ..Default::default()
     }
 }
+
+/// Break the FAT boot sector's signature in the card image `img` (the partition's first block).
+pub fn break_boot_signature(img: &Path) {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new().write(true).open(img).unwrap();
+    f.seek(SeekFrom::Start(xtask::image::PART_START_LBA * 512 + 510))
+        .unwrap();
+    f.write_all(&[0x12, 0x34]).unwrap();
+}

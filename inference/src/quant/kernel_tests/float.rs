@@ -101,15 +101,12 @@ fn float_dots_match_scalar() {
         for n in FLOAT_LENS {
             for _ in 0..4 {
                 check_f32(&k, &mut rng, n);
-                let f16 = (
-                    "f16",
-                    k.f16_f16,
-                    s.f16_f16,
-                    f16_bits as fn(&mut Rng) -> u16,
-                    0x7c,
-                );
-                let bf16 = ("bf16", k.bf16_bf16, s.bf16_bf16, bf16_bits, 0x7f);
-                for (name, f, sc, bits, exp_hi) in [f16, bf16] {
+                type Bits = fn(&mut Rng) -> u16;
+                let formats: [(&str, Dot16, Dot16, Bits, u8); 2] = [
+                    ("f16", k.f16_f16, s.f16_f16, f16_bits, 0x7c),
+                    ("bf16", k.bf16_bf16, s.bf16_bf16, bf16_bits, 0x7f),
+                ];
+                for (name, f, sc, bits, exp_hi) in formats {
                     let what = format!("{} {name}", k.name);
                     check_16(
                         &Half {
