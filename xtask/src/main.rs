@@ -139,7 +139,7 @@ fn check_targets() -> i32 {
             "-p",
             "drivers",
             "-p",
-            "kernel",
+            "runtime",
             "--lib",
             "--target",
             target,
