@@ -71,6 +71,45 @@ struct Marks {
     shares_first: Option<Shares>,
 }
 
+impl Marks {
+    /// The marks at the start, with room for `tokens` per-token samples (allocated now: nothing
+    /// is allocated while generating).
+    fn start<F: FileSource>(
+        counter: &InstructionCounter<'_>,
+        cache: &PageCache<F>,
+        tokens: usize,
+    ) -> Self {
+        counter.sample();
+        Marks {
+            i0: counter.total(),
+            i_prefill: None,
+            i_end: None,
+            before: cache.stats(),
+            at_first: None,
+            per_tok: Vec::with_capacity(tokens.min(4096) + 1),
+            shares_first: None,
+        }
+    }
+
+    /// A token was generated: on the first, the prompt's end; after each, the cache.
+    fn token<F: FileSource>(
+        &mut self,
+        counter: &InstructionCounter<'_>,
+        cache: &PageCache<F>,
+        measured: Option<&MeasuredPool<'_>>,
+    ) {
+        if self.at_first.is_none() {
+            counter.sample();
+            self.i_prefill = counter.total();
+            self.at_first = Some(cache.stats());
+            self.shares_first = measured.map(|m| m.shares());
+        }
+        if self.per_tok.len() < self.per_tok.capacity() {
+            self.per_tok.push(cache.stats());
+        }
+    }
+}
+
 /// Generate with `pool`, stream the text, print the stats (per-core shares when measuring).
 fn generate<F, P, Q>(
     g: &Gen<'_, F>,
@@ -107,17 +146,7 @@ where
         g.kernels.name
     );
     let _ = writeln!(out, "{BEGIN_OUTPUT}");
-    counter.sample();
-    let mut marks = Marks {
-        i0: counter.total(),
-        i_prefill: None,
-        i_end: None,
-        before: cache.stats(),
-        at_first: None,
-        // Preallocated: no allocation while generating.
-        per_tok: Vec::with_capacity(cfg.max_tokens.min(4096) + 1),
-        shares_first: None,
-    };
+    let mut marks = Marks::start(&counter, cache, cfg.max_tokens);
     let mut dec = StreamDecoder::new();
     // JSON mode: the output is one JSON value, and generation ends when it is complete.
     let mut json = match cfg.json {
@@ -135,15 +164,7 @@ where
             &env.clock_ns,
             filter,
             &mut |t| {
-                if marks.at_first.is_none() {
-                    counter.sample();
-                    marks.i_prefill = counter.total();
-                    marks.at_first = Some(cache.stats());
-                    marks.shares_first = measured.map(|m| m.shares());
-                }
-                if marks.per_tok.len() < marks.per_tok.capacity() {
-                    marks.per_tok.push(cache.stats());
-                }
+                marks.token(&counter, cache, measured);
                 dec.push(tok.token_to_piece(t), |s| out.0.write_bytes(s.as_bytes()));
                 true
             },
