@@ -247,6 +247,28 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> WriteBlocks for RamDisk<T> {
     }
 }
 
+/// `inner`, `inner_mut` and `into_inner` for a wrapper that holds its device `D` in `inner`.
+macro_rules! inner_accessors {
+    ($($wrapper:ident),*) => {$(
+        impl<D> $wrapper<D> {
+            /// The wrapped device.
+            pub fn inner(&self) -> &D {
+                &self.inner
+            }
+
+            pub fn inner_mut(&mut self) -> &mut D {
+                &mut self.inner
+            }
+
+            pub fn into_inner(self) -> D {
+                self.inner
+            }
+        }
+    )*};
+}
+
+inner_accessors!(CountingDevice, Retry, FaultyDevice);
+
 /// Wraps a device and counts what passes through: requests, blocks, the largest request; writes
 /// apart from reads.
 #[derive(Debug, Clone)]
@@ -317,18 +339,6 @@ impl<D> CountingDevice<D> {
         self.blocks_written = 0;
         self.flushes = 0;
     }
-
-    pub fn inner(&self) -> &D {
-        &self.inner
-    }
-
-    pub fn inner_mut(&mut self) -> &mut D {
-        &mut self.inner
-    }
-
-    pub fn into_inner(self) -> D {
-        self.inner
-    }
 }
 
 impl<D: BlockDevice> BlockDevice for CountingDevice<D> {
@@ -379,12 +389,6 @@ impl<D> Retry<D> {
             tries: tries.max(1),
             recovered: 0,
         }
-    }
-    pub fn inner(&self) -> &D {
-        &self.inner
-    }
-    pub fn inner_mut(&mut self) -> &mut D {
-        &mut self.inner
     }
 }
 
@@ -584,16 +588,15 @@ impl<D> FaultyDevice<D> {
         }
     }
 
-    pub fn inner(&self) -> &D {
-        &self.inner
-    }
-
-    pub fn inner_mut(&mut self) -> &mut D {
-        &mut self.inner
-    }
-
-    pub fn into_inner(self) -> D {
-        self.inner
+    /// Count a request of `len` bytes at `lba` and fail it if a fault hits it; else its block count.
+    fn request<E>(&mut self, lba: u64, len: usize, write: bool) -> Result<u64, FaultError<E>> {
+        self.requests += 1;
+        let blocks = (len / BLOCK_SIZE) as u64;
+        if let Some((at, what)) = self.hit(self.requests, lba, blocks, write) {
+            self.injected += 1;
+            return Err(FaultError::Injected { lba: at, what });
+        }
+        Ok(blocks)
     }
 
     /// The fault that hits request number `n` of `blocks` blocks at `lba`, if any: where and what.
@@ -626,24 +629,14 @@ impl<D: BlockDevice> BlockDevice for FaultyDevice<D> {
     }
 
     fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), Self::Error> {
-        self.requests += 1;
-        let blocks = (buf.len() / BLOCK_SIZE) as u64;
-        if let Some((at, what)) = self.hit(self.requests, lba, blocks, false) {
-            self.injected += 1;
-            return Err(FaultError::Injected { lba: at, what });
-        }
+        self.request(lba, buf.len(), false)?;
         self.inner.read_blocks(lba, buf).map_err(FaultError::Device)
     }
 }
 
 impl<D: WriteBlocks> WriteBlocks for FaultyDevice<D> {
     fn write_blocks(&mut self, lba: u64, buf: &[u8]) -> Result<(), Self::Error> {
-        self.requests += 1;
-        let blocks = (buf.len() / BLOCK_SIZE) as u64;
-        if let Some((at, what)) = self.hit(self.requests, lba, blocks, true) {
-            self.injected += 1;
-            return Err(FaultError::Injected { lba: at, what });
-        }
+        let blocks = self.request(lba, buf.len(), true)?;
         let cut = self.faults.iter().find_map(|f| match *f {
             Fault::PowerCut { after_blocks } => Some(after_blocks),
             _ => None,

@@ -25,5 +25,6 @@ extern crate alloc;
 pub mod bcm2835;
 pub mod block;
 pub mod fat;
+mod mmio;
 pub mod sdhci;
 pub mod uart;

@@ -92,9 +92,8 @@ fn mkfs_bare_volume_4k_clusters() {
 fn mkfs_partitioned_volume_512_byte_clusters() {
     let dir = TempDir::new("mbr");
     let img = dir.join("card.img");
-    mkfs(&img, 40 << 20, Some(2048), &["-F", "32", "-s", "1"]);
-    write_mbr_file(&img, 2048, 0x0C);
-    fill_with_mtools(&dir, &img, 1 << 20);
+    let offset = mkfs_mbr(&img, 40 << 20);
+    fill_with_mtools(&dir, &img, offset);
     let mut dev = RamDisk::new(std::fs::read(&img).unwrap());
     let vol = Volume::mount(&mut dev).unwrap();
     assert_eq!(
@@ -323,18 +322,12 @@ fn paths_and_names() {
     );
     assert!(matches!(vol.open(&mut dev, "/LMBOOT.TXT/x"),
         Err(FatError::NotADirectory { path }) if path == "/LMBOOT.TXT"));
-    assert!(matches!(
-        vol.open(&mut dev, "/models"),
-        Err(FatError::IsADirectory { .. })
-    ));
-    assert!(matches!(
-        vol.open(&mut dev, "/"),
-        Err(FatError::IsADirectory { .. })
-    ));
-    assert!(matches!(
-        vol.open(&mut dev, ""),
-        Err(FatError::IsADirectory { .. })
-    ));
+    for dir in ["/models", "/", ""] {
+        assert!(
+            matches!(vol.open(&mut dev, dir), Err(FatError::IsADirectory { .. })),
+            "{dir:?}"
+        );
+    }
     assert!(matches!(
         vol.list_dir(&mut dev, "/LMBOOT.TXT"),
         Err(FatError::NotADirectory { .. })

@@ -17,17 +17,6 @@ use drivers::sdhci::{
 use fat_common::Rng;
 use sd_sim::*;
 
-type Driver = Sdhci<SimRegs, SimClock>;
-
-const MHZ: u32 = 1_000_000;
-/// The Pi 3's EMMC clock under the default firmware.
-const PI_BASE: u32 = 250 * MHZ;
-
-/// A 32 GiB SDHC card of pattern blocks.
-fn sdhc() -> CardSpec {
-    CardSpec::new(Kind::Sdhc, Backing::Pattern { blocks: 64 << 20 })
-}
-
 /// An SDSC card of `bytes` pseudo-random bytes.
 fn sdsc(kind: Kind, bytes: usize) -> CardSpec {
     CardSpec::new(kind, Backing::Bytes(fat_common::bytes(7, bytes)))
@@ -37,22 +26,9 @@ fn start(host: HostSpec, card: CardSpec, faults: Faults, base_clock_hz: u32) -> 
     start_with(host, card, faults, Config::new(base_clock_hz))
 }
 
-fn start_with(host: HostSpec, card: CardSpec, faults: Faults, config: Config) -> (Sim, Driver) {
-    let sim = Sim::new(host, card, faults);
-    match Sdhci::with_config(sim.regs(), sim.clock(), config) {
-        Ok(sd) => (sim, sd),
-        Err(e) => panic!(
-            "init: {e}\ncommands: {:?}\nviolations: {:#?}",
-            sim.names(),
-            sim.violations()
-        ),
-    }
-}
-
 /// No protocol violations, and nothing but read-only commands on the bus.
 fn check_clean(sim: &Sim) {
-    let v = sim.violations();
-    assert!(v.is_empty(), "protocol violations:\n{}", v.join("\n"));
+    check_no_violations(sim);
     check_read_only(sim);
 }
 
@@ -187,12 +163,7 @@ fn sdhc_init_sequence_and_block_addressing() {
 
 #[test]
 fn sdsc_byte_addressing() {
-    let (sim, mut sd) = start(
-        HostSpec::v3(PI_BASE),
-        sdsc(Kind::SdscV2, 4 << 20),
-        Faults::default(),
-        PI_BASE,
-    );
+    let (sim, mut sd) = start_card(sdsc(Kind::SdscV2, 4 << 20));
     assert_eq!(sim.names(), init_sequence(3, true, true));
     let log = sim.log();
     assert_eq!(log.last().unwrap().arg, 512, "CMD16 block length");
@@ -237,12 +208,7 @@ fn sdsc_byte_addressing() {
 
 #[test]
 fn sdsc_v1_card_without_cmd8() {
-    let (sim, mut sd) = start(
-        HostSpec::v3(PI_BASE),
-        sdsc(Kind::SdscV1, 2 << 20),
-        Faults::default(),
-        PI_BASE,
-    );
+    let (sim, mut sd) = start_card(sdsc(Kind::SdscV1, 2 << 20));
     let log = sim.log();
     assert_eq!(sim.names(), init_sequence(3, true, true));
     assert!(!log[1].answered, "a v1 card does not answer CMD8");
@@ -265,7 +231,7 @@ fn sdsc_v1_card_without_cmd8() {
 #[test]
 fn sdsc_2gib_card() {
     let card = CardSpec::new(Kind::SdscV2, Backing::Pattern { blocks: 4 << 20 });
-    let (sim, mut sd) = start(HostSpec::v3(PI_BASE), card, Faults::default(), PI_BASE);
+    let (sim, mut sd) = start_card(card);
     assert_eq!(sd.num_blocks(), 4 << 20);
     assert_eq!(sd.info().csd_bytes()[5] & 0xF, 10, "READ_BL_LEN");
     assert!(!sd.info().high_capacity);
@@ -458,7 +424,7 @@ fn base_clock_from_capabilities() {
 
 #[test]
 fn transient_data_crc_error_recovers() {
-    let (sim, mut sd) = start(HostSpec::v3(PI_BASE), sdhc(), Faults::default(), PI_BASE);
+    let (sim, mut sd) = start_card(sdhc());
     // A CRC error on the next block the card sends.
     let resets_before = sim.count_resets(4);
     sim.with(|s| s.faults_mut().data_crc_at = vec![s.blocks_sent]);
@@ -496,12 +462,7 @@ fn transient_data_crc_error_recovers() {
 
 #[test]
 fn transient_command_crc_error_recovers() {
-    let (sim, mut sd) = start(
-        HostSpec::v3(PI_BASE),
-        sdsc(Kind::SdscV2, 1 << 20),
-        Faults::default(),
-        PI_BASE,
-    );
+    let (sim, mut sd) = start_card(sdsc(Kind::SdscV2, 1 << 20));
     let next = sim.commands_seen();
     sim.with(|s| s.faults_mut().cmd_crc_at = vec![next]);
     let cmd_resets = sim.count_resets(2);
@@ -689,12 +650,7 @@ fn card_stops_answering_mid_read() {
 
 #[test]
 fn reads_past_the_capacity_are_errors() {
-    let (sim, mut sd) = start(
-        HostSpec::v3(PI_BASE),
-        sdsc(Kind::SdscV2, 1 << 20),
-        Faults::default(),
-        PI_BASE,
-    );
+    let (sim, mut sd) = start_card(sdsc(Kind::SdscV2, 1 << 20));
     let n = sd.num_blocks();
     assert_eq!(n, 2048);
     sim.clear_log();
@@ -734,7 +690,7 @@ fn large_requests_are_split() {
         max_blocks_per_command: 64,
         ..Config::new(PI_BASE)
     };
-    let (sim, mut sd) = start_with(HostSpec::v3(PI_BASE), sdhc(), Faults::default(), config);
+    let (sim, mut sd) = start_sdhc(config);
     sim.clear_log();
     read_ok(&sim, &mut sd, 1_000, 200);
     let cmds: Vec<(String, u32, u32)> = sim
@@ -750,7 +706,7 @@ fn large_requests_are_split() {
     assert_eq!(cmds, want);
 
     // The default limit keeps one command below the 16-bit block count.
-    let (sim, mut sd) = start(HostSpec::v3(PI_BASE), sdhc(), Faults::default(), PI_BASE);
+    let (sim, mut sd) = start_card(sdhc());
     sim.clear_log();
     read_ok(&sim, &mut sd, 7, 3000);
     let log = sim.log();
@@ -771,7 +727,7 @@ fn without_auto_cmd12_the_driver_stops_the_card() {
         auto_cmd12: false,
         ..Config::new(PI_BASE)
     };
-    let (sim, mut sd) = start_with(HostSpec::v3(PI_BASE), sdhc(), Faults::default(), config);
+    let (sim, mut sd) = start_sdhc(config);
     sim.clear_log();
     read_ok(&sim, &mut sd, 42, 5);
     read_ok(&sim, &mut sd, 50, 1);
@@ -787,7 +743,7 @@ fn one_bit_bus() {
         four_bit: false,
         ..Config::new(PI_BASE)
     };
-    let (sim, mut sd) = start_with(HostSpec::v3(PI_BASE), sdhc(), Faults::default(), config);
+    let (sim, mut sd) = start_sdhc(config);
     assert_eq!(sim.names(), init_sequence(3, false, false));
     assert_eq!(sd.info().bus_width, 1);
     assert!(!sim.host_4bit());
@@ -898,16 +854,14 @@ fn fat_volume_over_the_simulated_card() {
     use fat_common::*;
     let dir = TempDir::new("sd");
     let img = dir.join("card.img");
-    mkfs(&img, 40 << 20, Some(2048), &["-F", "32", "-s", "1"]);
-    write_mbr_file(&img, 2048, 0x0C);
-    let offset = 2048 * 512;
+    let offset = mkfs_mbr(&img, 40 << 20);
     mmd(&img, offset, "/models");
     let model = bytes(11, 300_001);
     put(&dir, &img, offset, SMALL_MODEL, &model);
     put(&dir, &img, offset, "/LMBOOT.TXT", SMALL_TEXT);
     let data = std::fs::read(&img).unwrap();
     let card = CardSpec::new(Kind::SdscV2, Backing::Bytes(data));
-    let (sim, mut sd) = start(HostSpec::v3(PI_BASE), card, Faults::default(), PI_BASE);
+    let (sim, mut sd) = start_card(card);
     let vol = Volume::mount(&mut sd).unwrap_or_else(|e| panic!("mount: {e}"));
     assert_eq!(vol.start_lba(), 2048);
     check_file(&vol, &mut sd, SMALL_MODEL, &model, 5);
@@ -921,7 +875,7 @@ fn fat_volume_over_the_simulated_card() {
 /// simulator flags the writes.
 #[test]
 fn arasan_write_delay_at_the_identification_clock() {
-    let (sim, _sd) = start(HostSpec::v3(PI_BASE), sdhc(), Faults::default(), PI_BASE);
+    let (sim, _sd) = start_card(sdhc());
     check_clean(&sim);
     let config = Config {
         arasan_write_delay: false,

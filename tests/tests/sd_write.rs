@@ -11,28 +11,9 @@ mod fat_common;
 mod sd_sim;
 
 use drivers::block::{BlockDevice, RequestError, WriteBlocks};
-use drivers::sdhci::{is_allowed, Cause, Cmd, Config, SdError, Sdhci, Wait, WriteProtect};
+use drivers::sdhci::{is_allowed, Cause, Cmd, Config, SdError, Wait, WriteProtect};
 use fat_common::{bytes, Rng};
 use sd_sim::*;
-
-type Driver = Sdhci<SimRegs, SimClock>;
-
-const MHZ: u32 = 1_000_000;
-/// The Pi 3's EMMC clock under the default firmware.
-const PI_BASE: u32 = 250 * MHZ;
-
-/// A 32 GiB SDHC card of pattern blocks.
-fn sdhc() -> CardSpec {
-    CardSpec::new(Kind::Sdhc, Backing::Pattern { blocks: 64 << 20 })
-}
-
-fn start_with(host: HostSpec, card: CardSpec, faults: Faults, config: Config) -> (Sim, Driver) {
-    let sim = Sim::new(host, card, faults);
-    match Sdhci::with_config(sim.regs(), sim.clock(), config) {
-        Ok(sd) => (sim, sd),
-        Err(e) => panic!("init: {e}\nviolations: {:#?}", sim.violations()),
-    }
-}
 
 fn start(host: HostSpec, card: CardSpec, faults: Faults) -> (Sim, Driver) {
     start_with(host, card, faults, Config::new(PI_BASE))
@@ -40,8 +21,7 @@ fn start(host: HostSpec, card: CardSpec, faults: Faults) -> (Sim, Driver) {
 
 /// No protocol violations, and only commands of the driver's set on the bus.
 fn check_clean(sim: &Sim) {
-    let v = sim.violations();
-    assert!(v.is_empty(), "protocol violations:\n{}", v.join("\n"));
+    check_no_violations(sim);
     for c in sim.log() {
         assert!(
             is_allowed(Cmd {
@@ -86,7 +66,7 @@ fn write_ok(sim: &Sim, sd: &mut Driver, lba: u64, data: &[u8]) {
 
 #[test]
 fn sdhc_single_and_multi_block_writes() {
-    let (sim, mut sd) = start(HostSpec::v3(PI_BASE), sdhc(), Faults::default());
+    let (sim, mut sd) = start_card(sdhc());
     sim.clear_log();
     let one = bytes(1, 512);
     write_ok(&sim, &mut sd, 40_000_000, &one);
@@ -153,7 +133,7 @@ fn sdhc_single_and_multi_block_writes() {
 #[test]
 fn sdsc_writes_use_byte_addresses_and_touch_nothing_else() {
     let card = CardSpec::new(Kind::SdscV2, Backing::Bytes(bytes(7, 4 << 20)));
-    let (sim, mut sd) = start(HostSpec::v3(PI_BASE), card, Faults::default());
+    let (sim, mut sd) = start_card(card);
     let before = sim.image();
     sim.clear_log();
     let data = bytes(8, 3 * 512);
@@ -206,7 +186,7 @@ fn without_auto_cmd12_the_driver_stops_the_write() {
         auto_cmd12: false,
         ..Config::new(PI_BASE)
     };
-    let (sim, mut sd) = start_with(HostSpec::v3(PI_BASE), sdhc(), Faults::default(), config);
+    let (sim, mut sd) = start_sdhc(config);
     sim.clear_log();
     let data = bytes(11, 4 * 512);
     sd.write_blocks(50, &data).unwrap();
@@ -233,7 +213,7 @@ fn transient_write_crc_error_is_retried() {
             Kind::Sdhc => sdhc(),
             _ => CardSpec::new(kind, Backing::Bytes(bytes(5, 4 << 20))),
         };
-        let (sim, mut sd) = start(HostSpec::v3(PI_BASE), card, Faults::default());
+        let (sim, mut sd) = start_card(card);
         let next = sim.blocks_received() + (blocks as u64 - 1).min(2);
         sim.with(|s| s.faults_mut().write_crc_at = vec![next]);
         write_ok(&sim, &mut sd, 300, &bytes(12, blocks * 512));
@@ -296,7 +276,7 @@ fn csd_permanent_write_protect_is_refused() {
         perm_write_protect: true,
         ..sdhc()
     };
-    let (sim, mut sd) = start(HostSpec::v3(PI_BASE), card, Faults::default());
+    let (sim, mut sd) = start_card(card);
     let e = sd.write_blocks(0, &[0u8; 512]).unwrap_err();
     assert!(
         matches!(
@@ -382,7 +362,7 @@ fn a_card_that_never_finishes_programming_fails_in_bounded_time() {
 
 #[test]
 fn writes_past_the_capacity_are_errors() {
-    let (sim, mut sd) = start(HostSpec::v3(PI_BASE), sdhc(), Faults::default());
+    let (sim, mut sd) = start_card(sdhc());
     sim.clear_log();
     let end = 64u64 << 20;
     let e = sd.write_blocks(end - 1, &[0u8; 1024]).unwrap_err();
@@ -418,7 +398,7 @@ fn fat_file_written_in_place_over_the_simulated_card() {
         f.flush().unwrap();
     });
     let card = CardSpec::new(Kind::Sdhc, Backing::Bytes(img.clone()));
-    let (sim, mut sd) = start(HostSpec::v3(PI_BASE), card, Faults::default());
+    let (sim, mut sd) = start_card(card);
     let vol = Volume::mount(&mut sd).unwrap();
     let file = vol.open(&mut sd, "/lmboot.kv").unwrap();
     let data = bytes(15, 60_001);

@@ -1,7 +1,9 @@
 //! The VideoCore mailbox property interface (channel 8): ask the firmware for the ARM's memory and
 //! clock rates. Polled, every wait bounded.
 
-use core::ptr::{read_volatile, write_volatile};
+use core::ptr::read_volatile;
+
+use crate::mmio::RegisterBlock;
 
 const READ: usize = 0x00;
 const STATUS: usize = 0x18;
@@ -46,7 +48,7 @@ pub type CacheFlush = fn(addr: usize, len: usize);
 /// The mailbox at `base`.
 #[derive(Debug)]
 pub struct Mailbox {
-    base: usize,
+    regs: RegisterBlock,
     flush: CacheFlush,
 }
 
@@ -54,11 +56,9 @@ impl Mailbox {
     /// # Safety
     /// `base` must be the VideoCore mailbox 0 registers, mapped as device memory, used by nothing else.
     pub const unsafe fn new(base: usize, flush: CacheFlush) -> Self {
-        Self { base, flush }
-    }
-
-    fn reg(&self, off: usize) -> *mut u32 {
-        (self.base + off) as *mut u32
+        // SAFETY: the caller's contract; the offsets used are the mailbox's register offsets.
+        let regs = unsafe { RegisterBlock::new(base) };
+        Self { regs, flush }
     }
 
     /// One property call with a single tag: `tag`, request words `req`, answer of `resp_words`.
@@ -76,26 +76,23 @@ impl Mailbox {
         let addr = b.0.as_ptr() as usize;
         (self.flush)(addr, total * 4);
         let mut spins = 0;
-        // SAFETY: the mailbox registers (constructor contract).
-        while unsafe { read_volatile(self.reg(STATUS)) } & FULL != 0 {
+        while self.regs.read32(STATUS) & FULL != 0 {
             spins += 1;
             if spins > SPIN_LIMIT {
                 return Err(MailboxError::Timeout { tag });
             }
         }
-        // SAFETY: as above; the buffer is 16-byte aligned and below 4 GiB (kernel RAM).
-        unsafe { write_volatile(self.reg(WRITE), (addr as u32 & !0xf) | CHANNEL) };
+        // The buffer is 16-byte aligned and below 4 GiB (kernel RAM).
+        self.regs.write32(WRITE, (addr as u32 & !0xf) | CHANNEL);
         loop {
             spins = 0;
-            // SAFETY: as above.
-            while unsafe { read_volatile(self.reg(STATUS)) } & EMPTY != 0 {
+            while self.regs.read32(STATUS) & EMPTY != 0 {
                 spins += 1;
                 if spins > SPIN_LIMIT {
                     return Err(MailboxError::Timeout { tag });
                 }
             }
-            // SAFETY: as above.
-            let v = unsafe { read_volatile(self.reg(READ)) };
+            let v = self.regs.read32(READ);
             if v & 0xf == CHANNEL {
                 break;
             }

@@ -84,46 +84,75 @@ impl File {
         offset: u64,
         buf: &mut [u8],
     ) -> Result<(), FatError<D::Error>> {
-        let len = buf.len() as u64;
-        let end = match offset.checked_add(len) {
-            Some(end) if end <= self.size => end,
-            _ => {
-                return Err(FatError::ReadPastEnd {
-                    offset,
-                    len,
-                    size: self.size,
-                })
+        self.pieces(offset, buf.len(), false, |p| {
+            let dst = &mut buf[p.at..p.at + p.len];
+            if !p.partial {
+                return read(dev, p.lba, dst);
+            }
+            let mut bounce = [0u8; BLOCK_SIZE];
+            read(dev, p.lba, &mut bounce)?;
+            dst.copy_from_slice(&bounce[p.within..p.within + p.len]);
+            Ok(())
+        })
+    }
+
+    /// Walk the bytes `offset .. offset + len` of the file as [`Piece`]s, in order, for a read or
+    /// (`write`) a write: a partial block at either edge alone, whole blocks in runs as long as
+    /// their extent. An error ([`FatError::ReadPastEnd`] or [`FatError::WritePastEnd`]) if the range
+    /// goes past the end of the file.
+    fn pieces<E>(
+        &self,
+        offset: u64,
+        len: usize,
+        write: bool,
+        mut each: impl FnMut(Piece) -> Result<(), FatError<E>>,
+    ) -> Result<(), FatError<E>> {
+        let (len, size) = (len as u64, self.size);
+        let past_end = || {
+            if write {
+                FatError::WritePastEnd { offset, len, size }
+            } else {
+                FatError::ReadPastEnd { offset, len, size }
             }
         };
+        let end = match offset.checked_add(len) {
+            Some(end) if end <= size => end,
+            _ => return Err(past_end()),
+        };
         let mut pos = offset;
-        let mut out = 0usize;
         while pos < end {
-            let Some(run) = self.map_block(pos / BS) else {
-                // Unreachable: `pos < end <= size` and the extents cover every block below the size.
-                return Err(FatError::ReadPastEnd {
-                    offset,
-                    len,
-                    size: self.size,
-                });
-            };
+            // Unreachable failure: `pos < end <= size` and the extents cover every block below it.
+            let run = self.map_block(pos / BS).ok_or_else(&past_end)?;
             let within = (pos % BS) as usize;
-            let n = if within != 0 || end - pos < BS {
-                let mut bounce = [0u8; BLOCK_SIZE];
-                read(dev, run.lba, &mut bounce)?;
-                let n = (BLOCK_SIZE - within).min((end - pos) as usize);
-                buf[out..out + n].copy_from_slice(&bounce[within..within + n]);
-                n
+            let partial = within != 0 || end - pos < BS;
+            let n = if partial {
+                (BLOCK_SIZE - within).min((end - pos) as usize)
             } else {
-                let blocks = ((end - pos) / BS).min(run.blocks);
-                let n = (blocks * BS) as usize;
-                read(dev, run.lba, &mut buf[out..out + n])?;
-                n
+                (((end - pos) / BS).min(run.blocks) * BS) as usize
             };
+            each(Piece {
+                lba: run.lba,
+                at: (pos - offset) as usize,
+                within,
+                len: n,
+                partial,
+            })?;
             pos += n as u64;
-            out += n;
         }
         Ok(())
     }
+}
+
+/// A step of [`File::read_at`] or [`File::write_at`]: bytes `at .. at + len` of the caller's
+/// buffer are the device's bytes from byte `within` of block `lba`, part of that one block when
+/// `partial` (through a bounce buffer), else `len / 512` whole blocks (`within` 0).
+#[derive(Debug, Clone, Copy)]
+struct Piece {
+    lba: u64,
+    at: usize,
+    within: usize,
+    len: usize,
+    partial: bool,
 }
 
 impl File {
@@ -138,39 +167,16 @@ impl File {
         offset: u64,
         buf: &[u8],
     ) -> Result<(), FatError<D::Error>> {
-        let len = buf.len() as u64;
-        let past_end = || FatError::WritePastEnd {
-            offset,
-            len,
-            size: self.size,
-        };
-        let end = match offset.checked_add(len) {
-            Some(end) if end <= self.size => end,
-            _ => return Err(past_end()),
-        };
-        let mut pos = offset;
-        let mut done = 0usize;
-        while pos < end {
-            // Unreachable failure: `pos < end <= size` and the extents cover every block below it.
-            let run = self.map_block(pos / BS).ok_or_else(past_end)?;
-            let within = (pos % BS) as usize;
-            let n = if within != 0 || end - pos < BS {
-                let mut bounce = [0u8; BLOCK_SIZE];
-                read(dev, run.lba, &mut bounce)?;
-                let n = (BLOCK_SIZE - within).min((end - pos) as usize);
-                bounce[within..within + n].copy_from_slice(&buf[done..done + n]);
-                write(dev, run.lba, &bounce)?;
-                n
-            } else {
-                let blocks = ((end - pos) / BS).min(run.blocks);
-                let n = (blocks * BS) as usize;
-                write(dev, run.lba, &buf[done..done + n])?;
-                n
-            };
-            pos += n as u64;
-            done += n;
-        }
-        Ok(())
+        self.pieces(offset, buf.len(), true, |p| {
+            let src = &buf[p.at..p.at + p.len];
+            if !p.partial {
+                return write(dev, p.lba, src);
+            }
+            let mut bounce = [0u8; BLOCK_SIZE];
+            read(dev, p.lba, &mut bounce)?;
+            bounce[p.within..p.within + p.len].copy_from_slice(src);
+            write(dev, p.lba, &bounce)
+        })
     }
 }
 

@@ -394,12 +394,26 @@ impl SdError {
     pub fn is_timeout(&self) -> bool {
         match *self {
             SdError::Reinit {
-                read_cause, cause, ..
-            } => read_cause.is_timeout() || cause.is_timeout(),
-            SdError::WriteReinit {
-                write_cause, cause, ..
-            } => write_cause.is_timeout() || cause.is_timeout(),
+                read_cause: first,
+                cause,
+                ..
+            }
+            | SdError::WriteReinit {
+                write_cause: first,
+                cause,
+                ..
+            } => first.is_timeout() || cause.is_timeout(),
             _ => self.cause().is_some_and(|c| c.is_timeout()),
+        }
+    }
+
+    /// "write" for the errors of a write, "read" for the others.
+    fn op(&self) -> &'static str {
+        match self {
+            SdError::Write { .. }
+            | SdError::WriteReinit { .. }
+            | SdError::WriteProtected { .. } => "write",
+            _ => "read",
         }
     }
 }
@@ -421,24 +435,8 @@ impl fmt::Display for SdError {
                 blocks,
                 attempts,
                 cause,
-            } => write!(
-                f,
-                "SD read failed: {cmd} at LBA {lba} (request of {blocks} block(s) from LBA {start}), {attempts} attempt(s): {cause}"
-            ),
-            SdError::Reinit {
-                start,
-                blocks,
-                read_cmd,
-                read_lba,
-                read_cause,
-                step,
-                cause,
-            } => write!(
-                f,
-                "SD read failed: {read_cmd} at LBA {read_lba} (request of {blocks} block(s) from LBA {start}): {read_cause}; re-initialising the card then failed at {step}: {cause}"
-            ),
-            SdError::Request(e) => write!(f, "SD {e}"),
-            SdError::Write {
+            }
+            | SdError::Write {
                 cmd,
                 lba,
                 start,
@@ -447,20 +445,32 @@ impl fmt::Display for SdError {
                 cause,
             } => write!(
                 f,
-                "SD write failed: {cmd} at LBA {lba} (request of {blocks} block(s) from LBA {start}), {attempts} attempt(s): {cause}"
+                "SD {} failed: {cmd} at LBA {lba} (request of {blocks} block(s) from LBA {start}), {attempts} attempt(s): {cause}",
+                self.op()
             ),
-            SdError::WriteReinit {
+            SdError::Reinit {
                 start,
                 blocks,
-                write_cmd,
-                write_lba,
-                write_cause,
+                read_cmd: cmd,
+                read_lba: lba,
+                read_cause: first,
+                step,
+                cause,
+            }
+            | SdError::WriteReinit {
+                start,
+                blocks,
+                write_cmd: cmd,
+                write_lba: lba,
+                write_cause: first,
                 step,
                 cause,
             } => write!(
                 f,
-                "SD write failed: {write_cmd} at LBA {write_lba} (request of {blocks} block(s) from LBA {start}): {write_cause}; re-initialising the card then failed at {step}: {cause}"
+                "SD {} failed: {cmd} at LBA {lba} (request of {blocks} block(s) from LBA {start}): {first}; re-initialising the card then failed at {step}: {cause}",
+                self.op()
             ),
+            SdError::Request(e) => write!(f, "SD {e}"),
             SdError::WriteProtected { start, blocks, by } => write!(
                 f,
                 "SD write of {blocks} block(s) at LBA {start} refused: {by}"

@@ -98,9 +98,9 @@ pub use card::{clock_divider, parse_csd, r2_register, tran_speed_hz, CardInfo, C
 pub use error::{state_name, Cause, Cmd, SdError, Step, Wait, WriteProtect};
 
 use core::fmt;
-use core::ptr::{read_volatile, write_volatile};
 
 use crate::block::{check_request, BlockDevice, WriteBlocks, BLOCK_SIZE};
+use crate::mmio::RegisterBlock;
 use regs::*;
 
 /// 32-bit access to a controller's registers at byte offsets from its base.
@@ -143,7 +143,7 @@ pub const REGISTER_BLOCK_SIZE: usize = 0x100;
 /// The registers of a real controller, by volatile 32-bit accesses.
 #[derive(Debug)]
 pub struct Mmio {
-    base: usize,
+    regs: RegisterBlock,
 }
 
 impl Mmio {
@@ -154,32 +154,32 @@ impl Mmio {
     /// 32-bit reads and writes at `base + off` with `off` masked to an aligned offset inside the
     /// block.
     pub const unsafe fn new(base: usize) -> Mmio {
-        Mmio { base }
+        // SAFETY: the caller's contract: `base` is an SDHCI register block used only through this
+        // value; `offset` keeps every access an aligned word inside it.
+        let regs = unsafe { RegisterBlock::new(base) };
+        Mmio { regs }
     }
 
     pub fn base(&self) -> usize {
-        self.base
+        self.regs.base()
     }
 
-    fn addr(&self, off: usize) -> usize {
+    fn offset(off: usize) -> usize {
         debug_assert!(
             off.is_multiple_of(4) && off < REGISTER_BLOCK_SIZE,
             "SDHCI offset {off:#x}"
         );
-        self.base + (off & (REGISTER_BLOCK_SIZE - 4))
+        off & (REGISTER_BLOCK_SIZE - 4)
     }
 }
 
 impl Regs for Mmio {
     fn read32(&mut self, off: usize) -> u32 {
-        // SAFETY: the constructor's contract: `base` is an SDHCI register block used only through
-        // this value; `addr` keeps the access an aligned word inside it.
-        unsafe { read_volatile(self.addr(off) as *const u32) }
+        self.regs.read32(Self::offset(off))
     }
 
     fn write32(&mut self, off: usize, v: u32) {
-        // SAFETY: as in `read32`.
-        unsafe { write_volatile(self.addr(off) as *mut u32, v) }
+        self.regs.write32(Self::offset(off), v)
     }
 }
 
@@ -472,6 +472,46 @@ struct Failure {
     lba: u64,
     cause: Cause,
 }
+
+/// What a read and a write of data blocks differ in.
+#[derive(Debug, Clone, Copy)]
+struct Direction {
+    /// Host to card.
+    write: bool,
+    /// The one-block command (CMD17 / CMD24).
+    single: Command,
+    /// The multi-block command (CMD18 / CMD25).
+    multi: Command,
+    /// Transfer mode direction bits: `TM_READ`, or 0 for a write.
+    mode: u32,
+    /// The buffer ready status bit awaited before each block.
+    ready: u32,
+    /// Deadline for each block and for transfer complete.
+    timeout_us: u64,
+    /// What the wait before block `n` (0-based) of the request is, for its timeout.
+    wait: fn(u32) -> Wait,
+}
+
+const READ: Direction = Direction {
+    write: false,
+    single: READ_SINGLE_BLOCK,
+    multi: READ_MULTIPLE_BLOCK,
+    mode: TM_READ,
+    ready: INT_BUFFER_READ_READY,
+    timeout_us: BLOCK_TIMEOUT_US,
+    wait: Wait::BufferReady,
+};
+
+const WRITE: Direction = Direction {
+    write: true,
+    single: WRITE_BLOCK,
+    multi: WRITE_MULTIPLE_BLOCK,
+    // No TM_READ: the data goes from the host to the card.
+    mode: 0,
+    ready: INT_BUFFER_WRITE_READY,
+    timeout_us: WRITE_TIMEOUT_US,
+    wait: Wait::BufferWriteReady,
+};
 
 /// The SD card behind an SDHCI controller, as a [`BlockDevice`].
 pub struct Sdhci<R: Regs, C: Clock> {
@@ -935,7 +975,7 @@ impl<R: Regs, C: Clock> Sdhci<R, C> {
         Ok(())
     }
 
-    // ---- reads ----
+    // ---- reads, and the transfer and retry steps writes share ----
 
     /// The argument of CMD17/18 for `lba`: the block number on SDHC/SDXC, the byte address on SDSC.
     fn card_address(&self, lba: u64) -> Result<u32, Cause> {
@@ -982,50 +1022,63 @@ impl<R: Regs, C: Clock> Sdhci<R, C> {
         Ok(())
     }
 
-    /// One read command for `buf.len() / 512` (1..=65535) blocks from `start`.
-    fn read_once(&mut self, start: u64, buf: &mut [u8]) -> Result<(), Failure> {
-        let blocks = (buf.len() / BLOCK_SIZE) as u32;
-        let multi = blocks > 1;
-        let c = if multi {
-            READ_MULTIPLE_BLOCK
-        } else {
-            READ_SINGLE_BLOCK
-        };
+    /// The data phase that reads and writes share: issue `d`'s command for the `blocks` blocks at
+    /// `start` ([`Sdhci::begin_transfer`]), wait for the buffer before each block and let `port`
+    /// move block `i` (0-based) through the data port, then wait for transfer complete (for a write,
+    /// raised once the last block is sent and the card's busy signal has ended). Returns the LBA of
+    /// the last block.
+    fn transfer(
+        &mut self,
+        d: &Direction,
+        start: u64,
+        blocks: u32,
+        mut port: impl FnMut(&mut Self, usize),
+    ) -> Result<u64, Failure> {
+        let c = if blocks > 1 { d.multi } else { d.single };
         let fail = |lba: u64, cause: Cause| Failure {
             cmd: c.cmd,
             lba,
             cause,
         };
-        let auto12 = multi && self.config.auto_cmd12;
-        self.begin_transfer(c, start, blocks, TM_READ)?;
-        for (i, block) in buf.chunks_exact_mut(BLOCK_SIZE).enumerate() {
+        self.begin_transfer(c, start, blocks, d.mode)?;
+        for i in 0..blocks {
             let lba = start + i as u64;
-            self.wait_int(
-                INT_BUFFER_READ_READY,
-                BLOCK_TIMEOUT_US,
-                Wait::BufferReady(i as u32),
-            )
-            .map_err(|e| fail(lba, e))?;
-            self.write(INT_STATUS, INT_BUFFER_READ_READY);
-            for w in block.chunks_exact_mut(4) {
-                w.copy_from_slice(&self.regs.read32(DATA_PORT).to_le_bytes());
-            }
+            self.wait_int(d.ready, d.timeout_us, (d.wait)(i))
+                .map_err(|e| fail(lba, e))?;
+            self.write(INT_STATUS, d.ready);
+            port(self, i as usize);
         }
         let last = start + blocks as u64 - 1;
-        self.wait_int(
-            INT_TRANSFER_COMPLETE,
-            BLOCK_TIMEOUT_US,
-            Wait::TransferComplete,
-        )
-        .map_err(|e| fail(last, e))?;
+        self.wait_int(INT_TRANSFER_COMPLETE, d.timeout_us, Wait::TransferComplete)
+            .map_err(|e| fail(last, e))?;
         self.write(INT_STATUS, INT_TRANSFER_COMPLETE);
-        if multi && !auto12 {
-            self.issue(STOP_TRANSMISSION, 0, None)
-                .map_err(|cause| Failure {
-                    cmd: STOP_TRANSMISSION.cmd,
-                    lba: last,
-                    cause,
-                })?;
+        Ok(last)
+    }
+
+    /// CMD12 from the driver after the multi-block transfer that ended at `last`; returns its R1
+    /// (not checked here).
+    fn stop(&mut self, last: u64) -> Result<u32, Failure> {
+        let r = self
+            .issue(STOP_TRANSMISSION, 0, None)
+            .map_err(|cause| Failure {
+                cmd: STOP_TRANSMISSION.cmd,
+                lba: last,
+                cause,
+            })?;
+        Ok(r[0])
+    }
+
+    /// One read command for `buf.len() / 512` (1..=65535) blocks from `start`.
+    fn read_once(&mut self, start: u64, buf: &mut [u8]) -> Result<(), Failure> {
+        let blocks = (buf.len() / BLOCK_SIZE) as u32;
+        let last = self.transfer(&READ, start, blocks, |sd, i| {
+            let block = &mut buf[i * BLOCK_SIZE..(i + 1) * BLOCK_SIZE];
+            for w in block.chunks_exact_mut(4) {
+                w.copy_from_slice(&sd.regs.read32(DATA_PORT).to_le_bytes());
+            }
+        })?;
+        if blocks > 1 && !self.config.auto_cmd12 {
+            self.stop(last)?;
         }
         self.stats.blocks_read += blocks as u64;
         Ok(())
@@ -1052,42 +1105,83 @@ impl<R: Regs, C: Clock> Sdhci<R, C> {
         !write || self.wait_programmed().is_ok()
     }
 
-    /// One read command with its retries.
-    fn read_with_retries(&mut self, start: u64, buf: &mut [u8]) -> Result<(), SdError> {
+    /// One read or write command (`once`, for the `blocks` blocks from `start`) with its retries:
+    /// [`Sdhci::recover`] after each failure, the card initialised again before the last try (and
+    /// before any try that a write left the card programming for). A write protect violation is
+    /// not retried.
+    fn with_retries(
+        &mut self,
+        d: &Direction,
+        start: u64,
+        blocks: u32,
+        mut once: impl FnMut(&mut Self) -> Result<(), Failure>,
+    ) -> Result<(), SdError> {
         let tries = self.config.tries.max(1);
-        let blocks = (buf.len() / BLOCK_SIZE) as u32;
         let mut attempt = 1u8;
         // The first failure is reported: later ones may only be its consequences.
         let mut first: Option<Failure> = None;
         loop {
-            let f = match self.read_once(start, buf) {
+            let f = match once(self) {
                 Ok(()) => return Ok(()),
                 Err(f) => *first.get_or_insert(f),
             };
-            self.recover(false);
+            // Always true after a read.
+            let settled = self.recover(d.write);
+            if let Cause::CardStatus { r1 } = f.cause {
+                if d.write && r1 & R1_WP_VIOLATION != 0 {
+                    return Err(SdError::WriteProtected {
+                        start,
+                        blocks,
+                        by: WriteProtect::Violation { r1 },
+                    });
+                }
+            }
             if attempt >= tries {
-                return Err(SdError::Read {
-                    cmd: f.cmd,
-                    lba: f.lba,
-                    start,
-                    blocks,
-                    attempts: attempt,
-                    cause: f.cause,
+                return Err(if d.write {
+                    SdError::Write {
+                        cmd: f.cmd,
+                        lba: f.lba,
+                        start,
+                        blocks,
+                        attempts: attempt,
+                        cause: f.cause,
+                    }
+                } else {
+                    SdError::Read {
+                        cmd: f.cmd,
+                        lba: f.lba,
+                        start,
+                        blocks,
+                        attempts: attempt,
+                        cause: f.cause,
+                    }
                 });
             }
             attempt += 1;
             self.stats.retries += 1;
-            if attempt == tries {
+            if attempt == tries || !settled {
                 self.stats.reinits += 1;
                 if let Err((step, cause)) = self.bring_up() {
-                    return Err(SdError::Reinit {
-                        start,
-                        blocks,
-                        read_cmd: f.cmd,
-                        read_lba: f.lba,
-                        read_cause: f.cause,
-                        step,
-                        cause,
+                    return Err(if d.write {
+                        SdError::WriteReinit {
+                            start,
+                            blocks,
+                            write_cmd: f.cmd,
+                            write_lba: f.lba,
+                            write_cause: f.cause,
+                            step,
+                            cause,
+                        }
+                    } else {
+                        SdError::Reinit {
+                            start,
+                            blocks,
+                            read_cmd: f.cmd,
+                            read_lba: f.lba,
+                            read_cause: f.cause,
+                            step,
+                            cause,
+                        }
                     });
                 }
             }
@@ -1150,66 +1244,25 @@ impl<R: Regs, C: Clock> Sdhci<R, C> {
     /// the card having programmed them.
     fn write_once(&mut self, start: u64, buf: &[u8]) -> Result<(), Failure> {
         let blocks = (buf.len() / BLOCK_SIZE) as u32;
-        let multi = blocks > 1;
-        let c = if multi {
-            WRITE_MULTIPLE_BLOCK
-        } else {
-            WRITE_BLOCK
-        };
-        let fail = |lba: u64, cause: Cause| Failure {
-            cmd: c.cmd,
-            lba,
-            cause,
-        };
-        let auto12 = multi && self.config.auto_cmd12;
-        // No TM_READ: the data goes from the host to the card.
-        self.begin_transfer(c, start, blocks, 0)?;
-        for (i, block) in buf.chunks_exact(BLOCK_SIZE).enumerate() {
-            let lba = start + i as u64;
-            self.wait_int(
-                INT_BUFFER_WRITE_READY,
-                WRITE_TIMEOUT_US,
-                Wait::BufferWriteReady(i as u32),
-            )
-            .map_err(|e| fail(lba, e))?;
-            self.write(INT_STATUS, INT_BUFFER_WRITE_READY);
+        let last = self.transfer(&WRITE, start, blocks, |sd, i| {
+            let block = &buf[i * BLOCK_SIZE..(i + 1) * BLOCK_SIZE];
             for w in block.chunks_exact(4) {
-                self.write(DATA_PORT, u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+                sd.write(DATA_PORT, u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
             }
-        }
-        let last = start + blocks as u64 - 1;
-        // Raised once the last block is sent and the card's busy signal has ended.
-        self.wait_int(
-            INT_TRANSFER_COMPLETE,
-            WRITE_TIMEOUT_US,
-            Wait::TransferComplete,
-        )
-        .map_err(|e| fail(last, e))?;
-        self.write(INT_STATUS, INT_TRANSFER_COMPLETE);
-        if auto12 {
-            // The auto CMD12's response: errors found while programming clear on being reported.
-            let r1 = self.regs.read32(RESPONSE[3]);
+        })?;
+        if blocks > 1 {
+            let r1 = if self.config.auto_cmd12 {
+                // The auto CMD12's response: errors found while programming clear on being
+                // reported.
+                self.regs.read32(RESPONSE[3])
+            } else {
+                self.stop(last)?
+            };
             if r1 & R1_ERRORS != 0 {
                 return Err(Failure {
                     cmd: STOP_TRANSMISSION.cmd,
                     lba: last,
                     cause: Cause::CardStatus { r1 },
-                });
-            }
-        }
-        if multi && !auto12 {
-            let r = self
-                .issue(STOP_TRANSMISSION, 0, None)
-                .map_err(|cause| Failure {
-                    cmd: STOP_TRANSMISSION.cmd,
-                    lba: last,
-                    cause,
-                })?;
-            if r[0] & R1_ERRORS != 0 {
-                return Err(Failure {
-                    cmd: STOP_TRANSMISSION.cmd,
-                    lba: last,
-                    cause: Cause::CardStatus { r1: r[0] },
                 });
             }
         }
@@ -1220,56 +1273,6 @@ impl<R: Regs, C: Clock> Sdhci<R, C> {
         })?;
         self.stats.blocks_written += blocks as u64;
         Ok(())
-    }
-
-    /// One write command with its retries (a write protect violation is not retried).
-    fn write_with_retries(&mut self, start: u64, buf: &[u8]) -> Result<(), SdError> {
-        let tries = self.config.tries.max(1);
-        let blocks = (buf.len() / BLOCK_SIZE) as u32;
-        let mut attempt = 1u8;
-        let mut first: Option<Failure> = None;
-        loop {
-            let f = match self.write_once(start, buf) {
-                Ok(()) => return Ok(()),
-                Err(f) => *first.get_or_insert(f),
-            };
-            let settled = self.recover(true);
-            if let Cause::CardStatus { r1 } = f.cause {
-                if r1 & R1_WP_VIOLATION != 0 {
-                    return Err(SdError::WriteProtected {
-                        start,
-                        blocks,
-                        by: WriteProtect::Violation { r1 },
-                    });
-                }
-            }
-            if attempt >= tries {
-                return Err(SdError::Write {
-                    cmd: f.cmd,
-                    lba: f.lba,
-                    start,
-                    blocks,
-                    attempts: attempt,
-                    cause: f.cause,
-                });
-            }
-            attempt += 1;
-            self.stats.retries += 1;
-            if attempt == tries || !settled {
-                self.stats.reinits += 1;
-                if let Err((step, cause)) = self.bring_up() {
-                    return Err(SdError::WriteReinit {
-                        start,
-                        blocks,
-                        write_cmd: f.cmd,
-                        write_lba: f.lba,
-                        write_cause: f.cause,
-                        step,
-                        cause,
-                    });
-                }
-            }
-        }
     }
 }
 
@@ -1286,7 +1289,9 @@ impl<R: Regs, C: Clock> BlockDevice for Sdhci<R, C> {
         check_request(lba, buf.len(), self.info.blocks)?;
         let per = self.config.max_blocks_per_command.max(1) as usize;
         for (i, chunk) in buf.chunks_mut(per * BLOCK_SIZE).enumerate() {
-            self.read_with_retries(lba + (i * per) as u64, chunk)?;
+            let start = lba + (i * per) as u64;
+            let blocks = (chunk.len() / BLOCK_SIZE) as u32;
+            self.with_retries(&READ, start, blocks, |sd| sd.read_once(start, chunk))?;
         }
         Ok(())
     }
@@ -1311,7 +1316,9 @@ impl<R: Regs, C: Clock> WriteBlocks for Sdhci<R, C> {
         }
         let per = self.config.max_blocks_per_command.max(1) as usize;
         for (i, chunk) in buf.chunks(per * BLOCK_SIZE).enumerate() {
-            self.write_with_retries(lba + (i * per) as u64, chunk)?;
+            let start = lba + (i * per) as u64;
+            let blocks = (chunk.len() / BLOCK_SIZE) as u32;
+            self.with_retries(&WRITE, start, blocks, |sd| sd.write_once(start, chunk))?;
         }
         Ok(())
     }

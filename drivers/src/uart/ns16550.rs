@@ -1,7 +1,7 @@
 //! NS16550A-compatible UART (QEMU riscv virt, many RISC-V boards): 8N1 with FIFOs, polled.
 
 use super::Uart;
-use core::ptr::{read_volatile, write_volatile};
+use crate::mmio::RegisterBlock;
 
 const RBR_THR_DLL: usize = 0;
 const IER_DLM: usize = 1;
@@ -17,7 +17,7 @@ const TX_SPIN_LIMIT: u32 = 10_000_000;
 /// An NS16550A with byte-wide registers `stride` bytes apart.
 #[derive(Debug)]
 pub struct Ns16550 {
-    base: usize,
+    regs: RegisterBlock,
     stride: usize,
 }
 
@@ -25,17 +25,17 @@ impl Ns16550 {
     /// # Safety
     /// `base` must be the UART's registers, mapped as device memory, used by nothing else.
     pub const unsafe fn new(base: usize, stride: usize) -> Self {
-        Self { base, stride }
+        // SAFETY: the caller's contract; the offsets are the register numbers times `stride`.
+        let regs = unsafe { RegisterBlock::new(base) };
+        Self { regs, stride }
     }
 
     fn read(&self, reg: usize) -> u8 {
-        // SAFETY: a register of this UART (constructor contract).
-        unsafe { read_volatile((self.base + reg * self.stride) as *const u8) }
+        self.regs.read8(reg * self.stride)
     }
 
     fn write(&mut self, reg: usize, v: u8) {
-        // SAFETY: as in `read`.
-        unsafe { write_volatile((self.base + reg * self.stride) as *mut u8, v) }
+        self.regs.write8(reg * self.stride, v)
     }
 
     /// 8N1 at `baud` from `clock_hz`, FIFOs on, interrupts off.

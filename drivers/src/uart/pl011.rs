@@ -1,7 +1,7 @@
 //! ARM PL011 UART (QEMU virt, Raspberry Pi): 8N1 with FIFOs, polled.
 
 use super::Uart;
-use core::ptr::{read_volatile, write_volatile};
+use crate::mmio::RegisterBlock;
 
 const DR: usize = 0x00;
 const FR: usize = 0x18;
@@ -23,7 +23,7 @@ const TX_SPIN_LIMIT: u32 = 10_000_000;
 /// A PL011 at a fixed MMIO address.
 #[derive(Debug)]
 pub struct Pl011 {
-    base: usize,
+    regs: RegisterBlock,
     /// Bytes received before `init` (turning the FIFO on empties it): handed out first.
     early: [u8; 32],
     early_len: u8,
@@ -35,22 +35,14 @@ impl Pl011 {
     /// `base` must be the address of a PL011's registers, mapped as device memory, and used by
     /// nothing else.
     pub const unsafe fn new(base: usize) -> Self {
+        // SAFETY: the caller's contract; the offsets used are the PL011's register offsets.
+        let regs = unsafe { RegisterBlock::new(base) };
         Self {
-            base,
+            regs,
             early: [0; 32],
             early_len: 0,
             early_pos: 0,
         }
-    }
-
-    fn read(&self, reg: usize) -> u32 {
-        // SAFETY: `base` is a PL011 (constructor contract); reg is one of its register offsets.
-        unsafe { read_volatile((self.base + reg) as *const u32) }
-    }
-
-    fn write(&mut self, reg: usize, v: u32) {
-        // SAFETY: as in `read`.
-        unsafe { write_volatile((self.base + reg) as *mut u32, v) }
     }
 
     /// Set up 8N1 at `baud` from a UART clock of `clock_hz`, FIFOs on, interrupts masked. Bytes
@@ -58,38 +50,38 @@ impl Pl011 {
     /// are read out first and the FIFO is switched on at once).
     pub fn init(&mut self, clock_hz: u32, baud: u32) {
         const LCRH_8N1_FIFO: u32 = (0b11 << 5) | (1 << 4);
-        while self.read(FR) & FR_RXFE == 0 && (self.early_len as usize) < self.early.len() {
-            self.early[self.early_len as usize] = self.read(DR) as u8;
+        while self.regs.read32(FR) & FR_RXFE == 0 && (self.early_len as usize) < self.early.len() {
+            self.early[self.early_len as usize] = self.regs.read32(DR) as u8;
             self.early_len += 1;
         }
-        self.write(LCRH, LCRH_8N1_FIFO);
-        self.write(CR, 0);
+        self.regs.write32(LCRH, LCRH_8N1_FIFO);
+        self.regs.write32(CR, 0);
         let mut spins = 0;
-        while self.read(FR) & FR_BUSY != 0 && spins < TX_SPIN_LIMIT {
+        while self.regs.read32(FR) & FR_BUSY != 0 && spins < TX_SPIN_LIMIT {
             spins += 1;
         }
         // Divisor = clock / (16 * baud), as 16.6 fixed point; latched by the LCR_H write after it
         // (FIFO enable unchanged, so nothing received is lost).
         let div64 = ((clock_hz as u64) * 4 + baud as u64 / 2) / baud as u64;
-        self.write(IBRD, (div64 >> 6) as u32);
-        self.write(FBRD, (div64 & 0x3f) as u32);
-        self.write(LCRH, LCRH_8N1_FIFO);
-        self.write(IMSC, 0);
-        self.write(ICR, 0x7ff);
-        self.write(CR, (1 << 0) | (1 << 8) | (1 << 9)); // UARTEN | TXE | RXE
+        self.regs.write32(IBRD, (div64 >> 6) as u32);
+        self.regs.write32(FBRD, (div64 & 0x3f) as u32);
+        self.regs.write32(LCRH, LCRH_8N1_FIFO);
+        self.regs.write32(IMSC, 0);
+        self.regs.write32(ICR, 0x7ff);
+        self.regs.write32(CR, (1 << 0) | (1 << 8) | (1 << 9)); // UARTEN | TXE | RXE
     }
 }
 
 impl Uart for Pl011 {
     fn write_byte(&mut self, b: u8) {
         let mut spins = 0;
-        while self.read(FR) & FR_TXFF != 0 {
+        while self.regs.read32(FR) & FR_TXFF != 0 {
             spins += 1;
             if spins >= TX_SPIN_LIMIT {
                 return;
             }
         }
-        self.write(DR, b as u32);
+        self.regs.write32(DR, b as u32);
     }
 
     fn read_byte(&mut self) -> Option<u8> {
@@ -97,10 +89,10 @@ impl Uart for Pl011 {
             self.early_pos += 1;
             return Some(self.early[self.early_pos as usize - 1]);
         }
-        if self.read(FR) & FR_RXFE != 0 {
+        if self.regs.read32(FR) & FR_RXFE != 0 {
             None
         } else {
-            Some(self.read(DR) as u8)
+            Some(self.regs.read32(DR) as u8)
         }
     }
 }

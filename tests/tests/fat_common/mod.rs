@@ -117,6 +117,14 @@ pub fn mkfs(img: &Path, size: u64, offset: Option<u64>, extra: &[&str]) {
     run(cmd.arg(img));
 }
 
+/// [`mkfs`] a FAT32 volume of 512-byte clusters into a sparse image of `size` bytes, behind an MBR
+/// partition from block 2048 (type 0x0C); returns the volume's byte offset.
+pub fn mkfs_mbr(img: &Path, size: u64) -> u64 {
+    mkfs(img, size, Some(2048), &["-F", "32", "-s", "1"]);
+    write_mbr_file(img, 2048, 0x0C);
+    2048 * 512
+}
+
 /// The `-i` argument of mtools for a volume at byte `offset` of `img`.
 fn mtools_image(img: &Path, offset: u64) -> String {
     if offset == 0 {

@@ -46,7 +46,7 @@
 //! receives, a card that refuses writes (WP_VIOLATION), and a card that never finishes programming.
 #![allow(dead_code)]
 
-use drivers::sdhci::{Clock, Regs};
+use drivers::sdhci::{Clock, Config, Regs, Sdhci};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -685,6 +685,29 @@ impl Card {
         std::mem::take(&mut self.pending) | ((state as u32) << 9) | ready | extra
     }
 
+    /// The block a data command (CMD17/18/24/25) received in `state` with argument `arg` starts at:
+    /// the block number on SDHC, the byte address on SDSC. Else the answer that refuses it: none
+    /// outside "tran" (an illegal command), an R1 error for an SDSC address not on a block boundary
+    /// or a block past the end.
+    fn data_lba(&mut self, state: CardState, arg: u32) -> Result<u64, Option<Answer>> {
+        if state != CardState::Tran {
+            self.pending |= R1_ILLEGAL_COMMAND;
+            return Err(None);
+        }
+        let lba = if self.ccs {
+            arg as u64
+        } else {
+            if !arg.is_multiple_of(512) {
+                return Err(Some(Answer::Short(self.status(state, R1_ADDRESS_ERROR))));
+            }
+            arg as u64 / 512
+        };
+        if lba >= self.blocks() {
+            return Err(Some(Answer::Short(self.status(state, R1_OUT_OF_RANGE))));
+        }
+        Ok(lba)
+    }
+
     /// Execute a command (an application command if CMD55 came just before); `None` = no
     /// response.
     fn command(&mut self, index: u8, arg: u32, never_ready: bool) -> Option<Answer> {
@@ -803,20 +826,10 @@ impl Card {
                 Some(Answer::Short(self.status(st, extra)))
             }
             (false, 17) | (false, 18) => {
-                if st != Tran {
-                    return illegal(self);
-                }
-                let lba = if self.ccs {
-                    arg as u64
-                } else {
-                    if !arg.is_multiple_of(512) {
-                        return Some(Answer::Short(self.status(st, R1_ADDRESS_ERROR)));
-                    }
-                    arg as u64 / 512
+                let lba = match self.data_lba(st, arg) {
+                    Ok(lba) => lba,
+                    Err(refused) => return refused,
                 };
-                if lba >= self.blocks() {
-                    return Some(Answer::Short(self.status(st, R1_OUT_OF_RANGE)));
-                }
                 let s = self.status(st, 0);
                 self.state = Data;
                 self.stream = Some(lba);
@@ -824,20 +837,10 @@ impl Card {
                 Some(Answer::Short(s))
             }
             (false, 24) | (false, 25) => {
-                if st != Tran {
-                    return illegal(self);
-                }
-                let lba = if self.ccs {
-                    arg as u64
-                } else {
-                    if !arg.is_multiple_of(512) {
-                        return Some(Answer::Short(self.status(st, R1_ADDRESS_ERROR)));
-                    }
-                    arg as u64 / 512
+                let lba = match self.data_lba(st, arg) {
+                    Ok(lba) => lba,
+                    Err(refused) => return refused,
                 };
-                if lba >= self.blocks() {
-                    return Some(Answer::Short(self.status(st, R1_OUT_OF_RANGE)));
-                }
                 if self.spec.perm_write_protect || self.wp_violation {
                     return Some(Answer::Short(self.status(st, R1_WP_VIOLATION)));
                 }
@@ -1732,4 +1735,53 @@ pub fn make_csd(kind: Kind, blocks: u64) -> [u8; 16] {
         }
     }
     r.to_be_bytes()
+}
+
+// ---- Shared by the driver tests (sd_driver, sd_write) ----
+
+/// The SDHCI driver over the simulator.
+pub type Driver = Sdhci<SimRegs, SimClock>;
+
+pub const MHZ: u32 = 1_000_000;
+/// The Pi 3's EMMC clock under the default firmware.
+pub const PI_BASE: u32 = 250 * MHZ;
+
+/// A 32 GiB SDHC card of pattern blocks.
+pub fn sdhc() -> CardSpec {
+    CardSpec::new(Kind::Sdhc, Backing::Pattern { blocks: 64 << 20 })
+}
+
+/// A simulator of `host`, `card` and `faults`, and the driver initialised over it with `config`;
+/// panics with the commands seen and the violations if the initialisation fails.
+pub fn start_with(host: HostSpec, card: CardSpec, faults: Faults, config: Config) -> (Sim, Driver) {
+    let sim = Sim::new(host, card, faults);
+    match Sdhci::with_config(sim.regs(), sim.clock(), config) {
+        Ok(sd) => (sim, sd),
+        Err(e) => panic!(
+            "init: {e}\ncommands: {:?}\nviolations: {:#?}",
+            sim.names(),
+            sim.violations()
+        ),
+    }
+}
+
+/// [`start_with`] a v3 controller at [`PI_BASE`] and an [`sdhc`] card without faults.
+pub fn start_sdhc(config: Config) -> (Sim, Driver) {
+    start_with(HostSpec::v3(PI_BASE), sdhc(), Faults::default(), config)
+}
+
+/// [`start_with`] a v3 controller at [`PI_BASE`], `card` without faults and the default [`Config`].
+pub fn start_card(card: CardSpec) -> (Sim, Driver) {
+    start_with(
+        HostSpec::v3(PI_BASE),
+        card,
+        Faults::default(),
+        Config::new(PI_BASE),
+    )
+}
+
+/// The simulator saw no protocol violation.
+pub fn check_no_violations(sim: &Sim) {
+    let v = sim.violations();
+    assert!(v.is_empty(), "protocol violations:\n{}", v.join("\n"));
 }
