@@ -96,7 +96,8 @@ pub struct Engine<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> {
     pub src: &'a S,
     pub pool: &'a P,
     pub kernels: Kernels,
-    /// Called after every forward pass (prompt or generated token), e.g. to sample a counter.
+    /// Called after every forward pass (a prompt batch or a generated token), e.g. to sample a
+    /// counter.
     pub on_forward: Option<&'a dyn Fn()>,
 }
 
@@ -115,7 +116,9 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
         }
     }
 
-    /// Feed `tokens` at the next positions; computes logits for the last one.
+    /// Feed `tokens` at the next positions, in batches of up to `st.batch()` tokens per forward
+    /// pass (each weight read and decoded once per batch); computes logits for the last one. The
+    /// logits are bit for bit those of feeding the tokens one at a time.
     pub fn feed(&self, st: &mut RunState, tokens: &[u32]) -> Result<(), GenError> {
         let free = st.ctx() - st.pos;
         if tokens.len() > free {
@@ -124,14 +127,16 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
                 free,
             });
         }
-        for (i, &t) in tokens.iter().enumerate() {
-            self.model.forward(
+        let b = st.batch().max(1);
+        let passes = tokens.len().div_ceil(b);
+        for (i, chunk) in tokens.chunks(b).enumerate() {
+            self.model.forward_batch(
                 st,
                 self.src,
                 self.pool,
                 &self.kernels,
-                t,
-                i + 1 == tokens.len(),
+                chunk,
+                i + 1 == passes,
             )?;
             self.forwarded();
         }

@@ -1,11 +1,12 @@
-//! Matrix-vector products over a weight tensor read through [`Storage`], row range by row range.
+//! Matrix-vector products (and matrix × a batch of vectors) over a weight tensor read through
+//! [`Storage`], row range by row range.
 //!
 //! The worker pool gives each core a row range; each range is computed from bytes borrowed in place
 //! when the storage has them resident, or read in chunks of whole rows into the caller's scratch buffer.
 //! No allocation here.
 
 use crate::gguf::TensorInfo;
-use crate::quant::{Acts, KernelError, Kernels};
+use crate::quant::{Acts, ActsBatch, KernelError, Kernels};
 use crate::storage::{Storage, StorageError};
 use core::fmt;
 use core::ops::Range;
@@ -66,7 +67,23 @@ pub fn matvec<S: Storage + ?Sized>(
     out: &mut [f32],
     scratch: &mut [u8],
 ) -> Result<(), MatvecError> {
-    if rows.start > rows.end || rows.end as u64 > w.rows() || out.len() != rows.len() {
+    matmat(kernels, src, w, rows, &ActsBatch::one(*acts), out, scratch)
+}
+
+/// `out[i * cols + c] = W[rows.start + i] · x_c` for the rows in `rows` and each of the `cols`
+/// columns of `acts` (a batch of prompt tokens): every row is read once, in place or into
+/// `scratch`, for all columns, and each weight block decoded once ([`Kernels::dot_rows_batch`]).
+pub fn matmat<S: Storage + ?Sized>(
+    kernels: &Kernels,
+    src: &S,
+    w: &TensorInfo,
+    rows: Range<usize>,
+    acts: &ActsBatch<'_>,
+    out: &mut [f32],
+    scratch: &mut [u8],
+) -> Result<(), MatvecError> {
+    let cols = acts.cols.max(1);
+    if rows.start > rows.end || rows.end as u64 > w.rows() || out.len() != rows.len() * cols {
         return Err(MatvecError::Rows {
             rows,
             tensor_rows: w.rows(),
@@ -81,7 +98,7 @@ pub fn matvec<S: Storage + ?Sized>(
     let start = w.offset + rows.start as u64 * rb as u64;
     let total = rows.len() * rb;
     if let Some(bytes) = src.resident(start, total) {
-        kernels.dot_rows(w.ty, n, bytes, acts, out)?;
+        kernels.dot_rows_batch(w.ty, n, bytes, acts, out)?;
         return Ok(());
     }
     // Whole groups of four rows where possible (the SIMD kernels take four rows at a time).
@@ -98,7 +115,8 @@ pub fn matvec<S: Storage + ?Sized>(
         let k = per_chunk.min(rows.len() - done);
         let buf = &mut scratch[..k * rb];
         src.read_at(start + (done * rb) as u64, buf)?;
-        kernels.dot_rows(w.ty, n, buf, acts, &mut out[done..done + k])?;
+        let part = &mut out[done * cols..(done + k) * cols];
+        kernels.dot_rows_batch(w.ty, n, buf, acts, part)?;
         done += k;
     }
     Ok(())

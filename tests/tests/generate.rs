@@ -98,24 +98,71 @@ fn seeded_sampling_is_deterministic() {
     assert_ne!(a, c, "different seeds gave the same 12 tokens");
 }
 
+/// A pool of scoped threads, one per worker.
+struct Threads(usize);
+impl Parallel for Threads {
+    fn workers(&self) -> usize {
+        self.0
+    }
+    fn run(&self, job: &(dyn Fn(usize) + Sync)) {
+        std::thread::scope(|s| {
+            for w in 1..self.0 {
+                s.spawn(move || job(w));
+            }
+            job(0);
+        });
+    }
+}
+
+/// The prompt fed in batches of 1, 7 and 32 tokens (one and three workers) leaves bit for bit
+/// the same logits and the same K/V cache as feeding it one token at a time.
+#[test]
+fn a_batched_prompt_gives_the_logits_of_one_token_at_a_time() {
+    let (src, g) = setup();
+    let model = Model::load(&g, &src).unwrap();
+    // The chat case's prompt and llama.cpp's reply to it: a real 40+ token conversation.
+    let case = golden::load("smollm2-chat-mountain");
+    let prompt: Vec<u32> = case.prompt_ids.iter().chain(&case.generated_ids).copied().collect();
+    assert!(prompt.len() >= 40, "{} tokens", prompt.len());
+    let feed = |pool: &dyn Parallel, batch: usize| {
+        let engine = Engine {
+            model: &model,
+            src: &src,
+            pool,
+            kernels: Kernels::best(),
+            on_forward: None,
+        };
+        let mut st = RunState::with_batch(&model, 96, pool.workers(), batch).unwrap();
+        assert_eq!(st.batch(), batch);
+        engine.feed(&mut st, &prompt).unwrap();
+        assert_eq!(st.pos, prompt.len());
+        st
+    };
+    let want = feed(&SingleThread, 1);
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+    for (batch, workers) in [(7, 1), (32, 1), (32, 3), (7, 3)] {
+        let got = match workers {
+            1 => feed(&SingleThread, batch),
+            w => feed(&Threads(w), batch),
+        };
+        let what = format!("batch {batch}, {workers} workers");
+        assert!(bits(&got.logits) == bits(&want.logits), "{what}: logits differ");
+        assert!(got.kv.k == want.kv.k && got.kv.v == want.kv.v, "{what}: K/V differ");
+    }
+    // A batch the state has no room for is an error, not a panic.
+    let mut st = RunState::with_batch(&model, 64, 1, 4).unwrap();
+    let err = model
+        .forward_batch(&mut st, &src, &SingleThread, &Kernels::best(), &prompt[..5], true)
+        .unwrap_err();
+    assert!(err.to_string().contains("batches of 1 to 4"), "{err}");
+    assert!(RunState::with_batch(&model, 64, 1, 0).is_err());
+    assert!(RunState::with_batch(&model, 64, 1, 65).is_err());
+}
+
 /// Splitting rows and heads across workers changes nothing: every output element is computed by the
 /// same code whichever worker computes it.
 #[test]
 fn results_do_not_depend_on_the_worker_count() {
-    struct Threads(usize);
-    impl Parallel for Threads {
-        fn workers(&self) -> usize {
-            self.0
-        }
-        fn run(&self, job: &(dyn Fn(usize) + Sync)) {
-            std::thread::scope(|s| {
-                for w in 1..self.0 {
-                    s.spawn(move || job(w));
-                }
-                job(0);
-            });
-        }
-    }
     let (src, g) = setup();
     let model = Model::load(&g, &src).unwrap();
     let prompt = &golden::load("smollm2-capital").prompt_ids;

@@ -1,18 +1,23 @@
 //! The forward pass of llama-family models (llama, qwen2), top to bottom, as llama2.c's `run.c`.
 //!
-//! One token at a time: embedding row → for each layer [RMSNorm → Q, K, V (+ biases) → RoPE → store
-//! K, V in the f16 cache → online-softmax attention → output projection → residual → RMSNorm →
-//! SwiGLU feed-forward → residual] → final RMSNorm → output head. Every matrix is read from the
-//! storage through `matvec`, its rows split across the workers of a [`Parallel`] pool; no
-//! allocation happens here (all buffers live in [`RunState`]).
+//! A batch of B tokens at consecutive positions (B = 1 when generating, up to the run state's batch
+//! for a prompt): embedding rows → for each layer [RMSNorm → Q, K, V (+ biases) → RoPE → store K,
+//! V of all B positions in the f16 cache → online-softmax attention, token i over positions up to
+//! its own (the causal mask inside the batch) → output projection → residual → RMSNorm → SwiGLU
+//! feed-forward → residual] → final RMSNorm → output head (last token only). Every matrix is read
+//! from the storage once per batch through `matmat`, its rows split across the workers of a
+//! [`Parallel`] pool, each weight block decoded once for all B tokens. Every value a token gets is
+//! computed exactly as in a one-token pass (same operations, same order), so a batched prompt
+//! gives bit for bit the logits of feeding it one token at a time. No allocation happens here
+//! (all buffers live in [`RunState`]); per-token buffers are `[B][width]`.
 
 use super::{Config, ModelError, RopeLayout, Weights};
 use crate::gguf::{Gguf, TensorInfo};
 use crate::kv::KvCache;
-use crate::matvec::{matvec, read_row_f32};
+use crate::matvec::{matmat, read_row_f32};
 use crate::ops::{self, RopeTable};
 use crate::parallel::{par_chunks, Parallel, MAX_WORKERS};
-use crate::quant::{ActBuf, ActFormat, Acts, Kernels};
+use crate::quant::{ActBuf, ActFormat, ActsBatch, Kernels, MAX_BATCH};
 use crate::storage::Storage;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -33,7 +38,7 @@ impl Model {
     }
 }
 
-/// One input vector quantized lazily to each activation format it is multiplied in.
+/// One input (B vectors, `[B][n]`) quantized lazily to each activation format it is multiplied in.
 #[derive(Debug)]
 struct ActSet {
     bufs: [ActBuf; 6],
@@ -62,13 +67,14 @@ impl ActSet {
     fn reset(&mut self) {
         self.fresh = [false; 6];
     }
-    /// `x` quantized for multiplying with `w` (quantized once per format per input).
+    /// `x` (`cols` vectors) quantized for multiplying with `w` (once per format per input).
     fn for_weight(
         &mut self,
         k: &Kernels,
         w: &TensorInfo,
         x: &[f32],
-    ) -> Result<Acts<'_>, ModelError> {
+        cols: usize,
+    ) -> Result<ActsBatch<'_>, ModelError> {
         let f = w.ty.act_format();
         let i = slot(f);
         if !self.fresh[i] {
@@ -77,32 +83,38 @@ impl ActSet {
                 .map_err(|e| ModelError::Matvec(alloc::format!("{e:?}")))?;
             self.fresh[i] = true;
         }
-        self.bufs[i]
+        let acts = self.bufs[i]
             .acts()
-            .ok_or_else(|| ModelError::Matvec("no activations".into()))
+            .ok_or_else(|| ModelError::Matvec("no activations".into()))?;
+        Ok(ActsBatch { cols, acts })
     }
     fn bytes(&self) -> usize {
         self.bufs.iter().map(|b| b.reserved_bytes()).sum()
     }
 }
 
-/// Every buffer the forward pass uses, allocated once for a context length.
+/// Every buffer the forward pass uses, allocated once for a context length and a batch size B.
 #[derive(Debug)]
 pub struct RunState {
-    /// Residual stream. `[dim]`
+    /// Residual stream. `[B][dim]`
     pub x: Vec<f32>,
-    /// Normed input / projection output. `[dim]`
+    /// Normed input / projection output. `[B][dim]`
     xb: Vec<f32>,
-    /// Attention output, all heads. `[n_head * head_dim]`
+    /// Attention output, all heads. `[B][n_head * head_dim]`
     att: Vec<f32>,
-    /// Queries. `[n_head * head_dim]`
+    /// Queries. `[B][n_head * head_dim]`
     q: Vec<f32>,
-    /// Keys and values of this position. `[kv_dim]`
+    /// Keys and values of the batch's positions. `[B][kv_dim]`
     k: Vec<f32>,
     v: Vec<f32>,
-    /// Feed-forward gate and up projections. `[ffn_dim]`
+    /// Feed-forward gate and up projections. `[B][ffn_dim]`
     hb: Vec<f32>,
     hb2: Vec<f32>,
+    /// A batched product as the kernels write it, `[rows][B]`, before it is laid out per token
+    /// (empty when B = 1).
+    mm: Vec<f32>,
+    /// Tokens per forward pass at most.
+    batch: usize,
     /// Scores over the vocabulary. `[vocab]`
     pub logits: Vec<f32>,
     /// Quantized activations of the current matmul input: one set for `dim`-wide inputs and one for
@@ -121,8 +133,32 @@ pub struct RunState {
 pub const SCRATCH_BYTES: usize = 64 * 1024;
 
 impl RunState {
-    /// Buffers for `model` with a KV cache of `ctx` positions and `workers` workers.
+    /// Buffers for `model` with a KV cache of `ctx` positions and `workers` workers, one token
+    /// per forward pass.
     pub fn new(model: &Model, ctx: usize, workers: usize) -> Result<RunState, ModelError> {
+        Self::with_batch(model, ctx, workers, 1)
+    }
+
+    /// Bytes of the per-token buffers one more token of batch costs (to size the batch from
+    /// free RAM).
+    pub fn bytes_per_batch_token(model: &Model) -> usize {
+        let c = &model.config;
+        let wide = c.dim.max(c.q_dim());
+        // x, xb, att, q, k, v, hb, hb2, the [rows][B] product, and the activation sets (f32 in
+        // the worst case, as wide as the input).
+        let floats = 2 * c.dim + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * c.ffn_dim;
+        let mm = c.dim.max(c.q_dim()).max(c.ffn_dim);
+        (floats + mm) * 4 + 6 * 4 * (wide + c.ffn_dim)
+    }
+
+    /// [`RunState::new`] with buffers for up to `batch` tokens per forward pass (1 to
+    /// [`MAX_BATCH`]).
+    pub fn with_batch(
+        model: &Model,
+        ctx: usize,
+        workers: usize,
+        batch: usize,
+    ) -> Result<RunState, ModelError> {
         let c = &model.config;
         if ctx == 0 || ctx > c.train_ctx {
             return Err(ModelError::BadContext {
@@ -130,20 +166,30 @@ impl RunState {
                 max: c.train_ctx,
             });
         }
+        if batch == 0 || batch > MAX_BATCH {
+            return Err(ModelError::Batch {
+                tokens: batch,
+                max: MAX_BATCH,
+            });
+        }
         let workers = workers.clamp(1, MAX_WORKERS);
         let scratch_bytes = SCRATCH_BYTES.max(model.weights.max_row_bytes());
+        let b = batch;
+        let mm_rows = c.dim.max(c.q_dim()).max(c.ffn_dim);
         Ok(RunState {
-            x: vec![0.0; c.dim],
-            xb: vec![0.0; c.dim],
-            att: vec![0.0; c.q_dim()],
-            q: vec![0.0; c.q_dim()],
-            k: vec![0.0; c.kv_dim()],
-            v: vec![0.0; c.kv_dim()],
-            hb: vec![0.0; c.ffn_dim],
-            hb2: vec![0.0; c.ffn_dim],
+            x: vec![0.0; b * c.dim],
+            xb: vec![0.0; b * c.dim],
+            att: vec![0.0; b * c.q_dim()],
+            q: vec![0.0; b * c.q_dim()],
+            k: vec![0.0; b * c.kv_dim()],
+            v: vec![0.0; b * c.kv_dim()],
+            hb: vec![0.0; b * c.ffn_dim],
+            hb2: vec![0.0; b * c.ffn_dim],
+            mm: vec![0.0; if b > 1 { b * mm_rows } else { 0 }],
+            batch: b,
             logits: vec![0.0; c.vocab],
-            acts_dim: ActSet::new(c.dim.max(c.q_dim())),
-            acts_ffn: ActSet::new(c.ffn_dim),
+            acts_dim: ActSet::new(b * c.dim.max(c.q_dim())),
+            acts_ffn: ActSet::new(b * c.ffn_dim),
             scratch: (0..workers).map(|_| vec![0u8; scratch_bytes]).collect(),
             kv: KvCache::new(c.n_layer, ctx, c.kv_dim()),
             rope: RopeTable::new(ctx, c.rope_dim, c.rope_base, c.rope_scale),
@@ -162,6 +208,7 @@ impl RunState {
             + f(&self.v)
             + f(&self.hb)
             + f(&self.hb2)
+            + f(&self.mm)
             + f(&self.logits);
         let other = bufs
             + self.acts_dim.bytes()
@@ -169,6 +216,11 @@ impl RunState {
             + self.scratch.iter().map(Vec::len).sum::<usize>()
             + self.rope.bytes();
         (self.kv.bytes(), other)
+    }
+
+    /// Tokens one forward pass takes at most.
+    pub fn batch(&self) -> usize {
+        self.batch
     }
 
     /// Context positions in the KV cache.
@@ -182,23 +234,42 @@ impl RunState {
     }
 }
 
-/// `out = W · x` with W's rows split across the pool's workers.
+/// `out = W · x` for each column of `acts`, W's rows split across the pool's workers. `out` is
+/// `[cols][rows]` (one output vector per token); a batch is computed into `mm` as `[rows][cols]`
+/// (each worker a contiguous range of rows) and then laid out per token.
 fn matmul<S, P>(
     k: &Kernels,
     src: &S,
     pool: &P,
     w: &TensorInfo,
-    acts: &Acts<'_>,
+    acts: &ActsBatch<'_>,
     out: &mut [f32],
+    mm: &mut [f32],
     scratch: &mut [Vec<u8>],
 ) -> Result<(), ModelError>
 where
     S: Storage + Sync + ?Sized,
     P: Parallel + ?Sized,
 {
-    par_chunks(pool, out, 1, scratch, |rows, part, s| {
-        matvec(k, src, w, rows, acts, part, s)
+    let cols = acts.cols;
+    if cols == 1 {
+        par_chunks(pool, out, 1, scratch, |rows, part, s| {
+            matmat(k, src, w, rows, acts, part, s)
+        })?;
+        return Ok(());
+    }
+    let rows = out.len() / cols;
+    let mm = mm
+        .get_mut(..rows * cols)
+        .ok_or_else(|| ModelError::Matvec("batch buffer too small".into()))?;
+    par_chunks(pool, mm, cols, scratch, |r, part, s| {
+        matmat(k, src, w, r.start / cols..r.end / cols, acts, part, s)
     })?;
+    for (c, o) in out.chunks_exact_mut(rows).enumerate() {
+        for (r, v) in o.iter_mut().enumerate() {
+            *v = mm[r * cols + c];
+        }
+    }
     Ok(())
 }
 
@@ -240,21 +311,43 @@ impl Model {
         S: Storage + Sync + ?Sized,
         P: Parallel + ?Sized,
     {
+        self.forward_batch(st, src, pool, k, &[token], want_logits)
+    }
+
+    /// Run `tokens` (1 to `st.batch()`) at the next positions in one pass. With `want_logits`,
+    /// the scores over the vocabulary after the last of them go to `st.logits`. The result is bit
+    /// for bit that of running them one by one with [`Model::forward`].
+    pub fn forward_batch<S, P>(
+        &self,
+        st: &mut RunState,
+        src: &S,
+        pool: &P,
+        k: &Kernels,
+        tokens: &[u32],
+        want_logits: bool,
+    ) -> Result<(), ModelError>
+    where
+        S: Storage + Sync + ?Sized,
+        P: Parallel + ?Sized,
+    {
         let c = &self.config;
         let w = &self.weights;
-        let pos = st.pos;
-        if pos >= st.kv.ctx {
+        let (pos, b) = (st.pos, tokens.len());
+        if b == 0 || b > st.batch {
+            return Err(ModelError::Batch {
+                tokens: b,
+                max: st.batch,
+            });
+        }
+        if pos + b > st.kv.ctx {
             return Err(ModelError::ContextFull { ctx: st.kv.ctx });
         }
-        if token as usize >= c.vocab {
+        if let Some(&token) = tokens.iter().find(|&&t| t as usize >= c.vocab) {
             return Err(ModelError::TokenOutOfRange {
                 token,
                 vocab: c.vocab,
             });
         }
-        let (hd, kv_dim) = (c.head_dim, c.kv_dim());
-        let group = c.n_head / c.n_head_kv;
-        let att_scale = 1.0 / libm::sqrtf(hd as f32);
         // Read-ahead: before each matrix, announce the one two further on, so a streaming source
         // reads it while these are computed (the first two are announced here).
         let ahead = |l: usize, j: usize| {
@@ -265,111 +358,162 @@ impl Model {
         ahead(0, 0);
         ahead(0, 1);
 
-        // x = token_embd[token]                                  x: [dim]
-        read_row_f32(
-            src,
-            &w.token_embd,
-            token as usize,
-            &mut st.x,
-            &mut st.scratch[0],
-        )?;
-
-        for (l, lw) in w.layers.iter().enumerate() {
-            // xb = rmsnorm(x) * attn_norm                        xb: [dim]
-            ops::rmsnorm(&mut st.xb, &st.x, &lw.attn_norm, c.norm_eps);
-            st.acts_dim.reset();
-            // q = wq·xb + bq, k = wk·xb + bk, v = wv·xb + bv      q: [n_head*hd], k, v: [kv_dim]
-            ahead(l, 2);
-            let a = st.acts_dim.for_weight(k, &lw.wq, &st.xb)?;
-            matmul(k, src, pool, &lw.wq, &a, &mut st.q, &mut st.scratch)?;
-            ahead(l, 3);
-            let a = st.acts_dim.for_weight(k, &lw.wk, &st.xb)?;
-            matmul(k, src, pool, &lw.wk, &a, &mut st.k, &mut st.scratch)?;
-            ahead(l, 4);
-            let a = st.acts_dim.for_weight(k, &lw.wv, &st.xb)?;
-            matmul(k, src, pool, &lw.wv, &a, &mut st.v, &mut st.scratch)?;
-            add_bias(&mut st.q, &lw.bq);
-            add_bias(&mut st.k, &lw.bk);
-            add_bias(&mut st.v, &lw.bv);
-
-            // RoPE on q and k at this position
-            match c.rope_layout {
-                RopeLayout::Adjacent => {
-                    st.rope.apply_adjacent(&mut st.q, hd, pos);
-                    st.rope.apply_adjacent(&mut st.k, hd, pos);
-                }
-                RopeLayout::Neox => {
-                    st.rope.apply_neox(&mut st.q, hd, pos);
-                    st.rope.apply_neox(&mut st.k, hd, pos);
-                }
-            }
-
-            // K, V of this position into the f16 cache            cache: [layer][pos][kv_dim]
-            let (ks, vs) = st.kv.slot_mut(l, pos);
-            ops::to_f16(ks, &st.k);
-            ops::to_f16(vs, &st.v);
-
-            // att[h] = softmax(q[h]·K[kvh] / sqrt(hd)) · V[kvh]  per head, heads split across workers
-            let (keys, values) = (st.kv.keys(l, pos + 1), st.kv.values(l, pos + 1));
-            let q = &st.q;
-            par_chunks(pool, &mut st.att, hd, &mut st.scratch, |r, part, _| {
-                for (i, out) in part.chunks_exact_mut(hd).enumerate() {
-                    let h = r.start / hd + i;
-                    let kvh = h / group;
-                    (k.attend_head)(
-                        out,
-                        &q[h * hd..(h + 1) * hd],
-                        keys,
-                        values,
-                        pos + 1,
-                        kv_dim,
-                        kvh * hd,
-                        att_scale,
-                    );
-                }
-                Ok::<(), ModelError>(())
-            })?;
-
-            // x += wo·att                                        xb: [dim]
-            st.acts_dim.reset();
-            ahead(l, 5);
-            let a = st.acts_dim.for_weight(k, &lw.wo, &st.att)?;
-            matmul(k, src, pool, &lw.wo, &a, &mut st.xb, &mut st.scratch)?;
-            ops::add(&mut st.x, &st.xb);
-
-            // xb = rmsnorm(x) * ffn_norm
-            ops::rmsnorm(&mut st.xb, &st.x, &lw.ffn_norm, c.norm_eps);
-            st.acts_dim.reset();
-            // hb = silu(w_gate·xb) * (w_up·xb)                   hb, hb2: [ffn_dim]
-            ahead(l, 6);
-            let a = st.acts_dim.for_weight(k, &lw.w_gate, &st.xb)?;
-            matmul(k, src, pool, &lw.w_gate, &a, &mut st.hb, &mut st.scratch)?;
-            ahead(l, 7);
-            let a = st.acts_dim.for_weight(k, &lw.w_up, &st.xb)?;
-            matmul(k, src, pool, &lw.w_up, &a, &mut st.hb2, &mut st.scratch)?;
-            // hb = silu(hb) * hb2, split across workers (1536 expf per layer would otherwise be serial)
-            let hb2 = &st.hb2;
-            par_chunks(pool, &mut st.hb, 1, &mut st.scratch, |r, part, _| {
-                ops::silu_mul(part, &hb2[r]);
-                Ok::<(), ModelError>(())
-            })?;
-
-            // x += w_down·hb                                     xb: [dim]
-            st.acts_ffn.reset();
-            ahead(l, 8);
-            let a = st.acts_ffn.for_weight(k, &lw.w_down, &st.hb)?;
-            matmul(k, src, pool, &lw.w_down, &a, &mut st.xb, &mut st.scratch)?;
-            ops::add(&mut st.x, &st.xb);
+        // x[i] = token_embd[tokens[i]]                         x: [B][dim]
+        for (x, &t) in st.x.chunks_exact_mut(c.dim).zip(tokens) {
+            read_row_f32(src, &w.token_embd, t as usize, x, &mut st.scratch[0])?;
         }
-        st.pos += 1;
+        for l in 0..w.layers.len() {
+            self.attention_block(st, src, pool, k, l, b, &ahead)?;
+            self.ffn_block(st, src, pool, k, l, b, &ahead)?;
+        }
+        st.pos += b;
 
         if want_logits {
-            // logits = output · rmsnorm(x) * output_norm          logits: [vocab]
-            ops::rmsnorm(&mut st.xb, &st.x, &w.output_norm, c.norm_eps);
+            // logits = output · rmsnorm(x[B-1]) * output_norm     logits: [vocab]
+            let x = &st.x[(b - 1) * c.dim..b * c.dim];
+            ops::rmsnorm(&mut st.xb[..c.dim], x, &w.output_norm, c.norm_eps);
             st.acts_dim.reset();
-            let a = st.acts_dim.for_weight(k, &w.output, &st.xb)?;
-            matmul(k, src, pool, &w.output, &a, &mut st.logits, &mut st.scratch)?;
+            let a = st.acts_dim.for_weight(k, &w.output, &st.xb[..c.dim], 1)?;
+            matmul(k, src, pool, &w.output, &a, &mut st.logits, &mut st.mm, &mut st.scratch)?;
         }
+        Ok(())
+    }
+
+    /// Layer `l`'s attention for the batch of `b` tokens at `st.pos ..`: x += wo · attention.
+    fn attention_block<S, P>(
+        &self,
+        st: &mut RunState,
+        src: &S,
+        pool: &P,
+        k: &Kernels,
+        l: usize,
+        b: usize,
+        ahead: &dyn Fn(usize, usize),
+    ) -> Result<(), ModelError>
+    where
+        S: Storage + Sync + ?Sized,
+        P: Parallel + ?Sized,
+    {
+        let c = &self.config;
+        let lw = &self.weights.layers[l];
+        let (dim, hd, qd, kv_dim) = (c.dim, c.head_dim, c.q_dim(), c.kv_dim());
+        let pos = st.pos;
+        let group = c.n_head / c.n_head_kv;
+        let att_scale = 1.0 / libm::sqrtf(hd as f32);
+        // xb = rmsnorm(x) * attn_norm                            xb: [B][dim]
+        for (xb, x) in st.xb.chunks_exact_mut(dim).zip(st.x.chunks_exact(dim)).take(b) {
+            ops::rmsnorm(xb, x, &lw.attn_norm, c.norm_eps);
+        }
+        st.acts_dim.reset();
+        let xb = &st.xb[..b * dim];
+        // q = wq·xb + bq, k = wk·xb + bk, v = wv·xb + bv  q: [B][n_head*hd], k, v: [B][kv_dim]
+        ahead(l, 2);
+        let a = st.acts_dim.for_weight(k, &lw.wq, xb, b)?;
+        matmul(k, src, pool, &lw.wq, &a, &mut st.q[..b * qd], &mut st.mm, &mut st.scratch)?;
+        ahead(l, 3);
+        let a = st.acts_dim.for_weight(k, &lw.wk, xb, b)?;
+        matmul(k, src, pool, &lw.wk, &a, &mut st.k[..b * kv_dim], &mut st.mm, &mut st.scratch)?;
+        ahead(l, 4);
+        let a = st.acts_dim.for_weight(k, &lw.wv, xb, b)?;
+        matmul(k, src, pool, &lw.wv, &a, &mut st.v[..b * kv_dim], &mut st.mm, &mut st.scratch)?;
+        for i in 0..b {
+            let (q, kk) = (&mut st.q[i * qd..(i + 1) * qd], &mut st.k[i * kv_dim..(i + 1) * kv_dim]);
+            let v = &mut st.v[i * kv_dim..(i + 1) * kv_dim];
+            add_bias(q, &lw.bq);
+            add_bias(kk, &lw.bk);
+            add_bias(v, &lw.bv);
+            // RoPE on q and k at this token's position
+            match c.rope_layout {
+                RopeLayout::Adjacent => {
+                    st.rope.apply_adjacent(q, hd, pos + i);
+                    st.rope.apply_adjacent(kk, hd, pos + i);
+                }
+                RopeLayout::Neox => {
+                    st.rope.apply_neox(q, hd, pos + i);
+                    st.rope.apply_neox(kk, hd, pos + i);
+                }
+            }
+            // K, V of this position into the f16 cache        cache: [layer][pos][kv_dim]
+            let (ks, vs) = st.kv.slot_mut(l, pos + i);
+            ops::to_f16(ks, kk);
+            ops::to_f16(vs, v);
+        }
+
+        // att[i][h] = softmax(q[i][h]·K[kvh] / sqrt(hd)) · V[kvh] over positions 0..=pos+i, one
+        // (token, head) pair per chunk of hd, pairs split across workers
+        let (q, kv, n_head) = (&st.q, &st.kv, c.n_head);
+        par_chunks(pool, &mut st.att[..b * qd], hd, &mut st.scratch, |r, part, _| {
+            for (j, out) in part.chunks_exact_mut(hd).enumerate() {
+                let t = r.start / hd + j;
+                let (i, h) = (t / n_head, t % n_head);
+                let seen = pos + i + 1;
+                (k.attend_head)(
+                    out,
+                    &q[i * qd + h * hd..i * qd + (h + 1) * hd],
+                    kv.keys(l, seen),
+                    kv.values(l, seen),
+                    seen,
+                    kv_dim,
+                    (h / group) * hd,
+                    att_scale,
+                );
+            }
+            Ok::<(), ModelError>(())
+        })?;
+
+        // x += wo·att                                          xb: [B][dim]
+        st.acts_dim.reset();
+        ahead(l, 5);
+        let a = st.acts_dim.for_weight(k, &lw.wo, &st.att[..b * qd], b)?;
+        matmul(k, src, pool, &lw.wo, &a, &mut st.xb[..b * dim], &mut st.mm, &mut st.scratch)?;
+        ops::add(&mut st.x[..b * dim], &st.xb[..b * dim]);
+        Ok(())
+    }
+
+    /// Layer `l`'s feed-forward for the batch: x += w_down · (silu(w_gate · xb) * (w_up · xb)).
+    fn ffn_block<S, P>(
+        &self,
+        st: &mut RunState,
+        src: &S,
+        pool: &P,
+        k: &Kernels,
+        l: usize,
+        b: usize,
+        ahead: &dyn Fn(usize, usize),
+    ) -> Result<(), ModelError>
+    where
+        S: Storage + Sync + ?Sized,
+        P: Parallel + ?Sized,
+    {
+        let c = &self.config;
+        let lw = &self.weights.layers[l];
+        let (dim, ffn) = (c.dim, c.ffn_dim);
+        // xb = rmsnorm(x) * ffn_norm                             xb: [B][dim]
+        for (xb, x) in st.xb.chunks_exact_mut(dim).zip(st.x.chunks_exact(dim)).take(b) {
+            ops::rmsnorm(xb, x, &lw.ffn_norm, c.norm_eps);
+        }
+        st.acts_dim.reset();
+        let xb = &st.xb[..b * dim];
+        // hb = silu(w_gate·xb) * (w_up·xb)                     hb, hb2: [B][ffn_dim]
+        ahead(l, 6);
+        let a = st.acts_dim.for_weight(k, &lw.w_gate, xb, b)?;
+        matmul(k, src, pool, &lw.w_gate, &a, &mut st.hb[..b * ffn], &mut st.mm, &mut st.scratch)?;
+        ahead(l, 7);
+        let a = st.acts_dim.for_weight(k, &lw.w_up, xb, b)?;
+        matmul(k, src, pool, &lw.w_up, &a, &mut st.hb2[..b * ffn], &mut st.mm, &mut st.scratch)?;
+        // hb = silu(hb) * hb2, split across workers (B · ffn_dim expf would otherwise be serial)
+        let hb2 = &st.hb2;
+        par_chunks(pool, &mut st.hb[..b * ffn], 1, &mut st.scratch, |r, part, _| {
+            ops::silu_mul(part, &hb2[r]);
+            Ok::<(), ModelError>(())
+        })?;
+
+        // x += w_down·hb                                       xb: [B][dim]
+        st.acts_ffn.reset();
+        ahead(l, 8);
+        let a = st.acts_ffn.for_weight(k, &lw.w_down, &st.hb[..b * ffn], b)?;
+        matmul(k, src, pool, &lw.w_down, &a, &mut st.xb[..b * dim], &mut st.mm, &mut st.scratch)?;
+        ops::add(&mut st.x[..b * dim], &st.xb[..b * dim]);
         Ok(())
     }
 }

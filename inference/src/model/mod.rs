@@ -123,6 +123,11 @@ pub enum ModelError {
     },
     /// Matvec arguments disagree (a bug; reported rather than panicking).
     Matvec(String),
+    /// A forward pass was given `tokens` tokens but the run state holds buffers for `1..=max`.
+    Batch {
+        tokens: usize,
+        max: usize,
+    },
 }
 
 impl fmt::Display for ModelError {
@@ -179,6 +184,10 @@ impl fmt::Display for ModelError {
                 write!(f, "context length {asked} is outside 1..={max}")
             }
             ModelError::Matvec(m) => write!(f, "matvec: {m}"),
+            ModelError::Batch { tokens, max } => write!(
+                f,
+                "a forward pass of {tokens} tokens: the run state holds batches of 1 to {max}"
+            ),
         }
     }
 }

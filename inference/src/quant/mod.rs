@@ -11,6 +11,7 @@
 //!   `cfg(target_arch)` may appear.
 
 pub mod act;
+pub mod batch;
 #[cfg(all(
     test,
     any(
@@ -19,6 +20,14 @@ pub mod act;
     )
 ))]
 mod kernel_tests;
+#[cfg(test)]
+#[path = "kernel_tests/gen.rs"]
+// Some generators serve only the SIMD sets' tests, which do not exist on every target.
+#[allow(dead_code)]
+mod testgen;
+#[cfg(test)]
+#[path = "kernel_tests/batch.rs"]
+mod batch_tests;
 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
 pub mod neon;
 #[cfg(target_arch = "riscv64")]
@@ -27,6 +36,7 @@ pub mod scalar;
 pub mod types;
 
 pub use act::{ActBuf, ActLenError, Acts, BlockQ8K, BlockQ8_0, BlockQ8_1};
+pub use batch::{ActsBatch, Mat, MAX_BATCH};
 pub use types::{ActFormat, GgmlType, QK32, QK_K};
 
 use core::fmt;
@@ -50,6 +60,9 @@ pub enum KernelError {
     },
     /// The activations hold `acts` values but the row has `n`.
     ActLength { n: usize, acts: usize },
+    /// A batch of `cols` columns with an output of `out` values for `rows` rows (at most
+    /// [`MAX_BATCH`] columns, and `rows * cols` outputs).
+    Batch { cols: usize, rows: usize, out: usize },
 }
 
 impl fmt::Display for KernelError {
@@ -77,6 +90,10 @@ impl fmt::Display for KernelError {
             KernelError::ActLength { n, acts } => {
                 write!(f, "row has {n} elements but activations have {acts}")
             }
+            KernelError::Batch { cols, rows, out } => write!(
+                f,
+                "a batch of {cols} columns (at most {MAX_BATCH}) over {rows} rows cannot fill an output of {out}"
+            ),
         }
     }
 }
@@ -161,6 +178,46 @@ pub struct Kernels {
     pub dot_f32_f16: fn(&[f32], &[u16]) -> f32,
     /// Online-softmax attention of one head over the f16 KV cache ([`crate::ops::attend_head`]).
     pub attend_head: AttendHead,
+    /// Matrix × several columns (prompt batches), one entry per weight type.
+    pub mat: MatKernels,
+}
+
+/// Batched kernels ([`batch`]): rows · `cols` activation columns, each weight block decoded once;
+/// output `(r, c)` equals the one-row kernel on row `r` and column `c`, bit for bit.
+#[derive(Clone, Copy, Debug)]
+pub struct MatKernels {
+    pub f32_f32: Mat<f32>,
+    pub f16_f16: Mat<u16>,
+    pub bf16_bf16: Mat<u16>,
+    pub q4_0_q8_0: Mat<BlockQ8_0>,
+    pub q4_1_q8_1: Mat<BlockQ8_1>,
+    pub q5_0_q8_0: Mat<BlockQ8_0>,
+    pub q5_1_q8_1: Mat<BlockQ8_1>,
+    pub q8_0_q8_0: Mat<BlockQ8_0>,
+    pub q2_k_q8_k: Mat<BlockQ8K>,
+    pub q3_k_q8_k: Mat<BlockQ8K>,
+    pub q4_k_q8_k: Mat<BlockQ8K>,
+    pub q5_k_q8_k: Mat<BlockQ8K>,
+    pub q6_k_q8_k: Mat<BlockQ8K>,
+}
+
+impl MatKernels {
+    /// The scalar batched kernels (`batch::mat_*`).
+    pub const SCALAR: MatKernels = MatKernels {
+        f32_f32: batch::mat_f32_f32,
+        f16_f16: batch::mat_f16_f16,
+        bf16_bf16: batch::mat_bf16_bf16,
+        q4_0_q8_0: batch::mat_q4_0_q8_0,
+        q4_1_q8_1: batch::mat_q4_1_q8_1,
+        q5_0_q8_0: batch::mat_q5_0_q8_0,
+        q5_1_q8_1: batch::mat_q5_1_q8_1,
+        q8_0_q8_0: batch::mat_q8_0_q8_0,
+        q2_k_q8_k: batch::mat_q2_k_q8_k,
+        q3_k_q8_k: batch::mat_q3_k_q8_k,
+        q4_k_q8_k: batch::mat_q4_k_q8_k,
+        q5_k_q8_k: batch::mat_q5_k_q8_k,
+        q6_k_q8_k: batch::mat_q6_k_q8_k,
+    };
 }
 
 impl fmt::Debug for Kernels {
@@ -198,6 +255,7 @@ impl Kernels {
         quantize_q8_k: act::quantize_q8_k,
         dot_f32_f16: crate::ops::dot_f32_f16,
         attend_head: crate::ops::attend_head,
+        mat: MatKernels::SCALAR,
     };
 
     /// NEON (every ARMv8-A core: Cortex-A53, A72): SMULL/SMLAL integer dot products.
@@ -227,6 +285,7 @@ impl Kernels {
         quantize_q8_k: neon::quantize_q8_k,
         dot_f32_f16: neon::dot_f32_f16,
         attend_head: neon::attend_head,
+        mat: MatKernels::SCALAR,
     };
 
     /// NEON with SDOT (FEAT_DotProd: Cortex-A55, A76 and later). Only for cores whose
@@ -403,5 +462,66 @@ impl Kernels {
         let mut out = [0.0f32];
         self.dot_rows(ty, n, row, acts, &mut out)?;
         Ok(out[0])
+    }
+
+    /// `out[r * cols + c]` = row `r` of `w` · column `c` of `acts`, for `out.len() / cols` rows of
+    /// `n` elements of `ty`: the batched kernel of `ty` (the one-row path for a single column).
+    /// Every output equals [`Kernels::dot_rows`] on that column, bit for bit.
+    pub fn dot_rows_batch(
+        &self,
+        ty: GgmlType,
+        n: usize,
+        w: &[u8],
+        acts: &ActsBatch<'_>,
+        out: &mut [f32],
+    ) -> Result<(), KernelError> {
+        let cols = acts.cols;
+        let rows = out.len().checked_div(cols).unwrap_or(0);
+        if cols == 0 || cols > MAX_BATCH || rows * cols != out.len() {
+            return Err(KernelError::Batch {
+                cols,
+                rows,
+                out: out.len(),
+            });
+        }
+        if cols == 1 {
+            return self.dot_rows(ty, n, w, &acts.col(0), out);
+        }
+        let rb = check_dot_args(ty, n, w.len(), rows, &acts.col(0))?;
+        if acts.acts.len() != n * cols {
+            return Err(KernelError::ActLength {
+                n: n * cols,
+                acts: acts.acts.len(),
+            });
+        }
+        if rb == 0 {
+            out.fill(0.0);
+            return Ok(());
+        }
+        let m = &self.mat;
+        match (ty, acts.acts) {
+            (GgmlType::F32, Acts::F32(a)) => (m.f32_f32)(w, rb, a, cols, out),
+            (GgmlType::F16, Acts::F16(a)) => (m.f16_f16)(w, rb, a, cols, out),
+            (GgmlType::Bf16, Acts::Bf16(a)) => (m.bf16_bf16)(w, rb, a, cols, out),
+            (GgmlType::Q4_0, Acts::Q8_0(a)) => (m.q4_0_q8_0)(w, rb, a, cols, out),
+            (GgmlType::Q5_0, Acts::Q8_0(a)) => (m.q5_0_q8_0)(w, rb, a, cols, out),
+            (GgmlType::Q8_0, Acts::Q8_0(a)) => (m.q8_0_q8_0)(w, rb, a, cols, out),
+            (GgmlType::Q4_1, Acts::Q8_1(a)) => (m.q4_1_q8_1)(w, rb, a, cols, out),
+            (GgmlType::Q5_1, Acts::Q8_1(a)) => (m.q5_1_q8_1)(w, rb, a, cols, out),
+            (GgmlType::Q2K, Acts::Q8K(a)) => (m.q2_k_q8_k)(w, rb, a, cols, out),
+            (GgmlType::Q3K, Acts::Q8K(a)) => (m.q3_k_q8_k)(w, rb, a, cols, out),
+            (GgmlType::Q4K, Acts::Q8K(a)) => (m.q4_k_q8_k)(w, rb, a, cols, out),
+            (GgmlType::Q5K, Acts::Q8K(a)) => (m.q5_k_q8_k)(w, rb, a, cols, out),
+            (GgmlType::Q6K, Acts::Q8K(a)) => (m.q6_k_q8_k)(w, rb, a, cols, out),
+            // check_dot_args accepted the pair: unreachable, answered with the error all the same.
+            _ => {
+                return Err(KernelError::ActFormat {
+                    ty,
+                    expected: ty.act_format(),
+                    found: acts.acts.format(),
+                })
+            }
+        }
+        Ok(())
     }
 }

@@ -11,7 +11,7 @@
 
 extern crate std;
 
-pub(super) mod gen;
+pub(super) use super::testgen as gen;
 
 use crate::quant::act::BlockQ8K;
 use crate::quant::Kernels;

@@ -13,17 +13,6 @@ use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
-/// Offsets of the f16 scale fields of a block of `ty` (set to finite values in random rows).
-fn scale_fields(ty: GgmlType) -> [usize; 2] {
-    match ty {
-        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4K | GgmlType::Q5K => [0, 2],
-        GgmlType::Q2K => [80, 82],
-        GgmlType::Q3K => [108, 108],
-        GgmlType::Q6K => [208, 208],
-        _ => [0, 0],
-    }
-}
-
 #[test]
 fn dot_rows_match_scalar() {
     let mut rng = Rng(0xd07);
@@ -60,34 +49,6 @@ fn dot_rows_match_scalar() {
             }
         }
     }
-}
-
-fn fixtures_dir() -> std::path::PathBuf {
-    match std::env::var_os("LMBOOT_SHARED") {
-        Some(s) => std::path::PathBuf::from(s).join("fixtures/quant"),
-        None => std::path::PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/fixtures/quant"
-        )),
-    }
-}
-
-/// The fixture `name`: its four weight rows (bytes, type, row length) and its activations.
-fn fixture(name: &str) -> (Vec<u8>, GgmlType, usize, Vec<f32>) {
-    let path = fixtures_dir().join(format!("{name}.gguf"));
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let src = crate::SliceStorage::new(&bytes);
-    let g = crate::Gguf::open(&src).unwrap();
-    let t = g.require_tensor("w").unwrap().clone();
-    let w = bytes[t.offset as usize..(t.offset + t.size) as usize].to_vec();
-    let xt = g.require_tensor("x").unwrap();
-    let x: Vec<f32> = bytes[xt.offset as usize..(xt.offset + xt.size) as usize]
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect();
-    let (rows, n) = (t.rows() as usize, t.row_len() as usize);
-    assert_eq!((rows, n, x.len()), (4, 1536, 1536), "{name}");
-    (w, t.ty, n, x)
 }
 
 #[test]

@@ -1,0 +1,504 @@
+//! Matrix × several activation columns (prompt tokens in a batch): every weight block is decoded
+//! once and multiplied with each column, so a batch of B tokens reads and decodes the weights once.
+//!
+//! Bit-identity with the one-row kernels is the contract: output `(r, c)` is, operation for
+//! operation, the dot product the one-row kernel computes for row `r` and column `c` (the same
+//! exact integer sum per block, then the same float expression, blocks added in the same order).
+//! Only the order of the loops changes: block, then column, instead of column, then block.
+//!
+//! Layouts: the activations of column `c` are blocks `c * nb .. (c + 1) * nb` of one slice (the
+//! B vectors quantized in one call: blocks never straddle a column, so quantizing the whole
+//! `[B][n]` slice gives each column exactly its own blocks); the output is `[rows][cols]`.
+//!
+//! This file holds the scalar twins (the reference every architecture's batched kernel is tested
+//! against, and the kernels of sets that have none of their own). They decode a block to exact
+//! integers once (weights as int8, the K-quants' sub-block scales and mins as integers), then per
+//! column sum products and apply the type's float expression.
+#![forbid(unsafe_code)]
+
+use super::act::{Acts, BlockQ8K, BlockQ8_0, BlockQ8_1};
+use super::types::{QK32, QK_K};
+use half::{bf16, f16};
+
+/// Most columns one batched kernel call takes (the forward pass's batch is at most this).
+pub const MAX_BATCH: usize = 64;
+
+/// `cols` activation vectors of one format, column `c` in the `c`-th equal part of `acts`.
+#[derive(Debug, Clone, Copy)]
+pub struct ActsBatch<'a> {
+    pub cols: usize,
+    pub acts: Acts<'a>,
+}
+
+impl<'a> ActsBatch<'a> {
+    /// One column (a single vector).
+    pub fn one(acts: Acts<'a>) -> Self {
+        Self { cols: 1, acts }
+    }
+
+    /// Values per column (0 when there are no columns).
+    pub fn n(&self) -> usize {
+        self.acts.len().checked_div(self.cols).unwrap_or(0)
+    }
+
+    /// Column `c` (`c < cols`).
+    pub fn col(&self, c: usize) -> Acts<'a> {
+        fn part<T>(v: &[T], cols: usize, c: usize) -> &[T] {
+            let per = v.len() / cols.max(1);
+            &v[c * per..(c + 1) * per]
+        }
+        let k = self.cols;
+        match self.acts {
+            Acts::F32(v) => Acts::F32(part(v, k, c)),
+            Acts::F16(v) => Acts::F16(part(v, k, c)),
+            Acts::Bf16(v) => Acts::Bf16(part(v, k, c)),
+            Acts::Q8_0(v) => Acts::Q8_0(part(v, k, c)),
+            Acts::Q8_1(v) => Acts::Q8_1(part(v, k, c)),
+            Acts::Q8K(v) => Acts::Q8K(part(v, k, c)),
+        }
+    }
+}
+
+/// Rows of `rb` bytes (`w` holds whole rows) · `cols` columns of activations (`a`, column-major
+/// blocks), into `out` as `[rows][cols]`.
+pub type Mat<A> = fn(w: &[u8], rb: usize, a: &[A], cols: usize, out: &mut [f32]);
+
+#[inline(always)]
+fn f16_at(b: &[u8], at: usize) -> f32 {
+    f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
+}
+
+#[inline(always)]
+fn dot_i8(w: &[i8], a: &[i8]) -> i32 {
+    w.iter().zip(a).map(|(&x, &y)| x as i32 * y as i32).sum()
+}
+
+/// The rows and columns of a call: (rows, blocks per column), 0 rows when the shapes disagree.
+fn shape(w: &[u8], rb: usize, a_len: usize, cols: usize, out: &[f32]) -> (usize, usize) {
+    let rows = w.len().checked_div(rb).unwrap_or(0);
+    let nb = a_len.checked_div(cols).unwrap_or(0);
+    if rows.checked_mul(cols) != Some(out.len()) {
+        return (0, nb);
+    }
+    (rows, nb)
+}
+
+// ---------------------------------------------------------------------------------------------
+// 32-wide formats.
+
+/// A 32-element block decoded: scale `d`, min `m` (Q4_1, Q5_1), the weights as int8.
+struct Dec32 {
+    d: f32,
+    m: f32,
+    q: [i8; QK32],
+}
+
+/// A 32-wide weight format.
+trait Q32 {
+    const BYTES: usize;
+    /// The block stores a min (paired with Q8_1 activations).
+    const MIN: bool;
+    fn decode(b: &[u8]) -> Dec32;
+}
+
+/// The low and high nibbles of 16 bytes as elements 0..16 and 16..32, with bit `j` of `qh` as the
+/// fifth bit of element `j` when `qh` is given, minus `sub`.
+fn nibbles32(qs: &[u8], qh: Option<u32>, sub: i32) -> [i8; QK32] {
+    let mut q = [0i8; QK32];
+    for j in 0..16 {
+        let (h0, h1) = match qh {
+            Some(h) => ((((h >> j) << 4) & 0x10) as i32, ((h >> (j + 12)) & 0x10) as i32),
+            None => (0, 0),
+        };
+        q[j] = (((qs[j] & 0x0f) as i32 | h0) - sub) as i8;
+        q[j + 16] = (((qs[j] >> 4) as i32 | h1) - sub) as i8;
+    }
+    q
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+struct Q4_0;
+impl Q32 for Q4_0 {
+    const BYTES: usize = 18;
+    const MIN: bool = false;
+    fn decode(b: &[u8]) -> Dec32 {
+        let q = nibbles32(&b[2..18], None, 8);
+        Dec32 { d: f16_at(b, 0), m: 0.0, q }
+    }
+}
+struct Q4_1;
+impl Q32 for Q4_1 {
+    const BYTES: usize = 20;
+    const MIN: bool = true;
+    fn decode(b: &[u8]) -> Dec32 {
+        let q = nibbles32(&b[4..20], None, 0);
+        Dec32 { d: f16_at(b, 0), m: f16_at(b, 2), q }
+    }
+}
+struct Q5_0;
+impl Q32 for Q5_0 {
+    const BYTES: usize = 22;
+    const MIN: bool = false;
+    fn decode(b: &[u8]) -> Dec32 {
+        let q = nibbles32(&b[6..22], Some(u32_at(b, 2)), 16);
+        Dec32 { d: f16_at(b, 0), m: 0.0, q }
+    }
+}
+struct Q5_1;
+impl Q32 for Q5_1 {
+    const BYTES: usize = 24;
+    const MIN: bool = true;
+    fn decode(b: &[u8]) -> Dec32 {
+        let q = nibbles32(&b[8..24], Some(u32_at(b, 4)), 0);
+        Dec32 { d: f16_at(b, 0), m: f16_at(b, 2), q }
+    }
+}
+struct Q8_0;
+impl Q32 for Q8_0 {
+    const BYTES: usize = 34;
+    const MIN: bool = false;
+    fn decode(b: &[u8]) -> Dec32 {
+        let mut q = [0i8; QK32];
+        for (o, &v) in q.iter_mut().zip(&b[2..34]) {
+            *o = v as i8;
+        }
+        Dec32 { d: f16_at(b, 0), m: 0.0, q }
+    }
+}
+
+/// Q8_0 / Q8_1 activation blocks: values, scale, scaled sum.
+trait Act32 {
+    fn qs(&self) -> &[i8; QK32];
+    fn d(&self) -> f32;
+    fn s(&self) -> f32;
+}
+impl Act32 for BlockQ8_0 {
+    fn qs(&self) -> &[i8; QK32] {
+        &self.qs
+    }
+    fn d(&self) -> f32 {
+        self.d
+    }
+    fn s(&self) -> f32 {
+        0.0
+    }
+}
+impl Act32 for BlockQ8_1 {
+    fn qs(&self) -> &[i8; QK32] {
+        &self.qs
+    }
+    fn d(&self) -> f32 {
+        self.d
+    }
+    fn s(&self) -> f32 {
+        self.s
+    }
+}
+
+fn mat32<F: Q32, A: Act32>(w: &[u8], rb: usize, a: &[A], cols: usize, out: &mut [f32]) {
+    let (rows, nb) = shape(w, rb, a.len(), cols, out);
+    for r in 0..rows {
+        let o = &mut out[r * cols..(r + 1) * cols];
+        o.fill(0.0);
+        let row = &w[r * rb..(r + 1) * rb];
+        for (i, b) in row.chunks_exact(F::BYTES).take(nb).enumerate() {
+            let x = F::decode(b);
+            for (c, sumf) in o.iter_mut().enumerate() {
+                let y = &a[c * nb + i];
+                let sumi = dot_i8(&x.q, y.qs());
+                // The scalar twins' expressions, term for term (scalar.rs).
+                if F::MIN {
+                    *sumf += (x.d * y.d()) * sumi as f32 + x.m * y.s();
+                } else {
+                    *sumf += sumi as f32 * (x.d * y.d());
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// K-quants.
+
+/// A 256-element super-block decoded: `d`, `dmin`, the weights as int8, and per 16-element group
+/// its integer scale and min (a 32-element sub-block's scale repeated for both of its groups:
+/// `s · (x + y) = s · x + s · y` in exact integers).
+struct DecK {
+    d: f32,
+    dmin: f32,
+    q: [i8; QK_K],
+    sc: [i32; 16],
+    mn: [i32; 16],
+}
+
+impl DecK {
+    fn new(d: f32, dmin: f32) -> Self {
+        Self {
+            d,
+            dmin,
+            q: [0; QK_K],
+            sc: [0; 16],
+            mn: [0; 16],
+        }
+    }
+}
+
+trait KQuant {
+    const BYTES: usize;
+    /// The block has mins, subtracted against the activations' 16-element sums.
+    const MIN: bool;
+    fn decode(b: &[u8]) -> DecK;
+}
+
+/// Q2_K and Q3_K share their element order: for each half of 128, four 2-bit planes of 32.
+fn planes2(qs: &[u8], q: &mut [i8; QK_K], high: impl Fn(usize, usize) -> i8) {
+    for half in 0..2 {
+        for si in 0..4 {
+            for l in 0..32 {
+                let e = half * 128 + si * 32 + l;
+                let low = (qs[half * 32 + l] >> (2 * si)) & 3;
+                q[e] = low as i8 - high(half * 4 + si, l);
+            }
+        }
+    }
+}
+
+struct Q2K;
+impl KQuant for Q2K {
+    const BYTES: usize = 84;
+    const MIN: bool = true;
+    fn decode(b: &[u8]) -> DecK {
+        let mut x = DecK::new(f16_at(b, 80), f16_at(b, 82));
+        planes2(&b[16..80], &mut x.q, |_, _| 0);
+        for g in 0..16 {
+            x.sc[g] = (b[g] & 0x0f) as i32;
+            x.mn[g] = (b[g] >> 4) as i32;
+        }
+        x
+    }
+}
+
+struct Q3K;
+impl KQuant for Q3K {
+    const BYTES: usize = 110;
+    const MIN: bool = false;
+    fn decode(b: &[u8]) -> DecK {
+        let mut x = DecK::new(f16_at(b, 108), 0.0);
+        let hm = &b[0..32];
+        planes2(&b[32..96], &mut x.q, |plane, l| {
+            if hm[l] & (1 << plane) != 0 {
+                0
+            } else {
+                4
+            }
+        });
+        for (s, v) in x.sc.iter_mut().zip(super::scalar::q3k_scales(&b[96..108])) {
+            *s = v as i32;
+        }
+        x
+    }
+}
+
+/// Q4_K / Q5_K: four chunks of 64, low nibbles then high nibbles (plus the fifth bits of Q5_K),
+/// with 6-bit scales and mins per 32.
+fn decode_q45k(b: &[u8], qh: Option<&[u8]>, qs: &[u8]) -> DecK {
+    let mut x = DecK::new(f16_at(b, 0), f16_at(b, 2));
+    for j in 0..4 {
+        let (s1, m1) = super::scalar::scale_min_k4(2 * j, &b[4..16]);
+        let (s2, m2) = super::scalar::scale_min_k4(2 * j + 1, &b[4..16]);
+        x.sc[4 * j..4 * j + 2].fill(s1 as i32);
+        x.sc[4 * j + 2..4 * j + 4].fill(s2 as i32);
+        x.mn[4 * j..4 * j + 2].fill(m1 as i32);
+        x.mn[4 * j + 2..4 * j + 4].fill(m2 as i32);
+        let (u1, u2) = (1u8 << (2 * j), 2u8 << (2 * j));
+        for l in 0..32 {
+            let (h1, h2) = match qh {
+                Some(h) => ((h[l] & u1 != 0) as u8 * 16, (h[l] & u2 != 0) as u8 * 16),
+                None => (0, 0),
+            };
+            let v = qs[j * 32 + l];
+            x.q[j * 64 + l] = ((v & 0x0f) + h1) as i8;
+            x.q[j * 64 + 32 + l] = ((v >> 4) + h2) as i8;
+        }
+    }
+    x
+}
+
+struct Q4K;
+impl KQuant for Q4K {
+    const BYTES: usize = 144;
+    const MIN: bool = true;
+    fn decode(b: &[u8]) -> DecK {
+        decode_q45k(b, None, &b[16..144])
+    }
+}
+
+struct Q5K;
+impl KQuant for Q5K {
+    const BYTES: usize = 176;
+    const MIN: bool = true;
+    fn decode(b: &[u8]) -> DecK {
+        decode_q45k(b, Some(&b[16..48]), &b[48..176])
+    }
+}
+
+struct Q6K;
+impl KQuant for Q6K {
+    const BYTES: usize = 210;
+    const MIN: bool = false;
+    fn decode(b: &[u8]) -> DecK {
+        let mut x = DecK::new(f16_at(b, 208), 0.0);
+        let (ql, qh) = (&b[0..128], &b[128..192]);
+        for n in 0..2 {
+            let (ql, qh) = (&ql[n * 64..n * 64 + 64], &qh[n * 32..n * 32 + 32]);
+            let q = &mut x.q[n * 128..n * 128 + 128];
+            for l in 0..32 {
+                q[l] = ((ql[l] & 0x0f) | ((qh[l] & 3) << 4)) as i8 - 32;
+                q[l + 32] = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) as i8 - 32;
+                q[l + 64] = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) as i8 - 32;
+                q[l + 96] = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) as i8 - 32;
+            }
+        }
+        for g in 0..16 {
+            x.sc[g] = (b[192 + g] as i8) as i32;
+        }
+        x
+    }
+}
+
+fn mat_k<F: KQuant>(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
+    let (rows, nb) = shape(w, rb, a.len(), cols, out);
+    for r in 0..rows {
+        let o = &mut out[r * cols..(r + 1) * cols];
+        o.fill(0.0);
+        let row = &w[r * rb..(r + 1) * rb];
+        for (i, b) in row.chunks_exact(F::BYTES).take(nb).enumerate() {
+            let x = F::decode(b);
+            for (c, sumf) in o.iter_mut().enumerate() {
+                let y = &a[c * nb + i];
+                let mut isum = 0i32;
+                for g in 0..16 {
+                    let r = g * 16..g * 16 + 16;
+                    isum += x.sc[g] * dot_i8(&x.q[r.clone()], &y.qs[r]);
+                }
+                // The scalar twins' expressions: (d · y.d) · isum [- (dmin · y.d) · summs].
+                let d = x.d * y.d;
+                if F::MIN {
+                    let summs: i32 = (0..16).map(|g| x.mn[g] * y.bsums[g] as i32).sum();
+                    *sumf += d * isum as f32 - (x.dmin * y.d) * summs as f32;
+                } else {
+                    *sumf += d * isum as f32;
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Float weights: each element converted once, then accumulated per column in the scalar twins'
+// four running sums (`acc[i & 3]`), added as (acc0 + acc1) + (acc2 + acc3).
+
+/// Elements converted at a time.
+const CHUNK: usize = 64;
+
+fn mat_float<A: Copy>(
+    w: &[u8],
+    rb: usize,
+    a: &[A],
+    cols: usize,
+    out: &mut [f32],
+    esize: usize,
+    wval: fn(&[u8]) -> f32,
+    aval: fn(A) -> f32,
+) {
+    let (rows, n) = shape(w, rb, a.len(), cols, out);
+    let n = n.min(rb / esize);
+    let mut acc = [[0.0f32; 4]; MAX_BATCH];
+    let cols = cols.min(MAX_BATCH);
+    for r in 0..rows {
+        let row = &w[r * rb..(r + 1) * rb];
+        acc[..cols].fill([0.0; 4]);
+        let mut wf = [0.0f32; CHUNK];
+        for start in (0..n).step_by(CHUNK) {
+            let len = CHUNK.min(n - start);
+            for (k, v) in wf[..len].iter_mut().enumerate() {
+                let at = (start + k) * esize;
+                *v = wval(&row[at..at + esize]);
+            }
+            for (c, s) in acc[..cols].iter_mut().enumerate() {
+                let x = &a[c * (a.len() / cols) + start..];
+                for k in 0..len {
+                    s[(start + k) & 3] += wf[k] * aval(x[k]);
+                }
+            }
+        }
+        for (o, s) in out[r * cols..(r + 1) * cols].iter_mut().zip(&acc) {
+            *o = (s[0] + s[1]) + (s[2] + s[3]);
+        }
+    }
+}
+
+fn f16_of(b: &[u8]) -> f32 {
+    f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32()
+}
+fn bf16_of(b: &[u8]) -> f32 {
+    bf16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32()
+}
+
+/// F32 weights · f32 activations, batched.
+pub fn mat_f32_f32(w: &[u8], rb: usize, a: &[f32], cols: usize, out: &mut [f32]) {
+    let wv = |b: &[u8]| f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    mat_float(w, rb, a, cols, out, 4, wv, |x| x);
+}
+/// F16 weights · f16 activations, batched.
+pub fn mat_f16_f16(w: &[u8], rb: usize, a: &[u16], cols: usize, out: &mut [f32]) {
+    mat_float(w, rb, a, cols, out, 2, f16_of, |x| f16::from_bits(x).to_f32());
+}
+/// BF16 weights · bf16 activations, batched.
+pub fn mat_bf16_bf16(w: &[u8], rb: usize, a: &[u16], cols: usize, out: &mut [f32]) {
+    mat_float(w, rb, a, cols, out, 2, bf16_of, |x| bf16::from_bits(x).to_f32());
+}
+
+/// Q4_0 weights · Q8_0 activations, batched (twin of `scalar::vec_dot_q4_0_q8_0` per column).
+pub fn mat_q4_0_q8_0(w: &[u8], rb: usize, a: &[BlockQ8_0], cols: usize, out: &mut [f32]) {
+    mat32::<Q4_0, _>(w, rb, a, cols, out)
+}
+/// Q4_1 weights · Q8_1 activations, batched.
+pub fn mat_q4_1_q8_1(w: &[u8], rb: usize, a: &[BlockQ8_1], cols: usize, out: &mut [f32]) {
+    mat32::<Q4_1, _>(w, rb, a, cols, out)
+}
+/// Q5_0 weights · Q8_0 activations, batched.
+pub fn mat_q5_0_q8_0(w: &[u8], rb: usize, a: &[BlockQ8_0], cols: usize, out: &mut [f32]) {
+    mat32::<Q5_0, _>(w, rb, a, cols, out)
+}
+/// Q5_1 weights · Q8_1 activations, batched.
+pub fn mat_q5_1_q8_1(w: &[u8], rb: usize, a: &[BlockQ8_1], cols: usize, out: &mut [f32]) {
+    mat32::<Q5_1, _>(w, rb, a, cols, out)
+}
+/// Q8_0 weights · Q8_0 activations, batched.
+pub fn mat_q8_0_q8_0(w: &[u8], rb: usize, a: &[BlockQ8_0], cols: usize, out: &mut [f32]) {
+    mat32::<Q8_0, _>(w, rb, a, cols, out)
+}
+/// Q2_K weights · Q8_K activations, batched.
+pub fn mat_q2_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
+    mat_k::<Q2K>(w, rb, a, cols, out)
+}
+/// Q3_K weights · Q8_K activations, batched.
+pub fn mat_q3_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
+    mat_k::<Q3K>(w, rb, a, cols, out)
+}
+/// Q4_K weights · Q8_K activations, batched.
+pub fn mat_q4_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
+    mat_k::<Q4K>(w, rb, a, cols, out)
+}
+/// Q5_K weights · Q8_K activations, batched.
+pub fn mat_q5_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
+    mat_k::<Q5K>(w, rb, a, cols, out)
+}
+/// Q6_K weights · Q8_K activations, batched.
+pub fn mat_q6_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
+    mat_k::<Q6K>(w, rb, a, cols, out)
+}
