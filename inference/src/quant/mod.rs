@@ -12,6 +12,9 @@
 
 pub mod act;
 pub mod batch;
+#[cfg(test)]
+#[path = "kernel_tests/batch.rs"]
+mod batch_tests;
 #[cfg(all(
     test,
     any(
@@ -20,19 +23,16 @@ pub mod batch;
     )
 ))]
 mod kernel_tests;
-#[cfg(test)]
-#[path = "kernel_tests/gen.rs"]
-// Some generators serve only the SIMD sets' tests, which do not exist on every target.
-#[allow(dead_code)]
-mod testgen;
-#[cfg(test)]
-#[path = "kernel_tests/batch.rs"]
-mod batch_tests;
 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
 pub mod neon;
 #[cfg(target_arch = "riscv64")]
 pub mod rvv;
 pub mod scalar;
+#[cfg(test)]
+#[path = "kernel_tests/gen.rs"]
+// Some generators serve only the SIMD sets' tests, which do not exist on every target.
+#[allow(dead_code)]
+mod testgen;
 pub mod types;
 
 pub use act::{ActBuf, ActLenError, Acts, BlockQ8K, BlockQ8_0, BlockQ8_1};
@@ -62,7 +62,11 @@ pub enum KernelError {
     ActLength { n: usize, acts: usize },
     /// A batch of `cols` columns with an output of `out` values for `rows` rows (at most
     /// [`MAX_BATCH`] columns, and `rows * cols` outputs).
-    Batch { cols: usize, rows: usize, out: usize },
+    Batch {
+        cols: usize,
+        rows: usize,
+        out: usize,
+    },
 }
 
 impl fmt::Display for KernelError {
@@ -183,40 +187,60 @@ pub struct Kernels {
 }
 
 /// Batched kernels ([`batch`]): rows · `cols` activation columns, each weight block decoded once;
-/// output `(r, c)` equals the one-row kernel on row `r` and column `c`, bit for bit.
+/// output `(r, c)` equals the one-row kernel on row `r` and column `c`, bit for bit. `None` where
+/// a set has no batched kernel of its own: [`Kernels::dot_rows_batch`] then runs the set's
+/// one-row kernels column by column over a few rows at a time (the rows stay in the cache, and
+/// the weights are still read from the storage once per batch).
 #[derive(Clone, Copy, Debug)]
 pub struct MatKernels {
-    pub f32_f32: Mat<f32>,
-    pub f16_f16: Mat<u16>,
-    pub bf16_bf16: Mat<u16>,
-    pub q4_0_q8_0: Mat<BlockQ8_0>,
-    pub q4_1_q8_1: Mat<BlockQ8_1>,
-    pub q5_0_q8_0: Mat<BlockQ8_0>,
-    pub q5_1_q8_1: Mat<BlockQ8_1>,
-    pub q8_0_q8_0: Mat<BlockQ8_0>,
-    pub q2_k_q8_k: Mat<BlockQ8K>,
-    pub q3_k_q8_k: Mat<BlockQ8K>,
-    pub q4_k_q8_k: Mat<BlockQ8K>,
-    pub q5_k_q8_k: Mat<BlockQ8K>,
-    pub q6_k_q8_k: Mat<BlockQ8K>,
+    pub f32_f32: Option<Mat<f32>>,
+    pub f16_f16: Option<Mat<u16>>,
+    pub bf16_bf16: Option<Mat<u16>>,
+    pub q4_0_q8_0: Option<Mat<BlockQ8_0>>,
+    pub q4_1_q8_1: Option<Mat<BlockQ8_1>>,
+    pub q5_0_q8_0: Option<Mat<BlockQ8_0>>,
+    pub q5_1_q8_1: Option<Mat<BlockQ8_1>>,
+    pub q8_0_q8_0: Option<Mat<BlockQ8_0>>,
+    pub q2_k_q8_k: Option<Mat<BlockQ8K>>,
+    pub q3_k_q8_k: Option<Mat<BlockQ8K>>,
+    pub q4_k_q8_k: Option<Mat<BlockQ8K>>,
+    pub q5_k_q8_k: Option<Mat<BlockQ8K>>,
+    pub q6_k_q8_k: Option<Mat<BlockQ8K>>,
 }
 
 impl MatKernels {
+    /// No batched kernels: every type column by column through the one-row kernels.
+    pub const NONE: MatKernels = MatKernels {
+        f32_f32: None,
+        f16_f16: None,
+        bf16_bf16: None,
+        q4_0_q8_0: None,
+        q4_1_q8_1: None,
+        q5_0_q8_0: None,
+        q5_1_q8_1: None,
+        q8_0_q8_0: None,
+        q2_k_q8_k: None,
+        q3_k_q8_k: None,
+        q4_k_q8_k: None,
+        q5_k_q8_k: None,
+        q6_k_q8_k: None,
+    };
+
     /// The scalar batched kernels (`batch::mat_*`).
     pub const SCALAR: MatKernels = MatKernels {
-        f32_f32: batch::mat_f32_f32,
-        f16_f16: batch::mat_f16_f16,
-        bf16_bf16: batch::mat_bf16_bf16,
-        q4_0_q8_0: batch::mat_q4_0_q8_0,
-        q4_1_q8_1: batch::mat_q4_1_q8_1,
-        q5_0_q8_0: batch::mat_q5_0_q8_0,
-        q5_1_q8_1: batch::mat_q5_1_q8_1,
-        q8_0_q8_0: batch::mat_q8_0_q8_0,
-        q2_k_q8_k: batch::mat_q2_k_q8_k,
-        q3_k_q8_k: batch::mat_q3_k_q8_k,
-        q4_k_q8_k: batch::mat_q4_k_q8_k,
-        q5_k_q8_k: batch::mat_q5_k_q8_k,
-        q6_k_q8_k: batch::mat_q6_k_q8_k,
+        f32_f32: Some(batch::mat_f32_f32),
+        f16_f16: Some(batch::mat_f16_f16),
+        bf16_bf16: Some(batch::mat_bf16_bf16),
+        q4_0_q8_0: Some(batch::mat_q4_0_q8_0),
+        q4_1_q8_1: Some(batch::mat_q4_1_q8_1),
+        q5_0_q8_0: Some(batch::mat_q5_0_q8_0),
+        q5_1_q8_1: Some(batch::mat_q5_1_q8_1),
+        q8_0_q8_0: Some(batch::mat_q8_0_q8_0),
+        q2_k_q8_k: Some(batch::mat_q2_k_q8_k),
+        q3_k_q8_k: Some(batch::mat_q3_k_q8_k),
+        q4_k_q8_k: Some(batch::mat_q4_k_q8_k),
+        q5_k_q8_k: Some(batch::mat_q5_k_q8_k),
+        q6_k_q8_k: Some(batch::mat_q6_k_q8_k),
     };
 }
 
@@ -285,7 +309,14 @@ impl Kernels {
         quantize_q8_k: neon::quantize_q8_k,
         dot_f32_f16: neon::dot_f32_f16,
         attend_head: neon::attend_head,
-        mat: MatKernels::SCALAR,
+        mat: MatKernels {
+            q4_0_q8_0: Some(neon::mat_q4_0_q8_0),
+            q4_1_q8_1: Some(neon::mat_q4_1_q8_1),
+            q5_0_q8_0: Some(neon::mat_q5_0_q8_0),
+            q5_1_q8_1: Some(neon::mat_q5_1_q8_1),
+            q8_0_q8_0: Some(neon::mat_q8_0_q8_0),
+            ..MatKernels::NONE
+        },
     };
 
     /// NEON with SDOT (FEAT_DotProd: Cortex-A55, A76 and later). Only for cores whose
@@ -309,6 +340,14 @@ impl Kernels {
         q5_0_q8_0_x4: Some(neon::vec_dot_q5_0_q8_0_x4_dp),
         q5_1_q8_1_x4: Some(neon::vec_dot_q5_1_q8_1_x4_dp),
         q8_0_q8_0_x4: Some(neon::vec_dot_q8_0_q8_0_x4_dp),
+        mat: MatKernels {
+            q4_0_q8_0: Some(neon::mat_q4_0_q8_0_dp),
+            q4_1_q8_1: Some(neon::mat_q4_1_q8_1_dp),
+            q5_0_q8_0: Some(neon::mat_q5_0_q8_0_dp),
+            q5_1_q8_1: Some(neon::mat_q5_1_q8_1_dp),
+            q8_0_q8_0: Some(neon::mat_q8_0_q8_0_dp),
+            ..MatKernels::NONE
+        },
         ..Kernels::NEON
     };
 
@@ -499,20 +538,20 @@ impl Kernels {
             return Ok(());
         }
         let m = &self.mat;
-        match (ty, acts.acts) {
-            (GgmlType::F32, Acts::F32(a)) => (m.f32_f32)(w, rb, a, cols, out),
-            (GgmlType::F16, Acts::F16(a)) => (m.f16_f16)(w, rb, a, cols, out),
-            (GgmlType::Bf16, Acts::Bf16(a)) => (m.bf16_bf16)(w, rb, a, cols, out),
-            (GgmlType::Q4_0, Acts::Q8_0(a)) => (m.q4_0_q8_0)(w, rb, a, cols, out),
-            (GgmlType::Q5_0, Acts::Q8_0(a)) => (m.q5_0_q8_0)(w, rb, a, cols, out),
-            (GgmlType::Q8_0, Acts::Q8_0(a)) => (m.q8_0_q8_0)(w, rb, a, cols, out),
-            (GgmlType::Q4_1, Acts::Q8_1(a)) => (m.q4_1_q8_1)(w, rb, a, cols, out),
-            (GgmlType::Q5_1, Acts::Q8_1(a)) => (m.q5_1_q8_1)(w, rb, a, cols, out),
-            (GgmlType::Q2K, Acts::Q8K(a)) => (m.q2_k_q8_k)(w, rb, a, cols, out),
-            (GgmlType::Q3K, Acts::Q8K(a)) => (m.q3_k_q8_k)(w, rb, a, cols, out),
-            (GgmlType::Q4K, Acts::Q8K(a)) => (m.q4_k_q8_k)(w, rb, a, cols, out),
-            (GgmlType::Q5K, Acts::Q8K(a)) => (m.q5_k_q8_k)(w, rb, a, cols, out),
-            (GgmlType::Q6K, Acts::Q8K(a)) => (m.q6_k_q8_k)(w, rb, a, cols, out),
+        let kernel = match (ty, acts.acts) {
+            (GgmlType::F32, Acts::F32(a)) => m.f32_f32.map(|f| f(w, rb, a, cols, out)),
+            (GgmlType::F16, Acts::F16(a)) => m.f16_f16.map(|f| f(w, rb, a, cols, out)),
+            (GgmlType::Bf16, Acts::Bf16(a)) => m.bf16_bf16.map(|f| f(w, rb, a, cols, out)),
+            (GgmlType::Q4_0, Acts::Q8_0(a)) => m.q4_0_q8_0.map(|f| f(w, rb, a, cols, out)),
+            (GgmlType::Q5_0, Acts::Q8_0(a)) => m.q5_0_q8_0.map(|f| f(w, rb, a, cols, out)),
+            (GgmlType::Q8_0, Acts::Q8_0(a)) => m.q8_0_q8_0.map(|f| f(w, rb, a, cols, out)),
+            (GgmlType::Q4_1, Acts::Q8_1(a)) => m.q4_1_q8_1.map(|f| f(w, rb, a, cols, out)),
+            (GgmlType::Q5_1, Acts::Q8_1(a)) => m.q5_1_q8_1.map(|f| f(w, rb, a, cols, out)),
+            (GgmlType::Q2K, Acts::Q8K(a)) => m.q2_k_q8_k.map(|f| f(w, rb, a, cols, out)),
+            (GgmlType::Q3K, Acts::Q8K(a)) => m.q3_k_q8_k.map(|f| f(w, rb, a, cols, out)),
+            (GgmlType::Q4K, Acts::Q8K(a)) => m.q4_k_q8_k.map(|f| f(w, rb, a, cols, out)),
+            (GgmlType::Q5K, Acts::Q8K(a)) => m.q5_k_q8_k.map(|f| f(w, rb, a, cols, out)),
+            (GgmlType::Q6K, Acts::Q8K(a)) => m.q6_k_q8_k.map(|f| f(w, rb, a, cols, out)),
             // check_dot_args accepted the pair: unreachable, answered with the error all the same.
             _ => {
                 return Err(KernelError::ActFormat {
@@ -520,6 +559,34 @@ impl Kernels {
                     expected: ty.act_format(),
                     found: acts.acts.format(),
                 })
+            }
+        };
+        if kernel.is_none() {
+            self.by_column(ty, n, w, rb, acts, out)?;
+        }
+        Ok(())
+    }
+
+    /// A batch through the one-row kernels: a few rows at a time, each column in turn.
+    fn by_column(
+        &self,
+        ty: GgmlType,
+        n: usize,
+        w: &[u8],
+        rb: usize,
+        acts: &ActsBatch<'_>,
+        out: &mut [f32],
+    ) -> Result<(), KernelError> {
+        const ROWS: usize = 16;
+        let cols = acts.cols;
+        let mut tmp = [0.0f32; ROWS];
+        for (g, rows) in w.chunks(ROWS * rb).enumerate() {
+            let k = rows.len() / rb;
+            for c in 0..cols {
+                self.dot_rows(ty, n, rows, &acts.col(c), &mut tmp[..k])?;
+                for (r, v) in tmp[..k].iter().enumerate() {
+                    out[(g * ROWS + r) * cols + c] = *v;
+                }
             }
         }
         Ok(())

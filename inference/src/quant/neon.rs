@@ -39,6 +39,8 @@ pub use kquant::{
     vec_dot_q6_k_q8_k, vec_dot_q6_k_q8_k_dp,
 };
 pub use q32::{
+    mat_q4_0_q8_0, mat_q4_0_q8_0_dp, mat_q4_1_q8_1, mat_q4_1_q8_1_dp, mat_q5_0_q8_0,
+    mat_q5_0_q8_0_dp, mat_q5_1_q8_1, mat_q5_1_q8_1_dp, mat_q8_0_q8_0, mat_q8_0_q8_0_dp,
     vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_dp, vec_dot_q4_0_q8_0_x4, vec_dot_q4_0_q8_0_x4_dp,
     vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_dp, vec_dot_q4_1_q8_1_x4, vec_dot_q4_1_q8_1_x4_dp,
     vec_dot_q5_0_q8_0, vec_dot_q5_0_q8_0_dp, vec_dot_q5_0_q8_0_x4, vec_dot_q5_0_q8_0_x4_dp,

@@ -154,7 +154,7 @@ pub const KERNELS: Kernels = Kernels {
     quantize_q8_k,
     dot_f32_f16,
     attend_head,
-    mat: super::MatKernels::SCALAR,
+    mat: super::MatKernels::NONE,
 };
 
 /// `asm!` with the vector extension enabled for the assembler and every vector register declared

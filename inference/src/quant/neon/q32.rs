@@ -267,17 +267,36 @@ fn dot4<F: Fmt, A: Act, const DP: bool>(w: &[u8], rb: usize, a: &[A], out: &mut 
         return;
     }
     let nb = (rb / F::BYTES).min(a.len());
+    let [acc] = tile4::<F, A, DP, 1>(w, rb, [&a[..nb]]);
+    // SAFETY: `out` holds four f32.
+    unsafe { vst1q_f32(out.as_mut_ptr(), acc) };
+}
+
+/// Four rows of `rb` bytes each, consecutive in `w` (`4 · rb ≤ w.len()`), · `C` activation
+/// columns of equal length (at most `rb / BYTES` blocks): lane `r` of result `t` is what [`dot1`]
+/// gives for row `r` and column `t`. Each block of the four rows is decoded once for the `C`
+/// columns; every column's float work is that of [`dot1`], lane by lane.
+#[target_feature(enable = "neon")]
+#[inline]
+fn tile4<F: Fmt, A: Act, const DP: bool, const C: usize>(
+    w: &[u8],
+    rb: usize,
+    ys: [&[A]; C],
+) -> [float32x4_t; C] {
+    let nb = ys.iter().map(|y| y.len()).min().unwrap_or(0);
+    let nb = nb.min(rb / F::BYTES);
+    debug_assert!(rb.checked_mul(4).is_some_and(|n| n <= w.len()));
     let base = w.as_ptr();
     // Row r's next block; each step reads the block's scale field(s) with post-indexed lane loads
     // (which leave the pointer after them) and then the rest of the block.
-    // SAFETY: r·rb ≤ 3·rb < w.len(), so each pointer is inside `w`.
+    // SAFETY: r·rb ≤ 3·rb < w.len() (the caller's promise), so each pointer is inside `w`.
     let mut p = unsafe { [base, base.add(rb), base.add(2 * rb), base.add(3 * rb)] };
     let head = if F::MIN { 4 } else { 2 };
-    let mut acc = vdupq_n_f32(0.0);
+    let mut acc = [vdupq_n_f32(0.0); C];
     // Every lane is overwritten each step; the previous contents are never used.
     let mut dm = vdupq_n_u32(0);
     let mut dd = vdup_n_u16(0);
-    for y in &a[..nb] {
+    for i in 0..nb {
         // SAFETY: block i of row r lies in r·rb + i·BYTES .. r·rb + (i + 1)·BYTES ⊆ r·rb..(r+1)·rb
         // (i < nb ≤ rb / BYTES), inside `w` (4·rb ≤ w.len()); `p[r]` is at its start.
         unsafe {
@@ -298,29 +317,81 @@ fn dot4<F: Fmt, A: Act, const DP: bool>(w: &[u8], rb: usize, a: &[A], out: &mut 
         // SAFETY: the next block of each row starts BYTES after this one (at most one past the
         // row's end after its last block).
         p = unsafe { p.map(|q| q.add(F::BYTES - head)) };
-        let ya = ld_act(y);
-        // [sumi of row 0, .., row 3] as f32.
-        let s = vcvtq_f32_s32(sums4::<DP>(F::MAXW, wq, [ya; 4]));
-        if F::MIN {
+        // The scales of the four rows as f32: (d, m) or d.
+        let (d, m) = if F::MIN {
             // [d0, m0, d1, m1], [d2, m2, d3, m3] → d, m
             let dmh = vreinterpretq_u16_u32(dm);
             let (lo, hi) = (f16x8_low_to_f32(dmh), f16x8_high_to_f32(dmh));
-            let (d, m) = (vuzp1q_f32(lo, hi), vuzp2q_f32(lo, hi));
-            // sumf += (d · y.d) · sumi + m · y.s
-            let t = vmulq_f32(vmulq_n_f32(d, y.d()), s);
-            acc = vaddq_f32(acc, vaddq_f32(t, vmulq_n_f32(m, y.s())));
+            (vuzp1q_f32(lo, hi), vuzp2q_f32(lo, hi))
         } else {
-            let d = f16x4_to_f32(dd);
-            // sumf += sumi · (d · y.d)
-            acc = vaddq_f32(acc, vmulq_f32(s, vmulq_n_f32(d, y.d())));
+            (f16x4_to_f32(dd), vdupq_n_f32(0.0))
+        };
+        for (acc, y) in acc.iter_mut().zip(&ys) {
+            let y = &y[i];
+            let ya = ld_act(y);
+            // [sumi of row 0, .., row 3] as f32.
+            let s = vcvtq_f32_s32(sums4::<DP>(F::MAXW, wq, [ya; 4]));
+            *acc = if F::MIN {
+                // sumf += (d · y.d) · sumi + m · y.s
+                let t = vmulq_f32(vmulq_n_f32(d, y.d()), s);
+                vaddq_f32(*acc, vaddq_f32(t, vmulq_n_f32(m, y.s())))
+            } else {
+                // sumf += sumi · (d · y.d)
+                vaddq_f32(*acc, vmulq_f32(s, vmulq_n_f32(d, y.d())))
+            };
         }
     }
-    // SAFETY: `out` holds four f32.
-    unsafe { vst1q_f32(out.as_mut_ptr(), acc) };
+    acc
+}
+
+/// Columns per tile of the batched kernel (four accumulators beside the decoded weights).
+const TILE: usize = 4;
+
+/// Rows of `rb` bytes · `cols` columns of `a` into `out` (`[rows][cols]`): four rows at a time,
+/// their blocks decoded once per [`TILE`] columns ([`tile4`]); the last rows one by one ([`dot1`]).
+#[target_feature(enable = "neon")]
+fn mat<F: Fmt, A: Act, const DP: bool>(w: &[u8], rb: usize, a: &[A], cols: usize, out: &mut [f32]) {
+    let rows = w.len().checked_div(rb).unwrap_or(0);
+    let nb = a.len().checked_div(cols).unwrap_or(0);
+    if rb == 0 || rows * cols != out.len() {
+        return;
+    }
+    let col = |c: usize| &a[c * nb..(c + 1) * nb];
+    let mut r = 0;
+    while r + 4 <= rows {
+        let w4 = &w[r * rb..(r + 4) * rb];
+        let mut c = 0;
+        let mut put = |c: usize, v: float32x4_t| {
+            let mut lanes = [0.0f32; 4];
+            // SAFETY: `lanes` holds four f32.
+            unsafe { vst1q_f32(lanes.as_mut_ptr(), v) };
+            for (k, x) in lanes.into_iter().enumerate() {
+                out[(r + k) * cols + c] = x;
+            }
+        };
+        while c + TILE <= cols {
+            let t = tile4::<F, A, DP, TILE>(w4, rb, core::array::from_fn(|t| col(c + t)));
+            for (k, v) in t.into_iter().enumerate() {
+                put(c + k, v);
+            }
+            c += TILE;
+        }
+        for c in c..cols {
+            let [v] = tile4::<F, A, DP, 1>(w4, rb, [col(c)]);
+            put(c, v);
+        }
+        r += 4;
+    }
+    for r in r..rows {
+        for c in 0..cols {
+            out[r * cols + c] = dot1::<F, A, DP>(&w[r * rb..(r + 1) * rb], col(c));
+        }
+    }
 }
 
 macro_rules! entries {
-    ($(#[$doc:meta])* $one:ident, $one_dp:ident, $four:ident, $four_dp:ident, $fmt:ty, $act:ty) => {
+    ($(#[$doc:meta])* $one:ident, $one_dp:ident, $four:ident, $four_dp:ident, $mat:ident, $mat_dp:ident,
+     $fmt:ty, $act:ty) => {
         $(#[$doc])*
         pub fn $one(w: &[u8], a: &[$act]) -> f32 {
             // SAFETY: NEON is part of every aarch64 target this module is built for.
@@ -345,31 +416,44 @@ macro_rules! entries {
             // SAFETY: as above (SDOT itself is an `asm!` instruction, see `sdot`).
             unsafe { dot4::<$fmt, $act, true>(w, rb, a, out) }
         }
+        $(#[$doc])*
+        /// Batched: rows · `cols` columns into `out` as `[rows][cols]`, each output equal to the
+        /// one-row kernel's.
+        pub fn $mat(w: &[u8], rb: usize, a: &[$act], cols: usize, out: &mut [f32]) {
+            // SAFETY: NEON is part of every aarch64 target this module is built for.
+            unsafe { mat::<$fmt, $act, false>(w, rb, a, cols, out) }
+        }
+        $(#[$doc])*
+        /// Batched, SDOT flavour (`Kernels::NEON_DOTPROD` only).
+        pub fn $mat_dp(w: &[u8], rb: usize, a: &[$act], cols: usize, out: &mut [f32]) {
+            // SAFETY: as above (SDOT itself is an `asm!` instruction, see `sdot`).
+            unsafe { mat::<$fmt, $act, true>(w, rb, a, cols, out) }
+        }
     };
 }
 
 entries!(
     /// Q4_0 weights · Q8_0 activations (twin of `scalar::vec_dot_q4_0_q8_0`).
-    vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_dp, vec_dot_q4_0_q8_0_x4, vec_dot_q4_0_q8_0_x4_dp,
+    vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_dp, vec_dot_q4_0_q8_0_x4, vec_dot_q4_0_q8_0_x4_dp, mat_q4_0_q8_0, mat_q4_0_q8_0_dp,
     Q4_0, BlockQ8_0
 );
 entries!(
     /// Q4_1 weights · Q8_1 activations (twin of `scalar::vec_dot_q4_1_q8_1`).
-    vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_dp, vec_dot_q4_1_q8_1_x4, vec_dot_q4_1_q8_1_x4_dp,
+    vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_dp, vec_dot_q4_1_q8_1_x4, vec_dot_q4_1_q8_1_x4_dp, mat_q4_1_q8_1, mat_q4_1_q8_1_dp,
     Q4_1, BlockQ8_1
 );
 entries!(
     /// Q5_0 weights · Q8_0 activations (twin of `scalar::vec_dot_q5_0_q8_0`).
-    vec_dot_q5_0_q8_0, vec_dot_q5_0_q8_0_dp, vec_dot_q5_0_q8_0_x4, vec_dot_q5_0_q8_0_x4_dp,
+    vec_dot_q5_0_q8_0, vec_dot_q5_0_q8_0_dp, vec_dot_q5_0_q8_0_x4, vec_dot_q5_0_q8_0_x4_dp, mat_q5_0_q8_0, mat_q5_0_q8_0_dp,
     Q5_0, BlockQ8_0
 );
 entries!(
     /// Q5_1 weights · Q8_1 activations (twin of `scalar::vec_dot_q5_1_q8_1`).
-    vec_dot_q5_1_q8_1, vec_dot_q5_1_q8_1_dp, vec_dot_q5_1_q8_1_x4, vec_dot_q5_1_q8_1_x4_dp,
+    vec_dot_q5_1_q8_1, vec_dot_q5_1_q8_1_dp, vec_dot_q5_1_q8_1_x4, vec_dot_q5_1_q8_1_x4_dp, mat_q5_1_q8_1, mat_q5_1_q8_1_dp,
     Q5_1, BlockQ8_1
 );
 entries!(
     /// Q8_0 weights · Q8_0 activations (twin of `scalar::vec_dot_q8_0_q8_0`).
-    vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_dp, vec_dot_q8_0_q8_0_x4, vec_dot_q8_0_q8_0_x4_dp,
+    vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_dp, vec_dot_q8_0_q8_0_x4, vec_dot_q8_0_q8_0_x4_dp, mat_q8_0_q8_0, mat_q8_0_q8_0_dp,
     Q8_0, BlockQ8_0
 );
