@@ -374,7 +374,16 @@ impl Model {
             ops::rmsnorm(&mut st.xb[..c.dim], x, &w.output_norm, c.norm_eps);
             st.acts_dim.reset();
             let a = st.acts_dim.for_weight(k, &w.output, &st.xb[..c.dim], 1)?;
-            matmul(k, src, pool, &w.output, &a, &mut st.logits, &mut st.mm, &mut st.scratch)?;
+            matmul(
+                k,
+                src,
+                pool,
+                &w.output,
+                &a,
+                &mut st.logits,
+                &mut st.mm,
+                &mut st.scratch,
+            )?;
         }
         Ok(())
     }
@@ -401,7 +410,12 @@ impl Model {
         let group = c.n_head / c.n_head_kv;
         let att_scale = 1.0 / libm::sqrtf(hd as f32);
         // xb = rmsnorm(x) * attn_norm                            xb: [B][dim]
-        for (xb, x) in st.xb.chunks_exact_mut(dim).zip(st.x.chunks_exact(dim)).take(b) {
+        for (xb, x) in st
+            .xb
+            .chunks_exact_mut(dim)
+            .zip(st.x.chunks_exact(dim))
+            .take(b)
+        {
             ops::rmsnorm(xb, x, &lw.attn_norm, c.norm_eps);
         }
         st.acts_dim.reset();
@@ -409,15 +423,45 @@ impl Model {
         // q = wq·xb + bq, k = wk·xb + bk, v = wv·xb + bv  q: [B][n_head*hd], k, v: [B][kv_dim]
         ahead(l, 2);
         let a = st.acts_dim.for_weight(k, &lw.wq, xb, b)?;
-        matmul(k, src, pool, &lw.wq, &a, &mut st.q[..b * qd], &mut st.mm, &mut st.scratch)?;
+        matmul(
+            k,
+            src,
+            pool,
+            &lw.wq,
+            &a,
+            &mut st.q[..b * qd],
+            &mut st.mm,
+            &mut st.scratch,
+        )?;
         ahead(l, 3);
         let a = st.acts_dim.for_weight(k, &lw.wk, xb, b)?;
-        matmul(k, src, pool, &lw.wk, &a, &mut st.k[..b * kv_dim], &mut st.mm, &mut st.scratch)?;
+        matmul(
+            k,
+            src,
+            pool,
+            &lw.wk,
+            &a,
+            &mut st.k[..b * kv_dim],
+            &mut st.mm,
+            &mut st.scratch,
+        )?;
         ahead(l, 4);
         let a = st.acts_dim.for_weight(k, &lw.wv, xb, b)?;
-        matmul(k, src, pool, &lw.wv, &a, &mut st.v[..b * kv_dim], &mut st.mm, &mut st.scratch)?;
+        matmul(
+            k,
+            src,
+            pool,
+            &lw.wv,
+            &a,
+            &mut st.v[..b * kv_dim],
+            &mut st.mm,
+            &mut st.scratch,
+        )?;
         for i in 0..b {
-            let (q, kk) = (&mut st.q[i * qd..(i + 1) * qd], &mut st.k[i * kv_dim..(i + 1) * kv_dim]);
+            let (q, kk) = (
+                &mut st.q[i * qd..(i + 1) * qd],
+                &mut st.k[i * kv_dim..(i + 1) * kv_dim],
+            );
             let v = &mut st.v[i * kv_dim..(i + 1) * kv_dim];
             add_bias(q, &lw.bq);
             add_bias(kk, &lw.bk);
@@ -442,30 +486,45 @@ impl Model {
         // att[i][h] = softmax(q[i][h]·K[kvh] / sqrt(hd)) · V[kvh] over positions 0..=pos+i, one
         // (token, head) pair per chunk of hd, pairs split across workers
         let (q, kv, n_head) = (&st.q, &st.kv, c.n_head);
-        par_chunks(pool, &mut st.att[..b * qd], hd, &mut st.scratch, |r, part, _| {
-            for (j, out) in part.chunks_exact_mut(hd).enumerate() {
-                let t = r.start / hd + j;
-                let (i, h) = (t / n_head, t % n_head);
-                let seen = pos + i + 1;
-                (k.attend_head)(
-                    out,
-                    &q[i * qd + h * hd..i * qd + (h + 1) * hd],
-                    kv.keys(l, seen),
-                    kv.values(l, seen),
-                    seen,
-                    kv_dim,
-                    (h / group) * hd,
-                    att_scale,
-                );
-            }
-            Ok::<(), ModelError>(())
-        })?;
+        par_chunks(
+            pool,
+            &mut st.att[..b * qd],
+            hd,
+            &mut st.scratch,
+            |r, part, _| {
+                for (j, out) in part.chunks_exact_mut(hd).enumerate() {
+                    let t = r.start / hd + j;
+                    let (i, h) = (t / n_head, t % n_head);
+                    let seen = pos + i + 1;
+                    (k.attend_head)(
+                        out,
+                        &q[i * qd + h * hd..i * qd + (h + 1) * hd],
+                        kv.keys(l, seen),
+                        kv.values(l, seen),
+                        seen,
+                        kv_dim,
+                        (h / group) * hd,
+                        att_scale,
+                    );
+                }
+                Ok::<(), ModelError>(())
+            },
+        )?;
 
         // x += wo·att                                          xb: [B][dim]
         st.acts_dim.reset();
         ahead(l, 5);
         let a = st.acts_dim.for_weight(k, &lw.wo, &st.att[..b * qd], b)?;
-        matmul(k, src, pool, &lw.wo, &a, &mut st.xb[..b * dim], &mut st.mm, &mut st.scratch)?;
+        matmul(
+            k,
+            src,
+            pool,
+            &lw.wo,
+            &a,
+            &mut st.xb[..b * dim],
+            &mut st.mm,
+            &mut st.scratch,
+        )?;
         ops::add(&mut st.x[..b * dim], &st.xb[..b * dim]);
         Ok(())
     }
@@ -489,7 +548,12 @@ impl Model {
         let lw = &self.weights.layers[l];
         let (dim, ffn) = (c.dim, c.ffn_dim);
         // xb = rmsnorm(x) * ffn_norm                             xb: [B][dim]
-        for (xb, x) in st.xb.chunks_exact_mut(dim).zip(st.x.chunks_exact(dim)).take(b) {
+        for (xb, x) in st
+            .xb
+            .chunks_exact_mut(dim)
+            .zip(st.x.chunks_exact(dim))
+            .take(b)
+        {
             ops::rmsnorm(xb, x, &lw.ffn_norm, c.norm_eps);
         }
         st.acts_dim.reset();
@@ -497,22 +561,57 @@ impl Model {
         // hb = silu(w_gate·xb) * (w_up·xb)                     hb, hb2: [B][ffn_dim]
         ahead(l, 6);
         let a = st.acts_dim.for_weight(k, &lw.w_gate, xb, b)?;
-        matmul(k, src, pool, &lw.w_gate, &a, &mut st.hb[..b * ffn], &mut st.mm, &mut st.scratch)?;
+        matmul(
+            k,
+            src,
+            pool,
+            &lw.w_gate,
+            &a,
+            &mut st.hb[..b * ffn],
+            &mut st.mm,
+            &mut st.scratch,
+        )?;
         ahead(l, 7);
         let a = st.acts_dim.for_weight(k, &lw.w_up, xb, b)?;
-        matmul(k, src, pool, &lw.w_up, &a, &mut st.hb2[..b * ffn], &mut st.mm, &mut st.scratch)?;
+        matmul(
+            k,
+            src,
+            pool,
+            &lw.w_up,
+            &a,
+            &mut st.hb2[..b * ffn],
+            &mut st.mm,
+            &mut st.scratch,
+        )?;
         // hb = silu(hb) * hb2, split across workers (B · ffn_dim expf would otherwise be serial)
         let hb2 = &st.hb2;
-        par_chunks(pool, &mut st.hb[..b * ffn], 1, &mut st.scratch, |r, part, _| {
-            ops::silu_mul(part, &hb2[r]);
-            Ok::<(), ModelError>(())
-        })?;
+        par_chunks(
+            pool,
+            &mut st.hb[..b * ffn],
+            1,
+            &mut st.scratch,
+            |r, part, _| {
+                ops::silu_mul(part, &hb2[r]);
+                Ok::<(), ModelError>(())
+            },
+        )?;
 
         // x += w_down·hb                                       xb: [B][dim]
         st.acts_ffn.reset();
         ahead(l, 8);
-        let a = st.acts_ffn.for_weight(k, &lw.w_down, &st.hb[..b * ffn], b)?;
-        matmul(k, src, pool, &lw.w_down, &a, &mut st.xb[..b * dim], &mut st.mm, &mut st.scratch)?;
+        let a = st
+            .acts_ffn
+            .for_weight(k, &lw.w_down, &st.hb[..b * ffn], b)?;
+        matmul(
+            k,
+            src,
+            pool,
+            &lw.w_down,
+            &a,
+            &mut st.xb[..b * dim],
+            &mut st.mm,
+            &mut st.scratch,
+        )?;
         ops::add(&mut st.x[..b * dim], &st.xb[..b * dim]);
         Ok(())
     }

@@ -107,7 +107,10 @@ fn nibbles32(qs: &[u8], qh: Option<u32>, sub: i32) -> [i8; QK32] {
     let mut q = [0i8; QK32];
     for j in 0..16 {
         let (h0, h1) = match qh {
-            Some(h) => ((((h >> j) << 4) & 0x10) as i32, ((h >> (j + 12)) & 0x10) as i32),
+            Some(h) => (
+                (((h >> j) << 4) & 0x10) as i32,
+                ((h >> (j + 12)) & 0x10) as i32,
+            ),
             None => (0, 0),
         };
         q[j] = (((qs[j] & 0x0f) as i32 | h0) - sub) as i8;
@@ -126,7 +129,11 @@ impl Q32 for Q4_0 {
     const MIN: bool = false;
     fn decode(b: &[u8]) -> Dec32 {
         let q = nibbles32(&b[2..18], None, 8);
-        Dec32 { d: f16_at(b, 0), m: 0.0, q }
+        Dec32 {
+            d: f16_at(b, 0),
+            m: 0.0,
+            q,
+        }
     }
 }
 struct Q4_1;
@@ -135,7 +142,11 @@ impl Q32 for Q4_1 {
     const MIN: bool = true;
     fn decode(b: &[u8]) -> Dec32 {
         let q = nibbles32(&b[4..20], None, 0);
-        Dec32 { d: f16_at(b, 0), m: f16_at(b, 2), q }
+        Dec32 {
+            d: f16_at(b, 0),
+            m: f16_at(b, 2),
+            q,
+        }
     }
 }
 struct Q5_0;
@@ -144,7 +155,11 @@ impl Q32 for Q5_0 {
     const MIN: bool = false;
     fn decode(b: &[u8]) -> Dec32 {
         let q = nibbles32(&b[6..22], Some(u32_at(b, 2)), 16);
-        Dec32 { d: f16_at(b, 0), m: 0.0, q }
+        Dec32 {
+            d: f16_at(b, 0),
+            m: 0.0,
+            q,
+        }
     }
 }
 struct Q5_1;
@@ -153,7 +168,11 @@ impl Q32 for Q5_1 {
     const MIN: bool = true;
     fn decode(b: &[u8]) -> Dec32 {
         let q = nibbles32(&b[8..24], Some(u32_at(b, 4)), 0);
-        Dec32 { d: f16_at(b, 0), m: f16_at(b, 2), q }
+        Dec32 {
+            d: f16_at(b, 0),
+            m: f16_at(b, 2),
+            q,
+        }
     }
 }
 struct Q8_0;
@@ -165,7 +184,11 @@ impl Q32 for Q8_0 {
         for (o, &v) in q.iter_mut().zip(&b[2..34]) {
             *o = v as i8;
         }
-        Dec32 { d: f16_at(b, 0), m: 0.0, q }
+        Dec32 {
+            d: f16_at(b, 0),
+            m: 0.0,
+            q,
+        }
     }
 }
 
@@ -455,11 +478,15 @@ pub fn mat_f32_f32(w: &[u8], rb: usize, a: &[f32], cols: usize, out: &mut [f32])
 }
 /// F16 weights · f16 activations, batched.
 pub fn mat_f16_f16(w: &[u8], rb: usize, a: &[u16], cols: usize, out: &mut [f32]) {
-    mat_float(w, rb, a, cols, out, 2, f16_of, |x| f16::from_bits(x).to_f32());
+    mat_float(w, rb, a, cols, out, 2, f16_of, |x| {
+        f16::from_bits(x).to_f32()
+    });
 }
 /// BF16 weights · bf16 activations, batched.
 pub fn mat_bf16_bf16(w: &[u8], rb: usize, a: &[u16], cols: usize, out: &mut [f32]) {
-    mat_float(w, rb, a, cols, out, 2, bf16_of, |x| bf16::from_bits(x).to_f32());
+    mat_float(w, rb, a, cols, out, 2, bf16_of, |x| {
+        bf16::from_bits(x).to_f32()
+    });
 }
 
 /// Q4_0 weights · Q8_0 activations, batched (twin of `scalar::vec_dot_q4_0_q8_0` per column).

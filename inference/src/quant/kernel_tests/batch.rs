@@ -27,7 +27,10 @@ fn columns(rng: &mut Rng, n: usize, cols: usize) -> Vec<f32> {
             // Ordinary vectors most of the time, every extreme kind somewhere in a wide batch.
             let kind = if c % 3 == 0 { c / 3 % kinds.len() } else { 0 };
             let scale = 1.0 + c as f32 * 0.37;
-            kinds[kind].iter().map(move |v| v * scale).collect::<Vec<_>>()
+            kinds[kind]
+                .iter()
+                .map(move |v| v * scale)
+                .collect::<Vec<_>>()
         })
         .collect()
 }
@@ -46,7 +49,8 @@ fn check(k: &Kernels, ty: GgmlType, n: usize, w: &[u8], x: &[f32], cols: usize, 
     k.dot_rows_batch(ty, n, w, &acts, &mut got).unwrap();
     for c in 0..cols {
         let mut one = ActBuf::with_capacity(n);
-        one.quantize(ty.act_format(), &x[c * n..(c + 1) * n]).unwrap();
+        one.quantize(ty.act_format(), &x[c * n..(c + 1) * n])
+            .unwrap();
         let mut want = vec![0.0f32; rows];
         Kernels::SCALAR
             .dot_rows(ty, n, w, &one.acts().unwrap(), &mut want)
@@ -143,7 +147,9 @@ fn shapes_that_disagree_are_errors() {
     let mut out = vec![0.0f32; 0];
     assert!(k.dot_rows_batch(ty, n, &w, &batch(0), &mut out).is_err());
     let mut out = vec![0.0f32; 2 * (MAX_BATCH + 1)];
-    assert!(k.dot_rows_batch(ty, n, &w, &batch(MAX_BATCH + 1), &mut out).is_err());
+    assert!(k
+        .dot_rows_batch(ty, n, &w, &batch(MAX_BATCH + 1), &mut out)
+        .is_err());
     // Columns whose length is not the row's.
     let mut out = vec![0.0f32; 4];
     assert!(k.dot_rows_batch(ty, n, &w, &batch(2), &mut out).is_err());
