@@ -678,14 +678,22 @@ mod tests {
         }
     }
 
+    /// [`incremental`] of `system`, the `(user, reply)` exchanges `turns`, then `last`.
+    fn conversation(t: Template, system: &str, turns: &[(&str, &str)], last: &str) -> String {
+        incremental(
+            t,
+            &Conv {
+                system,
+                turns,
+                last,
+            },
+        )
+    }
+
     #[test]
     fn chatml_exact_text() {
         let t = Template::ChatMl;
-        let s = t.system("Be brief.")
-            + &t.user_turn("Hi", true)
-            + "Hello!"
-            + t.end_of_turn()
-            + &t.user_turn("Bye", false);
+        let s = conversation(t, "Be brief.", &[("Hi", "Hello!")], "Bye");
         assert_eq!(
             s,
             "<|im_start|>system\nBe brief.<|im_end|>\n\
@@ -696,7 +704,7 @@ mod tests {
         // SmolLM2's template without a system message: the default, then the turn.
         let sys = default_system_prompt(SMOLLM2).unwrap();
         assert_eq!(
-            t.system(&sys) + &t.user_turn("Hi", true),
+            conversation(t, &sys, &[], "Hi"),
             "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging \
              Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
         );
@@ -705,18 +713,14 @@ mod tests {
     #[test]
     fn zephyr_exact_text() {
         let t = Template::Zephyr;
-        let s = t.system("sys")
-            + &t.user_turn("msg", true)
-            + "reply"
-            + t.end_of_turn()
-            + &t.user_turn("msg2", false);
+        let s = conversation(t, "sys", &[("msg", "reply")], "msg2");
         assert_eq!(
             s,
             "<|system|>\nsys</s>\n<|user|>\nmsg</s>\n<|assistant|>\nreply</s>\n\
              <|user|>\nmsg2</s>\n<|assistant|>\n"
         );
         assert_eq!(
-            t.system("") + &t.user_turn("msg", true),
+            conversation(t, "", &[], "msg"),
             "<|user|>\nmsg</s>\n<|assistant|>\n"
         );
     }
@@ -724,29 +728,19 @@ mod tests {
     #[test]
     fn llama2_exact_text() {
         let t = Template::Llama2;
-        let s = t.system("sys")
-            + &t.user_turn("msg", true)
-            + " reply"
-            + t.end_of_turn()
-            + &t.user_turn(" msg2 ", false);
+        // The generated reply starts with a space (see `generated`).
+        let s = conversation(t, "sys", &[("msg", "reply")], " msg2 ");
         assert_eq!(
             s,
             "<s>[INST] <<SYS>>\nsys\n<</SYS>>\n\nmsg [/INST] reply </s><s>[INST] msg2 [/INST]"
         );
-        assert_eq!(
-            t.system("") + &t.user_turn("msg", true),
-            "<s>[INST] msg [/INST]"
-        );
+        assert_eq!(conversation(t, "", &[], "msg"), "<s>[INST] msg [/INST]");
     }
 
     #[test]
     fn llama3_exact_text() {
         let t = Template::Llama3;
-        let s = t.system("sys")
-            + &t.user_turn("msg", true)
-            + "reply"
-            + t.end_of_turn()
-            + &t.user_turn("msg2\n", false);
+        let s = conversation(t, "sys", &[("msg", "reply")], "msg2\n");
         assert_eq!(
             s,
             "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nsys<|eot_id|>\

@@ -458,6 +458,14 @@ fn err<T>(offset: u64, kind: GgufErrorKind) -> Result<T, GgufError> {
     Err(GgufError { offset, kind })
 }
 
+/// [`GgufErrorKind::TooMany`] at `offset` if `count` exceeds `max`.
+fn at_most(offset: u64, field: &'static str, count: u64, max: u64) -> Result<(), GgufError> {
+    if count > max {
+        return err(offset, GgufErrorKind::TooMany { field, count, max });
+    }
+    Ok(())
+}
+
 /// A sequential reader over a storage with a small buffer.
 struct Cursor<'a, S: Storage + ?Sized> {
     src: &'a S,
@@ -586,6 +594,16 @@ impl<'a, S: Storage + ?Sized> Cursor<'a, S> {
         })
     }
 
+    /// A [`Self::string`] that must not be empty (a key or a tensor name).
+    fn name(&mut self, field: &'static str, max: u64) -> Result<String, GgufError> {
+        let at = self.pos;
+        let s = self.string(field, max)?;
+        if s.is_empty() {
+            return err(at, GgufErrorKind::EmptyString { field });
+        }
+        Ok(s)
+    }
+
     /// Skip a length-prefixed string, checking its length.
     fn skip_string(&mut self, field: &'static str) -> Result<(), GgufError> {
         let at = self.pos;
@@ -684,42 +702,16 @@ impl Gguf {
         let n_kv = c.u64("metadata_kv_count")?;
         let left = c.remaining();
         let max_tensors = MAX_TENSORS.min(left / MIN_TENSOR_BYTES);
-        if n_tensors > max_tensors {
-            return err(
-                8,
-                GgufErrorKind::TooMany {
-                    field: "tensor_count",
-                    count: n_tensors,
-                    max: max_tensors,
-                },
-            );
-        }
+        at_most(8, "tensor_count", n_tensors, max_tensors)?;
         let max_kv = MAX_KV.min(left / MIN_KV_BYTES);
-        if n_kv > max_kv {
-            return err(
-                16,
-                GgufErrorKind::TooMany {
-                    field: "metadata_kv_count",
-                    count: n_kv,
-                    max: max_kv,
-                },
-            );
-        }
+        at_most(16, "metadata_kv_count", n_kv, max_kv)?;
 
         // Metadata.
         let mut metadata = Vec::with_capacity(n_kv as usize);
         let mut key_index = BTreeMap::new();
         for _ in 0..n_kv {
             let offset = c.pos;
-            let key = c.string("metadata key", MAX_KEY_LEN)?;
-            if key.is_empty() {
-                return err(
-                    offset,
-                    GgufErrorKind::EmptyString {
-                        field: "metadata key",
-                    },
-                );
-            }
+            let key = c.name("metadata key", MAX_KEY_LEN)?;
             let type_at = c.pos;
             let type_id = c.u32("metadata value type")?;
             let Some(ty) = ValueType::from_id(type_id) else {
@@ -745,17 +737,7 @@ impl Gguf {
                 };
                 let len_at = c.pos;
                 let len = c.u64("array length")?;
-                let max = c.remaining() / elem.min_size();
-                if len > max {
-                    return err(
-                        len_at,
-                        GgufErrorKind::TooMany {
-                            field: "array length",
-                            count: len,
-                            max,
-                        },
-                    );
-                }
+                at_most(len_at, "array length", len, c.remaining() / elem.min_size())?;
                 let first = c.pos;
                 match elem.fixed_size() {
                     Some(sz) => c.skip(len * sz, "array data")?,
@@ -801,15 +783,7 @@ impl Gguf {
         let mut rel_offsets = Vec::with_capacity(n_tensors as usize);
         for _ in 0..n_tensors {
             let info_offset = c.pos;
-            let name = c.string("tensor name", MAX_TENSOR_NAME)?;
-            if name.is_empty() {
-                return err(
-                    info_offset,
-                    GgufErrorKind::EmptyString {
-                        field: "tensor name",
-                    },
-                );
-            }
+            let name = c.name("tensor name", MAX_TENSOR_NAME)?;
             let dims_at = c.pos;
             let n_dims = c.u32("tensor n_dims")?;
             if n_dims == 0 || n_dims > MAX_DIMS {

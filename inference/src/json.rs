@@ -108,6 +108,11 @@ enum Str {
 }
 
 impl Str {
+    /// [`Str::Utf8`]: `need` more bytes, the next one in `lo..=hi`.
+    fn utf8(need: u8, lo: u8, hi: u8) -> Str {
+        Str::Utf8 { need, lo, hi }
+    }
+
     /// Bytes still needed before the closing quote can come.
     fn cost(self) -> usize {
         match self {
@@ -432,41 +437,13 @@ impl JsonState {
                 }
                 b'\\' => Str::Escape,
                 0x20..=0x7f => Str::Plain,
-                0xc2..=0xdf => Str::Utf8 {
-                    need: 1,
-                    lo: 0x80,
-                    hi: 0xbf,
-                },
-                0xe0 => Str::Utf8 {
-                    need: 2,
-                    lo: 0xa0,
-                    hi: 0xbf,
-                },
-                0xe1..=0xec | 0xee | 0xef => Str::Utf8 {
-                    need: 2,
-                    lo: 0x80,
-                    hi: 0xbf,
-                },
-                0xed => Str::Utf8 {
-                    need: 2,
-                    lo: 0x80,
-                    hi: 0x9f,
-                },
-                0xf0 => Str::Utf8 {
-                    need: 3,
-                    lo: 0x90,
-                    hi: 0xbf,
-                },
-                0xf1..=0xf3 => Str::Utf8 {
-                    need: 3,
-                    lo: 0x80,
-                    hi: 0xbf,
-                },
-                0xf4 => Str::Utf8 {
-                    need: 3,
-                    lo: 0x80,
-                    hi: 0x8f,
-                },
+                0xc2..=0xdf => Str::utf8(1, 0x80, 0xbf),
+                0xe0 => Str::utf8(2, 0xa0, 0xbf),
+                0xe1..=0xec | 0xee | 0xef => Str::utf8(2, 0x80, 0xbf),
+                0xed => Str::utf8(2, 0x80, 0x9f),
+                0xf0 => Str::utf8(3, 0x90, 0xbf),
+                0xf1..=0xf3 => Str::utf8(3, 0x80, 0xbf),
+                0xf4 => Str::utf8(3, 0x80, 0x8f),
                 // Control characters, stray continuation bytes, C0/C1 overlong leads, F5-FF.
                 _ => return false,
             },
@@ -477,11 +454,7 @@ impl JsonState {
                 if need == 1 {
                     Str::Plain
                 } else {
-                    Str::Utf8 {
-                        need: need - 1,
-                        lo: 0x80,
-                        hi: 0xbf,
-                    }
+                    Str::utf8(need - 1, 0x80, 0xbf)
                 }
             }
             Str::Escape => match b {
@@ -944,54 +917,8 @@ mod tests {
                 return false;
             }
             match self.peek() {
-                Some(b'{') => {
-                    self.i += 1;
-                    self.ws();
-                    if self.eat(b'}') {
-                        return true;
-                    }
-                    loop {
-                        self.ws();
-                        if !self.string() {
-                            return false;
-                        }
-                        self.ws();
-                        if !self.eat(b':') {
-                            return false;
-                        }
-                        self.ws();
-                        if !self.value(depth + 1) {
-                            return false;
-                        }
-                        self.ws();
-                        if self.eat(b'}') {
-                            return true;
-                        }
-                        if !self.eat(b',') {
-                            return false;
-                        }
-                    }
-                }
-                Some(b'[') => {
-                    self.i += 1;
-                    self.ws();
-                    if self.eat(b']') {
-                        return true;
-                    }
-                    loop {
-                        self.ws();
-                        if !self.value(depth + 1) {
-                            return false;
-                        }
-                        self.ws();
-                        if self.eat(b']') {
-                            return true;
-                        }
-                        if !self.eat(b',') {
-                            return false;
-                        }
-                    }
-                }
+                Some(b'{') => self.members(b'}', |c| c.key_value(depth + 1)),
+                Some(b'[') => self.members(b']', |c| c.value(depth + 1)),
                 Some(b'"') => self.string(),
                 Some(b't') => self.lit(b"true"),
                 Some(b'f') => self.lit(b"false"),
@@ -999,6 +926,40 @@ mod tests {
                 Some(b'-' | b'0'..=b'9') => self.number(),
                 _ => false,
             }
+        }
+        /// After the opening bracket (at `self.i`): `member`s separated by commas, each with
+        /// white space around it, up to `close`; or nothing but white space before `close`.
+        fn members(&mut self, close: u8, mut member: impl FnMut(&mut Self) -> bool) -> bool {
+            self.i += 1;
+            self.ws();
+            if self.eat(close) {
+                return true;
+            }
+            loop {
+                self.ws();
+                if !member(self) {
+                    return false;
+                }
+                self.ws();
+                if self.eat(close) {
+                    return true;
+                }
+                if !self.eat(b',') {
+                    return false;
+                }
+            }
+        }
+        /// `"key" : value` of an object.
+        fn key_value(&mut self, depth: usize) -> bool {
+            if !self.string() {
+                return false;
+            }
+            self.ws();
+            if !self.eat(b':') {
+                return false;
+            }
+            self.ws();
+            self.value(depth)
         }
         fn lit(&mut self, w: &[u8]) -> bool {
             if self.s[self.i..].starts_with(w) {

@@ -380,49 +380,34 @@ mod tests {
         assert_ne!(run(1), run(2));
     }
 
+    /// A sampler over the 1000 [`logits`] with these filters (the rest as by default).
+    fn filtering(temperature: f32, top_k: usize, top_p: f32, min_p: f32) -> Sampler {
+        let cfg = SamplerConfig {
+            temperature,
+            top_k,
+            top_p,
+            min_p,
+            ..Default::default()
+        };
+        Sampler::new(cfg, 1000).unwrap()
+    }
+
     #[test]
     fn top_k_one_is_greedy_and_filters_hold() {
         let mut l = logits();
         let best = greedy(&l).unwrap();
-        let mut s = Sampler::new(
-            SamplerConfig {
-                temperature: 5.0,
-                top_k: 1,
-                ..Default::default()
-            },
-            1000,
-        )
-        .unwrap();
+        let d = SamplerConfig::default();
+        let mut s = filtering(5.0, 1, d.top_p, d.min_p);
         for _ in 0..20 {
             assert_eq!(s.sample(&mut l).unwrap(), best);
         }
         // min_p = 1 keeps only the maximum.
-        let mut s = Sampler::new(
-            SamplerConfig {
-                temperature: 5.0,
-                top_k: 0,
-                top_p: 1.0,
-                min_p: 1.0,
-                ..Default::default()
-            },
-            1000,
-        )
-        .unwrap();
+        let mut s = filtering(5.0, 0, 1.0, 1.0);
         assert_eq!(s.sample(&mut l).unwrap(), best);
         // top_k = 3: only the three highest ever come out.
         let mut sorted: Vec<u32> = (0..1000).collect();
         sorted.sort_by(|a, b| l[*b as usize].total_cmp(&l[*a as usize]));
-        let mut s = Sampler::new(
-            SamplerConfig {
-                temperature: 10.0,
-                top_k: 3,
-                top_p: 1.0,
-                min_p: 0.0,
-                ..Default::default()
-            },
-            1000,
-        )
-        .unwrap();
+        let mut s = filtering(10.0, 3, 1.0, 0.0);
         for _ in 0..200 {
             assert!(sorted[..3].contains(&s.sample(&mut l).unwrap()));
         }

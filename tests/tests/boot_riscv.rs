@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::boot::{boot, built, generated, host_text, make_card};
+use common::boot::{boot, card, generated, host_text};
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(600);
@@ -11,13 +11,11 @@ const BOARD: &str = "qemu-virt-riscv64";
 
 #[test]
 fn riscv_matches_the_pc_runner_with_rvv_on_four_harts() {
-    let b = built(BOARD);
-    let model = common::model_path();
     // RVV runs slowly under QEMU (it emulates strided loads and ordered reductions element by
     // element), so few tokens.
     let s = common::boot::once(8);
-    let want = host_text(b, &model, &s);
-    let img = make_card(b, "riscv-once", &s, &model);
+    let (b, img) = card(BOARD, "riscv-once", &s);
+    let want = host_text(b, &common::model_path(), &s);
     let (code, four) = boot(b, &img, None, &[], LIMIT);
     eprintln!("{four}");
     assert_eq!(code, 0, "QEMU exit status");
@@ -30,11 +28,9 @@ fn riscv_matches_the_pc_runner_with_rvv_on_four_harts() {
 /// scalar path costs about a billion instructions per token here).
 #[test]
 fn riscv_without_v_falls_back_to_scalar() {
-    let b = built(BOARD);
-    let model = common::model_path();
     let s = common::boot::once(6);
-    let want = host_text(b, &model, &s);
-    let img = make_card(b, "riscv-novector", &s, &model);
+    let (b, img) = card(BOARD, "riscv-novector", &s);
+    let want = host_text(b, &common::model_path(), &s);
     let opts = xtask::QemuOpts {
         cpu: Some("rv64,v=false".into()),
         smp: Some(1),
@@ -48,17 +44,11 @@ fn riscv_without_v_falls_back_to_scalar() {
 
 #[test]
 fn riscv_bad_boot_sector_is_a_clear_error() {
-    let b = built(BOARD);
-    let model = common::model_path();
-    let img = make_card(
-        b,
-        "riscv-badboot",
-        &xtask::Settings {
-            n: 1,
-            ..Default::default()
-        },
-        &model,
-    );
+    let s = xtask::Settings {
+        n: 1,
+        ..Default::default()
+    };
+    let (b, img) = card(BOARD, "riscv-badboot", &s);
     common::boot::break_boot_signature(&img);
     let (code, uart) = boot(b, &img, None, &[], LIMIT);
     assert_eq!(code, 1, "{uart}");
@@ -71,14 +61,12 @@ fn riscv_bad_boot_sector_is_a_clear_error() {
 /// A trap is reported with scause, sepc and stval, and QEMU exits non-zero.
 #[test]
 fn riscv_traps_are_reported() {
-    let b = built(BOARD);
-    let model = common::model_path();
     let s = xtask::Settings {
         selftest: Some("exception".into()),
         n: 1,
         ..Default::default()
     };
-    let img = make_card(b, "riscv-selftest", &s, &model);
+    let (b, img) = card(BOARD, "riscv-selftest", &s);
     let (code, uart) = boot(b, &img, None, &[], LIMIT);
     assert_eq!(code, 2, "{uart}");
     assert!(uart.contains("*** trap: exception 5: scause 0x5"), "{uart}");

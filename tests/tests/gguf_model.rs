@@ -87,34 +87,19 @@ fn reads_the_default_models_metadata_and_tensor_table() {
     assert_eq!(g.alignment, 32);
 
     // Arrays, read lazily through the trait.
-    let tokens = g
-        .array(&src, "tokenizer.ggml.tokens")
-        .unwrap()
-        .strings()
-        .unwrap();
+    let array = |key| g.array(&src, key).unwrap();
+    let tokens = array("tokenizer.ggml.tokens").strings().unwrap();
     assert_eq!(tokens.len(), 49152);
     assert_eq!(tokens[1], "<|im_start|>");
     assert_eq!(tokens[2], "<|im_end|>");
-    let merges = g
-        .array(&src, "tokenizer.ggml.merges")
-        .unwrap()
-        .strings()
-        .unwrap();
+    let merges = array("tokenizer.ggml.merges").strings().unwrap();
     assert_eq!(merges.len(), 48900);
-    let types = g
-        .array(&src, "tokenizer.ggml.token_type")
-        .unwrap()
-        .ints()
-        .unwrap();
+    let types = array("tokenizer.ggml.token_type").ints().unwrap();
     assert_eq!(types.len(), 49152);
     // Typed accessor errors name the key.
     assert!(g.get_str("llama.block_count").is_err());
     assert!(g.get_u64("no.such.key").is_err());
-    assert!(g
-        .array(&src, "tokenizer.ggml.token_type")
-        .unwrap()
-        .strings()
-        .is_err());
+    assert!(array("tokenizer.ggml.token_type").strings().is_err());
 
     // Tensor table: 272 tensors with the right types and shapes.
     assert_eq!(g.tensors.len(), 272);

@@ -4,6 +4,7 @@
 mod common;
 
 use common::golden;
+use std::ffi::OsStr;
 use std::process::Command;
 
 fn host() -> std::path::PathBuf {
@@ -16,19 +17,15 @@ fn teacher_forced_dump_meets_the_kl_rule() {
     let case = golden::load("smollm2-once");
     let dump = std::env::temp_dir().join(format!("lmboot-teacher-{}.f32", std::process::id()));
     let golden_txt = common::shared().join("golden/smollm2-once.txt");
-    let out = Command::new(&bin)
-        .arg("--model")
-        .arg(common::model_path())
-        .arg("--teacher")
-        .arg(&golden_txt)
-        .arg("--dump-logits")
-        .arg(&dump)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    common::host_ok(
+        &bin,
+        &common::model_path(),
+        [
+            OsStr::new("--teacher"),
+            golden_txt.as_os_str(),
+            OsStr::new("--dump-logits"),
+            dump.as_os_str(),
+        ],
     );
     let rows = golden::rows(&dump, 49152);
     let reference = golden::rows(&case.ref64, 49152);
@@ -77,12 +74,7 @@ fn bad_arguments_are_errors() {
     }
     // A prompt longer than the context is an error naming the context.
     let long = "word ".repeat(100);
-    let out = Command::new(&bin)
-        .arg("--model")
-        .arg(&model)
-        .args(["--prompt", &long, "--ctx", "16"])
-        .output()
-        .unwrap();
+    let out = common::run_host(&bin, &model, ["--prompt", &long, "--ctx", "16"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("context"));
 }

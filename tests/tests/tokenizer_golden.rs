@@ -7,8 +7,8 @@
 
 mod common;
 
+use common::golden;
 use inference::tokenizer::{Model, PreTokenizer, StreamDecoder, Tokenizer};
-use std::path::PathBuf;
 use std::time::Instant;
 
 fn smollm2() -> Tokenizer {
@@ -19,64 +19,35 @@ fn smollm2() -> Tokenizer {
     tok
 }
 
-fn ids_line(txt: &str, prefix: &str) -> Vec<u32> {
-    let line = txt
-        .lines()
-        .find(|l| l.starts_with(prefix))
-        .unwrap_or_else(|| panic!("no {prefix} line"));
-    line[prefix.len()..]
-        .split_whitespace()
-        .map(|x| x.parse().unwrap())
-        .collect()
-}
-
-fn cases() -> Vec<(String, PathBuf)> {
-    let dir = common::shared().join("golden");
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| {
-            e.ok()?
-                .file_name()
-                .into_string()
-                .ok()?
-                .strip_suffix(".txt")
-                .map(String::from)
-        })
-        .collect();
-    names.sort();
-    assert!(
-        names.len() >= 4,
-        "golden cases missing in {}",
-        dir.display()
-    );
-    names.into_iter().map(|n| (n, dir.clone())).collect()
-}
-
 #[test]
 fn golden_prompts_and_outputs() {
     let tok = smollm2();
-    for (name, dir) in cases() {
-        let txt = std::fs::read_to_string(dir.join(format!("{name}.txt"))).unwrap();
-        let prompt = std::fs::read(dir.join(format!("{name}.prompt"))).unwrap();
-        let want = ids_line(&txt, "prompt_ids:");
+    let names = golden::names();
+    assert!(
+        names.len() >= 4,
+        "golden cases missing in {}",
+        golden::dir().display()
+    );
+    for case in names.iter().map(|n| golden::load(n)) {
+        let (name, prompt, want) = (&case.name, &case.prompt, &case.prompt_ids);
         let t0 = Instant::now();
-        let got = tok.encode_bytes(&prompt, true, true).unwrap();
+        let got = tok.encode_bytes(prompt, true, true).unwrap();
         eprintln!(
             "{name}: encoded {} bytes in {:?}",
             prompt.len(),
             t0.elapsed()
         );
-        assert_eq!(got, want, "{name}: prompt ids");
-        assert_eq!(tok.decode(&got), prompt, "{name}: decode(encode(prompt))");
+        assert_eq!(got, *want, "{name}: prompt ids");
+        assert_eq!(tok.decode(&got), *prompt, "{name}: decode(encode(prompt))");
 
-        let mut generated = ids_line(&txt, "generated_ids:");
+        let mut generated = case.generated_ids.clone();
         if generated.last().is_some_and(|&id| tok.is_eog(id)) {
             generated.pop();
         }
-        let out = std::fs::read(dir.join(format!("{name}.out"))).unwrap();
+        let out = &case.out;
         assert_eq!(
             String::from_utf8_lossy(&tok.decode(&generated)),
-            String::from_utf8_lossy(&out),
+            String::from_utf8_lossy(out),
             "{name}: decode(generated_ids)"
         );
         // The same through the streaming decoder.

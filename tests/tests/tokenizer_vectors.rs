@@ -102,22 +102,19 @@ fn check_vocab(name: &str, model: Model) {
     }
 }
 
-#[test]
-fn llama_spm() {
-    check_vocab("llama-spm", Model::SentencePiece);
+/// One test per vocabulary: `test name => (vocabulary, model)`.
+macro_rules! vocab_tests {
+    ($($test:ident => ($name:literal, $model:ident),)*) => {$(
+        #[test]
+        fn $test() {
+            check_vocab($name, Model::$model);
+        }
+    )*};
 }
 
-#[test]
-fn gpt_2() {
-    check_vocab("gpt-2", Model::ByteLevelBpe);
-}
-
-#[test]
-fn qwen2() {
-    check_vocab("qwen2", Model::ByteLevelBpe);
-}
-
-#[test]
-fn llama_bpe() {
-    check_vocab("llama-bpe", Model::ByteLevelBpe);
+vocab_tests! {
+    llama_spm => ("llama-spm", SentencePiece),
+    gpt_2 => ("gpt-2", ByteLevelBpe),
+    qwen2 => ("qwen2", ByteLevelBpe),
+    llama_bpe => ("llama-bpe", ByteLevelBpe),
 }

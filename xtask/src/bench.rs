@@ -2,10 +2,12 @@
 //! each kernel set and 1 or 4 cores; a markdown table and an SVG bar chart under `results/`.
 
 use crate::{
-    board, build_kernel, card_image, ensure_model, qemu_command, workspace_root, QemuOpts, Settings,
+    board, build_kernel, card_image, ensure_model, qemu_command, workspace_root, Board, QemuOpts,
+    Settings,
 };
 use std::fmt::Write as _;
 use std::fs;
+use std::path::Path;
 use std::process::Stdio;
 
 /// One configuration to measure.
@@ -45,6 +47,37 @@ fn num_after(line: &str, key: &str) -> Option<u64> {
         .ok()
 }
 
+/// Write `results/{stem}.md`, and `results/{stem}.svg` if there is a chart.
+fn write_results(stem: &str, md: &str, svg: Option<&str>) -> Result<(), String> {
+    let dir = workspace_root().join("results");
+    fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    fs::write(dir.join(format!("{stem}.md")), md).map_err(|e| e.to_string())?;
+    if let Some(svg) = svg {
+        fs::write(dir.join(format!("{stem}.svg")), svg).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Boot `kernel` on `b` with the card `img` in QEMU (stdin closed); the UART text with CRLF as LF.
+/// An unsuccessful exit is an error naming `what`, with the exit status and the UART text.
+fn boot_uart(
+    b: &Board,
+    kernel: &Path,
+    img: &Path,
+    opts: &QemuOpts,
+    what: &str,
+) -> Result<String, String> {
+    let out = qemu_command(b, kernel, img, opts)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("QEMU: {e}"))?;
+    let uart = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+    if !out.status.success() {
+        return Err(format!("{what}: exit {:?}\n{uart}", out.status.code()));
+    }
+    Ok(uart)
+}
+
 /// Boot `case` with the default model and prompt; parse the stats.
 pub fn measure(case: &Case, n: usize) -> Result<Figures, String> {
     let b = board(case.board)?;
@@ -67,20 +100,8 @@ pub fn measure(case: &Case, n: usize) -> Result<Figures, String> {
         icount: true,
         ..Default::default()
     };
-    let out = qemu_command(&b, &kernel, &img, &opts)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("QEMU: {e}"))?;
-    let uart = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
-    if !out.status.success() {
-        return Err(format!(
-            "{} {} {}: exit {:?}\n{uart}",
-            case.board,
-            case.cpu,
-            case.kernels,
-            out.status.code()
-        ));
-    }
+    let what = format!("{} {} {}", case.board, case.cpu, case.kernels);
+    let uart = boot_uart(&b, &kernel, &img, &opts, &what)?;
     let mut f = Figures::default();
     for line in uart.lines() {
         if line.starts_with("stats: instructions:") {
@@ -212,10 +233,7 @@ pub fn run(cases: &[Case], n: usize) -> Result<String, String> {
         let _ = writeln!(svg, "<text x='10' y='{:.0}'>{label}</text><rect x='230' y='{y:.0}' width='{len:.0}' height='{bh}' fill='{color}'/><text x='{:.0}' y='{:.0}'>{:.1}</text>", y + 18.0, 236.0 + len, y + 18.0, *v as f64 / 1e6);
     }
     svg.push_str("</svg>\n");
-    let dir = workspace_root().join("results");
-    fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    fs::write(dir.join("bench.md"), &md).map_err(|e| e.to_string())?;
-    fs::write(dir.join("bench.svg"), svg).map_err(|e| e.to_string())?;
+    write_results("bench", &md, Some(&svg))?;
     Ok(md)
 }
 
@@ -398,10 +416,7 @@ pub fn cache_sweep(n: usize) -> Result<String, String> {
         let _ = writeln!(svg, "<line x1='{}' y1='{ly}' x2='{}' y2='{ly}' stroke='{color}' stroke-width='2'{dash}/><text x='{}' y='{}'>{name}</text>", w - r + 10.0, w - r + 34.0, w - r + 40.0, ly + 4.0);
     }
     svg.push_str("</svg>\n");
-    let dir = workspace_root().join("results");
-    fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    fs::write(dir.join("pagecache.md"), &md).map_err(|e| e.to_string())?;
-    fs::write(dir.join("pagecache.svg"), svg).map_err(|e| e.to_string())?;
+    write_results("pagecache", &md, Some(&svg))?;
     Ok(md)
 }
 
@@ -441,17 +456,7 @@ pub fn readahead(n: usize) -> Result<String, String> {
                 ..Default::default()
             };
             eprintln!("xtask: bench: read-ahead {ra}, card {card}");
-            let out = qemu_command(&b, &kernel, &img, &q)
-                .stdin(Stdio::null())
-                .output()
-                .map_err(|e| format!("QEMU: {e}"))?;
-            let uart = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
-            if !out.status.success() {
-                return Err(format!(
-                    "read-ahead {ra}: exit {:?}\n{uart}",
-                    out.status.code()
-                ));
-            }
+            let uart = boot_uart(&b, &kernel, &img, &q, &format!("read-ahead {ra}"))?;
             let gen = uart
                 .lines()
                 .find(|l| l.starts_with("stats: prompt"))
@@ -483,8 +488,6 @@ pub fn readahead(n: usize) -> Result<String, String> {
         }
     }
     let _ = writeln!(md, "\nUnder -icount the guest clock advances with instructions, and waiting cores spin, so a read the cores wait for costs guest time while one that completes during computation does not. The throttle runs on the host's clock, so 25 MB/s is the host-time rate, not the rate the guest measures.");
-    let dir = workspace_root().join("results");
-    fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    fs::write(dir.join("readahead.md"), &md).map_err(|e| e.to_string())?;
+    write_results("readahead", &md, None)?;
     Ok(md)
 }

@@ -98,16 +98,18 @@ fn setup() -> i32 {
 }
 
 fn fetch_model() -> i32 {
-    match xtask::ensure_model() {
-        Ok(p) => {
-            println!("{}", p.display());
-            0
-        }
-        Err(e) => {
-            eprintln!("xtask: fetch-model: {e}");
-            1
-        }
-    }
+    let Some(p) = model_or_report("fetch-model") else {
+        return 1;
+    };
+    println!("{}", p.display());
+    0
+}
+
+/// The default model ([`xtask::ensure_model`]); if it cannot be had, says so after `xtask: {what}: `.
+fn model_or_report(what: &str) -> Option<std::path::PathBuf> {
+    xtask::ensure_model()
+        .map_err(|e| eprintln!("xtask: {what}: {e}"))
+        .ok()
 }
 
 fn cargo() -> Command {
@@ -156,12 +158,8 @@ fn test(extra: &[String]) -> i32 {
     if setup() != 0 || check_targets() != 0 {
         return 1;
     }
-    let model = match xtask::ensure_model() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("xtask: test: cannot get the model: {e}");
-            return 1;
-        }
+    let Some(model) = model_or_report("test: cannot get the model") else {
+        return 1;
     };
     let mut c = cargo();
     c.args(["test", "--workspace", "--no-fail-fast"])
@@ -307,12 +305,8 @@ fn run_tests(mut c: Command) -> (bool, [u64; 3]) {
 
 /// The PC runner's prefill and generation speed on the default model, greedy, one run each.
 fn bench_host(extra: &[String]) -> i32 {
-    let model = match xtask::ensure_model() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("xtask: bench-host: {e}");
-            return 1;
-        }
+    let Some(model) = model_or_report("bench-host") else {
+        return 1;
     };
     let mut c = cargo();
     c.args(["build", "--release", "--bin", "lmboot-host"]);
@@ -513,16 +507,21 @@ fn demo(args: &[String]) -> Result<i32, String> {
         interactive: true,
         ..Default::default()
     };
-    let mut c = xtask::qemu_command(&a.board, &kernel, &img, &opts);
+    let c = xtask::qemu_command(&a.board, &kernel, &img, &opts);
     eprintln!(
         "xtask: booting {} in QEMU; the chat prompt appears once the model is loaded.",
         a.board.name
     );
     eprintln!("xtask: type a message and Enter; Ctrl-C stops a reply, /help lists commands, Ctrl-D ends, Ctrl-A X quits QEMU.\n");
+    run_qemu(&a.board, c)
+}
+
+/// Run QEMU command `c` for `board` to the end; its exit status.
+fn run_qemu(board: &xtask::Board, mut c: Command) -> Result<i32, String> {
     let status = c.status().map_err(|e| {
         format!(
             "running {}: {e} (run `cargo xtask setup`)",
-            a.board.qemu_binary
+            board.qemu_binary
         )
     })?;
     Ok(status.code().unwrap_or(1))
@@ -548,15 +547,9 @@ fn qemu(args: &[String]) -> Result<i32, String> {
         icount: a.icount,
         ..Default::default()
     };
-    let mut c = xtask::qemu_command(&a.board, &kernel, &img, &opts);
+    let c = xtask::qemu_command(&a.board, &kernel, &img, &opts);
     eprintln!("xtask: {c:?}");
-    let status = c.status().map_err(|e| {
-        format!(
-            "running {}: {e} (run `cargo xtask setup`)",
-            a.board.qemu_binary
-        )
-    })?;
-    Ok(status.code().unwrap_or(1))
+    run_qemu(&a.board, c)
 }
 
 /// The value after `flag` on the command line.

@@ -6,6 +6,7 @@
 //! pairs are queued, stale entries are skipped. Symbols carry token ids, and the merge table maps a
 //! pair of ids to its rank and the id of the merged text, so no strings are built while merging.
 
+use super::symbols;
 use super::vocab::Vocab;
 use super::NONE;
 use alloc::collections::BinaryHeap;
@@ -52,16 +53,8 @@ impl Merges {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Symbol {
-    /// Token of the symbol's text, or [`NONE`].
-    id: u32,
-    start: usize,
-    /// Bytes of the word; 0 once merged into its left neighbour.
-    len: usize,
-    prev: usize,
-    next: usize,
-}
+/// A span of the word; its data is the token of its text, or [`NONE`].
+type Symbol = symbols::Symbol<u32>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Bigram {
@@ -120,34 +113,23 @@ pub fn tokenize_word(
     }
 
     let n = word.len();
-    let mut syms: Vec<Symbol> = (0..n)
-        .map(|i| Symbol {
-            id: t.byte_tokens[word[i] as usize],
-            start: i,
-            len: 1,
-            prev: i.wrapping_sub(1),
-            next: i + 1,
-        })
-        .collect();
-    if let Some(last) = syms.last_mut() {
-        last.next = usize::MAX;
-    }
+    let mut syms = symbols::chain(word.iter().map(|&b| (1, t.byte_tokens[b as usize])));
 
     let mut queue = BinaryHeap::new();
     let try_add = |syms: &[Symbol], queue: &mut BinaryHeap<Bigram>, left: usize, right: usize| {
         let (Some(l), Some(r)) = (syms.get(left), syms.get(right)) else {
             return;
         };
-        if l.id == NONE || r.id == NONE {
+        if l.data == NONE || r.data == NONE {
             return;
         }
-        if let Some(m) = t.merges.find(l.id, r.id) {
+        if let Some(m) = t.merges.find(l.data, r.data) {
             queue.push(Bigram {
                 rank: m.rank,
                 left,
                 right,
-                left_id: l.id,
-                right_id: r.id,
+                left_id: l.data,
+                right_id: r.data,
                 merged: m.merged,
             });
         }
@@ -158,26 +140,18 @@ pub fn tokenize_word(
 
     while let Some(b) = queue.pop() {
         let (l, r) = (syms[b.left], syms[b.right]);
-        if l.len == 0 || r.len == 0 || l.id != b.left_id || r.id != b.right_id {
+        if l.len == 0 || r.len == 0 || l.data != b.left_id || r.data != b.right_id {
             continue; // stale
         }
-        let s = &mut syms[b.left];
-        s.len += r.len;
-        s.id = b.merged;
-        s.next = r.next;
-        syms[b.right].len = 0;
-        if let Some(nx) = syms.get_mut(r.next) {
-            nx.prev = b.left;
-        }
-        let (prev, next) = (syms[b.left].prev, syms[b.left].next);
+        let (prev, next) = symbols::merge(&mut syms, b.left, b.right);
+        syms[b.left].data = b.merged;
         try_add(&syms, &mut queue, prev, b.left);
         try_add(&syms, &mut queue, b.left, next);
     }
 
-    let mut i = 0;
-    while let Some(s) = syms.get(i) {
-        if s.id != NONE {
-            out.push(s.id);
+    for s in symbols::in_order(&syms) {
+        if s.data != NONE {
+            out.push(s.data);
         } else {
             // The symbol's text is no token: llama.cpp looks up each byte of its GPT-2 encoding as a
             // one-byte token and drops the bytes that are none.
@@ -189,7 +163,6 @@ pub fn tokenize_word(
                     .filter(|&id| id != NONE),
             );
         }
-        i = s.next;
     }
 }
 

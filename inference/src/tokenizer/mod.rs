@@ -44,6 +44,7 @@ mod error;
 mod pretok;
 mod spm;
 mod stream;
+mod symbols;
 pub mod unicode;
 mod unicode_table;
 mod vocab;

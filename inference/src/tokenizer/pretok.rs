@@ -206,6 +206,21 @@ fn whitespace_run(p: &Piece, pos: usize) -> (usize, usize) {
     (n, last_rn)
 }
 
+/// The last branches of both hand-written rules, at `pos` where `n_ws` whitespace code points start:
+/// `\s+(?!\S)` (leave the last space to the word that follows), `\s+`, else the code point alone.
+/// Cuts the piece and returns its end.
+fn spaces_or_one(p: &Piece, cuts: &mut Cuts, pos: usize, n_ws: usize) -> usize {
+    let end = if n_ws > 1 && p.cpt(pos + n_ws) != OUT_OF_RANGE {
+        pos + n_ws - 1
+    } else if n_ws > 0 {
+        pos + n_ws
+    } else {
+        pos + 1
+    };
+    cuts.cut(end);
+    end
+}
+
 fn gpt2(p: &Piece, cuts: &mut Cuts) {
     let mut pos = p.ini;
     while pos < p.end {
@@ -239,19 +254,7 @@ fn gpt2(p: &Piece, cuts: &mut Cuts) {
         }
 
         let (n_ws, _) = whitespace_run(p, pos);
-        // `\s+(?!\S)`: leave the last space to the word that follows.
-        if n_ws > 1 && p.cpt(pos + n_ws) != OUT_OF_RANGE {
-            pos += n_ws - 1;
-            cuts.cut(pos);
-            continue;
-        }
-        if n_ws > 0 {
-            pos += n_ws;
-            cuts.cut(pos);
-            continue;
-        }
-        pos += 1;
-        cuts.cut(pos);
+        pos = spaces_or_one(p, cuts, pos, n_ws);
     }
 }
 
@@ -316,19 +319,7 @@ fn llama3(p: &Piece, cuts: &mut Cuts, max_digits: usize) {
             cuts.cut(pos);
             continue;
         }
-        // `\s+(?!\S)`
-        if n_ws > 1 && p.cpt(pos + n_ws) != OUT_OF_RANGE {
-            pos += n_ws - 1;
-            cuts.cut(pos);
-            continue;
-        }
-        if n_ws > 0 {
-            pos += n_ws;
-            cuts.cut(pos);
-            continue;
-        }
-        pos += 1;
-        cuts.cut(pos);
+        pos = spaces_or_one(p, cuts, pos, n_ws);
     }
 }
 

@@ -6,20 +6,15 @@
 //! neighbours' pairs are queued, and stale entries (a side already merged elsewhere) are skipped.
 //! Each final symbol is its token, or, if its text is no token, one byte token (`<0xNN>`) per byte.
 
+use super::symbols;
 use super::vocab::Vocab;
 use super::NONE;
 use alloc::collections::BinaryHeap;
 use alloc::vec::Vec;
 use core::cmp::Ordering;
 
-#[derive(Debug, Clone, Copy)]
-struct Symbol {
-    start: usize,
-    /// Bytes; 0 once merged into its left neighbour.
-    len: usize,
-    prev: usize,
-    next: usize,
-}
+/// A span of the text (one UTF-8 character to begin with).
+type Symbol = symbols::Symbol<()>;
 
 /// A queued pair: merging `left` and `right` (`len` bytes together) gives a token of `score`.
 #[derive(Debug, Clone, Copy)]
@@ -63,22 +58,13 @@ pub fn tokenize(
     if text.is_empty() {
         return;
     }
-    let mut syms: Vec<Symbol> = Vec::new();
+    // One symbol per UTF-8 character (a truncated one at the end is what is left).
     let mut offs = 0;
-    while offs < text.len() {
-        let n = utf8_len(text[offs]).min(text.len() - offs);
-        let i = syms.len();
-        syms.push(Symbol {
-            start: offs,
-            len: n,
-            prev: i.wrapping_sub(1),
-            next: i + 1,
-        });
+    let mut syms = symbols::chain(core::iter::from_fn(|| {
+        let n = utf8_len(*text.get(offs)?).min(text.len() - offs);
         offs += n;
-    }
-    if let Some(last) = syms.last_mut() {
-        last.next = usize::MAX;
-    }
+        Some((n, ()))
+    }));
 
     let mut queue = BinaryHeap::new();
     let try_add = |syms: &[Symbol], queue: &mut BinaryHeap<Bigram>, left: usize, right: usize| {
@@ -107,19 +93,12 @@ pub fn tokenize(
         if l.len == 0 || r.len == 0 || l.len + r.len != b.len {
             continue; // stale
         }
-        syms[b.left].len += r.len;
-        syms[b.right].len = 0;
-        syms[b.left].next = r.next;
-        if let Some(n) = syms.get_mut(r.next) {
-            n.prev = b.left;
-        }
-        let (prev, next) = (syms[b.left].prev, syms[b.left].next);
+        let (prev, next) = symbols::merge(&mut syms, b.left, b.right);
         try_add(&syms, &mut queue, prev, b.left);
         try_add(&syms, &mut queue, b.left, next);
     }
 
-    let mut i = 0;
-    while let Some(s) = syms.get(i) {
+    for s in symbols::in_order(&syms) {
         let piece = &text[s.start..s.start + s.len];
         match vocab.find(piece) {
             Some(id) => out.push(id),
@@ -132,7 +111,6 @@ pub fn tokenize(
                 }
             }
         }
-        i = s.next;
     }
 }
 

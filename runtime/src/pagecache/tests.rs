@@ -5,6 +5,15 @@ struct Mem {
     data: Vec<u8>,
     bytes: alloc::sync::Arc<AtomicU64>,
 }
+impl Mem {
+    /// `data`, with a fresh byte counter.
+    fn new(data: Vec<u8>) -> Mem {
+        Mem {
+            data,
+            bytes: Default::default(),
+        }
+    }
+}
 impl FileSource for Mem {
     type Error = &'static str;
     fn len(&self) -> u64 {
@@ -35,15 +44,9 @@ fn data(n: usize) -> Vec<u8> {
 fn whole_file_resident_reads_in_place() {
     let d = data(10_000);
     let mut calls = vec![];
-    let c = PageCache::new(
-        Mem {
-            data: d.clone(),
-            bytes: Default::default(),
-        },
-        1 << 20,
-        4096,
-        &mut |a, b| calls.push((a, b)),
-    )
+    let c = PageCache::new(Mem::new(d.clone()), 1 << 20, 4096, &mut |a, b| {
+        calls.push((a, b))
+    })
     .unwrap();
     assert_eq!(
         calls,
@@ -65,11 +68,8 @@ fn streamed_reads_equal_direct_reads() {
     let page = 1024;
     let d = data(64 * page + 300);
     // Room for 20 pages: 12 resident, 8 streamed.
-    let counted = alloc::sync::Arc::new(AtomicU64::new(0));
-    let src = Mem {
-        data: d.clone(),
-        bytes: counted.clone(),
-    };
+    let src = Mem::new(d.clone());
+    let counted = src.bytes.clone();
     let c = PageCache::new(src, 20 * page as u64, page, &mut |_, _| {}).unwrap();
     assert_eq!(c.resident_bytes(), 12 * page as u64);
     assert!(c.resident(0, 12 * page).is_some());
@@ -100,10 +100,7 @@ fn streamed_reads_equal_direct_reads() {
 
 #[test]
 fn bad_sizes_and_failing_sources_are_errors() {
-    let mk = || Mem {
-        data: data(100_000),
-        bytes: Default::default(),
-    };
+    let mk = || Mem::new(data(100_000));
     assert!(matches!(
         PageCache::new(mk(), 1 << 20, 0, &mut |_, _| {}),
         Err(CacheError::BadSize { .. })
@@ -180,12 +177,10 @@ impl FileSource for Queued {
 fn read_ahead_returns_the_same_bytes_and_hides_the_reads() {
     let page = 1024;
     let d = data(64 * page + 300);
-    let counted = alloc::sync::Arc::new(AtomicU64::new(0));
+    let mem = Mem::new(d.clone());
+    let counted = mem.bytes.clone();
     let src = Queued {
-        mem: Mem {
-            data: d.clone(),
-            bytes: counted.clone(),
-        },
+        mem,
         queue: Default::default(),
         polls: 0,
         started: 0,
@@ -225,10 +220,7 @@ fn read_ahead_returns_the_same_bytes_and_hides_the_reads() {
 #[test]
 fn synchronous_sources_do_not_read_ahead() {
     let page = 1024;
-    let src = Mem {
-        data: data(64 * page),
-        bytes: Default::default(),
-    };
+    let src = Mem::new(data(64 * page));
     let c = PageCache::with_options(
         src,
         24 * page as u64,
@@ -243,10 +235,7 @@ fn synchronous_sources_do_not_read_ahead() {
     assert_eq!(c.stats().bytes_read, c.resident_bytes());
     assert!(matches!(
         PageCache::with_options(
-            Mem {
-                data: data(100),
-                bytes: Default::default()
-            },
+            Mem::new(data(100)),
             1 << 20,
             1024,
             Options {

@@ -49,17 +49,7 @@ pub fn image_dir() -> PathBuf {
 
 /// What `lmboot-host` prints for these settings (its stdout, without the final newline it adds).
 pub fn host_text(b: &Built, model: &Path, s: &xtask::Settings) -> String {
-    let out = Command::new(&b.host)
-        .arg("--model")
-        .arg(model)
-        .args(s.host_args())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "lmboot-host failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = super::host_ok(&b.host, model, s.host_args());
     let mut t = String::from_utf8(out.stdout).expect("host output is UTF-8");
     assert!(t.ends_with('\n'));
     t.pop();
@@ -221,6 +211,13 @@ pub fn make_card(b: &Built, name: &str, s: &xtask::Settings, model: &Path) -> Pa
     let img = image_dir().join(format!("{name}.img"));
     xtask::card_image(&b.board, Some(&b.kernel), s, model, &img).unwrap_or_else(|e| panic!("{e}"));
     img
+}
+
+/// [`built`] for `board`, and its card `name` ([`make_card`]) with `s` and the default model.
+pub fn card(board: &str, name: &str, s: &xtask::Settings) -> (&'static Built, PathBuf) {
+    let b = built(board);
+    let img = make_card(b, name, s, &super::model_path());
+    (b, img)
 }
 
 /// The settings of most boot tests: "Once upon a time", greedy, `n` tokens.

@@ -18,10 +18,14 @@ fn ids(s: &str) -> Vec<u32> {
     s.split_whitespace().map(|t| t.parse().unwrap()).collect()
 }
 
-/// All golden cases present (NAME.txt files).
-pub fn cases() -> Vec<Case> {
-    let dir = super::shared().join("golden");
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
+/// The folder of the golden cases.
+pub fn dir() -> PathBuf {
+    super::shared().join("golden")
+}
+
+/// Names of all golden cases present (NAME.txt files), sorted.
+pub fn names() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir())
         .unwrap()
         .filter_map(|e| {
             e.ok()?
@@ -32,17 +36,23 @@ pub fn cases() -> Vec<Case> {
         })
         .collect();
     names.sort();
+    names
+}
+
+/// All golden cases present (NAME.txt files).
+pub fn cases() -> Vec<Case> {
+    let mut names = names();
     // LMBOOT_GOLDEN_CASES=a,b limits the run (slow emulated targets check a subset).
     if let Ok(only) = std::env::var("LMBOOT_GOLDEN_CASES") {
         let only: Vec<&str> = only.split(',').collect();
         names.retain(|n| only.contains(&n.as_str()));
     }
-    assert!(!names.is_empty(), "no golden cases in {}", dir.display());
+    assert!(!names.is_empty(), "no golden cases in {}", dir().display());
     names.into_iter().map(|n| load(&n)).collect()
 }
 
 pub fn load(name: &str) -> Case {
-    let dir = super::shared().join("golden");
+    let dir = dir();
     let txt = std::fs::read_to_string(dir.join(format!("{name}.txt"))).unwrap();
     let mut c = Case {
         name: name.into(),

@@ -21,6 +21,35 @@ pub fn model_path() -> PathBuf {
     xtask::ensure_model().unwrap_or_else(|e| panic!("default model unavailable: {e}"))
 }
 
+/// Run the PC runner `bin` on `model` with `args`; its output, whatever its status.
+pub fn run_host<S: AsRef<std::ffi::OsStr>>(
+    bin: &std::path::Path,
+    model: &std::path::Path,
+    args: impl IntoIterator<Item = S>,
+) -> std::process::Output {
+    std::process::Command::new(bin)
+        .arg("--model")
+        .arg(model)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// [`run_host`], which must succeed (else the test fails with its stderr).
+pub fn host_ok<S: AsRef<std::ffi::OsStr>>(
+    bin: &std::path::Path,
+    model: &std::path::Path,
+    args: impl IntoIterator<Item = S>,
+) -> std::process::Output {
+    let out = run_host(bin, model, args);
+    assert!(
+        out.status.success(),
+        "lmboot-host failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 pub fn open(path: &std::path::Path) -> (FileStorage, Gguf) {
     let src = FileStorage::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let g = Gguf::open(&src).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
