@@ -2,7 +2,8 @@
 //! tokenizer, sampler and generation loop the boards run).
 //!
 //!     lmboot-host --model M.gguf --prompt TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p M]
-//!                 [--repeat-penalty R] [--seed S] [--ctx N] [--threads N] [--no-special] [--pread]
+//!                 [--repeat-penalty R] [--seed S] [--ctx N] [--threads N] [--batch B] [--no-special]
+//!                 [--pread]
 //!     lmboot-host --model M.gguf --teacher GOLDEN.txt --dump-logits OUT.f32
 //!     lmboot-host --model M.gguf --info
 //!
@@ -37,6 +38,8 @@ const USAGE: &str = "usage: lmboot-host --model FILE.gguf [options]
   --seed S               (default 0)
   --ctx N                context length (default 2048, at most the model's)
   --threads N            worker threads (default 1)
+  --batch B              prompt tokens per forward pass, 1 to 64 (default 32); every B gives the
+                         same logits, bit for bit
   --no-special           treat special-token text in the prompt as plain text
   --pread                read weights with positioned reads instead of mmap
   --teacher GOLDEN.txt   teacher-forced run over a golden case's prompt_ids and generated_ids
@@ -53,6 +56,7 @@ struct Args {
     sampler: SamplerConfig,
     ctx: usize,
     threads: usize,
+    batch: usize,
     special: bool,
     pread: bool,
     teacher: Option<PathBuf>,
@@ -74,6 +78,7 @@ fn parse_args() -> Args {
         sampler: SamplerConfig::default(),
         ctx: 2048,
         threads: 1,
+        batch: 32,
         special: true,
         pread: false,
         teacher: None,
@@ -110,6 +115,7 @@ fn parse_args() -> Args {
             "--seed" => a.sampler.seed = num("--seed", val("--seed")),
             "--ctx" => a.ctx = num("--ctx", val("--ctx")),
             "--threads" | "-t" => a.threads = num("--threads", val("--threads")),
+            "--batch" | "-b" => a.batch = num("--batch", val("--batch")),
             "--no-special" => a.special = false,
             "--pread" => a.pread = true,
             "--teacher" => a.teacher = Some(val("--teacher").into()),
@@ -131,6 +137,13 @@ fn parse_args() -> Args {
             "--threads {} is outside 1..={}",
             a.threads,
             inference::parallel::MAX_WORKERS
+        ));
+    }
+    if a.batch == 0 || a.batch > inference::quant::MAX_BATCH {
+        fail(format!(
+            "--batch {} is outside 1..={}",
+            a.batch,
+            inference::quant::MAX_BATCH
         ));
     }
     a
@@ -203,7 +216,8 @@ fn run<S: Storage + Sync>(args: &Args, src: &S) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let tok = Tokenizer::from_gguf(&g, src).map_err(|e| e.to_string())?;
     let ctx = args.ctx.min(model.config.train_ctx);
-    let mut st = RunState::new(&model, ctx, args.threads).map_err(|e| e.to_string())?;
+    let mut st =
+        RunState::with_batch(&model, ctx, args.threads, args.batch).map_err(|e| e.to_string())?;
     let pool = pool::Pool::new(args.threads);
     let engine = Engine {
         model: &model,

@@ -53,6 +53,8 @@ pub struct Config {
     pub sampler: SamplerConfig,
     /// KV-cache positions.
     pub ctx: usize,
+    /// Prompt tokens per forward pass (1 to 64); `None` = sized from free RAM (up to 32).
+    pub batch: Option<usize>,
     /// Page-cache bytes; `None` = all free RAM after the other buffers.
     pub cache_bytes: Option<u64>,
     pub page_bytes: usize,
@@ -88,6 +90,7 @@ impl Default for Config {
             max_tokens: 64,
             sampler: SamplerConfig::default(),
             ctx: 512,
+            batch: None,
             cache_bytes: None,
             page_bytes: 256 * 1024,
             readahead: crate::pagecache::DEFAULT_READAHEAD,
@@ -166,7 +169,7 @@ impl fmt::Display for ConfigError {
     }
 }
 
-const KNOWN: &str = "model, prompt, system, mode, json, allow_write, prompt_cache, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, cache, page, readahead, io_core, cores, special, kernels, measure_cores, selftest";
+const KNOWN: &str = "model, prompt, system, mode, json, allow_write, prompt_cache, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, batch, cache, page, readahead, io_core, cores, special, kernels, measure_cores, selftest";
 
 /// One `key = value` line, for checking its value.
 #[derive(Debug, Clone, Copy)]
@@ -382,6 +385,14 @@ fn set(c: &mut Config, f: &Field<'_>) -> Result<(), ConfigError> {
             }
             c.page_bytes = p as usize;
         }
+        "batch" => {
+            c.batch = if v == "auto" {
+                None
+            } else {
+                let max = inference::quant::MAX_BATCH as u64;
+                Some(f.int(1, max, "auto, or 1 to 64 tokens")? as usize)
+            }
+        }
         "cores" => {
             c.cores = if v == "all" {
                 None
@@ -472,6 +483,13 @@ mod tests {
 
     #[test]
     fn read_ahead_keys() {
+        let c = Config::parse(b"batch = 7\n").unwrap();
+        assert_eq!(c.batch, Some(7));
+        assert_eq!(Config::parse(b"batch = auto\n").unwrap().batch, None);
+        for bad in ["0", "65", "big", "-1"] {
+            let e = Config::parse(alloc::format!("batch = {bad}\n").as_bytes()).unwrap_err();
+            assert!(e.to_string().contains("1 to 64"), "{e}");
+        }
         let c = Config::parse(b"readahead = off\nio_core = on\n").unwrap();
         assert_eq!((c.readahead, c.io_core), (0, IoCore::On));
         let c = Config::parse(b"readahead = 8\nio_core = off\n").unwrap();

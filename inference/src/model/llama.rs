@@ -45,23 +45,30 @@ struct ActSet {
     fresh: [bool; 6],
 }
 
+/// The formats, one slot each.
+const FORMATS: [ActFormat; 6] = [
+    ActFormat::F32,
+    ActFormat::F16,
+    ActFormat::Bf16,
+    ActFormat::Q8_0,
+    ActFormat::Q8_1,
+    ActFormat::Q8K,
+];
+
 fn slot(f: ActFormat) -> usize {
-    match f {
-        ActFormat::F32 => 0,
-        ActFormat::F16 => 1,
-        ActFormat::Bf16 => 2,
-        ActFormat::Q8_0 => 3,
-        ActFormat::Q8_1 => 4,
-        ActFormat::Q8K => 5,
-    }
+    FORMATS.iter().position(|&g| g == f).unwrap_or(0)
 }
 
 impl ActSet {
     fn new(n: usize) -> Self {
         Self {
-            bufs: core::array::from_fn(|_| ActBuf::with_capacity(n)),
+            bufs: FORMATS.map(|f| ActBuf::for_format(f, n)),
             fresh: [false; 6],
         }
+    }
+    /// Bytes [`ActSet::new`] reserves for `n` values.
+    fn bytes_for(n: usize) -> usize {
+        FORMATS.iter().map(|&f| ActBuf::bytes_for(f, n)).sum()
     }
     /// Forget the previous input.
     fn reset(&mut self) {
@@ -143,12 +150,10 @@ impl RunState {
     /// free RAM).
     pub fn bytes_per_batch_token(model: &Model) -> usize {
         let c = &model.config;
-        let wide = c.dim.max(c.q_dim());
-        // x, xb, att, q, k, v, hb, hb2, the [rows][B] product, and the activation sets (f32 in
-        // the worst case, as wide as the input).
+        // x, xb, att, q, k, v, hb, hb2, the [rows][B] product, and the two activation sets.
         let floats = 2 * c.dim + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * c.ffn_dim;
         let mm = c.dim.max(c.q_dim()).max(c.ffn_dim);
-        (floats + mm) * 4 + 6 * 4 * (wide + c.ffn_dim)
+        (floats + mm) * 4 + ActSet::bytes_for(c.dim.max(c.q_dim())) + ActSet::bytes_for(c.ffn_dim)
     }
 
     /// [`RunState::new`] with buffers for up to `batch` tokens per forward pass (1 to

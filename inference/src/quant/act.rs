@@ -213,6 +213,31 @@ impl ActBuf {
         }
     }
 
+    /// A buffer able to hold up to `max_n` activations in `format` only (quantizing to another
+    /// format allocates).
+    pub fn for_format(format: ActFormat, max_n: usize) -> Self {
+        let mut b = Self::default();
+        match format {
+            ActFormat::F32 => b.f32s.reserve_exact(max_n),
+            ActFormat::F16 | ActFormat::Bf16 => b.halves.reserve_exact(max_n),
+            ActFormat::Q8_0 => b.q8_0.reserve_exact(max_n / QK32),
+            ActFormat::Q8_1 => b.q8_1.reserve_exact(max_n / QK32),
+            ActFormat::Q8K => b.q8k.reserve_exact(max_n / QK_K),
+        }
+        b
+    }
+
+    /// Bytes [`ActBuf::for_format`] reserves for `max_n` activations in `format`.
+    pub fn bytes_for(format: ActFormat, max_n: usize) -> usize {
+        match format {
+            ActFormat::F32 => max_n * 4,
+            ActFormat::F16 | ActFormat::Bf16 => max_n * 2,
+            ActFormat::Q8_0 => max_n / QK32 * core::mem::size_of::<BlockQ8_0>(),
+            ActFormat::Q8_1 => max_n / QK32 * core::mem::size_of::<BlockQ8_1>(),
+            ActFormat::Q8K => max_n / QK_K * core::mem::size_of::<BlockQ8K>(),
+        }
+    }
+
     /// Bytes reserved by this buffer.
     pub fn reserved_bytes(&self) -> usize {
         self.f32s.capacity() * 4

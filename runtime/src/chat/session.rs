@@ -363,12 +363,14 @@ impl Chat<'_> {
             _ => "token limit",
         };
         line.write(&format!(
-            "\n[turn {}: {} new tokens processed (context {} -> {} of {}), {} generated in {} ms ({} tok/s); {why}]\n",
+            "\n[turn {}: {} new tokens processed (context {} -> {} of {}) in {} ms ({} tok/s), {} generated in {} ms ({} tok/s); {why}]\n",
             c.count,
             ids.len(),
             before,
             st.pos,
             st.ctx(),
+            ms(rep.prefill_time),
+            per_second(ids.len(), rep.prefill_time),
             rep.generated,
             ms(rep.gen_time),
             per_second(rep.generated, rep.gen_time)

@@ -222,15 +222,16 @@ fn size_buffers<P: Parallel + ?Sized>(
     out: &mut Out<'_>,
 ) -> Result<(RunState, usize, u64), RunError> {
     let ctx = cfg.ctx.min(model.config.train_ctx);
-    let st =
-        RunState::new(model, ctx, cfg.measure_cores.unwrap_or(cores)).map_err(RunError::Buffers)?;
+    let batch = cfg.batch.unwrap_or_else(|| auto_batch(model, ctx, (env.heap_free)()));
+    let workers = cfg.measure_cores.unwrap_or(cores);
+    let st = RunState::with_batch(model, ctx, workers, batch).map_err(RunError::Buffers)?;
     let (kv_bytes, buf_bytes) = st.bytes();
     let free = (env.heap_free)();
     let auto = free.saturating_sub(HEAP_MARGIN);
     let capacity = cfg.cache_bytes.unwrap_or(auto).min(auto).min(size);
     let _ = writeln!(
         out,
-        "memory: KV cache {} KiB ({ctx} positions), buffers {} KiB, heap free {} MiB, page cache {} MiB of a {} MiB model",
+        "memory: KV cache {} KiB ({ctx} positions), buffers {} KiB (prompt batches of {batch}), heap free {} MiB, page cache {} MiB of a {} MiB model",
         kv_bytes >> 10,
         buf_bytes >> 10,
         free >> 20,
@@ -239,6 +240,20 @@ fn size_buffers<P: Parallel + ?Sized>(
     );
     Ok((st, ctx, capacity))
 }
+
+/// Prompt tokens per forward pass when `batch = auto`: up to [`AUTO_BATCH`], as many as fit in a
+/// sixteenth of the heap left after the KV cache (the rest goes to the page cache), at least 1.
+pub fn auto_batch(model: &Model, ctx: usize, heap_free: u64) -> usize {
+    let c = &model.config;
+    let kv = (2 * c.n_layer * ctx * c.kv_dim() * 2) as u64;
+    let budget = heap_free.saturating_sub(kv) / 16;
+    let per = RunState::bytes_per_batch_token(model).max(1) as u64;
+    (budget / per).clamp(1, AUTO_BATCH as u64) as usize
+}
+
+/// The largest batch `batch = auto` picks: past it a prompt pass gains little (the weights are
+/// already read once per 32 tokens) and the buffers grow.
+pub const AUTO_BATCH: usize = 32;
 
 /// Step 4: how the page cache reaches the card. Read-ahead needs reads that run while the cores
 /// compute: a device with a request queue (virtio-blk) does that by itself; otherwise (the Pi's SD
