@@ -239,45 +239,6 @@ impl RunState {
     }
 }
 
-/// `out = W · x` for each column of `acts`, W's rows split across the pool's workers. `out` is
-/// `[cols][rows]` (one output vector per token); a batch is computed into `mm` as `[rows][cols]`
-/// (each worker a contiguous range of rows) and then laid out per token.
-fn matmul<S, P>(
-    k: &Kernels,
-    src: &S,
-    pool: &P,
-    w: &TensorInfo,
-    acts: &ActsBatch<'_>,
-    out: &mut [f32],
-    mm: &mut [f32],
-    scratch: &mut [Vec<u8>],
-) -> Result<(), ModelError>
-where
-    S: Storage + Sync + ?Sized,
-    P: Parallel + ?Sized,
-{
-    let cols = acts.cols;
-    if cols == 1 {
-        par_chunks(pool, out, 1, scratch, |rows, part, s| {
-            matmat(k, src, w, rows, acts, part, s)
-        })?;
-        return Ok(());
-    }
-    let rows = out.len() / cols;
-    let mm = mm
-        .get_mut(..rows * cols)
-        .ok_or_else(|| ModelError::Matvec("batch buffer too small".into()))?;
-    par_chunks(pool, mm, cols, scratch, |r, part, s| {
-        matmat(k, src, w, r.start / cols..r.end / cols, acts, part, s)
-    })?;
-    for (c, o) in out.chunks_exact_mut(rows).enumerate() {
-        for (r, v) in o.iter_mut().enumerate() {
-            *v = mm[r * cols + c];
-        }
-    }
-    Ok(())
-}
-
 /// Matrix `j` of layer `l` in the order one token reads them (0 wq, 1 wk, 2 wv, 3 wo, 4 gate, 5 up,
 /// 6 down; `j` past 6 runs on into the next layers), the output head after the last layer (when the
 /// logits are wanted), then `None`.
@@ -298,6 +259,30 @@ fn add_bias(x: &mut [f32], b: &Option<Vec<f32>>) {
     if let Some(b) = b {
         ops::add(x, b);
     }
+}
+
+/// The matrix products of a layer, by what they read and write (all `[B][width]`): Q, K, V, gate
+/// and up read the normed input `xb` and write `q`, `k`, `v`, `hb`, `hb2`; the attention's output
+/// projection reads `att`, the down projection reads `hb`, and both add to the residual `x`.
+#[derive(Debug, Clone, Copy)]
+enum Product {
+    Q,
+    K,
+    V,
+    Gate,
+    Up,
+    AttOut,
+    Down,
+}
+
+/// One forward pass's view of the world: the model, where its weights are read from, the pool and
+/// the kernels, and whether the logits are wanted.
+struct Pass<'a, S: ?Sized, P: ?Sized> {
+    model: &'a Model,
+    src: &'a S,
+    pool: &'a P,
+    k: &'a Kernels,
+    want_logits: bool,
 }
 
 impl Model {
@@ -335,16 +320,14 @@ impl Model {
         S: Storage + Sync + ?Sized,
         P: Parallel + ?Sized,
     {
-        let c = &self.config;
-        let w = &self.weights;
-        let (pos, b) = (st.pos, tokens.len());
+        let (c, b) = (&self.config, tokens.len());
         if b == 0 || b > st.batch {
             return Err(ModelError::Batch {
                 tokens: b,
                 max: st.batch,
             });
         }
-        if pos + b > st.kv.ctx {
+        if st.pos + b > st.kv.ctx {
             return Err(ModelError::ContextFull { ctx: st.kv.ctx });
         }
         if let Some(&token) = tokens.iter().find(|&&t| t as usize >= c.vocab) {
@@ -353,146 +336,209 @@ impl Model {
                 vocab: c.vocab,
             });
         }
-        // Read-ahead: before each matrix, announce the one two further on, so a streaming source
-        // reads it while these are computed (the first two are announced here).
-        let ahead = |l: usize, j: usize| {
-            if let Some(t) = matrix_at(w, l, j, want_logits) {
-                src.prefetch(t.offset, t.size);
-            }
+        let pass = Pass {
+            model: self,
+            src,
+            pool,
+            k,
+            want_logits,
         };
-        ahead(0, 0);
-        ahead(0, 1);
+        pass.run(st, tokens)
+    }
+}
 
+impl<S, P> Pass<'_, S, P>
+where
+    S: Storage + Sync + ?Sized,
+    P: Parallel + ?Sized,
+{
+    /// Read-ahead: before each matrix, announce the one two further on, so a streaming source
+    /// reads it while these are computed.
+    fn ahead(&self, l: usize, j: usize) {
+        if let Some(t) = matrix_at(&self.model.weights, l, j, self.want_logits) {
+            self.src.prefetch(t.offset, t.size);
+        }
+    }
+
+    /// `out = W · x` for each column of `acts`, W's rows split across the pool's workers. `out`
+    /// is `[cols][rows]` (one output vector per token); a batch is computed into `mm` as
+    /// `[rows][cols]` (each worker a contiguous range of rows) and then laid out per token.
+    fn matmul(
+        &self,
+        w: &TensorInfo,
+        acts: &ActsBatch<'_>,
+        out: &mut [f32],
+        mm: &mut [f32],
+        scratch: &mut [Vec<u8>],
+    ) -> Result<(), ModelError> {
+        let (k, src, cols) = (self.k, self.src, acts.cols);
+        if cols == 1 {
+            par_chunks(self.pool, out, 1, scratch, |rows, part, s| {
+                matmat(k, src, w, rows, acts, part, s)
+            })?;
+            return Ok(());
+        }
+        let rows = out.len() / cols;
+        let mm = mm
+            .get_mut(..rows * cols)
+            .ok_or_else(|| ModelError::Matvec("batch buffer too small".into()))?;
+        par_chunks(self.pool, mm, cols, scratch, |r, part, s| {
+            matmat(k, src, w, r.start / cols..r.end / cols, acts, part, s)
+        })?;
+        for (c, o) in out.chunks_exact_mut(rows).enumerate() {
+            for (r, v) in o.iter_mut().enumerate() {
+                *v = mm[r * cols + c];
+            }
+        }
+        Ok(())
+    }
+
+    /// The whole pass over `tokens` (checked by the caller).
+    fn run(&self, st: &mut RunState, tokens: &[u32]) -> Result<(), ModelError> {
+        let (c, w, b) = (&self.model.config, &self.model.weights, tokens.len());
+        self.ahead(0, 0);
+        self.ahead(0, 1);
         // x[i] = token_embd[tokens[i]]                         x: [B][dim]
         for (x, &t) in st.x.chunks_exact_mut(c.dim).zip(tokens) {
-            read_row_f32(src, &w.token_embd, t as usize, x, &mut st.scratch[0])?;
+            read_row_f32(self.src, &w.token_embd, t as usize, x, &mut st.scratch[0])?;
         }
         for l in 0..w.layers.len() {
-            self.attention_block(st, src, pool, k, l, b, &ahead)?;
-            self.ffn_block(st, src, pool, k, l, b, &ahead)?;
+            self.attention(st, l, b)?;
+            self.ffn(st, l, b)?;
         }
         st.pos += b;
-
-        if want_logits {
+        if self.want_logits {
             // logits = output · rmsnorm(x[B-1]) * output_norm     logits: [vocab]
             let x = &st.x[(b - 1) * c.dim..b * c.dim];
             ops::rmsnorm(&mut st.xb[..c.dim], x, &w.output_norm, c.norm_eps);
             st.acts_dim.reset();
-            let a = st.acts_dim.for_weight(k, &w.output, &st.xb[..c.dim], 1)?;
-            matmul(
-                k,
-                src,
-                pool,
-                &w.output,
-                &a,
-                &mut st.logits,
-                &mut st.mm,
-                &mut st.scratch,
-            )?;
+            let a = st
+                .acts_dim
+                .for_weight(self.k, &w.output, &st.xb[..c.dim], 1)?;
+            self.matmul(&w.output, &a, &mut st.logits, &mut st.mm, &mut st.scratch)?;
+        }
+        Ok(())
+    }
+
+    /// `xb[i] = rmsnorm(x[i]) * weight` for the batch's `b` tokens, and a fresh input for the
+    /// activation set.
+    fn norm(&self, st: &mut RunState, weight: &[f32], b: usize) {
+        let c = &self.model.config;
+        let rows = st.xb.chunks_exact_mut(c.dim).zip(st.x.chunks_exact(c.dim));
+        for (xb, x) in rows.take(b) {
+            ops::rmsnorm(xb, x, weight, c.norm_eps);
+        }
+        st.acts_dim.reset();
+    }
+
+    /// One product for the batch's `b` tokens: `w` is matrix `j` of layer `l` in the read order
+    /// (the matrix two further on is announced first). Q, K, V, gate and up read the normed input
+    /// `xb` (quantized once for all of them); the output projection and the down projection read
+    /// the attention output or the hidden vector and add their result to the residual stream.
+    fn product(
+        &self,
+        st: &mut RunState,
+        w: &TensorInfo,
+        (l, j): (usize, usize),
+        what: Product,
+        b: usize,
+    ) -> Result<(), ModelError> {
+        self.ahead(l, j + 2);
+        let dim = self.model.config.dim;
+        let RunState {
+            x,
+            xb,
+            att,
+            q,
+            k,
+            v,
+            hb,
+            hb2,
+            acts_dim,
+            acts_ffn,
+            mm,
+            scratch,
+            ..
+        } = st;
+        let (input, acts, out, fresh) = match what {
+            Product::Q => (&*xb, acts_dim, q, false),
+            Product::K => (&*xb, acts_dim, k, false),
+            Product::V => (&*xb, acts_dim, v, false),
+            Product::Gate => (&*xb, acts_dim, hb, false),
+            Product::Up => (&*xb, acts_dim, hb2, false),
+            Product::AttOut => (&*att, acts_dim, xb, true),
+            Product::Down => (&*hb, acts_ffn, xb, true),
+        };
+        if fresh {
+            acts.reset();
+        }
+        let n = w.row_len() as usize;
+        let a = acts.for_weight(self.k, w, &input[..b * n], b)?;
+        let rows = w.rows() as usize;
+        self.matmul(w, &a, &mut out[..b * rows], mm, scratch)?;
+        if fresh {
+            // x += the product (through xb)
+            ops::add(&mut x[..b * dim], &out[..b * dim]);
         }
         Ok(())
     }
 
     /// Layer `l`'s attention for the batch of `b` tokens at `st.pos ..`: x += wo · attention.
-    fn attention_block<S, P>(
-        &self,
-        st: &mut RunState,
-        src: &S,
-        pool: &P,
-        k: &Kernels,
-        l: usize,
-        b: usize,
-        ahead: &dyn Fn(usize, usize),
-    ) -> Result<(), ModelError>
-    where
-        S: Storage + Sync + ?Sized,
-        P: Parallel + ?Sized,
-    {
-        let c = &self.config;
-        let lw = &self.weights.layers[l];
-        let (dim, hd, qd, kv_dim) = (c.dim, c.head_dim, c.q_dim(), c.kv_dim());
-        let pos = st.pos;
-        let group = c.n_head / c.n_head_kv;
-        let att_scale = 1.0 / libm::sqrtf(hd as f32);
+    fn attention(&self, st: &mut RunState, l: usize, b: usize) -> Result<(), ModelError> {
+        let lw = &self.model.weights.layers[l];
         // xb = rmsnorm(x) * attn_norm                            xb: [B][dim]
-        for (xb, x) in st
-            .xb
-            .chunks_exact_mut(dim)
-            .zip(st.x.chunks_exact(dim))
-            .take(b)
-        {
-            ops::rmsnorm(xb, x, &lw.attn_norm, c.norm_eps);
-        }
-        st.acts_dim.reset();
-        let xb = &st.xb[..b * dim];
+        self.norm(st, &lw.attn_norm, b);
         // q = wq·xb + bq, k = wk·xb + bk, v = wv·xb + bv  q: [B][n_head*hd], k, v: [B][kv_dim]
-        ahead(l, 2);
-        let a = st.acts_dim.for_weight(k, &lw.wq, xb, b)?;
-        matmul(
-            k,
-            src,
-            pool,
-            &lw.wq,
-            &a,
-            &mut st.q[..b * qd],
-            &mut st.mm,
-            &mut st.scratch,
-        )?;
-        ahead(l, 3);
-        let a = st.acts_dim.for_weight(k, &lw.wk, xb, b)?;
-        matmul(
-            k,
-            src,
-            pool,
-            &lw.wk,
-            &a,
-            &mut st.k[..b * kv_dim],
-            &mut st.mm,
-            &mut st.scratch,
-        )?;
-        ahead(l, 4);
-        let a = st.acts_dim.for_weight(k, &lw.wv, xb, b)?;
-        matmul(
-            k,
-            src,
-            pool,
-            &lw.wv,
-            &a,
-            &mut st.v[..b * kv_dim],
-            &mut st.mm,
-            &mut st.scratch,
-        )?;
+        self.product(st, &lw.wq, (l, 0), Product::Q, b)?;
+        self.product(st, &lw.wk, (l, 1), Product::K, b)?;
+        self.product(st, &lw.wv, (l, 2), Product::V, b)?;
         for i in 0..b {
-            let (q, kk) = (
-                &mut st.q[i * qd..(i + 1) * qd],
-                &mut st.k[i * kv_dim..(i + 1) * kv_dim],
-            );
-            let v = &mut st.v[i * kv_dim..(i + 1) * kv_dim];
-            add_bias(q, &lw.bq);
-            add_bias(kk, &lw.bk);
-            add_bias(v, &lw.bv);
-            // RoPE on q and k at this token's position
-            match c.rope_layout {
-                RopeLayout::Adjacent => {
-                    st.rope.apply_adjacent(q, hd, pos + i);
-                    st.rope.apply_adjacent(kk, hd, pos + i);
-                }
-                RopeLayout::Neox => {
-                    st.rope.apply_neox(q, hd, pos + i);
-                    st.rope.apply_neox(kk, hd, pos + i);
-                }
-            }
-            // K, V of this position into the f16 cache        cache: [layer][pos][kv_dim]
-            let (ks, vs) = st.kv.slot_mut(l, pos + i);
-            ops::to_f16(ks, kk);
-            ops::to_f16(vs, v);
+            self.rope_and_store(st, l, i);
         }
+        self.attend(st, l, b)?;
+        // x += wo·att                                          xb: [B][dim]
+        self.product(st, &lw.wo, (l, 3), Product::AttOut, b)?;
+        Ok(())
+    }
 
-        // att[i][h] = softmax(q[i][h]·K[kvh] / sqrt(hd)) · V[kvh] over positions 0..=pos+i, one
-        // (token, head) pair per chunk of hd, pairs split across workers
-        let (q, kv, n_head) = (&st.q, &st.kv, c.n_head);
+    /// Token `i` of the batch, layer `l`: biases, RoPE at its position, and its K, V into the f16
+    /// cache (`[layer][pos][kv_dim]`).
+    fn rope_and_store(&self, st: &mut RunState, l: usize, i: usize) {
+        let c = &self.model.config;
+        let lw = &self.model.weights.layers[l];
+        let (hd, qd, kv_dim, pos) = (c.head_dim, c.q_dim(), c.kv_dim(), st.pos + i);
+        let q = &mut st.q[i * qd..(i + 1) * qd];
+        let k = &mut st.k[i * kv_dim..(i + 1) * kv_dim];
+        let v = &mut st.v[i * kv_dim..(i + 1) * kv_dim];
+        add_bias(q, &lw.bq);
+        add_bias(k, &lw.bk);
+        add_bias(v, &lw.bv);
+        match c.rope_layout {
+            RopeLayout::Adjacent => {
+                st.rope.apply_adjacent(q, hd, pos);
+                st.rope.apply_adjacent(k, hd, pos);
+            }
+            RopeLayout::Neox => {
+                st.rope.apply_neox(q, hd, pos);
+                st.rope.apply_neox(k, hd, pos);
+            }
+        }
+        let (ks, vs) = st.kv.slot_mut(l, pos);
+        ops::to_f16(ks, k);
+        ops::to_f16(vs, v);
+    }
+
+    /// att[i][h] = softmax(q[i][h]·K[kvh] / sqrt(hd)) · V[kvh] over positions 0..=pos+i (the
+    /// causal mask inside the batch), one (token, head) pair per chunk of hd, pairs split across
+    /// workers.
+    fn attend(&self, st: &mut RunState, l: usize, b: usize) -> Result<(), ModelError> {
+        let c = &self.model.config;
+        let (hd, qd, kv_dim, n_head, pos) = (c.head_dim, c.q_dim(), c.kv_dim(), c.n_head, st.pos);
+        let group = c.n_head / c.n_head_kv;
+        let scale = 1.0 / libm::sqrtf(hd as f32);
+        let (q, kv, k) = (&st.q, &st.kv, self.k);
         par_chunks(
-            pool,
+            self.pool,
             &mut st.att[..b * qd],
             hd,
             &mut st.scratch,
@@ -501,97 +547,29 @@ impl Model {
                     let t = r.start / hd + j;
                     let (i, h) = (t / n_head, t % n_head);
                     let seen = pos + i + 1;
-                    (k.attend_head)(
-                        out,
-                        &q[i * qd + h * hd..i * qd + (h + 1) * hd],
-                        kv.keys(l, seen),
-                        kv.values(l, seen),
-                        seen,
-                        kv_dim,
-                        (h / group) * hd,
-                        att_scale,
-                    );
+                    let q = &q[i * qd + h * hd..i * qd + (h + 1) * hd];
+                    let (keys, values) = (kv.keys(l, seen), kv.values(l, seen));
+                    (k.attend_head)(out, q, keys, values, seen, kv_dim, (h / group) * hd, scale);
                 }
                 Ok::<(), ModelError>(())
             },
-        )?;
-
-        // x += wo·att                                          xb: [B][dim]
-        st.acts_dim.reset();
-        ahead(l, 5);
-        let a = st.acts_dim.for_weight(k, &lw.wo, &st.att[..b * qd], b)?;
-        matmul(
-            k,
-            src,
-            pool,
-            &lw.wo,
-            &a,
-            &mut st.xb[..b * dim],
-            &mut st.mm,
-            &mut st.scratch,
-        )?;
-        ops::add(&mut st.x[..b * dim], &st.xb[..b * dim]);
-        Ok(())
+        )
     }
 
     /// Layer `l`'s feed-forward for the batch: x += w_down · (silu(w_gate · xb) * (w_up · xb)).
-    fn ffn_block<S, P>(
-        &self,
-        st: &mut RunState,
-        src: &S,
-        pool: &P,
-        k: &Kernels,
-        l: usize,
-        b: usize,
-        ahead: &dyn Fn(usize, usize),
-    ) -> Result<(), ModelError>
-    where
-        S: Storage + Sync + ?Sized,
-        P: Parallel + ?Sized,
-    {
-        let c = &self.config;
-        let lw = &self.weights.layers[l];
-        let (dim, ffn) = (c.dim, c.ffn_dim);
+    fn ffn(&self, st: &mut RunState, l: usize, b: usize) -> Result<(), ModelError> {
+        let c = &self.model.config;
+        let lw = &self.model.weights.layers[l];
+        let ffn = c.ffn_dim;
         // xb = rmsnorm(x) * ffn_norm                             xb: [B][dim]
-        for (xb, x) in st
-            .xb
-            .chunks_exact_mut(dim)
-            .zip(st.x.chunks_exact(dim))
-            .take(b)
-        {
-            ops::rmsnorm(xb, x, &lw.ffn_norm, c.norm_eps);
-        }
-        st.acts_dim.reset();
-        let xb = &st.xb[..b * dim];
+        self.norm(st, &lw.ffn_norm, b);
         // hb = silu(w_gate·xb) * (w_up·xb)                     hb, hb2: [B][ffn_dim]
-        ahead(l, 6);
-        let a = st.acts_dim.for_weight(k, &lw.w_gate, xb, b)?;
-        matmul(
-            k,
-            src,
-            pool,
-            &lw.w_gate,
-            &a,
-            &mut st.hb[..b * ffn],
-            &mut st.mm,
-            &mut st.scratch,
-        )?;
-        ahead(l, 7);
-        let a = st.acts_dim.for_weight(k, &lw.w_up, xb, b)?;
-        matmul(
-            k,
-            src,
-            pool,
-            &lw.w_up,
-            &a,
-            &mut st.hb2[..b * ffn],
-            &mut st.mm,
-            &mut st.scratch,
-        )?;
+        self.product(st, &lw.w_gate, (l, 4), Product::Gate, b)?;
+        self.product(st, &lw.w_up, (l, 5), Product::Up, b)?;
         // hb = silu(hb) * hb2, split across workers (B · ffn_dim expf would otherwise be serial)
         let hb2 = &st.hb2;
         par_chunks(
-            pool,
+            self.pool,
             &mut st.hb[..b * ffn],
             1,
             &mut st.scratch,
@@ -600,24 +578,8 @@ impl Model {
                 Ok::<(), ModelError>(())
             },
         )?;
-
         // x += w_down·hb                                       xb: [B][dim]
-        st.acts_ffn.reset();
-        ahead(l, 8);
-        let a = st
-            .acts_ffn
-            .for_weight(k, &lw.w_down, &st.hb[..b * ffn], b)?;
-        matmul(
-            k,
-            src,
-            pool,
-            &lw.w_down,
-            &a,
-            &mut st.xb[..b * dim],
-            &mut st.mm,
-            &mut st.scratch,
-        )?;
-        ops::add(&mut st.x[..b * dim], &st.xb[..b * dim]);
+        self.product(st, &lw.w_down, (l, 6), Product::Down, b)?;
         Ok(())
     }
 }

@@ -123,58 +123,30 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
-struct Q4_0;
-impl Q32 for Q4_0 {
-    const BYTES: usize = 18;
-    const MIN: bool = false;
+/// The 4- and 5-bit formats: `d` (f16), then `m` (f16) when `MIN`, then the fifth bits `qh`
+/// (u32) when `HIGH`, then 16 bytes of nibbles; weight = (nibble | fifth bit << 4) - `SUB`.
+struct Nibbles<const BYTES: usize, const MIN: bool, const HIGH: bool, const SUB: i32>;
+impl<const BYTES: usize, const MIN: bool, const HIGH: bool, const SUB: i32> Q32
+    for Nibbles<BYTES, MIN, HIGH, SUB>
+{
+    const BYTES: usize = BYTES;
+    const MIN: bool = MIN;
     fn decode(b: &[u8]) -> Dec32 {
-        let q = nibbles32(&b[2..18], None, 8);
+        let at = if MIN { 4 } else { 2 };
+        let qh = HIGH.then(|| u32_at(b, at));
+        let qs = at + if HIGH { 4 } else { 0 };
         Dec32 {
             d: f16_at(b, 0),
-            m: 0.0,
-            q,
+            m: if MIN { f16_at(b, 2) } else { 0.0 },
+            q: nibbles32(&b[qs..qs + 16], qh, SUB),
         }
     }
 }
-struct Q4_1;
-impl Q32 for Q4_1 {
-    const BYTES: usize = 20;
-    const MIN: bool = true;
-    fn decode(b: &[u8]) -> Dec32 {
-        let q = nibbles32(&b[4..20], None, 0);
-        Dec32 {
-            d: f16_at(b, 0),
-            m: f16_at(b, 2),
-            q,
-        }
-    }
-}
-struct Q5_0;
-impl Q32 for Q5_0 {
-    const BYTES: usize = 22;
-    const MIN: bool = false;
-    fn decode(b: &[u8]) -> Dec32 {
-        let q = nibbles32(&b[6..22], Some(u32_at(b, 2)), 16);
-        Dec32 {
-            d: f16_at(b, 0),
-            m: 0.0,
-            q,
-        }
-    }
-}
-struct Q5_1;
-impl Q32 for Q5_1 {
-    const BYTES: usize = 24;
-    const MIN: bool = true;
-    fn decode(b: &[u8]) -> Dec32 {
-        let q = nibbles32(&b[8..24], Some(u32_at(b, 4)), 0);
-        Dec32 {
-            d: f16_at(b, 0),
-            m: f16_at(b, 2),
-            q,
-        }
-    }
-}
+type Q4_0 = Nibbles<18, false, false, 8>;
+type Q4_1 = Nibbles<20, true, false, 0>;
+type Q5_0 = Nibbles<22, false, true, 16>;
+type Q5_1 = Nibbles<24, true, true, 0>;
+
 struct Q8_0;
 impl Q32 for Q8_0 {
     const BYTES: usize = 34;
@@ -221,7 +193,39 @@ impl Act32 for BlockQ8_1 {
     }
 }
 
-fn mat32<F: Q32, A: Act32>(w: &[u8], rb: usize, a: &[A], cols: usize, out: &mut [f32]) {
+/// A weight block format with its activation block: how a block decodes once, and what one
+/// (decoded block, activation block) pair adds to the dot product.
+trait Pair {
+    type Act;
+    type Dec;
+    const BYTES: usize;
+    fn decode(b: &[u8]) -> Self::Dec;
+    /// The block's term, exactly as the scalar twin computes it (scalar.rs).
+    fn term(x: &Self::Dec, y: &Self::Act) -> f32;
+}
+
+/// A 32-wide format `F` with its activations `A`.
+struct With<F, A>(core::marker::PhantomData<(F, A)>);
+
+impl<F: Q32, A: Act32> Pair for With<F, A> {
+    type Act = A;
+    type Dec = Dec32;
+    const BYTES: usize = F::BYTES;
+    fn decode(b: &[u8]) -> Dec32 {
+        F::decode(b)
+    }
+    fn term(x: &Dec32, y: &A) -> f32 {
+        let sumi = dot_i8(&x.q, y.qs());
+        if F::MIN {
+            (x.d * y.d()) * sumi as f32 + x.m * y.s()
+        } else {
+            sumi as f32 * (x.d * y.d())
+        }
+    }
+}
+
+/// Rows · columns for any block format: per row, per block, decode once, then each column.
+fn mat<F: Pair>(w: &[u8], rb: usize, a: &[F::Act], cols: usize, out: &mut [f32]) {
     let (rows, nb) = shape(w, rb, a.len(), cols, out);
     for r in 0..rows {
         let o = &mut out[r * cols..(r + 1) * cols];
@@ -230,14 +234,7 @@ fn mat32<F: Q32, A: Act32>(w: &[u8], rb: usize, a: &[A], cols: usize, out: &mut 
         for (i, b) in row.chunks_exact(F::BYTES).take(nb).enumerate() {
             let x = F::decode(b);
             for (c, sumf) in o.iter_mut().enumerate() {
-                let y = &a[c * nb + i];
-                let sumi = dot_i8(&x.q, y.qs());
-                // The scalar twins' expressions, term for term (scalar.rs).
-                if F::MIN {
-                    *sumf += (x.d * y.d()) * sumi as f32 + x.m * y.s();
-                } else {
-                    *sumf += sumi as f32 * (x.d * y.d());
-                }
+                *sumf += F::term(&x, &a[c * nb + i]);
             }
         }
     }
@@ -392,30 +389,29 @@ impl KQuant for Q6K {
     }
 }
 
-fn mat_k<F: KQuant>(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
-    let (rows, nb) = shape(w, rb, a.len(), cols, out);
-    for r in 0..rows {
-        let o = &mut out[r * cols..(r + 1) * cols];
-        o.fill(0.0);
-        let row = &w[r * rb..(r + 1) * rb];
-        for (i, b) in row.chunks_exact(F::BYTES).take(nb).enumerate() {
-            let x = F::decode(b);
-            for (c, sumf) in o.iter_mut().enumerate() {
-                let y = &a[c * nb + i];
-                let mut isum = 0i32;
-                for g in 0..16 {
-                    let r = g * 16..g * 16 + 16;
-                    isum += x.sc[g] * dot_i8(&x.q[r.clone()], &y.qs[r]);
-                }
-                // The scalar twins' expressions: (d · y.d) · isum [- (dmin · y.d) · summs].
-                let d = x.d * y.d;
-                if F::MIN {
-                    let summs: i32 = (0..16).map(|g| x.mn[g] * y.bsums[g] as i32).sum();
-                    *sumf += d * isum as f32 - (x.dmin * y.d) * summs as f32;
-                } else {
-                    *sumf += d * isum as f32;
-                }
-            }
+/// A K-quant with its Q8_K activations.
+struct K<F>(core::marker::PhantomData<F>);
+
+impl<F: KQuant> Pair for K<F> {
+    type Act = BlockQ8K;
+    type Dec = DecK;
+    const BYTES: usize = F::BYTES;
+    fn decode(b: &[u8]) -> DecK {
+        F::decode(b)
+    }
+    fn term(x: &DecK, y: &BlockQ8K) -> f32 {
+        let mut isum = 0i32;
+        for g in 0..16 {
+            let r = g * 16..g * 16 + 16;
+            isum += x.sc[g] * dot_i8(&x.q[r.clone()], &y.qs[r]);
+        }
+        // (d · y.d) · isum [- (dmin · y.d) · summs]
+        let d = x.d * y.d;
+        if F::MIN {
+            let summs: i32 = (0..16).map(|g| x.mn[g] * y.bsums[g] as i32).sum();
+            d * isum as f32 - (x.dmin * y.d) * summs as f32
+        } else {
+            d * isum as f32
         }
     }
 }
@@ -491,41 +487,41 @@ pub fn mat_bf16_bf16(w: &[u8], rb: usize, a: &[u16], cols: usize, out: &mut [f32
 
 /// Q4_0 weights · Q8_0 activations, batched (twin of `scalar::vec_dot_q4_0_q8_0` per column).
 pub fn mat_q4_0_q8_0(w: &[u8], rb: usize, a: &[BlockQ8_0], cols: usize, out: &mut [f32]) {
-    mat32::<Q4_0, _>(w, rb, a, cols, out)
+    mat::<With<Q4_0, _>>(w, rb, a, cols, out)
 }
 /// Q4_1 weights · Q8_1 activations, batched.
 pub fn mat_q4_1_q8_1(w: &[u8], rb: usize, a: &[BlockQ8_1], cols: usize, out: &mut [f32]) {
-    mat32::<Q4_1, _>(w, rb, a, cols, out)
+    mat::<With<Q4_1, _>>(w, rb, a, cols, out)
 }
 /// Q5_0 weights · Q8_0 activations, batched.
 pub fn mat_q5_0_q8_0(w: &[u8], rb: usize, a: &[BlockQ8_0], cols: usize, out: &mut [f32]) {
-    mat32::<Q5_0, _>(w, rb, a, cols, out)
+    mat::<With<Q5_0, _>>(w, rb, a, cols, out)
 }
 /// Q5_1 weights · Q8_1 activations, batched.
 pub fn mat_q5_1_q8_1(w: &[u8], rb: usize, a: &[BlockQ8_1], cols: usize, out: &mut [f32]) {
-    mat32::<Q5_1, _>(w, rb, a, cols, out)
+    mat::<With<Q5_1, _>>(w, rb, a, cols, out)
 }
 /// Q8_0 weights · Q8_0 activations, batched.
 pub fn mat_q8_0_q8_0(w: &[u8], rb: usize, a: &[BlockQ8_0], cols: usize, out: &mut [f32]) {
-    mat32::<Q8_0, _>(w, rb, a, cols, out)
+    mat::<With<Q8_0, _>>(w, rb, a, cols, out)
 }
 /// Q2_K weights · Q8_K activations, batched.
 pub fn mat_q2_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
-    mat_k::<Q2K>(w, rb, a, cols, out)
+    mat::<K<Q2K>>(w, rb, a, cols, out)
 }
 /// Q3_K weights · Q8_K activations, batched.
 pub fn mat_q3_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
-    mat_k::<Q3K>(w, rb, a, cols, out)
+    mat::<K<Q3K>>(w, rb, a, cols, out)
 }
 /// Q4_K weights · Q8_K activations, batched.
 pub fn mat_q4_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
-    mat_k::<Q4K>(w, rb, a, cols, out)
+    mat::<K<Q4K>>(w, rb, a, cols, out)
 }
 /// Q5_K weights · Q8_K activations, batched.
 pub fn mat_q5_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
-    mat_k::<Q5K>(w, rb, a, cols, out)
+    mat::<K<Q5K>>(w, rb, a, cols, out)
 }
 /// Q6_K weights · Q8_K activations, batched.
 pub fn mat_q6_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
-    mat_k::<Q6K>(w, rb, a, cols, out)
+    mat::<K<Q6K>>(w, rb, a, cols, out)
 }
