@@ -45,6 +45,9 @@ pub fn per_token(
         .map_err(|e| e.to_string())?;
     let g = Gguf::open(&cache).map_err(|e| e.to_string())?;
     let m = Model::load(&g, &cache).map_err(|e| e.to_string())?;
+    if policy == Policy::ResidentPrefix {
+        cache.set_schedule(m.weights.read_order());
+    }
     let tok = Tokenizer::from_gguf(&g, &cache).map_err(|e| e.to_string())?;
     let ids = tok.encode(prompt, true, true).map_err(|e| e.to_string())?;
     let engine = Engine {

@@ -122,7 +122,12 @@ fn a_batched_prompt_gives_the_logits_of_one_token_at_a_time() {
     let model = Model::load(&g, &src).unwrap();
     // The chat case's prompt and llama.cpp's reply to it: a real 40+ token conversation.
     let case = golden::load("smollm2-chat-mountain");
-    let prompt: Vec<u32> = case.prompt_ids.iter().chain(&case.generated_ids).copied().collect();
+    let prompt: Vec<u32> = case
+        .prompt_ids
+        .iter()
+        .chain(&case.generated_ids)
+        .copied()
+        .collect();
     assert!(prompt.len() >= 40, "{} tokens", prompt.len());
     let feed = |pool: &dyn Parallel, batch: usize| {
         let engine = Engine {
@@ -146,13 +151,26 @@ fn a_batched_prompt_gives_the_logits_of_one_token_at_a_time() {
             w => feed(&Threads(w), batch),
         };
         let what = format!("batch {batch}, {workers} workers");
-        assert!(bits(&got.logits) == bits(&want.logits), "{what}: logits differ");
-        assert!(got.kv.k == want.kv.k && got.kv.v == want.kv.v, "{what}: K/V differ");
+        assert!(
+            bits(&got.logits) == bits(&want.logits),
+            "{what}: logits differ"
+        );
+        assert!(
+            got.kv.k == want.kv.k && got.kv.v == want.kv.v,
+            "{what}: K/V differ"
+        );
     }
     // A batch the state has no room for is an error, not a panic.
     let mut st = RunState::with_batch(&model, 64, 1, 4).unwrap();
     let err = model
-        .forward_batch(&mut st, &src, &SingleThread, &Kernels::best(), &prompt[..5], true)
+        .forward_batch(
+            &mut st,
+            &src,
+            &SingleThread,
+            &Kernels::best(),
+            &prompt[..5],
+            true,
+        )
         .unwrap_err();
     assert!(err.to_string().contains("batches of 1 to 4"), "{err}");
     assert!(RunState::with_batch(&model, 64, 1, 0).is_err());

@@ -349,7 +349,10 @@ fn batched_prompts_are_bit_identical() {
         };
         let want = run(1);
         for batch in [7, 32] {
-            assert!(run(batch) == want, "{arch}: batch {batch} differs from one token at a time");
+            assert!(
+                run(batch) == want,
+                "{arch}: batch {batch} differs from one token at a time"
+            );
         }
     }
 }

@@ -386,6 +386,12 @@ impl Weights {
             .chain(core::iter::once(&self.output))
     }
 
+    /// The file ranges `(offset, length)` one token's forward pass reads, in the order it reads
+    /// them (for a page cache that evicts by next use).
+    pub fn read_order(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.matrices().map(|t| (t.offset, t.size))
+    }
+
     /// Largest row of any matrix, in bytes.
     pub fn max_row_bytes(&self) -> usize {
         self.matrices()

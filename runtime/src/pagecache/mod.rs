@@ -79,6 +79,56 @@ struct Window<F> {
     clock: u64,
     /// Announced page ranges still to read ahead, oldest first.
     hints: heapless::Deque<(u64, u64), HINTS>,
+    /// The order the forward pass reads the file in, when known ([`PageCache::set_schedule`]).
+    sched: Schedule,
+}
+
+/// One range of the read schedule: file bytes `start..end`, read at cycle position `cyc` (the
+/// bytes the pass reads before it in one token).
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start: u64,
+    end: u64,
+    cyc: u64,
+}
+
+/// The forward pass's per-token read order, for eviction that knows when each page is needed
+/// next (Belady's rule on a known cycle): spans sorted by file offset, the cycle's length, and
+/// where in the cycle the pass is now (the position of the last read).
+#[derive(Debug, Default)]
+struct Schedule {
+    spans: Vec<Span>,
+    total: u64,
+    now: u64,
+}
+
+/// Pages most recently used that a demand miss does not evict while others are there: the
+/// pages the cores are reading from now (each core reads its own rows of the same matrix).
+const IN_USE_PAGES: usize = 4;
+
+impl Schedule {
+    /// How far ahead in the cycle the bytes `start..end` are needed next (`total` when the
+    /// schedule does not read them, or there is no schedule).
+    fn distance(&self, start: u64, end: u64) -> u64 {
+        let first = self.spans.partition_point(|s| s.end <= start);
+        self.spans[first..]
+            .iter()
+            .take_while(|s| s.start < end)
+            .map(|s| {
+                let at = s.cyc + start.saturating_sub(s.start);
+                (at + self.total - self.now) % self.total.max(1)
+            })
+            .min()
+            .unwrap_or(self.total)
+    }
+
+    /// The pass is reading at `offset`: move the cycle's position there.
+    fn reading(&mut self, offset: u64) {
+        let i = self.spans.partition_point(|s| s.end <= offset);
+        if let Some(s) = self.spans.get(i).filter(|s| s.start <= offset) {
+            self.now = s.cyc + (offset - s.start);
+        }
+    }
 }
 
 // SAFETY: `mem` is owned by the window (allocated in `PageCache::with_options`, freed in `Drop`) and
@@ -104,17 +154,43 @@ impl<F> Window<F> {
     fn used_ready(&self, s: usize) -> bool {
         self.state[s] == State::Ready && self.consumed[s]
     }
-    /// A slot a read-ahead may take: empty, or holding a page already used that is not among the
-    /// [`MIN_WINDOW_PAGES`] most recently used (least recently used first). So read-ahead never
-    /// takes a page read ahead and not yet used, never one in flight, and never the working set the
-    /// cores are reading from (a window as large as the one without read-ahead).
-    fn spare(&self) -> Option<usize> {
+    /// How far ahead in the read cycle slot `s`'s page is needed next.
+    fn next_use(&self, s: usize, page: u64) -> u64 {
+        match self.tag[s] {
+            Some(t) => self.sched.distance(t * page, (t + 1) * page),
+            None => 0,
+        }
+    }
+    /// A slot a read-ahead of page `want` may take: empty, or holding a page already used that
+    /// is not among the [`MIN_WINDOW_PAGES`] most recently used (least recently used first). So
+    /// read-ahead never takes a page read ahead and not yet used, never one in flight, and never
+    /// the working set the cores are reading from (a window as large as the one without
+    /// read-ahead). With a schedule, only a page needed later than `want` is taken, the latest
+    /// first.
+    fn spare(&self, want: Option<u64>, page: u64) -> Option<usize> {
         let n = self.slots();
         let newer = |s: usize| {
             (0..n)
                 .filter(|&t| self.used_ready(t) && self.used[t] > self.used[s])
                 .count()
         };
+        let scheduled = !self.sched.spans.is_empty();
+        if scheduled {
+            // Only a used page needed later than `want`, the latest first, and never one the
+            // cores are reading now.
+            let floor = want.map_or(0, |p| self.sched.distance(p * page, (p + 1) * page));
+            return (0..n)
+                .filter(|&s| {
+                    self.state[s] == State::Empty
+                        || (self.used_ready(s)
+                            && newer(s) >= IN_USE_PAGES
+                            && self.next_use(s, page) > floor)
+                })
+                .max_by_key(|&s| {
+                    let empty = self.state[s] == State::Empty;
+                    (empty, self.next_use(s, page), u64::MAX - self.used[s])
+                });
+        }
         (0..n)
             .filter(|&s| {
                 self.state[s] == State::Empty
@@ -122,10 +198,30 @@ impl<F> Window<F> {
             })
             .min_by_key(|&s| (self.state[s] != State::Empty, self.used[s]))
     }
-    /// A slot a demand miss may take: as [`Window::spare`], else a used page (LRU), else any ready
-    /// slot (LRU).
-    fn victim(&self) -> Option<usize> {
-        self.spare().or_else(|| {
+    /// A slot a demand miss may take: empty first; with a schedule, the ready page needed
+    /// latest (Belady: on the pass's fixed cycle this keeps the pages needed soonest, such as a
+    /// page two neighbouring tensors share, and lets each page read once per token go first);
+    /// without one, as [`Window::spare`], else a used page (LRU), else any ready slot (LRU).
+    fn victim(&self, page: u64) -> Option<usize> {
+        if let Some(s) = (0..self.slots()).find(|&s| self.state[s] == State::Empty) {
+            return Some(s);
+        }
+        if !self.sched.spans.is_empty() {
+            let n = self.slots();
+            let recent = |s: usize| {
+                (0..n)
+                    .filter(|&t| self.used_ready(t) && self.used[t] > self.used[s])
+                    .count()
+                    < IN_USE_PAGES
+            };
+            let latest = |busy: bool| {
+                (0..n)
+                    .filter(|&s| self.state[s] == State::Ready && (busy || !recent(s)))
+                    .max_by_key(|&s| (self.next_use(s, page), u64::MAX - self.used[s]))
+            };
+            return latest(false).or_else(|| latest(true));
+        }
+        self.spare(None, page).or_else(|| {
             (0..self.slots())
                 .filter(|&s| self.state[s] == State::Ready)
                 .min_by_key(|&s| (!self.consumed[s], self.used[s]))
@@ -366,6 +462,7 @@ impl<F: FileSource> PageCache<F> {
                 consumed: vec![false; slots],
                 clock: 0,
                 hints: heapless::Deque::new(),
+                sched: Schedule::default(),
             }),
             readahead,
             hits: AtomicU64::new(0),
@@ -388,6 +485,35 @@ impl<F: FileSource> PageCache<F> {
     /// source has none.
     pub fn with_device(&self, f: &mut dyn FnMut(&mut dyn DynBlock)) -> bool {
         self.window.lock().src.with_device(f)
+    }
+
+    /// Tell the cache the order the forward pass reads the file in, once per token: `ranges` are
+    /// `(offset, length)` in read order (the model's matrices). Eviction then keeps the streamed
+    /// pages needed soonest ([`Window::victim`]); without it the cache uses its plain policy.
+    pub fn set_schedule(&self, ranges: impl IntoIterator<Item = (u64, u64)>) {
+        let mut spans = Vec::new();
+        let mut cyc = 0u64;
+        for (offset, len) in ranges {
+            let end = offset.saturating_add(len).min(self.len);
+            if offset < end && !spans.iter().any(|s: &Span| s.start == offset) {
+                spans.push(Span {
+                    start: offset,
+                    end,
+                    cyc,
+                });
+                cyc += end - offset;
+            }
+        }
+        spans.sort_by_key(|s| s.start);
+        // Tensors never overlap; a schedule that does is not used.
+        if spans.windows(2).any(|w| w[0].end > w[1].start) {
+            spans.clear();
+        }
+        self.window.lock().sched = Schedule {
+            spans,
+            total: cyc,
+            now: 0,
+        };
     }
 
     /// Bytes pinned in RAM.
@@ -477,7 +603,7 @@ impl<F: FileSource> PageCache<F> {
             if w.ahead() >= self.readahead {
                 return;
             }
-            let Some(s) = w.spare() else {
+            let Some(s) = w.spare(Some(first), self.page as u64) else {
                 return;
             };
             if w.tag[s].is_some() {
@@ -525,6 +651,7 @@ impl<F: FileSource> PageCache<F> {
         let page = self.page as u64;
         let mut w = self.window.lock();
         let w = &mut *w;
+        w.sched.reading(offset);
         let mut done = 0usize;
         while done < buf.len() {
             let pos = offset + done as u64;
@@ -553,7 +680,7 @@ impl<F: FileSource> PageCache<F> {
                         self.misses.fetch_add(1, Ordering::Relaxed);
                         let t0 = self.now();
                         let s = loop {
-                            if let Some(s) = w.victim() {
+                            if let Some(s) = w.victim(page) {
                                 break s;
                             }
                             // Every slot in flight: wait for one.

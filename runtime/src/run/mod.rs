@@ -94,6 +94,7 @@ where
         (None, None) => unreachable!("reader() returns one of the two"),
     };
     let (cache, load_ns) = load(src, cfg, capacity, size, env, &mut out)?;
+    cache.set_schedule(m.model.weights.read_order());
     check_weights(&m.model, &cache, env, &mut out)?;
     selftest(cfg, env, &mut out)?;
     let kernels = choose_kernels(cfg, env)?;
@@ -222,7 +223,9 @@ fn size_buffers<P: Parallel + ?Sized>(
     out: &mut Out<'_>,
 ) -> Result<(RunState, usize, u64), RunError> {
     let ctx = cfg.ctx.min(model.config.train_ctx);
-    let batch = cfg.batch.unwrap_or_else(|| auto_batch(model, ctx, (env.heap_free)()));
+    let batch = cfg
+        .batch
+        .unwrap_or_else(|| auto_batch(model, ctx, (env.heap_free)()));
     let workers = cfg.measure_cores.unwrap_or(cores);
     let st = RunState::with_batch(model, ctx, workers, batch).map_err(RunError::Buffers)?;
     let (kv_bytes, buf_bytes) = st.bytes();
