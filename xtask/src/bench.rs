@@ -24,9 +24,14 @@ pub struct Case {
 #[derive(Debug, Clone, Default)]
 pub struct Figures {
     pub per_prompt_token: u64,
+    /// The busiest core's count per prompt token (N-core cases).
+    pub prompt_critical_path: Option<u64>,
+    /// Bytes read from the card per prompt token.
+    pub bytes_per_prompt_token: Option<u64>,
     pub per_generated_token: u64,
     pub critical_path: Option<u64>,
     pub per_core: Vec<u64>,
+    pub prompt_tokens: usize,
     pub text: String,
 }
 
@@ -80,15 +85,24 @@ fn boot_uart(
 
 /// Boot `case` with the default model and prompt; parse the stats.
 pub fn measure(case: &Case, n: usize) -> Result<Figures, String> {
+    let settings = Settings {
+        prompt: "Once upon a time".into(),
+        n,
+        ..Default::default()
+    };
+    measure_with(case, settings, None)
+}
+
+/// Boot `case` with `settings` (its kernel set and core split filled in) and `-m mem`; parse the
+/// stats.
+pub fn measure_with(case: &Case, settings: Settings, mem: Option<&str>) -> Result<Figures, String> {
     let b = board(case.board)?;
     let kernel = build_kernel(&b, true)?;
     let model = ensure_model()?;
     let settings = Settings {
-        prompt: "Once upon a time".into(),
-        n,
         kernels: case.kernels.into(),
         measure_cores: (case.cores > 1).then_some(case.cores),
-        ..Default::default()
+        ..settings
     };
     let img = workspace_root()
         .join("target")
@@ -98,15 +112,28 @@ pub fn measure(case: &Case, n: usize) -> Result<Figures, String> {
         smp: Some(1),
         cpu: Some(case.cpu.into()),
         icount: true,
+        mem: mem.map(Into::into),
         ..Default::default()
     };
     let what = format!("{} {} {}", case.board, case.cpu, case.kernels);
     let uart = boot_uart(&b, &kernel, &img, &opts, &what)?;
     let mut f = Figures::default();
     for line in uart.lines() {
+        if let Some(rest) = line.strip_prefix("prompt: ") {
+            f.prompt_tokens = num_after(rest, "").unwrap_or(0) as usize;
+        }
         if line.starts_with("stats: instructions:") {
             f.per_prompt_token = num_after(line, "(").unwrap_or(0);
             f.per_generated_token = num_after(line, "generation ").unwrap_or(0);
+        }
+        if line.contains("cores: prompt critical path") {
+            f.prompt_critical_path = num_after(line, "prompt critical path ");
+        }
+        if line.starts_with("stats: heap high-water") {
+            f.bytes_per_prompt_token = line
+                .split("bytes read ")
+                .nth(1)
+                .and_then(|r| num_after(r, "("));
         }
         if line.contains("cores: critical path") {
             f.critical_path = num_after(line, "critical path ");
@@ -264,6 +291,99 @@ pub fn default_cases() -> Vec<Case> {
         }
     }
     v
+}
+
+/// A prompt of 40 tokens on the default model (batches of 1, 8 and 32 are all exercised).
+pub const BATCH_PROMPT: &str = "The history of computing is a story of machines that became smaller, cheaper and more capable, until a computer fit on a card the size of a stick of gum and cost less than a meal.";
+
+/// Instructions per prompt token with the prompt in batches of 1, 8 and 32, for every SIMD set
+/// on 1 and 4 cores (4: the busiest core), against the same set's count per generated token;
+/// then the bytes read from the card per prompt token with 64 MiB of RAM, batches of 1 and 32.
+/// Writes `results/batches.md`.
+pub fn batches(n: usize) -> Result<String, String> {
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "# Prompt batches (QEMU -icount shift=0, SmolLM2-135M Q4_1, a {}-byte prompt, greedy)\n",
+        BATCH_PROMPT.len()
+    );
+    let _ = writeln!(md, "| kernels | cpu | cores | prompt tokens | B = 1 | B = 8 | B = 32 | per generated token | B = 32 / generated |");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
+    let sets = default_cases()
+        .into_iter()
+        .filter(|c| c.kernels != "scalar")
+        .collect::<Vec<_>>();
+    for c in &sets {
+        let mut per = vec![];
+        let mut generated = 0;
+        let mut tokens = 0;
+        for b in [1usize, 8, 32] {
+            eprintln!(
+                "xtask: bench batches {} {} cores={} batch={b}",
+                c.cpu, c.kernels, c.cores
+            );
+            let settings = Settings {
+                prompt: BATCH_PROMPT.into(),
+                n,
+                extra: vec![("batch".into(), b.to_string())],
+                ..Default::default()
+            };
+            let f = match measure_with(c, settings, None) {
+                Ok(f) => f,
+                Err(e) if e.contains("not available on this CPU") => break,
+                Err(e) => return Err(e),
+            };
+            tokens = f.prompt_tokens;
+            let busiest =
+                |x: Option<u64>, all: u64| if c.cores > 1 { x.unwrap_or(all) } else { all };
+            per.push(busiest(f.prompt_critical_path, f.per_prompt_token));
+            if b == 1 {
+                generated = busiest(f.critical_path, f.per_generated_token);
+            }
+        }
+        if per.len() < 3 {
+            continue;
+        }
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {tokens} | {} | {} | {} | {} | {:.2} |",
+            c.kernels,
+            c.cpu,
+            c.cores,
+            m(per[0]),
+            m(per[1]),
+            m(per[2]),
+            m(generated),
+            per[2] as f64 / generated.max(1) as f64
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\n4-core rows: the busiest core's share (the 4-way split run on one core).\n"
+    );
+    let _ = writeln!(
+        md,
+        "| -m 64M, virt aarch64, NEON | B = 1 | B = 32 |\n|---|---|---|"
+    );
+    let mut bytes = vec![];
+    for b in [1usize, 32] {
+        let settings = Settings {
+            prompt: BATCH_PROMPT.into(),
+            n: 2,
+            extra: vec![("batch".into(), b.to_string())],
+            ..Default::default()
+        };
+        let f = measure_with(&sets[0], settings, Some("64M"))?;
+        bytes.push(f.bytes_per_prompt_token.unwrap_or(0));
+    }
+    let _ = writeln!(
+        md,
+        "| bytes read from the card per prompt token | {:.1} MB | {:.2} MB |",
+        bytes[0] as f64 / 1e6,
+        bytes[1] as f64 / 1e6
+    );
+    write_results("batches", &md, None)?;
+    Ok(md)
 }
 
 /// Only the cases of `board` (or all with `None`).

@@ -23,7 +23,9 @@ commands:
                   page-cache bytes per token against cache size (resident-prefix, read-ahead, LRU):
                   results/pagecache.md and .svg; guest time per token with read-ahead off and on
                   (64 MiB of RAM, -icount, card unthrottled and at 25 MB/s): results/readahead.md
-                  [--only instructions|cache|readahead]
+                  instructions per prompt token with the prompt in batches of 1, 8 and 32, and bytes
+                  per prompt token at 64 MiB: results/batches.md
+                  [--only instructions|batches|cache|readahead]
   fuzz            run each fuzz target (gguf, fat, tokenizer, config) with cargo-fuzz on nightly
                   [--seconds N] [--target T]; crashes are saved under fuzz/regressions/
   bench-host      PC runner speed on the default model: prefill and generation tok/s
@@ -581,23 +583,33 @@ fn bench(args: &[String]) -> Result<i32, String> {
         match a.as_str() {
             "-n" => n = number(&mut it, a)?,
             "--board" => board = Some(value(&mut it, a, "a board")?),
-            "--only" => only = Some(value(&mut it, a, "instructions, cache or readahead")?),
+            "--only" => {
+                only = Some(value(
+                    &mut it,
+                    a,
+                    "instructions, batches, cache or readahead",
+                )?)
+            }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
     let want = |part: &str| only.as_deref().is_none_or(|o| o == part);
     if let Some(o) = only
         .as_deref()
-        .filter(|o| !["instructions", "cache", "readahead"].contains(o))
+        .filter(|o| !["instructions", "batches", "cache", "readahead"].contains(o))
     {
         return Err(format!(
-            "--only {o}: expected instructions, cache or readahead"
+            "--only {o}: expected instructions, batches, cache or readahead"
         ));
     }
     if want("instructions") {
         let md = xtask::bench::run(&xtask::bench::cases_for(board.as_deref()), n)?;
         println!("{md}");
         eprintln!("xtask: wrote results/bench.md and results/bench.svg");
+    }
+    if want("batches") {
+        println!("{}", xtask::bench::batches(n.min(4))?);
+        eprintln!("xtask: wrote results/batches.md");
     }
     if want("cache") {
         println!("{}", xtask::bench::cache_sweep(6)?);

@@ -11,6 +11,8 @@
 //!   `cfg(target_arch)` may appear.
 
 pub mod act;
+#[cfg(target_arch = "x86_64")]
+pub mod avx2;
 pub mod batch;
 #[cfg(test)]
 #[path = "kernel_tests/batch.rs"]
@@ -19,7 +21,8 @@ mod batch_tests;
     test,
     any(
         all(target_arch = "aarch64", target_feature = "neon"),
-        target_arch = "riscv64"
+        target_arch = "riscv64",
+        target_arch = "x86_64"
     )
 ))]
 mod kernel_tests;
@@ -351,6 +354,28 @@ impl Kernels {
         ..Kernels::NEON
     };
 
+    /// AVX2 (x86-64, for the PC runner): the 32-wide types one row and batched; the rest scalar.
+    /// Only for CPUs with AVX2 ([`avx2::available`]): take it from [`Kernels::best`] or
+    /// [`Kernels::available`].
+    #[cfg(target_arch = "x86_64")]
+    pub const AVX2: Kernels = Kernels {
+        name: "avx2",
+        q4_0_q8_0: avx2::vec_dot_q4_0_q8_0,
+        q4_1_q8_1: avx2::vec_dot_q4_1_q8_1,
+        q5_0_q8_0: avx2::vec_dot_q5_0_q8_0,
+        q5_1_q8_1: avx2::vec_dot_q5_1_q8_1,
+        q8_0_q8_0: avx2::vec_dot_q8_0_q8_0,
+        mat: MatKernels {
+            q4_0_q8_0: Some(avx2::mat_q4_0_q8_0),
+            q4_1_q8_1: Some(avx2::mat_q4_1_q8_1),
+            q5_0_q8_0: Some(avx2::mat_q5_0_q8_0),
+            q5_1_q8_1: Some(avx2::mat_q5_1_q8_1),
+            q8_0_q8_0: Some(avx2::mat_q8_0_q8_0),
+            ..MatKernels::SCALAR
+        },
+        ..Kernels::SCALAR
+    };
+
     /// RVV 1.0 (riscv64 harts with V, any VLEN ≥ 128): `rvv::KERNELS`. Only for harts with V
     /// (elsewhere the first vector instruction traps): take it from [`Kernels::best`] or
     /// [`Kernels::available`], which follow `rvv::set_available` (called at boot).
@@ -396,9 +421,18 @@ impl Kernels {
             let [scalar, rvv] = rvv::sets(rvv::available());
             [scalar, rvv, None]
         }
+        #[cfg(target_arch = "x86_64")]
+        {
+            [
+                Some(Kernels::SCALAR),
+                avx2::available().then_some(Kernels::AVX2),
+                None,
+            ]
+        }
         #[cfg(not(any(
             all(target_arch = "aarch64", target_feature = "neon"),
-            target_arch = "riscv64"
+            target_arch = "riscv64",
+            target_arch = "x86_64"
         )))]
         {
             [Some(Kernels::SCALAR), None, None]
@@ -407,7 +441,8 @@ impl Kernels {
 
     /// The fastest set this CPU runs: on aarch64 NEON, with SDOT when ID_AA64ISAR0_EL1 says the
     /// core has it (`Kernels::for_aarch64`); on riscv64 RVV when the hart has V (`rvv::available`,
-    /// recorded at boot); the scalar set elsewhere.
+    /// recorded at boot); on x86-64 AVX2 when CPUID says so (the PC runner); the scalar set
+    /// elsewhere.
     pub fn best() -> Kernels {
         #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
         {
@@ -417,9 +452,18 @@ impl Kernels {
         {
             rvv::best(rvv::available())
         }
+        #[cfg(target_arch = "x86_64")]
+        {
+            if avx2::available() {
+                Kernels::AVX2
+            } else {
+                Kernels::SCALAR
+            }
+        }
         #[cfg(not(any(
             all(target_arch = "aarch64", target_feature = "neon"),
-            target_arch = "riscv64"
+            target_arch = "riscv64",
+            target_arch = "x86_64"
         )))]
         {
             Kernels::SCALAR

@@ -68,6 +68,7 @@ struct Marks {
     before: CacheStats,
     at_first: Option<CacheStats>,
     per_tok: Vec<CacheStats>,
+    shares_start: Option<Shares>,
     shares_first: Option<Shares>,
 }
 
@@ -77,6 +78,7 @@ impl Marks {
     fn start<F: FileSource>(
         counter: &InstructionCounter<'_>,
         cache: &PageCache<F>,
+        measured: Option<&MeasuredPool<'_>>,
         tokens: usize,
     ) -> Self {
         counter.sample();
@@ -87,6 +89,7 @@ impl Marks {
             before: cache.stats(),
             at_first: None,
             per_tok: Vec::with_capacity(tokens.min(4096) + 1),
+            shares_start: measured.map(|m| m.shares()),
             shares_first: None,
         }
     }
@@ -146,7 +149,7 @@ where
         g.kernels.name
     );
     let _ = writeln!(out, "{BEGIN_OUTPUT}");
-    let mut marks = Marks::start(&counter, cache, cfg.max_tokens);
+    let mut marks = Marks::start(&counter, cache, measured, cfg.max_tokens);
     let mut dec = StreamDecoder::new();
     // JSON mode: the output is one JSON value, and generation ends when it is complete.
     let mut json = match cfg.json {
@@ -248,11 +251,12 @@ fn print_stats<F: FileSource, Q: Parallel + ?Sized>(
     );
     let _ = writeln!(
         out,
-        "stats: heap high-water {} KiB; page cache hits {}, misses {}, bytes read {} ({} per generated token after the first), refills {}, read ahead {} pages, I/O stall {} ms ({} per generated token after the first)",
+        "stats: heap high-water {} KiB; page cache hits {}, misses {}, bytes read {} ({} per prompt token, {} per generated token after the first), refills {}, read ahead {} pages, I/O stall {} ms ({} per generated token after the first)",
         (env.heap_high)() >> 10,
         after.hits - before.hits,
         after.misses - before.misses,
         after.bytes_read - before.bytes_read,
+        (first.bytes_read - before.bytes_read) / report.prompt_tokens.max(1) as u64,
         per_token,
         after.refills - before.refills,
         after.prefetched - before.prefetched,
@@ -318,9 +322,21 @@ fn print_instructions(
         (b - a) / report.prompt_tokens.max(1) as u64,
         (c - b) / steps
     );
-    let (Some(m), Some(s0)) = (measured, &marks.shares_first) else {
+    let (Some(m), Some(sa), Some(s0)) = (measured, &marks.shares_start, &marks.shares_first)
+    else {
         return;
     };
+    // The prompt's passes: what ran outside the parallel jobs is core 0's.
+    let prompt = b - a;
+    let serial = prompt - (s0.in_jobs - sa.in_jobs);
+    let critical = serial + (s0.critical - sa.critical);
+    let _ = writeln!(
+        out,
+        "stats: {} cores: prompt critical path {} per prompt token ({}% of the one-core count)",
+        m.workers(),
+        critical / report.prompt_tokens.max(1) as u64,
+        critical * 100 / prompt.max(1),
+    );
     // Per generated token, from the first generated token on.
     let s1 = m.shares();
     let total = c - b;

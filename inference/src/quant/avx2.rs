@@ -1,0 +1,304 @@
+//! AVX2 twins for the PC runner (x86-64): the 32-wide formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) ·
+//! Q8_0 / Q8_1 activations, one row and batched, bit for bit the scalar kernels' results.
+//!
+//! Per block the integer sum is exact whatever the instructions: the unsigned weight codes (the
+//! nibbles, with the fifth bit for Q5) go through `vpmaddubsw` against the int8 activations (a
+//! pair of products is at most 2 · 31 · 128, far inside i16) and `vpmaddwd` to eight i32 lanes;
+//! the formats with an offset (Q4_0: code − 8, Q5_0: code − 16) subtract offset · Σ a, with Σ a
+//! from the same two instructions against ones; Q8_0's signed weights are widened to i16 and
+//! multiplied with `vpmaddwd`. No sign trick, so an activation of −128 is exact too. Then the
+//! scalar code's float expression for the block, in scalar f32 operations (no FMA), added to the
+//! row's sum in block order: the same bits as `scalar::vec_dot_*`.
+//!
+//! The set is chosen at run time from CPUID (AVX2, and the OS saving the YMM registers), in
+//! `core` so the crate stays `no_std`; [`available`] is what `Kernels::available` consults.
+
+use super::act::{BlockQ8_0, BlockQ8_1};
+use core::arch::x86_64::*;
+
+/// Whether this CPU runs this set: CPUID leaf 7 EBX bit 5 (AVX2), leaf 1 ECX bits 27 (OSXSAVE),
+/// 28 (AVX) and 29 (F16C, for the block scales), with XCR0 enabling the XMM and YMM state.
+pub fn available() -> bool {
+    let (l1, l7) = (__cpuid(1), __cpuid_count(7, 0));
+    let osxsave_avx = l1.ecx & (7 << 27) == 7 << 27;
+    // SAFETY: XGETBV is available when CPUID says OSXSAVE (checked first).
+    osxsave_avx && unsafe { xcr0() } & 6 == 6 && l7.ebx & (1 << 5) != 0
+}
+
+/// The OS's enabled-state mask XCR0.
+///
+/// # Safety
+/// Only where CPUID reports OSXSAVE (XGETBV faults otherwise).
+#[target_feature(enable = "xsave")]
+unsafe fn xcr0() -> u64 {
+    // SAFETY: the caller checked OSXSAVE.
+    unsafe { _xgetbv(0) }
+}
+
+/// The block's scale `d` and (for formats with one) min `m`, f16 to f32 with F16C (exact, as
+/// every f16 is an f32).
+#[target_feature(enable = "avx2,f16c")]
+#[inline]
+fn scales(b: &[u8]) -> (f32, f32) {
+    let dm = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    let v = _mm_cvtph_ps(_mm_cvtsi32_si128(dm as i32));
+    (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_shuffle_ps::<1>(v, v)))
+}
+
+/// A 32-element weight block format.
+trait Fmt {
+    const BYTES: usize;
+    /// The block stores a min `m` after `d` (Q4_1, Q5_1: paired with Q8_1).
+    const MIN: bool;
+    /// Weight = code − `OFFSET` (Q4_0: 8, Q5_0: 16).
+    const OFFSET: i32;
+    /// Q8_0: the 32 bytes are signed weights (no codes).
+    const SIGNED: bool;
+    /// The block's 32 weight codes (or Q8_0's signed weights), element order.
+    ///
+    /// # Safety
+    /// `b` holds one whole block; AVX2 is available.
+    unsafe fn codes(b: &[u8]) -> __m256i;
+}
+
+/// 16 bytes of nibbles as 32 codes: low nibbles (elements 0..16), then high (16..32).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn nibbles(qs: &[u8]) -> __m256i {
+    // SAFETY: `qs[..16]` is 16 readable bytes (indexing checks it); unaligned load.
+    let q = unsafe { _mm_loadu_si128(qs[..16].as_ptr().cast()) };
+    let m = _mm_set1_epi8(0x0f);
+    let lo = _mm_and_si128(q, m);
+    let hi = _mm_and_si128(_mm_srli_epi16::<4>(q), m);
+    _mm256_set_m128i(hi, lo)
+}
+
+/// The fifth bits of a Q5 block as 0x10 bytes: element `e` takes bit `e` of `qh`.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn fifth_bits(qh: u32) -> __m256i {
+    // Byte e of the broadcast holds bits 8·(e/8) .. of qh; pick byte e/8 into lane e, test bit e%8.
+    let v = _mm256_set1_epi32(qh as i32);
+    let idx = _mm256_set_epi64x(
+        0x0303_0303_0303_0303,
+        0x0202_0202_0202_0202,
+        0x0101_0101_0101_0101,
+        0,
+    );
+    let spread = _mm256_shuffle_epi8(v, idx);
+    let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    let set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+}
+
+struct Q4_0;
+impl Fmt for Q4_0 {
+    const BYTES: usize = 18;
+    const MIN: bool = false;
+    const OFFSET: i32 = 8;
+    const SIGNED: bool = false;
+    #[inline(always)]
+    unsafe fn codes(b: &[u8]) -> __m256i {
+        // SAFETY: AVX2 is available (the caller's promise).
+        unsafe { nibbles(&b[2..18]) }
+    }
+}
+struct Q4_1;
+impl Fmt for Q4_1 {
+    const BYTES: usize = 20;
+    const MIN: bool = true;
+    const OFFSET: i32 = 0;
+    const SIGNED: bool = false;
+    #[inline(always)]
+    unsafe fn codes(b: &[u8]) -> __m256i {
+        // SAFETY: as above.
+        unsafe { nibbles(&b[4..20]) }
+    }
+}
+struct Q5_0;
+impl Fmt for Q5_0 {
+    const BYTES: usize = 22;
+    const MIN: bool = false;
+    const OFFSET: i32 = 16;
+    const SIGNED: bool = false;
+    #[inline(always)]
+    unsafe fn codes(b: &[u8]) -> __m256i {
+        let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+        // SAFETY: as above.
+        unsafe { _mm256_or_si256(nibbles(&b[6..22]), fifth_bits(qh)) }
+    }
+}
+struct Q5_1;
+impl Fmt for Q5_1 {
+    const BYTES: usize = 24;
+    const MIN: bool = true;
+    const OFFSET: i32 = 0;
+    const SIGNED: bool = false;
+    #[inline(always)]
+    unsafe fn codes(b: &[u8]) -> __m256i {
+        let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+        // SAFETY: as above.
+        unsafe { _mm256_or_si256(nibbles(&b[8..24]), fifth_bits(qh)) }
+    }
+}
+struct Q8_0;
+impl Fmt for Q8_0 {
+    const BYTES: usize = 34;
+    const MIN: bool = false;
+    const OFFSET: i32 = 0;
+    const SIGNED: bool = true;
+    #[inline(always)]
+    unsafe fn codes(b: &[u8]) -> __m256i {
+        // SAFETY: bytes 2..34 are in the block; unaligned load.
+        unsafe { _mm256_loadu_si256(b[2..34].as_ptr().cast()) }
+    }
+}
+
+/// Q8_0 / Q8_1 activation blocks.
+trait Act {
+    fn qs(&self) -> &[i8; 32];
+    fn d(&self) -> f32;
+    fn s(&self) -> f32;
+}
+impl Act for BlockQ8_0 {
+    fn qs(&self) -> &[i8; 32] {
+        &self.qs
+    }
+    fn d(&self) -> f32 {
+        self.d
+    }
+    fn s(&self) -> f32 {
+        0.0
+    }
+}
+impl Act for BlockQ8_1 {
+    fn qs(&self) -> &[i8; 32] {
+        &self.qs
+    }
+    fn d(&self) -> f32 {
+        self.d
+    }
+    fn s(&self) -> f32 {
+        self.s
+    }
+}
+
+#[target_feature(enable = "avx2")]
+#[inline]
+fn hsum(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+    _mm_cvtsi128_si32(s)
+}
+
+/// The exact integer sum of one block: weights `w` (codes, or Q8_0's signed bytes) · `a`.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn sumi<F: Fmt>(w: __m256i, a: &[i8; 32]) -> i32 {
+    // SAFETY: `a` holds 32 bytes; unaligned load.
+    let a = unsafe { _mm256_loadu_si256(a.as_ptr().cast()) };
+    let ones16 = _mm256_set1_epi16(1);
+    if F::SIGNED {
+        let lo = _mm256_madd_epi16(
+            _mm256_cvtepi8_epi16(_mm256_castsi256_si128(w)),
+            _mm256_cvtepi8_epi16(_mm256_castsi256_si128(a)),
+        );
+        let hi = _mm256_madd_epi16(
+            _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(w)),
+            _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(a)),
+        );
+        return hsum(_mm256_add_epi32(lo, hi));
+    }
+    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), ones16);
+    if F::OFFSET == 0 {
+        return hsum(p);
+    }
+    let sa = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), a), ones16);
+    let off = _mm256_mullo_epi32(sa, _mm256_set1_epi32(F::OFFSET));
+    hsum(_mm256_sub_epi32(p, off))
+}
+
+/// The block's term from its scale `d` and min `m`: the scalar twins' expressions, operation for
+/// operation.
+#[inline(always)]
+fn term<F: Fmt, A: Act>((d, m): (f32, f32), y: &A, sumi: i32) -> f32 {
+    if F::MIN {
+        (d * y.d()) * sumi as f32 + m * y.s()
+    } else {
+        sumi as f32 * (d * y.d())
+    }
+}
+
+/// One row: `w` (whole blocks) · `a`, over as many blocks as both hold.
+#[target_feature(enable = "avx2,f16c")]
+fn dot1<F: Fmt, A: Act>(w: &[u8], a: &[A]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (b, y) in w.chunks_exact(F::BYTES).zip(a) {
+        // SAFETY: `b` is one whole block; AVX2 is enabled for this function.
+        let s = sumi::<F>(unsafe { F::codes(b) }, y.qs());
+        sumf += term::<F, A>(scales(b), y, s);
+    }
+    sumf
+}
+
+/// Rows of `rb` bytes · `cols` columns of `a` (column-major blocks) into `out` as `[rows][cols]`:
+/// each block's codes are built once for all columns.
+#[target_feature(enable = "avx2,f16c")]
+fn mat<F: Fmt, A: Act>(w: &[u8], rb: usize, a: &[A], cols: usize, out: &mut [f32]) {
+    let rows = w.len().checked_div(rb).unwrap_or(0);
+    let nb = a.len().checked_div(cols).unwrap_or(0).min(rb / F::BYTES);
+    if rows * cols != out.len() {
+        return;
+    }
+    let per = a.len() / cols.max(1);
+    for (row, o) in w.chunks_exact(rb).zip(out.chunks_exact_mut(cols)) {
+        o.fill(0.0);
+        for (i, b) in row.chunks_exact(F::BYTES).take(nb).enumerate() {
+            // SAFETY: `b` is one whole block; AVX2 is enabled for this function.
+            let codes = unsafe { F::codes(b) };
+            let dm = scales(b);
+            for (c, sumf) in o.iter_mut().enumerate() {
+                let y = &a[c * per + i];
+                *sumf += term::<F, A>(dm, y, sumi::<F>(codes, y.qs()));
+            }
+        }
+    }
+}
+
+macro_rules! entries {
+    ($(#[$doc:meta])* $one:ident, $mat:ident, $fmt:ty, $act:ty) => {
+        $(#[$doc])*
+        pub fn $one(w: &[u8], a: &[$act]) -> f32 {
+            // SAFETY: the AVX2 set is only handed out when `available()` says the CPU runs it.
+            unsafe { dot1::<$fmt, $act>(w, a) }
+        }
+        $(#[$doc])*
+        /// Batched: rows · `cols` columns into `out` as `[rows][cols]`.
+        pub fn $mat(w: &[u8], rb: usize, a: &[$act], cols: usize, out: &mut [f32]) {
+            // SAFETY: as above.
+            unsafe { mat::<$fmt, $act>(w, rb, a, cols, out) }
+        }
+    };
+}
+
+entries!(
+    /// Q4_0 weights · Q8_0 activations (twin of `scalar::vec_dot_q4_0_q8_0`).
+    vec_dot_q4_0_q8_0, mat_q4_0_q8_0, Q4_0, BlockQ8_0
+);
+entries!(
+    /// Q4_1 weights · Q8_1 activations (twin of `scalar::vec_dot_q4_1_q8_1`).
+    vec_dot_q4_1_q8_1, mat_q4_1_q8_1, Q4_1, BlockQ8_1
+);
+entries!(
+    /// Q5_0 weights · Q8_0 activations (twin of `scalar::vec_dot_q5_0_q8_0`).
+    vec_dot_q5_0_q8_0, mat_q5_0_q8_0, Q5_0, BlockQ8_0
+);
+entries!(
+    /// Q5_1 weights · Q8_1 activations (twin of `scalar::vec_dot_q5_1_q8_1`).
+    vec_dot_q5_1_q8_1, mat_q5_1_q8_1, Q5_1, BlockQ8_1
+);
+entries!(
+    /// Q8_0 weights · Q8_0 activations (twin of `scalar::vec_dot_q8_0_q8_0`).
+    vec_dot_q8_0_q8_0, mat_q8_0_q8_0, Q8_0, BlockQ8_0
+);
