@@ -14,6 +14,7 @@
 //! `core` so the crate stays `no_std`; [`available`] is what `Kernels::available` consults.
 
 use super::act::{BlockQ8_0, BlockQ8_1};
+use super::batch::TILE;
 use core::arch::x86_64::*;
 
 /// Whether this CPU runs this set: CPUID leaf 7 EBX bit 5 (AVX2), leaf 1 ECX bits 27 (OSXSAVE),
@@ -242,36 +243,155 @@ fn dot1<F: Fmt, A: Act>(w: &[u8], a: &[A]) -> f32 {
     sumf
 }
 
-/// Rows of `rb` bytes · `cols` columns of `a` (column-major blocks) into `out` as `[rows][cols]`:
-/// each block's codes are built once for all columns.
-#[target_feature(enable = "avx2,f16c")]
-fn mat<F: Fmt, A: Act>(w: &[u8], rb: usize, a: &[A], cols: usize, out: &mut [f32]) {
-    let rows = w.len().checked_div(rb).unwrap_or(0);
-    let nb = a.len().checked_div(cols).unwrap_or(0).min(rb / F::BYTES);
-    if rows * cols != out.len() {
-        return;
+/// The eight i32 partial sums of one block, weights `w` (codes, or Q8_0's signed bytes) · `a`;
+/// `sa`: the partial sums of `a` (for the formats with an offset).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn partial<F: Fmt>(w: __m256i, a: __m256i, sa: __m256i) -> __m256i {
+    if F::SIGNED {
+        let lo = _mm256_madd_epi16(
+            _mm256_cvtepi8_epi16(_mm256_castsi256_si128(w)),
+            _mm256_cvtepi8_epi16(_mm256_castsi256_si128(a)),
+        );
+        let hi = _mm256_madd_epi16(
+            _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(w)),
+            _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(a)),
+        );
+        return _mm256_add_epi32(lo, hi);
     }
-    let per = a.len() / cols.max(1);
-    for (row, o) in w.chunks_exact(rb).zip(out.chunks_exact_mut(cols)) {
-        o.fill(0.0);
-        for (i, b) in row.chunks_exact(F::BYTES).take(nb).enumerate() {
-            // SAFETY: `b` is one whole block; AVX2 is enabled for this function.
-            let codes = unsafe { F::codes(b) };
-            let dm = scales(b);
-            for (c, sumf) in o.iter_mut().enumerate() {
-                let y = &a[c * per + i];
-                *sumf += term::<F, A>(dm, y, sumi::<F>(codes, y.qs()));
-            }
+    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1));
+    if F::OFFSET == 0 {
+        return p;
+    }
+    _mm256_sub_epi32(p, _mm256_mullo_epi32(sa, _mm256_set1_epi32(F::OFFSET)))
+}
+
+/// `[Σ s0, Σ s1, Σ s2, Σ s3]`, each over its eight lanes.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn sums4(s: [__m256i; 4]) -> __m128i {
+    let h = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+    _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h))
+}
+
+/// Four rows of `rb` bytes, consecutive in `w` (`4 · rb ≤ w.len()`), · `C` columns: lane `r`
+/// of result `t` is [`dot1`] of row `r` and column `t`, bit for bit (each lane does the scalar
+/// float expression's operations in order). Each block of the four rows is decoded once for the
+/// `C` columns.
+#[target_feature(enable = "avx2,f16c")]
+#[inline]
+fn tile4<F: Fmt, A: Act, const C: usize>(w: &[u8], rb: usize, ys: [&[A]; C]) -> [__m128; C] {
+    let nb = ys
+        .iter()
+        .map(|y| y.len())
+        .min()
+        .unwrap_or(0)
+        .min(rb / F::BYTES);
+    let mut acc = [_mm_setzero_ps(); C];
+    let ones8 = _mm256_set1_epi8(1);
+    let ones16 = _mm256_set1_epi16(1);
+    // [d0, m0, .., d3, m3] → [d0..d3 | m0..m3]
+    let split = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    if rb.checked_mul(4).is_none_or(|n| n > w.len()) {
+        return acc;
+    }
+    let base = w.as_ptr();
+    for i in 0..nb {
+        let at = i * F::BYTES;
+        // SAFETY: block i of row r is bytes r·rb + i·BYTES .. r·rb + (i + 1)·BYTES, inside row r
+        // (i < nb ≤ rb / BYTES) and so inside `w` (4 · rb ≤ w.len(), checked above).
+        let b: [&[u8]; 4] = unsafe {
+            [
+                core::slice::from_raw_parts(base.add(at), F::BYTES),
+                core::slice::from_raw_parts(base.add(rb + at), F::BYTES),
+                core::slice::from_raw_parts(base.add(2 * rb + at), F::BYTES),
+                core::slice::from_raw_parts(base.add(3 * rb + at), F::BYTES),
+            ]
+        };
+        // SAFETY: each `b[r]` is one whole block; AVX2 is enabled for this function.
+        let codes = b.map(|b| unsafe { F::codes(b) });
+        let head = |r: usize| i32::from_le_bytes([b[r][0], b[r][1], b[r][2], b[r][3]]);
+        let dm = _mm_setr_epi32(head(0), head(1), head(2), head(3));
+        let dm = _mm256_permutevar8x32_ps(_mm256_cvtph_ps(dm), split);
+        let (d, m) = (_mm256_castps256_ps128(dm), _mm256_extractf128_ps::<1>(dm));
+        for (acc, y) in acc.iter_mut().zip(&ys) {
+            let y = &y[i];
+            // SAFETY: `qs` holds 32 bytes; unaligned load.
+            let a = unsafe { _mm256_loadu_si256(y.qs().as_ptr().cast()) };
+            let sa = if F::OFFSET != 0 {
+                _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, a), ones16)
+            } else {
+                a
+            };
+            let s = _mm_cvtepi32_ps(sums4(codes.map(|c| partial::<F>(c, a, sa))));
+            let t = if F::MIN {
+                // (d · y.d) · sumi + m · y.s
+                let dy = _mm_mul_ps(d, _mm_set1_ps(y.d()));
+                _mm_add_ps(_mm_mul_ps(dy, s), _mm_mul_ps(m, _mm_set1_ps(y.s())))
+            } else {
+                // sumi · (d · y.d)
+                _mm_mul_ps(s, _mm_mul_ps(d, _mm_set1_ps(y.d())))
+            };
+            *acc = _mm_add_ps(*acc, t);
         }
     }
+    acc
+}
+
+/// The four lanes of `v`.
+#[inline(always)]
+fn lanes(v: __m128) -> [f32; 4] {
+    // SAFETY: `__m128` and `[f32; 4]` have the same size, and every bit pattern is an f32.
+    unsafe { core::mem::transmute::<__m128, [f32; 4]>(v) }
+}
+
+/// Four rows of `rb` bytes, consecutive in `w`, · `a` (the `Kernels::dot_rows` four-row entry).
+#[target_feature(enable = "avx2,f16c")]
+fn dot4<F: Fmt, A: Act>(w: &[u8], rb: usize, a: &[A], out: &mut [f32; 4]) {
+    if rb.checked_mul(4).is_none_or(|n| w.len() < n) {
+        // Not four whole rows: each row as far as it goes (never reached through `dot_rows`).
+        for (r, o) in out.iter_mut().enumerate() {
+            let row = w.get(r * rb..).unwrap_or(&[]);
+            *o = dot1::<F, A>(&row[..rb.min(row.len())], a);
+        }
+        return;
+    }
+    let [v] = tile4::<F, A, 1>(w, rb, [a]);
+    *out = lanes(v);
+}
+
+/// Rows of `rb` bytes · `cols` columns of `a` into `out` (`[rows][cols]`), four rows at a time
+/// ([`tile4`]) through the shared loop ([`crate::quant::batch::by_tiles`]).
+#[target_feature(enable = "avx2,f16c")]
+fn mat<F: Fmt, A: Act>(w: &[u8], rb: usize, a: &[A], cols: usize, out: &mut [f32]) {
+    crate::quant::batch::by_tiles(
+        w,
+        rb,
+        a,
+        cols,
+        out,
+        // The closures inherit this function's target features; `by_tiles` hands four whole rows.
+        |w4, ys| tile4::<F, A, { TILE }>(w4, rb, ys).map(lanes),
+        |w4, y| {
+            let [v] = tile4::<F, A, 1>(w4, rb, [y]);
+            lanes(v)
+        },
+        |row, y| dot1::<F, A>(row, y),
+    )
 }
 
 macro_rules! entries {
-    ($(#[$doc:meta])* $one:ident, $mat:ident, $fmt:ty, $act:ty) => {
+    ($(#[$doc:meta])* $one:ident, $four:ident, $mat:ident, $fmt:ty, $act:ty) => {
         $(#[$doc])*
         pub fn $one(w: &[u8], a: &[$act]) -> f32 {
             // SAFETY: the AVX2 set is only handed out when `available()` says the CPU runs it.
             unsafe { dot1::<$fmt, $act>(w, a) }
+        }
+        $(#[$doc])*
+        /// Four rows of `rb` bytes, consecutive in `w`, at once.
+        pub fn $four(w: &[u8], rb: usize, a: &[$act], out: &mut [f32; 4]) {
+            // SAFETY: as above.
+            unsafe { dot4::<$fmt, $act>(w, rb, a, out) }
         }
         $(#[$doc])*
         /// Batched: rows · `cols` columns into `out` as `[rows][cols]`.
@@ -284,21 +404,21 @@ macro_rules! entries {
 
 entries!(
     /// Q4_0 weights · Q8_0 activations (twin of `scalar::vec_dot_q4_0_q8_0`).
-    vec_dot_q4_0_q8_0, mat_q4_0_q8_0, Q4_0, BlockQ8_0
+    vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_x4, mat_q4_0_q8_0, Q4_0, BlockQ8_0
 );
 entries!(
     /// Q4_1 weights · Q8_1 activations (twin of `scalar::vec_dot_q4_1_q8_1`).
-    vec_dot_q4_1_q8_1, mat_q4_1_q8_1, Q4_1, BlockQ8_1
+    vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_x4, mat_q4_1_q8_1, Q4_1, BlockQ8_1
 );
 entries!(
     /// Q5_0 weights · Q8_0 activations (twin of `scalar::vec_dot_q5_0_q8_0`).
-    vec_dot_q5_0_q8_0, mat_q5_0_q8_0, Q5_0, BlockQ8_0
+    vec_dot_q5_0_q8_0, vec_dot_q5_0_q8_0_x4, mat_q5_0_q8_0, Q5_0, BlockQ8_0
 );
 entries!(
     /// Q5_1 weights · Q8_1 activations (twin of `scalar::vec_dot_q5_1_q8_1`).
-    vec_dot_q5_1_q8_1, mat_q5_1_q8_1, Q5_1, BlockQ8_1
+    vec_dot_q5_1_q8_1, vec_dot_q5_1_q8_1_x4, mat_q5_1_q8_1, Q5_1, BlockQ8_1
 );
 entries!(
     /// Q8_0 weights · Q8_0 activations (twin of `scalar::vec_dot_q8_0_q8_0`).
-    vec_dot_q8_0_q8_0, mat_q8_0_q8_0, Q8_0, BlockQ8_0
+    vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_x4, mat_q8_0_q8_0, Q8_0, BlockQ8_0
 );

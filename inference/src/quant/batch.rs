@@ -84,6 +84,61 @@ fn shape(w: &[u8], rb: usize, a_len: usize, cols: usize, out: &[f32]) -> (usize,
 }
 
 // ---------------------------------------------------------------------------------------------
+// The loop order SIMD sets share.
+
+/// Columns per tile of a four-row SIMD kernel (four accumulators beside the decoded weights).
+pub const TILE: usize = 4;
+
+/// A batched kernel from a SIMD set's four-row tile: rows in groups of four, their blocks decoded
+/// once per [`TILE`] columns (`tile`: four rows · the given columns, lane `r` of result `t` for
+/// row `r` and column `t`; `tile1` for one column), columns left over one by one, the rows left
+/// over one by one (`one`: the one-row kernel). Output `[rows][cols]`.
+#[inline(always)]
+pub(crate) fn by_tiles<A>(
+    w: &[u8],
+    rb: usize,
+    a: &[A],
+    cols: usize,
+    out: &mut [f32],
+    tile: impl Fn(&[u8], [&[A]; TILE]) -> [[f32; 4]; TILE],
+    tile1: impl Fn(&[u8], &[A]) -> [f32; 4],
+    one: impl Fn(&[u8], &[A]) -> f32,
+) {
+    let rows = w.len().checked_div(rb).unwrap_or(0);
+    let nb = a.len().checked_div(cols).unwrap_or(0);
+    if rb == 0 || rows * cols != out.len() {
+        return;
+    }
+    let col = |c: usize| &a[c * nb..(c + 1) * nb];
+    let mut r = 0;
+    while r + 4 <= rows {
+        let w4 = &w[r * rb..(r + 4) * rb];
+        let mut put = |c: usize, lanes: [f32; 4]| {
+            for (k, x) in lanes.into_iter().enumerate() {
+                out[(r + k) * cols + c] = x;
+            }
+        };
+        let mut c = 0;
+        while c + TILE <= cols {
+            let t = tile(w4, core::array::from_fn(|t| col(c + t)));
+            for (k, v) in t.into_iter().enumerate() {
+                put(c + k, v);
+            }
+            c += TILE;
+        }
+        for c in c..cols {
+            put(c, tile1(w4, col(c)));
+        }
+        r += 4;
+    }
+    for r in r..rows {
+        for c in 0..cols {
+            out[r * cols + c] = one(&w[r * rb..(r + 1) * rb], col(c));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // 32-wide formats.
 
 /// A 32-element block decoded: scale `d`, min `m` (Q4_1, Q5_1), the weights as int8.

@@ -365,6 +365,11 @@ impl Kernels {
         q5_0_q8_0: avx2::vec_dot_q5_0_q8_0,
         q5_1_q8_1: avx2::vec_dot_q5_1_q8_1,
         q8_0_q8_0: avx2::vec_dot_q8_0_q8_0,
+        q4_0_q8_0_x4: Some(avx2::vec_dot_q4_0_q8_0_x4),
+        q4_1_q8_1_x4: Some(avx2::vec_dot_q4_1_q8_1_x4),
+        q5_0_q8_0_x4: Some(avx2::vec_dot_q5_0_q8_0_x4),
+        q5_1_q8_1_x4: Some(avx2::vec_dot_q5_1_q8_1_x4),
+        q8_0_q8_0_x4: Some(avx2::vec_dot_q8_0_q8_0_x4),
         mat: MatKernels {
             q4_0_q8_0: Some(avx2::mat_q4_0_q8_0),
             q4_1_q8_1: Some(avx2::mat_q4_1_q8_1),

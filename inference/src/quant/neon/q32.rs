@@ -13,6 +13,7 @@ use super::{
     ld_u8, nibbles, rd_u16, rd_u32, sum1, sums2, sums4,
 };
 use crate::quant::act::{BlockQ8_0, BlockQ8_1};
+use crate::quant::batch::TILE;
 use core::arch::aarch64::*;
 
 /// A 32-element weight block format.
@@ -344,49 +345,33 @@ fn tile4<F: Fmt, A: Act, const DP: bool, const C: usize>(
     acc
 }
 
-/// Columns per tile of the batched kernel (four accumulators beside the decoded weights).
-const TILE: usize = 4;
+/// The four lanes of `v`.
+#[inline(always)]
+fn lanes(v: float32x4_t) -> [f32; 4] {
+    let mut l = [0.0f32; 4];
+    // SAFETY: `l` holds four f32.
+    unsafe { vst1q_f32(l.as_mut_ptr(), v) };
+    l
+}
 
-/// Rows of `rb` bytes · `cols` columns of `a` into `out` (`[rows][cols]`): four rows at a time,
-/// their blocks decoded once per [`TILE`] columns ([`tile4`]); the last rows one by one ([`dot1`]).
+/// Rows of `rb` bytes · `cols` columns of `a` into `out` (`[rows][cols]`), four rows at a time
+/// ([`tile4`]) through the shared loop ([`crate::quant::batch::by_tiles`]).
 #[target_feature(enable = "neon")]
 fn mat<F: Fmt, A: Act, const DP: bool>(w: &[u8], rb: usize, a: &[A], cols: usize, out: &mut [f32]) {
-    let rows = w.len().checked_div(rb).unwrap_or(0);
-    let nb = a.len().checked_div(cols).unwrap_or(0);
-    if rb == 0 || rows * cols != out.len() {
-        return;
-    }
-    let col = |c: usize| &a[c * nb..(c + 1) * nb];
-    let mut r = 0;
-    while r + 4 <= rows {
-        let w4 = &w[r * rb..(r + 4) * rb];
-        let mut c = 0;
-        let mut put = |c: usize, v: float32x4_t| {
-            let mut lanes = [0.0f32; 4];
-            // SAFETY: `lanes` holds four f32.
-            unsafe { vst1q_f32(lanes.as_mut_ptr(), v) };
-            for (k, x) in lanes.into_iter().enumerate() {
-                out[(r + k) * cols + c] = x;
-            }
-        };
-        while c + TILE <= cols {
-            let t = tile4::<F, A, DP, TILE>(w4, rb, core::array::from_fn(|t| col(c + t)));
-            for (k, v) in t.into_iter().enumerate() {
-                put(c + k, v);
-            }
-            c += TILE;
-        }
-        for c in c..cols {
-            let [v] = tile4::<F, A, DP, 1>(w4, rb, [col(c)]);
-            put(c, v);
-        }
-        r += 4;
-    }
-    for r in r..rows {
-        for c in 0..cols {
-            out[r * cols + c] = dot1::<F, A, DP>(&w[r * rb..(r + 1) * rb], col(c));
-        }
-    }
+    crate::quant::batch::by_tiles(
+        w,
+        rb,
+        a,
+        cols,
+        out,
+        // The closures inherit this function's target features; `by_tiles` hands four whole rows.
+        |w4, ys| tile4::<F, A, DP, { TILE }>(w4, rb, ys).map(lanes),
+        |w4, y| {
+            let [v] = tile4::<F, A, DP, 1>(w4, rb, [y]);
+            lanes(v)
+        },
+        |row, y| dot1::<F, A, DP>(row, y),
+    )
 }
 
 macro_rules! entries {
