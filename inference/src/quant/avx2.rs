@@ -14,7 +14,6 @@
 //! `core` so the crate stays `no_std`; [`available`] is what `Kernels::available` consults.
 
 use super::act::{BlockQ8_0, BlockQ8_1};
-use super::batch::TILE;
 use core::arch::x86_64::*;
 
 /// Whether this CPU runs this set: CPUID leaf 7 EBX bit 5 (AVX2), leaf 1 ECX bits 27 (OSXSAVE),
@@ -337,6 +336,10 @@ fn tile4<F: Fmt, A: Act, const C: usize>(w: &[u8], rb: usize, ys: [&[A]; C]) -> 
     }
     acc
 }
+
+/// Columns per tile of the batched kernel: accumulators for them beside the decoded weights
+/// fit the register file.
+const TILE: usize = 4;
 
 /// The four lanes of `v`.
 #[inline(always)]

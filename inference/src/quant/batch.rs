@@ -86,21 +86,19 @@ fn shape(w: &[u8], rb: usize, a_len: usize, cols: usize, out: &[f32]) -> (usize,
 // ---------------------------------------------------------------------------------------------
 // The loop order SIMD sets share.
 
-/// Columns per tile of a four-row SIMD kernel (four accumulators beside the decoded weights).
-pub const TILE: usize = 4;
-
 /// A batched kernel from a SIMD set's four-row tile: rows in groups of four, their blocks decoded
-/// once per [`TILE`] columns (`tile`: four rows · the given columns, lane `r` of result `t` for
-/// row `r` and column `t`; `tile1` for one column), columns left over one by one, the rows left
-/// over one by one (`one`: the one-row kernel). Output `[rows][cols]`.
+/// once per `T` columns (`tile`: four rows · the given columns, lane `r` of result `t` for row `r`
+/// and column `t`; `tile1` for one column), columns left over one by one, the rows left over one
+/// by one (`one`: the one-row kernel). Output `[rows][cols]`. `T` is what the set's registers
+/// hold: accumulators for `T` columns beside the decoded weights.
 #[inline(always)]
-pub(crate) fn by_tiles<A>(
+pub(crate) fn by_tiles<A, const T: usize>(
     w: &[u8],
     rb: usize,
     a: &[A],
     cols: usize,
     out: &mut [f32],
-    tile: impl Fn(&[u8], [&[A]; TILE]) -> [[f32; 4]; TILE],
+    tile: impl Fn(&[u8], [&[A]; T]) -> [[f32; 4]; T],
     tile1: impl Fn(&[u8], &[A]) -> [f32; 4],
     one: impl Fn(&[u8], &[A]) -> f32,
 ) {
@@ -119,12 +117,12 @@ pub(crate) fn by_tiles<A>(
             }
         };
         let mut c = 0;
-        while c + TILE <= cols {
+        while c + T <= cols {
             let t = tile(w4, core::array::from_fn(|t| col(c + t)));
             for (k, v) in t.into_iter().enumerate() {
                 put(c + k, v);
             }
-            c += TILE;
+            c += T;
         }
         for c in c..cols {
             put(c, tile1(w4, col(c)));

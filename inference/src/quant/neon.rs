@@ -88,6 +88,64 @@ fn sdot(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
     acc
 }
 
+/// `acc + dot(w, group L of a)` per group of four bytes: SDOT by element, lane `r` of the result
+/// adds the four products of `w`'s group `r` with `a`'s group `L`. Only for the dot-product set.
+#[inline(always)]
+fn sdot_lane<const L: i32>(acc: int32x4_t, w: int8x16_t, a: int8x16_t) -> int32x4_t {
+    let mut acc = acc;
+    // SAFETY: as `sdot`: registers only, reached only through `Kernels::NEON_DOTPROD`.
+    unsafe {
+        asm!(
+            ".arch_extension dotprod",
+            "sdot {acc:v}.4s, {w:v}.16b, {a:v}.4b[{l}]",
+            acc = inout(vreg) acc,
+            w = in(vreg) w,
+            a = in(vreg) a,
+            l = const L,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    acc
+}
+
+/// Four rows' 32-byte blocks (`w[r]`) interleaved for [`sdot_lane`]: vector `g` holds bytes
+/// `4g..4g + 4` of row 0, row 1, row 2 and row 3 (a 4×4 transpose of 32-bit groups per half).
+#[target_feature(enable = "neon")]
+#[inline]
+fn interleave4(w: [[int8x16_t; 2]; 4]) -> [int8x16_t; 8] {
+    let mut out = [vdupq_n_s8(0); 8];
+    for h in 0..2 {
+        let v = w.map(|r| vreinterpretq_s32_s8(r[h]));
+        let t0 = vtrn1q_s32(v[0], v[1]);
+        let t1 = vtrn2q_s32(v[0], v[1]);
+        let t2 = vtrn1q_s32(v[2], v[3]);
+        let t3 = vtrn2q_s32(v[2], v[3]);
+        let q = |x: int32x4_t| vreinterpretq_s64_s32(x);
+        let b = |x: int64x2_t| vreinterpretq_s8_s64(x);
+        out[4 * h] = b(vtrn1q_s64(q(t0), q(t2)));
+        out[4 * h + 1] = b(vtrn1q_s64(q(t1), q(t3)));
+        out[4 * h + 2] = b(vtrn2q_s64(q(t0), q(t2)));
+        out[4 * h + 3] = b(vtrn2q_s64(q(t1), q(t3)));
+    }
+    out
+}
+
+/// `[Σ w0·a, Σ w1·a, Σ w2·a, Σ w3·a]` over 32 elements from [`interleave4`]'s vectors: eight SDOT
+/// by element, no reduction.
+#[target_feature(enable = "neon")]
+#[inline]
+fn sums4_lanes(wi: &[int8x16_t; 8], a: [int8x16_t; 2]) -> int32x4_t {
+    let z = vdupq_n_s32(0);
+    let s = sdot_lane::<0>(z, wi[0], a[0]);
+    let s = sdot_lane::<1>(s, wi[1], a[0]);
+    let s = sdot_lane::<2>(s, wi[2], a[0]);
+    let s = sdot_lane::<3>(s, wi[3], a[0]);
+    let s = sdot_lane::<0>(s, wi[4], a[1]);
+    let s = sdot_lane::<1>(s, wi[5], a[1]);
+    let s = sdot_lane::<2>(s, wi[6], a[1]);
+    sdot_lane::<3>(s, wi[7], a[1])
+}
+
 /// Four f16 values (bits) to f32, exactly (FCVTL).
 #[inline(always)]
 fn f16x4_to_f32(x: uint16x4_t) -> float32x4_t {

@@ -9,11 +9,10 @@
 //! operation per scalar operation, and the activations are loaded once for four rows.
 
 use super::{
-    f16_le, f16x4_to_f32, f16x8_high_to_f32, f16x8_low_to_f32, ld1_lane_h, ld1_lane_s, ld_i8,
-    ld_u8, nibbles, rd_u16, rd_u32, sum1, sums2, sums4,
+    f16_le, f16x4_to_f32, f16x8_high_to_f32, f16x8_low_to_f32, interleave4, ld1_lane_h, ld1_lane_s,
+    ld_i8, ld_u8, nibbles, rd_u16, rd_u32, sum1, sums2, sums4, sums4_lanes,
 };
 use crate::quant::act::{BlockQ8_0, BlockQ8_1};
-use crate::quant::batch::TILE;
 use core::arch::aarch64::*;
 
 /// A 32-element weight block format.
@@ -315,6 +314,13 @@ fn tile4<F: Fmt, A: Act, const DP: bool, const C: usize>(
         }
         // SAFETY: as above; `p[r] - head` is the start of row r's block.
         let wq = unsafe { p.map(|q| F::decode(q.sub(head))) };
+        // With SDOT and more than one column, the four rows interleaved once for SDOT by element
+        // (the row sums land in their lanes with no reduction).
+        let wi = if DP && C > 1 {
+            interleave4(wq)
+        } else {
+            [vdupq_n_s8(0); 8]
+        };
         // SAFETY: the next block of each row starts BYTES after this one (at most one past the
         // row's end after its last block).
         p = unsafe { p.map(|q| q.add(F::BYTES - head)) };
@@ -331,7 +337,12 @@ fn tile4<F: Fmt, A: Act, const DP: bool, const C: usize>(
             let y = &y[i];
             let ya = ld_act(y);
             // [sumi of row 0, .., row 3] as f32.
-            let s = vcvtq_f32_s32(sums4::<DP>(F::MAXW, wq, [ya; 4]));
+            let sumi = if DP && C > 1 {
+                sums4_lanes(&wi, ya)
+            } else {
+                sums4::<DP>(F::MAXW, wq, [ya; 4])
+            };
+            let s = vcvtq_f32_s32(sumi);
             *acc = if F::MIN {
                 // sumf += (d · y.d) · sumi + m · y.s
                 let t = vmulq_f32(vmulq_n_f32(d, y.d()), s);
@@ -344,6 +355,10 @@ fn tile4<F: Fmt, A: Act, const DP: bool, const C: usize>(
     }
     acc
 }
+
+/// Columns per tile of the batched kernel: accumulators for them beside the decoded weights
+/// fit the register file.
+const TILE: usize = 4;
 
 /// The four lanes of `v`.
 #[inline(always)]
