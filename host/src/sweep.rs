@@ -46,7 +46,7 @@ pub fn per_token(
     let g = Gguf::open(&cache).map_err(|e| e.to_string())?;
     let m = Model::load(&g, &cache).map_err(|e| e.to_string())?;
     if policy == Policy::ResidentPrefix {
-        cache.set_schedule(m.weights.read_order());
+        cache.set_schedule(m.weights.read_order(), 1);
     }
     let tok = Tokenizer::from_gguf(&g, &cache).map_err(|e| e.to_string())?;
     let ids = tok.encode(prompt, true, true).map_err(|e| e.to_string())?;

@@ -45,7 +45,7 @@ fn per_token_with(
     let g = Gguf::open(&cache).unwrap();
     let model = Model::load(&g, &cache).unwrap();
     if opts.policy == Policy::ResidentPrefix {
-        cache.set_schedule(model.weights.read_order());
+        cache.set_schedule(model.weights.read_order(), 1);
     }
     let streamed = g
         .tensors
@@ -177,7 +177,7 @@ fn a_prompt_batch_reads_the_streamed_part_once() {
         let cache = PageCache::with_options(src, c, PAGE, opts, &mut |_, _| {}).unwrap();
         let g = Gguf::open(&cache).unwrap();
         let model = Model::load(&g, &cache).unwrap();
-        cache.set_schedule(model.weights.read_order());
+        cache.set_schedule(model.weights.read_order(), 1);
         let engine = Engine {
             model: &model,
             src: &cache,

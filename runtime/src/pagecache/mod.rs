@@ -100,11 +100,16 @@ struct Schedule {
     spans: Vec<Span>,
     total: u64,
     now: u64,
+    /// The cycle positions of the last reads, one per core that reads at once: each core reads
+    /// its own rows of the same matrix, so a page holding one of them is in use (needed now),
+    /// wherever `now` is.
+    recent: [u64; MAX_READERS],
+    readers: usize,
+    next: usize,
 }
 
-/// Pages most recently used that a demand miss does not evict while others are there: the
-/// pages the cores are reading from now (each core reads its own rows of the same matrix).
-const IN_USE_PAGES: usize = 4;
+/// Most cores reading the cache at once that the schedule tracks.
+const MAX_READERS: usize = 16;
 
 impl Schedule {
     /// How far ahead in the cycle the bytes `start..end` are needed next (`total` when the
@@ -116,6 +121,13 @@ impl Schedule {
             .take_while(|s| s.start < end)
             .map(|s| {
                 let at = s.cyc + start.saturating_sub(s.start);
+                let to = s.cyc + (end.min(s.end) - s.start);
+                if self.recent[..self.readers]
+                    .iter()
+                    .any(|&r| at <= r && r < to)
+                {
+                    return 0;
+                }
                 (at + self.total - self.now) % self.total.max(1)
             })
             .min()
@@ -127,6 +139,8 @@ impl Schedule {
         let i = self.spans.partition_point(|s| s.end <= offset);
         if let Some(s) = self.spans.get(i).filter(|s| s.start <= offset) {
             self.now = s.cyc + (offset - s.start);
+            self.recent[self.next] = self.now;
+            self.next = (self.next + 1) % self.readers.max(1);
         }
     }
 }
@@ -182,9 +196,7 @@ impl<F> Window<F> {
             return (0..n)
                 .filter(|&s| {
                     self.state[s] == State::Empty
-                        || (self.used_ready(s)
-                            && newer(s) >= IN_USE_PAGES
-                            && self.next_use(s, page) > floor)
+                        || (self.used_ready(s) && self.next_use(s, page) > floor)
                 })
                 .max_by_key(|&s| {
                     let empty = self.state[s] == State::Empty;
@@ -207,19 +219,9 @@ impl<F> Window<F> {
             return Some(s);
         }
         if !self.sched.spans.is_empty() {
-            let n = self.slots();
-            let recent = |s: usize| {
-                (0..n)
-                    .filter(|&t| self.used_ready(t) && self.used[t] > self.used[s])
-                    .count()
-                    < IN_USE_PAGES
-            };
-            let latest = |busy: bool| {
-                (0..n)
-                    .filter(|&s| self.state[s] == State::Ready && (busy || !recent(s)))
-                    .max_by_key(|&s| (self.next_use(s, page), u64::MAX - self.used[s]))
-            };
-            return latest(false).or_else(|| latest(true));
+            return (0..self.slots())
+                .filter(|&s| self.state[s] == State::Ready)
+                .max_by_key(|&s| (self.next_use(s, page), u64::MAX - self.used[s]));
         }
         self.spare(None, page).or_else(|| {
             (0..self.slots())
@@ -488,9 +490,10 @@ impl<F: FileSource> PageCache<F> {
     }
 
     /// Tell the cache the order the forward pass reads the file in, once per token: `ranges` are
-    /// `(offset, length)` in read order (the model's matrices). Eviction then keeps the streamed
-    /// pages needed soonest ([`Window::victim`]); without it the cache uses its plain policy.
-    pub fn set_schedule(&self, ranges: impl IntoIterator<Item = (u64, u64)>) {
+    /// `(offset, length)` in read order (the model's matrices), read by `readers` cores at once
+    /// (each its own rows). Eviction then keeps the streamed pages needed soonest
+    /// ([`Window::victim`]); without it the cache uses its plain policy.
+    pub fn set_schedule(&self, ranges: impl IntoIterator<Item = (u64, u64)>, readers: usize) {
         let mut spans = Vec::new();
         let mut cyc = 0u64;
         for (offset, len) in ranges {
@@ -512,7 +515,8 @@ impl<F: FileSource> PageCache<F> {
         self.window.lock().sched = Schedule {
             spans,
             total: cyc,
-            now: 0,
+            readers: readers.clamp(1, MAX_READERS),
+            ..Schedule::default()
         };
     }
 

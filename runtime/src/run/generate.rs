@@ -322,8 +322,7 @@ fn print_instructions(
         (b - a) / report.prompt_tokens.max(1) as u64,
         (c - b) / steps
     );
-    let (Some(m), Some(sa), Some(s0)) = (measured, &marks.shares_start, &marks.shares_first)
-    else {
+    let (Some(m), Some(sa), Some(s0)) = (measured, &marks.shares_start, &marks.shares_first) else {
         return;
     };
     // The prompt's passes: what ran outside the parallel jobs is core 0's.

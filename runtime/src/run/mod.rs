@@ -94,7 +94,7 @@ where
         (None, None) => unreachable!("reader() returns one of the two"),
     };
     let (cache, load_ns) = load(src, cfg, capacity, size, env, &mut out)?;
-    cache.set_schedule(m.model.weights.read_order());
+    cache.set_schedule(m.model.weights.read_order(), cores);
     check_weights(&m.model, &cache, env, &mut out)?;
     selftest(cfg, env, &mut out)?;
     let kernels = choose_kernels(cfg, env)?;
