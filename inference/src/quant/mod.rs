@@ -318,6 +318,8 @@ impl Kernels {
             q5_0_q8_0: Some(neon::mat_q5_0_q8_0),
             q5_1_q8_1: Some(neon::mat_q5_1_q8_1),
             q8_0_q8_0: Some(neon::mat_q8_0_q8_0),
+            q4_k_q8_k: Some(neon::mat_q4_k_q8_k),
+            q6_k_q8_k: Some(neon::mat_q6_k_q8_k),
             ..MatKernels::NONE
         },
     };
@@ -349,6 +351,8 @@ impl Kernels {
             q5_0_q8_0: Some(neon::mat_q5_0_q8_0_dp),
             q5_1_q8_1: Some(neon::mat_q5_1_q8_1_dp),
             q8_0_q8_0: Some(neon::mat_q8_0_q8_0_dp),
+            q4_k_q8_k: Some(neon::mat_q4_k_q8_k_dp),
+            q6_k_q8_k: Some(neon::mat_q6_k_q8_k_dp),
             ..MatKernels::NONE
         },
         ..Kernels::NEON

@@ -34,9 +34,10 @@ mod quantize;
 
 pub use float::{attend_head, dot_f32_f16, vec_dot_bf16_bf16, vec_dot_f16_f16, vec_dot_f32_f32};
 pub use kquant::{
-    vec_dot_q2_k_q8_k, vec_dot_q2_k_q8_k_dp, vec_dot_q3_k_q8_k, vec_dot_q3_k_q8_k_dp,
-    vec_dot_q4_k_q8_k, vec_dot_q4_k_q8_k_dp, vec_dot_q5_k_q8_k, vec_dot_q5_k_q8_k_dp,
-    vec_dot_q6_k_q8_k, vec_dot_q6_k_q8_k_dp,
+    mat_q4_k_q8_k, mat_q4_k_q8_k_dp, mat_q6_k_q8_k, mat_q6_k_q8_k_dp, vec_dot_q2_k_q8_k,
+    vec_dot_q2_k_q8_k_dp, vec_dot_q3_k_q8_k, vec_dot_q3_k_q8_k_dp, vec_dot_q4_k_q8_k,
+    vec_dot_q4_k_q8_k_dp, vec_dot_q5_k_q8_k, vec_dot_q5_k_q8_k_dp, vec_dot_q6_k_q8_k,
+    vec_dot_q6_k_q8_k_dp,
 };
 pub use q32::{
     mat_q4_0_q8_0, mat_q4_0_q8_0_dp, mat_q4_1_q8_1, mat_q4_1_q8_1_dp, mat_q5_0_q8_0,

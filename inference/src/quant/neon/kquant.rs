@@ -7,7 +7,7 @@
 //! decoded to the scalar's signed values (Q3_K -4..3, Q6_K -32..31), so nothing relies on the
 //! activations' `bsums` beyond what the scalar code uses them for (Q2_K, Q4_K, Q5_K mins).
 
-use super::{f16_le, ldq, ldq_i8, nibbles, rd_u32, sums4, sums4x16};
+use super::{f16_le, ld_u8, ldq, ldq_i8, nibbles, rd_u32, sums4, sums4x16};
 use crate::quant::act::BlockQ8K;
 use core::arch::aarch64::*;
 
@@ -77,47 +77,117 @@ fn k4_summs(scm: uint8x16_t, bsums: &[i16; 16]) -> i32 {
     vaddvq_s32(vmlaq_s32(s, vpaddlq_s16(b1), m[3]))
 }
 
-/// Q4_K: `d`, `dmin` (f16), 12 bytes of scales and mins, 128 bytes of nibbles.
+/// A K-quant block decoded once (weights as int8 vectors, integer scales), then multiplied with
+/// any number of activation blocks: the one-row kernel is `decode` then `term` per block, the
+/// batched kernel `decode` then `term` per column.
+trait KBlock {
+    const BYTES: usize;
+    type Dec;
+    /// # Safety
+    /// `b` holds one whole block.
+    unsafe fn decode(b: &[u8]) -> Self::Dec;
+    /// The block's term for activations `y`: the scalar twin's float expression, verbatim.
+    fn term<const DP: bool>(x: &Self::Dec, y: &BlockQ8K) -> f32;
+}
+
+/// One row: `w` (whole blocks) · `a`.
 #[target_feature(enable = "neon")]
-fn q4_k<const DP: bool>(w: &[u8], a: &[BlockQ8K]) -> f32 {
+fn row<K: KBlock, const DP: bool>(w: &[u8], a: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
-    for (b, y) in w.chunks_exact(144).zip(a) {
-        let Ok(b) = <&[u8; 144]>::try_from(b) else {
-            break;
-        };
-        let (d, dmin) = (f16_le(b, 0) * y.d, f16_le(b, 2) * y.d);
-        let Ok(sc) = <&[u8; 12]>::try_from(&b[4..16]) else {
-            break;
-        };
+    for (b, y) in w.chunks_exact(K::BYTES).zip(a) {
+        // SAFETY: `b` is one whole block.
+        let x = unsafe { K::decode(b) };
+        sumf += K::term::<DP>(&x, y);
+    }
+    sumf
+}
+
+/// Rows of `rb` bytes · `cols` columns of `a` into `out` (`[rows][cols]`): each block decoded
+/// once for all columns.
+#[target_feature(enable = "neon")]
+fn mat<K: KBlock, const DP: bool>(
+    w: &[u8],
+    rb: usize,
+    a: &[BlockQ8K],
+    cols: usize,
+    out: &mut [f32],
+) {
+    let rows = w.len().checked_div(rb).unwrap_or(0);
+    let per = a.len().checked_div(cols).unwrap_or(0);
+    if rows * cols != out.len() {
+        return;
+    }
+    for (row, o) in w.chunks_exact(rb).zip(out.chunks_exact_mut(cols)) {
+        o.fill(0.0);
+        for (i, b) in row.chunks_exact(K::BYTES).take(per).enumerate() {
+            // SAFETY: `b` is one whole block.
+            let x = unsafe { K::decode(b) };
+            for (c, sumf) in o.iter_mut().enumerate() {
+                *sumf += K::term::<DP>(&x, &a[c * per + i]);
+            }
+        }
+    }
+}
+
+/// Q4_K: `d`, `dmin` (f16), 12 bytes of scales and mins, 128 bytes of nibbles.
+struct Q4K;
+
+/// A Q4_K block: `d`, `dmin`, the scales and mins (bytes 0..8, 8..16), the 256 weights as four
+/// groups of 32 per half.
+struct Q4KDec {
+    d: f32,
+    dmin: f32,
+    scm: uint8x16_t,
+    wq: [[[int8x16_t; 2]; 4]; 2],
+}
+
+impl KBlock for Q4K {
+    const BYTES: usize = 144;
+    type Dec = Q4KDec;
+    #[inline(always)]
+    unsafe fn decode(b: &[u8]) -> Q4KDec {
+        let (d, dmin) = (f16_le(b, 0), f16_le(b, 2));
+        let sc: &[u8; 12] = b[4..16].try_into().unwrap_or(&[0; 12]);
         let scm = k4_scales_mins(sc);
-        let summs = k4_summs(scm, &y.bsums);
-        let s = widen_u8(scm);
-        let mut iv = vdupq_n_s32(0);
-        for h in 0..2 {
+        // SAFETY: NEON is part of the aarch64 baseline; `b` holds 144 bytes.
+        let wq = [0, 1].map(|h| unsafe {
             // Sub-blocks 4h..4h+4: the low and high nibbles of 32 bytes each, twice.
             let q = 16 + 64 * h;
-            let [l0, h0] = nibbles(ldq(b, q));
-            let [l1, h1] = nibbles(ldq(b, q + 16));
-            let [l2, h2] = nibbles(ldq(b, q + 32));
-            let [l3, h3] = nibbles(ldq(b, q + 48));
+            let ld = |o: usize| ld_u8(b[q + o..q + o + 16].as_ptr());
+            let [l0, h0] = nibbles(ld(0));
+            let [l1, h1] = nibbles(ld(16));
+            let [l2, h2] = nibbles(ld(32));
+            let [l3, h3] = nibbles(ld(48));
             let r = vreinterpretq_s8_u8;
-            let wq = [
+            [
                 [r(l0), r(l1)],
                 [r(h0), r(h1)],
                 [r(l2), r(l3)],
                 [r(h2), r(h3)],
-            ];
-            let x = 128 * h;
-            let aq: [[int8x16_t; 2]; 4] = core::array::from_fn(|k| {
-                [ldq_i8(&y.qs, x + 32 * k), ldq_i8(&y.qs, x + 32 * k + 16)]
-            });
-            let g = sums4::<DP>(15, wq, aq);
-            iv = vmlaq_s32(iv, g, s[h]);
-        }
-        let isum = vaddvq_s32(iv);
-        sumf += d * isum as f32 - dmin * summs as f32;
+            ]
+        });
+        Q4KDec { d, dmin, scm, wq }
     }
-    sumf
+    #[inline(always)]
+    fn term<const DP: bool>(x: &Q4KDec, y: &BlockQ8K) -> f32 {
+        // SAFETY: NEON is part of the aarch64 baseline.
+        unsafe {
+            let (d, dmin) = (x.d * y.d, x.dmin * y.d);
+            let summs = k4_summs(x.scm, &y.bsums);
+            let s = widen_u8(x.scm);
+            let mut iv = vdupq_n_s32(0);
+            for h in 0..2 {
+                let xo = 128 * h;
+                let aq: [[int8x16_t; 2]; 4] = core::array::from_fn(|k| {
+                    [ldq_i8(&y.qs, xo + 32 * k), ldq_i8(&y.qs, xo + 32 * k + 16)]
+                });
+                let g = sums4::<DP>(15, x.wq[h], aq);
+                iv = vmlaq_s32(iv, g, s[h]);
+            }
+            let isum = vaddvq_s32(iv);
+            d * isum as f32 - dmin * summs as f32
+        }
+    }
 }
 
 /// Q5_K: `d`, `dmin` (f16), 12 bytes of scales and mins, 32 bytes of fifth bits, 128 of nibbles.
@@ -168,49 +238,64 @@ fn q5_k<const DP: bool>(w: &[u8], a: &[BlockQ8K]) -> f32 {
 }
 
 /// Q6_K: 128 bytes of low nibbles, 64 of high 2-bit pairs, 16 signed scales, `d` (f16).
-#[target_feature(enable = "neon")]
-fn q6_k<const DP: bool>(w: &[u8], a: &[BlockQ8K]) -> f32 {
-    let mut sumf = 0.0f32;
-    let m4 = vdupq_n_u8(0x0f);
-    let m30 = vdupq_n_u8(0x30);
-    let c32 = vdupq_n_s8(32);
-    for (b, y) in w.chunks_exact(210).zip(a) {
-        let Ok(b) = <&[u8; 210]>::try_from(b) else {
-            break;
-        };
-        let d = f16_le(b, 208) * y.d;
-        let s = widen_i8(vreinterpretq_s8_u8(ldq(b, 192)));
-        let mut iv = vdupq_n_s32(0);
-        for n in 0..2 {
-            let ql: [uint8x16_t; 4] = core::array::from_fn(|k| ldq(b, 64 * n + 16 * k));
-            let qh = [ldq(b, 128 + 32 * n), ldq(b, 128 + 32 * n + 16)];
-            // value = (low nibble | two high bits << 4) - 32; group g of 16 uses scale g.
-            let v = |lo: uint8x16_t, hi: uint8x16_t| {
-                vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vandq_u8(hi, m30))), c32)
-            };
-            let w1 = [0, 1].map(|k| v(vandq_u8(ql[k], m4), vshlq_n_u8::<4>(qh[k])));
-            let w2 = [0, 1].map(|k| v(vandq_u8(ql[k + 2], m4), vshlq_n_u8::<2>(qh[k])));
-            let w3 = [0, 1].map(|k| v(vshrq_n_u8::<4>(ql[k]), qh[k]));
-            let w4 = [0, 1].map(|k| v(vshrq_n_u8::<4>(ql[k + 2]), vshrq_n_u8::<2>(qh[k])));
-            let x = 128 * n;
-            let aq: [int8x16_t; 8] = core::array::from_fn(|k| ldq_i8(&y.qs, x + 16 * k));
-            let ga = sums4x16::<DP>(
-                32,
-                [w1[0], w1[1], w2[0], w2[1]],
-                [aq[0], aq[1], aq[2], aq[3]],
-            );
-            let gb = sums4x16::<DP>(
-                32,
-                [w3[0], w3[1], w4[0], w4[1]],
-                [aq[4], aq[5], aq[6], aq[7]],
-            );
-            iv = vmlaq_s32(iv, ga, s[2 * n]);
-            iv = vmlaq_s32(iv, gb, s[2 * n + 1]);
+struct Q6K;
+
+/// A Q6_K block: `d`, the sixteen scales widened to i32, the 256 weights (-32..31) as sixteen
+/// groups of 16, in the order the sums take them.
+struct Q6KDec {
+    d: f32,
+    s: [int32x4_t; 4],
+    wq: [[int8x16_t; 8]; 2],
+}
+
+impl KBlock for Q6K {
+    const BYTES: usize = 210;
+    type Dec = Q6KDec;
+    #[inline(always)]
+    unsafe fn decode(b: &[u8]) -> Q6KDec {
+        // SAFETY: NEON is part of the aarch64 baseline; `b` holds 210 bytes.
+        unsafe {
+            let m4 = vdupq_n_u8(0x0f);
+            let m30 = vdupq_n_u8(0x30);
+            let c32 = vdupq_n_s8(32);
+            let d = f16_le(b, 208);
+            let bb: &[u8; 210] = b.try_into().unwrap_or(&[0; 210]);
+            let s = widen_i8(vreinterpretq_s8_u8(ldq(bb, 192)));
+            let wq = [0, 1].map(|n| {
+                let ql: [uint8x16_t; 4] = core::array::from_fn(|k| ldq(bb, 64 * n + 16 * k));
+                let qh = [ldq(bb, 128 + 32 * n), ldq(bb, 128 + 32 * n + 16)];
+                // value = (low nibble | two high bits << 4) - 32; group g of 16 uses scale g.
+                let v = |lo: uint8x16_t, hi: uint8x16_t| {
+                    vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vandq_u8(hi, m30))), c32)
+                };
+                let w1 = [0, 1].map(|k| v(vandq_u8(ql[k], m4), vshlq_n_u8::<4>(qh[k])));
+                let w2 = [0, 1].map(|k| v(vandq_u8(ql[k + 2], m4), vshlq_n_u8::<2>(qh[k])));
+                let w3 = [0, 1].map(|k| v(vshrq_n_u8::<4>(ql[k]), qh[k]));
+                let w4 = [0, 1].map(|k| v(vshrq_n_u8::<4>(ql[k + 2]), vshrq_n_u8::<2>(qh[k])));
+                [w1[0], w1[1], w2[0], w2[1], w3[0], w3[1], w4[0], w4[1]]
+            });
+            Q6KDec { d, s, wq }
         }
-        let isum = vaddvq_s32(iv);
-        sumf += d * isum as f32;
     }
-    sumf
+    #[inline(always)]
+    fn term<const DP: bool>(x: &Q6KDec, y: &BlockQ8K) -> f32 {
+        // SAFETY: NEON is part of the aarch64 baseline.
+        unsafe {
+            let d = x.d * y.d;
+            let mut iv = vdupq_n_s32(0);
+            for n in 0..2 {
+                let xo = 128 * n;
+                let aq: [int8x16_t; 8] = core::array::from_fn(|k| ldq_i8(&y.qs, xo + 16 * k));
+                let w = &x.wq[n];
+                let ga = sums4x16::<DP>(32, [w[0], w[1], w[2], w[3]], [aq[0], aq[1], aq[2], aq[3]]);
+                let gb = sums4x16::<DP>(32, [w[4], w[5], w[6], w[7]], [aq[4], aq[5], aq[6], aq[7]]);
+                iv = vmlaq_s32(iv, ga, x.s[2 * n]);
+                iv = vmlaq_s32(iv, gb, x.s[2 * n + 1]);
+            }
+            let isum = vaddvq_s32(iv);
+            d * isum as f32
+        }
+    }
 }
 
 /// The sixteen signed 6-bit scales of a Q3_K block (as [`crate::quant::scalar::q3k_scales`]).
@@ -347,6 +432,31 @@ macro_rules! entries {
             unsafe { $imp::<true>(w, a) }
         }
     };
+    ($(#[$doc:meta])* $name:ident, $name_dp:ident, $mat:ident, $mat_dp:ident, $k:ident) => {
+        $(#[$doc])*
+        pub fn $name(w: &[u8], a: &[BlockQ8K]) -> f32 {
+            // SAFETY: NEON is part of every aarch64 target this module is built for.
+            unsafe { row::<$k, false>(w, a) }
+        }
+        $(#[$doc])*
+        /// SDOT flavour: only for cores with FEAT_DotProd (`Kernels::NEON_DOTPROD`).
+        pub fn $name_dp(w: &[u8], a: &[BlockQ8K]) -> f32 {
+            // SAFETY: as above (SDOT itself is an `asm!` instruction, see `sdot`).
+            unsafe { row::<$k, true>(w, a) }
+        }
+        $(#[$doc])*
+        /// Batched: rows · `cols` columns into `out` as `[rows][cols]`.
+        pub fn $mat(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
+            // SAFETY: NEON is part of every aarch64 target this module is built for.
+            unsafe { mat::<$k, false>(w, rb, a, cols, out) }
+        }
+        $(#[$doc])*
+        /// Batched, SDOT flavour (`Kernels::NEON_DOTPROD` only).
+        pub fn $mat_dp(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
+            // SAFETY: as above.
+            unsafe { mat::<$k, true>(w, rb, a, cols, out) }
+        }
+    };
 }
 
 entries!(
@@ -359,7 +469,7 @@ entries!(
 );
 entries!(
     /// Q4_K weights · Q8_K activations (twin of `scalar::vec_dot_q4_k_q8_k`).
-    vec_dot_q4_k_q8_k, vec_dot_q4_k_q8_k_dp, q4_k
+    vec_dot_q4_k_q8_k, vec_dot_q4_k_q8_k_dp, mat_q4_k_q8_k, mat_q4_k_q8_k_dp, Q4K
 );
 entries!(
     /// Q5_K weights · Q8_K activations (twin of `scalar::vec_dot_q5_k_q8_k`).
@@ -367,5 +477,5 @@ entries!(
 );
 entries!(
     /// Q6_K weights · Q8_K activations (twin of `scalar::vec_dot_q6_k_q8_k`).
-    vec_dot_q6_k_q8_k, vec_dot_q6_k_q8_k_dp, q6_k
+    vec_dot_q6_k_q8_k, vec_dot_q6_k_q8_k_dp, mat_q6_k_q8_k, mat_q6_k_q8_k_dp, Q6K
 );
