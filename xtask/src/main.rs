@@ -28,8 +28,9 @@ commands:
                   [--only instructions|batches|cache|readahead]
   fuzz            run each fuzz target (gguf, fat, tokenizer, config) with cargo-fuzz on nightly
                   [--seconds N] [--target T]; crashes are saved under fuzz/regressions/
-  bench-host      PC runner speed on the default model: prefill and generation tok/s
-                  [--threads N] [-n N] [--pread]
+  bench-host      PC runner speed on the default model: prefill and generation tok/s at 1 thread
+                  and all threads, llama.cpp's 1-thread figures beside them [--threads N] [-n N]
+                  [--pread] [--batch B]
 ";
 
 fn main() {
@@ -305,7 +306,14 @@ fn run_tests(mut c: Command) -> (bool, [u64; 3]) {
     (ok, totals)
 }
 
-/// The PC runner's prefill and generation speed on the default model, greedy, one run each.
+/// llama.cpp's speed on this kind of machine for the default model, 1 thread (`llama-bench -t 1
+/// -p 128 -n 128`, the version vendored in llama-cpp-python 0.3.36; measured for the issue that
+/// set lmboot-host's targets): pp128 and tg128 in tok/s.
+const LLAMA_CPP_HOST: (&str, &str) = ("184-200", "81-89");
+
+/// The PC runner's prefill and generation speed on the default model, greedy, one run each, at
+/// 1 thread and at every core of this machine (`--threads N` for one count), with llama.cpp's
+/// 1-thread figures beside them.
 fn bench_host(extra: &[String]) -> i32 {
     let Some(model) = model_or_report("bench-host") else {
         return 1;
@@ -316,13 +324,18 @@ fn bench_host(extra: &[String]) -> i32 {
         return 1;
     }
     let bin = xtask::workspace_root().join("target/release/lmboot-host");
-    let mut threads = "1".to_string();
+    let all = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut threads = vec![1, all];
+    threads.dedup();
     let mut n = "128".to_string();
     let mut rest = vec![];
     let mut it = extra.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--threads" => threads = it.next().cloned().unwrap_or(threads),
+            "--threads" => {
+                let t = it.next().and_then(|t| t.parse().ok());
+                threads = vec![t.unwrap_or(1)];
+            }
             "-n" => n = it.next().cloned().unwrap_or(n),
             other => rest.push(other.to_string()),
         }
@@ -333,59 +346,67 @@ fn bench_host(extra: &[String]) -> i32 {
         ("prefill", long_prompt.as_str(), "1"),
         ("generation", "Once upon a time", n.as_str()),
     ];
-    println!("| phase | tokens | tok/s | threads |\n|---|---|---|---|");
-    for (phase, prompt, n) in cases {
-        let out = Command::new(&bin)
-            .args(["--model"])
-            .arg(&model)
-            .args([
-                "--prompt",
-                prompt,
-                "-n",
-                n,
-                "--temp",
-                "0",
-                "--threads",
-                threads.as_str(),
-                "--ctx",
-                "512",
-            ])
-            .args(&rest)
-            .output();
-        let out = match out {
-            Ok(o) if o.status.success() => o,
-            Ok(o) => {
-                eprintln!(
-                    "xtask: lmboot-host failed: {}",
-                    String::from_utf8_lossy(&o.stderr)
-                );
+    println!("| phase | tokens | tok/s | threads | llama.cpp, 1 thread |\n|---|---|---|---|---|");
+    for t in threads {
+        for (phase, prompt, n) in cases {
+            let args = ["--prompt", prompt, "-n", n, "--temp", "0", "--ctx", "512"];
+            let t = t.to_string();
+            let out = Command::new(&bin)
+                .arg("--model")
+                .arg(&model)
+                .args(args)
+                .args(["--threads", &t])
+                .args(&rest)
+                .output();
+            let Some((tokens, rate)) = host_rate(out, phase) else {
                 return 1;
-            }
-            Err(e) => {
-                eprintln!("xtask: running lmboot-host: {e}");
-                return 1;
-            }
-        };
-        let err = String::from_utf8_lossy(&out.stderr);
-        let key = if phase == "prefill" {
-            "prompt:"
-        } else {
-            "generation:"
-        };
-        let Some(line) = err.lines().find(|l| l.starts_with(key)) else {
-            eprintln!("xtask: no {key} line in:\n{err}");
-            return 1;
-        };
-        // "prompt: N tokens in S s (R tok/s)..."
-        let tokens = line.split_whitespace().nth(1).unwrap_or("?");
-        let rate = line
-            .split('(')
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .unwrap_or("?");
-        println!("| {phase} | {tokens} | {rate} | {threads} |");
+            };
+            let theirs = if phase == "prefill" {
+                LLAMA_CPP_HOST.0
+            } else {
+                LLAMA_CPP_HOST.1
+            };
+            println!("| {phase} | {tokens} | {rate} | {t} | {theirs} |");
+        }
     }
     0
+}
+
+/// Tokens and tok/s from one `lmboot-host` run's `prompt:` (prefill) or `generation:` line.
+fn host_rate(out: std::io::Result<std::process::Output>, phase: &str) -> Option<(String, String)> {
+    let out = match out {
+        Ok(o) if o.status.success() => o,
+        Ok(o) => {
+            eprintln!(
+                "xtask: lmboot-host failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            return None;
+        }
+        Err(e) => {
+            eprintln!("xtask: running lmboot-host: {e}");
+            return None;
+        }
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    let key = if phase == "prefill" {
+        "prompt:"
+    } else {
+        "generation:"
+    };
+    let Some(line) = err.lines().find(|l| l.starts_with(key)) else {
+        eprintln!("xtask: no {key} line in:\n{err}");
+        return None;
+    };
+    // "prompt: N tokens in S s (R tok/s)..."
+    let tokens = line.split_whitespace().nth(1).unwrap_or("?").to_string();
+    let rate = line
+        .split('(')
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or("?")
+        .to_string();
+    Some((tokens, rate))
 }
 
 fn report(r: Result<i32, String>) -> i32 {
