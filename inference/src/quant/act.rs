@@ -65,6 +65,44 @@ impl Default for BlockQ8K {
     }
 }
 
+/// The 32-element activation blocks (Q8_0, Q8_1) as the kernels read them: the values, the
+/// scale, and the scaled sum (Q8_1; 0 for Q8_0, whose weights have no min to pair it with).
+pub trait Act32 {
+    fn qs(&self) -> &[i8; QK32];
+    fn d(&self) -> f32;
+    fn s(&self) -> f32;
+}
+
+impl Act32 for BlockQ8_0 {
+    #[inline(always)]
+    fn qs(&self) -> &[i8; QK32] {
+        &self.qs
+    }
+    #[inline(always)]
+    fn d(&self) -> f32 {
+        self.d
+    }
+    #[inline(always)]
+    fn s(&self) -> f32 {
+        0.0
+    }
+}
+
+impl Act32 for BlockQ8_1 {
+    #[inline(always)]
+    fn qs(&self) -> &[i8; QK32] {
+        &self.qs
+    }
+    #[inline(always)]
+    fn d(&self) -> f32 {
+        self.d
+    }
+    #[inline(always)]
+    fn s(&self) -> f32 {
+        self.s
+    }
+}
+
 /// Round to the nearest integer, ties to even (ggml's `nearest_int`); valid for |x| < 2^22.
 #[inline(always)]
 pub fn nearest_int(x: f32) -> i32 {

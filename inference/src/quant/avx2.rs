@@ -13,7 +13,7 @@
 //! The set is chosen at run time from CPUID (AVX2, and the OS saving the YMM registers), in
 //! `core` so the crate stays `no_std`; [`available`] is what `Kernels::available` consults.
 
-use super::act::{BlockQ8_0, BlockQ8_1};
+use super::act::{Act32 as Act, BlockQ8_0, BlockQ8_1};
 use core::arch::x86_64::*;
 
 /// Whether this CPU runs this set: CPUID leaf 7 EBX bit 5 (AVX2), leaf 1 ECX bits 27 (OSXSAVE),
@@ -91,56 +91,37 @@ fn fifth_bits(qh: u32) -> __m256i {
     _mm256_and_si256(set, _mm256_set1_epi8(0x10))
 }
 
-struct Q4_0;
-impl Fmt for Q4_0 {
-    const BYTES: usize = 18;
-    const MIN: bool = false;
-    const OFFSET: i32 = 8;
+/// The 4- and 5-bit formats: `d` (f16), then `m` (f16) when `MIN`, then the fifth bits `qh`
+/// (u32) when `HIGH`, then 16 bytes of nibbles; weight = code − `OFF`.
+struct Nibbles<const BYTES: usize, const MIN: bool, const HIGH: bool, const OFF: i32>;
+impl<const BYTES: usize, const MIN: bool, const HIGH: bool, const OFF: i32> Fmt
+    for Nibbles<BYTES, MIN, HIGH, OFF>
+{
+    const BYTES: usize = BYTES;
+    const MIN: bool = MIN;
+    const OFFSET: i32 = OFF;
     const SIGNED: bool = false;
     #[inline(always)]
     unsafe fn codes(b: &[u8]) -> __m256i {
-        // SAFETY: AVX2 is available (the caller's promise).
-        unsafe { nibbles(&b[2..18]) }
+        let at = if MIN { 4 } else { 2 };
+        let qs = at + if HIGH { 4 } else { 0 };
+        // SAFETY: AVX2 is available (the caller's promise); `b` is one whole block.
+        unsafe {
+            let n = nibbles(&b[qs..qs + 16]);
+            if HIGH {
+                let qh = u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+                _mm256_or_si256(n, fifth_bits(qh))
+            } else {
+                n
+            }
+        }
     }
 }
-struct Q4_1;
-impl Fmt for Q4_1 {
-    const BYTES: usize = 20;
-    const MIN: bool = true;
-    const OFFSET: i32 = 0;
-    const SIGNED: bool = false;
-    #[inline(always)]
-    unsafe fn codes(b: &[u8]) -> __m256i {
-        // SAFETY: as above.
-        unsafe { nibbles(&b[4..20]) }
-    }
-}
-struct Q5_0;
-impl Fmt for Q5_0 {
-    const BYTES: usize = 22;
-    const MIN: bool = false;
-    const OFFSET: i32 = 16;
-    const SIGNED: bool = false;
-    #[inline(always)]
-    unsafe fn codes(b: &[u8]) -> __m256i {
-        let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
-        // SAFETY: as above.
-        unsafe { _mm256_or_si256(nibbles(&b[6..22]), fifth_bits(qh)) }
-    }
-}
-struct Q5_1;
-impl Fmt for Q5_1 {
-    const BYTES: usize = 24;
-    const MIN: bool = true;
-    const OFFSET: i32 = 0;
-    const SIGNED: bool = false;
-    #[inline(always)]
-    unsafe fn codes(b: &[u8]) -> __m256i {
-        let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
-        // SAFETY: as above.
-        unsafe { _mm256_or_si256(nibbles(&b[8..24]), fifth_bits(qh)) }
-    }
-}
+type Q4_0 = Nibbles<18, false, false, 8>;
+type Q4_1 = Nibbles<20, true, false, 0>;
+type Q5_0 = Nibbles<22, false, true, 16>;
+type Q5_1 = Nibbles<24, true, true, 0>;
+
 struct Q8_0;
 impl Fmt for Q8_0 {
     const BYTES: usize = 34;
@@ -151,35 +132,6 @@ impl Fmt for Q8_0 {
     unsafe fn codes(b: &[u8]) -> __m256i {
         // SAFETY: bytes 2..34 are in the block; unaligned load.
         unsafe { _mm256_loadu_si256(b[2..34].as_ptr().cast()) }
-    }
-}
-
-/// Q8_0 / Q8_1 activation blocks.
-trait Act {
-    fn qs(&self) -> &[i8; 32];
-    fn d(&self) -> f32;
-    fn s(&self) -> f32;
-}
-impl Act for BlockQ8_0 {
-    fn qs(&self) -> &[i8; 32] {
-        &self.qs
-    }
-    fn d(&self) -> f32 {
-        self.d
-    }
-    fn s(&self) -> f32 {
-        0.0
-    }
-}
-impl Act for BlockQ8_1 {
-    fn qs(&self) -> &[i8; 32] {
-        &self.qs
-    }
-    fn d(&self) -> f32 {
-        self.d
-    }
-    fn s(&self) -> f32 {
-        self.s
     }
 }
 

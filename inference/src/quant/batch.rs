@@ -16,7 +16,7 @@
 //! column sum products and apply the type's float expression.
 #![forbid(unsafe_code)]
 
-use super::act::{Acts, BlockQ8K, BlockQ8_0, BlockQ8_1};
+use super::act::{Act32, Acts, BlockQ8K, BlockQ8_0, BlockQ8_1};
 use super::types::{QK32, QK_K};
 use half::{bf16, f16};
 
@@ -91,6 +91,7 @@ fn shape(w: &[u8], rb: usize, a_len: usize, cols: usize, out: &[f32]) -> (usize,
 /// and column `t`; `tile1` for one column), columns left over one by one, the rows left over one
 /// by one (`one`: the one-row kernel). Output `[rows][cols]`. `T` is what the set's registers
 /// hold: accumulators for `T` columns beside the decoded weights.
+#[cfg(any(all(target_arch = "aarch64", target_feature = "neon"), target_arch = "x86_64"))]
 #[inline(always)]
 pub(crate) fn by_tiles<A, const T: usize>(
     w: &[u8],
@@ -214,35 +215,6 @@ impl Q32 for Q8_0 {
             m: 0.0,
             q,
         }
-    }
-}
-
-/// Q8_0 / Q8_1 activation blocks: values, scale, scaled sum.
-trait Act32 {
-    fn qs(&self) -> &[i8; QK32];
-    fn d(&self) -> f32;
-    fn s(&self) -> f32;
-}
-impl Act32 for BlockQ8_0 {
-    fn qs(&self) -> &[i8; QK32] {
-        &self.qs
-    }
-    fn d(&self) -> f32 {
-        self.d
-    }
-    fn s(&self) -> f32 {
-        0.0
-    }
-}
-impl Act32 for BlockQ8_1 {
-    fn qs(&self) -> &[i8; QK32] {
-        &self.qs
-    }
-    fn d(&self) -> f32 {
-        self.d
-    }
-    fn s(&self) -> f32 {
-        self.s
     }
 }
 

@@ -12,7 +12,7 @@ use super::{
     f16_le, f16x4_to_f32, f16x8_high_to_f32, f16x8_low_to_f32, interleave4, ld1_lane_h, ld1_lane_s,
     ld_i8, ld_u8, nibbles, rd_u16, rd_u32, sum1, sums2, sums4, sums4_lanes,
 };
-use crate::quant::act::{BlockQ8_0, BlockQ8_1};
+use crate::quant::act::{Act32 as Act, BlockQ8_0, BlockQ8_1};
 use core::arch::aarch64::*;
 
 /// A 32-element weight block format.
@@ -28,43 +28,6 @@ trait Fmt {
     /// # Safety
     /// `p..p + BYTES` must be readable.
     unsafe fn decode(p: *const u8) -> [int8x16_t; 2];
-}
-
-/// 32 int8 activations with their scale `d` and (Q8_1) `s = d · sum`.
-trait Act {
-    fn qs(&self) -> &[i8; 32];
-    fn d(&self) -> f32;
-    fn s(&self) -> f32;
-}
-
-impl Act for BlockQ8_0 {
-    #[inline(always)]
-    fn qs(&self) -> &[i8; 32] {
-        &self.qs
-    }
-    #[inline(always)]
-    fn d(&self) -> f32 {
-        self.d
-    }
-    #[inline(always)]
-    fn s(&self) -> f32 {
-        0.0
-    }
-}
-
-impl Act for BlockQ8_1 {
-    #[inline(always)]
-    fn qs(&self) -> &[i8; 32] {
-        &self.qs
-    }
-    #[inline(always)]
-    fn d(&self) -> f32 {
-        self.d
-    }
-    #[inline(always)]
-    fn s(&self) -> f32 {
-        self.s
-    }
 }
 
 #[target_feature(enable = "neon")]
