@@ -620,7 +620,8 @@ impl Kernels {
         Ok(())
     }
 
-    /// A batch through the one-row kernels: a few rows at a time, each column in turn.
+    /// A batch through the one-row kernels: 256 rows at a time (they stay in the cache), each
+    /// column in turn.
     fn by_column(
         &self,
         ty: GgmlType,
@@ -630,7 +631,7 @@ impl Kernels {
         acts: &ActsBatch<'_>,
         out: &mut [f32],
     ) -> Result<(), KernelError> {
-        const ROWS: usize = 16;
+        const ROWS: usize = 256;
         let cols = acts.cols;
         let mut tmp = [0.0f32; ROWS];
         for (g, rows) in w.chunks(ROWS * rb).enumerate() {
