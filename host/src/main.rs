@@ -219,13 +219,7 @@ fn run<S: Storage + Sync>(args: &Args, src: &S) -> Result<(), String> {
     let mut st =
         RunState::with_batch(&model, ctx, args.threads, args.batch).map_err(|e| e.to_string())?;
     let pool = pool::Pool::new(args.threads);
-    let engine = Engine {
-        model: &model,
-        src,
-        pool: &pool,
-        kernels: Kernels::best(),
-        on_forward: None,
-    };
+    let engine = Engine::new(&model, src, &pool, Kernels::best());
     let load_ms = t_load.elapsed().as_secs_f64() * 1e3;
 
     if let Some(teacher) = &args.teacher {

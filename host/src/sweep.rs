@@ -50,13 +50,7 @@ pub fn per_token(
     }
     let tok = Tokenizer::from_gguf(&g, &cache).map_err(|e| e.to_string())?;
     let ids = tok.encode(prompt, true, true).map_err(|e| e.to_string())?;
-    let engine = Engine {
-        model: &m,
-        src: &cache,
-        pool: &SingleThread,
-        kernels: Kernels::best(),
-        on_forward: None,
-    };
+    let engine = Engine::new(&m, &cache, &SingleThread, Kernels::best());
     let mut st = RunState::new(&m, 256, 1).map_err(|e| e.to_string())?;
     let mut sampler =
         Sampler::new(SamplerConfig::greedy(), m.config.vocab).map_err(|e| e.to_string())?;

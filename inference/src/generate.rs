@@ -109,7 +109,19 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> fmt::Debug for Engine<'_,
     }
 }
 
-impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
+impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
+    /// An engine over `model` read from `src`, split across `pool`, computing with `kernels`,
+    /// with no hook after each forward pass.
+    pub fn new(model: &'a Model, src: &'a S, pool: &'a P, kernels: Kernels) -> Self {
+        Engine {
+            model,
+            src,
+            pool,
+            kernels,
+            on_forward: None,
+        }
+    }
+
     fn forwarded(&self) {
         if let Some(f) = self.on_forward {
             f()

@@ -30,13 +30,7 @@ fn run<P: Parallel>(
     n: usize,
     ctx: usize,
 ) -> (Vec<u32>, Option<StopReason>) {
-    let engine = Engine {
-        model,
-        src,
-        pool,
-        kernels: Kernels::best(),
-        on_forward: None,
-    };
+    let engine = Engine::new(model, src, pool, Kernels::best());
     let mut st = RunState::new(model, ctx, pool.workers()).unwrap();
     let mut sampler = Sampler::new(cfg, model.config.vocab).unwrap();
     let mut out = vec![];
@@ -130,13 +124,7 @@ fn a_batched_prompt_gives_the_logits_of_one_token_at_a_time() {
         .collect();
     assert!(prompt.len() >= 40, "{} tokens", prompt.len());
     let feed = |pool: &dyn Parallel, batch: usize| {
-        let engine = Engine {
-            model: &model,
-            src: &src,
-            pool,
-            kernels: Kernels::best(),
-            on_forward: None,
-        };
+        let engine = Engine::new(&model, &src, pool, Kernels::best());
         let mut st = RunState::with_batch(&model, 96, pool.workers(), batch).unwrap();
         assert_eq!(st.batch(), batch);
         engine.feed(&mut st, &prompt).unwrap();
@@ -227,13 +215,7 @@ fn full_context_stops_cleanly_and_long_prompts_are_errors() {
     // one is sampled from a full cache.
     assert_eq!(out.len(), 4);
 
-    let engine = Engine {
-        model: &model,
-        src: &src,
-        pool: &SingleThread,
-        kernels: Kernels::best(),
-        on_forward: None,
-    };
+    let engine = Engine::new(&model, &src, &SingleThread, Kernels::best());
     let small = prompt.len() - 1;
     let mut st = RunState::new(&model, small, 1).unwrap();
     let mut sampler = Sampler::new(SamplerConfig::greedy(), model.config.vocab).unwrap();

@@ -83,13 +83,7 @@ fn sampled_json_replies_are_always_valid_and_complete() {
     );
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
     let pool = pool::Pool::new(workers);
-    let engine = Engine {
-        model: &model,
-        src: &src,
-        pool: &pool,
-        kernels: Kernels::best(),
-        on_forward: None,
-    };
+    let engine = Engine::new(&model, &src, &pool, Kernels::best());
     let mut st = RunState::new(&model, 256, workers).unwrap();
     let prompts: Vec<Vec<u32>> = QUESTIONS
         .iter()

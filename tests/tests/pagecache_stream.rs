@@ -52,13 +52,7 @@ fn per_token_with(
         .iter()
         .filter(|t| t.offset + t.size > cache.resident_bytes())
         .count();
-    let engine = Engine {
-        model: &model,
-        src: &cache,
-        pool: &SingleThread,
-        kernels: Kernels::best(),
-        on_forward: None,
-    };
+    let engine = Engine::new(&model, &cache, &SingleThread, Kernels::best());
     let mut st = RunState::new(&model, 64, 1).unwrap();
     let mut sampler = Sampler::new(SamplerConfig::greedy(), model.config.vocab).unwrap();
     let prompt = &common::golden::load("smollm2-once").prompt_ids;
@@ -178,13 +172,7 @@ fn a_prompt_batch_reads_the_streamed_part_once() {
         let g = Gguf::open(&cache).unwrap();
         let model = Model::load(&g, &cache).unwrap();
         cache.set_schedule(model.weights.read_order(), 1);
-        let engine = Engine {
-            model: &model,
-            src: &cache,
-            pool: &SingleThread,
-            kernels: Kernels::best(),
-            on_forward: None,
-        };
+        let engine = Engine::new(&model, &cache, &SingleThread, Kernels::best());
         let mut st = RunState::with_batch(&model, 96, 1, batch).unwrap();
         let before = bytes.load(Ordering::Relaxed);
         engine.feed(&mut st, tokens).unwrap();

@@ -150,25 +150,21 @@ fn hsum(v: __m256i) -> i32 {
 fn sumi<F: Fmt>(w: __m256i, a: &[i8; 32]) -> i32 {
     // SAFETY: `a` holds 32 bytes; unaligned load.
     let a = unsafe { _mm256_loadu_si256(a.as_ptr().cast()) };
-    let ones16 = _mm256_set1_epi16(1);
-    if F::SIGNED {
-        let lo = _mm256_madd_epi16(
-            _mm256_cvtepi8_epi16(_mm256_castsi256_si128(w)),
-            _mm256_cvtepi8_epi16(_mm256_castsi256_si128(a)),
-        );
-        let hi = _mm256_madd_epi16(
-            _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(w)),
-            _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(a)),
-        );
-        return hsum(_mm256_add_epi32(lo, hi));
-    }
-    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), ones16);
+    hsum(partial::<F>(w, a, act_sums::<F>(a)))
+}
+
+/// The partial sums of the activations `a` in eight i32 lanes, for the formats with an offset
+/// (unused otherwise).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn act_sums<F: Fmt>(a: __m256i) -> __m256i {
     if F::OFFSET == 0 {
-        return hsum(p);
+        return a;
     }
-    let sa = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), a), ones16);
-    let off = _mm256_mullo_epi32(sa, _mm256_set1_epi32(F::OFFSET));
-    hsum(_mm256_sub_epi32(p, off))
+    _mm256_madd_epi16(
+        _mm256_maddubs_epi16(_mm256_set1_epi8(1), a),
+        _mm256_set1_epi16(1),
+    )
 }
 
 /// The block's term from its scale `d` and min `m`: the scalar twins' expressions, operation for
@@ -239,8 +235,6 @@ fn tile4<F: Fmt, A: Act, const C: usize>(w: &[u8], rb: usize, ys: [&[A]; C]) -> 
         .unwrap_or(0)
         .min(rb / F::BYTES);
     let mut acc = [_mm_setzero_ps(); C];
-    let ones8 = _mm256_set1_epi8(1);
-    let ones16 = _mm256_set1_epi16(1);
     // [d0, m0, .., d3, m3] → [d0..d3 | m0..m3]
     let split = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
     if rb.checked_mul(4).is_none_or(|n| n > w.len()) {
@@ -269,11 +263,7 @@ fn tile4<F: Fmt, A: Act, const C: usize>(w: &[u8], rb: usize, ys: [&[A]; C]) -> 
             let y = &y[i];
             // SAFETY: `qs` holds 32 bytes; unaligned load.
             let a = unsafe { _mm256_loadu_si256(y.qs().as_ptr().cast()) };
-            let sa = if F::OFFSET != 0 {
-                _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, a), ones16)
-            } else {
-                a
-            };
+            let sa = act_sums::<F>(a);
             let s = _mm_cvtepi32_ps(sums4(codes.map(|c| partial::<F>(c, a, sa))));
             let t = if F::MIN {
                 // (d · y.d) · sumi + m · y.s

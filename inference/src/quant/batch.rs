@@ -91,7 +91,10 @@ fn shape(w: &[u8], rb: usize, a_len: usize, cols: usize, out: &[f32]) -> (usize,
 /// and column `t`; `tile1` for one column), columns left over one by one, the rows left over one
 /// by one (`one`: the one-row kernel). Output `[rows][cols]`. `T` is what the set's registers
 /// hold: accumulators for `T` columns beside the decoded weights.
-#[cfg(any(all(target_arch = "aarch64", target_feature = "neon"), target_arch = "x86_64"))]
+#[cfg(any(
+    all(target_arch = "aarch64", target_feature = "neon"),
+    target_arch = "x86_64"
+))]
 #[inline(always)]
 pub(crate) fn by_tiles<A, const T: usize>(
     w: &[u8],
