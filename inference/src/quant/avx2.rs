@@ -367,3 +367,114 @@ entries!(
     /// Q8_0 weights · Q8_0 activations (twin of `scalar::vec_dot_q8_0_q8_0`).
     vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_x4, mat_q8_0_q8_0, Q8_0, BlockQ8_0
 );
+
+// ---------------------------------------------------------------------------------------------
+// The attention over the f16 KV cache (twins of `ops::dot_f32_f16` and `ops::attend_head`).
+
+/// Eight f16 values (bits) at `k` as f32, exactly (F16C).
+#[target_feature(enable = "avx2,f16c")]
+#[inline]
+fn h8(k: &[u16]) -> __m256 {
+    // SAFETY: `k[..8]` is 16 readable bytes (indexing checks it); unaligned load.
+    _mm256_cvtph_ps(unsafe { _mm_loadu_si128(k[..8].as_ptr().cast()) })
+}
+
+#[target_feature(enable = "avx2,f16c")]
+fn dot_f16(q: &[f32], k: &[u16]) -> f32 {
+    let n = q.len().min(k.len());
+    let whole = n / 8 * 8;
+    // Lane i is the scalar code's acc[i % 8]: one multiply, one add per element, in order.
+    let mut acc = _mm256_setzero_ps();
+    for i in (0..whole).step_by(8) {
+        // SAFETY: `q[i..i + 8]` is in bounds (i + 8 ≤ whole ≤ q.len()); unaligned load.
+        let a = unsafe { _mm256_loadu_ps(q[i..i + 8].as_ptr()) };
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(a, h8(&k[i..])));
+    }
+    let mut lanes = [0.0f32; 8];
+    // SAFETY: `lanes` holds eight f32.
+    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
+    for i in whole..n {
+        lanes[i & 7] += q[i] * half::f16::from_bits(k[i]).to_f32();
+    }
+    // ((acc0 + acc4) + (acc1 + acc5)) + ((acc2 + acc6) + (acc3 + acc7))
+    let c: [f32; 4] = core::array::from_fn(|j| lanes[j] + lanes[j + 4]);
+    (c[0] + c[1]) + (c[2] + c[3])
+}
+
+/// `out = out · r + v` (`RESCALE`) or `out = out + w · v`, element by element as the scalar loop
+/// does (one multiply, one add).
+#[target_feature(enable = "avx2,f16c")]
+fn update<const RESCALE: bool>(out: &mut [f32], x: f32, v: &[u16]) {
+    let n = out.len().min(v.len());
+    let whole = n / 8 * 8;
+    let xv = _mm256_set1_ps(x);
+    for i in (0..whole).step_by(8) {
+        let o = &mut out[i..i + 8];
+        // SAFETY: `o` holds eight f32; unaligned load and store.
+        unsafe {
+            let cur = _mm256_loadu_ps(o.as_ptr());
+            let new = if RESCALE {
+                _mm256_add_ps(_mm256_mul_ps(cur, xv), h8(&v[i..]))
+            } else {
+                _mm256_add_ps(cur, _mm256_mul_ps(xv, h8(&v[i..])))
+            };
+            _mm256_storeu_ps(o.as_mut_ptr(), new);
+        }
+    }
+    for i in whole..n {
+        let b = half::f16::from_bits(v[i]).to_f32();
+        out[i] = if RESCALE {
+            out[i] * x + b
+        } else {
+            out[i] + x * b
+        };
+    }
+}
+
+/// `q · k` with `k` as f16 bits (twin of `ops::dot_f32_f16`).
+pub fn dot_f32_f16(q: &[f32], k: &[u16]) -> f32 {
+    // SAFETY: the AVX2 set is only handed out where AVX2 and F16C are available.
+    unsafe { dot_f16(q, k) }
+}
+
+/// One query head over `n` cached positions (twin of `ops::attend_head`): its control flow
+/// verbatim, with the `q · k` product and the two update steps in AVX2.
+pub fn attend_head(
+    out: &mut [f32],
+    q: &[f32],
+    keys: &[u16],
+    values: &[u16],
+    n: usize,
+    stride: usize,
+    offset: usize,
+    scale: f32,
+) {
+    let hd = q.len();
+    out.fill(0.0);
+    let mut max = f32::NEG_INFINITY;
+    let mut sum = 0.0f32;
+    for t in 0..n {
+        let base = t * stride + offset;
+        let s = dot_f32_f16(q, &keys[base..base + hd]) * scale;
+        let v = &values[base..base + hd];
+        if s > max {
+            // New maximum: rescale what was accumulated so far.
+            let r = libm::expf(max - s);
+            sum = sum * r + 1.0;
+            // SAFETY: as above.
+            unsafe { update::<true>(out, r, v) };
+            max = s;
+        } else {
+            let w = libm::expf(s - max);
+            sum += w;
+            // SAFETY: as above.
+            unsafe { update::<false>(out, w, v) };
+        }
+    }
+    if sum > 0.0 {
+        let inv = 1.0 / sum;
+        for o in out.iter_mut() {
+            *o *= inv;
+        }
+    }
+}

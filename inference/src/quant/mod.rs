@@ -374,6 +374,8 @@ impl Kernels {
         q5_0_q8_0_x4: Some(avx2::vec_dot_q5_0_q8_0_x4),
         q5_1_q8_1_x4: Some(avx2::vec_dot_q5_1_q8_1_x4),
         q8_0_q8_0_x4: Some(avx2::vec_dot_q8_0_q8_0_x4),
+        dot_f32_f16: avx2::dot_f32_f16,
+        attend_head: avx2::attend_head,
         mat: MatKernels {
             q4_0_q8_0: Some(avx2::mat_q4_0_q8_0),
             q4_1_q8_1: Some(avx2::mat_q4_1_q8_1),
