@@ -127,49 +127,78 @@ pub fn dot_f32_f16(q: &[f32], k: &[u16]) -> f32 {
     (c[0] + c[1]) + (c[2] + c[3])
 }
 
-/// One query head attending over `n` cached positions, single pass with an online softmax:
-/// `out = sum_t softmax(q·k_t * scale)_t v_t`. `keys` and `values` hold `n` rows of `stride` f16
-/// values each, this head's slice starting at `offset`. The model calls it through
+/// One query head attending over the cached positions of `head`, single pass with an online
+/// softmax: `out = sum_t softmax(q·k_t * scale)_t v_t`. The model calls it through
 /// `Kernels::attend_head` (SIMD twins compute the same bits).
-pub fn attend_head(
-    out: &mut [f32],
-    q: &[f32],
-    keys: &[u16],
-    values: &[u16],
-    n: usize,
-    stride: usize,
-    offset: usize,
-    scale: f32,
-) {
-    let hd = q.len();
-    out.fill(0.0);
-    let mut max = f32::NEG_INFINITY;
-    let mut sum = 0.0f32;
-    for t in 0..n {
-        let base = t * stride + offset;
-        let k = &keys[base..base + hd];
-        let s = dot_f32_f16(q, k) * scale;
-        let v = &values[base..base + hd];
-        if s > max {
-            // New maximum: rescale what was accumulated so far.
-            let r = libm::expf(max - s);
-            sum = sum * r + 1.0;
+pub fn attend_head(out: &mut [f32], q: &[f32], head: &Head<'_>) {
+    head.attend(
+        out,
+        q,
+        dot_f32_f16,
+        |out, r, v| {
             for (o, &b) in out.iter_mut().zip(v) {
                 *o = *o * r + h(b);
             }
-            max = s;
-        } else {
-            let w = libm::expf(s - max);
-            sum += w;
+        },
+        |out, w, v| {
             for (o, &b) in out.iter_mut().zip(v) {
                 *o += w * h(b);
             }
+        },
+    );
+}
+
+/// One head's view of the f16 KV cache: `keys` and `values` hold `n` rows (positions) of `stride`
+/// values each, this head's slice starting at `offset`; scores are scaled by `scale`.
+#[derive(Debug, Clone, Copy)]
+pub struct Head<'a> {
+    pub keys: &'a [u16],
+    pub values: &'a [u16],
+    pub n: usize,
+    pub stride: usize,
+    pub offset: usize,
+    pub scale: f32,
+}
+
+impl Head<'_> {
+    /// The online softmax of [`attend_head`], position by position, with its three inner steps
+    /// given: `dot` (q · k), `rescale` (`out = out · r + v`) and `accumulate` (`out += w · v`).
+    /// Every SIMD twin that keeps this control flow runs through here, so only the inner steps
+    /// differ (and compute the scalar steps' bits).
+    #[inline(always)]
+    pub fn attend(
+        &self,
+        out: &mut [f32],
+        q: &[f32],
+        dot: impl Fn(&[f32], &[u16]) -> f32,
+        rescale: impl Fn(&mut [f32], f32, &[u16]),
+        accumulate: impl Fn(&mut [f32], f32, &[u16]),
+    ) {
+        let hd = q.len();
+        out.fill(0.0);
+        let mut max = f32::NEG_INFINITY;
+        let mut sum = 0.0f32;
+        for t in 0..self.n {
+            let base = t * self.stride + self.offset;
+            let s = dot(q, &self.keys[base..base + hd]) * self.scale;
+            let v = &self.values[base..base + hd];
+            if s > max {
+                // New maximum: rescale what was accumulated so far.
+                let r = libm::expf(max - s);
+                sum = sum * r + 1.0;
+                rescale(out, r, v);
+                max = s;
+            } else {
+                let w = libm::expf(s - max);
+                sum += w;
+                accumulate(out, w, v);
+            }
         }
-    }
-    if sum > 0.0 {
-        let inv = 1.0 / sum;
-        for o in out.iter_mut() {
-            *o *= inv;
+        if sum > 0.0 {
+            let inv = 1.0 / sum;
+            for o in out.iter_mut() {
+                *o *= inv;
+            }
         }
     }
 }

@@ -15,7 +15,7 @@ use super::{Config, ModelError, RopeLayout, Weights};
 use crate::gguf::{Gguf, TensorInfo};
 use crate::kv::KvCache;
 use crate::matvec::{matmat, read_row_f32};
-use crate::ops::{self, RopeTable};
+use crate::ops::{self, Head, RopeTable};
 use crate::parallel::{par_chunks, Parallel, MAX_WORKERS};
 use crate::quant::{ActBuf, ActFormat, ActsBatch, Kernels, MAX_BATCH};
 use crate::storage::Storage;
@@ -548,8 +548,15 @@ where
                     let (i, h) = (t / n_head, t % n_head);
                     let seen = pos + i + 1;
                     let q = &q[i * qd + h * hd..i * qd + (h + 1) * hd];
-                    let (keys, values) = (kv.keys(l, seen), kv.values(l, seen));
-                    (k.attend_head)(out, q, keys, values, seen, kv_dim, (h / group) * hd, scale);
+                    let head = Head {
+                        keys: kv.keys(l, seen),
+                        values: kv.values(l, seen),
+                        n: seen,
+                        stride: kv_dim,
+                        offset: (h / group) * hd,
+                        scale,
+                    };
+                    (k.attend_head)(out, q, &head);
                 }
                 Ok::<(), ModelError>(())
             },

@@ -437,44 +437,16 @@ pub fn dot_f32_f16(q: &[f32], k: &[u16]) -> f32 {
     unsafe { dot_f16(q, k) }
 }
 
-/// One query head over `n` cached positions (twin of `ops::attend_head`): its control flow
-/// verbatim, with the `q · k` product and the two update steps in AVX2.
-pub fn attend_head(
-    out: &mut [f32],
-    q: &[f32],
-    keys: &[u16],
-    values: &[u16],
-    n: usize,
-    stride: usize,
-    offset: usize,
-    scale: f32,
-) {
-    let hd = q.len();
-    out.fill(0.0);
-    let mut max = f32::NEG_INFINITY;
-    let mut sum = 0.0f32;
-    for t in 0..n {
-        let base = t * stride + offset;
-        let s = dot_f32_f16(q, &keys[base..base + hd]) * scale;
-        let v = &values[base..base + hd];
-        if s > max {
-            // New maximum: rescale what was accumulated so far.
-            let r = libm::expf(max - s);
-            sum = sum * r + 1.0;
-            // SAFETY: as above.
-            unsafe { update::<true>(out, r, v) };
-            max = s;
-        } else {
-            let w = libm::expf(s - max);
-            sum += w;
-            // SAFETY: as above.
-            unsafe { update::<false>(out, w, v) };
-        }
-    }
-    if sum > 0.0 {
-        let inv = 1.0 / sum;
-        for o in out.iter_mut() {
-            *o *= inv;
-        }
-    }
+/// One query head over the cached positions of `head` (twin of `ops::attend_head`): its control
+/// flow (`ops::Head::attend`), with the `q · k` product and the two update steps in AVX2.
+pub fn attend_head(out: &mut [f32], q: &[f32], head: &crate::ops::Head<'_>) {
+    let rescale = |o: &mut [f32], r: f32, v: &[u16]| {
+        // SAFETY: the AVX2 set is only handed out where AVX2 and F16C are available.
+        unsafe { update::<true>(o, r, v) }
+    };
+    let accumulate = |o: &mut [f32], w: f32, v: &[u16]| {
+        // SAFETY: as above.
+        unsafe { update::<false>(o, w, v) }
+    };
+    head.attend(out, q, dot_f32_f16, rescale, accumulate);
 }

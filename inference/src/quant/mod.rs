@@ -148,7 +148,7 @@ pub type DotX4Q8_0 = fn(&[u8], usize, &[BlockQ8_0], &mut [f32; 4]);
 /// As [`DotX4Q8_0`], for Q8_1 activations.
 pub type DotX4Q8_1 = fn(&[u8], usize, &[BlockQ8_1], &mut [f32; 4]);
 /// One attention head, with the arguments of [`crate::ops::attend_head`].
-pub type AttendHead = fn(&mut [f32], &[f32], &[u16], &[u16], usize, usize, usize, f32);
+pub type AttendHead = fn(&mut [f32], &[f32], &crate::ops::Head<'_>);
 
 /// A set of kernels, one per weight type, plus the float operations that have SIMD twins. Every
 /// entry of an architecture set computes exactly what the scalar entry computes (`to_bits()`

@@ -149,8 +149,16 @@ fn attention_matches_scalar() {
                     let scale = 1.0 / libm::sqrtf(hd as f32);
                     let mut want = vec![0.0f32; hd];
                     let mut got = vec![1.0f32; hd];
-                    (s.attend_head)(&mut want, &q, &keys, &values, n, stride, offset, scale);
-                    (k.attend_head)(&mut got, &q, &keys, &values, n, stride, offset, scale);
+                    let head = crate::ops::Head {
+                        keys: &keys,
+                        values: &values,
+                        n,
+                        stride,
+                        offset,
+                        scale,
+                    };
+                    (s.attend_head)(&mut want, &q, &head);
+                    (k.attend_head)(&mut got, &q, &head);
                     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                         same(&format!("{what} attend [{i}]"), *g, *w);
                     }

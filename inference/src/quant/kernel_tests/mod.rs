@@ -48,6 +48,8 @@ fn same(what: &str, got: f32, want: f32) {
 
 type One<A> = fn(&[u8], &[A]) -> f32;
 type Four<A> = fn(&[u8], usize, &[A], &mut [f32; 4]);
+/// A set's one-row and four-row entries for a 32-wide type.
+type Pick<A> = fn(&Kernels) -> (One<A>, Option<Four<A>>);
 
 /// A 32-wide weight type: block bytes, the offsets of its f16 fields, its activations, and its
 /// entries in a set (one row, four rows).
@@ -56,7 +58,7 @@ struct Q32<A> {
     bytes: usize,
     halves: &'static [usize],
     acts: fn(&mut Rng, usize, Fill) -> Vec<A>,
-    pick: fn(&Kernels) -> (One<A>, Option<Four<A>>),
+    pick: Pick<A>,
 }
 
 /// Block counts: single blocks, partial and whole passes at VLEN 128 (16 blocks) and 256 (32),

@@ -367,17 +367,9 @@ pub fn dot_f32_f16(q: &[f32], k: &[u16]) -> f32 {
     unsafe { dot_qk(q, k) }
 }
 
-/// One query head over `n` cached positions (twin of [`crate::ops::attend_head`]).
-pub fn attend_head(
-    out: &mut [f32],
-    q: &[f32],
-    keys: &[u16],
-    values: &[u16],
-    n: usize,
-    stride: usize,
-    offset: usize,
-    scale: f32,
-) {
+/// One query head over the cached positions of `head` (twin of [`crate::ops::attend_head`]).
+pub fn attend_head(out: &mut [f32], q: &[f32], head: &crate::ops::Head<'_>) {
+    let h = head;
     // SAFETY: NEON is part of every aarch64 target this module is built for.
-    unsafe { attend(out, q, keys, values, n, stride, offset, scale) }
+    unsafe { attend(out, q, h.keys, h.values, h.n, h.stride, h.offset, h.scale) }
 }
