@@ -206,13 +206,13 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
         while rep.generated < max_tokens {
             let mut complete = false;
             let tok = match filter.as_deref_mut() {
-                None => sampler.sample(&mut st.logits)?,
+                None => sampler.sample_on(self.pool, &mut st.logits)?,
                 Some(f) => {
                     // Tokens that can still be drawn: this one, then one per free position.
                     let remaining =
                         (max_tokens - rep.generated).min(st.ctx().saturating_sub(st.pos) + 1);
                     f.apply(&mut st.logits, remaining);
-                    let mut tok = sampler.sample(&mut st.logits)?;
+                    let mut tok = sampler.sample_on(self.pool, &mut st.logits)?;
                     if st.logits.get(tok as usize) == Some(&f32::NEG_INFINITY) {
                         // Only in a corner of the sampler's arithmetic: never break the filter.
                         tok = greedy(&st.logits)?;

@@ -4,6 +4,7 @@
 //! -inf) are errors, never a panic.
 #![forbid(unsafe_code)]
 
+use crate::parallel::{par_chunks, split_range, Parallel, SingleThread, MAX_WORKERS};
 use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
@@ -222,16 +223,28 @@ impl Sampler {
 
     /// Choose the next token. `logits` is modified (penalties applied).
     pub fn sample(&mut self, logits: &mut [f32]) -> Result<u32, SamplerError> {
+        self.sample_on(&SingleThread, logits)
+    }
+
+    /// [`Sampler::sample`], greedy picks split across `pool`'s workers (the same token).
+    pub fn sample_on<P: Parallel + ?Sized>(
+        &mut self,
+        pool: &P,
+        logits: &mut [f32],
+    ) -> Result<u32, SamplerError> {
         if logits.len() != self.vocab {
             return Err(SamplerError::WrongSize {
                 expected: self.vocab,
                 found: logits.len(),
             });
         }
-        if let Some(index) = logits.iter().position(|v| v.is_nan()) {
-            return Err(SamplerError::NanLogits { index });
-        }
         let c = self.config;
+        // (Greedy finds NaN in its own scan; the penalty below cannot make one.)
+        if c.temperature > 0.0 {
+            if let Some(index) = logits.iter().position(|v| v.is_nan()) {
+                return Err(SamplerError::NanLogits { index });
+            }
+        }
         if c.repeat_penalty != 1.0 {
             for (i, &t) in self.recent.iter().enumerate() {
                 // Penalise each distinct token once.
@@ -248,29 +261,26 @@ impl Sampler {
             }
         }
         if c.temperature <= 0.0 {
-            return greedy(logits);
+            return par_greedy(pool, logits);
         }
 
         // Candidates: the top-k (or all), sorted by logit, highest first (ties: lower id first).
         let n = logits.len();
-        for (i, v) in self.idx.iter_mut().enumerate() {
-            *v = i as u32;
-        }
-        let by_logit = |a: &u32, b: &u32| {
-            logits[*b as usize]
-                .total_cmp(&logits[*a as usize])
-                .then(a.cmp(b))
-        };
         let k = if c.top_k == 0 || c.top_k >= n {
             n
         } else {
             c.top_k
         };
-        if k < n {
-            self.idx.select_nth_unstable_by(k - 1, by_logit);
-        }
-        let cand = &mut self.idx[..k];
-        cand.sort_unstable_by(by_logit);
+        let cand = if k < n {
+            top_k(logits, &mut self.idx[..k])
+        } else {
+            for (i, v) in self.idx.iter_mut().enumerate() {
+                *v = i as u32;
+            }
+            self.idx
+                .sort_unstable_by_key(|&t| (core::cmp::Reverse(key(logits[t as usize])), t));
+            &self.idx[..]
+        };
         let max = logits[cand[0] as usize];
         if max == f32::NEG_INFINITY {
             return Err(SamplerError::NoCandidates);
@@ -321,21 +331,121 @@ impl Sampler {
     }
 }
 
+/// `f32::total_cmp` as an integer: `key(a) < key(b)` exactly when `a.total_cmp(&b)` is `Less`.
+#[inline(always)]
+fn key(v: f32) -> i32 {
+    let b = v.to_bits() as i32;
+    b ^ (((b >> 31) as u32) >> 1) as i32
+}
+
+/// The `out.len()` (≥ 1, < `logits.len()`) best tokens, sorted by logit, highest first, ties to
+/// the lower id: the same list as sorting all ids that way and taking a prefix. One pass over the
+/// logits against the worst kept key; a token enters only when strictly better (a later id with
+/// an equal logit loses the tie), so most of the vocabulary costs a load and a compare.
+fn top_k<'a>(logits: &[f32], out: &'a mut [u32]) -> &'a [u32] {
+    let k = out.len();
+    let mut keys = [0i32; MAX_TOP_K];
+    let keys = &mut keys[..k.min(MAX_TOP_K)];
+    if keys.len() < k {
+        // More than MAX_TOP_K: the sort of a selection (rare settings, not the hot path).
+        let mut all: Vec<u32> = (0..logits.len() as u32).collect();
+        let by = |a: &u32, b: &u32| {
+            key(logits[*b as usize])
+                .cmp(&key(logits[*a as usize]))
+                .then(a.cmp(b))
+        };
+        all.select_nth_unstable_by(k - 1, by);
+        all[..k].sort_unstable_by(by);
+        out.copy_from_slice(&all[..k]);
+        return out;
+    }
+    let mut len = 0;
+    for (i, &v) in logits.iter().enumerate() {
+        let kv = key(v);
+        if len == k && kv <= keys[k - 1] {
+            continue;
+        }
+        // Insert after every kept key that is >= kv (equal keys have lower ids: they stay first).
+        let at = keys[..len].partition_point(|&x| x >= kv);
+        let end = len.min(k - 1);
+        keys.copy_within(at..end, at + 1);
+        out.copy_within(at..end, at + 1);
+        keys[at] = kv;
+        out[at] = i as u32;
+        len = (len + 1).min(k);
+    }
+    out
+}
+
+/// Largest top-k kept on the stack by the one-pass selection (larger k sorts a selection).
+const MAX_TOP_K: usize = 256;
+
 /// The highest logit's token (the lowest id among equals); an error if all are -inf or any is NaN.
 pub fn greedy(logits: &[f32]) -> Result<u32, SamplerError> {
+    par_greedy(&SingleThread, logits)
+}
+
+/// [`greedy`] with the logits split across the pool's workers: each finds the best of its part
+/// (or its first NaN), and the parts are taken in order with the same strict `>`, so the result
+/// is that of one scan.
+pub fn par_greedy<P: Parallel + ?Sized>(pool: &P, logits: &[f32]) -> Result<u32, SamplerError> {
+    const ALIGN: usize = 1024;
+    let mut parts = [Ok(None); MAX_WORKERS];
+    let workers = pool
+        .workers()
+        .clamp(1, MAX_WORKERS)
+        .min(logits.len().div_ceil(ALIGN).max(1));
+    let mut scratch = [(); MAX_WORKERS];
+    let n = logits.len();
+    par_chunks(
+        pool,
+        &mut parts[..workers],
+        1,
+        &mut scratch[..workers],
+        |r, part, _| {
+            let range = split_range(n, ALIGN, r.start, workers);
+            part[0] = best_of(&logits[range.clone()], range.start);
+            Ok::<(), SamplerError>(())
+        },
+    )?;
     let mut best = (usize::MAX, f32::NEG_INFINITY);
-    for (i, &v) in logits.iter().enumerate() {
-        if v.is_nan() {
-            return Err(SamplerError::NanLogits { index: i });
-        }
-        if v > best.1 {
-            best = (i, v);
+    for part in parts[..workers].iter() {
+        if let Some((i, v)) = (*part)? {
+            if v > best.1 {
+                best = (i, v);
+            }
         }
     }
     if best.0 == usize::MAX {
         return Err(SamplerError::NoCandidates);
     }
     Ok(best.0 as u32)
+}
+
+/// The first highest logit of `logits` (ids from `at`) and its value, `None` if all are -inf,
+/// an error at the first NaN. Sixteen logits at a time, their maximum and whether any is NaN,
+/// and only a chunk that beats the best so far is searched for its first maximal logit: the
+/// result of the plain scan `if v > best { best = v }`, for fewer compares and branches.
+fn best_of(logits: &[f32], at: usize) -> Result<Option<(usize, f32)>, SamplerError> {
+    const CHUNK: usize = 16;
+    let mut best = None;
+    let mut top = f32::NEG_INFINITY;
+    for (c, chunk) in logits.chunks(CHUNK).enumerate() {
+        let max = chunk
+            .iter()
+            .fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m });
+        if chunk.iter().fold(false, |nan, &v| nan | v.is_nan()) {
+            let i = chunk.iter().position(|v| v.is_nan()).unwrap_or(0);
+            return Err(SamplerError::NanLogits {
+                index: at + c * CHUNK + i,
+            });
+        }
+        if max > top {
+            let i = chunk.iter().position(|&v| v == max).unwrap_or(0);
+            (best, top) = (Some((at + c * CHUNK + i, max)), max);
+        }
+    }
+    Ok(best)
 }
 
 #[cfg(test)]
@@ -359,6 +469,58 @@ mod tests {
             .unwrap()
             .0;
         assert_eq!(s.sample(&mut l).unwrap() as usize, best);
+    }
+
+    /// The scan `greedy` must equal: the first logit greater than every one before it.
+    fn plain_greedy(l: &[f32]) -> Result<u32, SamplerError> {
+        if let Some(index) = l.iter().position(|v| v.is_nan()) {
+            return Err(SamplerError::NanLogits { index });
+        }
+        let mut best = (usize::MAX, f32::NEG_INFINITY);
+        for (i, &v) in l.iter().enumerate() {
+            if v > best.1 {
+                best = (i, v);
+            }
+        }
+        match best.0 {
+            usize::MAX => Err(SamplerError::NoCandidates),
+            i => Ok(i as u32),
+        }
+    }
+
+    /// `n` workers run one after another.
+    struct InTurn(usize);
+    impl Parallel for InTurn {
+        fn workers(&self) -> usize {
+            self.0
+        }
+        fn run(&self, job: &(dyn Fn(usize) + Sync)) {
+            (0..self.0).for_each(job)
+        }
+    }
+
+    #[test]
+    fn chunked_greedy_is_the_plain_scan() {
+        let mut rng = Rng::new(3);
+        for n in [1, 15, 16, 17, 100, 1000, 2049, 5000] {
+            for trial in 0..50 {
+                let mut l: Vec<f32> = (0..n).map(|_| (rng.next_u64() % 8) as f32 - 4.0).collect();
+                match trial % 5 {
+                    1 => l
+                        .iter_mut()
+                        .for_each(|v| *v = if *v > 0.0 { 0.0 } else { -0.0 }),
+                    2 => l.iter_mut().for_each(|v| *v = f32::NEG_INFINITY),
+                    3 => l[(rng.next_u64() % n as u64) as usize] = f32::NAN,
+                    _ => {}
+                }
+                assert_eq!(greedy(&l), plain_greedy(&l), "n {n}, trial {trial}: {l:?}");
+                assert_eq!(
+                    par_greedy(&InTurn(3), &l),
+                    plain_greedy(&l),
+                    "n {n}, 3 workers"
+                );
+            }
+        }
     }
 
     #[test]
@@ -410,6 +572,32 @@ mod tests {
         let mut s = filtering(10.0, 3, 1.0, 0.0);
         for _ in 0..200 {
             assert!(sorted[..3].contains(&s.sample(&mut l).unwrap()));
+        }
+    }
+
+    #[test]
+    fn one_pass_top_k_is_the_prefix_of_the_full_sort() {
+        let mut rng = Rng::new(7);
+        for (n, k) in [
+            (1000, 1),
+            (1000, 40),
+            (5000, 255),
+            (5000, 256),
+            (3000, 300),
+            (50, 49),
+        ] {
+            // Few distinct values (many ties), signed zeros and infinities.
+            let mut l: Vec<f32> = (0..n)
+                .map(|_| ((rng.next_u64() % 64) as f32 - 32.0) / 4.0)
+                .collect();
+            l[3] = -0.0;
+            l[4] = 0.0;
+            l[5] = f32::INFINITY;
+            l[6] = f32::NEG_INFINITY;
+            let mut all: Vec<u32> = (0..n as u32).collect();
+            all.sort_by(|a, b| l[*b as usize].total_cmp(&l[*a as usize]).then(a.cmp(b)));
+            let mut out = vec![0u32; k];
+            assert_eq!(top_k(&l, &mut out), &all[..k], "n {n}, k {k}");
         }
     }
 

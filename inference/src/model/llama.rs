@@ -75,9 +75,10 @@ impl ActSet {
         self.fresh = [false; 6];
     }
     /// `x` (`cols` vectors) quantized for multiplying with `w` (once per format per input).
-    fn for_weight(
+    fn for_weight<P: Parallel + ?Sized>(
         &mut self,
         k: &Kernels,
+        pool: &P,
         w: &TensorInfo,
         x: &[f32],
         cols: usize,
@@ -86,7 +87,12 @@ impl ActSet {
         let i = slot(f);
         if !self.fresh[i] {
             self.bufs[i]
-                .quantize_with(f, x, (k.quantize_q8_0, k.quantize_q8_1, k.quantize_q8_k))
+                .quantize_with(
+                    f,
+                    x,
+                    (k.quantize_q8_0, k.quantize_q8_1, k.quantize_q8_k),
+                    pool,
+                )
                 .map_err(|e| ModelError::Matvec(alloc::format!("{e:?}")))?;
             self.fresh[i] = true;
         }
@@ -255,6 +261,18 @@ fn matrix_at(w: &super::Weights, l: usize, j: usize, logits: bool) -> Option<&Te
     }
 }
 
+/// Longest head whose query [`Pass::attend`] rotates in its jobs (on the stack), so that the
+/// query's RoPE is split across the workers with the heads.
+const Q_IN_JOB_MAX: usize = 256;
+
+/// RoPE of every head of `x` at position `pos`.
+fn rope(t: &RopeTable, layout: RopeLayout, x: &mut [f32], hd: usize, pos: usize) {
+    match layout {
+        RopeLayout::Adjacent => t.apply_adjacent(x, hd, pos),
+        RopeLayout::Neox => t.apply_neox(x, hd, pos),
+    }
+}
+
 fn add_bias(x: &mut [f32], b: &Option<Vec<f32>>) {
     if let Some(b) = b {
         ops::add(x, b);
@@ -414,7 +432,7 @@ where
             st.acts_dim.reset();
             let a = st
                 .acts_dim
-                .for_weight(self.k, &w.output, &st.xb[..c.dim], 1)?;
+                .for_weight(self.k, self.pool, &w.output, &st.xb[..c.dim], 1)?;
             self.matmul(&w.output, &a, &mut st.logits, &mut st.mm, &mut st.scratch)?;
         }
         Ok(())
@@ -473,7 +491,7 @@ where
             acts.reset();
         }
         let n = w.row_len() as usize;
-        let a = acts.for_weight(self.k, w, &input[..b * n], b)?;
+        let a = acts.for_weight(self.k, self.pool, w, &input[..b * n], b)?;
         let rows = w.rows() as usize;
         self.matmul(w, &a, &mut out[..b * rows], mm, scratch)?;
         if fresh {
@@ -501,8 +519,9 @@ where
         Ok(())
     }
 
-    /// Token `i` of the batch, layer `l`: biases, RoPE at its position, and its K, V into the f16
-    /// cache (`[layer][pos][kv_dim]`).
+    /// Token `i` of the batch, layer `l`: biases, RoPE of K at its position (of Q too when its
+    /// heads are too long for [`Pass::attend`] to rotate them in its jobs), and its K, V into the
+    /// f16 cache (`[layer][pos][kv_dim]`).
     fn rope_and_store(&self, st: &mut RunState, l: usize, i: usize) {
         let c = &self.model.config;
         let lw = &self.model.weights.layers[l];
@@ -513,19 +532,13 @@ where
         add_bias(q, &lw.bq);
         add_bias(k, &lw.bk);
         add_bias(v, &lw.bv);
-        match c.rope_layout {
-            RopeLayout::Adjacent => {
-                st.rope.apply_adjacent(q, hd, pos);
-                st.rope.apply_adjacent(k, hd, pos);
-            }
-            RopeLayout::Neox => {
-                st.rope.apply_neox(q, hd, pos);
-                st.rope.apply_neox(k, hd, pos);
-            }
+        if hd > Q_IN_JOB_MAX {
+            rope(&st.rope, c.rope_layout, q, hd, pos);
         }
+        rope(&st.rope, c.rope_layout, k, hd, pos);
         let (ks, vs) = st.kv.slot_mut(l, pos);
-        ops::to_f16(ks, k);
-        ops::to_f16(vs, v);
+        (self.k.to_f16)(ks, k);
+        (self.k.to_f16)(vs, v);
     }
 
     /// att[i][h] = softmax(q[i][h]·K[kvh] / sqrt(hd)) · V[kvh] over positions 0..=pos+i (the
@@ -537,6 +550,7 @@ where
         let group = c.n_head / c.n_head_kv;
         let scale = 1.0 / libm::sqrtf(hd as f32);
         let (q, kv, k) = (&st.q, &st.kv, self.k);
+        let (rope_t, layout) = (&st.rope, c.rope_layout);
         par_chunks(
             self.pool,
             &mut st.att[..b * qd],
@@ -548,6 +562,16 @@ where
                     let (i, h) = (t / n_head, t % n_head);
                     let seen = pos + i + 1;
                     let q = &q[i * qd + h * hd..i * qd + (h + 1) * hd];
+                    // The query head's RoPE here, in the job, when it fits the stack buffer.
+                    let mut rq = [0.0f32; Q_IN_JOB_MAX];
+                    let q = if hd <= Q_IN_JOB_MAX {
+                        let rq = &mut rq[..hd];
+                        rq.copy_from_slice(q);
+                        rope(rope_t, layout, rq, hd, pos + i);
+                        &*rq
+                    } else {
+                        q
+                    };
                     let head = Head {
                         keys: kv.keys(l, seen),
                         values: kv.values(l, seen),

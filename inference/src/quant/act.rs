@@ -6,6 +6,7 @@
 //! so every target quantizes identically.
 
 use super::types::{ActFormat, QK32, QK_K};
+use crate::parallel::{par_chunks, Parallel, SingleThread, MAX_WORKERS};
 use alloc::vec::Vec;
 use half::{bf16, f16};
 
@@ -288,16 +289,23 @@ impl ActBuf {
     /// Quantize `x` into `format` with the scalar quantizers. The length must be a multiple of the
     /// format's block size.
     pub fn quantize(&mut self, format: ActFormat, x: &[f32]) -> Result<(), ActLenError> {
-        self.quantize_with(format, x, (quantize_q8_0, quantize_q8_1, quantize_q8_k))
+        self.quantize_with(
+            format,
+            x,
+            (quantize_q8_0, quantize_q8_1, quantize_q8_k),
+            &SingleThread,
+        )
     }
 
     /// [`ActBuf::quantize`] with the given Q8_0, Q8_1 and Q8_K quantizers (SIMD twins that produce
-    /// the same bytes, from a kernel set).
-    pub fn quantize_with(
+    /// the same bytes, from a kernel set), the blocks split across `pool`'s workers (each block
+    /// is quantized on its own, so the bytes are the same).
+    pub fn quantize_with<P: Parallel + ?Sized>(
         &mut self,
         format: ActFormat,
         x: &[f32],
         q: Quantizers,
+        pool: &P,
     ) -> Result<(), ActLenError> {
         let be = format.block_elems();
         if !x.len().is_multiple_of(be) {
@@ -324,15 +332,15 @@ impl ActBuf {
             }
             ActFormat::Q8_0 => {
                 self.q8_0.resize(nb, BlockQ8_0::default());
-                (q.0)(x, &mut self.q8_0);
+                par_blocks(pool, x, &mut self.q8_0, q.0);
             }
             ActFormat::Q8_1 => {
                 self.q8_1.resize(nb, BlockQ8_1::default());
-                (q.1)(x, &mut self.q8_1);
+                par_blocks(pool, x, &mut self.q8_1, q.1);
             }
             ActFormat::Q8K => {
                 self.q8k.resize(nb, BlockQ8K::default());
-                (q.2)(x, &mut self.q8k);
+                par_blocks(pool, x, &mut self.q8k, q.2);
             }
         }
         self.format = Some(format);
@@ -352,3 +360,26 @@ impl ActBuf {
         })
     }
 }
+
+/// `quantize(x, out)` with `out`'s blocks (and their values of `x`) split across the workers;
+/// inputs shorter than [`PAR_BLOCKS_MIN`] values stay on one core.
+fn par_blocks<P: Parallel + ?Sized, B: Send>(
+    pool: &P,
+    x: &[f32],
+    out: &mut [B],
+    quantize: fn(&[f32], &mut [B]),
+) {
+    let per = x.len().checked_div(out.len()).unwrap_or(0);
+    if x.len() < PAR_BLOCKS_MIN || per == 0 {
+        quantize(x, out);
+        return;
+    }
+    let mut scratch = [(); MAX_WORKERS];
+    let _ = par_chunks(pool, out, 1, &mut scratch, |r, part, _| {
+        quantize(&x[r.start * per..r.end * per], part);
+        Ok::<(), ()>(())
+    });
+}
+
+/// Fewest values [`par_blocks`] splits (below, a job costs more than it saves).
+const PAR_BLOCKS_MIN: usize = 512;

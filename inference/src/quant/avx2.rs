@@ -450,3 +450,23 @@ pub fn attend_head(out: &mut [f32], q: &[f32], head: &crate::ops::Head<'_>) {
     };
     head.attend(out, q, dot_f32_f16, rescale, accumulate);
 }
+
+/// f32 to f16 bits, round to nearest even (twin of `ops::to_f16`): F16C, eight at a time.
+pub fn to_f16(out: &mut [u16], x: &[f32]) {
+    // SAFETY: the AVX2 set is only handed out where AVX2 and F16C are available.
+    unsafe { cvt_f16(out, x) }
+}
+
+#[target_feature(enable = "avx2,f16c")]
+fn cvt_f16(out: &mut [u16], x: &[f32]) {
+    let n = out.len().min(x.len());
+    let (mut o8, mut x8) = (out[..n].chunks_exact_mut(8), x[..n].chunks_exact(8));
+    for (o, v) in (&mut o8).zip(&mut x8) {
+        // SAFETY: `v` and `o` hold eight f32 and eight u16 (unaligned loads and stores).
+        unsafe {
+            let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(v.as_ptr()));
+            _mm_storeu_si128(o.as_mut_ptr().cast(), h);
+        }
+    }
+    crate::ops::to_f16(o8.into_remainder(), x8.remainder());
+}

@@ -185,6 +185,8 @@ pub struct Kernels {
     pub dot_f32_f16: fn(&[f32], &[u16]) -> f32,
     /// Online-softmax attention of one head over the f16 KV cache ([`crate::ops::attend_head`]).
     pub attend_head: AttendHead,
+    /// f32 to f16 bits, round to nearest even ([`crate::ops::to_f16`]): the K and V cache stores.
+    pub to_f16: fn(&mut [u16], &[f32]),
     /// Matrix × several columns (prompt batches), one entry per weight type.
     pub mat: MatKernels,
 }
@@ -282,6 +284,7 @@ impl Kernels {
         quantize_q8_k: act::quantize_q8_k,
         dot_f32_f16: crate::ops::dot_f32_f16,
         attend_head: crate::ops::attend_head,
+        to_f16: crate::ops::to_f16,
         mat: MatKernels::SCALAR,
     };
 
@@ -312,6 +315,7 @@ impl Kernels {
         quantize_q8_k: neon::quantize_q8_k,
         dot_f32_f16: neon::dot_f32_f16,
         attend_head: neon::attend_head,
+        to_f16: neon::to_f16,
         mat: MatKernels {
             q4_0_q8_0: Some(neon::mat_q4_0_q8_0),
             q4_1_q8_1: Some(neon::mat_q4_1_q8_1),
@@ -376,6 +380,7 @@ impl Kernels {
         q8_0_q8_0_x4: Some(avx2::vec_dot_q8_0_q8_0_x4),
         dot_f32_f16: avx2::dot_f32_f16,
         attend_head: avx2::attend_head,
+        to_f16: avx2::to_f16,
         mat: MatKernels {
             q4_0_q8_0: Some(avx2::mat_q4_0_q8_0),
             q4_1_q8_1: Some(avx2::mat_q4_1_q8_1),

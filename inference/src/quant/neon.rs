@@ -32,7 +32,9 @@ mod kquant;
 mod q32;
 mod quantize;
 
-pub use float::{attend_head, dot_f32_f16, vec_dot_bf16_bf16, vec_dot_f16_f16, vec_dot_f32_f32};
+pub use float::{
+    attend_head, dot_f32_f16, to_f16, vec_dot_bf16_bf16, vec_dot_f16_f16, vec_dot_f32_f32,
+};
 pub use kquant::{
     mat_q4_k_q8_k, mat_q4_k_q8_k_dp, mat_q6_k_q8_k, mat_q6_k_q8_k_dp, vec_dot_q2_k_q8_k,
     vec_dot_q2_k_q8_k_dp, vec_dot_q3_k_q8_k, vec_dot_q3_k_q8_k_dp, vec_dot_q4_k_q8_k,

@@ -154,6 +154,8 @@ pub const KERNELS: Kernels = Kernels {
     quantize_q8_k,
     dot_f32_f16,
     attend_head,
+    // (f32 → f16 needs Zvfhmin, which RVV 1.0 cores need not have.)
+    to_f16: crate::ops::to_f16,
     mat: super::MatKernels::NONE,
 };
 

@@ -251,3 +251,51 @@ fn quantizers_match_scalar() {
         );
     }
 }
+
+/// The K/V cache store: every rounding case (halfway, subnormal, overflow to infinity, signed
+/// zero, infinities) and random bit patterns, at every length around the vector width. NaN is
+/// left out: the model's values are checked finite at load, and a NaN's payload is not promised.
+#[test]
+fn f16_stores_match_scalar() {
+    let mut rng = Rng(0xf16);
+    let special = [
+        0.0f32,
+        -0.0,
+        1.0,
+        -1.0,
+        65504.0,
+        65520.0,
+        65519.99,
+        -65520.0,
+        1e9,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        5.96e-8,
+        2.98e-8,
+        2.99e-8,
+        1e-10,
+        -6.1e-5,
+        6.097e-5,
+        1.00048828125,
+        1.000732421875,
+        1.0009765625,
+        f32::MIN_POSITIVE,
+    ];
+    for k in sets("f16_stores_match_scalar") {
+        for n in FLOAT_LENS {
+            let x: Vec<f32> = (0..n)
+                .map(|i| match rng.below(3) {
+                    0 => special[i % special.len()],
+                    1 => rng.wide(),
+                    _ => Some(f32::from_bits(rng.next() as u32))
+                        .filter(|v| !v.is_nan())
+                        .unwrap_or(1.5),
+                })
+                .collect();
+            let (mut got, mut want) = (vec![0u16; n], vec![0u16; n]);
+            (k.to_f16)(&mut got, &x);
+            (Kernels::SCALAR.to_f16)(&mut want, &x);
+            assert_eq!(got, want, "{} to_f16 n={n}: {x:?}", k.name);
+        }
+    }
+}

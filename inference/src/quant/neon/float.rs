@@ -373,3 +373,27 @@ pub fn attend_head(out: &mut [f32], q: &[f32], head: &crate::ops::Head<'_>) {
     // SAFETY: NEON is part of every aarch64 target this module is built for.
     unsafe { attend(out, q, h.keys, h.values, h.n, h.stride, h.offset, h.scale) }
 }
+
+/// f32 to f16 bits, round to nearest even (twin of [`crate::ops::to_f16`]): FCVTN, four at a
+/// time (the `float16x4_t` intrinsics are not stable Rust, so one `asm!` line).
+pub fn to_f16(out: &mut [u16], x: &[f32]) {
+    let n = out.len().min(x.len());
+    let (mut o4, mut x4) = (out[..n].chunks_exact_mut(4), x[..n].chunks_exact(4));
+    for (o, v) in (&mut o4).zip(&mut x4) {
+        let h: u64;
+        // SAFETY: `v` holds four f32 (16 bytes) read by the load; the result is a register.
+        unsafe {
+            core::arch::asm!(
+                "ldr {q:q}, [{p}]\nfcvtn {q:v}.4h, {q:v}.4s\nfmov {h}, {q:d}",
+                p = in(reg) v.as_ptr(),
+                q = out(vreg) _,
+                h = out(reg) h,
+                options(nostack, readonly, preserves_flags),
+            )
+        };
+        for (k, o) in o.iter_mut().enumerate() {
+            *o = (h >> (16 * k)) as u16;
+        }
+    }
+    crate::ops::to_f16(o4.into_remainder(), x4.remainder());
+}
