@@ -53,7 +53,7 @@ fn num_after(line: &str, key: &str) -> Option<u64> {
 }
 
 /// Write `results/{stem}.md`, and `results/{stem}.svg` if there is a chart.
-fn write_results(stem: &str, md: &str, svg: Option<&str>) -> Result<(), String> {
+pub(crate) fn write_results(stem: &str, md: &str, svg: Option<&str>) -> Result<(), String> {
     let dir = workspace_root().join("results");
     fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     fs::write(dir.join(format!("{stem}.md")), md).map_err(|e| e.to_string())?;

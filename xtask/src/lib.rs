@@ -148,13 +148,14 @@ pub fn fetch_model(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn python() -> String {
+pub(crate) fn python() -> String {
     std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
 }
 
 pub mod bench;
 pub mod fuzz;
 pub mod image;
+pub mod mca;
 
 /// A board description (`boards/NAME.toml`), the parts the host needs, from the board schema.
 #[derive(Debug, Clone)]

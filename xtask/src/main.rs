@@ -25,7 +25,10 @@ commands:
                   (64 MiB of RAM, -icount, card unthrottled and at 25 MB/s): results/readahead.md
                   instructions per prompt token with the prompt in batches of 1, 8 and 32, and bytes
                   per prompt token at 64 MiB: results/batches.md
-                  [--only instructions|batches|cache|readahead]
+                  estimated cycles per weight block of the hot loops with llvm-mca (cortex-a53,
+                  cortex-a55, sifive-x280) beside llama.cpp's loops: results/mca.md (needs LLVM 19;
+                  only with --only mca)
+                  [--only instructions|batches|cache|readahead|mca]
   fuzz            run each fuzz target (gguf, fat, tokenizer, config) with cargo-fuzz on nightly
                   [--seconds N] [--target T]; crashes are saved under fuzz/regressions/
   bench-host      PC runner speed on the default model: prefill and generation tok/s at 1 thread
@@ -66,12 +69,15 @@ const BARE_METAL_TARGETS: [&str; 2] = ["aarch64-unknown-none", "riscv64gc-unknow
 /// Linux targets for running kernel tests and the PC runner under qemu-user.
 const USER_TARGETS: [&str; 2] = ["aarch64-unknown-linux-gnu", "riscv64gc-unknown-linux-gnu"];
 /// Debian packages besides QEMU: the cross linker for the qemu-user targets, the Pi firmware.
-const EXTRA_PACKAGES: [&str; 5] = [
+const EXTRA_PACKAGES: [&str; 7] = [
     "gcc-aarch64-linux-gnu",
     "libc6-dev-arm64-cross",
     "gcc-riscv64-linux-gnu",
     "libc6-dev-riscv64-cross",
     "raspi-firmware",
+    // `cargo xtask bench --only mca`: llvm-mca and clang for llama.cpp's loops.
+    "llvm-19",
+    "clang-19",
 ];
 
 /// Install what building and testing need on a fresh machine (idempotent).
@@ -592,10 +598,10 @@ fn number<T: std::str::FromStr>(
         .ok_or_else(|| format!("{flag} needs a number"))
 }
 
+/// The parts of `cargo xtask bench` (`--only PART`); `mca` runs only when asked for.
+const BENCH_PARTS: [&str; 5] = ["instructions", "batches", "cache", "readahead", "mca"];
+
 fn bench(args: &[String]) -> Result<i32, String> {
-    if setup() != 0 {
-        return Err("setup failed".into());
-    }
     let mut n = 8;
     let mut board: Option<String> = None;
     let mut only: Option<String> = None;
@@ -604,25 +610,23 @@ fn bench(args: &[String]) -> Result<i32, String> {
         match a.as_str() {
             "-n" => n = number(&mut it, a)?,
             "--board" => board = Some(value(&mut it, a, "a board")?),
-            "--only" => {
-                only = Some(value(
-                    &mut it,
-                    a,
-                    "instructions, batches, cache or readahead",
-                )?)
-            }
+            "--only" => only = Some(value(&mut it, a, &BENCH_PARTS.join(", "))?),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    let want = |part: &str| only.as_deref().is_none_or(|o| o == part);
-    if let Some(o) = only
-        .as_deref()
-        .filter(|o| !["instructions", "batches", "cache", "readahead"].contains(o))
-    {
-        return Err(format!(
-            "--only {o}: expected instructions, batches, cache or readahead"
-        ));
+    if let Some(o) = only.as_deref().filter(|o| !BENCH_PARTS.contains(o)) {
+        return Err(format!("--only {o}: expected {}", BENCH_PARTS.join(", ")));
     }
+    if only.as_deref() == Some("mca") {
+        // Static analysis only: no QEMU, no model; the LLVM 19 tools are checked by the bench.
+        println!("{}", xtask::mca::run()?);
+        eprintln!("xtask: wrote results/mca.md");
+        return Ok(0);
+    }
+    if setup() != 0 {
+        return Err("setup failed".into());
+    }
+    let want = |part: &str| only.as_deref().is_none_or(|o| o == part);
     if want("instructions") {
         let md = xtask::bench::run(&xtask::bench::cases_for(board.as_deref()), n)?;
         println!("{md}");

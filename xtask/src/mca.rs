@@ -1,0 +1,393 @@
+//! `cargo xtask bench --only mca`: estimated cycles per weight block of the hot inner loops
+//! (matvec and batched, Q4_1 and Q4_K) with llvm-mca on published
+//! CPU models, beside llama.cpp's loops for the same types run through the same tool.
+//!
+//! Our loops come from `rustc --emit asm` of `inference` (release profile), llama.cpp's from
+//! `clang -O3 -S` of ggml's CPU quant files, vendored in the `llama-cpp-python` sdist that pip
+//! downloads into the cache. From each function one loop is cut out ([`asm::hot_loop`]) and run
+//! by `llvm-mca -iterations=N`; cycles per block = total cycles / N / blocks per iteration.
+//! Not part of `cargo xtask test`: it needs LLVM 19 (`llvm-mca-19`, `clang-19`).
+
+mod asm;
+mod llama;
+mod unit;
+
+use asm::Pick;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Iterations llvm-mca simulates per loop (enough that the pipeline fill is noise).
+const ITERATIONS: u32 = 500;
+/// VLEN of the SiFive X280 (its LLVM scheduling model's vector length).
+const X280_VLEN: usize = 512;
+/// Blocks per pass of our RVV q32 kernels at e8/m1 with vl = VLMAX.
+const RVV_BLOCKS: f64 = (X280_VLEN / 8) as f64;
+
+/// A CPU model of llvm-mca.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Cpu {
+    A53,
+    A55,
+    X280,
+}
+
+impl Cpu {
+    fn name(self) -> &'static str {
+        match self {
+            Cpu::A53 => "cortex-a53",
+            Cpu::A55 => "cortex-a55",
+            Cpu::X280 => "sifive-x280",
+        }
+    }
+
+    fn triple(self) -> &'static str {
+        match self {
+            Cpu::X280 => "riscv64",
+            _ => "aarch64",
+        }
+    }
+
+    fn riscv(self) -> bool {
+        self == Cpu::X280
+    }
+}
+
+/// Where a loop's assembly comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum Src {
+    /// Our function at this path (`neon::q32::...` under `inference::quant`), built for the CPU.
+    Ours(&'static str),
+    /// llama.cpp's C function in this unit.
+    Llama(llama::Unit, &'static str),
+    /// The unit-stride alternative ([`unit::q4_1_unit_stride`]; `true`: with Zfhmin).
+    UnitStride(bool),
+}
+
+/// One loop to measure and what one iteration covers.
+#[derive(Debug, Clone, Copy)]
+pub struct Loop {
+    pub src: Src,
+    pub pick: Pick,
+    /// Weight blocks per iteration (block·column products for the batched kernels).
+    pub blocks: f64,
+}
+
+/// A line of the table.
+#[derive(Debug, Clone, Copy)]
+pub struct Row {
+    pub name: &'static str,
+    pub cpu: Cpu,
+    pub ours: Loop,
+    pub theirs: Option<Loop>,
+    pub note: &'static str,
+}
+
+const fn l(src: Src, pick: Pick, blocks: f64) -> Loop {
+    Loop { src, pick, blocks }
+}
+
+/// The measured loop: its instructions and llvm-mca's cycles per block.
+struct Measured {
+    instructions: usize,
+    per_block: f64,
+}
+
+/// The tools the bench runs, or which package to install.
+fn check_tools() -> Result<(), String> {
+    for (tool, pkg) in [("llvm-mca-19", "llvm-19"), ("clang-19", "clang-19")] {
+        let ok = Command::new(tool)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            return Err(format!(
+                "{tool} not found: install Debian's {pkg} (`sudo apt-get install {pkg}`, or `cargo xtask setup`)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The first line of `llvm-mca-19 --version` that names the version.
+fn mca_version() -> String {
+    Command::new("llvm-mca-19")
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .find(|l| l.contains("version"))
+                .map(|l| l.trim().to_string())
+        })
+        .unwrap_or_else(|| "llvm-mca-19".into())
+}
+
+/// Run llvm-mca on `code` for `cpu`; cycles per iteration.
+fn mca(cpu: Cpu, code: &str) -> Result<f64, String> {
+    let mut c = Command::new("llvm-mca-19");
+    c.arg(format!("-mtriple={}", cpu.triple()))
+        .arg(format!("-mcpu={}", cpu.name()))
+        .arg(format!("-iterations={ITERATIONS}"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().map_err(|e| format!("llvm-mca-19: {e}"))?;
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().ok_or("llvm-mca-19: no stdin")?;
+        stdin
+            .write_all(code.as_bytes())
+            .map_err(|e| format!("llvm-mca-19: {e}"))?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("llvm-mca-19: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let field = |key: &str| -> Option<f64> {
+        let line = text.lines().find(|l| l.starts_with(key))?;
+        line[key.len()..].trim().parse().ok()
+    };
+    match (field("Iterations:"), field("Total Cycles:")) {
+        (Some(n), Some(c)) if out.status.success() && n > 0.0 => Ok(c / n),
+        _ => Err(format!(
+            "llvm-mca-19 -mcpu={} failed:\n{}\n--- input ---\n{code}",
+            cpu.name(),
+            String::from_utf8_lossy(&out.stderr)
+        )),
+    }
+}
+
+/// Our assembly for `cpu` (one `rustc --emit asm` of `inference` per CPU, cached per run).
+fn ours_asm(cpu: Cpu, dir: &Path) -> Result<PathBuf, String> {
+    let out = dir.join(format!("inference-{}.s", cpu.name()));
+    // The RVV kernels are `asm!` with `.option arch, +v`; the crate is built without +v, as
+    // for the boards. The aarch64 builds are tuned for the modelled core.
+    let (target, cpu_flag) = match cpu {
+        Cpu::X280 => ("riscv64gc-unknown-none-elf", None),
+        c => (
+            "aarch64-unknown-none",
+            Some(format!("target-cpu={}", c.name())),
+        ),
+    };
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(crate::workspace_root())
+        .args([
+            "rustc",
+            "--release",
+            "-p",
+            "inference",
+            "--target",
+            target,
+            "--",
+        ])
+        .arg(format!("--emit=asm={}", out.display()));
+    if let Some(f) = cpu_flag {
+        c.args(["-C", &f]);
+    }
+    eprintln!(
+        "xtask: mca: building inference's assembly for {}",
+        cpu.name()
+    );
+    let ok = c.status().map_err(|e| format!("cargo: {e}"))?.success();
+    if !ok || !out.exists() {
+        return Err(format!("cargo rustc --emit asm for {target} failed"));
+    }
+    Ok(out)
+}
+
+/// The assembly text of `src` for `cpu` (files cached in `texts` by path).
+fn source_text(
+    src: Src,
+    cpu: Cpu,
+    dir: &Path,
+    texts: &mut Vec<(PathBuf, String)>,
+) -> Result<String, String> {
+    let path = match src {
+        Src::UnitStride(zfh) => return Ok(unit::q4_1_unit_stride(zfh)),
+        Src::Ours(_) => dir.join(format!("inference-{}.s", cpu.name())),
+        Src::Llama(u, _) => llama::asm_path(u, dir),
+    };
+    if !texts.iter().any(|(p, _)| *p == path) {
+        let made = match src {
+            Src::Llama(u, _) => llama::compile(u, dir)?,
+            _ => ours_asm(cpu, dir)?,
+        };
+        let t = fs::read_to_string(&made).map_err(|e| format!("{}: {e}", made.display()))?;
+        texts.push((path.clone(), t));
+    }
+    Ok(texts
+        .iter()
+        .find(|(p, _)| *p == path)
+        .map(|(_, t)| t.clone())
+        .unwrap_or_default())
+}
+
+/// The loop's instructions: the function's (following a wrapper's tail call), cut by `pick`.
+fn loop_code(text: &str, src: Src, pick: Pick, riscv: bool) -> Result<String, String> {
+    let name = match src {
+        Src::UnitStride(_) => return Ok(text.to_string()),
+        Src::Llama(_, f) => f.to_string(),
+        Src::Ours(p) => {
+            let prefix = asm::mangled_prefix(&format!("inference::quant::{p}"));
+            asm::symbol_with_prefix(text, &prefix)
+                .ok_or_else(|| format!("{p}: no symbol {prefix}… in the assembly"))?
+                .to_string()
+        }
+    };
+    let mut body = asm::function(text, &name).ok_or_else(|| format!("no function {name}"))?;
+    if let Some(target) = asm::tail_call(&body, riscv) {
+        body = asm::function(text, target).ok_or_else(|| format!("no function {target}"))?;
+    }
+    let lines = asm::hot_loop(&body, pick, riscv).map_err(|e| format!("{name}: {e}"))?;
+    Ok(lines.join("\n") + "\n")
+}
+
+fn measure(
+    lp: &Loop,
+    cpu: Cpu,
+    dir: &Path,
+    texts: &mut Vec<(PathBuf, String)>,
+) -> Result<Measured, String> {
+    let text = source_text(lp.src, cpu, dir, texts)?;
+    let code = loop_code(&text, lp.src, lp.pick, cpu.riscv())?;
+    // The cut loop stays in the cache for inspection.
+    let name: String = format!("{:?}-{}", lp.src, cpu.name())
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let _ = fs::create_dir_all(dir.join("loops"));
+    let _ = fs::write(dir.join("loops").join(name + ".s"), &code);
+    let cycles = mca(cpu, &code)?;
+    let instructions = code
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.ends_with(':'))
+        .count();
+    Ok(Measured {
+        instructions,
+        per_block: cycles / lp.blocks,
+    })
+}
+
+/// Run every row; the markdown table (also written to `results/mca.md`).
+pub fn run() -> Result<String, String> {
+    check_tools()?;
+    let dir = crate::cache_dir().join("mca");
+    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut texts = Vec::new();
+    let mut md = String::new();
+    let _ = writeln!(md, "# Estimated cycles per weight block (llvm-mca)\n");
+    let _ = writeln!(
+        md,
+        "{}, -iterations={ITERATIONS}; one loop iteration = the blocks in the notes (per block·column for the batched kernels).\n",
+        mca_version()
+    );
+    let _ = writeln!(
+        md,
+        "| loop | CPU model | ours cycles/block | llama.cpp cycles/block | ratio | notes |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|");
+    for row in rows() {
+        eprintln!("xtask: mca: {} on {}", row.name, row.cpu.name());
+        let ours = measure(&row.ours, row.cpu, &dir, &mut texts)?;
+        let theirs = match &row.theirs {
+            Some(t) => Some(measure(t, row.cpu, &dir, &mut texts)?),
+            None => None,
+        };
+        let _ = writeln!(md, "{}", table_line(&row, &ours, theirs.as_ref()));
+    }
+    md += NOTES;
+    crate::bench::write_results("mca", &md, None)?;
+    Ok(md)
+}
+
+fn table_line(row: &Row, ours: &Measured, theirs: Option<&Measured>) -> String {
+    let (t, ratio, ti) = match theirs {
+        Some(t) => (
+            format!("{:.2}", t.per_block),
+            format!("{:.2}", ours.per_block / t.per_block),
+            format!(
+                ", theirs {} instr × {} blocks",
+                t.instructions,
+                fmt_blocks(row.theirs)
+            ),
+        ),
+        None => ("–".into(), "–".into(), String::new()),
+    };
+    format!(
+        "| {} | {} | {:.2} | {t} | {ratio} | {}; ours {} instr × {} blocks{ti} |",
+        row.name,
+        row.cpu.name(),
+        ours.per_block,
+        row.note,
+        ours.instructions,
+        fmt_blocks(Some(row.ours)),
+    )
+}
+
+fn fmt_blocks(l: Option<Loop>) -> String {
+    l.map_or(String::new(), |l| format!("{}", l.blocks))
+}
+
+use llama::Unit::{ArmA53, ArmA55, Riscv};
+use Cpu::{A53, A55, X280};
+use Pick::{Innermost, Outer};
+use Src::{Llama, Ours, UnitStride};
+
+/// The table's rows.
+pub fn rows() -> Vec<Row> {
+    const Q41: &str = "ggml_vec_dot_q4_1_q8_1";
+    const Q4K: &str = "ggml_vec_dot_q4_K_q8_K";
+    const LL_Q41_NEON: &str = "llama.cpp: 2 blocks per iteration";
+    // llama.cpp's NEON Q4_K: 1 super-block, its `j` loop (4 × 64 values) unrolled by clang for
+    // cortex-a55 but not for cortex-a53, where it is written out 4 times.
+    let q41 = |u| Some(l(Llama(u, Q41), Innermost, 2.0));
+    let rv_q41 = Some(l(Llama(Riscv, Q41), Innermost, 1.0));
+    let ours = |p, blocks| l(Ours(p), Innermost, blocks);
+    let row = |name, cpu, ours, theirs, note| Row {
+        name,
+        cpu,
+        ours,
+        theirs,
+        note,
+    };
+    vec![
+        row("Q4_1·Q8_1 matvec (4 rows, `_x4`)", A53, ours("neon::q32::vec_dot_q4_1_q8_1_x4", 4.0), q41(ArmA53), "ours: 1 block of 4 rows per iteration; llama.cpp: 2 blocks of 1 row"),
+        row("Q4_1·Q8_1 matvec (4 rows, `_x4`)", A55, ours("neon::q32::vec_dot_q4_1_q8_1_x4_dp", 4.0), q41(ArmA55), "SDOT; ours: 1 block of 4 rows; llama.cpp: 2 blocks"),
+        row("Q4_1·Q8_1 matvec (segment pass)", X280, ours("rvv::q32::vec_dot_q4_1_q8_1_x4", RVV_BLOCKS), rv_q41, "ours: one pass = vl = 64 blocks (`vlsseg8e8`); llama.cpp: 1 block, vl = 16"),
+        row("Q4_1·Q8_1 one row (`dot1`)", A53, ours("neon::q32::vec_dot_q4_1_q8_1", 2.0), q41(ArmA53), LL_Q41_NEON),
+        row("Q4_1·Q8_1 one row (`dot1`)", A55, ours("neon::q32::vec_dot_q4_1_q8_1_dp", 2.0), q41(ArmA55), LL_Q41_NEON),
+        row("Q4_1·Q8_1 batched (`mat`, 4×4 tile)", A53, ours("neon::q32::mat_q4_1_q8_1", 16.0), q41(ArmA53), "per block·column: 4 rows × 4 columns per iteration; llama.cpp has no Q4_1 batched loop on these cores, its vec_dot runs per column"),
+        row("Q4_1·Q8_1 batched (`mat`, 4×4 tile)", A55, ours("neon::q32::mat_q4_1_q8_1_dp", 16.0), q41(ArmA55), "per block·column, SDOT by element"),
+        row("Q4_1·Q8_1 unit-stride, Zfhmin scales", X280, l(UnitStride(true), Innermost, 1.0), rv_q41, "alternative layout (not a kernel): 1 block, vl = 16 at m1, f16 scales with `flh`/`fcvt.s.h`"),
+        row("Q4_1·Q8_1 unit-stride, base-V scales", X280, l(UnitStride(false), Innermost, 1.0), rv_q41, "alternative layout: as above, f16 scales decoded with integer ops (no Zfh), as the kernels must"),
+        row("Q4_K·Q8_K matvec", A53, ours("neon::kquant::vec_dot_q4_k_q8_k", 1.0), Some(l(Llama(ArmA53, Q4K), Outer(4), 1.0)), "1 super-block; llama.cpp's inner `j` loop (not unrolled here) written out 4 times"),
+        row("Q4_K·Q8_K matvec", A55, ours("neon::kquant::vec_dot_q4_k_q8_k_dp", 1.0), Some(l(Llama(ArmA55, Q4K), Innermost, 1.0)), "1 super-block, SDOT"),
+        row("Q4_K·Q8_K matvec", X280, ours("rvv::kquant::vec_dot_q4_k_q8_k", 1.0), Some(l(Llama(Riscv, "ggml_vec_dot_q4_K_q8_K_vl256"), Innermost, 1.0)), "1 super-block; ours: the common path (normal f16 scales); llama.cpp: its VLEN ≥ 256 loop"),
+        row("Q4_K·Q8_K batched (per column)", A53, ours("neon::kquant::mat_q4_k_q8_k", 1.0), Some(l(Llama(ArmA53, Q4K), Outer(4), 1.0)), "per block·column: ours the column loop (the decode, once per block for all columns, not counted)"),
+        row("Q4_K·Q8_K batched (per column)", A55, ours("neon::kquant::mat_q4_k_q8_k_dp", 1.0), Some(l(Llama(ArmA55, Q4K), Innermost, 1.0)), "as above, SDOT"),
+    ]
+}
+
+const NOTES: &str = "
+Blocks: Q4_1 · Q8_1 blocks of 32 values, Q4_K · Q8_K super-blocks of 256, quantizer blocks of 32 (Q8_1) or 256 (Q8_K).
+Ratio = ours / llama.cpp (below 1: ours takes fewer estimated cycles).
+
+Assumptions. llvm-mca simulates the loop body as straight-line code repeated, with the CPU model's latencies and
+throughputs, all loads hitting L1 and every branch predicted; it cannot know `vl`. The sifive-x280 model (VLEN 512)
+charges a vector instruction by its LMUL and SEW (set by the `vsetvli` in the loop text) as if vl = VLMAX: our RVV
+q32 pass is counted as VLEN/8 = 64 blocks (vl = VLMAX at e8/m1), llama.cpp's RVV Q4_1 loop as one block with vl = 16
+at m1 (charged as a full m1 register). Our crate is built without `+v` (the kernels are `asm!`), llama.cpp with
+`-march=rv64gcv`; its Q4_K at VLEN ≥ 256 is `ggml_vec_dot_q4_K_q8_K_vl256`. The aarch64 builds use
+`-C target-cpu` / `-mcpu` of the modelled core; SDOT rows use cortex-a55 (llama.cpp then compiles its
+`__ARM_FEATURE_DOTPROD` branches). Loops with an inner loop of fixed trip count are written out (see the notes).
+The unit-stride rows price the other RVV layout for Q4_1 (one block per iteration, as llama.cpp's loop) against
+the segment-load pass above them; the `instr × blocks` notes say what one iteration covers. The loops fed to
+llvm-mca are kept in the cache (`mca/loops/`). The activation quantizers are not in the table yet: their loops
+branch per block (f16 rounding paths, an unswitched hardware/software rounding pair), so a straight-line cut
+needs a hand-checked pick per function.
+";
