@@ -117,6 +117,24 @@ fn less_ram_than_the_model_gives_the_same_tokens() {
     assert_eq!(generated(&uart), want);
 }
 
+/// A 32 MiB board (context 256): a page cache of about 13 MiB for the 98 MB model, each token
+/// streaming M - C through the window that keeps the pages needed soonest; the same text.
+#[test]
+fn a_32_mib_board_runs_the_model_with_the_same_tokens() {
+    let b = built("qemu-virt-aarch64");
+    let model = common::model_path();
+    let mut s = common::boot::once(6);
+    s.ctx = 256;
+    let want = host_text(b, &model, &s);
+    let img = make_image("virt-32m", &s, &model);
+    let (code, uart) = boot(b, &img, Some("32M"), &[], LIMIT);
+    eprintln!("{uart}");
+    assert_eq!(code, 0);
+    assert!(uart.contains("RAM 32 MiB"), "{uart}");
+    assert!(uart.contains("(256 positions)"), "{uart}");
+    assert_eq!(generated(&uart), want);
+}
+
 /// Pages read ahead over the whole run, from the stats line.
 fn read_ahead_pages(uart: &str) -> u64 {
     uart.lines()

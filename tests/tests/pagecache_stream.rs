@@ -17,7 +17,6 @@ use std::sync::atomic::Ordering;
 
 const PAGE: usize = 256 * 1024;
 /// Pages of the streaming window (not pinned, so read every token at worst).
-const WINDOW: usize = runtime::pagecache::MIN_WINDOW_PAGES;
 
 /// Bytes read per generated token (averaged over the tokens after the first two) and the number of
 /// tensors read from outside the pinned part.
@@ -82,11 +81,12 @@ fn per_token_with(
 fn bytes_read_per_token_stay_near_model_minus_cache() {
     let m = std::fs::metadata(common::model_path()).unwrap().len();
     let mut reference_tokens = None;
-    for mib in [16u64, 32, 64] {
+    for mib in [16u64, 32, 64, 88] {
         let c = mib << 20;
         let (ours, streamed, tokens) = per_token(c, Policy::ResidentPrefix);
         let (lru, _, lru_tokens) = per_token(c, Policy::Lru);
-        let bound = (m - c) as f64 * 1.05 + (WINDOW * PAGE) as f64;
+        // The read order is known: the window keeps what is needed soonest (see window_pages).
+        let bound = (m - c) as f64 * 1.05;
         eprintln!(
             "cache {mib:>2} MiB: resident-prefix {:.1} MB/token (M - C = {:.1} MB, bound {:.1} MB, {streamed} tensors streamed); LRU {:.1} MB/token",
             ours as f64 / 1e6,
@@ -127,7 +127,8 @@ fn read_ahead_keeps_the_bound_and_the_tokens() {
             },
             true,
         );
-        let bound = (m - c) as f64 * 1.05 + ((WINDOW + 4) * PAGE) as f64;
+        // The four read-ahead slots may hold pages read early that a later pass reads again.
+        let bound = (m - c) as f64 * 1.05 + (4 * PAGE) as f64;
         eprintln!(
             "cache {mib:>2} MiB with read-ahead 4: {:.1} MB/token (without: {:.1}); {} pages read ahead, {} misses, {} waited for",
             ours as f64 / 1e6,
@@ -185,7 +186,7 @@ fn a_prompt_batch_reads_the_streamed_part_once() {
     };
     let (one, _, _) = feed(1, &prompt[..8]);
     let (batched, logits, stats) = feed(32, &prompt[..64]);
-    let bound = ((m - c) as f64 * 1.05 + ((WINDOW + 4) * PAGE) as f64) / 32.0;
+    let bound = (m - c) as f64 * 1.05 / 32.0;
     eprintln!(
         "cache 32 MiB, M - C = {:.1} MB: one token at a time {:.1} MB per prompt token, batches of 32 {:.2} MB (bound {:.2} MB); {} pages read ahead, {} misses",
         (m - c) as f64 / 1e6,
@@ -199,9 +200,15 @@ fn a_prompt_batch_reads_the_streamed_part_once() {
         batched as f64 <= bound,
         "{batched} bytes per prompt token > {bound}"
     );
+    // One token at a time streams nearly all of M - C every pass (a little less: the window
+    // keeps some pages from the pass before); a batch shares it among 32 tokens.
     assert!(
-        one as f64 >= 0.95 * (m - c) as f64,
+        one as f64 >= 0.9 * (m - c) as f64,
         "one token at a time read only {one}"
+    );
+    assert!(
+        batched * 20 <= one,
+        "batched {batched} vs one at a time {one}"
     );
     // Read-ahead keeps working during batch passes: the misses are mostly the 64 embedding rows
     // (one lookup per token, nothing to announce ahead).

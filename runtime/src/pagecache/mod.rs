@@ -311,9 +311,24 @@ impl fmt::Display for CacheError {
     }
 }
 
-/// Streamed pages to keep when the file does not fit: enough for the largest tensor chunk in flight
-/// on every core, small next to the resident part.
+/// Streamed pages to keep when the file does not fit, at least: enough for the largest tensor
+/// chunk in flight on every core.
 pub const MIN_WINDOW_PAGES: usize = 8;
+
+/// Most streamed pages kept (16 MiB at the default page size).
+pub const MAX_WINDOW_PAGES: usize = 64;
+
+/// The window of a cache of `capacity` bytes (read-ahead pages come on top): a quarter of the
+/// capacity, from [`MIN_WINDOW_PAGES`] to [`MAX_WINDOW_PAGES`] pages. With the read order known
+/// ([`PageCache::set_schedule`]) the window keeps the pages needed soonest, so a larger one holds
+/// the pages two tensors share (read twice a pass) and, every pass, some of the pages it streamed
+/// the pass before: a token then reads M − C bytes (measured: 1.00x at 72–88 MiB for the default
+/// model, against 1.06x–1.15x with 8 pages). Without the read order it is least recently used,
+/// and every page of it is streamed again each pass.
+pub fn window_pages(capacity: u64, page: usize) -> usize {
+    let pages = capacity / page.max(1) as u64 / 4;
+    (pages as usize).clamp(MIN_WINDOW_PAGES, MAX_WINDOW_PAGES)
+}
 
 /// Most pages read ahead at once (they are added to the window).
 pub const MAX_READAHEAD: usize = 8;
@@ -356,7 +371,7 @@ impl Default for Options {
 impl<F: FileSource> PageCache<F> {
     /// A cache of at most `capacity` bytes over `src` with pages of `page` bytes. If the file fits,
     /// it is all resident; otherwise the first `capacity - window` bytes are, and the rest streams
-    /// through a window of [`MIN_WINDOW_PAGES`] pages. The resident part is read now, in chunks of
+    /// through a window of [`window_pages`] pages. The resident part is read now, in chunks of
     /// `page` bytes, calling `progress(done, total)` after each.
     pub fn new(
         src: F,
@@ -414,7 +429,7 @@ impl<F: FileSource> PageCache<F> {
             opts.readahead.min(src.queue_depth())
         };
         // Read-ahead pages come on top of the window the cores read from, so they never crowd it.
-        let window_pages = MIN_WINDOW_PAGES + readahead;
+        let window_pages = window_pages(capacity, page) + readahead;
         let window_bytes = (window_pages * page) as u64;
         let (resident_len, slots) = if len <= capacity {
             (len, 0)
