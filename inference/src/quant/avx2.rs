@@ -1,5 +1,6 @@
 //! AVX2 twins for the PC runner (x86-64): the 32-wide formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) ·
-//! Q8_0 / Q8_1 activations, one row and batched, bit for bit the scalar kernels' results.
+//! Q8_0 / Q8_1 activations, one row and batched, bit for bit the scalar kernels' results; the
+//! K-quants · Q8_K and the Q8_K quantizer in `kquant`.
 //!
 //! Per block the integer sum is exact whatever the instructions: the unsigned weight codes (the
 //! nibbles, with the fifth bit for Q5) go through `vpmaddubsw` against the int8 activations (a
@@ -15,6 +16,13 @@
 
 use super::act::{Act32 as Act, BlockQ8_0, BlockQ8_1};
 use core::arch::x86_64::*;
+
+mod kquant;
+
+pub use kquant::{
+    mat_q2_k_q8_k, mat_q3_k_q8_k, mat_q4_k_q8_k, mat_q5_k_q8_k, mat_q6_k_q8_k, quantize_q8_k,
+    vec_dot_q2_k_q8_k, vec_dot_q3_k_q8_k, vec_dot_q4_k_q8_k, vec_dot_q5_k_q8_k, vec_dot_q6_k_q8_k,
+};
 
 /// Whether this CPU runs this set: CPUID leaf 7 EBX bit 5 (AVX2), leaf 1 ECX bits 27 (OSXSAVE),
 /// 28 (AVX) and 29 (F16C, for the block scales), with XCR0 enabling the XMM and YMM state.

@@ -140,6 +140,36 @@ pub(crate) fn by_tiles<A, const T: usize>(
     }
 }
 
+/// A batched kernel from a SIMD set's block decoder: each row's blocks (`bytes` each) decoded
+/// once (`decode`), then each column's term (`term`) added to its sum in block order. Output
+/// `[rows][cols]`; nothing is written when the shapes disagree.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn by_blocks<A, D>(
+    w: &[u8],
+    rb: usize,
+    bytes: usize,
+    a: &[A],
+    cols: usize,
+    out: &mut [f32],
+    decode: impl Fn(&[u8]) -> D,
+    term: impl Fn(&D, &A) -> f32,
+) {
+    let (rows, nb) = shape(w, rb, a.len(), cols, out);
+    if rows == 0 || bytes == 0 {
+        return;
+    }
+    for (row, o) in w.chunks_exact(rb).zip(out.chunks_exact_mut(cols)) {
+        o.fill(0.0);
+        for (i, b) in row.chunks_exact(bytes).take(nb).enumerate() {
+            let x = decode(b);
+            for (c, sumf) in o.iter_mut().enumerate() {
+                *sumf += term(&x, &a[c * nb + i]);
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 32-wide formats.
 

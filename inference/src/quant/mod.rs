@@ -362,7 +362,8 @@ impl Kernels {
         ..Kernels::NEON
     };
 
-    /// AVX2 (x86-64, for the PC runner): the 32-wide types one row and batched; the rest scalar.
+    /// AVX2 (x86-64, for the PC runner): the 32-wide types and the K-quants one row and batched,
+    /// the Q8_K quantizer; the rest scalar.
     /// Only for CPUs with AVX2 ([`avx2::available`]): take it from [`Kernels::best`] or
     /// [`Kernels::available`].
     #[cfg(target_arch = "x86_64")]
@@ -373,11 +374,17 @@ impl Kernels {
         q5_0_q8_0: avx2::vec_dot_q5_0_q8_0,
         q5_1_q8_1: avx2::vec_dot_q5_1_q8_1,
         q8_0_q8_0: avx2::vec_dot_q8_0_q8_0,
+        q2_k_q8_k: avx2::vec_dot_q2_k_q8_k,
+        q3_k_q8_k: avx2::vec_dot_q3_k_q8_k,
+        q4_k_q8_k: avx2::vec_dot_q4_k_q8_k,
+        q5_k_q8_k: avx2::vec_dot_q5_k_q8_k,
+        q6_k_q8_k: avx2::vec_dot_q6_k_q8_k,
         q4_0_q8_0_x4: Some(avx2::vec_dot_q4_0_q8_0_x4),
         q4_1_q8_1_x4: Some(avx2::vec_dot_q4_1_q8_1_x4),
         q5_0_q8_0_x4: Some(avx2::vec_dot_q5_0_q8_0_x4),
         q5_1_q8_1_x4: Some(avx2::vec_dot_q5_1_q8_1_x4),
         q8_0_q8_0_x4: Some(avx2::vec_dot_q8_0_q8_0_x4),
+        quantize_q8_k: avx2::quantize_q8_k,
         dot_f32_f16: avx2::dot_f32_f16,
         attend_head: avx2::attend_head,
         to_f16: avx2::to_f16,
@@ -387,6 +394,11 @@ impl Kernels {
             q5_0_q8_0: Some(avx2::mat_q5_0_q8_0),
             q5_1_q8_1: Some(avx2::mat_q5_1_q8_1),
             q8_0_q8_0: Some(avx2::mat_q8_0_q8_0),
+            q2_k_q8_k: Some(avx2::mat_q2_k_q8_k),
+            q3_k_q8_k: Some(avx2::mat_q3_k_q8_k),
+            q4_k_q8_k: Some(avx2::mat_q4_k_q8_k),
+            q5_k_q8_k: Some(avx2::mat_q5_k_q8_k),
+            q6_k_q8_k: Some(avx2::mat_q6_k_q8_k),
             ..MatKernels::SCALAR
         },
         ..Kernels::SCALAR
