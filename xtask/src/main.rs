@@ -69,15 +69,12 @@ const BARE_METAL_TARGETS: [&str; 2] = ["aarch64-unknown-none", "riscv64gc-unknow
 /// Linux targets for running kernel tests and the PC runner under qemu-user.
 const USER_TARGETS: [&str; 2] = ["aarch64-unknown-linux-gnu", "riscv64gc-unknown-linux-gnu"];
 /// Debian packages besides QEMU: the cross linker for the qemu-user targets, the Pi firmware.
-const EXTRA_PACKAGES: [&str; 7] = [
+const EXTRA_PACKAGES: [&str; 5] = [
     "gcc-aarch64-linux-gnu",
     "libc6-dev-arm64-cross",
     "gcc-riscv64-linux-gnu",
     "libc6-dev-riscv64-cross",
     "raspi-firmware",
-    // `cargo xtask bench --only mca`: llvm-mca and clang for llama.cpp's loops.
-    "llvm-19",
-    "clang-19",
 ];
 
 /// Install what building and testing need on a fresh machine (idempotent).
