@@ -296,7 +296,7 @@ pub fn default_cases() -> Vec<Case> {
 /// A prompt of 40 tokens on the default model (batches of 1, 8 and 32 are all exercised).
 pub const BATCH_PROMPT: &str = "The history of computing is a story of machines that became smaller, cheaper and more capable, until a computer fit on a card the size of a stick of gum and cost less than a meal.";
 
-/// Instructions per prompt token with the prompt in batches of 1, 8 and 32, for every SIMD set
+/// Instructions per prompt token with the prompt in batches of 1, 8 and 32, for every kernel set
 /// on 1 and 4 cores (4: the busiest core), against the same set's count per generated token;
 /// then the bytes read from the card per prompt token with 64 MiB of RAM, batches of 1 and 32.
 /// Writes `results/batches.md`.
@@ -307,11 +307,12 @@ pub fn batches(n: usize) -> Result<String, String> {
         "# Prompt batches (QEMU -icount shift=0, SmolLM2-135M Q4_1, a {}-byte prompt, greedy)\n",
         BATCH_PROMPT.len()
     );
-    let _ = writeln!(md, "| kernels | cpu | cores | prompt tokens | B = 1 | B = 8 | B = 32 | per generated token | B = 32 / generated |");
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(md, "| kernels | cpu | cores | prompt tokens | B = 1 | B = 8 | B = 32 | per generated token | B = 32 / generated | llama.cpp per prompt token |");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|");
+    // Scalar once (the aarch64 build): the RISC-V scalar build runs the same Rust.
     let sets = default_cases()
         .into_iter()
-        .filter(|c| c.kernels != "scalar")
+        .filter(|c| c.kernels != "scalar" || c.board == "qemu-virt-aarch64")
         .collect::<Vec<_>>();
     for c in &sets {
         let mut per = vec![];
@@ -346,7 +347,7 @@ pub fn batches(n: usize) -> Result<String, String> {
         }
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {tokens} | {} | {} | {} | {} | {:.2} |",
+            "| {} | {} | {} | {tokens} | {} | {} | {} | {} | {:.2} | {} |",
             c.kernels,
             c.cpu,
             c.cores,
@@ -354,12 +355,15 @@ pub fn batches(n: usize) -> Result<String, String> {
             m(per[1]),
             m(per[2]),
             m(generated),
-            per[2] as f64 / generated.max(1) as f64
+            per[2] as f64 / generated.max(1) as f64,
+            llama_per_prompt_token(&c.kernels, c.cores)
         );
     }
     let _ = writeln!(
         md,
-        "\n4-core rows: the busiest core's share (the 4-way split run on one core).\n"
+        "\n4-core rows: the busiest core's share (the 4-way split run on one core). llama.cpp: b4747's \
+         count per prompt token of a 4-token prompt on one core (armv8-a build for NEON, +dotprod for SDOT), \
+         where known.\n"
     );
     let _ = writeln!(
         md,
@@ -373,7 +377,11 @@ pub fn batches(n: usize) -> Result<String, String> {
             extra: vec![("batch".into(), b.to_string())],
             ..Default::default()
         };
-        let f = measure_with(&sets[0], settings, Some("64M"))?;
+        let neon = sets
+            .iter()
+            .find(|c| c.kernels == "neon")
+            .ok_or("no NEON case")?;
+        let f = measure_with(neon, settings, Some("64M"))?;
         bytes.push(f.bytes_per_prompt_token.unwrap_or(0));
     }
     let _ = writeln!(
@@ -384,6 +392,15 @@ pub fn batches(n: usize) -> Result<String, String> {
     );
     write_results("batches", &md, None)?;
     Ok(md)
+}
+
+/// llama.cpp's instructions per prompt token where known (b4747, a 4-token prompt, one core).
+fn llama_per_prompt_token(kernels: &str, cores: usize) -> &'static str {
+    match (kernels, cores) {
+        ("neon", 1) => "125 M",
+        ("neon-dotprod", 1) => "98 M",
+        _ => "–",
+    }
 }
 
 /// Only the cases of `board` (or all with `None`).
