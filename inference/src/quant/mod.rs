@@ -322,7 +322,10 @@ impl Kernels {
             q5_0_q8_0: Some(neon::mat_q5_0_q8_0),
             q5_1_q8_1: Some(neon::mat_q5_1_q8_1),
             q8_0_q8_0: Some(neon::mat_q8_0_q8_0),
+            q2_k_q8_k: Some(neon::mat_q2_k_q8_k),
+            q3_k_q8_k: Some(neon::mat_q3_k_q8_k),
             q4_k_q8_k: Some(neon::mat_q4_k_q8_k),
+            q5_k_q8_k: Some(neon::mat_q5_k_q8_k),
             q6_k_q8_k: Some(neon::mat_q6_k_q8_k),
             ..MatKernels::NONE
         },
@@ -355,7 +358,10 @@ impl Kernels {
             q5_0_q8_0: Some(neon::mat_q5_0_q8_0_dp),
             q5_1_q8_1: Some(neon::mat_q5_1_q8_1_dp),
             q8_0_q8_0: Some(neon::mat_q8_0_q8_0_dp),
+            q2_k_q8_k: Some(neon::mat_q2_k_q8_k_dp),
+            q3_k_q8_k: Some(neon::mat_q3_k_q8_k_dp),
             q4_k_q8_k: Some(neon::mat_q4_k_q8_k_dp),
+            q5_k_q8_k: Some(neon::mat_q5_k_q8_k_dp),
             q6_k_q8_k: Some(neon::mat_q6_k_q8_k_dp),
             ..MatKernels::NONE
         },
