@@ -34,7 +34,8 @@ mod q32;
 mod quantize;
 
 pub use float::{
-    attend_head, dot_f32_f16, to_f16, vec_dot_bf16_bf16, vec_dot_f16_f16, vec_dot_f32_f32,
+    attend_head, dot_f32_f16, mat_bf16_bf16, mat_f16_f16, mat_f32_f32, to_f16, vec_dot_bf16_bf16,
+    vec_dot_f16_f16, vec_dot_f32_f32,
 };
 pub use kquant::{
     mat_q2_k_q8_k, mat_q2_k_q8_k_dp, mat_q3_k_q8_k, mat_q3_k_q8_k_dp, mat_q4_k_q8_k,
