@@ -317,14 +317,19 @@ impl Kernels {
         attend_head: neon::attend_head,
         to_f16: neon::to_f16,
         mat: MatKernels {
+            f32_f32: Some(neon::mat_f32_f32),
+            f16_f16: Some(neon::mat_f16_f16),
+            bf16_bf16: Some(neon::mat_bf16_bf16),
             q4_0_q8_0: Some(neon::mat_q4_0_q8_0),
             q4_1_q8_1: Some(neon::mat_q4_1_q8_1),
             q5_0_q8_0: Some(neon::mat_q5_0_q8_0),
             q5_1_q8_1: Some(neon::mat_q5_1_q8_1),
             q8_0_q8_0: Some(neon::mat_q8_0_q8_0),
+            q2_k_q8_k: Some(neon::mat_q2_k_q8_k),
+            q3_k_q8_k: Some(neon::mat_q3_k_q8_k),
             q4_k_q8_k: Some(neon::mat_q4_k_q8_k),
+            q5_k_q8_k: Some(neon::mat_q5_k_q8_k),
             q6_k_q8_k: Some(neon::mat_q6_k_q8_k),
-            ..MatKernels::NONE
         },
     };
 
@@ -350,14 +355,19 @@ impl Kernels {
         q5_1_q8_1_x4: Some(neon::vec_dot_q5_1_q8_1_x4_dp),
         q8_0_q8_0_x4: Some(neon::vec_dot_q8_0_q8_0_x4_dp),
         mat: MatKernels {
+            f32_f32: Some(neon::mat_f32_f32),
+            f16_f16: Some(neon::mat_f16_f16),
+            bf16_bf16: Some(neon::mat_bf16_bf16),
             q4_0_q8_0: Some(neon::mat_q4_0_q8_0_dp),
             q4_1_q8_1: Some(neon::mat_q4_1_q8_1_dp),
             q5_0_q8_0: Some(neon::mat_q5_0_q8_0_dp),
             q5_1_q8_1: Some(neon::mat_q5_1_q8_1_dp),
             q8_0_q8_0: Some(neon::mat_q8_0_q8_0_dp),
+            q2_k_q8_k: Some(neon::mat_q2_k_q8_k_dp),
+            q3_k_q8_k: Some(neon::mat_q3_k_q8_k_dp),
             q4_k_q8_k: Some(neon::mat_q4_k_q8_k_dp),
+            q5_k_q8_k: Some(neon::mat_q5_k_q8_k_dp),
             q6_k_q8_k: Some(neon::mat_q6_k_q8_k_dp),
-            ..MatKernels::NONE
         },
         ..Kernels::NEON
     };

@@ -23,9 +23,10 @@
 //! illegal-instruction trap of that one `asm!` instruction.
 //!
 //! Layout: `q32` (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: one row two blocks per step, or four rows sharing
-//! the activation loads), `kquant` (Q2_K..Q6_K), `float` (F32/F16/BF16 dot products, attention),
-//! `quantize` (Q8_0, Q8_1, Q8_K activations). The module is compiled on aarch64 only; the
-//! `cfg(target_arch)` that selects it lives in [`super`], the dispatch module.
+//! the activation loads), `kquant` (Q2_K..Q6_K: one row, or a batch of columns per decoded
+//! block), `float` (F32/F16/BF16 dot products, attention), `quantize` (Q8_0, Q8_1, Q8_K
+//! activations). The module is compiled on aarch64 only; the `cfg(target_arch)` that selects it
+//! lives in [`super`], the dispatch module.
 
 mod float;
 mod kquant;
@@ -33,13 +34,15 @@ mod q32;
 mod quantize;
 
 pub use float::{
-    attend_head, dot_f32_f16, to_f16, vec_dot_bf16_bf16, vec_dot_f16_f16, vec_dot_f32_f32,
+    attend_head, dot_f32_f16, mat_bf16_bf16, mat_f16_f16, mat_f32_f32, to_f16, vec_dot_bf16_bf16,
+    vec_dot_f16_f16, vec_dot_f32_f32,
 };
 pub use kquant::{
-    mat_q4_k_q8_k, mat_q4_k_q8_k_dp, mat_q6_k_q8_k, mat_q6_k_q8_k_dp, vec_dot_q2_k_q8_k,
-    vec_dot_q2_k_q8_k_dp, vec_dot_q3_k_q8_k, vec_dot_q3_k_q8_k_dp, vec_dot_q4_k_q8_k,
-    vec_dot_q4_k_q8_k_dp, vec_dot_q5_k_q8_k, vec_dot_q5_k_q8_k_dp, vec_dot_q6_k_q8_k,
-    vec_dot_q6_k_q8_k_dp,
+    mat_q2_k_q8_k, mat_q2_k_q8_k_dp, mat_q3_k_q8_k, mat_q3_k_q8_k_dp, mat_q4_k_q8_k,
+    mat_q4_k_q8_k_dp, mat_q5_k_q8_k, mat_q5_k_q8_k_dp, mat_q6_k_q8_k, mat_q6_k_q8_k_dp,
+    vec_dot_q2_k_q8_k, vec_dot_q2_k_q8_k_dp, vec_dot_q3_k_q8_k, vec_dot_q3_k_q8_k_dp,
+    vec_dot_q4_k_q8_k, vec_dot_q4_k_q8_k_dp, vec_dot_q5_k_q8_k, vec_dot_q5_k_q8_k_dp,
+    vec_dot_q6_k_q8_k, vec_dot_q6_k_q8_k_dp,
 };
 pub use q32::{
     mat_q4_0_q8_0, mat_q4_0_q8_0_dp, mat_q4_1_q8_1, mat_q4_1_q8_1_dp, mat_q5_0_q8_0,

@@ -128,6 +128,31 @@ fn batched_kernels_match_on_the_fixtures() {
     }
 }
 
+/// Float rows whose length is no multiple of the vector width or of a kernel's chunk, with random
+/// finite weights: the tails and the partial chunks of the float batched kernels.
+#[test]
+fn float_batches_of_any_length() {
+    let mut rng = Rng(0xf10a);
+    for k in all_sets() {
+        for ty in [GgmlType::F32, GgmlType::F16, GgmlType::Bf16] {
+            for n in [1, 3, 4, 7, 9, 67, 130, 203] {
+                let rows = 3;
+                let w: Vec<u8> = (0..rows * n)
+                    .flat_map(|_| match ty {
+                        GgmlType::F32 => rng.wide().to_le_bytes().to_vec(),
+                        GgmlType::F16 => f16_bits(&mut rng).to_le_bytes().to_vec(),
+                        _ => bf16_bits(&mut rng).to_le_bytes().to_vec(),
+                    })
+                    .collect();
+                for cols in [2, 5] {
+                    let x = columns(&mut rng, n, cols);
+                    check(&k, ty, n, &w, &x, cols, &format!("n {n}"));
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn shapes_that_disagree_are_errors() {
     let ty = GgmlType::Q4_1;

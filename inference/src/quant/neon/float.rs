@@ -4,8 +4,13 @@
 //! the attention's `q·k`, see [`crate::ops::dot_f32_f16`]) combined in a fixed order; a vector lane
 //! is one partial sum, updated with a separate multiply and add, so every lane rounds exactly as its
 //! scalar partial sum. Elements past the last whole vector go to their lanes in scalar code.
+//!
+//! The batched kernels (`mat_*`, prompt batches) convert each weight once per row and keep one
+//! 4-lane sum per column: lane l receives the same elements l, l + 4, .. in the same order as the
+//! one-row kernel's, so every output is the one-row kernel's, bit for bit.
 
-use super::{f16x8_high_to_f32, f16x8_low_to_f32, ld_u8};
+use super::{f16x4_to_f32, f16x8_high_to_f32, f16x8_low_to_f32, ld_u8};
+use crate::quant::batch::MAX_BATCH;
 use core::arch::aarch64::*;
 use half::{bf16, f16};
 
@@ -396,4 +401,216 @@ pub fn to_f16(out: &mut [u16], x: &[f32]) {
         }
     }
     crate::ops::to_f16(o4.into_remainder(), x4.remainder());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batched: each weight converted once per row (CHUNK at a time), then multiplied with every column;
+// lane l of a column's sum is the one-row kernel's partial sum `acc[l]`, fed the same elements
+// l, l + 4, .. in the same order, so each output is the one-row kernel's, bit for bit.
+
+/// Weight elements converted to f32 at a time (a multiple of 4).
+const CHUNK: usize = 64;
+
+/// A float format of the batched kernels: four weights or activations from element `i` as f32,
+/// and one of each (the tail), all exact conversions.
+trait FloatEl {
+    type A: Copy;
+    const SIZE: usize;
+    fn w4(w: &[u8], i: usize) -> float32x4_t;
+    fn a4(a: &[Self::A], i: usize) -> float32x4_t;
+    fn w1(w: &[u8], i: usize) -> f32;
+    fn a1(a: Self::A) -> f32;
+}
+
+/// Sixteen bytes of `b` from `at` (bounds checked).
+#[inline(always)]
+fn ld16(b: &[u8], at: usize) -> uint8x16_t {
+    let b: &[u8; 16] = b[at..at + 16].try_into().unwrap_or(&[0; 16]);
+    // SAFETY: `b` holds 16 bytes.
+    unsafe { ld_u8(b.as_ptr()) }
+}
+
+/// Four u16 of `v` from `at` (bounds checked).
+#[inline(always)]
+fn ld4_u16(v: &[u16], at: usize) -> uint16x4_t {
+    let v: &[u16; 4] = v[at..at + 4].try_into().unwrap_or(&[0; 4]);
+    // SAFETY: `v` holds four u16; NEON is part of the aarch64 baseline.
+    unsafe { vld1_u16(v.as_ptr()) }
+}
+
+/// Eight bytes of `b` from `at` as four u16 (bounds checked).
+#[inline(always)]
+fn ld8(b: &[u8], at: usize) -> uint16x4_t {
+    let b: &[u8; 8] = b[at..at + 8].try_into().unwrap_or(&[0; 8]);
+    // SAFETY: `b` holds 8 bytes; NEON is part of the aarch64 baseline.
+    unsafe { vreinterpret_u16_u8(vld1_u8(b.as_ptr())) }
+}
+
+/// bf16 bits to f32: the 16 bits moved up (exact).
+#[inline(always)]
+fn bf16x4(v: uint16x4_t) -> float32x4_t {
+    // SAFETY: NEON is part of the aarch64 baseline; register operations only.
+    unsafe { vreinterpretq_f32_u32(vshll_n_u16::<16>(v)) }
+}
+
+struct F32;
+impl FloatEl for F32 {
+    type A = f32;
+    const SIZE: usize = 4;
+    #[inline(always)]
+    fn w4(w: &[u8], i: usize) -> float32x4_t {
+        // SAFETY: NEON is part of the aarch64 baseline; register operations only.
+        unsafe { vreinterpretq_f32_u8(ld16(w, 4 * i)) }
+    }
+    #[inline(always)]
+    fn a4(a: &[f32], i: usize) -> float32x4_t {
+        let a: &[f32; 4] = a[i..i + 4].try_into().unwrap_or(&[0.0; 4]);
+        // SAFETY: `a` holds four f32; NEON is part of the aarch64 baseline.
+        unsafe { vld1q_f32(a.as_ptr()) }
+    }
+    #[inline(always)]
+    fn w1(w: &[u8], i: usize) -> f32 {
+        f32::from_le_bytes([w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]])
+    }
+    #[inline(always)]
+    fn a1(a: f32) -> f32 {
+        a
+    }
+}
+
+struct F16;
+impl FloatEl for F16 {
+    type A = u16;
+    const SIZE: usize = 2;
+    #[inline(always)]
+    fn w4(w: &[u8], i: usize) -> float32x4_t {
+        f16x4_to_f32(ld8(w, 2 * i))
+    }
+    #[inline(always)]
+    fn a4(a: &[u16], i: usize) -> float32x4_t {
+        f16x4_to_f32(ld4_u16(a, i))
+    }
+    #[inline(always)]
+    fn w1(w: &[u8], i: usize) -> f32 {
+        h(u16::from_le_bytes([w[2 * i], w[2 * i + 1]]))
+    }
+    #[inline(always)]
+    fn a1(a: u16) -> f32 {
+        h(a)
+    }
+}
+
+struct Bf16;
+impl FloatEl for Bf16 {
+    type A = u16;
+    const SIZE: usize = 2;
+    #[inline(always)]
+    fn w4(w: &[u8], i: usize) -> float32x4_t {
+        bf16x4(ld8(w, 2 * i))
+    }
+    #[inline(always)]
+    fn a4(a: &[u16], i: usize) -> float32x4_t {
+        bf16x4(ld4_u16(a, i))
+    }
+    #[inline(always)]
+    fn w1(w: &[u8], i: usize) -> f32 {
+        bf16::from_bits(u16::from_le_bytes([w[2 * i], w[2 * i + 1]])).to_f32()
+    }
+    #[inline(always)]
+    fn a1(a: u16) -> f32 {
+        bf16::from_bits(a).to_f32()
+    }
+}
+
+/// `v` plus, lane by lane and in order, the products of the converted weights `wf` with the
+/// activations `xs` (at most `CHUNK`); a whole chunk as a loop of constant length (unrolled, `wf`
+/// in registers).
+#[target_feature(enable = "neon")]
+#[inline]
+fn chunk_dot<E: FloatEl>(
+    v: float32x4_t,
+    wf: &[float32x4_t; CHUNK / 4],
+    xs: &[E::A],
+) -> float32x4_t {
+    let mut v = v;
+    if let Ok(xf) = <&[E::A; CHUNK]>::try_from(xs) {
+        for (k, wv) in wf.iter().enumerate() {
+            v = vaddq_f32(v, vmulq_f32(*wv, E::a4(xf, 4 * k)));
+        }
+    } else {
+        for (wv, x4) in wf.iter().zip(xs.chunks_exact(4)) {
+            v = vaddq_f32(v, vmulq_f32(*wv, E::a4(x4, 0)));
+        }
+    }
+    v
+}
+
+/// Row `w` (`n` elements) · the columns `x(c)` (`acc.len()` of them, `n` elements each) into
+/// `out`: the vector part into `acc`, then each column's tail and the scalar's final sum.
+#[target_feature(enable = "neon")]
+#[inline]
+fn float_cols<'a, E: FloatEl>(
+    w: &[u8],
+    n: usize,
+    x: impl Fn(usize) -> &'a [E::A],
+    acc: &mut [float32x4_t],
+    out: &mut [f32],
+) where
+    E::A: 'a,
+{
+    let n4 = n / 4 * 4;
+    acc.fill(vdupq_n_f32(0.0));
+    for start in (0..n4).step_by(CHUNK) {
+        let k4 = CHUNK.min(n4 - start) / 4;
+        let z = vdupq_n_f32(0.0);
+        let wf: [float32x4_t; CHUNK / 4] =
+            core::array::from_fn(|k| if k < k4 { E::w4(w, start + 4 * k) } else { z });
+        for (c, s) in acc.iter_mut().enumerate() {
+            *s = chunk_dot::<E>(*s, &wf, &x(c)[start..start + 4 * k4]);
+        }
+    }
+    for (c, (s, o)) in acc.iter().zip(out).enumerate() {
+        let (xc, mut l) = (x(c), lanes(*s));
+        for j in n4..n {
+            l[j & 3] += E::w1(w, j) * E::a1(xc[j]);
+        }
+        *o = (l[0] + l[1]) + (l[2] + l[3]);
+    }
+}
+
+/// Rows of `rb` bytes · `cols` columns of `a` into `out` (`[rows][cols]`), up to [`MAX_BATCH`]
+/// columns per pass over a row.
+#[target_feature(enable = "neon")]
+fn mat_float<E: FloatEl>(w: &[u8], rb: usize, a: &[E::A], cols: usize, out: &mut [f32]) {
+    let rows = w.len().checked_div(rb).unwrap_or(0);
+    let per = a.len().checked_div(cols).unwrap_or(0);
+    if rows * cols != out.len() {
+        return;
+    }
+    let n = per.min(rb / E::SIZE);
+    let mut acc = [vdupq_n_f32(0.0); MAX_BATCH];
+    for (row, o) in w.chunks_exact(rb).zip(out.chunks_exact_mut(cols)) {
+        for (g, o) in o.chunks_mut(MAX_BATCH).enumerate() {
+            let x = |c: usize| &a[(g * MAX_BATCH + c) * per..][..n];
+            float_cols::<E>(row, n, x, &mut acc[..o.len()], o);
+        }
+    }
+}
+
+/// F32 weights · f32 activations, batched: rows · `cols` columns into `out` as `[rows][cols]`.
+pub fn mat_f32_f32(w: &[u8], rb: usize, a: &[f32], cols: usize, out: &mut [f32]) {
+    // SAFETY: NEON is part of every aarch64 target this module is built for.
+    unsafe { mat_float::<F32>(w, rb, a, cols, out) }
+}
+
+/// F16 weights · f16 activations, batched: rows · `cols` columns into `out` as `[rows][cols]`.
+pub fn mat_f16_f16(w: &[u8], rb: usize, a: &[u16], cols: usize, out: &mut [f32]) {
+    // SAFETY: NEON is part of every aarch64 target this module is built for.
+    unsafe { mat_float::<F16>(w, rb, a, cols, out) }
+}
+
+/// BF16 weights · bf16 activations, batched: rows · `cols` columns into `out` as `[rows][cols]`.
+pub fn mat_bf16_bf16(w: &[u8], rb: usize, a: &[u16], cols: usize, out: &mut [f32]) {
+    // SAFETY: NEON is part of every aarch64 target this module is built for.
+    unsafe { mat_float::<Bf16>(w, rb, a, cols, out) }
 }
