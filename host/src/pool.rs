@@ -1,8 +1,12 @@
-//! A persistent worker pool for the PC runner: `threads - 1` threads parked on a condition variable,
-//! woken per job; the calling thread is worker 0. No thread is created per matrix product.
+//! A persistent worker pool for the PC runner: `threads - 1` threads and the calling thread as
+//! worker 0. No thread is created per matrix product. A token runs a few hundred short jobs, so
+//! a job is published with an atomic epoch that the workers watch for a short while (spinning)
+//! before they park on a condition variable; the caller likewise spins briefly for the last worker
+//! before it sleeps. A futex wake and sleep per job would cost more than many of the jobs.
 
 use inference::parallel::Parallel;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 type Job = *const (dyn Fn(usize) + Sync);
@@ -11,20 +15,42 @@ type Job = *const (dyn Fn(usize) + Sync);
 /// completion, which `Pool::run` waits for.
 #[derive(Clone, Copy)]
 struct JobPtr(Job);
-// SAFETY: the pointee is `Sync`, and `run` keeps it alive until every worker is done with it.
+// SAFETY: the pointee is `Sync`; the pointer is only dereferenced while `Pool::run` keeps it alive.
 unsafe impl Send for JobPtr {}
 
-struct State {
-    epoch: u64,
+/// Spins (with the CPU's spin-wait hint) before parking: a few microseconds.
+const SPINS: u32 = 2_000;
+
+struct Slot {
     job: Option<JobPtr>,
-    remaining: usize,
     quit: bool,
 }
 
 struct Shared {
-    state: Mutex<State>,
+    /// Bumped once per job (after the job is in `slot`).
+    epoch: AtomicU64,
+    /// Workers still running the current job.
+    remaining: AtomicUsize,
+    slot: Mutex<Slot>,
     start: Condvar,
     done: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Slot> {
+        self.slot.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Spin until `ready()`; false if it did not become true in [`SPINS`] tries.
+fn spin(ready: impl Fn() -> bool) -> bool {
+    for _ in 0..SPINS {
+        if ready() {
+            return true;
+        }
+        std::hint::spin_loop();
+    }
+    ready()
 }
 
 pub struct Pool {
@@ -36,10 +62,10 @@ pub struct Pool {
 impl Pool {
     pub fn new(workers: usize) -> Pool {
         let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                epoch: 0,
+            epoch: AtomicU64::new(0),
+            remaining: AtomicUsize::new(0),
+            slot: Mutex::new(Slot {
                 job: None,
-                remaining: 0,
                 quit: false,
             }),
             start: Condvar::new(),
@@ -62,25 +88,29 @@ impl Pool {
 fn worker(w: usize, sh: &Shared) {
     let mut seen = 0u64;
     loop {
+        let moved = || sh.epoch.load(Ordering::Acquire) != seen;
         let job = {
-            let mut st = sh.state.lock().unwrap_or_else(|e| e.into_inner());
-            while st.epoch == seen && !st.quit {
-                st = sh.start.wait(st).unwrap_or_else(|e| e.into_inner());
+            let quick = spin(moved);
+            let mut slot = sh.lock();
+            if !quick {
+                // Checked under the lock the publisher takes to notify: no wake-up is lost.
+                while !moved() && !slot.quit {
+                    slot = sh.start.wait(slot).unwrap_or_else(|e| e.into_inner());
+                }
             }
-            if st.quit {
+            if slot.quit {
                 return;
             }
-            seen = st.epoch;
-            st.job
+            seen = sh.epoch.load(Ordering::Acquire);
+            slot.job
         };
         if let Some(JobPtr(p)) = job {
-            // SAFETY: `run` published this pointer for the current epoch and waits for `remaining`
-            // to reach zero before returning, so the closure is alive here.
+            // SAFETY: `Pool::run` keeps the job alive until every worker has finished it.
             unsafe { (*p)(w) };
         }
-        let mut st = sh.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.remaining -= 1;
-        if st.remaining == 0 {
+        if sh.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // The caller may be parked: notify under the lock it checks `remaining` with.
+            let _slot = sh.lock();
             sh.done.notify_one();
         }
     }
@@ -95,34 +125,34 @@ impl Parallel for Pool {
         if self.workers == 1 {
             return job(0);
         }
-        // SAFETY: only the lifetime is erased; the pointer is withdrawn before this function returns
-        // and every worker has finished with it by then (see the wait below).
+        // SAFETY: only the lifetime is erased; this function does not return before every worker
+        // has finished with the pointer (`remaining` reaches 0 below).
         let ptr: Job = unsafe {
             std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(job)
         };
+        let sh = &self.shared;
         {
-            let mut st = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
-            st.job = Some(JobPtr(ptr));
-            st.remaining = self.workers - 1;
-            st.epoch += 1;
-            self.shared.start.notify_all();
+            let mut slot = sh.lock();
+            slot.job = Some(JobPtr(ptr));
+            sh.remaining.store(self.workers - 1, Ordering::Release);
+            sh.epoch.fetch_add(1, Ordering::AcqRel);
+            sh.start.notify_all();
         }
         job(0);
-        let mut st = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
-        while st.remaining > 0 {
-            st = self.shared.done.wait(st).unwrap_or_else(|e| e.into_inner());
+        let finished = || sh.remaining.load(Ordering::Acquire) == 0;
+        if !spin(finished) {
+            let mut slot = sh.lock();
+            while !finished() {
+                slot = sh.done.wait(slot).unwrap_or_else(|e| e.into_inner());
+            }
         }
-        st.job = None;
+        sh.lock().job = None;
     }
 }
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        self.shared
-            .state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .quit = true;
+        self.shared.lock().quit = true;
         self.shared.start.notify_all();
         for h in self.handles.drain(..) {
             let _ = h.join();
