@@ -27,6 +27,12 @@
 //!   block into register `j` (element `i` = block `i`), so a block's 32 products land in one lane of
 //!   several registers and no horizontal reduction is needed; the per-block float work then runs
 //!   with one block per lane. All weight loads are byte loads, so rows may sit at any address.
+//!   Batched (`q32::mat`, rows · several activation columns): per row and pass the weights are
+//!   decoded once to int8 into a scratch buffer laid out as whole registers (byte `j` of block `i`
+//!   at `j · VLENB + i`, the scales as f32 vectors), then each column reloads them with unit-stride
+//!   whole-register loads and runs the one-row kernel's integer and float phases, its `vfredosum`
+//!   going to that column's output. VLEN ≤ 512 (the scratch's size); longer vectors fall back to
+//!   the one-row kernels column by column.
 //! - `kquant` (Q2_K..Q6_K · Q8_K): one super-block at a time, 16 or 32 values per vector; products
 //!   widened to e16, multiplied by their group's scale into e32 lanes, one reduction per super-block.
 //! - `float`: F32/F16/BF16 dot products and the attention of one head (`q·k` with the scalar code's
@@ -127,7 +133,7 @@ pub fn best(has_v: bool) -> Kernels {
 
 /// The RVV set: every entry of the table (dot products of all 13 weight types, the four-row
 /// variants of the 32-wide ones, the activation quantizers, the attention) is an RVV twin of the
-/// scalar one. Only for harts with V: take it from `Kernels::best()` / `Kernels::available()`,
+/// scalar one; batched kernels for the 32-wide types (the others: column by column). Only for harts with V: take it from `Kernels::best()` / `Kernels::available()`,
 /// which consult [`available`].
 pub const KERNELS: Kernels = Kernels {
     name: "rvv",
@@ -154,7 +160,14 @@ pub const KERNELS: Kernels = Kernels {
     quantize_q8_k,
     dot_f32_f16,
     attend_head,
-    mat: super::MatKernels::NONE,
+    mat: super::MatKernels {
+        q4_0_q8_0: Some(q32::mat_q4_0_q8_0),
+        q4_1_q8_1: Some(q32::mat_q4_1_q8_1),
+        q5_0_q8_0: Some(q32::mat_q5_0_q8_0),
+        q5_1_q8_1: Some(q32::mat_q5_1_q8_1),
+        q8_0_q8_0: Some(q32::mat_q8_0_q8_0),
+        ..super::MatKernels::NONE
+    },
 };
 
 /// `asm!` with the vector extension enabled for the assembler and every vector register declared
