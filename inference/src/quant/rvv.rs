@@ -54,7 +54,8 @@ mod quantize;
 
 pub use float::{attend_head, dot_f32_f16, vec_dot_bf16_bf16, vec_dot_f16_f16, vec_dot_f32_f32};
 pub use kquant::{
-    vec_dot_q2_k_q8_k, vec_dot_q3_k_q8_k, vec_dot_q4_k_q8_k, vec_dot_q5_k_q8_k, vec_dot_q6_k_q8_k,
+    mat_q4_k_q8_k, mat_q6_k_q8_k, vec_dot_q2_k_q8_k, vec_dot_q3_k_q8_k, vec_dot_q4_k_q8_k,
+    vec_dot_q5_k_q8_k, vec_dot_q6_k_q8_k,
 };
 pub use q32::{
     vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_x4, vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_x4,
@@ -166,6 +167,8 @@ pub const KERNELS: Kernels = Kernels {
         q5_0_q8_0: Some(q32::mat_q5_0_q8_0),
         q5_1_q8_1: Some(q32::mat_q5_1_q8_1),
         q8_0_q8_0: Some(q32::mat_q8_0_q8_0),
+        q4_k_q8_k: Some(mat_q4_k_q8_k),
+        q6_k_q8_k: Some(mat_q6_k_q8_k),
         ..super::MatKernels::NONE
     },
 };

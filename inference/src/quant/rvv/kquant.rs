@@ -82,47 +82,102 @@ macro_rules! q4k_pair {
     };
 }
 
+/// A Q4_K block's scales decoded: `d`, `dmin` (f32) and the 6-bit scales and mins of its eight
+/// sub-blocks.
+struct Q4KScales {
+    d: f32,
+    dmin: f32,
+    scales: [u8; 8],
+    mins: [u8; 8],
+}
+
+fn q4_k_scales(b: &[u8]) -> Q4KScales {
+    let mut x = Q4KScales {
+        d: f16_at(b, 0),
+        dmin: f16_at(b, 2),
+        scales: [0; 8],
+        mins: [0; 8],
+    };
+    for j in 0..8 {
+        (x.scales[j], x.mins[j]) = scale_min_k4(j, &b[4..16]);
+    }
+    x
+}
+
+/// A Q4_K block's term with activations `y`, its scales decoded in `x`.
+fn q4_k_term(b: &[u8], x: &Q4KScales, y: &BlockQ8K) -> f32 {
+    let (d, dmin) = (x.d * y.d, x.dmin * y.d);
+    let mut summs = 0i32;
+    for j in 0..8 {
+        summs += x.mins[j] as i32 * (y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32);
+    }
+    let isum: isize;
+    // SAFETY: reads bytes 16..144 of the block `b` (144 bytes, `chunks_exact` in the callers), the
+    // 256 bytes of `y.qs` and the 8 bytes of `scales`; V present (reached only on harts with V);
+    // only vector registers, the named scalars and vl/vtype change.
+    unsafe {
+        kq_asm!(
+            [
+                "vsetvli zero, {c32}, e32, m8, ta, ma",
+                "vmv.v.i v0, 0",
+                q4k_pair!(16, 0, 32, 0, 1),
+                q4k_pair!(48, 64, 96, 2, 3),
+                q4k_pair!(80, 128, 160, 4, 5),
+                q4k_pair!(112, 192, 224, 6, 7),
+                kq_sum!("vsetvli zero, {c32}, e32, m8, ta, ma", "v0", "v8"),
+            ],
+            b.as_ptr(),
+            y.qs.as_ptr(),
+            isum,
+            sc = in(reg) x.scales.as_ptr(),
+            c32 = in(reg) 32usize
+        );
+    }
+    d * isum as i32 as f32 - dmin * summs as f32
+}
+
 /// Q4_K weights · Q8_K activations (twin of `scalar::vec_dot_q4_k_q8_k`).
 pub fn vec_dot_q4_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     for (b, y) in w.chunks_exact(144).zip(a) {
-        let (d, dmin) = (f16_at(b, 0) * y.d, f16_at(b, 2) * y.d);
-        let sc = &b[4..16];
-        let mut scales = [0u8; 8];
-        let mut summs = 0i32;
-        for j in 0..4 {
-            let (s1, m1) = scale_min_k4(2 * j, sc);
-            let (s2, m2) = scale_min_k4(2 * j + 1, sc);
-            summs += m1 as i32 * (y.bsums[4 * j] as i32 + y.bsums[4 * j + 1] as i32);
-            summs += m2 as i32 * (y.bsums[4 * j + 2] as i32 + y.bsums[4 * j + 3] as i32);
-            scales[2 * j] = s1;
-            scales[2 * j + 1] = s2;
-        }
-        let isum: isize;
-        // SAFETY: reads bytes 16..144 of the block `b` (144 bytes), the 256 bytes of `y.qs` and the
-        // 8 bytes of `scales`; V present (reached only on harts with V); only vector registers, the
-        // named scalars and vl/vtype change.
-        unsafe {
-            kq_asm!(
-                [
-                    "vsetvli zero, {c32}, e32, m8, ta, ma",
-                    "vmv.v.i v0, 0",
-                    q4k_pair!(16, 0, 32, 0, 1),
-                    q4k_pair!(48, 64, 96, 2, 3),
-                    q4k_pair!(80, 128, 160, 4, 5),
-                    q4k_pair!(112, 192, 224, 6, 7),
-                    kq_sum!("vsetvli zero, {c32}, e32, m8, ta, ma", "v0", "v8"),
-                ],
-                b.as_ptr(),
-                y.qs.as_ptr(),
-                isum,
-                sc = in(reg) scales.as_ptr(),
-                c32 = in(reg) 32usize
-            );
-        }
-        sumf += d * isum as i32 as f32 - dmin * summs as f32;
+        sumf += q4_k_term(b, &q4_k_scales(b), y);
     }
     sumf
+}
+
+/// Q4_K weights · Q8_K activations, batched: each block's scales decoded once per row.
+pub fn mat_q4_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
+    kmat(w, rb, a, cols, out, 144, q4_k_scales, q4_k_term);
+}
+
+/// Rows · columns for a K-quant of `bytes` per block (shapes as in `batch::Mat`; a call whose
+/// `out` is not `rows · cols` floats does nothing): per row and block, `dec` once, then `term`
+/// for each column, added to that column's sum in block order as in the one-row kernel.
+fn kmat<D>(
+    w: &[u8],
+    rb: usize,
+    a: &[BlockQ8K],
+    cols: usize,
+    out: &mut [f32],
+    bytes: usize,
+    dec: impl Fn(&[u8]) -> D,
+    term: impl Fn(&[u8], &D, &BlockQ8K) -> f32,
+) {
+    let rows = w.len().checked_div(rb).unwrap_or(0);
+    let nb = a.len().checked_div(cols).unwrap_or(0);
+    if rb == 0 || cols == 0 || rows * cols != out.len() {
+        return;
+    }
+    for (r, o) in out.chunks_exact_mut(cols).enumerate() {
+        o.fill(0.0);
+        let row = &w[r * rb..(r + 1) * rb];
+        for (i, b) in row.chunks_exact(bytes).take(nb).enumerate() {
+            let x = dec(b);
+            for (c, sumf) in o.iter_mut().enumerate() {
+                *sumf += term(b, &x, &a[c * nb + i]);
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -223,6 +278,18 @@ pub fn vec_dot_q5_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
 macro_rules! q6k_part {
     ($ql:literal, $ql2:literal, $qh:literal, $a0:literal, $a1:literal, $a2:literal, $a3:literal, $s0:literal, $s1:literal, $s2:literal, $s3:literal) => {
         concat!(
+            q6k_vals!($ql, $ql2, $qh),
+            q6k_io!("vle8.v", "{y}", ["v4", "v5", "v6", "v7"], [$a0, $a1, $a2, $a3]),
+            q6k_mul!($s0, $s1, $s2, $s3),
+        )
+    };
+}
+
+/// The 64 values q1..q4 of sixteen `l` (offsets as in `q6k_part!`) decoded to int8 in v8..v11.
+#[rustfmt::skip]
+macro_rules! q6k_vals {
+    ($ql:literal, $ql2:literal, $qh:literal) => {
+        concat!(
             "vsetivli zero, 16, e8, m1, ta, ma\n",
             "addi {p}, {b}, ", $ql, "\n",
             "vle8.v v1, ({p})\n",
@@ -230,14 +297,6 @@ macro_rules! q6k_part {
             "vle8.v v2, ({p})\n",
             "addi {p}, {b}, ", $qh, "\n",
             "vle8.v v3, ({p})\n",
-            "addi {p}, {y}, ", $a0, "\n",
-            "vle8.v v4, ({p})\n",
-            "addi {p}, {y}, ", $a1, "\n",
-            "vle8.v v5, ({p})\n",
-            "addi {p}, {y}, ", $a2, "\n",
-            "vle8.v v6, ({p})\n",
-            "addi {p}, {y}, ", $a3, "\n",
-            "vle8.v v7, ({p})\n",
             // q1
             "vand.vi v8, v1, 15\n",
             "vsll.vi v12, v3, 4\n",
@@ -261,6 +320,24 @@ macro_rules! q6k_part {
             "vand.vx v12, v12, {c48}\n",
             "vor.vv v11, v11, v12\n",
             "vsub.vx v11, v11, {c32}\n",
+        )
+    };
+}
+
+/// `$op` (`vle8.v` or `vse8.v`, 16 bytes each) of the four registers `$r*` at `$base` + `$a*`.
+#[rustfmt::skip]
+macro_rules! q6k_io {
+    ($op:literal, $base:literal, [$($r:literal),*], [$($a:literal),*]) => {
+        concat!($("addi {p}, ", $base, ", ", $a, "\n", $op, " ", $r, ", ({p})\n",)*)
+    };
+}
+
+/// v8..v11 (int8 weights) times v4..v7 (activations), each by its scale (i8 at `{b}` + `$s*`),
+/// added into v24..v27 (e32, 16 lanes).
+#[rustfmt::skip]
+macro_rules! q6k_mul {
+    ($s0:literal, $s1:literal, $s2:literal, $s3:literal) => {
+        concat!(
             "vwmul.vv v16, v8, v4\n",
             "vwmul.vv v18, v9, v5\n",
             "vwmul.vv v20, v10, v6\n",
@@ -277,7 +354,6 @@ macro_rules! q6k_part {
         )
     };
 }
-
 /// Q6_K weights · Q8_K activations (twin of `scalar::vec_dot_q6_k_q8_k`).
 pub fn vec_dot_q6_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
@@ -308,6 +384,99 @@ pub fn vec_dot_q6_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
         sumf += d * isum as i32 as f32;
     }
     sumf
+}
+
+/// A Q6_K block decoded once for the batched kernel: `d` and the 256 values as int8 (minus 32),
+/// value `e` at `q[e]`, beside activation `e`.
+struct Q6KDec {
+    d: f32,
+    q: [i8; 256],
+}
+
+/// Sixteen `l` of a Q6_K block decoded and stored at `{q}` (offsets as in `q6k_part!`).
+#[rustfmt::skip]
+macro_rules! q6k_dec {
+    ($ql:literal, $ql2:literal, $qh:literal, [$($a:literal),*]) => {
+        concat!(
+            q6k_vals!($ql, $ql2, $qh),
+            q6k_io!("vse8.v", "{q}", ["v8", "v9", "v10", "v11"], [$($a),*]),
+        )
+    };
+}
+
+/// Sixteen `l` of a decoded Q6_K block (at `{q}`) with their activations and scales into
+/// v24..v27, as `q6k_part!` (offsets as there).
+#[rustfmt::skip]
+macro_rules! q6k_col {
+    ([$($a:literal),*], $s0:literal, $s1:literal, $s2:literal, $s3:literal) => {
+        concat!(
+            "vsetivli zero, 16, e8, m1, ta, ma\n",
+            q6k_io!("vle8.v", "{q}", ["v8", "v9", "v10", "v11"], [$($a),*]),
+            q6k_io!("vle8.v", "{y}", ["v4", "v5", "v6", "v7"], [$($a),*]),
+            q6k_mul!($s0, $s1, $s2, $s3),
+        )
+    };
+}
+
+fn q6_k_dec(b: &[u8]) -> Q6KDec {
+    let mut x = Q6KDec {
+        d: f16_at(b, 208),
+        q: [0; 256],
+    };
+    // SAFETY: reads bytes 0..192 of the block `b` (210 bytes, `chunks_exact` in the caller) and
+    // writes the 256 bytes of `x.q`; V present (reached only on harts with V); only vector
+    // registers, the named scalars, vl/vtype and `x.q` change.
+    unsafe {
+        rvv_asm!(
+            [
+                q6k_dec!(0, 32, 128, [0, 32, 64, 96]),
+                q6k_dec!(16, 48, 144, [16, 48, 80, 112]),
+                q6k_dec!(64, 96, 160, [128, 160, 192, 224]),
+                q6k_dec!(80, 112, 176, [144, 176, 208, 240]),
+            ],
+            [
+                b = in(reg) b.as_ptr(),
+                q = in(reg) x.q.as_mut_ptr(),
+                p = out(reg) _,
+                c32 = in(reg) 32usize,
+                c48 = in(reg) 48usize,
+            ],
+            [nostack]
+        );
+    }
+    x
+}
+
+/// A Q6_K block's term (`d · y.d · isum`, as `vec_dot_q6_k_q8_k`) from its decoded values.
+fn q6_k_term(b: &[u8], x: &Q6KDec, y: &BlockQ8K) -> f32 {
+    let d = x.d * y.d;
+    let isum: isize;
+    // SAFETY: reads the scales (bytes 192..208) of the block `b` (210 bytes), the 256 bytes of
+    // `x.q` and of `y.qs`; V present (reached only on harts with V); only vector registers, the
+    // named scalars and vl/vtype change.
+    unsafe {
+        kq_asm!(
+            [
+                "vsetivli zero, 16, e32, m4, ta, ma",
+                "vmv.v.i v24, 0",
+                q6k_col!([0, 32, 64, 96], 192, 194, 196, 198),
+                q6k_col!([16, 48, 80, 112], 193, 195, 197, 199),
+                q6k_col!([128, 160, 192, 224], 200, 202, 204, 206),
+                q6k_col!([144, 176, 208, 240], 201, 203, 205, 207),
+                kq_sum!("vsetivli zero, 16, e32, m4, ta, ma", "v24", "v8"),
+            ],
+            b.as_ptr(),
+            y.qs.as_ptr(),
+            isum,
+            q = in(reg) x.q.as_ptr()
+        );
+    }
+    d * isum as i32 as f32
+}
+
+/// Q6_K weights · Q8_K activations, batched: each block decoded to int8 once per row.
+pub fn mat_q6_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
+    kmat(w, rb, a, cols, out, 210, q6_k_dec, q6_k_term);
 }
 
 // ---------------------------------------------------------------------------------------------
