@@ -35,6 +35,9 @@
 //!   the one-row kernels column by column.
 //! - `kquant` (Q2_K..Q6_K · Q8_K): one super-block at a time, 16 or 32 values per vector; products
 //!   widened to e16, multiplied by their group's scale into e32 lanes, one reduction per super-block.
+//!   Each kernel is a per-block decode (f16 scales, 6-bit scales and mins) and a per-block term;
+//!   batched, the decode runs once per row and block and the term once per column (Q6_K also
+//!   decodes its 6-bit values to int8 once, and each column reads them with unit-stride loads).
 //! - `float`: F32/F16/BF16 dot products and the attention of one head (`q·k` with the scalar code's
 //!   eight partial sums as eight lanes; the output updates elementwise).
 //! - `quantize`: Q8_0, Q8_1, Q8_K activations (same bytes as `act`).
@@ -54,8 +57,8 @@ mod quantize;
 
 pub use float::{attend_head, dot_f32_f16, vec_dot_bf16_bf16, vec_dot_f16_f16, vec_dot_f32_f32};
 pub use kquant::{
-    mat_q4_k_q8_k, mat_q6_k_q8_k, vec_dot_q2_k_q8_k, vec_dot_q3_k_q8_k, vec_dot_q4_k_q8_k,
-    vec_dot_q5_k_q8_k, vec_dot_q6_k_q8_k,
+    mat_q2_k_q8_k, mat_q3_k_q8_k, mat_q4_k_q8_k, mat_q5_k_q8_k, mat_q6_k_q8_k, vec_dot_q2_k_q8_k,
+    vec_dot_q3_k_q8_k, vec_dot_q4_k_q8_k, vec_dot_q5_k_q8_k, vec_dot_q6_k_q8_k,
 };
 pub use q32::{
     vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_x4, vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_x4,
@@ -134,7 +137,8 @@ pub fn best(has_v: bool) -> Kernels {
 
 /// The RVV set: every entry of the table (dot products of all 13 weight types, the four-row
 /// variants of the 32-wide ones, the activation quantizers, the attention) is an RVV twin of the
-/// scalar one; batched kernels for the 32-wide types (the others: column by column). Only for harts with V: take it from `Kernels::best()` / `Kernels::available()`,
+/// scalar one; batched kernels for the 32-wide types and the K-quants (float weights: column by
+/// column). Only for harts with V: take it from `Kernels::best()` / `Kernels::available()`,
 /// which consult [`available`].
 pub const KERNELS: Kernels = Kernels {
     name: "rvv",
@@ -167,7 +171,10 @@ pub const KERNELS: Kernels = Kernels {
         q5_0_q8_0: Some(q32::mat_q5_0_q8_0),
         q5_1_q8_1: Some(q32::mat_q5_1_q8_1),
         q8_0_q8_0: Some(q32::mat_q8_0_q8_0),
+        q2_k_q8_k: Some(mat_q2_k_q8_k),
+        q3_k_q8_k: Some(mat_q3_k_q8_k),
         q4_k_q8_k: Some(mat_q4_k_q8_k),
+        q5_k_q8_k: Some(mat_q5_k_q8_k),
         q6_k_q8_k: Some(mat_q6_k_q8_k),
         ..super::MatKernels::NONE
     },
