@@ -27,8 +27,17 @@
 //!   block into register `j` (element `i` = block `i`), so a block's 32 products land in one lane of
 //!   several registers and no horizontal reduction is needed; the per-block float work then runs
 //!   with one block per lane. All weight loads are byte loads, so rows may sit at any address.
+//!   Batched (`q32::mat`, rows · several activation columns): per row and pass the weights are
+//!   decoded once to int8 into a scratch buffer laid out as whole registers (byte `j` of block `i`
+//!   at `j · VLENB + i`, the scales as f32 vectors), then each column reloads them with unit-stride
+//!   whole-register loads and runs the one-row kernel's integer and float phases, its `vfredosum`
+//!   going to that column's output. VLEN ≤ 512 (the scratch's size); longer vectors fall back to
+//!   the one-row kernels column by column.
 //! - `kquant` (Q2_K..Q6_K · Q8_K): one super-block at a time, 16 or 32 values per vector; products
 //!   widened to e16, multiplied by their group's scale into e32 lanes, one reduction per super-block.
+//!   Each kernel is a per-block decode (f16 scales, 6-bit scales and mins) and a per-block term;
+//!   batched, the decode runs once per row and block and the term once per column (Q6_K also
+//!   decodes its 6-bit values to int8 once, and each column reads them with unit-stride loads).
 //! - `float`: F32/F16/BF16 dot products and the attention of one head (`q·k` with the scalar code's
 //!   eight partial sums as eight lanes; the output updates elementwise).
 //! - `quantize`: Q8_0, Q8_1, Q8_K activations (same bytes as `act`).
@@ -48,7 +57,8 @@ mod quantize;
 
 pub use float::{attend_head, dot_f32_f16, vec_dot_bf16_bf16, vec_dot_f16_f16, vec_dot_f32_f32};
 pub use kquant::{
-    vec_dot_q2_k_q8_k, vec_dot_q3_k_q8_k, vec_dot_q4_k_q8_k, vec_dot_q5_k_q8_k, vec_dot_q6_k_q8_k,
+    mat_q2_k_q8_k, mat_q3_k_q8_k, mat_q4_k_q8_k, mat_q5_k_q8_k, mat_q6_k_q8_k, vec_dot_q2_k_q8_k,
+    vec_dot_q3_k_q8_k, vec_dot_q4_k_q8_k, vec_dot_q5_k_q8_k, vec_dot_q6_k_q8_k,
 };
 pub use q32::{
     vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_x4, vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_x4,
@@ -127,7 +137,8 @@ pub fn best(has_v: bool) -> Kernels {
 
 /// The RVV set: every entry of the table (dot products of all 13 weight types, the four-row
 /// variants of the 32-wide ones, the activation quantizers, the attention) is an RVV twin of the
-/// scalar one. Only for harts with V: take it from `Kernels::best()` / `Kernels::available()`,
+/// scalar one; batched kernels for the 32-wide types and the K-quants (float weights: column by
+/// column). Only for harts with V: take it from `Kernels::best()` / `Kernels::available()`,
 /// which consult [`available`].
 pub const KERNELS: Kernels = Kernels {
     name: "rvv",
@@ -156,7 +167,19 @@ pub const KERNELS: Kernels = Kernels {
     attend_head,
     // (f32 → f16 needs Zvfhmin, which RVV 1.0 cores need not have.)
     to_f16: crate::ops::to_f16,
-    mat: super::MatKernels::NONE,
+    mat: super::MatKernels {
+        q4_0_q8_0: Some(q32::mat_q4_0_q8_0),
+        q4_1_q8_1: Some(q32::mat_q4_1_q8_1),
+        q5_0_q8_0: Some(q32::mat_q5_0_q8_0),
+        q5_1_q8_1: Some(q32::mat_q5_1_q8_1),
+        q8_0_q8_0: Some(q32::mat_q8_0_q8_0),
+        q2_k_q8_k: Some(mat_q2_k_q8_k),
+        q3_k_q8_k: Some(mat_q3_k_q8_k),
+        q4_k_q8_k: Some(mat_q4_k_q8_k),
+        q5_k_q8_k: Some(mat_q5_k_q8_k),
+        q6_k_q8_k: Some(mat_q6_k_q8_k),
+        ..super::MatKernels::NONE
+    },
 };
 
 /// `asm!` with the vector extension enabled for the assembler and every vector register declared

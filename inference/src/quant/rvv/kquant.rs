@@ -8,6 +8,12 @@
 //! the end; `summs` and the float expression stay in Rust, written as in the scalar code. Vector
 //! lengths are 32 (Q4_K, Q5_K: e8 LMUL=2) or 16 (Q2_K, Q3_K, Q6_K: e8 LMUL=1, one scale per 16
 //! values), which every VLEN ≥ 128 holds. Each kernel states its bound: no lane overflows.
+//!
+//! Each type is a decode of a block (`*_scales` / `q6_k_dec`: what does not depend on the
+//! activations) and a term (`*_term`: the block's contribution, the scalar twin's expression).
+//! The one-row kernel sums `term(decode(block))` in block order; the batched kernel (`kmat`)
+//! decodes each block of a row once and adds its term to every column's sum, in the same order, so
+//! each output is bit for bit the one-row kernel's.
 
 use super::rvv_asm;
 use crate::quant::act::BlockQ8K;
@@ -52,6 +58,52 @@ macro_rules! kq_sum {
     };
 }
 
+/// A K-quant's batched entry `$mat` through `kmat`: `$dec` per row and block, `$term` per column.
+macro_rules! kq_mat {
+    ($(#[$doc:meta])* $mat:ident, $bytes:literal, $dec:ident, $term:ident) => {
+        $(#[$doc])*
+        pub fn $mat(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
+            kmat(w, rb, a, cols, out, $bytes, $dec, $term);
+        }
+    };
+}
+
+/// A K-quant's one-row kernel `$one` (per block `$term(b, &$dec(b), y)`, summed in order) and its
+/// batched entry `$mat` (see `kq_mat!`).
+macro_rules! kq_entries {
+    ($(#[$doc:meta])* $one:ident, $(#[$mdoc:meta])* $mat:ident, $bytes:literal, $dec:ident, $term:ident) => {
+        $(#[$doc])*
+        pub fn $one(w: &[u8], a: &[BlockQ8K]) -> f32 {
+            let mut sumf = 0.0f32;
+            for (b, y) in w.chunks_exact($bytes).zip(a) {
+                sumf += $term(b, &$dec(b), y);
+            }
+            sumf
+        }
+
+        kq_mat!($(#[$mdoc])* $mat, $bytes, $dec, $term);
+    };
+}
+
+/// `kq_asm!` for the 16-lane kernels: `isum` = the e32 sums v24..v27 that the four parts add to.
+#[rustfmt::skip]
+macro_rules! kq16_asm {
+    ([$($part:tt)*], $b:expr, $y:expr, $isum:ident $(, $($extra:tt)+)?) => {
+        kq_asm!(
+            [
+                "vsetivli zero, 16, e32, m4, ta, ma",
+                "vmv.v.i v24, 0",
+                $($part)*
+                kq_sum!("vsetivli zero, 16, e32, m4, ta, ma", "v24", "v8"),
+            ],
+            $b,
+            $y,
+            $isum
+            $(, $($extra)+)?
+        )
+    };
+}
+
 // ---------------------------------------------------------------------------------------------
 // Q4_K: d | dmin | scales[12] | qs[128]; sub-block 2j: low nibbles of qs[32j..32j + 32] with
 // a[64j..64j + 32], sub-block 2j + 1: high nibbles with a[64j + 32..64j + 64].
@@ -82,47 +134,101 @@ macro_rules! q4k_pair {
     };
 }
 
-/// Q4_K weights · Q8_K activations (twin of `scalar::vec_dot_q4_k_q8_k`).
-pub fn vec_dot_q4_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
-    let mut sumf = 0.0f32;
-    for (b, y) in w.chunks_exact(144).zip(a) {
-        let (d, dmin) = (f16_at(b, 0) * y.d, f16_at(b, 2) * y.d);
-        let sc = &b[4..16];
-        let mut scales = [0u8; 8];
-        let mut summs = 0i32;
-        for j in 0..4 {
-            let (s1, m1) = scale_min_k4(2 * j, sc);
-            let (s2, m2) = scale_min_k4(2 * j + 1, sc);
-            summs += m1 as i32 * (y.bsums[4 * j] as i32 + y.bsums[4 * j + 1] as i32);
-            summs += m2 as i32 * (y.bsums[4 * j + 2] as i32 + y.bsums[4 * j + 3] as i32);
-            scales[2 * j] = s1;
-            scales[2 * j + 1] = s2;
-        }
-        let isum: isize;
-        // SAFETY: reads bytes 16..144 of the block `b` (144 bytes), the 256 bytes of `y.qs` and the
-        // 8 bytes of `scales`; V present (reached only on harts with V); only vector registers, the
-        // named scalars and vl/vtype change.
-        unsafe {
-            kq_asm!(
-                [
-                    "vsetvli zero, {c32}, e32, m8, ta, ma",
-                    "vmv.v.i v0, 0",
-                    q4k_pair!(16, 0, 32, 0, 1),
-                    q4k_pair!(48, 64, 96, 2, 3),
-                    q4k_pair!(80, 128, 160, 4, 5),
-                    q4k_pair!(112, 192, 224, 6, 7),
-                    kq_sum!("vsetvli zero, {c32}, e32, m8, ta, ma", "v0", "v8"),
-                ],
-                b.as_ptr(),
-                y.qs.as_ptr(),
-                isum,
-                sc = in(reg) scales.as_ptr(),
-                c32 = in(reg) 32usize
-            );
-        }
-        sumf += d * isum as i32 as f32 - dmin * summs as f32;
+/// A Q4_K (or Q5_K) block's scales decoded: `d`, `dmin` (f32) and the 6-bit scales and mins of its eight
+/// sub-blocks.
+struct Q4KScales {
+    d: f32,
+    dmin: f32,
+    scales: [u8; 8],
+    mins: [u8; 8],
+}
+
+fn q4_k_scales(b: &[u8]) -> Q4KScales {
+    let mut x = Q4KScales {
+        d: f16_at(b, 0),
+        dmin: f16_at(b, 2),
+        scales: [0; 8],
+        mins: [0; 8],
+    };
+    for j in 0..8 {
+        (x.scales[j], x.mins[j]) = scale_min_k4(j, &b[4..16]);
     }
-    sumf
+    x
+}
+
+/// A Q4_K block's term with activations `y`, its scales decoded in `x`.
+fn q4_k_term(b: &[u8], x: &Q4KScales, y: &BlockQ8K) -> f32 {
+    let isum: isize;
+    // SAFETY: reads bytes 16..144 of the block `b` (144 bytes, `chunks_exact` in the callers), the
+    // 256 bytes of `y.qs` and the 8 bytes of `scales`; V present (reached only on harts with V);
+    // only vector registers, the named scalars and vl/vtype change.
+    unsafe {
+        kq_asm!(
+            [
+                "vsetvli zero, {c32}, e32, m8, ta, ma",
+                "vmv.v.i v0, 0",
+                q4k_pair!(16, 0, 32, 0, 1),
+                q4k_pair!(48, 64, 96, 2, 3),
+                q4k_pair!(80, 128, 160, 4, 5),
+                q4k_pair!(112, 192, 224, 6, 7),
+                kq_sum!("vsetvli zero, {c32}, e32, m8, ta, ma", "v0", "v8"),
+            ],
+            b.as_ptr(),
+            y.qs.as_ptr(),
+            isum,
+            sc = in(reg) x.scales.as_ptr(),
+            c32 = in(reg) 32usize
+        );
+    }
+    dm_term(x, y, isum as i32)
+}
+
+/// The float expression of Q4_K and Q5_K, `(d · y.d) · isum - (dmin · y.d) · summs`, with
+/// `summs` each sub-block's min times its activations' sum (two 16-value sums), exact.
+fn dm_term(x: &Q4KScales, y: &BlockQ8K, isum: i32) -> f32 {
+    let (d, dmin) = (x.d * y.d, x.dmin * y.d);
+    let mut summs = 0i32;
+    for j in 0..8 {
+        summs += x.mins[j] as i32 * (y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32);
+    }
+    d * isum as f32 - dmin * summs as f32
+}
+
+kq_entries!(
+    /// Q4_K weights · Q8_K activations (twin of `scalar::vec_dot_q4_k_q8_k`).
+    vec_dot_q4_k_q8_k,
+    /// Q4_K weights · Q8_K activations, batched: each block's scales decoded once per row.
+    mat_q4_k_q8_k, 144, q4_k_scales, q4_k_term
+);
+
+/// Rows · columns for a K-quant of `bytes` per block (shapes as in `batch::Mat`; a call whose
+/// `out` is not `rows · cols` floats does nothing): per row and block, `dec` once, then `term`
+/// for each column, added to that column's sum in block order as in the one-row kernel.
+fn kmat<D>(
+    w: &[u8],
+    rb: usize,
+    a: &[BlockQ8K],
+    cols: usize,
+    out: &mut [f32],
+    bytes: usize,
+    dec: impl Fn(&[u8]) -> D,
+    term: impl Fn(&[u8], &D, &BlockQ8K) -> f32,
+) {
+    let rows = w.len().checked_div(rb).unwrap_or(0);
+    let nb = a.len().checked_div(cols).unwrap_or(0);
+    if rb == 0 || cols == 0 || rows * cols != out.len() {
+        return;
+    }
+    for (r, o) in out.chunks_exact_mut(cols).enumerate() {
+        o.fill(0.0);
+        let row = &w[r * rb..(r + 1) * rb];
+        for (i, b) in row.chunks_exact(bytes).take(nb).enumerate() {
+            let x = dec(b);
+            for (c, sumf) in o.iter_mut().enumerate() {
+                *sumf += term(b, &x, &a[c * nb + i]);
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -162,53 +268,44 @@ macro_rules! q5k_pair {
     };
 }
 
-/// Q5_K weights · Q8_K activations (twin of `scalar::vec_dot_q5_k_q8_k`).
-pub fn vec_dot_q5_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
-    let mut sumf = 0.0f32;
-    for (b, y) in w.chunks_exact(176).zip(a) {
-        let (d, dmin) = (f16_at(b, 0) * y.d, f16_at(b, 2) * y.d);
-        let sc = &b[4..16];
-        let mut scales = [0u8; 8];
-        let mut summs = 0i32;
-        for j in 0..4 {
-            let (s1, m1) = scale_min_k4(2 * j, sc);
-            let (s2, m2) = scale_min_k4(2 * j + 1, sc);
-            summs += m1 as i32 * (y.bsums[4 * j] as i32 + y.bsums[4 * j + 1] as i32);
-            summs += m2 as i32 * (y.bsums[4 * j + 2] as i32 + y.bsums[4 * j + 3] as i32);
-            scales[2 * j] = s1;
-            scales[2 * j + 1] = s2;
-        }
-        let isum: isize;
-        // SAFETY: reads bytes 16..176 of the block `b` (176 bytes), the 256 bytes of `y.qs` and the
-        // 8 bytes of `scales`; V present (reached only on harts with V); only vector registers, the
-        // named scalars and vl/vtype change.
-        unsafe {
-            kq_asm!(
-                [
-                    "vsetvli zero, {c32}, e32, m8, ta, ma",
-                    "vmv.v.i v8, 0",
-                    "vsetvli zero, {c32}, e8, m2, ta, ma",
-                    "addi {p}, {b}, 16",
-                    "vle8.v v2, ({p})",
-                    // bit 2j of qh to the sign bit: shift left by 7 - 2j (and 6 - 2j for 2j + 1)
-                    q5k_pair!(48, 0, 32, 0, 1, 7, 6),
-                    q5k_pair!(80, 64, 96, 2, 3, 5, 4),
-                    q5k_pair!(112, 128, 160, 4, 5, 3, 2),
-                    q5k_pair!(144, 192, 224, 6, 7, 1, 0),
-                    kq_sum!("vsetvli zero, {c32}, e32, m8, ta, ma", "v8", "v16"),
-                ],
-                b.as_ptr(),
-                y.qs.as_ptr(),
-                isum,
-                sc = in(reg) scales.as_ptr(),
-                c32 = in(reg) 32usize,
-                c16 = in(reg) 16usize
-            );
-        }
-        sumf += d * isum as i32 as f32 - dmin * summs as f32;
+/// A Q5_K block's term with activations `y`, its scales decoded in `x` (as Q4_K's).
+fn q5_k_term(b: &[u8], x: &Q4KScales, y: &BlockQ8K) -> f32 {
+    let isum: isize;
+    // SAFETY: reads bytes 16..176 of the block `b` (176 bytes, `chunks_exact` in the callers), the
+    // 256 bytes of `y.qs` and the 8 bytes of `scales`; V present (reached only on harts with V);
+    // only vector registers, the named scalars and vl/vtype change.
+    unsafe {
+        kq_asm!(
+            [
+                "vsetvli zero, {c32}, e32, m8, ta, ma",
+                "vmv.v.i v8, 0",
+                "vsetvli zero, {c32}, e8, m2, ta, ma",
+                "addi {p}, {b}, 16",
+                "vle8.v v2, ({p})",
+                // bit 2j of qh to the sign bit: shift left by 7 - 2j (and 6 - 2j for 2j + 1)
+                q5k_pair!(48, 0, 32, 0, 1, 7, 6),
+                q5k_pair!(80, 64, 96, 2, 3, 5, 4),
+                q5k_pair!(112, 128, 160, 4, 5, 3, 2),
+                q5k_pair!(144, 192, 224, 6, 7, 1, 0),
+                kq_sum!("vsetvli zero, {c32}, e32, m8, ta, ma", "v8", "v16"),
+            ],
+            b.as_ptr(),
+            y.qs.as_ptr(),
+            isum,
+            sc = in(reg) x.scales.as_ptr(),
+            c32 = in(reg) 32usize,
+            c16 = in(reg) 16usize
+        );
     }
-    sumf
+    dm_term(x, y, isum as i32)
 }
+
+kq_entries!(
+    /// Q5_K weights · Q8_K activations (twin of `scalar::vec_dot_q5_k_q8_k`).
+    vec_dot_q5_k_q8_k,
+    /// Q5_K weights · Q8_K activations, batched: each block's scales decoded once per row.
+    mat_q5_k_q8_k, 176, q4_k_scales, q5_k_term
+);
 
 // ---------------------------------------------------------------------------------------------
 // Q6_K: ql[128] | qh[64] | scales[16] (i8) | d. Half n (128 values), l in 0..32:
@@ -223,6 +320,18 @@ pub fn vec_dot_q5_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
 macro_rules! q6k_part {
     ($ql:literal, $ql2:literal, $qh:literal, $a0:literal, $a1:literal, $a2:literal, $a3:literal, $s0:literal, $s1:literal, $s2:literal, $s3:literal) => {
         concat!(
+            q6k_vals!($ql, $ql2, $qh),
+            q6k_io!("vle8.v", "{y}", ["v4", "v5", "v6", "v7"], [$a0, $a1, $a2, $a3]),
+            q6k_mul!($s0, $s1, $s2, $s3),
+        )
+    };
+}
+
+/// The 64 values q1..q4 of sixteen `l` (offsets as in `q6k_part!`) decoded to int8 in v8..v11.
+#[rustfmt::skip]
+macro_rules! q6k_vals {
+    ($ql:literal, $ql2:literal, $qh:literal) => {
+        concat!(
             "vsetivli zero, 16, e8, m1, ta, ma\n",
             "addi {p}, {b}, ", $ql, "\n",
             "vle8.v v1, ({p})\n",
@@ -230,14 +339,6 @@ macro_rules! q6k_part {
             "vle8.v v2, ({p})\n",
             "addi {p}, {b}, ", $qh, "\n",
             "vle8.v v3, ({p})\n",
-            "addi {p}, {y}, ", $a0, "\n",
-            "vle8.v v4, ({p})\n",
-            "addi {p}, {y}, ", $a1, "\n",
-            "vle8.v v5, ({p})\n",
-            "addi {p}, {y}, ", $a2, "\n",
-            "vle8.v v6, ({p})\n",
-            "addi {p}, {y}, ", $a3, "\n",
-            "vle8.v v7, ({p})\n",
             // q1
             "vand.vi v8, v1, 15\n",
             "vsll.vi v12, v3, 4\n",
@@ -261,6 +362,24 @@ macro_rules! q6k_part {
             "vand.vx v12, v12, {c48}\n",
             "vor.vv v11, v11, v12\n",
             "vsub.vx v11, v11, {c32}\n",
+        )
+    };
+}
+
+/// `$op` (`vle8.v` or `vse8.v`, 16 bytes each) of the four registers `$r*` at `$base` + `$a*`.
+#[rustfmt::skip]
+macro_rules! q6k_io {
+    ($op:literal, $base:literal, [$($r:literal),*], [$($a:literal),*]) => {
+        concat!($("addi {p}, ", $base, ", ", $a, "\n", $op, " ", $r, ", ({p})\n",)*)
+    };
+}
+
+/// v8..v11 (int8 weights) times v4..v7 (activations), each by its scale (i8 at `{b}` + `$s*`),
+/// added into v24..v27 (e32, 16 lanes).
+#[rustfmt::skip]
+macro_rules! q6k_mul {
+    ($s0:literal, $s1:literal, $s2:literal, $s3:literal) => {
+        concat!(
             "vwmul.vv v16, v8, v4\n",
             "vwmul.vv v18, v9, v5\n",
             "vwmul.vv v20, v10, v6\n",
@@ -277,7 +396,6 @@ macro_rules! q6k_part {
         )
     };
 }
-
 /// Q6_K weights · Q8_K activations (twin of `scalar::vec_dot_q6_k_q8_k`).
 pub fn vec_dot_q6_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
@@ -288,15 +406,11 @@ pub fn vec_dot_q6_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
         // present (reached only on harts with V); only vector registers, the named scalars and
         // vl/vtype change.
         unsafe {
-            kq_asm!(
-                [
-                    "vsetivli zero, 16, e32, m4, ta, ma",
-                    "vmv.v.i v24, 0",
-                    q6k_part!(0, 32, 128, 0, 32, 64, 96, 192, 194, 196, 198),
+            kq16_asm!(
+                [                    q6k_part!(0, 32, 128, 0, 32, 64, 96, 192, 194, 196, 198),
                     q6k_part!(16, 48, 144, 16, 48, 80, 112, 193, 195, 197, 199),
                     q6k_part!(64, 96, 160, 128, 160, 192, 224, 200, 202, 204, 206),
                     q6k_part!(80, 112, 176, 144, 176, 208, 240, 201, 203, 205, 207),
-                    kq_sum!("vsetivli zero, 16, e32, m4, ta, ma", "v24", "v8"),
                 ],
                 b.as_ptr(),
                 y.qs.as_ptr(),
@@ -309,6 +423,96 @@ pub fn vec_dot_q6_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
     }
     sumf
 }
+
+/// A Q6_K block decoded once for the batched kernel: `d` and the 256 values as int8 (minus 32),
+/// value `e` at `q[e]`, beside activation `e`.
+struct Q6KDec {
+    d: f32,
+    q: [i8; 256],
+}
+
+/// Sixteen `l` of a Q6_K block decoded and stored at `{q}` (offsets as in `q6k_part!`).
+#[rustfmt::skip]
+macro_rules! q6k_dec {
+    ($ql:literal, $ql2:literal, $qh:literal, [$($a:literal),*]) => {
+        concat!(
+            q6k_vals!($ql, $ql2, $qh),
+            q6k_io!("vse8.v", "{q}", ["v8", "v9", "v10", "v11"], [$($a),*]),
+        )
+    };
+}
+
+/// Sixteen `l` of a decoded Q6_K block (at `{q}`) with their activations and scales into
+/// v24..v27, as `q6k_part!` (offsets as there).
+#[rustfmt::skip]
+macro_rules! q6k_col {
+    ([$($a:literal),*], $s0:literal, $s1:literal, $s2:literal, $s3:literal) => {
+        concat!(
+            "vsetivli zero, 16, e8, m1, ta, ma\n",
+            q6k_io!("vle8.v", "{q}", ["v8", "v9", "v10", "v11"], [$($a),*]),
+            q6k_io!("vle8.v", "{y}", ["v4", "v5", "v6", "v7"], [$($a),*]),
+            q6k_mul!($s0, $s1, $s2, $s3),
+        )
+    };
+}
+
+fn q6_k_dec(b: &[u8]) -> Q6KDec {
+    let mut x = Q6KDec {
+        d: f16_at(b, 208),
+        q: [0; 256],
+    };
+    // SAFETY: reads bytes 0..192 of the block `b` (210 bytes, `chunks_exact` in the caller) and
+    // writes the 256 bytes of `x.q`; V present (reached only on harts with V); only vector
+    // registers, the named scalars, vl/vtype and `x.q` change.
+    unsafe {
+        rvv_asm!(
+            [
+                q6k_dec!(0, 32, 128, [0, 32, 64, 96]),
+                q6k_dec!(16, 48, 144, [16, 48, 80, 112]),
+                q6k_dec!(64, 96, 160, [128, 160, 192, 224]),
+                q6k_dec!(80, 112, 176, [144, 176, 208, 240]),
+            ],
+            [
+                b = in(reg) b.as_ptr(),
+                q = in(reg) x.q.as_mut_ptr(),
+                p = out(reg) _,
+                c32 = in(reg) 32usize,
+                c48 = in(reg) 48usize,
+            ],
+            [nostack]
+        );
+    }
+    x
+}
+
+/// A Q6_K block's term (`d · y.d · isum`, as `vec_dot_q6_k_q8_k`) from its decoded values.
+fn q6_k_term(b: &[u8], x: &Q6KDec, y: &BlockQ8K) -> f32 {
+    let d = x.d * y.d;
+    let isum: isize;
+    // SAFETY: reads the scales (bytes 192..208) of the block `b` (210 bytes), the 256 bytes of
+    // `x.q` and of `y.qs`; V present (reached only on harts with V); only vector registers, the
+    // named scalars and vl/vtype change.
+    unsafe {
+        kq16_asm!(
+            [
+                q6k_col!([0, 32, 64, 96], 192, 194, 196, 198),
+                q6k_col!([16, 48, 80, 112], 193, 195, 197, 199),
+                q6k_col!([128, 160, 192, 224], 200, 202, 204, 206),
+                q6k_col!([144, 176, 208, 240], 201, 203, 205, 207),
+            ],
+            b.as_ptr(),
+            y.qs.as_ptr(),
+            isum,
+            q = in(reg) x.q.as_ptr()
+        );
+    }
+    d * isum as i32 as f32
+}
+
+kq_mat!(
+    /// Q6_K weights · Q8_K activations, batched: each block decoded to int8 once per row.
+    mat_q6_k_q8_k, 210, q6_k_dec, q6_k_term
+);
 
 // ---------------------------------------------------------------------------------------------
 // Q3_K and Q2_K: half h (128 values), shift s (0..4), part p (16 values): values
@@ -373,37 +577,49 @@ macro_rules! q3k_part {
     };
 }
 
-/// Q3_K weights · Q8_K activations (twin of `scalar::vec_dot_q3_k_q8_k`).
-pub fn vec_dot_q3_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
-    let mut sumf = 0.0f32;
-    for (b, y) in w.chunks_exact(110).zip(a) {
-        let scales = q3k_scales(&b[96..108]);
-        let d = f16_at(b, 108) * y.d;
-        let isum: isize;
-        // SAFETY: reads bytes 0..96 of the block `b` (110 bytes), the 256 bytes of `y.qs` and the
-        // 16 bytes of `scales`; V present (reached only on harts with V); only vector registers,
-        // the named scalars and vl/vtype change.
-        unsafe {
-            kq_asm!(
-                [
-                    "vsetivli zero, 16, e32, m4, ta, ma",
-                    "vmv.v.i v24, 0",
-                    q3k_part!(32, 0, [0, 32, 64, 96], [7, 6, 5, 4], [0, 2, 4, 6]),
-                    q3k_part!(48, 16, [16, 48, 80, 112], [7, 6, 5, 4], [1, 3, 5, 7]),
-                    q3k_part!(64, 0, [128, 160, 192, 224], [3, 2, 1, 0], [8, 10, 12, 14]),
-                    q3k_part!(80, 16, [144, 176, 208, 240], [3, 2, 1, 0], [9, 11, 13, 15]),
-                    kq_sum!("vsetivli zero, 16, e32, m4, ta, ma", "v24", "v8"),
-                ],
-                b.as_ptr(),
-                y.qs.as_ptr(),
-                isum,
-                sc = in(reg) scales.as_ptr()
-            );
-        }
-        sumf += d * isum as i32 as f32;
-    }
-    sumf
+/// A Q3_K block's scales decoded: `d` and the sixteen 6-bit scales.
+struct Q3KScales {
+    d: f32,
+    scales: [i8; 16],
 }
+
+fn q3_k_scales(b: &[u8]) -> Q3KScales {
+    Q3KScales {
+        d: f16_at(b, 108),
+        scales: q3k_scales(&b[96..108]),
+    }
+}
+
+/// A Q3_K block's term with activations `y`, its scales decoded in `x`.
+fn q3_k_term(b: &[u8], x: &Q3KScales, y: &BlockQ8K) -> f32 {
+    let d = x.d * y.d;
+    let isum: isize;
+    // SAFETY: reads bytes 0..96 of the block `b` (110 bytes, `chunks_exact` in the callers), the
+    // 256 bytes of `y.qs` and the 16 bytes of `scales`; V present (reached only on harts with V);
+    // only vector registers, the named scalars and vl/vtype change.
+    unsafe {
+        kq16_asm!(
+            [
+                q3k_part!(32, 0, [0, 32, 64, 96], [7, 6, 5, 4], [0, 2, 4, 6]),
+                q3k_part!(48, 16, [16, 48, 80, 112], [7, 6, 5, 4], [1, 3, 5, 7]),
+                q3k_part!(64, 0, [128, 160, 192, 224], [3, 2, 1, 0], [8, 10, 12, 14]),
+                q3k_part!(80, 16, [144, 176, 208, 240], [3, 2, 1, 0], [9, 11, 13, 15]),
+            ],
+            b.as_ptr(),
+            y.qs.as_ptr(),
+            isum,
+            sc = in(reg) x.scales.as_ptr()
+        );
+    }
+    d * isum as i32 as f32
+}
+
+kq_entries!(
+    /// Q3_K weights · Q8_K activations (twin of `scalar::vec_dot_q3_k_q8_k`).
+    vec_dot_q3_k_q8_k,
+    /// Q3_K weights · Q8_K activations, batched: each block's scales decoded once per row.
+    mat_q3_k_q8_k, 110, q3_k_scales, q3_k_term
+);
 
 /// Q2_K, half `h`, part `p`: into v24..v27 (e32, 16 lanes). `$q` = 16 + 32h + 16p, `$a*` = 128h +
 /// 32s + 16p, `$i*` = 8h + 2s + p (scale byte: low nibble). Bound per lane: 16 products of at
@@ -438,37 +654,41 @@ macro_rules! q2k_part {
     };
 }
 
-/// Q2_K weights · Q8_K activations (twin of `scalar::vec_dot_q2_k_q8_k`).
-pub fn vec_dot_q2_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
-    let mut sumf = 0.0f32;
-    for (b, y) in w.chunks_exact(84).zip(a) {
-        let sc = &b[0..16];
-        let (d, dmin) = (f16_at(b, 80), f16_at(b, 82));
-        let mut summs = 0i32;
-        for j in 0..16 {
-            summs += y.bsums[j] as i32 * (sc[j] >> 4) as i32;
-        }
-        let isum: isize;
-        // SAFETY: reads bytes 0..80 of the block `b` (84 bytes) and the 256 bytes of `y.qs`; V
-        // present (reached only on harts with V); only vector registers, the named scalars and
-        // vl/vtype change.
-        unsafe {
-            kq_asm!(
-                [
-                    "vsetivli zero, 16, e32, m4, ta, ma",
-                    "vmv.v.i v24, 0",
-                    q2k_part!(16, [0, 32, 64, 96], [0, 2, 4, 6]),
-                    q2k_part!(32, [16, 48, 80, 112], [1, 3, 5, 7]),
-                    q2k_part!(48, [128, 160, 192, 224], [8, 10, 12, 14]),
-                    q2k_part!(64, [144, 176, 208, 240], [9, 11, 13, 15]),
-                    kq_sum!("vsetivli zero, 16, e32, m4, ta, ma", "v24", "v8"),
-                ],
-                b.as_ptr(),
-                y.qs.as_ptr(),
-                isum
-            );
-        }
-        sumf += (y.d * d) * isum as i32 as f32 - (y.d * dmin) * summs as f32;
+/// A Q2_K block's term with activations `y`, its `d` and `dmin` decoded in `x`.
+fn q2_k_term(b: &[u8], x: &(f32, f32), y: &BlockQ8K) -> f32 {
+    let (d, dmin) = *x;
+    let sc = &b[0..16];
+    let mut summs = 0i32;
+    for j in 0..16 {
+        summs += y.bsums[j] as i32 * (sc[j] >> 4) as i32;
     }
-    sumf
+    let isum: isize;
+    // SAFETY: reads bytes 0..80 of the block `b` (84 bytes, `chunks_exact` in the callers) and the
+    // 256 bytes of `y.qs`; V present (reached only on harts with V); only vector registers, the
+    // named scalars and vl/vtype change.
+    unsafe {
+        kq16_asm!(
+            [
+                q2k_part!(16, [0, 32, 64, 96], [0, 2, 4, 6]),
+                q2k_part!(32, [16, 48, 80, 112], [1, 3, 5, 7]),
+                q2k_part!(48, [128, 160, 192, 224], [8, 10, 12, 14]),
+                q2k_part!(64, [144, 176, 208, 240], [9, 11, 13, 15]),
+            ],
+            b.as_ptr(),
+            y.qs.as_ptr(),
+            isum
+        );
+    }
+    (y.d * d) * isum as i32 as f32 - (y.d * dmin) * summs as f32
 }
+
+fn q2_k_scales(b: &[u8]) -> (f32, f32) {
+    (f16_at(b, 80), f16_at(b, 82))
+}
+
+kq_entries!(
+    /// Q2_K weights · Q8_K activations (twin of `scalar::vec_dot_q2_k_q8_k`).
+    vec_dot_q2_k_q8_k,
+    /// Q2_K weights · Q8_K activations, batched: each block's `d` and `dmin` decoded once per row.
+    mat_q2_k_q8_k, 84, q2_k_scales, q2_k_term
+);

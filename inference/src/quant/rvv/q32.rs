@@ -102,6 +102,15 @@ macro_rules! reduce_positions {
 #[rustfmt::skip]
 macro_rules! float_d {
     () => {
+        concat!(scale_d!(), term_d!(), osum!())
+    };
+}
+
+/// The weights' `d` (f16 at `{w}`, stride `{ws}`) as f32 in v16..v19; ends with vtype
+/// `e32, m4` and vl = blocks.
+#[rustfmt::skip]
+macro_rules! scale_d {
+    () => {
         concat!(
             "vsetvli zero, {vl}, e8, m1, ta, ma\n",
             "vlsseg2e8.v v24, ({w}), {ws}\n",
@@ -113,9 +122,28 @@ macro_rules! float_d {
             "vwmulu.vx v8, v16, {c8192}\n",
             "vsetvli zero, {vl}, e32, m4, ta, mu\n",
             f16_bits_to_f32!("v8", "v16"),
+        )
+    };
+}
+
+/// Each block's term `sumi · (d · y.d)` into v16..v19, from `sumi` (f32) in v4..v7, `d` in
+/// v16..v19 and the activation blocks at `{a}` (stride `{astr}`, `d` first). Vtype `e32, m4`.
+#[rustfmt::skip]
+macro_rules! term_d {
+    () => {
+        concat!(
             "vlse32.v v8, ({a}), {astr}\n",
             "vfmul.vv v16, v16, v8\n",
             "vfmul.vv v16, v4, v16\n",
+        )
+    };
+}
+
+/// `{acc}` += the terms in v16.. (vl of them), in order (`vfredosum`).
+#[rustfmt::skip]
+macro_rules! osum {
+    () => {
+        concat!(
             "vfmv.s.f v1, {acc}\n",
             "vfredosum.vs v1, v16, v1\n",
             "vfmv.f.s {acc}, v1\n",
@@ -128,6 +156,15 @@ macro_rules! float_d {
 /// Adds `(d · y.d) · sumi + m · y.s` of each block, in order, to `{acc}`.
 #[rustfmt::skip]
 macro_rules! float_dm {
+    () => {
+        concat!(scale_dm!(), term_dm!(), osum!())
+    };
+}
+
+/// The weights' `d` and `m` (f16 at `{w}`, stride `{ws}`) as f32: `d` in v16..v19, `m` in
+/// v20..v23 (together one LMUL=8 group, `m` from element VLEN/8); ends with vtype `e32, m8`, VLMAX.
+#[rustfmt::skip]
+macro_rules! scale_dm {
     () => {
         concat!(
             "vsetvli zero, {vl}, e8, m1, ta, ma\n",
@@ -144,6 +181,17 @@ macro_rules! float_dm {
             "vsetvli {t}, zero, e32, m8, ta, mu\n",
             // d (f32) in v16..v19, m in v20..v23.
             f16_bits_to_f32!("v8", "v16"),
+        )
+    };
+}
+
+/// Each block's term `(d · y.d) · sumi + m · y.s` into v16..v19, from `sumi` (f32) in v4..v7, `d`
+/// in v16..v19, `m` in v20..v23 and the activation blocks at `{a}` (stride `{astr}`, `d`, `s`
+/// first). Ends with vtype `e32, m4` and vl = blocks.
+#[rustfmt::skip]
+macro_rules! term_dm {
+    () => {
+        concat!(
             "vsetvli zero, {vl}, e32, m4, ta, ma\n",
             // y.d in v8..v11, y.s in v12..v15.
             "vlsseg2e32.v v8, ({a}), {astr}\n",
@@ -151,22 +199,19 @@ macro_rules! float_dm {
             "vfmul.vv v16, v16, v4\n",
             "vfmul.vv v20, v20, v12\n",
             "vfadd.vv v16, v16, v20\n",
-            "vfmv.s.f v1, {acc}\n",
-            "vfredosum.vs v1, v16, v1\n",
-            "vfmv.f.s {acc}, v1\n",
         )
     };
 }
 
-/// Move `{w}` and `{a}` past this pass's blocks, loop while blocks are left.
+/// Move `{w}` and `$a` (`{a}`) past this pass's blocks, loop while blocks are left.
 #[rustfmt::skip]
 macro_rules! next_pass {
-    () => {
+    ($a:literal) => {
         concat!(
             "mul {p}, {vl}, {ws}\n",
             "add {w}, {w}, {p}\n",
             "mul {p}, {vl}, {astr}\n",
-            "add {a}, {a}, {p}\n",
+            "add ", $a, ", ", $a, ", {p}\n",
             "sub {n}, {n}, {vl}\n",
             "bnez {n}, 2b\n",
         )
@@ -179,7 +224,7 @@ macro_rules! next_pass {
 #[rustfmt::skip]
 macro_rules! q32_rows_asm {
     ([$($pass:tt)*], $w:expr, $rb:expr, $rows:expr, $a:expr, $nb:expr, $out:expr, $wbytes:expr, $abytes:expr $(, $($extra:tt)+)?) => {
-        rvv_asm!(
+        q32_asm!(
             [
                 "3:",
                 "mv {w}, {wr}",
@@ -189,7 +234,7 @@ macro_rules! q32_rows_asm {
                 "2:",
                 "vsetvli {vl}, {n}, e8, m1, ta, ma",
                 $($pass)*
-                next_pass!(),
+                next_pass!("{a}"),
                 "fsw {acc}, 0({o})",
                 "addi {o}, {o}, 4",
                 "add {wr}, {wr}, {rb}",
@@ -207,6 +252,23 @@ macro_rules! q32_rows_asm {
                 w = out(reg) _,
                 a = out(reg) _,
                 n = out(reg) _,
+            ],
+            $wbytes,
+            $abytes
+        )
+    };
+}
+
+/// `rvv_asm!` with the operands every 32-wide kernel uses added: the block sizes `{ws}`
+/// (weights) and `{astr}` (activations), `{vl}`, scratch `{p}`, `{t}`, the constants of the
+/// scale decoding (`{c128}`, `{c8192}`, `f16_bits_to_f32!`'s) and the running sum `{acc}`.
+#[rustfmt::skip]
+macro_rules! q32_asm {
+    ([$($tpl:tt)*], [$($ops:tt)*], $wbytes:expr, $abytes:expr) => {
+        rvv_asm!(
+            [$($tpl)*],
+            [
+                $($ops)*
                 ws = in(reg) $wbytes,
                 astr = in(reg) $abytes,
                 vl = out(reg) _,
@@ -365,7 +427,20 @@ macro_rules! q5_bit {
 /// columns `$act` into v24..v31 (`$mul`: `vwmul.vv` starts the sums).
 #[rustfmt::skip]
 macro_rules! q5_cols {
-    ($k:ident, $op:literal, $src:literal, $q:literal, [$b0:literal, $b1:literal, $b2:literal, $b3:literal], $mul:literal, $act:literal) => {
+    ($k:ident, $op:literal, $src:literal, $q:literal, $bits:tt, $mul:literal, $act:literal) => {
+        concat!(
+            q5_nib!($k, $op, $src, $q, $bits),
+            "vsetvli {t}, zero, e8, m4, ta, ma\n",
+            $mul, " v24, v4, ", $act, "\n",
+        )
+    };
+}
+
+/// Four weight columns decoded to int8 in v4..v7 (VLMAX lanes): nibbles (`$op $src`), Q5_0's
+/// offset, the fifth bits from `$q` (bits `$b0..$b0 + 4`). Uses v0 and v3.
+#[rustfmt::skip]
+macro_rules! q5_nib {
+    ($k:ident, $op:literal, $src:literal, $q:literal, [$b0:literal, $b1:literal, $b2:literal, $b3:literal]) => {
         concat!(
             "vsetvli {t}, zero, e8, m4, ta, ma\n",
             $op, " v4, ", $src, "\n",
@@ -376,8 +451,6 @@ macro_rules! q5_cols {
             q5_bit!($k, $q, $b1, "v5"),
             q5_bit!($k, $q, $b2, "v6"),
             q5_bit!($k, $q, $b3, "v7"),
-            "vsetvli {t}, zero, e8, m4, ta, ma\n",
-            $mul, " v24, v4, ", $act, "\n",
         )
     };
 }
@@ -493,28 +566,41 @@ entries!(
     vec_dot_q5_1_q8_1, vec_dot_q5_1_q8_1_x4, rows_q5_1, 24, BlockQ8_1
 );
 
-/// A quarter of a Q8_0 pass: 8 weight bytes per block at `{w} + $wq`, 8 activations at `{a} + $aq`.
-/// Two products per e16 lane plus a bias of 32767 (v24..v31; the pair sum is in -32512..=32768, so
-/// biased it is 255..=65535: exact as u16, whatever wraps on the way), widened unsigned into the
-/// e32 sums v0..v7 (two column positions per block); `$first` starts the sums. Expects vtype
-/// `e8, m1` with vl = blocks.
+/// A quarter of a Q8_0 pass: 8 weight columns into v8..v15 (`$wl`: `[seg, $wq]` the 8 bytes per
+/// block at `{w} + $wq`, `[scratch]` the next 8 decoded columns at `{q}`, see `mat`), 8
+/// activations at `{a} + $aq`. Two products per e16 lane plus a bias of 32767 (v24..v31; the pair
+/// sum is in -32512..=32768, so biased it is 255..=65535: exact as u16, whatever wraps on the way),
+/// widened unsigned into the e32 sums v0..v7 (two column positions per block); `$first` starts the
+/// sums. Expects vtype `e8, m1` with vl = blocks.
 #[rustfmt::skip]
 macro_rules! q8_quarter {
-    (first, $wq:literal, $aq:literal) => {
-        concat!(q8_quarter!(@load $wq, $aq), "vwaddu.vv v0, v24, v28\n")
+    (first, $wl:tt, $aq:literal) => {
+        concat!(q8_quarter!(@load $wl, $aq), "vwaddu.vv v0, v24, v28\n")
     };
-    (next, $wq:literal, $aq:literal) => {
+    (next, $wl:tt, $aq:literal) => {
         concat!(
             "vsetvli zero, {vl}, e8, m1, ta, ma\n",
-            q8_quarter!(@load $wq, $aq),
+            q8_quarter!(@load $wl, $aq),
             "vwaddu.wv v0, v0, v24\n",
             "vwaddu.wv v0, v0, v28\n",
         )
     };
-    (@load $wq:literal, $aq:literal) => {
+    (@load [seg, $wq:literal], $aq:literal) => {
         concat!(
             "addi {p}, {w}, ", $wq, "\n",
             "vlsseg8e8.v v8, ({p}), {ws}\n",
+            q8_quarter!(@mul $aq),
+        )
+    };
+    (@load [scratch], $aq:literal) => {
+        concat!(
+            "vl8re8.v v8, ({q})\n",
+            "add {q}, {q}, {s8}\n",
+            q8_quarter!(@mul $aq),
+        )
+    };
+    (@mul $aq:literal) => {
+        concat!(
             "addi {p}, {a}, ", $aq, "\n",
             "vlsseg8e8.v v16, ({p}), {astr}\n",
             "vsetvli {t}, zero, e16, m8, ta, ma\n",
@@ -523,6 +609,20 @@ macro_rules! q8_quarter {
             "vwmacc.vv v24, v8, v16\n",
             "vwmacc.vv v24, v12, v20\n",
             "vsetvli {t}, zero, e16, m4, ta, ma\n",
+        )
+    };
+}
+
+/// The sums of the four Q8_0 quarters (v0..v7) per block as f32 in v4..v7; vtype `e32, m4`.
+#[rustfmt::skip]
+macro_rules! q8_sum {
+    () => {
+        concat!(
+            // Sixteen biased pair sums per block: subtract 16 · 32767.
+            "vsetvli zero, {vl}, e32, m4, ta, ma\n",
+            "vadd.vv v4, v0, v4\n",
+            "vsub.vx v4, v4, {bias16}\n",
+            "vfcvt.f.x.v v4, v4\n",
         )
     };
 }
@@ -539,15 +639,11 @@ unsafe fn rows_q8_0(w: *const u8, rb: usize, rows: usize, a: *const u8, nb: usiz
     unsafe {
         q32_rows_asm!(
             [
-                q8_quarter!(first, 2, 4),
-                q8_quarter!(next, 10, 12),
-                q8_quarter!(next, 18, 20),
-                q8_quarter!(next, 26, 28),
-                // Sixteen biased pair sums per block: subtract 16 · 32767.
-                "vsetvli zero, {vl}, e32, m4, ta, ma",
-                "vadd.vv v4, v0, v4",
-                "vsub.vx v4, v4, {bias16}",
-                "vfcvt.f.x.v v4, v4",
+                q8_quarter!(first, [seg, 2], 4),
+                q8_quarter!(next, [seg, 10], 12),
+                q8_quarter!(next, [seg, 18], 20),
+                q8_quarter!(next, [seg, 26], 28),
+                q8_sum!(),
                 float_d!(),
             ],
             w,
@@ -568,3 +664,6 @@ entries!(
     /// Q8_0 weights · Q8_0 activations (twin of `scalar::vec_dot_q8_0_q8_0`).
     vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_x4, rows_q8_0, 34, BlockQ8_0
 );
+
+mod mat;
+pub use mat::{mat_q4_0_q8_0, mat_q4_1_q8_1, mat_q5_0_q8_0, mat_q5_1_q8_1, mat_q8_0_q8_0};
