@@ -31,7 +31,7 @@
 //!   decoded once to int8 into a scratch buffer laid out as whole registers (byte `j` of block `i`
 //!   at `j · VLENB + i`, the scales as f32 vectors), then each column reloads them with unit-stride
 //!   whole-register loads and runs the one-row kernel's integer and float phases, its `vfredosum`
-//!   going to that column's output. VLEN ≤ 512 (the scratch's size); longer vectors fall back to
+//!   going to that column's output; two rows at a time share each column's activation loads. VLEN ≤ 512 (the scratch's size); longer vectors fall back to
 //!   the one-row kernels column by column.
 //! - `kquant` (Q2_K..Q6_K · Q8_K): one super-block at a time, 16 or 32 values per vector; products
 //!   widened to e16, multiplied by their group's scale into e32 lanes, one reduction per super-block.

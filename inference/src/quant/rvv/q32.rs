@@ -139,13 +139,16 @@ macro_rules! term_d {
     };
 }
 
-/// `{acc}` += the terms in v16.. (vl of them), in order (`vfredosum`).
+/// `{acc}` += the terms in v16.. (or `$r`..; vl of them), in order (`vfredosum`).
 #[rustfmt::skip]
 macro_rules! osum {
     () => {
+        osum!("v16")
+    };
+    ($r:literal) => {
         concat!(
             "vfmv.s.f v1, {acc}\n",
-            "vfredosum.vs v1, v16, v1\n",
+            "vfredosum.vs v1, ", $r, ", v1\n",
             "vfmv.f.s {acc}, v1\n",
         )
     };

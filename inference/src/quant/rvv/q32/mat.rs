@@ -15,6 +15,13 @@
 //! `out[r · cols + c]` between passes. So output `(r, c)` is, operation for operation, the
 //! one-row kernel's sum for row `r` and column `c`; only the loop order differs.
 //!
+//! Rows go in pairs where they can (the nibble formats; Q8_0's integer phase needs more
+//! registers): both rows' passes are decoded (their groups of 8 weight columns interleaved in the
+//! scratch, their scales side by side), and each column's activations are loaded once for both:
+//! the integer sums go to v0..v7 and v24..v31, the float expression runs once over an LMUL=8
+//! group holding both rows' blocks (row 1 from element VLENB; the same operations per lane), and
+//! two `vfredosum`s add each row's terms to its output. A last odd row runs alone.
+//!
 //! A register holds VLENB bytes and the scratch is sized for VLENB ≤ 64 (VLEN ≤ 512); a hart
 //! with longer vectors runs the one-row kernels column by column instead.
 
@@ -28,12 +35,13 @@ use crate::quant::act::{BlockQ8_0, BlockQ8_1};
 /// Largest VLENB (bytes per vector register) the scratch holds.
 const MAX_VLENB: usize = 64;
 
-/// One pass of one row, decoded: the scales (`d` from element 0, `m` from element VLENB) and the
-/// int8 weights (byte `j` of block `i` at `w[j · VLENB + i]`).
+/// One pass of one row or of a pair of rows, decoded: the scales (one row: `d` from element 0,
+/// `m` from element VLENB; a pair: see `store_d!`) and the int8 weights (one row: byte `j` of
+/// block `i` at `w[j · VLENB + i]`; a pair: groups of 8 columns of each row in turn).
 #[repr(C, align(64))]
 struct Scratch {
-    ds: [f32; 2 * MAX_VLENB],
-    w: [u8; 32 * MAX_VLENB],
+    ds: [f32; 4 * MAX_VLENB],
+    w: [u8; 64 * MAX_VLENB],
 }
 
 /// VLENB, the bytes of one vector register (CSR 0xc22; only on harts with V).
@@ -44,9 +52,9 @@ fn vlenb() -> usize {
     v
 }
 
-/// One row's passes: `$dec` decodes the pass at `{w}` into the scratch (`{sc}` weights, `{sd}`
-/// scales), `$col` computes the column at `{a}`'s terms into v16..v19 (vtype `e32, m4`, vl =
-/// blocks), added in order to the float at `{oc}`. Columns are `{cstr}` bytes apart.
+/// One row's (or two rows') passes: `$dec` decodes the pass at `{w}` into the scratch (`{sc}`
+/// weights, `{sd}` scales), `$col` adds the column at `{a}`'s terms in order to the float at `{oc}`
+/// (`out1!`; and the next row's, `out2!`). Columns are `{cstr}` bytes apart.
 #[rustfmt::skip]
 macro_rules! mat_asm {
     ([$($dec:tt)*], [$($col:tt)*], $row:expr, $wbytes:expr, $abytes:expr $(, $($extra:tt)+)?) => {
@@ -61,9 +69,6 @@ macro_rules! mat_asm {
                 "5:",
                 "vsetvli zero, {vl}, e8, m1, ta, ma",
                 $($col)*
-                "flw {acc}, 0({oc})",
-                osum!(),
-                "fsw {acc}, 0({oc})",
                 "addi {oc}, {oc}, 4",
                 "add {a}, {a}, {cstr}",
                 "addi {c}, {c}, -1",
@@ -96,54 +101,69 @@ macro_rules! mat_asm {
 /// v24..v31 and store them at `{q}`, advancing it. Vtype `e8, m8`, VLMAX.
 #[rustfmt::skip]
 macro_rules! dec_q4 {
-    ($k:ident, $op:literal) => {
+    ($k:ident, $op:literal, $adv:expr) => {
         concat!(
             $op, "\n",
             q4_adj!($k, "v24"),
             "vs8r.v v24, ({q})\n",
-            "add {q}, {q}, {s8}\n",
+            $adv,
         )
     };
 }
 
-/// Decode a Q4 pass (qs at `{w} + $wq`) into the scratch: elements 0..16 (low nibbles) then
-/// 16..32 (high nibbles).
+/// Advance `{q}` past one group of 8 decoded columns (one row), or two (`pair`: the other row's
+/// group of the same columns sits between).
+#[rustfmt::skip]
+macro_rules! adv {
+    (one) => {
+        "add {q}, {q}, {s8}\n"
+    };
+    (pair) => {
+        "add {q}, {q}, {s8}\nadd {q}, {q}, {s8}\n"
+    };
+}
+
+/// Decode a Q4 pass (qs at `{w} + $wq`) into the scratch at `{q}`: elements 0..16 (low nibbles)
+/// then 16..32 (high nibbles), groups of 8 advanced by `adv!($n)`.
 #[rustfmt::skip]
 macro_rules! dec_q4_pass {
-    ($k:ident, $wq:literal) => {
+    ($k:ident, $wq:literal, $n:ident) => {
         concat!(
             "addi {p}, {w}, ", $wq, "\n",
             "vlsseg8e8.v v8, ({p}), {ws}\n",
             "addi {p}, {p}, 8\n",
             "vlsseg8e8.v v16, ({p}), {ws}\n",
             "vsetvli {t}, zero, e8, m8, ta, ma\n",
-            "mv {q}, {sc}\n",
-            dec_q4!($k, "vand.vi v24, v8, 15"),
-            dec_q4!($k, "vand.vi v24, v16, 15"),
-            dec_q4!($k, "vsrl.vi v24, v8, 4"),
-            dec_q4!($k, "vsrl.vi v24, v16, 4"),
+            dec_q4!($k, "vand.vi v24, v8, 15", adv!($n)),
+            dec_q4!($k, "vand.vi v24, v16, 15", adv!($n)),
+            dec_q4!($k, "vsrl.vi v24, v8, 4", adv!($n)),
+            dec_q4!($k, "vsrl.vi v24, v16, 4", adv!($n)),
         )
     };
 }
 
-/// Decode four Q5 columns (`q5_nib!`) and store them at `{q}`, advancing it by 4 · VLENB.
+/// Decode eight Q5 columns (`q5_nib!` of `$s0`, then of `$s1`, fifth bits from `$q`) and store
+/// them at `{q}`, advancing it by `adv!($n)`.
 #[rustfmt::skip]
 macro_rules! dec_q5 {
-    ($k:ident, $op:literal, $src:literal, $q:literal, $bits:tt) => {
+    ($k:ident, $op:literal, $s0:literal, $s1:literal, $q:literal, $n:ident) => {
         concat!(
-            q5_nib!($k, $op, $src, $q, $bits),
+            q5_nib!($k, $op, $s0, $q, [0, 1, 2, 3]),
             "vs4r.v v4, ({q})\n",
             "srli {t}, {s8}, 1\n",
-            "add {q}, {q}, {t}\n",
+            "add {p}, {q}, {t}\n",
+            q5_nib!($k, $op, $s1, $q, [4, 5, 6, 7]),
+            "vs4r.v v4, ({p})\n",
+            adv!($n),
         )
     };
 }
 
-/// Decode a Q5 pass (qh at `{w} + $qh`, qs at `{w} + $wq`) into the scratch: qh bytes in
-/// v24..v27, qs in v8..v23; elements 0..32 in order.
+/// Decode a Q5 pass (qh at `{w} + $qh`, qs at `{w} + $wq`) into the scratch at `{q}`: qh bytes in
+/// v24..v27, qs in v8..v23; elements 0..32 in order, groups of 8 advanced by `adv!($n)`.
 #[rustfmt::skip]
 macro_rules! dec_q5_pass {
-    ($k:ident, $qh:literal, $wq:literal) => {
+    ($k:ident, $qh:literal, $wq:literal, $n:ident) => {
         concat!(
             "addi {p}, {w}, ", $qh, "\n",
             "vlsseg4e8.v v24, ({p}), {ws}\n",
@@ -151,15 +171,61 @@ macro_rules! dec_q5_pass {
             "vlsseg8e8.v v8, ({p}), {ws}\n",
             "addi {p}, {p}, 8\n",
             "vlsseg8e8.v v16, ({p}), {ws}\n",
+            dec_q5!($k, "vand.vi", "v8, 15", "v12, 15", "v24", $n),
+            dec_q5!($k, "vand.vi", "v16, 15", "v20, 15", "v25", $n),
+            dec_q5!($k, "vsrl.vi", "v8, 4", "v12, 4", "v26", $n),
+            dec_q5!($k, "vsrl.vi", "v16, 4", "v20, 4", "v27", $n),
+        )
+    };
+}
+
+/// A pass of two rows (`{w}` and `{w} + {rb}`) decoded: `$pass` (a `dec_*_pass!` with `pair`)
+/// for each, their weight groups interleaved (row 0's 8 columns, row 1's, ...), the scales
+/// stored by `$store`, which is given the row (0 or 1).
+#[rustfmt::skip]
+macro_rules! dec_pair {
+    ($pass:ident!($($args:tt)*), $scale:ident, $store:ident) => {
+        concat!(
             "mv {q}, {sc}\n",
-            dec_q5!($k, "vand.vi", "v8, 15", "v24", [0, 1, 2, 3]),
-            dec_q5!($k, "vand.vi", "v12, 15", "v24", [4, 5, 6, 7]),
-            dec_q5!($k, "vand.vi", "v16, 15", "v25", [0, 1, 2, 3]),
-            dec_q5!($k, "vand.vi", "v20, 15", "v25", [4, 5, 6, 7]),
-            dec_q5!($k, "vsrl.vi", "v8, 4", "v26", [0, 1, 2, 3]),
-            dec_q5!($k, "vsrl.vi", "v12, 4", "v26", [4, 5, 6, 7]),
-            dec_q5!($k, "vsrl.vi", "v16, 4", "v27", [0, 1, 2, 3]),
-            dec_q5!($k, "vsrl.vi", "v20, 4", "v27", [4, 5, 6, 7]),
+            $pass!($($args)*, pair),
+            $scale!(),
+            $store!(0),
+            "add {w}, {w}, {rb}\n",
+            "add {q}, {sc}, {s8}\n",
+            "vsetvli zero, {vl}, e8, m1, ta, ma\n",
+            $pass!($($args)*, pair),
+            $scale!(),
+            $store!(1),
+            "sub {w}, {w}, {rb}\n",
+        )
+    };
+}
+
+/// Store `d` (v16..v19, vtype `e32, m4`) of row `$r` of a pair: the pair's scales are `d` of row
+/// 0, of row 1 (from element VLENB), then `m` of row 0, of row 1 (each VLENB floats).
+#[rustfmt::skip]
+macro_rules! store_d {
+    (0) => {
+        "vse32.v v16, ({sd})\n"
+    };
+    (1) => {
+        concat!("srli {t}, {s8}, 1\n", "add {p}, {sd}, {t}\n", "vse32.v v16, ({p})\n")
+    };
+}
+
+/// Store `d` (v16..v19) and `m` (v20..v23) of row `$r` of a pair (layout: `store_d!`).
+#[rustfmt::skip]
+macro_rules! store_dm {
+    (0) => {
+        concat!("vs4r.v v16, ({sd})\n", "add {p}, {sd}, {s8}\n", "vs4r.v v20, ({p})\n")
+    };
+    (1) => {
+        concat!(
+            "srli {t}, {s8}, 1\n",
+            "add {p}, {sd}, {t}\n",
+            "vs4r.v v16, ({p})\n",
+            "add {p}, {p}, {s8}\n",
+            "vs4r.v v20, ({p})\n",
         )
     };
 }
@@ -205,11 +271,132 @@ macro_rules! col_nib {
     };
 }
 
-/// What one row's `asm!` needs: the row's blocks `w` (`nb` ≥ 1 of them), the activations `a`
+/// Eight decoded weight columns of both rows of a pair (from `{q}`, advanced) times the
+/// activations at `{p} + 8` (`{p}` advanced by 8) into v0..v7 (row 0) and v24..v31 (row 1), e16,
+/// four column positions; `$mul` starts or continues the sums. Expects vtype `e8, m1`, vl = blocks.
+#[rustfmt::skip]
+macro_rules! col8_pair {
+    ($mul:literal) => {
+        concat!(
+            "addi {p}, {p}, 8\n",
+            "vlsseg8e8.v v16, ({p}), {astr}\n",
+            "vsetvli {t}, zero, e8, m4, ta, ma\n",
+            "vl8re8.v v8, ({q})\n",
+            "add {q}, {q}, {s8}\n",
+            $mul, " v0, v8, v16\n",
+            "vwmacc.vv v0, v12, v20\n",
+            "vl8re8.v v8, ({q})\n",
+            "add {q}, {q}, {s8}\n",
+            $mul, " v24, v8, v16\n",
+            "vwmacc.vv v24, v12, v20\n",
+        )
+    };
+}
+
+/// A column of a nibble format for a pair of rows (quants at `{a} + $aq8 + 8`): `sumi` of each
+/// block as f32, row 0 in v0..v3, row 1 in v4..v7 (one e32 LMUL=8 group, row 1 from element
+/// VLENB). Bound per lane as in `col_nib!`.
+#[rustfmt::skip]
+macro_rules! col_nib_pair {
+    ($aq8:literal) => {
+        concat!(
+            "addi {p}, {a}, ", $aq8, "\n",
+            "mv {q}, {sc}\n",
+            col8_pair!("vwmul.vv"),
+            "vsetvli zero, {vl}, e8, m1, ta, ma\n",
+            col8_pair!("vwmacc.vv"),
+            "vsetvli zero, {vl}, e8, m1, ta, ma\n",
+            col8_pair!("vwmacc.vv"),
+            "vsetvli zero, {vl}, e8, m1, ta, ma\n",
+            col8_pair!("vwmacc.vv"),
+            "vsetvli zero, {vl}, e16, m2, ta, ma\n",
+            "vwadd.vv v8, v0, v2\n",
+            "vwadd.vv v12, v4, v6\n",
+            "vwadd.vv v16, v24, v26\n",
+            "vwadd.vv v20, v28, v30\n",
+            "vsetvli zero, {vl}, e32, m4, ta, ma\n",
+            "vadd.vv v0, v8, v12\n",
+            "vadd.vv v4, v16, v20\n",
+            "vsetvli {t}, zero, e32, m8, ta, ma\n",
+            "vfcvt.f.x.v v0, v0\n",
+        )
+    };
+}
+
+/// A pair's terms `sumi · (d · y.d)` (as `term_d!`), row 0 in v8..v11, row 1 in v12..v15; `y.d`
+/// loaded once for both.
+#[rustfmt::skip]
+macro_rules! term_d_pair {
+    () => {
+        concat!(
+            "vsetvli zero, {vl}, e32, m4, ta, ma\n",
+            "vlse32.v v16, ({a}), {astr}\n",
+            "vmv4r.v v20, v16\n",
+            "vl8re32.v v8, ({sd})\n",
+            "vsetvli {t}, zero, e32, m8, ta, ma\n",
+            "vfmul.vv v8, v8, v16\n",
+            "vfmul.vv v8, v0, v8\n",
+        )
+    };
+}
+
+/// A pair's terms `(d · y.d) · sumi + m · y.s` (as `term_dm!`), row 0 in v8..v11, row 1 in
+/// v12..v15; `y.d`, `y.s` loaded once for both.
+#[rustfmt::skip]
+macro_rules! term_dm_pair {
+    () => {
+        concat!(
+            "vsetvli zero, {vl}, e32, m4, ta, ma\n",
+            "vlsseg2e32.v v16, ({a}), {astr}\n",
+            "vmv4r.v v24, v16\n",
+            "vmv4r.v v28, v16\n",
+            "vmv4r.v v16, v20\n",
+            "vl8re32.v v8, ({sd})\n",
+            "vsetvli {t}, zero, e32, m8, ta, ma\n",
+            "vfmul.vv v8, v8, v24\n",
+            "vfmul.vv v8, v8, v0\n",
+            "add {p}, {sd}, {s8}\n",
+            "vl8re32.v v24, ({p})\n",
+            "vfmul.vv v24, v24, v16\n",
+            "vfadd.vv v8, v8, v24\n",
+        )
+    };
+}
+
+/// Add the terms in v16.. to the float at `{oc}` (one row).
+#[rustfmt::skip]
+macro_rules! out1 {
+    () => {
+        concat!("flw {acc}, 0({oc})\n", osum!(), "fsw {acc}, 0({oc})\n")
+    };
+}
+
+/// Add the terms in v8.. to the float at `{oc}` (row 0 of a pair) and those in v12.. to the one
+/// `{cols}` floats further (row 1).
+#[rustfmt::skip]
+macro_rules! out2 {
+    () => {
+        concat!(
+            "vsetvli zero, {vl}, e32, m4, ta, ma\n",
+            "flw {acc}, 0({oc})\n",
+            osum!("v8"),
+            "fsw {acc}, 0({oc})\n",
+            "slli {p}, {cols}, 2\n",
+            "add {p}, {p}, {oc}\n",
+            "flw {acc}, 0({p})\n",
+            osum!("v12"),
+            "fsw {acc}, 0({p})\n",
+        )
+    };
+}
+
+/// What one row's (or pair's) `asm!` needs: the row's blocks `w` (`nb` ≥ 1 of them; a pair's
+/// second row `rb` bytes further, its outputs `cols` floats further), the activations `a`
 /// (`cols` columns, `cstr` bytes apart, `nb` blocks each), the row's outputs `out` (`cols`
 /// floats, zeroed before the first pass), the scratch (`sc` its weights, `sd` its scales) and VLENB (≤ `MAX_VLENB`).
 struct Row {
     w: *const u8,
+    rb: usize,
     a: *const u8,
     nb: usize,
     cstr: usize,
@@ -220,9 +407,9 @@ struct Row {
     vlenb: usize,
 }
 
-/// Rows · columns with `row` (one row's `asm!`), or through `one` (the one-row kernel) column by
-/// column when VLENB > `MAX_VLENB` or there are no whole blocks. Shapes as in `batch::Mat`; a call
-/// whose `out` is not `rows · cols` floats does nothing.
+/// Rows · columns with `pair` (two rows' `asm!`, when given) and `row` (one row's), or through
+/// `one` (the one-row kernel) column by column when VLENB > `MAX_VLENB` or there are no whole
+/// blocks. Shapes as in `batch::Mat`; a call whose `out` is not `rows · cols` floats does nothing.
 fn mat<A>(
     w: &[u8],
     rb: usize,
@@ -232,6 +419,7 @@ fn mat<A>(
     bytes: usize,
     one: fn(&[u8], &[A]) -> f32,
     row: unsafe fn(Row),
+    pair: Option<unsafe fn(Row)>,
 ) {
     let rows = w.len().checked_div(rb).unwrap_or(0);
     let nb = a.len().checked_div(cols).unwrap_or(0);
@@ -250,49 +438,91 @@ fn mat<A>(
     }
     out.fill(0.0);
     let mut s = Scratch {
-        ds: [0.0; 2 * MAX_VLENB],
-        w: [0; 32 * MAX_VLENB],
+        ds: [0.0; 4 * MAX_VLENB],
+        w: [0; 64 * MAX_VLENB],
     };
-    for (r, o) in out.chunks_exact_mut(cols).enumerate() {
-        let r = Row {
+    let mut r = 0;
+    while r < rows {
+        let k = match pair {
+            Some(_) if r + 2 <= rows => 2,
+            _ => 1,
+        };
+        let at = Row {
             w: w[r * rb..].as_ptr(),
+            rb,
             a: a.as_ptr().cast(),
             nb: blocks,
             cstr: nb * core::mem::size_of::<A>(),
             cols,
-            out: o.as_mut_ptr(),
+            out: out[r * cols..].as_mut_ptr(),
             sc: s.w.as_mut_ptr(),
             sd: s.ds.as_mut_ptr(),
             vlenb,
         };
-        // SAFETY: row r holds `blocks` whole blocks (blocks · bytes ≤ rb, (r + 1) · rb ≤
-        // w.len()); column c's blocks 0..blocks lie in a[c · nb..(c + 1) · nb]; `out` has the
-        // row's `cols` floats, zeroed; VLENB ≤ MAX_VLENB (the scratch holds a pass); V present
-        // (reached only on harts with V).
-        unsafe { row(r) };
+        // SAFETY: rows r..r + k hold `blocks` whole blocks each (blocks · bytes ≤ rb, (r + k) · rb
+        // ≤ w.len()); column c's blocks 0..blocks lie in a[c · nb..(c + 1) · nb]; `out` has the
+        // rows' `k · cols` floats, zeroed; VLENB ≤ MAX_VLENB (the scratch holds a pass of two
+        // rows); V present (reached only on harts with V).
+        unsafe {
+            match (k, pair) {
+                (2, Some(f)) => f(at),
+                _ => row(at),
+            }
+        }
+        r += k;
     }
 }
 
-/// The public batched entry of one format and its one-row `asm!` (`$dec`: decode a pass into the
-/// scratch, `$col`: a column's terms, see `mat_asm!`); `$one` is the format's one-row kernel.
+/// One row's (`one`) or two rows' (`pair`) `asm!` as `unsafe fn $f(Row)`: `$dec` decodes a pass
+/// into the scratch, `$col` adds a column's terms to its output(s), see `mat_asm!`.
+#[rustfmt::skip]
+macro_rules! mat_fn {
+    ($f:ident, one, $dec:tt, $col:tt, $bytes:literal, $abytes:expr $(, $($extra:tt)+)?) => {
+        /// # Safety
+        /// See [`Row`] (one row); the hart has V.
+        unsafe fn $f(r: Row) {
+            // SAFETY: the caller guarantees the memory (the passes read blocks 0..nb of the row
+            // and of each column, write the scratch within one pass's size and the row's `cols`
+            // outputs) and V; only vector registers, the named scalars, vl/vtype, the scratch and
+            // the outputs change.
+            unsafe { mat_asm!($dec, $col, r, $bytes, $abytes $(, $($extra)+)?) };
+        }
+    };
+    ($f:ident, pair, $dec:tt, $col:tt, $bytes:literal, $abytes:expr $(, $($extra:tt)+)?) => {
+        /// # Safety
+        /// See [`Row`] (two rows); the hart has V.
+        unsafe fn $f(r: Row) {
+            // SAFETY: as for one row, for the rows at `w` and `w + rb` and their outputs.
+            unsafe { mat_asm!($dec, $col, r, $bytes, $abytes, rb = in(reg) r.rb $(, $($extra)+)?) };
+        }
+    };
+}
+
+/// The two-row `asm!` of a format (`[$dec, $col]`, see `mat_fn!`), or `None` (`none`).
+#[rustfmt::skip]
+macro_rules! pair_fn {
+    (none, $bytes:literal, $abytes:expr $(, $($extra:tt)+)?) => {
+        None
+    };
+    ([$dec:tt, $col:tt], $bytes:literal, $abytes:expr $(, $($extra:tt)+)?) => {{
+        mat_fn!(pair, pair, $dec, $col, $bytes, $abytes $(, $($extra)+)?);
+        Some(pair as unsafe fn(Row))
+    }};
+}
+
+/// The public batched entry of one format: its one-row `asm!` (`$dec`, `$col`), its two-row one
+/// (`$pair`: `[$dec, $col]` or `none`); `$one` is the format's one-row kernel.
 #[rustfmt::skip]
 macro_rules! mat_entry {
     (
         $(#[$doc:meta])* $name:ident, $one:ident, $bytes:literal, $act:ty, $abytes:expr,
-        $dec:tt, $col:tt $(, $($extra:tt)+)?
+        $dec:tt, $col:tt, $pair:tt $(; $($extra:tt)+)?
     ) => {
         $(#[$doc])*
         pub fn $name(w: &[u8], rb: usize, a: &[$act], cols: usize, out: &mut [f32]) {
-            /// # Safety
-            /// See [`Row`]; the hart has V.
-            unsafe fn row(r: Row) {
-                // SAFETY: the caller guarantees the memory (the passes read blocks 0..nb of the
-                // row and of each column, write the scratch within one pass's size and the row's
-                // `cols` outputs) and V; only vector registers, the named scalars, vl/vtype, the
-                // scratch and the outputs change.
-                unsafe { mat_asm!($dec, $col, r, $bytes, $abytes $(, $($extra)+)?) };
-            }
-            mat(w, rb, a, cols, out, $bytes, $one, row)
+            mat_fn!(row, one, $dec, $col, $bytes, $abytes $(, $($extra)+)?);
+            let pair = pair_fn!($pair, $bytes, $abytes $(, $($extra)+)?);
+            mat(w, rb, a, cols, out, $bytes, $one, row, pair)
         }
     };
 }
@@ -300,29 +530,45 @@ macro_rules! mat_entry {
 mat_entry!(
     /// Q4_0 weights · Q8_0 activations, batched (each column equals `vec_dot_q4_0_q8_0`).
     mat_q4_0_q8_0, vec_dot_q4_0_q8_0, 18, BlockQ8_0, Q8_0_BYTES,
-    [dec_q4_pass!(sub8, 2), scale_d!(), "vse32.v v16, ({sd})",],
-    [col_nib!(-4), "vl4re32.v v16, ({sd})", term_d!(),]
+    ["mv {q}, {sc}", dec_q4_pass!(sub8, 2, one), scale_d!(), "vse32.v v16, ({sd})",],
+    [col_nib!(-4), "vl4re32.v v16, ({sd})", term_d!(), out1!(),],
+    [
+        [dec_pair!(dec_q4_pass!(sub8, 2), scale_d, store_d),],
+        [col_nib_pair!(-4), term_d_pair!(), out2!(),]
+    ]
 );
 
 mat_entry!(
     /// Q4_1 weights · Q8_1 activations, batched (each column equals `vec_dot_q4_1_q8_1`).
     mat_q4_1_q8_1, vec_dot_q4_1_q8_1, 20, BlockQ8_1, Q8_1_BYTES,
-    [dec_q4_pass!(plain, 4), scale_dm!(), "vs8r.v v16, ({sd})",],
-    [col_nib!(0), "vl8re32.v v16, ({sd})", term_dm!(),]
+    ["mv {q}, {sc}", dec_q4_pass!(plain, 4, one), scale_dm!(), "vs8r.v v16, ({sd})",],
+    [col_nib!(0), "vl8re32.v v16, ({sd})", term_dm!(), out1!(),],
+    [
+        [dec_pair!(dec_q4_pass!(plain, 4), scale_dm, store_dm),],
+        [col_nib_pair!(0), term_dm_pair!(), out2!(),]
+    ]
 );
 
 mat_entry!(
     /// Q5_0 weights · Q8_0 activations, batched (each column equals `vec_dot_q5_0_q8_0`).
     mat_q5_0_q8_0, vec_dot_q5_0_q8_0, 22, BlockQ8_0, Q8_0_BYTES,
-    [dec_q5_pass!(q5_0, 2, 6), scale_d!(), "vse32.v v16, ({sd})",],
-    [col_nib!(-4), "vl4re32.v v16, ({sd})", term_d!(),]
+    ["mv {q}, {sc}", dec_q5_pass!(q5_0, 2, 6, one), scale_d!(), "vse32.v v16, ({sd})",],
+    [col_nib!(-4), "vl4re32.v v16, ({sd})", term_d!(), out1!(),],
+    [
+        [dec_pair!(dec_q5_pass!(q5_0, 2, 6), scale_d, store_d),],
+        [col_nib_pair!(-4), term_d_pair!(), out2!(),]
+    ]
 );
 
 mat_entry!(
     /// Q5_1 weights · Q8_1 activations, batched (each column equals `vec_dot_q5_1_q8_1`).
     mat_q5_1_q8_1, vec_dot_q5_1_q8_1, 24, BlockQ8_1, Q8_1_BYTES,
-    [dec_q5_pass!(q5_1, 4, 8), scale_dm!(), "vs8r.v v16, ({sd})",],
-    [col_nib!(0), "vl8re32.v v16, ({sd})", term_dm!(),],
+    ["mv {q}, {sc}", dec_q5_pass!(q5_1, 4, 8, one), scale_dm!(), "vs8r.v v16, ({sd})",],
+    [col_nib!(0), "vl8re32.v v16, ({sd})", term_dm!(), out1!(),],
+    [
+        [dec_pair!(dec_q5_pass!(q5_1, 4, 8), scale_dm, store_dm),],
+        [col_nib_pair!(0), term_dm_pair!(), out2!(),]
+    ];
     c16 = in(reg) 16usize
 );
 
@@ -359,7 +605,9 @@ mat_entry!(
         q8_sum!(),
         "vl4re32.v v16, ({sd})",
         term_d!(),
+        out1!(),
     ],
+    none;
     bias = in(reg) 32767usize,
     bias16 = in(reg) 16 * 32767usize
 );
