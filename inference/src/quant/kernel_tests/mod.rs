@@ -294,4 +294,3 @@ k_test!(q6_k_matches_scalar, "q6_k", 210, &[208], q6_k_q8_k);
 
 mod float;
 mod rows;
-mod speed;
