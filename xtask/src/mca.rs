@@ -1,5 +1,5 @@
 //! `cargo xtask bench --only mca`: estimated cycles per weight block of the hot inner loops
-//! (matvec and batched, Q4_1 and Q4_K) with llvm-mca on published
+//! (matvec and batched, Q4_1 and Q4_K, the Q8_1 activation quantizer) with llvm-mca on published
 //! CPU models, beside llama.cpp's loops for the same types run through the same tool.
 //!
 //! Our loops come from `rustc --emit asm` of `inference` (release profile), llama.cpp's from
@@ -383,6 +383,7 @@ pub fn rows() -> Vec<Row> {
         row("Q4_K·Q8_K matvec", X280, ours("rvv::kquant::vec_dot_q4_k_q8_k", 1.0), Some(l(Llama(Riscv, "ggml_vec_dot_q4_K_q8_K_vl256"), Innermost, 1.0)), "1 super-block; ours: the common path (normal f16 scales); llama.cpp: its VLEN ≥ 256 loop"),
         row("Q4_K·Q8_K batched (per column)", A53, ours("neon::kquant::mat_q4_k_q8_k", 1.0), Some(l(Llama(ArmA53, Q4K), Outer(4), 1.0)), "per block·column: ours the column loop (the decode, once per block for all columns, not counted)"),
         row("Q4_K·Q8_K batched (per column)", A55, ours("neon::kquant::mat_q4_k_q8_k_dp", 1.0), Some(l(Llama(ArmA55, Q4K), Innermost, 1.0)), "as above, SDOT"),
+        row("Q8_1 activation quantizer", A53, ours("neon::quantize::q8_1_fcvt", 1.0), Some(l(Llama(ArmA53, "quantize_row_q8_1"), Innermost, 1.0)), "1 block of 32 values per iteration; ours: the FCVT loop (FPCR is IEEE, as on every board)"),
     ]
 }
 
@@ -400,7 +401,6 @@ at m1 (charged as a full m1 register). Our crate is built without `+v` (the kern
 `__ARM_FEATURE_DOTPROD` branches). Loops with an inner loop of fixed trip count are written out (see the notes).
 The unit-stride rows price the other RVV layout for Q4_1 (one block per iteration, as llama.cpp's loop) against
 the segment-load pass above them; the `instr × blocks` notes say what one iteration covers. The loops fed to
-llvm-mca are kept in the cache (`mca/loops/`). The activation quantizers are not in the table yet: their loops
-branch per block (f16 rounding paths, an unswitched hardware/software rounding pair), so a straight-line cut
-needs a hand-checked pick per function.
+llvm-mca are kept in the cache (`mca/loops/`). Of the activation quantizers, Q8_1 (the one SmolLM2's Q4_1 needs)
+is in the table; the Q8_K quantizers (a max pass, a rare tie scan, then 16 groups) are not cut yet.
 ";

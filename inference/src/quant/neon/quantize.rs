@@ -94,14 +94,16 @@ fn load32(xb: &[f32]) -> ([float32x4_t; 8], f32) {
     (v, vmaxnmvq_f32(m).max(0.0))
 }
 
+/// Q8_0 blocks; `HW`: f16 rounding with FCVT (FPCR is IEEE), else with `half` (chosen once per
+/// call, so the block loop has no branch).
 #[target_feature(enable = "neon")]
-fn q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
-    let hw = fpcr_is_ieee();
+#[inline]
+fn q8_0<const HW: bool>(x: &[f32], out: &mut [BlockQ8_0]) {
     for (xb, y) in x.chunks_exact(QK32).zip(out.iter_mut()) {
         let (v, amax) = load32(xb);
         let d = amax / 127.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        y.d = f16_round(d, hw);
+        y.d = f16_round(d, HW);
         let q = [round16(&v[..4], id), round16(&v[4..], id)];
         // SAFETY: `qs` holds 32 bytes.
         unsafe {
@@ -111,14 +113,15 @@ fn q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
     }
 }
 
+/// Q8_1 blocks (`HW` as in [`q8_0`]).
 #[target_feature(enable = "neon")]
-fn q8_1(x: &[f32], out: &mut [BlockQ8_1]) {
-    let hw = fpcr_is_ieee();
+#[inline]
+fn q8_1<const HW: bool>(x: &[f32], out: &mut [BlockQ8_1]) {
     for (xb, y) in x.chunks_exact(QK32).zip(out.iter_mut()) {
         let (v, amax) = load32(xb);
         let d = amax / 127.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        y.d = f16_round(d, hw);
+        y.d = f16_round(d, HW);
         let q = [round16(&v[..4], id), round16(&v[4..], id)];
         // SAFETY: `qs` holds 32 bytes.
         unsafe {
@@ -127,8 +130,21 @@ fn q8_1(x: &[f32], out: &mut [BlockQ8_1]) {
         }
         // Sixteen int8 fit an i16 sum.
         let sum = vaddlvq_s8(q[0]) as i32 + vaddlvq_s8(q[1]) as i32;
-        y.s = f16_round(sum as f32 * d, hw);
+        y.s = f16_round(sum as f32 * d, HW);
     }
+}
+
+/// The FCVT loops (the common case) under names of their own (the benchmark's llvm-mca rows).
+#[target_feature(enable = "neon")]
+#[inline(never)]
+fn q8_0_fcvt(x: &[f32], out: &mut [BlockQ8_0]) {
+    q8_0::<true>(x, out)
+}
+
+#[target_feature(enable = "neon")]
+#[inline(never)]
+fn q8_1_fcvt(x: &[f32], out: &mut [BlockQ8_1]) {
+    q8_1::<true>(x, out)
 }
 
 #[target_feature(enable = "neon")]
@@ -182,13 +198,25 @@ fn q8_k(x: &[f32], out: &mut [BlockQ8K]) {
 /// Quantize `x` (length a multiple of 32) to Q8_0 blocks (twin of `act::quantize_q8_0`).
 pub fn quantize_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
     // SAFETY: NEON is part of every aarch64 target this module is built for.
-    unsafe { q8_0(x, out) }
+    unsafe {
+        if fpcr_is_ieee() {
+            q8_0_fcvt(x, out)
+        } else {
+            q8_0::<false>(x, out)
+        }
+    }
 }
 
 /// Quantize `x` (length a multiple of 32) to Q8_1 blocks (twin of `act::quantize_q8_1`).
 pub fn quantize_q8_1(x: &[f32], out: &mut [BlockQ8_1]) {
     // SAFETY: NEON is part of every aarch64 target this module is built for.
-    unsafe { q8_1(x, out) }
+    unsafe {
+        if fpcr_is_ieee() {
+            q8_1_fcvt(x, out)
+        } else {
+            q8_1::<false>(x, out)
+        }
+    }
 }
 
 /// Quantize `x` (length a multiple of 256) to Q8_K blocks (twin of `act::quantize_q8_k`).
