@@ -271,16 +271,7 @@ impl Sampler {
         } else {
             c.top_k
         };
-        let cand = if k < n {
-            top_k(logits, &mut self.idx[..k])
-        } else {
-            for (i, v) in self.idx.iter_mut().enumerate() {
-                *v = i as u32;
-            }
-            self.idx
-                .sort_unstable_by_key(|&t| (core::cmp::Reverse(key(logits[t as usize])), t));
-            &self.idx[..]
-        };
+        let cand = candidates(logits, &mut self.idx, k);
         let max = logits[cand[0] as usize];
         if max == f32::NEG_INFINITY {
             return Err(SamplerError::NoCandidates);
@@ -338,27 +329,33 @@ fn key(v: f32) -> i32 {
     b ^ (((b >> 31) as u32) >> 1) as i32
 }
 
-/// The `out.len()` (≥ 1, < `logits.len()`) best tokens, sorted by logit, highest first, ties to
+/// The `k` (1 ..= `logits.len()`) best tokens in `idx` (one slot per token), sorted by logit,
+/// highest first, ties to the lower id: one pass ([`top_k`]) for the usual small k, else the sort
+/// of a selection of all ids (no allocation either way).
+fn candidates<'a>(logits: &[f32], idx: &'a mut [u32], k: usize) -> &'a [u32] {
+    let n = logits.len();
+    if k < n && k <= MAX_TOP_K {
+        return top_k(logits, &mut idx[..k]);
+    }
+    for (i, v) in idx.iter_mut().enumerate() {
+        *v = i as u32;
+    }
+    let by = |&t: &u32| (core::cmp::Reverse(key(logits[t as usize])), t);
+    if k < n {
+        idx.select_nth_unstable_by_key(k - 1, by);
+    }
+    idx[..k].sort_unstable_by_key(by);
+    &idx[..k]
+}
+
+/// The `out.len()` (1 ..= [`MAX_TOP_K`], < `logits.len()`) best tokens, sorted by logit, highest first, ties to
 /// the lower id: the same list as sorting all ids that way and taking a prefix. One pass over the
 /// logits against the worst kept key; a token enters only when strictly better (a later id with
 /// an equal logit loses the tie), so most of the vocabulary costs a load and a compare.
 fn top_k<'a>(logits: &[f32], out: &'a mut [u32]) -> &'a [u32] {
     let k = out.len();
     let mut keys = [0i32; MAX_TOP_K];
-    let keys = &mut keys[..k.min(MAX_TOP_K)];
-    if keys.len() < k {
-        // More than MAX_TOP_K: the sort of a selection (rare settings, not the hot path).
-        let mut all: Vec<u32> = (0..logits.len() as u32).collect();
-        let by = |a: &u32, b: &u32| {
-            key(logits[*b as usize])
-                .cmp(&key(logits[*a as usize]))
-                .then(a.cmp(b))
-        };
-        all.select_nth_unstable_by(k - 1, by);
-        all[..k].sort_unstable_by(by);
-        out.copy_from_slice(&all[..k]);
-        return out;
-    }
+    let keys = &mut keys[..k];
     let mut len = 0;
     for (i, &v) in logits.iter().enumerate() {
         let kv = key(v);
@@ -585,6 +582,7 @@ mod tests {
             (5000, 256),
             (3000, 300),
             (50, 49),
+            (50, 50),
         ] {
             // Few distinct values (many ties), signed zeros and infinities.
             let mut l: Vec<f32> = (0..n)
@@ -596,8 +594,8 @@ mod tests {
             l[6] = f32::NEG_INFINITY;
             let mut all: Vec<u32> = (0..n as u32).collect();
             all.sort_by(|a, b| l[*b as usize].total_cmp(&l[*a as usize]).then(a.cmp(b)));
-            let mut out = vec![0u32; k];
-            assert_eq!(top_k(&l, &mut out), &all[..k], "n {n}, k {k}");
+            let mut idx = vec![0u32; n];
+            assert_eq!(candidates(&l, &mut idx, k), &all[..k], "n {n}, k {k}");
         }
     }
 
