@@ -7,19 +7,33 @@ use half::f16;
 
 /// `out = x / rms(x) * w`, with the mean of squares summed in f64 (as ggml does) and `eps` from the file.
 pub fn rmsnorm(out: &mut [f32], x: &[f32], w: &[f32], eps: f32) {
-    let ss: f64 = x.iter().map(|&v| v as f64 * v as f64).sum();
-    let mean = ss / x.len().max(1) as f64;
-    let scale = (1.0 / libm::sqrt(mean + eps as f64)) as f32;
+    let scale = rms_scale(x, eps);
     for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
         *o = v * scale * g;
     }
 }
 
-/// Precomputed rotations: for each position, `cos` and `sin` of `pos * base^(-2i/rope_dim)` for
-/// `i < rope_dim / 2`, computed in f64 once.
+/// [`rmsnorm`] of `x` in place (the same bits).
+pub fn rmsnorm_in_place(x: &mut [f32], w: &[f32], eps: f32) {
+    let scale = rms_scale(x, eps);
+    for (v, &g) in x.iter_mut().zip(w) {
+        *v = *v * scale * g;
+    }
+}
+
+/// `1 / sqrt(mean(x²) + eps)`, the mean in f64.
+fn rms_scale(x: &[f32], eps: f32) -> f32 {
+    let ss: f64 = x.iter().map(|&v| v as f64 * v as f64).sum();
+    let mean = ss / x.len().max(1) as f64;
+    (1.0 / libm::sqrt(mean + eps as f64)) as f32
+}
+
+/// Precomputed rotations: for each position, `cos` and `sin` of `pos * base^(-2i/rope_dim) /
+/// factor_i` for `i < rope_dim / 2`, computed in f64 once, and how the head's elements are paired.
 #[derive(Debug, Clone)]
 pub struct RopeTable {
     pub half: usize,
+    pub layout: crate::model::RopeLayout,
     /// `positions * half` entries, row per position.
     pub cos: alloc::vec::Vec<f32>,
     pub sin: alloc::vec::Vec<f32>,
@@ -27,13 +41,24 @@ pub struct RopeTable {
 
 impl RopeTable {
     /// Rotations for positions `0..positions` of `rope_dim` dimensions with base `base`; positions are
-    /// divided by `scale` (linear RoPE scaling; 1 for none).
-    pub fn new(positions: usize, rope_dim: usize, base: f32, scale: f32) -> Self {
+    /// divided by `scale` (linear RoPE scaling; 1 for none) and frequency `i` by `factors[i]` (Llama
+    /// 3's `rope_freqs`; `None` for none).
+    pub fn new(
+        positions: usize,
+        rope_dim: usize,
+        base: f32,
+        scale: f32,
+        factors: Option<&[f32]>,
+        layout: crate::model::RopeLayout,
+    ) -> Self {
         let half = rope_dim / 2;
         let mut cos = alloc::vec::Vec::with_capacity(positions * half);
         let mut sin = alloc::vec::Vec::with_capacity(positions * half);
         let freqs: alloc::vec::Vec<f64> = (0..half)
-            .map(|i| libm::pow(base as f64, -2.0 * i as f64 / rope_dim as f64))
+            .map(|i| {
+                let f = libm::pow(base as f64, -2.0 * i as f64 / rope_dim as f64);
+                f / factors.and_then(|x| x.get(i)).map_or(1.0, |&x| x as f64)
+            })
             .collect();
         for p in 0..positions {
             let pos = p as f64 / scale as f64;
@@ -43,7 +68,20 @@ impl RopeTable {
                 sin.push(s as f32);
             }
         }
-        Self { half, cos, sin }
+        Self {
+            half,
+            layout,
+            cos,
+            sin,
+        }
+    }
+
+    /// Rotate every `head_dim` head of `x` at `pos` in the table's layout.
+    pub fn apply(&self, x: &mut [f32], head_dim: usize, pos: usize) {
+        match self.layout {
+            crate::model::RopeLayout::Adjacent => self.apply_adjacent(x, head_dim, pos),
+            crate::model::RopeLayout::Neox => self.apply_neox(x, head_dim, pos),
+        }
     }
 
     /// Bytes held.
@@ -88,6 +126,16 @@ pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
     for (g, &u) in gate.iter_mut().zip(up) {
         let v = *g;
         *g = v / (1.0 + libm::expf(-v)) * u;
+    }
+}
+
+/// `gate = gelu(gate) * up`, GELU in its tanh form (gemma's GeGLU).
+pub fn gelu_tanh_mul(gate: &mut [f32], up: &[f32]) {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    for (g, &u) in gate.iter_mut().zip(up) {
+        let x = *g;
+        let inner = SQRT_2_OVER_PI * x * (1.0 + 0.044_715 * x * x);
+        *g = 0.5 * x * (1.0 + libm::tanhf(inner)) * u;
     }
 }
 
@@ -148,19 +196,35 @@ pub fn attend_head(out: &mut [f32], q: &[f32], head: &Head<'_>) {
     );
 }
 
-/// One head's view of the f16 KV cache: `keys` and `values` hold `n` rows (positions) of `stride`
-/// values each, this head's slice starting at `offset`; scores are scaled by `scale`.
+/// One head's view of the f16 KV cache: `keys` and `values` hold a ring of `ring` rows (slots) of
+/// `stride` values each; the head attends to `n` positions in order, the first in slot `first`
+/// (a cache that keeps every position has `first = 0`), this head's slice of each row starting at
+/// `offset`; scores are scaled by `scale`.
 #[derive(Debug, Clone, Copy)]
 pub struct Head<'a> {
     pub keys: &'a [u16],
     pub values: &'a [u16],
     pub n: usize,
+    pub first: usize,
+    pub ring: usize,
     pub stride: usize,
     pub offset: usize,
     pub scale: f32,
 }
 
 impl Head<'_> {
+    /// Where position `t` (0 = the first seen) starts in `keys` and `values`.
+    #[inline(always)]
+    pub fn row(&self, t: usize) -> usize {
+        let slot = self.first + t;
+        let slot = if slot >= self.ring {
+            slot - self.ring
+        } else {
+            slot
+        };
+        slot * self.stride + self.offset
+    }
+
     /// The online softmax of [`attend_head`], position by position, with its three inner steps
     /// given: `dot` (q · k), `rescale` (`out = out · r + v`) and `accumulate` (`out += w · v`).
     /// Every SIMD twin that keeps this control flow runs through here, so only the inner steps
@@ -179,7 +243,7 @@ impl Head<'_> {
         let mut max = f32::NEG_INFINITY;
         let mut sum = 0.0f32;
         for t in 0..self.n {
-            let base = t * self.stride + self.offset;
+            let base = self.row(t);
             let s = dot(q, &self.keys[base..base + hd]) * self.scale;
             let v = &self.values[base..base + hd];
             if s > max {

@@ -397,6 +397,8 @@ pub enum PromptCacheError<E> {
     StateMismatch { tokens: usize, pos: usize },
     /// Nothing to save: the prompt has no tokens.
     EmptyPrompt,
+    /// The prompt is longer than a sliding-window layer keeps (its oldest positions are gone).
+    BeyondWindow { tokens: usize },
     /// Reading or writing the file failed.
     Io(E),
 }
@@ -417,6 +419,11 @@ impl<E: fmt::Display> fmt::Display for PromptCacheError<E> {
                 "prompt cache: {tokens} prompt tokens given for a state at position {pos}"
             ),
             PromptCacheError::EmptyPrompt => f.write_str("prompt cache: the prompt has no tokens"),
+            PromptCacheError::BeyondWindow { tokens } => write!(
+                f,
+                "prompt cache: not saved: the prompt's {tokens} tokens are more than the model's \
+                 sliding-window layers keep"
+            ),
             PromptCacheError::Io(e) => write!(f, "prompt cache: {e}"),
         }
     }
@@ -546,6 +553,9 @@ pub fn save_parts<S: CacheSink>(
             pos,
         });
     }
+    if !kv.holds_prefix(pos) {
+        return Err(PromptCacheError::BeyondWindow { tokens: pos });
+    }
     let layout = KvLayout::of_state(kv, logits);
     let n = tokens.len();
     let needed = layout.file_bytes(n as u64);
@@ -634,7 +644,7 @@ pub fn load_parts<S: CacheSource>(
     if n != tokens.len() || h.tokens_hash != tokens_hash(tokens) {
         return mismatch(WHY_PROMPT);
     }
-    if n == 0 || n > kv.ctx {
+    if n == 0 || !kv.holds_prefix(n) {
         return mismatch(WHY_CONTEXT);
     }
     if h.payload_bytes != layout.payload_bytes(n as u64) {

@@ -1,10 +1,12 @@
 //! Models as GGUF describes them: the hyperparameters ([`Config`]), the weights as views into the
-//! storage ([`Weights`]), and the forward pass ([`llama`], which also runs `qwen2`).
+//! storage ([`Weights`]), the architectures as recipes of named pieces ([`arch`]), and the one
+//! forward pass they all run ([`forward`]).
 //!
-//! Only small tensors (norm weights, biases) are copied to RAM at load; every matrix stays in the
-//! storage and is read row range by row range during the forward pass.
+//! Only small tensors (norm weights, biases, RoPE factors) are copied to RAM at load; every matrix
+//! stays in the storage and is read row range by row range during the forward pass.
 
-pub mod llama;
+pub mod arch;
+pub mod forward;
 
 use crate::gguf::{Gguf, GgufError, TensorInfo};
 use crate::matvec::MatvecError;
@@ -15,30 +17,42 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
 
-pub use llama::{Model, RunState};
+pub use arch::{Activation, Recipe, RopeLayout};
+pub use forward::{Model, RunState};
 
-/// The architectures lmboot runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Arch {
-    /// Llama, TinyLlama, SmolLM2 and other Llama-2-style models.
-    Llama,
-    /// Qwen2: llama with Q/K/V biases and NEOX RoPE.
-    Qwen2,
+/// Interleaved sliding-window attention (gemma3): which layers attend over a window, how wide it
+/// is, and their RoPE base.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SlidingWindow {
+    /// Positions a local layer attends over: the token's own and the `window - 1` before it.
+    pub window: usize,
+    /// Of every `period` layers, all but the last are local.
+    pub period: usize,
+    /// RoPE base of the local layers.
+    pub rope_base: f32,
 }
 
-/// How RoPE pairs the elements of a head.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RopeLayout {
-    /// Element 2i with 2i+1 (GGUF `llama`: Q and K are stored permuted for this).
-    Adjacent,
-    /// Element i with i + rope_dim/2 (`qwen2`).
-    Neox,
+/// How RoPE positions or frequencies are scaled for contexts beyond the trained one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RopeScaling {
+    None,
+    /// Positions divided by the factor.
+    Linear(f32),
+    /// Llama 3.x: each frequency divided by its own factor (`rope_freqs.weight`, or computed from
+    /// these `rope.scaling.*` values when the file has no such tensor).
+    Llama3 {
+        factor: f32,
+        low_freq_factor: f32,
+        high_freq_factor: f32,
+        original_context: usize,
+    },
 }
 
 /// Hyperparameters, read from the GGUF metadata.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
-    pub arch: Arch,
+    /// The architecture's pieces.
+    pub recipe: &'static Recipe,
     pub name: String,
     pub n_layer: usize,
     /// Embedding width.
@@ -51,10 +65,12 @@ pub struct Config {
     /// Dimensions of each head that RoPE rotates.
     pub rope_dim: usize,
     pub rope_base: f32,
-    /// Linear RoPE scaling factor (positions are divided by it); 1 for none.
-    pub rope_scale: f32,
-    pub rope_layout: RopeLayout,
+    pub rope_scaling: RopeScaling,
     pub norm_eps: f32,
+    /// Attention scores are `q·k * attn_scale` (1/sqrt(key length)).
+    pub attn_scale: f32,
+    /// Sliding-window layers, if the architecture has them.
+    pub swa: Option<SlidingWindow>,
     /// The context length the model was trained with (the most it may be run with).
     pub train_ctx: usize,
 }
@@ -67,6 +83,18 @@ impl Config {
     /// Width of all query heads.
     pub fn q_dim(&self) -> usize {
         self.n_head * self.head_dim
+    }
+    /// The window layer `l` attends over (`None`: every position so far).
+    pub fn window(&self, l: usize) -> Option<usize> {
+        let s = self.swa?;
+        (l % s.period < s.period - 1).then_some(s.window)
+    }
+    /// The linear RoPE position scale (1 for none).
+    pub fn rope_position_scale(&self) -> f32 {
+        match self.rope_scaling {
+            RopeScaling::Linear(f) => f,
+            _ => 1.0,
+        }
     }
 }
 
@@ -137,10 +165,11 @@ impl fmt::Display for ModelError {
             ModelError::Storage(e) => write!(f, "reading weights: {e}"),
             ModelError::Kernel(e) => write!(f, "kernel: {e}"),
             ModelError::UnsupportedArch { arch } => {
-                write!(
-                    f,
-                    "architecture {arch:?} is not supported (llama and qwen2 are)"
-                )
+                write!(f, "architecture {arch:?} is not supported (these are:")?;
+                for n in arch::names() {
+                    write!(f, " {n}")?;
+                }
+                write!(f, ")")
             }
             ModelError::BadParam { key, value, why } => write!(f, "{key} = {value}: {why}"),
             ModelError::BadShape {
@@ -260,11 +289,9 @@ impl Config {
     /// Read the hyperparameters; the vocabulary size comes from the embedding tensor.
     pub fn from_gguf(g: &Gguf) -> Result<Config, ModelError> {
         let arch_name = g.architecture()?;
-        let (arch, rope_layout) = match arch_name {
-            "llama" => (Arch::Llama, RopeLayout::Adjacent),
-            "qwen2" => (Arch::Qwen2, RopeLayout::Neox),
-            other => return Err(ModelError::UnsupportedArch { arch: other.into() }),
-        };
+        let recipe = arch::recipe(arch_name).ok_or_else(|| ModelError::UnsupportedArch {
+            arch: arch_name.into(),
+        })?;
         const BIG: i64 = 1 << 20;
         let n_layer = param(g, "block_count", 1, 4096)?;
         let dim = param(g, "embedding_length", 1, BIG)?;
@@ -272,7 +299,8 @@ impl Config {
         let n_head_kv = param_or(g, "attention.head_count_kv", 1, 4096, n_head)?;
         let ffn_dim = param(g, "feed_forward_length", 1, BIG)?;
         let train_ctx = param(g, "context_length", 1, 1 << 24)?;
-        if dim % n_head != 0 {
+        let key_length = g.arch_key("attention.key_length")?;
+        if g.get(&key_length).is_none() && dim % n_head != 0 {
             return Err(ModelError::BadParam {
                 key: g.arch_key("attention.head_count")?,
                 value: alloc::format!("{n_head}"),
@@ -280,6 +308,14 @@ impl Config {
             });
         }
         let head_dim = param_or(g, "attention.key_length", 1, 4096, dim / n_head)?;
+        let value_length = param_or(g, "attention.value_length", 1, 4096, head_dim)?;
+        if value_length != head_dim {
+            return Err(ModelError::BadParam {
+                key: g.arch_key("attention.value_length")?,
+                value: alloc::format!("{value_length}"),
+                why: "must equal attention.key_length",
+            });
+        }
         if n_head % n_head_kv != 0 {
             return Err(ModelError::BadParam {
                 key: g.arch_key("attention.head_count_kv")?,
@@ -295,13 +331,8 @@ impl Config {
                 why: "must be even and at most the head dimension",
             });
         }
-        let rope_base = float_or(
-            g,
-            "rope.freq_base",
-            10000.0,
-            |v| v > 1.0,
-            "must be a finite number above 1",
-        )?;
+        let above_one = |v: f32| v > 1.0;
+        let rope_base = float_or(g, "rope.freq_base", 10000.0, above_one, ABOVE_ONE)?;
         let norm_eps = float_or(
             g,
             "attention.layer_norm_rms_epsilon",
@@ -309,29 +340,19 @@ impl Config {
             |v| v > 0.0 && v < 1.0,
             "must be in (0, 1)",
         )?;
-        let scaling_key = g.arch_key("rope.scaling.type")?;
-        let rope_scale = match g.get(&scaling_key).and_then(|v| v.as_str()) {
-            None | Some("none") => 1.0,
-            Some("linear") => float_or(
-                g,
-                "rope.scaling.factor",
-                1.0,
-                |v| v >= 1.0,
-                "must be at least 1",
-            )?,
-            Some(other) => {
-                return Err(ModelError::BadParam {
-                    key: scaling_key,
-                    value: other.into(),
-                    why: "only linear RoPE scaling is supported",
-                })
-            }
+        let swa = match recipe.swa_period {
+            None => None,
+            Some(period) => Some(SlidingWindow {
+                window: param(g, "attention.sliding_window", 1, 1 << 24)?,
+                period,
+                rope_base: float_or(g, "rope.freq_base_swa", 10000.0, above_one, ABOVE_ONE)?,
+            }),
         };
         let emb = g.require_tensor("token_embd.weight")?;
         let vocab = emb.rows() as usize;
         let name = g.get_str("general.name").unwrap_or(arch_name).into();
         Ok(Config {
-            arch,
+            recipe,
             name,
             n_layer,
             dim,
@@ -342,12 +363,101 @@ impl Config {
             vocab,
             rope_dim,
             rope_base,
-            rope_scale,
-            rope_layout,
+            rope_scaling: rope_scaling(g)?,
             norm_eps,
+            attn_scale: 1.0 / libm::sqrtf(head_dim as f32),
+            swa,
             train_ctx,
         })
     }
+}
+
+const ABOVE_ONE: &str = "must be a finite number above 1";
+
+/// `rope.scaling.type` and its parameters.
+fn rope_scaling(g: &Gguf) -> Result<RopeScaling, ModelError> {
+    let key = g.arch_key("rope.scaling.type")?;
+    let at_least_one = |v: f32| v >= 1.0;
+    Ok(match g.get(&key).and_then(|v| v.as_str()) {
+        None | Some("none") => RopeScaling::None,
+        Some("linear") => RopeScaling::Linear(float_or(
+            g,
+            "rope.scaling.factor",
+            1.0,
+            at_least_one,
+            "must be at least 1",
+        )?),
+        Some("llama3") => {
+            let positive = |v: f32| v > 0.0;
+            let low = float_or(g, "rope.scaling.low_freq_factor", 1.0, positive, POSITIVE)?;
+            let high = float_or(g, "rope.scaling.high_freq_factor", 4.0, positive, POSITIVE)?;
+            if high <= low {
+                return Err(ModelError::BadParam {
+                    key: g.arch_key("rope.scaling.high_freq_factor")?,
+                    value: alloc::format!("{high}"),
+                    why: "must be above rope.scaling.low_freq_factor",
+                });
+            }
+            RopeScaling::Llama3 {
+                factor: float_or(
+                    g,
+                    "rope.scaling.factor",
+                    8.0,
+                    at_least_one,
+                    "must be at least 1",
+                )?,
+                low_freq_factor: low,
+                high_freq_factor: high,
+                original_context: param_or(
+                    g,
+                    "rope.scaling.original_context_length",
+                    1,
+                    1 << 24,
+                    8192,
+                )?,
+            }
+        }
+        Some(other) => {
+            return Err(ModelError::BadParam {
+                key,
+                value: other.into(),
+                why: "only none, linear and llama3 RoPE scaling are supported",
+            })
+        }
+    })
+}
+
+const POSITIVE: &str = "must be a positive number";
+
+/// Llama 3's per-frequency RoPE factors (as llama.cpp's converter writes `rope_freqs.weight`):
+/// frequencies whose wavelength is shorter than `original_context / high_freq_factor` keep their
+/// value, those longer than `original_context / low_freq_factor` are divided by `factor`, and the
+/// ones between blend smoothly.
+pub fn llama3_rope_factors(c: &Config) -> Option<Vec<f32>> {
+    let RopeScaling::Llama3 {
+        factor,
+        low_freq_factor: low,
+        high_freq_factor: high,
+        original_context: ctx,
+    } = c.rope_scaling
+    else {
+        return None;
+    };
+    let (factor, low, high, ctx) = (factor as f64, low as f64, high as f64, ctx as f64);
+    let (low_wavelen, high_wavelen) = (ctx / low, ctx / high);
+    let factors = (0..c.rope_dim / 2).map(|i| {
+        let freq = libm::pow(c.rope_base as f64, -2.0 * i as f64 / c.rope_dim as f64);
+        let wavelen = 2.0 * core::f64::consts::PI / freq;
+        if wavelen < high_wavelen {
+            1.0
+        } else if wavelen > low_wavelen {
+            factor as f32
+        } else {
+            let smooth = (ctx / wavelen - low) / (high - low);
+            (1.0 / ((1.0 - smooth) / factor + smooth)) as f32
+        }
+    });
+    Some(factors.collect())
 }
 
 /// One transformer block's weights: matrices as views into the storage, small vectors in RAM.
@@ -360,11 +470,18 @@ pub struct LayerWeights {
     pub bq: Option<Vec<f32>>,
     pub bk: Option<Vec<f32>>,
     pub bv: Option<Vec<f32>>,
+    /// Per-head RMSNorm weights of the queries and keys (`[head_dim]`), when the recipe has them.
+    pub q_norm: Option<Vec<f32>>,
+    pub k_norm: Option<Vec<f32>>,
     pub wo: TensorInfo,
+    /// RMSNorm of the attention output before the residual, when the recipe has it.
+    pub post_attn_norm: Option<Vec<f32>>,
     pub ffn_norm: Vec<f32>,
     pub w_gate: TensorInfo,
     pub w_up: TensorInfo,
     pub w_down: TensorInfo,
+    /// RMSNorm of the feed-forward output before the residual, when the recipe has it.
+    pub post_ffn_norm: Option<Vec<f32>>,
 }
 
 /// All weights of a model.
@@ -375,6 +492,9 @@ pub struct Weights {
     /// The output head: `output.weight`, or `token_embd.weight` when the model ties them.
     pub output: TensorInfo,
     pub layers: Vec<LayerWeights>,
+    /// Per-frequency RoPE divisors (`[rope_dim / 2]`, Llama 3.x), from `rope_freqs.weight` or the
+    /// `rope.scaling.*` keys.
+    pub rope_freqs: Option<Vec<f32>>,
 }
 
 impl Weights {
@@ -462,30 +582,42 @@ impl Weights {
             None => token_embd.clone(),
         };
         let output_norm = vector(g, src, "output_norm.weight", d)?;
-        let biases = cfg.arch == Arch::Qwen2;
+        let r = cfg.recipe;
         let mut layers = Vec::with_capacity(cfg.n_layer);
         for l in 0..cfg.n_layer {
             let n = |s: &str| alloc::format!("blk.{l}.{s}");
-            let bias = |s: &str, len| -> Result<Option<Vec<f32>>, ModelError> {
-                if biases {
-                    Ok(Some(vector(g, src, &n(s), len)?))
-                } else {
-                    Ok(None)
-                }
+            // A vector the recipe has (else `None`).
+            let opt = |has: bool, s: &str, len| -> Result<Option<Vec<f32>>, ModelError> {
+                has.then(|| vector(g, src, &n(s), len)).transpose()
             };
             layers.push(LayerWeights {
                 attn_norm: vector(g, src, &n("attn_norm.weight"), d)?,
                 wq: matrix(g, &n("attn_q.weight"), d, q)?,
                 wk: matrix(g, &n("attn_k.weight"), d, kv)?,
                 wv: matrix(g, &n("attn_v.weight"), d, kv)?,
-                bq: bias("attn_q.bias", q)?,
-                bk: bias("attn_k.bias", kv)?,
-                bv: bias("attn_v.bias", kv)?,
+                bq: opt(r.qkv_bias, "attn_q.bias", q)?,
+                bk: opt(r.qkv_bias, "attn_k.bias", kv)?,
+                bv: opt(r.qkv_bias, "attn_v.bias", kv)?,
+                q_norm: opt(r.qk_norm, "attn_q_norm.weight", cfg.head_dim)?,
+                k_norm: opt(r.qk_norm, "attn_k_norm.weight", cfg.head_dim)?,
                 wo: matrix(g, &n("attn_output.weight"), q, d)?,
+                post_attn_norm: opt(r.post_norms, "post_attention_norm.weight", d)?,
                 ffn_norm: vector(g, src, &n("ffn_norm.weight"), d)?,
                 w_gate: matrix(g, &n("ffn_gate.weight"), d, f)?,
                 w_up: matrix(g, &n("ffn_up.weight"), d, f)?,
                 w_down: matrix(g, &n("ffn_down.weight"), f, d)?,
+                post_ffn_norm: opt(r.post_norms, "post_ffw_norm.weight", d)?,
+            });
+        }
+        let rope_freqs = match g.tensor("rope_freqs.weight") {
+            Some(_) => Some(vector(g, src, "rope_freqs.weight", cfg.rope_dim / 2)?),
+            None => llama3_rope_factors(cfg),
+        };
+        if let Some(v) = rope_freqs.iter().flatten().find(|&&v| v <= 0.0) {
+            return Err(ModelError::BadParam {
+                key: "rope_freqs.weight".into(),
+                value: alloc::format!("{v}"),
+                why: "RoPE frequency factors must be positive",
             });
         }
         Ok(Weights {
@@ -493,6 +625,7 @@ impl Weights {
             output_norm,
             output,
             layers,
+            rope_freqs,
         })
     }
 }

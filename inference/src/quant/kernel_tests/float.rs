@@ -132,15 +132,18 @@ fn attention_matches_scalar() {
     for k in sets("attention_matches_scalar") {
         for hd in [1, 7, 8, 9, 15, 16, 17, 33, 64, 65, 128] {
             for n in [1, 2, 5, 33] {
-                for big in [false, true] {
+                // A cache of every position (first slot 0), then a ring that wraps after two.
+                for (big, (first, ring)) in
+                    [(false, (0, n)), (true, (0, n)), (true, (n + 1, n + 3))]
+                {
                     let (stride, offset) = (3 * hd + 5, hd + 2);
                     let q: Vec<f32> = (0..hd)
                         .map(|_| if big { rng.wide() } else { rng.unit() })
                         .collect();
-                    let keys: Vec<u16> = (0..n * stride).map(|_| f16_bits(&mut rng)).collect();
-                    let values: Vec<u16> = (0..n * stride).map(|_| f16_bits(&mut rng)).collect();
+                    let keys: Vec<u16> = (0..ring * stride).map(|_| f16_bits(&mut rng)).collect();
+                    let values: Vec<u16> = (0..ring * stride).map(|_| f16_bits(&mut rng)).collect();
                     let key = &keys[offset..offset + hd];
-                    let what = format!("{} hd={hd} n={n} big={big}", k.name);
+                    let what = format!("{} hd={hd} n={n} big={big} ring={first}/{ring}", k.name);
                     same(
                         &format!("{what} q·k"),
                         (k.dot_f32_f16)(&q, key),
@@ -153,6 +156,8 @@ fn attention_matches_scalar() {
                         keys: &keys,
                         values: &values,
                         n,
+                        first,
+                        ring,
                         stride,
                         offset,
                         scale,

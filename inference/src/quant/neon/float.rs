@@ -283,16 +283,8 @@ fn add_scaled4(out: &mut [f32], w: [f32; 4], v: [&[u16]; 4]) {
 /// when none of the four raises the maximum; one by one otherwise). Each element of `out` sees
 /// the same operations in the same order as in the scalar loop.
 #[target_feature(enable = "neon")]
-fn attend(
-    out: &mut [f32],
-    q: &[f32],
-    keys: &[u16],
-    values: &[u16],
-    n: usize,
-    stride: usize,
-    offset: usize,
-    scale: f32,
-) {
+fn attend(out: &mut [f32], q: &[f32], head: &crate::ops::Head<'_>) {
+    let (keys, values, n, scale) = (head.keys, head.values, head.n, head.scale);
     let hd = q.len();
     out.fill(0.0);
     let mut max = f32::NEG_INFINITY;
@@ -300,7 +292,7 @@ fn attend(
     let mut t = 0;
     while t < n {
         let c = (n - t).min(4);
-        let row = |j: usize| (t + j) * stride + offset..(t + j) * stride + offset + hd;
+        let row = |j: usize| head.row(t + j)..head.row(t + j) + hd;
         let mut s = [0.0f32; 4];
         if c == 4 {
             s = dot_qk4(q, core::array::from_fn(|j| &keys[row(j)]));
@@ -374,9 +366,8 @@ pub fn dot_f32_f16(q: &[f32], k: &[u16]) -> f32 {
 
 /// One query head over the cached positions of `head` (twin of [`crate::ops::attend_head`]).
 pub fn attend_head(out: &mut [f32], q: &[f32], head: &crate::ops::Head<'_>) {
-    let h = head;
     // SAFETY: NEON is part of every aarch64 target this module is built for.
-    unsafe { attend(out, q, h.keys, h.values, h.n, h.stride, h.offset, h.scale) }
+    unsafe { attend(out, q, head) }
 }
 
 /// f32 to f16 bits, round to nearest even (twin of [`crate::ops::to_f16`]): FCVTN, four at a

@@ -1,17 +1,21 @@
-//! The forward pass of llama-family models (llama, qwen2), top to bottom, as llama2.c's `run.c`.
+//! The forward pass of every architecture lmboot runs (llama, qwen2, qwen3, gemma3), top to
+//! bottom, as llama2.c's `run.c`; the pieces a recipe ([`super::arch`]) switches are marked
+//! `[recipe: ...]`.
 //!
 //! A batch of B tokens at consecutive positions (B = 1 when generating, up to the run state's batch
-//! for a prompt): embedding rows → for each layer [RMSNorm → Q, K, V (+ biases) → RoPE → store K,
-//! V of all B positions in the f16 cache → online-softmax attention, token i over positions up to
-//! its own (the causal mask inside the batch) → output projection → residual → RMSNorm → SwiGLU
-//! feed-forward → residual] → final RMSNorm → output head (last token only). Every matrix is read
+//! for a prompt): embedding rows [× sqrt(dim)] → for each layer [RMSNorm → Q, K, V [+ biases] →
+//! [per-head RMSNorm of Q and K] → RoPE → store K, V of all B positions in the f16 cache →
+//! online-softmax attention, token i over positions up to its own (the causal mask inside the
+//! batch), or over its window on a sliding-window layer → output projection [→ RMSNorm] → residual
+//! → RMSNorm → gated feed-forward (SiLU or GELU) [→ RMSNorm] → residual] → final RMSNorm → output
+//! head (last token only). Every matrix is read
 //! from the storage once per batch through `matmat`, its rows split across the workers of a
 //! [`Parallel`] pool, each weight block decoded once for all B tokens. Every value a token gets is
 //! computed exactly as in a one-token pass (same operations, same order), so a batched prompt
 //! gives bit for bit the logits of feeding it one token at a time. No allocation happens here
 //! (all buffers live in [`RunState`]); per-token buffers are `[B][width]`.
 
-use super::{Config, ModelError, RopeLayout, Weights};
+use super::{Activation, Config, ModelError, Weights};
 use crate::gguf::{Gguf, TensorInfo};
 use crate::kv::KvCache;
 use crate::matvec::{matmat, read_row_f32};
@@ -137,7 +141,9 @@ pub struct RunState {
     /// One read buffer per worker for rows that are not resident in memory.
     scratch: Vec<Vec<u8>>,
     pub kv: KvCache,
+    /// RoPE of the global layers, and of the sliding-window layers when their base differs.
     rope: RopeTable,
+    rope_local: Option<RopeTable>,
     /// Next position to fill (tokens processed so far).
     pub pos: usize,
 }
@@ -202,8 +208,9 @@ impl RunState {
             acts_dim: ActSet::new(b * c.dim.max(c.q_dim())),
             acts_ffn: ActSet::new(b * c.ffn_dim),
             scratch: (0..workers).map(|_| vec![0u8; scratch_bytes]).collect(),
-            kv: KvCache::new(c.n_layer, ctx, c.kv_dim()),
-            rope: RopeTable::new(ctx, c.rope_dim, c.rope_base, c.rope_scale),
+            kv: KvCache::with_slots(ctx, c.kv_dim(), &kv_slots(c, ctx)),
+            rope: rope_table(model, ctx, c.rope_base),
+            rope_local: c.swa.map(|s| rope_table(model, ctx, s.rope_base)),
             pos: 0,
         })
     }
@@ -225,7 +232,8 @@ impl RunState {
             + self.acts_dim.bytes()
             + self.acts_ffn.bytes()
             + self.scratch.iter().map(Vec::len).sum::<usize>()
-            + self.rope.bytes();
+            + self.rope.bytes()
+            + self.rope_local.as_ref().map_or(0, RopeTable::bytes);
         (self.kv.bytes(), other)
     }
 
@@ -243,6 +251,27 @@ impl RunState {
     pub fn reset(&mut self) {
         self.pos = 0;
     }
+}
+
+/// Positions each layer's KV cache keeps: all `ctx`, or for a sliding-window layer its window and
+/// one batch (a batch's tokens are all stored before any of them attends).
+fn kv_slots(c: &Config, ctx: usize) -> Vec<usize> {
+    (0..c.n_layer)
+        .map(|l| c.window(l).map_or(ctx, |w| (w + MAX_BATCH - 1).min(ctx)))
+        .collect()
+}
+
+fn rope_table(model: &Model, ctx: usize, base: f32) -> RopeTable {
+    let c = &model.config;
+    let factors = model.weights.rope_freqs.as_deref();
+    RopeTable::new(
+        ctx,
+        c.rope_dim,
+        base,
+        c.rope_position_scale(),
+        factors,
+        c.recipe.rope,
+    )
 }
 
 /// Matrix `j` of layer `l` in the order one token reads them (0 wq, 1 wk, 2 wv, 3 wo, 4 gate, 5 up,
@@ -265,17 +294,31 @@ fn matrix_at(w: &super::Weights, l: usize, j: usize, logits: bool) -> Option<&Te
 /// query's RoPE is split across the workers with the heads.
 const Q_IN_JOB_MAX: usize = 256;
 
-/// RoPE of every head of `x` at position `pos`.
-fn rope(t: &RopeTable, layout: RopeLayout, x: &mut [f32], hd: usize, pos: usize) {
-    match layout {
-        RopeLayout::Adjacent => t.apply_adjacent(x, hd, pos),
-        RopeLayout::Neox => t.apply_neox(x, hd, pos),
-    }
-}
-
 fn add_bias(x: &mut [f32], b: &Option<Vec<f32>>) {
     if let Some(b) = b {
         ops::add(x, b);
+    }
+}
+
+/// RMSNorm of each `hd`-wide head of `x` in place with the head norm `w`, if there is one.
+fn norm_heads(x: &mut [f32], w: &Option<Vec<f32>>, hd: usize, eps: f32) {
+    if let Some(w) = w {
+        for head in x.chunks_exact_mut(hd) {
+            ops::rmsnorm_in_place(head, w, eps);
+        }
+    }
+}
+
+/// The RoPE table of layer `l`: the sliding-window layers' own, or the global one.
+fn rope_of<'a>(
+    c: &Config,
+    l: usize,
+    global: &'a RopeTable,
+    local: &'a Option<RopeTable>,
+) -> &'a RopeTable {
+    match (c.window(l), local) {
+        (Some(_), Some(t)) => t,
+        _ => global,
     }
 }
 
@@ -419,6 +462,11 @@ where
         // x[i] = token_embd[tokens[i]]                         x: [B][dim]
         for (x, &t) in st.x.chunks_exact_mut(c.dim).zip(tokens) {
             read_row_f32(self.src, &w.token_embd, t as usize, x, &mut st.scratch[0])?;
+            // [recipe: embed_scale] x *= sqrt(dim)
+            if c.recipe.embed_scale {
+                let s = libm::sqrtf(c.dim as f32);
+                x.iter_mut().for_each(|v| *v *= s);
+            }
         }
         for l in 0..w.layers.len() {
             self.attention(st, l, b)?;
@@ -462,7 +510,13 @@ where
         b: usize,
     ) -> Result<(), ModelError> {
         self.ahead(l, j + 2);
-        let dim = self.model.config.dim;
+        let (dim, eps) = (self.model.config.dim, self.model.config.norm_eps);
+        let lw = &self.model.weights.layers[l];
+        let post_norm = match what {
+            Product::AttOut => lw.post_attn_norm.as_deref(),
+            Product::Down => lw.post_ffn_norm.as_deref(),
+            _ => None,
+        };
         let RunState {
             x,
             xb,
@@ -495,7 +549,12 @@ where
         let rows = w.rows() as usize;
         self.matmul(w, &a, &mut out[..b * rows], mm, scratch)?;
         if fresh {
-            // x += the product (through xb)
+            // [recipe: post_norms] xb = rmsnorm(xb) * post_norm, then x += xb
+            if let Some(w) = post_norm {
+                for o in out.chunks_exact_mut(dim).take(b) {
+                    ops::rmsnorm_in_place(o, w, eps);
+                }
+            }
             ops::add(&mut x[..b * dim], &out[..b * dim]);
         }
         Ok(())
@@ -529,28 +588,33 @@ where
         let q = &mut st.q[i * qd..(i + 1) * qd];
         let k = &mut st.k[i * kv_dim..(i + 1) * kv_dim];
         let v = &mut st.v[i * kv_dim..(i + 1) * kv_dim];
+        // [recipe: qkv_bias] q += bq, k += bk, v += bv
         add_bias(q, &lw.bq);
         add_bias(k, &lw.bk);
         add_bias(v, &lw.bv);
+        // [recipe: qk_norm] each head of q and k RMS-normed
+        norm_heads(q, &lw.q_norm, hd, c.norm_eps);
+        norm_heads(k, &lw.k_norm, hd, c.norm_eps);
+        let rope = rope_of(c, l, &st.rope, &st.rope_local);
         if hd > Q_IN_JOB_MAX {
-            rope(&st.rope, c.rope_layout, q, hd, pos);
+            rope.apply(q, hd, pos);
         }
-        rope(&st.rope, c.rope_layout, k, hd, pos);
+        rope.apply(k, hd, pos);
         let (ks, vs) = st.kv.slot_mut(l, pos);
         (self.k.to_f16)(ks, k);
         (self.k.to_f16)(vs, v);
     }
 
-    /// att[i][h] = softmax(q[i][h]·K[kvh] / sqrt(hd)) · V[kvh] over positions 0..=pos+i (the
-    /// causal mask inside the batch), one (token, head) pair per chunk of hd, pairs split across
-    /// workers.
+    /// att[i][h] = softmax(q[i][h]·K[kvh] · attn_scale) · V[kvh] over positions 0..=pos+i (the
+    /// causal mask inside the batch) [recipe: swa_period: the last `window` of them on a
+    /// sliding-window layer], one (token, head) pair per chunk of hd, pairs split across workers.
     fn attend(&self, st: &mut RunState, l: usize, b: usize) -> Result<(), ModelError> {
         let c = &self.model.config;
         let (hd, qd, kv_dim, n_head, pos) = (c.head_dim, c.q_dim(), c.kv_dim(), c.n_head, st.pos);
         let group = c.n_head / c.n_head_kv;
-        let scale = 1.0 / libm::sqrtf(hd as f32);
+        let (scale, window) = (c.attn_scale, c.window(l));
         let (q, kv, k) = (&st.q, &st.kv, self.k);
-        let (rope_t, layout) = (&st.rope, c.rope_layout);
+        let rope = rope_of(c, l, &st.rope, &st.rope_local);
         par_chunks(
             self.pool,
             &mut st.att[..b * qd],
@@ -560,22 +624,24 @@ where
                 for (j, out) in part.chunks_exact_mut(hd).enumerate() {
                     let t = r.start / hd + j;
                     let (i, h) = (t / n_head, t % n_head);
-                    let seen = pos + i + 1;
                     let q = &q[i * qd + h * hd..i * qd + (h + 1) * hd];
                     // The query head's RoPE here, in the job, when it fits the stack buffer.
                     let mut rq = [0.0f32; Q_IN_JOB_MAX];
                     let q = if hd <= Q_IN_JOB_MAX {
                         let rq = &mut rq[..hd];
                         rq.copy_from_slice(q);
-                        rope(rope_t, layout, rq, hd, pos + i);
+                        rope.apply(rq, hd, pos + i);
                         &*rq
                     } else {
                         q
                     };
+                    let seen = kv.seen(l, pos + i, window);
                     let head = Head {
-                        keys: kv.keys(l, seen),
-                        values: kv.values(l, seen),
-                        n: seen,
+                        keys: seen.keys,
+                        values: seen.values,
+                        n: seen.n,
+                        first: seen.first,
+                        ring: seen.ring,
                         stride: kv_dim,
                         offset: (h / group) * hd,
                         scale,
@@ -587,7 +653,7 @@ where
         )
     }
 
-    /// Layer `l`'s feed-forward for the batch: x += w_down · (silu(w_gate · xb) * (w_up · xb)).
+    /// Layer `l`'s feed-forward for the batch: x += w_down · (act(w_gate · xb) * (w_up · xb)).
     fn ffn(&self, st: &mut RunState, l: usize, b: usize) -> Result<(), ModelError> {
         let c = &self.model.config;
         let lw = &self.model.weights.layers[l];
@@ -597,15 +663,19 @@ where
         // hb = silu(w_gate·xb) * (w_up·xb)                     hb, hb2: [B][ffn_dim]
         self.product(st, &lw.w_gate, (l, 4), Product::Gate, b)?;
         self.product(st, &lw.w_up, (l, 5), Product::Up, b)?;
-        // hb = silu(hb) * hb2, split across workers (B · ffn_dim expf would otherwise be serial)
-        let hb2 = &st.hb2;
+        // hb = act(hb) * hb2 [recipe: activation], split across workers (B · ffn_dim expf or tanhf
+        // would otherwise be serial)
+        let (hb2, act) = (&st.hb2, c.recipe.activation);
         par_chunks(
             self.pool,
             &mut st.hb[..b * ffn],
             1,
             &mut st.scratch,
             |r, part, _| {
-                ops::silu_mul(part, &hb2[r]);
+                match act {
+                    Activation::Silu => ops::silu_mul(part, &hb2[r]),
+                    Activation::GeluTanh => ops::gelu_tanh_mul(part, &hb2[r]),
+                }
                 Ok::<(), ModelError>(())
             },
         )?;
