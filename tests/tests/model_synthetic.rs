@@ -1,7 +1,9 @@
-//! The forward pass of both architectures against an independent float64 implementation, on tiny
+//! The forward pass of every architecture against an independent float64 implementation, on tiny
 //! random models written as GGUF files (F32 weights, so the only rounding is f32 arithmetic and the
-//! f16 KV cache). This covers `qwen2` (biases, NEOX RoPE) without a real qwen2 model, and the
-//! loader's errors for unsupported architectures, missing tensors, bad shapes and bad numbers.
+//! f16 KV cache): `llama`, `qwen2` (biases, NEOX RoPE), `qwen3` (Q/K head norms), `gemma3`
+//! (sliding-window layers, post norms, GeGLU, scaled embeddings) and Llama 3 RoPE factors, each
+//! piece shown to matter; and the loader's errors for unsupported architectures, missing tensors,
+//! bad shapes and bad numbers.
 
 mod common;
 
@@ -10,14 +12,32 @@ use inference::model::{Model, ModelError, RunState};
 use inference::parallel::SingleThread;
 use inference::{Gguf, Kernels, SliceStorage};
 
-const DIM: usize = 64;
-const HEADS: usize = 4;
-const KV_HEADS: usize = 2;
-const HD: usize = DIM / HEADS;
-const FFN: usize = 96;
+/// A tiny model of one architecture: its shape and the pieces its recipe switches on.
+#[derive(Clone)]
+struct Spec {
+    arch: &'static str,
+    dim: usize,
+    heads: usize,
+    kv_heads: usize,
+    /// Head width (`attention.key_length` when not dim / heads).
+    hd: usize,
+    ffn: usize,
+    layers: usize,
+    tied: bool,
+    eps: f32,
+    neox: bool,
+    biases: bool,
+    qk_norm: bool,
+    post_norms: bool,
+    gelu: bool,
+    embed_scale: bool,
+    /// (window, period, local RoPE base): gemma3's sliding-window layers.
+    swa: Option<(usize, usize, f64)>,
+    /// Llama 3 RoPE factors: written as `rope_freqs.weight`, or (`false`) as `rope.scaling.*` keys.
+    llama3: Option<bool>,
+}
+
 const VOCAB: usize = 40;
-const LAYERS: usize = 2;
-const BASE: f64 = 10000.0;
 
 struct Rng(u64);
 impl Rng {
@@ -31,106 +51,190 @@ impl Rng {
         (0..n).map(|_| self.next() * scale).collect()
     }
 }
+const BASE: f64 = 10000.0;
+/// Llama 3 scaling of the synthetic models: factor 8, low/high frequency factors 1 and 4, an
+/// original context of 64 (so that the 16-wide heads have frequencies in all three bands).
+const L3: (f64, f64, f64, f64) = (8.0, 1.0, 4.0, 64.0);
 
-fn model_file(arch: &str, tied: bool) -> GgufWriter {
-    let mut r = Rng(0x5eed_0000 + arch.len() as u64);
-    let mut w = GgufWriter::default();
-    w.meta("general.architecture", Meta::Str(arch.into()))
-        .meta(&format!("{arch}.block_count"), Meta::U32(LAYERS as u32))
-        .meta(&format!("{arch}.embedding_length"), Meta::U32(DIM as u32))
-        .meta(
-            &format!("{arch}.feed_forward_length"),
-            Meta::U32(FFN as u32),
-        )
-        .meta(
-            &format!("{arch}.attention.head_count"),
-            Meta::U32(HEADS as u32),
-        )
-        .meta(
-            &format!("{arch}.attention.head_count_kv"),
-            Meta::U32(KV_HEADS as u32),
-        )
-        .meta(&format!("{arch}.context_length"), Meta::U32(64))
-        .meta(&format!("{arch}.rope.freq_base"), Meta::F32(BASE as f32))
-        .meta(
-            &format!("{arch}.attention.layer_norm_rms_epsilon"),
-            Meta::F32(1e-5),
-        );
-    let d = DIM as u64;
-    let kv = (KV_HEADS * HD) as u64;
-    w.tensor(
-        "token_embd.weight",
-        &[d, VOCAB as u64],
-        r.vec(DIM * VOCAB, 1.0),
-    );
-    w.tensor(
-        "output_norm.weight",
-        &[d],
-        r.vec(DIM, 0.5).iter().map(|v| 1.0 + v).collect(),
-    );
-    if !tied {
-        w.tensor("output.weight", &[d, VOCAB as u64], r.vec(DIM * VOCAB, 0.3));
+const LLAMA: Spec = Spec {
+    arch: "llama",
+    dim: 64,
+    heads: 4,
+    kv_heads: 2,
+    hd: 16,
+    ffn: 96,
+    layers: 2,
+    tied: false,
+    eps: 1e-5,
+    neox: false,
+    biases: false,
+    qk_norm: false,
+    post_norms: false,
+    gelu: false,
+    embed_scale: false,
+    swa: None,
+    llama3: None,
+};
+const QWEN2: Spec = Spec {
+    arch: "qwen2",
+    neox: true,
+    biases: true,
+    ..LLAMA
+};
+const QWEN3: Spec = Spec {
+    arch: "qwen3",
+    neox: true,
+    qk_norm: true,
+    tied: true,
+    eps: 1e-6,
+    ..LLAMA
+};
+/// Seven layers: five sliding-window layers (window 5), a global one, and a window layer again;
+/// heads wider than dim / heads, as on Gemma-3-270M.
+const GEMMA3: Spec = Spec {
+    arch: "gemma3",
+    dim: 48,
+    hd: 16,
+    heads: 4,
+    kv_heads: 1,
+    layers: 7,
+    tied: true,
+    eps: 1e-6,
+    neox: true,
+    qk_norm: true,
+    post_norms: true,
+    gelu: true,
+    embed_scale: true,
+    swa: Some((5, 6, 10000.0)),
+    ..LLAMA
+};
+
+/// Llama 3's per-frequency RoPE divisors (the converter's formula), for `hd`-wide heads.
+fn llama3_factors(hd: usize) -> Vec<f64> {
+    let (factor, low, high, ctx) = L3;
+    (0..hd / 2)
+        .map(|i| {
+            let wavelen = 2.0 * std::f64::consts::PI / BASE.powf(-2.0 * i as f64 / hd as f64);
+            if wavelen < ctx / high {
+                1.0
+            } else if wavelen > ctx / low {
+                factor
+            } else {
+                let smooth = (ctx / wavelen - low) / (high - low);
+                1.0 / ((1.0 - smooth) / factor + smooth)
+            }
+        })
+        .collect()
+}
+
+fn norm_vec(r: &mut Rng, n: usize) -> Vec<f32> {
+    r.vec(n, 0.5).iter().map(|v| 1.0 + v).collect()
+}
+
+fn meta(w: &mut GgufWriter, sp: &Spec) {
+    let a = sp.arch;
+    let k = |s: &str| format!("{a}.{s}");
+    w.meta("general.architecture", Meta::Str(a.into()));
+    for (key, v) in [
+        ("block_count", sp.layers),
+        ("embedding_length", sp.dim),
+        ("feed_forward_length", sp.ffn),
+        ("attention.head_count", sp.heads),
+        ("attention.head_count_kv", sp.kv_heads),
+        ("context_length", 256),
+    ] {
+        w.meta(&k(key), Meta::U32(v as u32));
     }
-    for l in 0..LAYERS {
+    if sp.hd != sp.dim / sp.heads {
+        w.meta(&k("attention.key_length"), Meta::U32(sp.hd as u32));
+        w.meta(&k("attention.value_length"), Meta::U32(sp.hd as u32));
+    }
+    w.meta(&k("rope.freq_base"), Meta::F32(BASE as f32))
+        .meta(&k("attention.layer_norm_rms_epsilon"), Meta::F32(sp.eps));
+    if let Some((window, _, base)) = sp.swa {
+        w.meta(&k("attention.sliding_window"), Meta::U32(window as u32));
+        w.meta(&k("rope.freq_base_swa"), Meta::F32(base as f32));
+    }
+    if sp.llama3 == Some(false) {
+        let (f, lo, hi, ctx) = L3;
+        w.meta(&k("rope.scaling.type"), Meta::Str("llama3".into()))
+            .meta(&k("rope.scaling.factor"), Meta::F32(f as f32))
+            .meta(&k("rope.scaling.low_freq_factor"), Meta::F32(lo as f32))
+            .meta(&k("rope.scaling.high_freq_factor"), Meta::F32(hi as f32))
+            .meta(
+                &k("rope.scaling.original_context_length"),
+                Meta::U32(ctx as u32),
+            );
+    }
+}
+
+fn model_file(sp: &Spec) -> GgufWriter {
+    let mut r = Rng(0x5eed_0000 + sp.arch.len() as u64);
+    let mut w = GgufWriter::default();
+    meta(&mut w, sp);
+    let (d, f, v) = (sp.dim as u64, sp.ffn as u64, VOCAB as u64);
+    let (q, kv, hd) = (
+        (sp.heads * sp.hd) as u64,
+        (sp.kv_heads * sp.hd) as u64,
+        sp.hd as u64,
+    );
+    let m = |r: &mut Rng, cols: u64, rows: u64, s| r.vec((cols * rows) as usize, s);
+    w.tensor("token_embd.weight", &[d, v], m(&mut r, d, v, 1.0));
+    w.tensor("output_norm.weight", &[d], norm_vec(&mut r, sp.dim));
+    if !sp.tied {
+        w.tensor("output.weight", &[d, v], m(&mut r, d, v, 0.3));
+    }
+    if sp.llama3 == Some(true) {
+        let fr = llama3_factors(sp.hd).iter().map(|&x| x as f32).collect();
+        w.tensor("rope_freqs.weight", &[hd / 2], fr);
+    }
+    for l in 0..sp.layers {
         let n = |s: &str| format!("blk.{l}.{s}");
-        w.tensor(
-            &n("attn_norm.weight"),
-            &[d],
-            r.vec(DIM, 0.5).iter().map(|v| 1.0 + v).collect(),
-        );
-        w.tensor(&n("attn_q.weight"), &[d, d], r.vec(DIM * DIM, 0.25));
-        w.tensor(
-            &n("attn_k.weight"),
-            &[d, kv],
-            r.vec(DIM * kv as usize, 0.25),
-        );
-        w.tensor(
-            &n("attn_v.weight"),
-            &[d, kv],
-            r.vec(DIM * kv as usize, 0.25),
-        );
-        if arch == "qwen2" {
-            w.tensor(&n("attn_q.bias"), &[d], r.vec(DIM, 0.5));
+        w.tensor(&n("attn_norm.weight"), &[d], norm_vec(&mut r, sp.dim));
+        w.tensor(&n("attn_q.weight"), &[d, q], m(&mut r, d, q, 0.25));
+        w.tensor(&n("attn_k.weight"), &[d, kv], m(&mut r, d, kv, 0.25));
+        w.tensor(&n("attn_v.weight"), &[d, kv], m(&mut r, d, kv, 0.25));
+        if sp.biases {
+            w.tensor(&n("attn_q.bias"), &[q], r.vec(q as usize, 0.5));
             w.tensor(&n("attn_k.bias"), &[kv], r.vec(kv as usize, 0.5));
             w.tensor(&n("attn_v.bias"), &[kv], r.vec(kv as usize, 0.5));
         }
-        w.tensor(&n("attn_output.weight"), &[d, d], r.vec(DIM * DIM, 0.2));
-        w.tensor(
-            &n("ffn_norm.weight"),
-            &[d],
-            r.vec(DIM, 0.5).iter().map(|v| 1.0 + v).collect(),
-        );
-        w.tensor(
-            &n("ffn_gate.weight"),
-            &[d, FFN as u64],
-            r.vec(DIM * FFN, 0.25),
-        );
-        w.tensor(
-            &n("ffn_up.weight"),
-            &[d, FFN as u64],
-            r.vec(DIM * FFN, 0.25),
-        );
-        w.tensor(
-            &n("ffn_down.weight"),
-            &[FFN as u64, d],
-            r.vec(DIM * FFN, 0.2),
-        );
+        if sp.qk_norm {
+            w.tensor(&n("attn_q_norm.weight"), &[hd], norm_vec(&mut r, sp.hd));
+            w.tensor(&n("attn_k_norm.weight"), &[hd], norm_vec(&mut r, sp.hd));
+        }
+        w.tensor(&n("attn_output.weight"), &[q, d], m(&mut r, q, d, 0.2));
+        w.tensor(&n("ffn_norm.weight"), &[d], norm_vec(&mut r, sp.dim));
+        w.tensor(&n("ffn_gate.weight"), &[d, f], m(&mut r, d, f, 0.25));
+        w.tensor(&n("ffn_up.weight"), &[d, f], m(&mut r, d, f, 0.25));
+        w.tensor(&n("ffn_down.weight"), &[f, d], m(&mut r, f, d, 0.2));
+        if sp.post_norms {
+            w.tensor(
+                &n("post_attention_norm.weight"),
+                &[d],
+                norm_vec(&mut r, sp.dim),
+            );
+            w.tensor(&n("post_ffw_norm.weight"), &[d], norm_vec(&mut r, sp.dim));
+        }
     }
     w
 }
 
-/// A straightforward float64 llama / qwen2 forward pass over the same file.
+/// A straightforward float64 forward pass over the same file, written from the architectures'
+/// descriptions (llama.cpp's model code), not from lmboot's.
 struct Reference {
     t: std::collections::HashMap<String, Vec<f64>>,
-    neox: bool,
-    biases: bool,
-    tied: bool,
+    sp: Spec,
     k: Vec<Vec<Vec<f64>>>, // [layer][pos][kv]
     v: Vec<Vec<Vec<f64>>>,
 }
 
+fn add(x: &mut [f64], y: &[f64]) {
+    x.iter_mut().zip(y).for_each(|(a, b)| *a += b);
+}
+
 impl Reference {
-    fn new(g: &Gguf, bytes: &[u8], neox: bool) -> Self {
+    fn new(g: &Gguf, bytes: &[u8], sp: &Spec) -> Self {
         let mut t = std::collections::HashMap::new();
         for ti in &g.tensors {
             let s = ti.offset as usize;
@@ -140,15 +244,11 @@ impl Reference {
                 .collect();
             t.insert(ti.name.clone(), v);
         }
-        let tied = !t.contains_key("output.weight");
-        let biases = t.contains_key("blk.0.attn_q.bias");
         Self {
             t,
-            neox,
-            biases,
-            tied,
-            k: vec![vec![]; LAYERS],
-            v: vec![vec![]; LAYERS],
+            sp: sp.clone(),
+            k: vec![vec![]; sp.layers],
+            v: vec![vec![]; sp.layers],
         }
     }
     fn w(&self, n: &str) -> &[f64] {
@@ -163,15 +263,27 @@ impl Reference {
     }
     fn norm(&self, x: &[f64], n: &str) -> Vec<f64> {
         let ms = x.iter().map(|v| v * v).sum::<f64>() / x.len() as f64;
-        let s = 1.0 / (ms + 1e-5).sqrt();
+        let s = 1.0 / (ms + self.sp.eps as f64).sqrt();
         x.iter().zip(self.w(n)).map(|(v, g)| v * s * g).collect()
     }
-    fn rope(&self, x: &mut [f64], pos: usize) {
-        for head in x.chunks_exact_mut(HD) {
-            for i in 0..HD / 2 {
-                let th = pos as f64 * BASE.powf(-2.0 * i as f64 / HD as f64);
-                let (a_i, b_i) = if self.neox {
-                    (i, i + HD / 2)
+    /// Whether layer `l` is a sliding-window layer, and its window.
+    fn window(&self, l: usize) -> Option<usize> {
+        let (w, period, _) = self.sp.swa?;
+        (l % period < period - 1).then_some(w)
+    }
+    fn rope(&self, x: &mut [f64], pos: usize, l: usize) {
+        let hd = self.sp.hd;
+        let base = match (self.window(l), self.sp.swa) {
+            (Some(_), Some((_, _, b))) => b,
+            _ => BASE,
+        };
+        let factors = self.sp.llama3.map(|_| llama3_factors(hd));
+        for head in x.chunks_exact_mut(hd) {
+            for i in 0..hd / 2 {
+                let f = factors.as_ref().map_or(1.0, |f| f[i]);
+                let th = pos as f64 * base.powf(-2.0 * i as f64 / hd as f64) / f;
+                let (a_i, b_i) = if self.sp.neox {
+                    (i, i + hd / 2)
                 } else {
                     (2 * i, 2 * i + 1)
                 };
@@ -181,78 +293,107 @@ impl Reference {
             }
         }
     }
-    fn forward(&mut self, token: usize, pos: usize) -> Vec<f64> {
-        let mut x = self.w("token_embd.weight")[token * DIM..(token + 1) * DIM].to_vec();
-        for l in 0..LAYERS {
-            let n = |s: &str| format!("blk.{l}.{s}");
-            let xb = self.norm(&x, &n("attn_norm.weight"));
-            let mut q = self.mv(&n("attn_q.weight"), &xb);
-            let mut k = self.mv(&n("attn_k.weight"), &xb);
-            let mut v = self.mv(&n("attn_v.weight"), &xb);
-            if self.biases {
-                for (a, b) in q.iter_mut().zip(self.w(&n("attn_q.bias"))) {
-                    *a += b;
-                }
-                for (a, b) in k.iter_mut().zip(self.w(&n("attn_k.bias"))) {
-                    *a += b;
-                }
-                for (a, b) in v.iter_mut().zip(self.w(&n("attn_v.bias"))) {
-                    *a += b;
-                }
-            }
-            self.rope(&mut q, pos);
-            self.rope(&mut k, pos);
-            self.k[l].push(k);
-            self.v[l].push(v);
-            let mut att = vec![0.0; DIM];
-            for h in 0..HEADS {
-                let kvh = h / (HEADS / KV_HEADS);
-                let qh = &q[h * HD..(h + 1) * HD];
-                let scores: Vec<f64> = self.k[l]
-                    .iter()
-                    .map(|k| {
-                        qh.iter()
-                            .zip(&k[kvh * HD..(kvh + 1) * HD])
-                            .map(|(a, b)| a * b)
-                            .sum::<f64>()
-                            / (HD as f64).sqrt()
-                    })
-                    .collect();
-                let m = scores.iter().cloned().fold(f64::MIN, f64::max);
-                let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
-                let z: f64 = e.iter().sum();
-                for (t, w) in e.iter().enumerate() {
-                    for i in 0..HD {
-                        att[h * HD + i] += w / z * self.v[l][t][kvh * HD + i];
-                    }
-                }
-            }
-            let o = self.mv(&n("attn_output.weight"), &att);
-            for (a, b) in x.iter_mut().zip(&o) {
-                *a += b;
-            }
-            let xb = self.norm(&x, &n("ffn_norm.weight"));
-            let g = self.mv(&n("ffn_gate.weight"), &xb);
-            let u = self.mv(&n("ffn_up.weight"), &xb);
-            let hdn: Vec<f64> = g
-                .iter()
-                .zip(&u)
-                .map(|(g, u)| g / (1.0 + (-g).exp()) * u)
+    /// Q, K, V of layer `l` for the normed input `xb`, with biases, head norms and RoPE.
+    fn qkv(&self, l: usize, xb: &[f64], pos: usize) -> [Vec<f64>; 3] {
+        let n = |s: &str| format!("blk.{l}.{s}");
+        let mut q = self.mv(&n("attn_q.weight"), xb);
+        let mut k = self.mv(&n("attn_k.weight"), xb);
+        let mut v = self.mv(&n("attn_v.weight"), xb);
+        if self.sp.biases {
+            add(&mut q, self.w(&n("attn_q.bias")));
+            add(&mut k, self.w(&n("attn_k.bias")));
+            add(&mut v, self.w(&n("attn_v.bias")));
+        }
+        if self.sp.qk_norm {
+            let heads = |x: &[f64], w: &str| -> Vec<f64> {
+                x.chunks_exact(self.sp.hd)
+                    .flat_map(|h| self.norm(h, &n(w)))
+                    .collect()
+            };
+            q = heads(&q, "attn_q_norm.weight");
+            k = heads(&k, "attn_k_norm.weight");
+        }
+        self.rope(&mut q, pos, l);
+        self.rope(&mut k, pos, l);
+        [q, k, v]
+    }
+    fn attention(&mut self, l: usize, x: &[f64], pos: usize) -> Vec<f64> {
+        let sp = self.sp.clone();
+        let hd = sp.hd;
+        let xb = self.norm(x, &format!("blk.{l}.attn_norm.weight"));
+        let [q, k, v] = self.qkv(l, &xb, pos);
+        self.k[l].push(k);
+        self.v[l].push(v);
+        // Positions this layer sees: all so far, or the last `window`.
+        let from = self.window(l).map_or(0, |w| (pos + 1).saturating_sub(w));
+        let mut att = vec![0.0; sp.heads * hd];
+        for h in 0..sp.heads {
+            let kvh = h / (sp.heads / sp.kv_heads);
+            let qh = &q[h * hd..(h + 1) * hd];
+            let scores: Vec<f64> = (from..=pos)
+                .map(|t| {
+                    let k = &self.k[l][t][kvh * hd..(kvh + 1) * hd];
+                    qh.iter().zip(k).map(|(a, b)| a * b).sum::<f64>() / (hd as f64).sqrt()
+                })
                 .collect();
-            let dn = self.mv(&n("ffn_down.weight"), &hdn);
-            for (a, b) in x.iter_mut().zip(&dn) {
-                *a += b;
+            let m = scores.iter().cloned().fold(f64::MIN, f64::max);
+            let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
+            let z: f64 = e.iter().sum();
+            for (j, w) in e.iter().enumerate() {
+                for i in 0..hd {
+                    att[h * hd + i] += w / z * self.v[l][from + j][kvh * hd + i];
+                }
             }
         }
-        let xb = self.norm(&x, "output_norm.weight");
-        self.mv(
-            if self.tied {
-                "token_embd.weight"
+        let o = self.mv(&format!("blk.{l}.attn_output.weight"), &att);
+        self.post_norm(o, l, "post_attention_norm.weight")
+    }
+    fn post_norm(&self, o: Vec<f64>, l: usize, w: &str) -> Vec<f64> {
+        if self.sp.post_norms {
+            self.norm(&o, &format!("blk.{l}.{w}"))
+        } else {
+            o
+        }
+    }
+    fn ffn(&self, l: usize, x: &[f64]) -> Vec<f64> {
+        let n = |s: &str| format!("blk.{l}.{s}");
+        let xb = self.norm(x, &n("ffn_norm.weight"));
+        let g = self.mv(&n("ffn_gate.weight"), &xb);
+        let u = self.mv(&n("ffn_up.weight"), &xb);
+        let act = |g: f64| {
+            if self.sp.gelu {
+                let c = (2.0 / std::f64::consts::PI).sqrt();
+                0.5 * g * (1.0 + (c * (g + 0.044715 * g * g * g)).tanh())
             } else {
-                "output.weight"
-            },
-            &xb,
+                g / (1.0 + (-g).exp())
+            }
+        };
+        let hdn: Vec<f64> = g.iter().zip(&u).map(|(&g, u)| act(g) * u).collect();
+        self.post_norm(
+            self.mv(&n("ffn_down.weight"), &hdn),
+            l,
+            "post_ffw_norm.weight",
         )
+    }
+    fn forward(&mut self, token: usize, pos: usize) -> Vec<f64> {
+        let dim = self.sp.dim;
+        let mut x = self.w("token_embd.weight")[token * dim..(token + 1) * dim].to_vec();
+        if self.sp.embed_scale {
+            x.iter_mut().for_each(|v| *v *= (dim as f64).sqrt());
+        }
+        for l in 0..self.sp.layers {
+            let o = self.attention(l, &x, pos);
+            add(&mut x, &o);
+            let d = self.ffn(l, &x);
+            add(&mut x, &d);
+        }
+        let xb = self.norm(&x, "output_norm.weight");
+        let head = if self.sp.tied {
+            "token_embd.weight"
+        } else {
+            "output.weight"
+        };
+        self.mv(head, &xb)
     }
 }
 
@@ -270,27 +411,28 @@ fn kl(p_logits: &[f64], q_logits: &[f32]) -> f64 {
         .sum()
 }
 
-/// Max |ours - reference| over the logits, and the KL of ours from the reference, over 6 tokens.
-fn compare(arch: &str, tied: bool, neox_reference: bool) -> (f64, f64) {
-    let bytes = model_file(arch, tied).bytes();
+/// The prompt the comparisons feed: 80 tokens, so that the sliding-window rings (window 5 plus
+/// one batch of 64) wrap in a 128-position context.
+fn prompt() -> Vec<u32> {
+    (0..80u32).map(|i| (i * 7 + 3) % VOCAB as u32).collect()
+}
+
+/// Max |ours - reference| over the logits, and the max KL of ours from the reference, over the
+/// prompt fed one token at a time; `reference` is the spec the float64 side follows.
+fn compare(file: &Spec, reference: &Spec) -> (f64, f64) {
+    let bytes = model_file(file).bytes();
     let src = SliceStorage::new(&bytes);
     let g = Gguf::open(&src).unwrap();
     let model = Model::load(&g, &src).unwrap();
-    let mut st = RunState::new(&model, 16, 1).unwrap();
-    let mut reference = Reference::new(&g, &bytes, neox_reference);
+    let mut st = RunState::new(&model, 128, 1).unwrap();
+    let mut r = Reference::new(&g, &bytes, reference);
     let (mut worst, mut worst_kl) = (0f64, 0f64);
-    for (pos, &tok) in [3usize, 17, 5, 39, 0, 22].iter().enumerate() {
+    for (pos, &tok) in prompt().iter().enumerate() {
+        let k = Kernels::SCALAR;
         model
-            .forward(
-                &mut st,
-                &src,
-                &SingleThread,
-                &Kernels::SCALAR,
-                tok as u32,
-                true,
-            )
+            .forward(&mut st, &src, &SingleThread, &k, tok, true)
             .unwrap();
-        let want = reference.forward(tok, pos);
+        let want = r.forward(tok as usize, pos);
         for (a, b) in st.logits.iter().zip(&want) {
             worst = worst.max((*a as f64 - b).abs());
         }
@@ -299,43 +441,141 @@ fn compare(arch: &str, tied: bool, neox_reference: bool) -> (f64, f64) {
     (worst, worst_kl)
 }
 
-#[test]
-fn llama_matches_float64_reference() {
-    for tied in [false, true] {
-        let (diff, kl) = compare("llama", tied, false);
-        eprintln!("llama (tied {tied}): max |logit diff| {diff:.2e}, max KL {kl:.2e}");
+/// `spec` against the float64 reference; then, for each variant the reference is told (a piece
+/// left out), the reference disagrees by far, so the test sees that piece.
+fn check(spec: &Spec, variants: &[(&str, Spec)]) {
+    let (diff, kl) = compare(spec, spec);
+    let a = spec.arch;
+    eprintln!("{a}: max |logit diff| {diff:.2e}, max KL {kl:.2e}");
+    assert!(diff < 2e-2 && kl < 1e-4, "{a}: diff {diff}, KL {kl}");
+    for (what, wrong) in variants {
+        let (off, _) = compare(spec, wrong);
+        eprintln!("{a} against a reference without {what}: max |logit diff| {off:.2e}");
         assert!(
-            diff < 2e-2 && kl < 1e-4,
-            "llama tied={tied}: diff {diff}, KL {kl}"
+            off > 20.0 * diff.max(1e-3),
+            "{a}: {what} not seen: {off} vs {diff}"
         );
     }
 }
 
 #[test]
-fn qwen2_matches_float64_reference() {
-    let (diff, kl) = compare("qwen2", false, true);
-    eprintln!("qwen2: max |logit diff| {diff:.2e}, max KL {kl:.2e}");
-    assert!(diff < 2e-2 && kl < 1e-4, "qwen2: diff {diff}, KL {kl}");
-    // The test can tell the layouts apart: the reference with adjacent pairs disagrees badly.
-    let (wrong, _) = compare("qwen2", false, false);
-    assert!(
-        wrong > 50.0 * diff.max(1e-3),
-        "RoPE layout not detected: {wrong} vs {diff}"
+fn llama_matches_float64_reference() {
+    check(&LLAMA, &[]);
+    check(
+        &Spec {
+            tied: true,
+            ..LLAMA
+        },
+        &[],
     );
 }
 
-/// A 45-token prompt fed in batches of 1, 7 and 32: bit for bit the same logits and K/V cache
-/// (qwen2: biases and NEOX RoPE; llama with its own output head).
+#[test]
+fn qwen2_matches_float64_reference() {
+    check(
+        &QWEN2,
+        &[(
+            "NEOX RoPE",
+            Spec {
+                neox: false,
+                ..QWEN2
+            },
+        )],
+    );
+}
+
+#[test]
+fn qwen3_matches_float64_reference() {
+    check(
+        &QWEN3,
+        &[(
+            "Q/K head norms",
+            Spec {
+                qk_norm: false,
+                ..QWEN3
+            },
+        )],
+    );
+}
+
+#[test]
+fn gemma3_matches_float64_reference() {
+    check(
+        &GEMMA3,
+        &[
+            (
+                "the sliding window",
+                Spec {
+                    swa: Some((1000, 6, 10000.0)),
+                    ..GEMMA3
+                },
+            ),
+            (
+                "the local RoPE base",
+                Spec {
+                    swa: Some((5, 6, BASE * 10.0)),
+                    ..GEMMA3
+                },
+            ),
+            (
+                "GELU",
+                Spec {
+                    gelu: false,
+                    ..GEMMA3
+                },
+            ),
+            (
+                "post norms",
+                Spec {
+                    post_norms: false,
+                    ..GEMMA3
+                },
+            ),
+            (
+                "the embedding scale",
+                Spec {
+                    embed_scale: false,
+                    ..GEMMA3
+                },
+            ),
+        ],
+    );
+}
+
+#[test]
+fn llama3_rope_factors_match_float64_reference() {
+    for (how, tensor) in [("rope_freqs.weight", true), ("rope.scaling keys", false)] {
+        eprintln!("llama 3 RoPE factors from {how}");
+        let spec = Spec {
+            llama3: Some(tensor),
+            ..LLAMA
+        };
+        check(
+            &spec,
+            &[(
+                "the RoPE factors",
+                Spec {
+                    llama3: None,
+                    ..spec.clone()
+                },
+            )],
+        );
+    }
+}
+
+/// A 150-token prompt fed in batches of 1, 7 and 32: bit for bit the same logits and K/V cache
+/// (qwen2: biases and NEOX RoPE; llama with its own output head; gemma3, whose window rings wrap;
+/// qwen3).
 #[test]
 fn batched_prompts_are_bit_identical() {
-    for (arch, tied) in [("qwen2", false), ("llama", false)] {
-        let bytes = model_file(arch, tied).bytes();
+    for spec in [QWEN2, LLAMA, GEMMA3, QWEN3] {
+        let bytes = model_file(&spec).bytes();
         let src = SliceStorage::new(&bytes);
         let g = Gguf::open(&src).unwrap();
         let model = Model::load(&g, &src).unwrap();
-        let prompt: Vec<u32> = (0..45u32).map(|i| (i * 7 + 3) % VOCAB as u32).collect();
+        let prompt: Vec<u32> = (0..150u32).map(|i| (i * 7 + 3) % VOCAB as u32).collect();
         let run = |batch: usize| {
-            let mut st = RunState::with_batch(&model, 64, 1, batch).unwrap();
+            let mut st = RunState::with_batch(&model, 200, 1, batch).unwrap();
             let k = Kernels::best();
             let chunks: Vec<&[u32]> = prompt.chunks(batch).collect();
             for (i, c) in chunks.iter().enumerate() {
@@ -351,7 +591,8 @@ fn batched_prompts_are_bit_identical() {
         for batch in [7, 32] {
             assert!(
                 run(batch) == want,
-                "{arch}: batch {batch} differs from one token at a time"
+                "{}: batch {batch} differs from one token at a time",
+                spec.arch
             );
         }
     }
@@ -375,7 +616,7 @@ fn model_errors_are_clear() {
     );
     assert!(e.to_string().contains("mamba"));
 
-    let mut w = model_file("llama", false);
+    let mut w = model_file(&LLAMA);
     w.remove_tensor("blk.1.ffn_up.weight");
     let e = load_err(&w);
     assert!(
@@ -383,15 +624,15 @@ fn model_errors_are_clear() {
         "{e}"
     );
 
-    let mut w = model_file("qwen2", false);
+    let mut w = model_file(&QWEN2);
     w.remove_tensor("blk.0.attn_k.bias");
     assert!(load_err(&w).to_string().contains("blk.0.attn_k.bias"));
 
-    let mut w = model_file("llama", false);
+    let mut w = model_file(&LLAMA);
     w.remove_tensor("blk.0.attn_q.weight").tensor(
         "blk.0.attn_q.weight",
-        &[DIM as u64, 32],
-        vec![0.0; DIM * 32],
+        &[LLAMA.dim as u64, 32],
+        vec![0.0; LLAMA.dim * 32],
     );
     let e = load_err(&w);
     assert!(
@@ -399,7 +640,43 @@ fn model_errors_are_clear() {
         "{e:?}"
     );
 
-    let mut w = model_file("llama", false);
+    let mut w = model_file(&QWEN3);
+    w.remove_tensor("blk.1.attn_k_norm.weight");
+    assert!(load_err(&w)
+        .to_string()
+        .contains("blk.1.attn_k_norm.weight"));
+
+    let mut g3 = GgufWriter::default();
+    meta(
+        &mut g3,
+        &Spec {
+            swa: None,
+            ..GEMMA3
+        },
+    );
+    let e = load_err(&g3);
+    assert!(
+        e.to_string().contains("gemma3.attention.sliding_window"),
+        "{e}"
+    );
+
+    let mut w = model_file(&LLAMA);
+    w.meta("llama.rope.scaling.type", Meta::Str("yarn".into()));
+    let e = load_err(&w).to_string();
+    assert!(e.contains("rope.scaling.type") && e.contains("yarn"), "{e}");
+
+    let mut w = model_file(&Spec {
+        llama3: Some(true),
+        ..LLAMA
+    });
+    w.tensor_data("rope_freqs.weight")[2] = -1.0;
+    let e = load_err(&w).to_string();
+    assert!(
+        e.contains("rope_freqs.weight") && e.contains("positive"),
+        "{e}"
+    );
+
+    let mut w = model_file(&LLAMA);
     w.tensor_data("blk.1.ffn_norm.weight")[7] = f32::NAN;
     let e = load_err(&w);
     assert!(
@@ -407,7 +684,7 @@ fn model_errors_are_clear() {
         "{e:?}"
     );
 
-    let mut w = model_file("llama", false);
+    let mut w = model_file(&LLAMA);
     w.meta("llama.rope.freq_base", Meta::F32(f32::NAN));
     // Duplicate key: the GGUF reader refuses the file itself.
     let bytes = w.bytes();
