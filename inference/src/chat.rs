@@ -123,24 +123,37 @@ pub enum Template {
     /// (Llama 3.1's template adds a dated default system message; that is not reproduced.) The
     /// text writes BOS (`<|begin_of_text|>`) itself.
     Llama3,
+    /// Gemma (2 and 3). The system prompt opens the first user turn; every turn is
+    /// `<start_of_turn>{user|model}\n{content | trim}<end_of_turn>\n`, the first preceded by
+    /// `<bos>`, and the generation prompt is `<start_of_turn>model\n`:
+    ///
+    /// ```text
+    /// <bos><start_of_turn>user\n{sys}\n\n{msg}<end_of_turn>\n<start_of_turn>model\n
+    /// {reply}<end_of_turn>\n<start_of_turn>user\n{msg2}<end_of_turn>\n<start_of_turn>model\n
+    /// ```
+    ///
+    /// Gemma-3-270M's GGUF carries no template: its vocabulary's `<start_of_turn>` selects this.
+    Gemma,
 }
 
 impl Template {
     /// Every family.
-    pub const ALL: [Template; 4] = [
+    pub const ALL: [Template; 5] = [
         Template::ChatMl,
         Template::Zephyr,
         Template::Llama2,
         Template::Llama3,
+        Template::Gemma,
     ];
 
-    /// A short name for messages (`chatml`, `zephyr`, `llama2`, `llama3`).
+    /// A short name for messages (`chatml`, `zephyr`, `llama2`, `llama3`, `gemma`).
     pub fn name(self) -> &'static str {
         match self {
             Template::ChatMl => "chatml",
             Template::Zephyr => "zephyr",
             Template::Llama2 => "llama2",
             Template::Llama3 => "llama3",
+            Template::Gemma => "gemma",
         }
     }
 
@@ -153,6 +166,8 @@ impl Template {
         let has = |m: &str| chat_template.contains(m);
         if has("<|im_start|>") {
             Some(Template::ChatMl)
+        } else if has("<start_of_turn>") {
+            Some(Template::Gemma)
         } else if has("<|start_header_id|>") {
             Some(Template::Llama3)
         } else if has("<|user|>") && has("<|assistant|>") && !has("<|end|>") {
@@ -174,6 +189,8 @@ impl Template {
         }
         if has_token("<|im_start|>") {
             Template::ChatMl
+        } else if has_token("<start_of_turn>") && has_token("<end_of_turn>") {
+            Template::Gemma
         } else if has_token("<|start_header_id|>") && has_token("<|eot_id|>") {
             Template::Llama3
         } else if has_token("[INST]") {
@@ -192,7 +209,7 @@ impl Template {
     /// `<|begin_of_text|>`). If not, encode the first piece with the tokenizer's `add_special`
     /// so a BOS is added when the vocabulary asks for one; if so, never add one.
     pub fn renders_bos(self) -> bool {
-        matches!(self, Template::Llama2 | Template::Llama3)
+        matches!(self, Template::Llama2 | Template::Llama3 | Template::Gemma)
     }
 
     /// The text that starts a conversation, with system prompt `text` (none if empty). Call it
@@ -231,6 +248,12 @@ impl Template {
                     );
                 }
             }
+            Template::Gemma => {
+                s.push_str("<bos><start_of_turn>user\n");
+                if !text.is_empty() {
+                    push_all(&mut s, &[text, "\n\n"]);
+                }
+            }
         }
         s
     }
@@ -264,6 +287,15 @@ impl Template {
                     "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
                 ],
             ),
+            Template::Gemma => {
+                if !first_turn {
+                    s.push_str("<start_of_turn>user\n");
+                }
+                push_all(
+                    &mut s,
+                    &[text.trim(), "<end_of_turn>\n<start_of_turn>model\n"],
+                );
+            }
         }
         s
     }
@@ -278,6 +310,7 @@ impl Template {
             Template::Zephyr => "</s>\n",
             Template::Llama2 => " </s>",
             Template::Llama3 => "<|eot_id|>",
+            Template::Gemma => "<end_of_turn>\n",
         }
     }
 
@@ -288,6 +321,7 @@ impl Template {
             Template::ChatMl => "<|im_end|>",
             Template::Zephyr | Template::Llama2 => "</s>",
             Template::Llama3 => "<|eot_id|>",
+            Template::Gemma => "<end_of_turn>",
         }
     }
 
@@ -297,7 +331,7 @@ impl Template {
     /// before `</s>`, as in llama.cpp's rendering).
     pub fn after_end_token(self) -> &'static str {
         match self {
-            Template::ChatMl | Template::Zephyr => "\n",
+            Template::ChatMl | Template::Zephyr | Template::Gemma => "\n",
             Template::Llama2 | Template::Llama3 => "",
         }
     }
@@ -311,6 +345,7 @@ impl Template {
             Template::Zephyr => &["</s>", "<|user|>", "<|system|>"],
             Template::Llama2 => &["</s>", "[INST]"],
             Template::Llama3 => &["<|eot_id|>", "<|start_header_id|>", "<|end_of_text|>"],
+            Template::Gemma => &["<end_of_turn>", "<start_of_turn>", "<eos>"],
         }
     }
 
@@ -414,8 +449,33 @@ impl Template {
                     s.push_str("<|start_header_id|>assistant<|end_header_id|>\n\n");
                 }
             }
+            Template::Gemma => render_gemma(&mut s, messages, add_generation_prompt),
         }
         s
+    }
+}
+
+/// Gemma's template: `<bos>`, the system message (if first) as a prefix of the first turn's
+/// content, assistant turns as `model`, contents trimmed.
+fn render_gemma(s: &mut String, messages: &[Message], add_generation_prompt: bool) {
+    s.push_str("<bos>");
+    let (prefix, rest) = match messages.split_first() {
+        Some((m, rest)) if m.role == Role::System => (Some(m.content), rest),
+        _ => (None, messages),
+    };
+    for (i, m) in rest.iter().enumerate() {
+        let role = match m.role {
+            Role::Assistant => "model",
+            r => r.name(),
+        };
+        push_all(s, &["<start_of_turn>", role, "\n"]);
+        if let (0, Some(p)) = (i, prefix) {
+            push_all(s, &[p, "\n\n"]);
+        }
+        push_all(s, &[m.content.trim(), "<end_of_turn>\n"]);
+    }
+    if add_generation_prompt {
+        s.push_str("<start_of_turn>model\n");
     }
 }
 
@@ -501,6 +561,9 @@ mod tests {
     /// Meta-Llama-3-8B-Instruct's template.
     const LLAMA3: &str = "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
 
+    /// Gemma 3's template (abridged: string contents only).
+    const GEMMA3: &str = "{{ bos_token }}{%- if messages[0]['role'] == 'system' -%}{%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}{%- set loop_messages = messages[1:] -%}{%- else -%}{%- set first_user_prefix = \"\" -%}{%- set loop_messages = messages -%}{%- endif -%}{%- for message in loop_messages -%}{%- if (message['role'] == 'assistant') -%}{%- set role = \"model\" -%}{%- else -%}{%- set role = message['role'] -%}{%- endif -%}{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else \"\") }}{{ message['content'] | trim }}{{ '<end_of_turn>\n' }}{%- endfor -%}{%- if add_generation_prompt -%}{{'<start_of_turn>model\n'}}{%- endif -%}";
+
     /// Phi-3's template: `<|user|>`/`<|assistant|>` with `<|end|>`, not Zephyr.
     const PHI3: &str = "{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}";
 
@@ -516,6 +579,7 @@ mod tests {
             (ZEPHYR, Template::Zephyr),
             (LLAMA2, Template::Llama2),
             (LLAMA3, Template::Llama3),
+            (GEMMA3, Template::Gemma),
         ] {
             assert_eq!(Template::detect(Some(tpl), no_tokens), want, "{tpl}");
             // The markers win over the vocabulary.
@@ -536,6 +600,10 @@ mod tests {
         assert_eq!(
             Template::detect(None, vocab(&["<|start_header_id|>", "<|eot_id|>"])),
             Template::Llama3
+        );
+        assert_eq!(
+            Template::detect(None, vocab(&["<start_of_turn>", "<end_of_turn>"])),
+            Template::Gemma
         );
         assert_eq!(
             Template::detect(Some("unknown {{ x }}"), vocab(&["[INST]", "[/INST]"])),
@@ -735,6 +803,23 @@ mod tests {
             "<s>[INST] <<SYS>>\nsys\n<</SYS>>\n\nmsg [/INST] reply </s><s>[INST] msg2 [/INST]"
         );
         assert_eq!(conversation(t, "", &[], "msg"), "<s>[INST] msg [/INST]");
+    }
+
+    #[test]
+    fn gemma_exact_text() {
+        let t = Template::Gemma;
+        let s = conversation(t, "Be brief.", &[("Hi", "Hello!")], " Bye ");
+        assert_eq!(
+            s,
+            "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n\
+             Hello!<end_of_turn>\n<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n"
+        );
+        assert_eq!(
+            conversation(t, "", &[], "Hi"),
+            "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n"
+        );
+        assert!(t.renders_bos());
+        assert_eq!(t.find_stop("Sure.<end_of_turn>"), Some(5));
     }
 
     #[test]
