@@ -47,7 +47,7 @@ fn run<P: Parallel>(
 fn free_greedy_generation_agrees_with_llama_cpp() {
     let (src, g) = setup();
     let model = Model::load(&g, &src).unwrap();
-    for case in golden::cases() {
+    for case in golden::cases().into_iter().filter(|c| c.model.is_none()) {
         let (ours, _) = run(
             &model,
             &src,

@@ -1,7 +1,9 @@
 //! Teacher-forced agreement with llama.cpp and the float64 reference (`../shared/README.md`, "What
 //! matches llama.cpp means"): fed each case's prompt and then llama.cpp's generated tokens, every
 //! step's distribution is within 0.05 nats (KL from the reference) and 0.005 on average, and the best
-//! token is llama.cpp's wherever the reference's top-2 margin is at least 0.5.
+//! token is llama.cpp's wherever the reference's top-2 margin is at least 0.5. Every case in
+//! `shared/golden` (the default model's, and `models/`: Qwen2.5-Coder-0.5B and Gemma-3-270M, each
+//! fetched by name into the cache).
 
 mod common;
 
@@ -12,13 +14,20 @@ use inference::Kernels;
 
 #[test]
 fn teacher_forced_kl_against_float64_reference() {
-    let path = common::model_path();
-    let (src, g) = common::open(&path);
+    let mut report = String::new();
+    for (path, cases) in common::cases_by_model() {
+        check_model(&path, &cases, &mut report);
+    }
+    eprintln!("\n{report}");
+}
+
+/// The KL rule on every case of one model; a line per case into `report`.
+fn check_model(path: &std::path::Path, cases: &[golden::Case], report: &mut String) {
+    let (src, g) = common::open(path);
     let model = Model::load(&g, &src).unwrap();
     let vocab = model.config.vocab;
     let k = Kernels::best();
-    let mut report = String::new();
-    for case in golden::cases() {
+    for case in cases {
         let reference = golden::rows(&case.ref64, vocab);
         assert_eq!(
             reference.len(),
@@ -26,11 +35,12 @@ fn teacher_forced_kl_against_float64_reference() {
             "{}: reference rows",
             case.name
         );
-        let mut st = RunState::new(&model, 512, 1).unwrap();
-        let n_prompt = case.prompt_ids.len();
-        for (i, &t) in case.prompt_ids.iter().enumerate() {
+        // The prompt in batches of 32 (bit for bit the logits of one token at a time).
+        let mut st = RunState::with_batch(&model, 512, 1, 32).unwrap();
+        let chunks: Vec<&[u32]> = case.prompt_ids.chunks(32).collect();
+        for (i, c) in chunks.iter().enumerate() {
             model
-                .forward(&mut st, &src, &SingleThread, &k, t, i + 1 == n_prompt)
+                .forward_batch(&mut st, &src, &SingleThread, &k, c, i + 1 == chunks.len())
                 .unwrap();
         }
         let (mut max_kl, mut sum_kl, mut argmax_checked) = (0f64, 0f64, 0);
@@ -66,5 +76,4 @@ fn teacher_forced_kl_against_float64_reference() {
         report.push_str(&line);
         assert!(mean <= 0.005, "{}: mean KL {mean} > 0.005", case.name);
     }
-    eprintln!("\n{report}");
 }

@@ -1,5 +1,5 @@
-//! The default model's tokenizer (SmolLM2, byte-level BPE, `pre = smollm`) against llama.cpp's golden
-//! outputs in `shared/golden`:
+//! The models' tokenizers (SmolLM2: byte-level BPE, `pre = smollm`; Qwen2.5: `pre = qwen2`;
+//! Gemma 3: SentencePiece, 262,144 tokens) against llama.cpp's golden outputs in `shared/golden`:
 //! - encoding each `NAME.prompt` (add_special = true, parse_special = true) gives exactly the
 //!   `prompt_ids:` line of `NAME.txt`, and decoding those ids gives the prompt's bytes back;
 //! - `NAME.out` is the decode of `generated_ids:` (without a final end-of-generation token);
@@ -21,44 +21,51 @@ fn smollm2() -> Tokenizer {
 
 #[test]
 fn golden_prompts_and_outputs() {
-    let tok = smollm2();
-    let names = golden::names();
     assert!(
-        names.len() >= 4,
+        golden::names().len() >= 4,
         "golden cases missing in {}",
         golden::dir().display()
     );
-    for case in names.iter().map(|n| golden::load(n)) {
-        let (name, prompt, want) = (&case.name, &case.prompt, &case.prompt_ids);
-        let t0 = Instant::now();
-        let got = tok.encode_bytes(prompt, true, true).unwrap();
-        eprintln!(
-            "{name}: encoded {} bytes in {:?}",
-            prompt.len(),
-            t0.elapsed()
-        );
-        assert_eq!(got, *want, "{name}: prompt ids");
-        assert_eq!(tok.decode(&got), *prompt, "{name}: decode(encode(prompt))");
-
-        let mut generated = case.generated_ids.clone();
-        if generated.last().is_some_and(|&id| tok.is_eog(id)) {
-            generated.pop();
+    for (path, cases) in common::cases_by_model() {
+        let (src, g) = common::open(&path);
+        let tok = Tokenizer::from_gguf(&g, &src).unwrap_or_else(|e| panic!("{e}"));
+        for case in &cases {
+            check_case(&tok, case);
         }
-        let out = &case.out;
-        assert_eq!(
-            String::from_utf8_lossy(&tok.decode(&generated)),
-            String::from_utf8_lossy(out),
-            "{name}: decode(generated_ids)"
-        );
-        // The same through the streaming decoder.
-        let mut sd = StreamDecoder::new();
-        let mut streamed = String::new();
-        for &id in &generated {
-            sd.push_token(&tok, id, |s| streamed.push_str(s));
-        }
-        sd.finish(|s| streamed.push_str(s));
-        assert_eq!(streamed.as_bytes(), &out[..], "{name}: streamed output");
     }
+}
+
+/// A case's prompt ids, and the decode of its output, with the tokenizer of its model.
+fn check_case(tok: &Tokenizer, case: &golden::Case) {
+    let (name, prompt, want) = (&case.name, &case.prompt, &case.prompt_ids);
+    let t0 = Instant::now();
+    let got = tok.encode_bytes(prompt, true, true).unwrap();
+    eprintln!(
+        "{name}: encoded {} bytes in {:?}",
+        prompt.len(),
+        t0.elapsed()
+    );
+    assert_eq!(got, *want, "{name}: prompt ids");
+    assert_eq!(tok.decode(&got), *prompt, "{name}: decode(encode(prompt))");
+
+    let mut generated = case.generated_ids.clone();
+    if generated.last().is_some_and(|&id| tok.is_eog(id)) {
+        generated.pop();
+    }
+    let out = &case.out;
+    assert_eq!(
+        String::from_utf8_lossy(&tok.decode(&generated)),
+        String::from_utf8_lossy(out),
+        "{name}: decode(generated_ids)"
+    );
+    // The same through the streaming decoder.
+    let mut sd = StreamDecoder::new();
+    let mut streamed = String::new();
+    for &id in &generated {
+        sd.push_token(&tok, id, |s| streamed.push_str(s));
+    }
+    sd.finish(|s| streamed.push_str(s));
+    assert_eq!(streamed.as_bytes(), &out[..], "{name}: streamed output");
 }
 
 #[test]

@@ -4,6 +4,9 @@ use std::path::PathBuf;
 
 pub struct Case {
     pub name: String,
+    /// The model it was made with: `None` for the default model (cases at the top of
+    /// `golden/`), else the name `cargo xtask fetch-model` knows it by (cases in `golden/models/`).
+    pub model: Option<&'static str>,
     pub prompt: Vec<u8>,
     pub prompt_ids: Vec<u32>,
     pub generated_ids: Vec<u32>,
@@ -23,10 +26,33 @@ pub fn dir() -> PathBuf {
     super::shared().join("golden")
 }
 
-/// Names of all golden cases present (NAME.txt files), sorted.
+/// The models of the cases in `golden/models/`: the file named on a case's first line, and the
+/// name `cargo xtask fetch-model` fetches it by.
+const MODELS: &[(&str, &str)] = &[
+    ("gemma-3-270m-q4_k_m.gguf", "gemma-3-270m"),
+    (
+        "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        "qwen2.5-coder-0.5b",
+    ),
+];
+
+/// Names of all golden cases present (NAME.txt files), sorted: the default model's at the top of
+/// `golden/`, then `models/NAME` for the other models' cases.
 pub fn names() -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir())
-        .unwrap()
+    let mut names = names_in(&dir());
+    names.extend(
+        names_in(&dir().join("models"))
+            .into_iter()
+            .map(|n| format!("models/{n}")),
+    );
+    names
+}
+
+fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return vec![];
+    };
+    let mut names: Vec<String> = entries
         .filter_map(|e| {
             e.ok()?
                 .file_name()
@@ -42,10 +68,16 @@ pub fn names() -> Vec<String> {
 /// All golden cases present (NAME.txt files).
 pub fn cases() -> Vec<Case> {
     let mut names = names();
-    // LMBOOT_GOLDEN_CASES=a,b limits the run (slow emulated targets check a subset).
+    // LMBOOT_GOLDEN_CASES=a,b limits the run (slow emulated targets check a subset); a name
+    // matches with or without its `models/` folder.
     if let Ok(only) = std::env::var("LMBOOT_GOLDEN_CASES") {
-        let only: Vec<&str> = only.split(',').collect();
-        names.retain(|n| only.contains(&n.as_str()));
+        let only: Vec<&str> = only.split(',').filter(|s| !s.is_empty()).collect();
+        if !only.is_empty() {
+            names.retain(|n| {
+                only.iter()
+                    .any(|o| n == o || n.strip_prefix("models/") == Some(o))
+            });
+        }
     }
     assert!(!names.is_empty(), "no golden cases in {}", dir().display());
     names.into_iter().map(|n| load(&n)).collect()
@@ -54,8 +86,21 @@ pub fn cases() -> Vec<Case> {
 pub fn load(name: &str) -> Case {
     let dir = dir();
     let txt = std::fs::read_to_string(dir.join(format!("{name}.txt"))).unwrap();
+    let model = txt
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("model: "))
+        .map(|file| {
+            MODELS
+                .iter()
+                .find(|(f, _)| *f == file.trim())
+                .unwrap_or_else(|| panic!("{name}: model {file:?} is not in golden::MODELS"))
+                .1
+        })
+        .filter(|_| name.starts_with("models/"));
     let mut c = Case {
-        name: name.into(),
+        name: name.trim_start_matches("models/").into(),
+        model,
         prompt: std::fs::read(dir.join(format!("{name}.prompt"))).unwrap(),
         prompt_ids: vec![],
         generated_ids: vec![],

@@ -21,6 +21,29 @@ pub fn model_path() -> PathBuf {
     xtask::ensure_model().unwrap_or_else(|e| panic!("default model unavailable: {e}"))
 }
 
+/// A model `cargo xtask fetch-model NAME` knows, fetched into the cache if needed.
+pub fn named_model(name: &str) -> PathBuf {
+    xtask::ensure_named_model(name).unwrap_or_else(|e| panic!("model {name} unavailable: {e}"))
+}
+
+/// The model a golden case was made with.
+pub fn case_model(case: &golden::Case) -> PathBuf {
+    case.model.map_or_else(model_path, named_model)
+}
+
+/// The golden cases grouped by model (the default model's first), each model opened once.
+pub fn cases_by_model() -> Vec<(PathBuf, Vec<golden::Case>)> {
+    let mut groups: Vec<(PathBuf, Vec<golden::Case>)> = vec![];
+    for case in golden::cases() {
+        let path = case_model(&case);
+        match groups.iter_mut().find(|(p, _)| *p == path) {
+            Some((_, g)) => g.push(case),
+            None => groups.push((path, vec![case])),
+        }
+    }
+    groups
+}
+
 /// Run the PC runner `bin` on `model` with `args`; its output, whatever its status.
 pub fn run_host<S: AsRef<std::ffi::OsStr>>(
     bin: &std::path::Path,
