@@ -1,11 +1,14 @@
 //! `lmboot-host`: the PC runner, a thin std shell over `inference` (the same model, kernels,
 //! tokenizer, sampler and generation loop the boards run).
 //!
-//!     lmboot-host --model M.gguf --prompt TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p M]
+//!     lmboot-host --model M.gguf|NAME --prompt TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p M]
 //!                 [--repeat-penalty R] [--seed S] [--ctx N] [--threads N] [--batch B] [--no-special]
 //!                 [--pread]
 //!     lmboot-host --model M.gguf --teacher GOLDEN.txt --dump-logits OUT.f32
 //!     lmboot-host --model M.gguf --info
+//!
+//! `--model` takes a GGUF file, or a model name of the registry (the `models` crate) whose file
+//! `cargo xtask fetch-model NAME` has put in the cache (this runner never downloads).
 //!
 //! Text streams to stdout; statistics go to stderr at the end. Weights are read through the
 //! `Storage` trait: memory-mapped (zero-copy) by default, or with positioned reads (`--pread`).
@@ -25,7 +28,10 @@ use std::path::PathBuf;
 use std::process::exit;
 use std::time::Instant;
 
-const USAGE: &str = "usage: lmboot-host --model FILE.gguf [options]
+const USAGE: &str = "usage: lmboot-host --model FILE.gguf|NAME [options]
+
+  --model FILE|NAME      a GGUF file, or a model fetched by `cargo xtask fetch-model NAME`
+                         (cargo xtask fetch-model --list shows the names)
 
   --prompt TEXT          the prompt (special tokens such as <|im_start|> are parsed)
   --prompt-file FILE     read the prompt from a file
@@ -50,7 +56,8 @@ const USAGE: &str = "usage: lmboot-host --model FILE.gguf [options]
 ";
 
 struct Args {
-    model: Option<PathBuf>,
+    /// `--model` as given: a file or a registry name ([`models::cached`] tells which).
+    model: Option<String>,
     prompt: Option<String>,
     n: usize,
     sampler: SamplerConfig,
@@ -97,7 +104,7 @@ fn parse_args() -> Args {
                 .unwrap_or_else(|_| fail(format!("{name}: {v:?} is not a valid number")))
         }
         match arg.as_str() {
-            "--model" | "-m" => a.model = Some(val("--model").into()),
+            "--model" | "-m" => a.model = Some(val("--model")),
             "--prompt" | "-p" => a.prompt = Some(val("--prompt")),
             "--prompt-file" => {
                 let f = val("--prompt-file");
@@ -179,9 +186,10 @@ impl Storage for MmapStorage {
 
 fn main() {
     let args = parse_args();
-    let Some(path) = args.model.clone() else {
-        fail(format!("--model FILE.gguf is required\n\n{USAGE}"))
+    let Some(model) = &args.model else {
+        fail(format!("--model FILE.gguf|NAME is required\n\n{USAGE}"))
     };
+    let path = models::cached(model).unwrap_or_else(|e| fail(e));
     if let Some(sizes) = &args.sweep {
         if let Err(e) = sweep::run(&path, sizes, args.n) {
             fail(e);

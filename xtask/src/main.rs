@@ -8,13 +8,15 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   demo            the main job: install what is needed, build the kernel and a card image, boot QEMU
                   with the serial line on this terminal and chat with the default model
-                  [--board B] [generation flags]; Ctrl-D ends the chat, Ctrl-A X quits QEMU
+                  [--board B] [--model FILE|NAME] [generation flags]; Ctrl-D ends the chat,
+                  Ctrl-A X quits QEMU
   setup           install what building and testing need (rustup targets, QEMU 10, FAT tools)
-  fetch-model     download the default model (SmolLM2-135M-Instruct Q4_1) into the cache, verify sha256
+  fetch-model     download a model into the cache and verify its sha256; prints its path
+                  [NAME] (default smollm2-135m), or --list: the names, sizes and whether cached
   check-targets   build the no_std crates for aarch64-unknown-none and riscv64gc-unknown-none-elf
   test            everything CI runs: check-targets, fetch-model, cargo test --workspace
-  image           build a card image: --board B [--model FILE] [--out FILE] [generation flags]
-  qemu            build, image and boot in QEMU: --board B [--model FILE] [--mem SIZE] [--smp N] [--cpu MODEL] [--icount]
+  image           build a card image: --board B [--model FILE|NAME] [--out FILE] [generation flags]
+  qemu            build, image and boot in QEMU: --board B [--model FILE|NAME] [--mem SIZE] [--smp N] [--cpu MODEL] [--icount]
                   [generation flags: --prompt TEXT -n N --temp T --top-k K --top-p P --min-p M
                    --repeat-penalty R --seed S --ctx N --cache SIZE --no-special --set KEY=VALUE (any lmboot.txt line)]
                   prints the UART on stdout and exits with the kernel's status
@@ -31,9 +33,11 @@ commands:
                   [--only instructions|batches|cache|readahead|mca]
   fuzz            run each fuzz target (gguf, fat, tokenizer, config) with cargo-fuzz on nightly
                   [--seconds N] [--target T]; crashes are saved under fuzz/regressions/
-  bench-host      PC runner speed on the default model: prefill and generation tok/s at 1 thread
-                  and all threads, llama.cpp's 1-thread figures beside them [--threads N] [-n N]
-                  [--pread] [--batch B]
+  bench-host      PC runner speed on the default model (or --model): prefill and generation tok/s
+                  at 1 thread and all threads, llama.cpp's 1-thread figures beside them [--threads N] [-n N]
+                  [--pread] [--batch B] [--model FILE|NAME]
+
+--model takes a GGUF file or a model name (cargo xtask fetch-model --list), fetched if needed.
 ";
 
 fn main() {
@@ -41,7 +45,7 @@ fn main() {
     let code = match args.first().map(String::as_str) {
         Some("demo") => report(demo(&args[1..])),
         Some("setup") => setup(),
-        Some("fetch-model") => fetch_model(),
+        Some("fetch-model") => fetch_model(&args[1..]),
         Some("check-targets") => check_targets(),
         Some("test") => test(&args[1..]),
         Some("bench-host") => bench_host(&args[1..]),
@@ -103,12 +107,52 @@ fn setup() -> i32 {
     0
 }
 
-fn fetch_model() -> i32 {
-    let Some(p) = model_or_report("fetch-model") else {
-        return 1;
-    };
-    println!("{}", p.display());
-    0
+/// `cargo xtask fetch-model [NAME]` (default: the default model) or `--list`; prints the path.
+fn fetch_model(args: &[String]) -> i32 {
+    match args {
+        [] => print_path(model_or_report("fetch-model")),
+        [flag] if flag == "--list" => {
+            list_models();
+            0
+        }
+        [name] if !name.starts_with('-') => print_path(
+            xtask::ensure_named_model(name)
+                .map_err(|e| eprintln!("xtask: fetch-model: {e}"))
+                .ok(),
+        ),
+        _ => {
+            eprintln!("xtask: usage: cargo xtask fetch-model [NAME | --list]");
+            2
+        }
+    }
+}
+
+fn print_path(p: Option<std::path::PathBuf>) -> i32 {
+    match p {
+        Some(p) => {
+            println!("{}", p.display());
+            0
+        }
+        None => 1,
+    }
+}
+
+/// The registry: name, size, whether the cache holds it, what it is.
+fn list_models() {
+    for m in xtask::MODELS {
+        let state = if m.is_cached() {
+            "cached"
+        } else {
+            "not fetched"
+        };
+        println!(
+            "{:<20} {:>7.1} MB  {:<12} {}",
+            m.name,
+            m.bytes as f64 / 1e6,
+            state,
+            m.about
+        );
+    }
 }
 
 /// The default model ([`xtask::ensure_model`]); if it cannot be had, says so after `xtask: {what}: `.
@@ -318,8 +362,19 @@ const LLAMA_CPP_HOST: (&str, &str) = ("184-200", "81-89");
 /// 1 thread and at every core of this machine (`--threads N` for one count), with llama.cpp's
 /// 1-thread figures beside them.
 fn bench_host(extra: &[String]) -> i32 {
-    let Some(model) = model_or_report("bench-host") else {
-        return 1;
+    let a = match host_bench_args(extra) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("xtask: bench-host: {e}");
+            return 1;
+        }
+    };
+    let (model, threads, n, rest) = (&a.model, &a.threads, &a.n, &a.rest);
+    // llama.cpp's figures are for the default model only.
+    let theirs = if a.default_model {
+        LLAMA_CPP_HOST
+    } else {
+        ("-", "-")
     };
     let mut c = cargo();
     c.args(["build", "--release", "--bin", "lmboot-host"]);
@@ -327,14 +382,59 @@ fn bench_host(extra: &[String]) -> i32 {
         return 1;
     }
     let bin = xtask::workspace_root().join("target/release/lmboot-host");
+    // A prompt of about 128 tokens for prefill, then generation from a short one.
+    let long_prompt = "The history of computing is a story of machines that became smaller, cheaper and more capable. ".repeat(7);
+    let cases = [
+        ("prefill", long_prompt.as_str(), "1"),
+        ("generation", "Once upon a time", n.as_str()),
+    ];
+    println!("| phase | tokens | tok/s | threads | llama.cpp, 1 thread |\n|---|---|---|---|---|");
+    for &t in threads {
+        for (phase, prompt, n) in cases {
+            let args = ["--prompt", prompt, "-n", n, "--temp", "0", "--ctx", "512"];
+            let t = t.to_string();
+            let out = Command::new(&bin)
+                .arg("--model")
+                .arg(model)
+                .args(args)
+                .args(["--threads", &t])
+                .args(rest)
+                .output();
+            let Some((tokens, rate)) = host_rate(out, phase) else {
+                return 1;
+            };
+            let theirs = if phase == "prefill" {
+                theirs.0
+            } else {
+                theirs.1
+            };
+            println!("| {phase} | {tokens} | {rate} | {t} | {theirs} |");
+        }
+    }
+    0
+}
+
+/// `cargo xtask bench-host`'s arguments; the others go to `lmboot-host` as they are.
+struct HostBenchArgs {
+    model: std::path::PathBuf,
+    /// Whether `model` is the default one (llama.cpp's figures are for it).
+    default_model: bool,
+    threads: Vec<usize>,
+    n: String,
+    rest: Vec<String>,
+}
+
+fn host_bench_args(extra: &[String]) -> Result<HostBenchArgs, String> {
     let all = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut threads = vec![1, all];
     threads.dedup();
     let mut n = "128".to_string();
+    let mut model = None;
     let mut rest = vec![];
     let mut it = extra.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
+            "--model" => model = Some(xtask::resolve_model(&value(&mut it, a, "a file or name")?)?),
             "--threads" => {
                 let t = it.next().and_then(|t| t.parse().ok());
                 threads = vec![t.unwrap_or(1)];
@@ -343,36 +443,15 @@ fn bench_host(extra: &[String]) -> i32 {
             other => rest.push(other.to_string()),
         }
     }
-    // A prompt of about 128 tokens for prefill, then generation from a short one.
-    let long_prompt = "The history of computing is a story of machines that became smaller, cheaper and more capable. ".repeat(7);
-    let cases = [
-        ("prefill", long_prompt.as_str(), "1"),
-        ("generation", "Once upon a time", n.as_str()),
-    ];
-    println!("| phase | tokens | tok/s | threads | llama.cpp, 1 thread |\n|---|---|---|---|---|");
-    for t in threads {
-        for (phase, prompt, n) in cases {
-            let args = ["--prompt", prompt, "-n", n, "--temp", "0", "--ctx", "512"];
-            let t = t.to_string();
-            let out = Command::new(&bin)
-                .arg("--model")
-                .arg(&model)
-                .args(args)
-                .args(["--threads", &t])
-                .args(&rest)
-                .output();
-            let Some((tokens, rate)) = host_rate(out, phase) else {
-                return 1;
-            };
-            let theirs = if phase == "prefill" {
-                LLAMA_CPP_HOST.0
-            } else {
-                LLAMA_CPP_HOST.1
-            };
-            println!("| {phase} | {tokens} | {rate} | {t} | {theirs} |");
-        }
-    }
-    0
+    let default_model = model.as_ref().is_none_or(|m| *m == xtask::DEFAULT.path());
+    let model = model.map_or_else(xtask::ensure_model, Ok)?;
+    Ok(HostBenchArgs {
+        model,
+        default_model,
+        threads,
+        n,
+        rest,
+    })
 }
 
 /// Tokens and tok/s from one `lmboot-host` run's `prompt:` (prefill) or `generation:` line.
@@ -422,7 +501,7 @@ fn report(r: Result<i32, String>) -> i32 {
     }
 }
 
-/// `--board B`, `--model FILE`, `--out FILE`, `--mem SIZE`, `--icount`, `--smp N` and the generation flags.
+/// `--board B`, `--model FILE|NAME`, `--out FILE`, `--mem SIZE`, `--icount`, `--smp N` and the generation flags.
 struct BootArgs {
     board: xtask::Board,
     model: std::path::PathBuf,
@@ -448,7 +527,7 @@ fn boot_args(args: &[String]) -> Result<BootArgs, String> {
         let mut val = || it.next().cloned().ok_or(format!("{a} needs a value"));
         match a.as_str() {
             "--board" => board = Some(val()?),
-            "--model" => model = Some(std::path::PathBuf::from(val()?)),
+            "--model" => model = Some(xtask::resolve_model(&val()?)?),
             "--out" => out = Some(std::path::PathBuf::from(val()?)),
             "--mem" => mem = Some(val()?),
             "--icount" => icount = true,
@@ -458,10 +537,7 @@ fn boot_args(args: &[String]) -> Result<BootArgs, String> {
         }
     }
     let board = xtask::board(board.as_deref().unwrap_or("qemu-virt-aarch64"))?;
-    let model = match model {
-        Some(m) => m,
-        None => xtask::ensure_model()?,
-    };
+    let model = model.map_or_else(xtask::ensure_model, Ok)?;
     Ok(BootArgs {
         board,
         model,
