@@ -46,7 +46,12 @@ fn check_case(tok: &Tokenizer, case: &golden::Case) {
         t0.elapsed()
     );
     assert_eq!(got, *want, "{name}: prompt ids");
-    assert_eq!(tok.decode(&got), *prompt, "{name}: decode(encode(prompt))");
+    // The BOS the vocabulary adds (Gemma) is not part of the prompt's text.
+    let text = match (tok.add_bos(), tok.bos()) {
+        (true, Some(bos)) if got.first() == Some(&bos) => &got[1..],
+        _ => &got[..],
+    };
+    assert_eq!(tok.decode(text), *prompt, "{name}: decode(encode(prompt))");
 
     let mut generated = case.generated_ids.clone();
     if generated.last().is_some_and(|&id| tok.is_eog(id)) {

@@ -90,14 +90,14 @@ pub fn load(name: &str) -> Case {
         .lines()
         .next()
         .and_then(|l| l.strip_prefix("model: "))
+        .filter(|_| name.starts_with("models/"))
         .map(|file| {
             MODELS
                 .iter()
                 .find(|(f, _)| *f == file.trim())
                 .unwrap_or_else(|| panic!("{name}: model {file:?} is not in golden::MODELS"))
                 .1
-        })
-        .filter(|_| name.starts_with("models/"));
+        });
     let mut c = Case {
         name: name.trim_start_matches("models/").into(),
         model,
