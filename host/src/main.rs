@@ -19,7 +19,7 @@ mod sweep;
 use inference::generate::{Engine, StopReason};
 use inference::gguf::Value;
 use inference::model::{Model, RunState};
-use inference::sampler::{Sampler, SamplerConfig};
+use inference::sampler::{Given, Sampler, SamplerConfig};
 use inference::storage::FileStorage;
 use inference::tokenizer::{StreamDecoder, Tokenizer};
 use inference::{Gguf, Kernels, Storage, StorageError};
@@ -61,6 +61,8 @@ struct Args {
     prompt: Option<String>,
     n: usize,
     sampler: SamplerConfig,
+    /// The sampling flags given (the model's recommendations fill the others).
+    given: Given,
     ctx: usize,
     threads: usize,
     batch: usize,
@@ -83,6 +85,7 @@ fn parse_args() -> Args {
         prompt: None,
         n: 64,
         sampler: SamplerConfig::default(),
+        given: Given::default(),
         ctx: 2048,
         threads: 1,
         batch: 32,
@@ -103,6 +106,15 @@ fn parse_args() -> Args {
             v.parse()
                 .unwrap_or_else(|_| fail(format!("{name}: {v:?} is not a valid number")))
         }
+        let setting = match arg.as_str() {
+            "--temp" => "temperature",
+            "--top-k" => "top_k",
+            "--top-p" => "top_p",
+            "--min-p" => "min_p",
+            "--repeat-penalty" => "repeat_penalty",
+            _ => "",
+        };
+        a.given.mark(setting);
         match arg.as_str() {
             "--model" | "-m" => a.model = Some(val("--model")),
             "--prompt" | "-p" => a.prompt = Some(val("--prompt")),
@@ -241,7 +253,14 @@ fn run<S: Storage + Sync>(args: &Args, src: &S) -> Result<(), String> {
     let ids = tok
         .encode(prompt, true, args.special)
         .map_err(|e| e.to_string())?;
-    let mut sampler = Sampler::new(args.sampler, model.config.vocab).map_err(|e| e.to_string())?;
+    let mut cfg = args.sampler;
+    let taken = cfg
+        .apply_model_defaults(&g, args.given)
+        .map_err(|e| format!("the model's sampling settings: {e}"))?;
+    if !taken.is_empty() {
+        eprintln!("sampling: the model's recommended {}", taken.join(", "));
+    }
+    let mut sampler = Sampler::new(cfg, model.config.vocab).map_err(|e| e.to_string())?;
     let start = Instant::now();
     let clock = || start.elapsed().as_nanos() as u64;
     let mut out = std::io::stdout().lock();

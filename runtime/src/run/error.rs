@@ -48,6 +48,8 @@ pub enum RunError {
     NoInstructionCounter,
     /// The sampling settings are out of range.
     Sampler(SamplerError),
+    /// The model's recommended sampling (`general.sampling.*`) is unreadable or out of range.
+    ModelSampling(String),
     /// `json = true` with a vocabulary that cannot express JSON.
     Json(JsonError),
     /// `generate` mode and no prompt configured.
@@ -89,6 +91,7 @@ impl fmt::Display for RunError {
                 "{CONFIG_PATH}: measure_cores needs an instruction counter"
             ),
             Sampler(e) => write!(f, "{CONFIG_PATH}: {e}"),
+            ModelSampling(e) => write!(f, "the model's sampling settings: {e}"),
             Json(e) => write!(f, "{CONFIG_PATH}: json = true: {e}"),
             NoPrompt => write!(f, "{CONFIG_PATH} sets no prompt (add `prompt = ...`)"),
             Prompt(e) => write!(f, "generation: {e}"),

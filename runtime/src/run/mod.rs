@@ -61,11 +61,10 @@ where
     let mut out = Out(con);
     let t_boot = (env.clock_ns)();
     let Card {
-        cfg,
+        mut cfg,
         model: file,
         kv_file,
     } = mount(&mut dev)?;
-    let cfg = &cfg;
     let _ = writeln!(
         out,
         "model: {} ({} bytes in {} extents)",
@@ -75,6 +74,8 @@ where
     );
     let direct = Direct::new(file, dev);
     let m = open_model(&direct, &mut out)?;
+    model_sampling(&mut cfg, &m.gguf, &mut out)?;
+    let cfg = &cfg;
     let cores = match env.set_cores {
         Some(set) => set(cfg.cores),
         None => env.pool.workers(),
@@ -172,6 +173,28 @@ pub struct Opened {
     pub tok: Tokenizer,
     /// The file's size in bytes.
     pub gguf_len: u64,
+}
+
+/// The model's recommended sampling (`general.sampling.*`) for the settings `lmboot.txt` leaves
+/// out, and a line naming what was taken.
+fn model_sampling(cfg: &mut Config, g: &Gguf, out: &mut Out<'_>) -> Result<(), RunError> {
+    let taken = cfg
+        .sampler
+        .apply_model_defaults(g, cfg.sampler_given)
+        .map_err(RunError::ModelSampling)?;
+    if !taken.is_empty() {
+        let s = &cfg.sampler;
+        let _ = writeln!(
+            out,
+            "sampling: the model's recommended {} (temperature {}, top_k {}, top_p {}, min_p {})",
+            taken.join(", "),
+            s.temperature,
+            s.top_k,
+            s.top_p,
+            s.min_p
+        );
+    }
+    Ok(())
 }
 
 /// Step 2: the header, metadata and tokenizer, read directly (before the cache is sized), and a
