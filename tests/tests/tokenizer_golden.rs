@@ -67,7 +67,7 @@ fn check_case(tok: &Tokenizer, case: &golden::Case) {
     let mut sd = StreamDecoder::new();
     let mut streamed = String::new();
     for &id in &generated {
-        sd.push_token(&tok, id, |s| streamed.push_str(s));
+        sd.push_token(tok, id, |s| streamed.push_str(s));
     }
     sd.finish(|s| streamed.push_str(s));
     assert_eq!(streamed.as_bytes(), &out[..], "{name}: streamed output");

@@ -204,6 +204,9 @@ fn check_targets() -> i32 {
     0
 }
 
+/// Models besides the default one that `cargo xtask test` needs.
+const TEST_MODELS: [&str; 2] = ["gemma-3-270m", "qwen2.5-coder-0.5b"];
+
 fn test(extra: &[String]) -> i32 {
     if setup() != 0 || check_targets() != 0 {
         return 1;
@@ -211,6 +214,14 @@ fn test(extra: &[String]) -> i32 {
     let Some(model) = model_or_report("test: cannot get the model") else {
         return 1;
     };
+    // The other models the tests use (golden cases, boots), fetched once here rather than by
+    // test threads at the same time.
+    for name in TEST_MODELS {
+        if let Err(e) = xtask::ensure_named_model(name) {
+            eprintln!("xtask: test: cannot get the model {name}: {e}");
+            return 1;
+        }
+    }
     let mut c = cargo();
     c.args(["test", "--workspace", "--no-fail-fast"])
         .args(extra)

@@ -23,6 +23,10 @@ pub fn model_path() -> PathBuf {
 
 /// A model `cargo xtask fetch-model NAME` knows, fetched into the cache if needed.
 pub fn named_model(name: &str) -> PathBuf {
+    // One fetch at a time in this process (tests run in parallel threads; `cargo xtask test`
+    // fetches them all before the tests start).
+    static FETCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = FETCH.lock().unwrap_or_else(|e| e.into_inner());
     xtask::ensure_named_model(name).unwrap_or_else(|e| panic!("model {name} unavailable: {e}"))
 }
 
