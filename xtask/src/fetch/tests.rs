@@ -56,6 +56,7 @@ fn fake_model(downloads: &Path, chunks: &[Vec<u8>], sha256: Option<&str>) -> Mod
         bytes: all.len() as u64,
         sha256: leak(sha256.map_or_else(|| hex_sha256(&all), str::to_string)),
         parts: Box::leak(parts.into_boxed_slice()),
+        sampling: None,
     }
 }
 
