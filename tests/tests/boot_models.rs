@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::boot::{boot_input, boot_with, built, generated, host_text, make_image};
+use common::boot::{boot_input, built, host_text, make_image};
 use inference::chat::Template;
 use inference::storage::FileStorage;
 use inference::tokenizer::Tokenizer;
@@ -18,26 +18,17 @@ const LIMIT: Duration = Duration::from_secs(900);
 /// Boot `model` with `prompt`, greedy, `n` tokens and `mem` of RAM; the kernel must print the PC
 /// runner's text. Returns the UART.
 fn check(name: &str, model: &str, prompt: &str, n: usize, mem: Option<&str>) -> String {
-    let b = built("qemu-virt-aarch64");
-    let model = common::named_model(model);
     let s = xtask::Settings {
         prompt: prompt.into(),
         n,
         temp: "0".into(),
         ..Default::default()
     };
-    let want = host_text(b, &model, &s);
-    let img = make_image(name, &s, &model);
     let opts = xtask::QemuOpts {
         mem: mem.map(String::from),
         ..Default::default()
     };
-    let (code, uart) = boot_with(b, &img, &opts, LIMIT);
-    eprintln!("{uart}");
-    assert_eq!(code, 0, "QEMU exit status");
-    assert!(!want.is_empty());
-    assert_eq!(generated(&uart), want, "kernel and lmboot-host disagree");
-    uart
+    common::boot::matches_host(name, &common::named_model(model), &s, &opts, LIMIT)
 }
 
 #[test]

@@ -10,22 +10,14 @@ use std::time::Duration;
 const LIMIT: Duration = Duration::from_secs(600);
 
 fn check_case(name: &str, prompt: &str, n: usize) {
-    let b = built("qemu-virt-aarch64");
-    let model = common::model_path();
     let s = xtask::Settings {
         prompt: prompt.into(),
         n,
         temp: "0".into(),
         ..Default::default()
     };
-    let want = host_text(b, &model, &s);
-    let img = make_image(name, &s, &model);
-    let (code, uart) = boot(b, &img, None, &[], LIMIT);
-    eprintln!("{uart}");
-    assert_eq!(code, 0, "QEMU exit status");
-    let got = generated(&uart);
-    assert_eq!(got, want, "kernel and lmboot-host disagree");
-    assert!(!want.is_empty());
+    let opts = xtask::QemuOpts::default();
+    let uart = common::boot::matches_host(name, &common::model_path(), &s, &opts, LIMIT);
     assert!(uart.contains("stats: heap high-water"), "no stats line");
 }
 

@@ -158,6 +158,12 @@ impl RunState {
         Self::with_batch(model, ctx, workers, 1)
     }
 
+    /// Bytes of the f16 KV cache for `ctx` positions (sliding-window layers keep their ring only).
+    pub fn kv_bytes_for(model: &Model, ctx: usize) -> usize {
+        let c = &model.config;
+        kv_slots(c, ctx).iter().sum::<usize>() * c.kv_dim() * 2 * 2
+    }
+
     /// Bytes of the per-token buffers one more token of batch costs (to size the batch from
     /// free RAM).
     pub fn bytes_per_batch_token(model: &Model) -> usize {

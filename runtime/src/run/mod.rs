@@ -270,8 +270,7 @@ fn size_buffers<P: Parallel + ?Sized>(
 /// Prompt tokens per forward pass when `batch = auto`: up to [`AUTO_BATCH`], as many as fit in a
 /// sixteenth of the heap left after the KV cache (the rest goes to the page cache), at least 1.
 pub fn auto_batch(model: &Model, ctx: usize, heap_free: u64) -> usize {
-    let c = &model.config;
-    let kv = (2 * c.n_layer * ctx * c.kv_dim() * 2) as u64;
+    let kv = RunState::kv_bytes_for(model, ctx) as u64;
     let budget = heap_free.saturating_sub(kv) / 16;
     let per = RunState::bytes_per_batch_token(model).max(1) as u64;
     (budget / per).clamp(1, AUTO_BATCH as u64) as usize

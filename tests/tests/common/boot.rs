@@ -186,6 +186,26 @@ fn boot_once(
     Some((status.code().unwrap_or(-1), out))
 }
 
+/// Boot a virt aarch64 card `name` with `model` and settings `s` (QEMU options `opts`): QEMU
+/// exits with 0 and the kernel prints exactly what `lmboot-host` prints. Returns the UART.
+pub fn matches_host(
+    name: &str,
+    model: &Path,
+    s: &xtask::Settings,
+    opts: &xtask::QemuOpts,
+    limit: Duration,
+) -> String {
+    let b = built("qemu-virt-aarch64");
+    let want = host_text(b, model, s);
+    let img = make_image(name, s, model);
+    let (code, uart) = boot_with(b, &img, opts, limit);
+    eprintln!("{uart}");
+    assert_eq!(code, 0, "QEMU exit status");
+    assert!(!want.is_empty());
+    assert_eq!(generated(&uart), want, "kernel and lmboot-host disagree");
+    uart
+}
+
 /// The generated text between the kernel's markers.
 pub fn generated(uart: &str) -> &str {
     let begin = runtime::run::BEGIN_OUTPUT;
