@@ -96,9 +96,18 @@ pub fn measure(case: &Case, n: usize) -> Result<Figures, String> {
 /// Boot `case` with `settings` (its kernel set and core split filled in) and `-m mem`; parse the
 /// stats.
 pub fn measure_with(case: &Case, settings: Settings, mem: Option<&str>) -> Result<Figures, String> {
+    measure_model(case, settings, mem, &ensure_model()?)
+}
+
+/// [`measure_with`] on the GGUF at `model`.
+pub fn measure_model(
+    case: &Case,
+    settings: Settings,
+    mem: Option<&str>,
+    model: &Path,
+) -> Result<Figures, String> {
     let b = board(case.board)?;
     let kernel = build_kernel(&b, true)?;
-    let model = ensure_model()?;
     let settings = Settings {
         kernels: case.kernels.into(),
         measure_cores: (case.cores > 1).then_some(case.cores),
@@ -107,7 +116,7 @@ pub fn measure_with(case: &Case, settings: Settings, mem: Option<&str>) -> Resul
     let img = workspace_root()
         .join("target")
         .join(format!("bench-{}.img", case.board));
-    card_image(&b, Some(&kernel), &settings, &model, &img)?;
+    card_image(&b, Some(&kernel), &settings, model, &img)?;
     let opts = QemuOpts {
         smp: Some(1),
         cpu: Some(case.cpu.into()),
@@ -391,6 +400,66 @@ pub fn batches(n: usize) -> Result<String, String> {
         bytes[1] as f64 / 1e6
     );
     write_results("batches", &md, None)?;
+    Ok(md)
+}
+
+/// The models besides the default that `--only models` measures, with the RAM each board gets
+/// (enough to hold the model: these rows count compute, not streaming).
+pub const BENCH_MODELS: [(&str, &str); 2] =
+    [("gemma-3-270m", "512M"), ("qwen2.5-coder-0.5b", "1G")];
+
+/// Instructions per prompt and per generated token of each of [`BENCH_MODELS`] for NEON (Cortex-A53),
+/// NEON+SDOT (Cortex-A76) and RVV at VLEN 256, on 1 and 4 cores (4: the busiest core and its share
+/// of the 1-core count). Writes `results/models.md`.
+pub fn models(n: usize) -> Result<String, String> {
+    let mut md = String::new();
+    let _ = writeln!(md, "# Instructions per token of other models (QEMU -icount shift=0, \"Once upon a time\", greedy, {n} tokens)\n");
+    let _ = writeln!(md, "| model | kernels | cpu | cores | per prompt token | per generated token | busiest core / 1 core |");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
+    let sets: Vec<Case> = default_cases()
+        .into_iter()
+        .filter(|c| c.kernels != "scalar" && !c.cpu.contains("vlen=128"))
+        .collect();
+    for (name, mem) in BENCH_MODELS {
+        let model = crate::ensure_named_model(name)?;
+        let mut one_core = 0;
+        for c in &sets {
+            eprintln!(
+                "xtask: bench models {name} {} {} cores={}",
+                c.cpu, c.kernels, c.cores
+            );
+            let settings = Settings {
+                prompt: "Once upon a time".into(),
+                n,
+                ..Default::default()
+            };
+            let f = match measure_model(c, settings, Some(mem), &model) {
+                Ok(f) => f,
+                Err(e) if e.contains("not available on this CPU") => continue,
+                Err(e) => return Err(e),
+            };
+            let (prompt, generated) = if c.cores > 1 {
+                (
+                    f.prompt_critical_path.unwrap_or(f.per_prompt_token),
+                    f.critical_path.unwrap_or(f.per_generated_token),
+                )
+            } else {
+                one_core = f.per_generated_token;
+                (f.per_prompt_token, f.per_generated_token)
+            };
+            let share = generated as f64 * 100.0 / one_core.max(1) as f64;
+            let _ = writeln!(
+                md,
+                "| {name} | {} | {} | {} | {} | {} | {share:.1}% |",
+                c.kernels,
+                c.cpu,
+                c.cores,
+                m(prompt),
+                m(generated)
+            );
+        }
+    }
+    write_results("models", &md, None)?;
     Ok(md)
 }
 

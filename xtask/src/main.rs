@@ -692,7 +692,14 @@ fn number<T: std::str::FromStr>(
 }
 
 /// The parts of `cargo xtask bench` (`--only PART`); `mca` runs only when asked for.
-const BENCH_PARTS: [&str; 5] = ["instructions", "batches", "cache", "readahead", "mca"];
+const BENCH_PARTS: [&str; 6] = [
+    "instructions",
+    "batches",
+    "cache",
+    "readahead",
+    "mca",
+    "models",
+];
 
 fn bench(args: &[String]) -> Result<i32, String> {
     let mut n = 8;
@@ -736,6 +743,10 @@ fn bench(args: &[String]) -> Result<i32, String> {
     if want("readahead") {
         println!("{}", xtask::bench::readahead(n)?);
         eprintln!("xtask: wrote results/readahead.md");
+    }
+    if want("models") {
+        println!("{}", xtask::bench::models(n.min(4))?);
+        eprintln!("xtask: wrote results/models.md");
     }
     Ok(0)
 }
