@@ -297,6 +297,19 @@ fn print_profile<F: FileSource>(
         ms(achieved),
         if io_ns > compute_ns { "I/O-bound" } else { "compute-bound" }
     );
+    if streamed > 0 {
+        // What slower cards would cost (a Pi Zero 2 W's SD slot reads 20-40 MB/s): the streamed
+        // bytes at that rate, plus this machine's compute with no overlap, or hidden behind it.
+        let at = |mb_s: u64| {
+            let io = time_ns(streamed, mb_s * 1_000_000);
+            (ms(io + compute_ns), ms(io.max(compute_ns)))
+        };
+        let ((a20, b20), (a40, b40)) = (at(20), at(40));
+        let _ = writeln!(
+            out,
+            "profile: on a card at 20 MB/s {a20} ms per token ({b20} ms if reads hide behind compute), at 40 MB/s {a40} ms ({b40} ms)"
+        );
+    }
 }
 
 /// Instructions per prompt token and per generated token; with a measured split, the critical
