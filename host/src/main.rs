@@ -50,6 +50,8 @@ const USAGE: &str = "usage: lmboot-host --model FILE.gguf|NAME [options]
   --pread                read weights with positioned reads instead of mmap
   --teacher GOLDEN.txt   teacher-forced run over a golden case's prompt_ids and generated_ids
   --dump-logits OUT.f32  with --teacher: write one row of logits per step
+  --exact LIST           with --teacher: make approximations exact, to measure the error budget
+                         (comma-separated: q k v gate up o down output acts kv attention)
   --info                 print the model's metadata and tensor table
   --cache-sweep MIB,...  bytes read per generated token through the runtime's page cache of each
                          size (MiB), resident-prefix with and without read-ahead, and LRU (-n tokens)
@@ -69,6 +71,7 @@ struct Args {
     special: bool,
     pread: bool,
     teacher: Option<PathBuf>,
+    exact: inference::model::exact::Exact,
     dump: Option<PathBuf>,
     info: bool,
     sweep: Option<String>,
@@ -92,6 +95,7 @@ fn parse_args() -> Args {
         special: true,
         pread: false,
         teacher: None,
+        exact: Default::default(),
         dump: None,
         info: false,
         sweep: None,
@@ -138,6 +142,15 @@ fn parse_args() -> Args {
             "--no-special" => a.special = false,
             "--pread" => a.pread = true,
             "--teacher" => a.teacher = Some(val("--teacher").into()),
+            "--exact" => {
+                for name in val("--exact").split(',').filter(|s| !s.is_empty()) {
+                    if !a.exact.set(name) {
+                        fail(format!(
+                            "--exact: unknown approximation {name:?}\n\n{USAGE}"
+                        ));
+                    }
+                }
+            }
             "--dump-logits" => a.dump = Some(val("--dump-logits").into()),
             "--info" => a.info = true,
             "--cache-sweep" => a.sweep = Some(val("--cache-sweep")),
@@ -243,6 +256,7 @@ fn run<S: Storage + Sync>(args: &Args, src: &S) -> Result<(), String> {
     let load_ms = t_load.elapsed().as_secs_f64() * 1e3;
 
     if let Some(teacher) = &args.teacher {
+        st.set_exact(args.exact, &model);
         return teacher_forced(&engine, &mut st, teacher, args.dump.as_deref());
     }
 

@@ -44,6 +44,7 @@ pub(crate) fn python() -> String {
 
 pub mod bench;
 pub mod fetch;
+pub mod fidelity;
 pub mod fuzz;
 pub mod image;
 pub mod mca;

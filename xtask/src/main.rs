@@ -29,8 +29,11 @@ commands:
                   per prompt token at 64 MiB: results/batches.md
                   estimated cycles per weight block of the hot loops with llvm-mca (cortex-a53,
                   cortex-a55, sifive-x280) beside llama.cpp's loops: results/mca.md (needs LLVM 19;
-                  only with --only mca)
-                  [--only instructions|batches|cache|readahead|mca]
+                  only with --only mca); instructions per token of Gemma-3-270M and
+                  Qwen2.5-Coder-0.5B (NEON, SDOT, RVV 256; 1 and 4 cores): results/models.md
+                  [--only instructions|batches|cache|readahead|mca|models]
+  fidelity        the error budget: mean KL from the float64 reference on every golden case with
+                  each approximation made exact in turn (lmboot-host --exact): results/fidelity.md
   fuzz            run each fuzz target (gguf, fat, tokenizer, config) with cargo-fuzz on nightly
                   [--seconds N] [--target T]; crashes are saved under fuzz/regressions/
   bench-host      PC runner speed on the default model (or --model): prefill and generation tok/s
@@ -50,6 +53,11 @@ fn main() {
         Some("test") => test(&args[1..]),
         Some("bench-host") => bench_host(&args[1..]),
         Some("bench") => report(bench(&args[1..])),
+        Some("fidelity") => report(xtask::fidelity::run().map(|md| {
+            println!("{md}");
+            eprintln!("xtask: wrote results/fidelity.md");
+            0
+        })),
         Some("fuzz") => report(fuzz(&args[1..])),
         Some("image") => report(image(&args[1..]).map(|_| 0)),
         Some("qemu") => report(qemu(&args[1..])),

@@ -15,6 +15,7 @@
 //! gives bit for bit the logits of feeding it one token at a time. No allocation happens here
 //! (all buffers live in [`RunState`]); per-token buffers are `[B][width]`.
 
+use super::exact::{self, Exact, Kv32, KvSource};
 use super::{Activation, Config, ModelError, Weights};
 use crate::gguf::{Gguf, TensorInfo};
 use crate::kv::KvCache;
@@ -146,6 +147,9 @@ pub struct RunState {
     rope_local: Option<RopeTable>,
     /// Next position to fill (tokens processed so far).
     pub pos: usize,
+    /// The error budget's switches (all off in a normal run) and the f32 K/V they may keep.
+    exact: Exact,
+    kv32: Option<Kv32>,
 }
 
 /// Smallest per-worker read buffer: rows are read in chunks of this size when not resident.
@@ -218,6 +222,8 @@ impl RunState {
             rope: rope_table(model, ctx, c.rope_base),
             rope_local: c.swa.map(|s| rope_table(model, ctx, s.rope_base)),
             pos: 0,
+            exact: Exact::default(),
+            kv32: None,
         })
     }
 
@@ -241,6 +247,13 @@ impl RunState {
             + self.rope.bytes()
             + self.rope_local.as_ref().map_or(0, RopeTable::bytes);
         (self.kv.bytes(), other)
+    }
+
+    /// Make the approximations `e` names exact from now on (to measure the error budget; slow).
+    pub fn set_exact(&mut self, e: Exact, model: &Model) {
+        let c = &model.config;
+        self.kv32 = e.kv.then(|| Kv32::new(c.n_layer, self.kv.ctx, c.kv_dim()));
+        self.exact = e;
     }
 
     /// Tokens one forward pass takes at most.
@@ -484,6 +497,11 @@ where
             let x = &st.x[(b - 1) * c.dim..b * c.dim];
             ops::rmsnorm(&mut st.xb[..c.dim], x, &w.output_norm, c.norm_eps);
             st.acts_dim.reset();
+            if st.exact.acts[7] {
+                let (x, s) = (&st.xb[..c.dim], &mut st.scratch[0]);
+                exact::product(self.src, &w.output, x, 1, &mut st.logits, s)?;
+                return Ok(());
+            }
             let a = st
                 .acts_dim
                 .for_weight(self.k, self.pool, &w.output, &st.xb[..c.dim], 1)?;
@@ -536,6 +554,7 @@ where
             acts_ffn,
             mm,
             scratch,
+            exact: switches,
             ..
         } = st;
         let (input, acts, out, fresh) = match what {
@@ -550,10 +569,20 @@ where
         if fresh {
             acts.reset();
         }
-        let n = w.row_len() as usize;
-        let a = acts.for_weight(self.k, self.pool, w, &input[..b * n], b)?;
-        let rows = w.rows() as usize;
-        self.matmul(w, &a, &mut out[..b * rows], mm, scratch)?;
+        let (n, rows) = (w.row_len() as usize, w.rows() as usize);
+        if switches.acts[what as usize] {
+            exact::product(
+                self.src,
+                w,
+                &input[..b * n],
+                b,
+                &mut out[..b * rows],
+                &mut scratch[0],
+            )?;
+        } else {
+            let a = acts.for_weight(self.k, self.pool, w, &input[..b * n], b)?;
+            self.matmul(w, &a, &mut out[..b * rows], mm, scratch)?;
+        }
         if fresh {
             // [recipe: post_norms] xb = rmsnorm(xb) * post_norm, then x += xb
             if let Some(w) = post_norm {
@@ -609,6 +638,9 @@ where
         let (ks, vs) = st.kv.slot_mut(l, pos);
         (self.k.to_f16)(ks, k);
         (self.k.to_f16)(vs, v);
+        if let Some(k32) = st.kv32.as_mut() {
+            k32.store(l, pos, k, v);
+        }
     }
 
     /// att[i][h] = softmax(q[i][h]·K[kvh] · attn_scale) · V[kvh] over positions 0..=pos+i (the
@@ -621,6 +653,12 @@ where
         let (scale, window) = (c.attn_scale, c.window(l));
         let (q, kv, k) = (&st.q, &st.kv, self.k);
         let rope = rope_of(c, l, &st.rope, &st.rope_local);
+        if st.exact.attention_path() {
+            let src = st.kv32.as_ref().map_or(KvSource::F16(kv), KvSource::F32);
+            let rope_q = (hd <= Q_IN_JOB_MAX).then_some(rope);
+            exact::attend(c, l, pos, b, q, rope_q, src, &mut st.att[..b * qd]);
+            return Ok(());
+        }
         par_chunks(
             self.pool,
             &mut st.att[..b * qd],

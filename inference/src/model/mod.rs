@@ -6,6 +6,7 @@
 //! stays in the storage and is read row range by row range during the forward pass.
 
 pub mod arch;
+pub mod exact;
 pub mod forward;
 
 use crate::gguf::{Gguf, GgufError, TensorInfo};
