@@ -13,11 +13,13 @@
 //! name stands alone (that is what Windows and Linux do with orphans).
 //!
 //! A directory ends at the end marker or, without one, where its chain ends properly. Walking is
-//! bounded by the volume's cluster count.
+//! bounded by a [`ChainCheck`]: a loop is an error after a few times its length, and every block of
+//! a directory cluster is read, so a loop walked up to the volume's cluster count would be millions
+//! of reads on a card of several GiB.
 
 use alloc::string::String;
 
-use super::table::{FatCache, Link};
+use super::table::{ChainCheck, FatCache, Link};
 use super::{read, FatError, Volume};
 use crate::block::{BlockDevice, BLOCK_SIZE};
 
@@ -189,15 +191,8 @@ pub(super) fn walk<D: BlockDevice, T>(
     let mut long = LongName::new();
     let mut block = [0u8; BLOCK_SIZE];
     let mut cluster = first;
-    let mut visited: u32 = 0;
+    let mut check = ChainCheck::new(first);
     loop {
-        visited += 1;
-        if visited > vol.clusters {
-            return Err(FatError::ChainLoop {
-                first,
-                limit: vol.clusters,
-            });
-        }
         let lba = vol.cluster_lba(cluster);
         for b in 0..vol.cluster_blocks {
             read(dev, lba + b, &mut block)?;
@@ -238,7 +233,10 @@ pub(super) fn walk<D: BlockDevice, T>(
             }
         }
         match cache.next(vol, dev, cluster)? {
-            Link::Next(n) => cluster = n,
+            Link::Next(n) => {
+                check.step(vol, cluster, n)?;
+                cluster = n;
+            }
             Link::End => return Ok(None),
         }
     }

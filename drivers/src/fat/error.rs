@@ -67,7 +67,8 @@ pub enum FatError<E> {
         value: u32,
         limit: u32,
     },
-    /// The chain from `first` does not end within the volume's `limit` clusters: it loops.
+    /// The chain from `first` loops: it comes back to a cluster it passed, or runs on past the
+    /// volume's `limit` clusters (which only a loop can).
     ChainLoop { first: u32, limit: u32 },
     /// The chain from `first` ends after `clusters` clusters; `size` bytes need `needed`.
     ChainTooShort {
@@ -83,6 +84,9 @@ pub enum FatError<E> {
         cluster: u32,
         limit: u32,
     },
+    /// The heap cannot hold the extent list of a file in (at least) `extents` extents: a file
+    /// fragmented beyond what memory allows (24 bytes an extent).
+    OutOfMemory { extents: u64 },
     /// No entry `path` (the path up to the missing component).
     NotFound { path: String },
     /// `path` names a file where a directory was needed.
@@ -204,6 +208,7 @@ impl<E> FatError<E> {
                 cluster,
                 limit,
             },
+            OutOfMemory { extents } => OutOfMemory { extents },
             NotFound { path } => NotFound { path },
             NotADirectory { path } => NotADirectory { path },
             IsADirectory { path } => IsADirectory { path },
@@ -280,7 +285,8 @@ impl<E: fmt::Display> fmt::Display for FatError<E> {
             ),
             ChainLoop { first, limit } => write!(
                 f,
-                "FAT: cluster chain from {first} is longer than the volume's {limit} clusters (it loops)"
+                "FAT: cluster chain from {first} loops: it comes back to a cluster it passed \
+                 (the volume has {limit} clusters)"
             ),
             ChainTooShort { first, clusters, needed, size } => write!(
                 f,
@@ -290,6 +296,11 @@ impl<E: fmt::Display> fmt::Display for FatError<E> {
             BadFirstCluster { name, cluster, limit } => {
                 write!(f, "FAT: entry '{name}' starts at cluster {cluster}, outside the data clusters 2..{limit}")
             }
+            OutOfMemory { extents } => write!(
+                f,
+                "FAT: no memory for the extent list of a file in at least {extents} extents (24 bytes \
+                 each); the file is too fragmented: copy it to a freshly formatted card"
+            ),
             NotFound { path } => write!(f, "FAT: '{path}' not found"),
             NotADirectory { path } => write!(f, "FAT: '{path}' is not a directory"),
             IsADirectory { path } => write!(f, "FAT: '{path}' is a directory"),

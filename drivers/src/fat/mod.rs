@@ -19,11 +19,16 @@
 //!   optional, `.` and `..` resolved by name; each component matched case-insensitively against the
 //!   long (VFAT) or the short (8.3) name.
 //! - **Chains**: every FAT entry read inside a chain is checked (free, reserved, bad, beyond the
-//!   volume: errors naming the cluster), every walk is bounded by the cluster count (a loop is an
-//!   error, never a hang), and a file's chain must cover its size. FAT blocks come through a 4 KiB
-//!   window cache, so a long contiguous chain costs one request per 1024 clusters.
-//! - **Files** ([`File`]): size and extents, resolved once at open; [`File::read_at`] reads through
-//!   them with one request per extent piece and a bounce buffer only for partial edge blocks.
+//!   volume: errors naming the cluster), every walk is bounded by the cluster count and checked for
+//!   loops on the way (a loop is an error found for a few times the reads of the chain up to it,
+//!   never a hang or a walk of the whole volume), and a file's chain must cover its size. FAT
+//!   blocks come through a 4 KiB window cache, so a long contiguous chain costs one request per 1024
+//!   clusters.
+//! - **Files** ([`File`]): size (up to FAT32's 4 GiB - 1; every offset and block number is a u64)
+//!   and extents, resolved once at open; [`File::read_at`] reads through them with one request per
+//!   extent piece and a bounce buffer only for partial edge blocks, finding each piece's extent by
+//!   binary search over their starts, so a read costs O(log extents) per piece however fragmented
+//!   the file.
 //!   [`File::write_at`] writes the same way, only inside the file's existing size (on a device that
 //!   implements [`crate::block::WriteBlocks`]): no allocation, no FAT, directory or FSInfo write.
 //!

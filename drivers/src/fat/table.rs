@@ -7,6 +7,9 @@
 //!
 //! The cache holds one aligned window of [`WINDOW_BLOCKS`] blocks (4 KiB, 1024 entries) read in one
 //! request, so walking a contiguous chain of a 100 MB file with 4 KiB clusters costs about 25 requests.
+//!
+//! Every walk goes through a [`ChainCheck`], which finds a loop for a few times the FAT reads of the
+//! chain up to it, and in any case stops after the volume's cluster count.
 
 use super::{read, FatError, Volume};
 use crate::block::{BlockDevice, BLOCK_SIZE};
@@ -102,5 +105,69 @@ impl FatCache {
             }),
             v => Ok(Link::Next(v)),
         }
+    }
+}
+
+/// The bound on a chain walk: the clusters seen (an error past the volume's cluster count) and a loop
+/// check by Brent's algorithm over the chain's jumps (links to anything but the next cluster).
+///
+/// The count alone ends every loop, but only after as many steps as the volume has clusters, and a
+/// loop of two clusters in different FAT windows reads a window at every step: up to 8 million
+/// 4 KiB reads on a 32 GB card of 4 KiB clusters (32 GB of I/O, half an hour or more on an SD card);
+/// a directory loop reads every block of every cluster it passes (68 million requests on a 32 GB
+/// card of 32 KiB clusters, in `tests/tests/fat_large.rs`). Brent's check compares each cluster with one saved
+/// cluster, saved anew at the 1st, 3rd, 7th, 15th ... jump. Every loop has a jump (cluster numbers
+/// only grow along consecutive links) and the cluster after a jump determines the next jump, so the
+/// clusters after jumps repeat once the chain loops, and the check meets the saved one within
+/// about 3 x (jumps before the loop + jumps in it) jumps. Window reads happen at jumps (and once per 1024
+/// consecutive entries), so a loop costs a few times what the good chain up to it costs. Counting
+/// jumps, not steps, matters: with steps, a tiny loop after a long tail is walked for as many steps
+/// as the tail, one window read each.
+pub(super) struct ChainCheck {
+    first: u32,
+    /// Clusters seen, the first one included.
+    seen: u64,
+    saved: u32,
+    /// Jumps since `saved` was taken, and the number after which it is taken anew (a power of two).
+    jumps: u64,
+    window: u64,
+}
+
+impl ChainCheck {
+    /// A walk starting at `first`, which counts as seen.
+    pub(super) fn new(first: u32) -> Self {
+        ChainCheck {
+            first,
+            seen: 1,
+            saved: first,
+            jumps: 0,
+            window: 1,
+        }
+    }
+
+    /// Clusters seen so far.
+    pub(super) fn seen(&self) -> u64 {
+        self.seen
+    }
+
+    /// The walk went from `from` on to `to`: [`FatError::ChainLoop`] if that closes a loop or goes
+    /// past the volume's cluster count.
+    pub(super) fn step<E>(&mut self, vol: &Volume, from: u32, to: u32) -> Result<(), FatError<E>> {
+        self.seen += 1;
+        if to == self.saved || self.seen > u64::from(vol.clusters) {
+            return Err(FatError::ChainLoop {
+                first: self.first,
+                limit: vol.clusters,
+            });
+        }
+        if to != from.wrapping_add(1) {
+            self.jumps += 1;
+            if self.jumps == self.window {
+                self.saved = to;
+                self.jumps = 0;
+                self.window *= 2;
+            }
+        }
+        Ok(())
     }
 }

@@ -555,3 +555,57 @@ pub fn fatfs_image(
     }
     img
 }
+
+/// A device that reads `inner` except for blocks patched in memory: a test corrupts a multi-GiB
+/// image file this way without writing to it, and every case starts again from the good image.
+pub struct Patched<D> {
+    inner: D,
+    blocks: BTreeMap<u64, Box<[u8; BLOCK_SIZE]>>,
+}
+
+impl<D: BlockDevice> Patched<D> {
+    pub fn new(inner: D) -> Patched<D> {
+        Patched {
+            inner,
+            blocks: BTreeMap::new(),
+        }
+    }
+
+    /// Overwrite the bytes at byte `offset`; the rest of their blocks stay as `inner` has them.
+    pub fn patch(&mut self, offset: u64, data: &[u8]) {
+        for (i, &x) in data.iter().enumerate() {
+            let at = offset + i as u64;
+            let lba = at / 512;
+            let inner = &mut self.inner;
+            let block = self.blocks.entry(lba).or_insert_with(|| {
+                let mut b = Box::new([0; BLOCK_SIZE]);
+                inner.read_blocks(lba, &mut b[..]).unwrap();
+                b
+            });
+            block[(at % 512) as usize] = x;
+        }
+    }
+
+    pub fn patch_u32(&mut self, offset: u64, v: u32) {
+        self.patch(offset, &v.to_le_bytes());
+    }
+}
+
+impl<D: BlockDevice> BlockDevice for Patched<D> {
+    type Error = D::Error;
+
+    fn num_blocks(&self) -> u64 {
+        self.inner.num_blocks()
+    }
+
+    fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), D::Error> {
+        // The inner device checks the range first, so the one below is inside the device.
+        self.inner.read_blocks(lba, buf)?;
+        let end = lba + (buf.len() / BLOCK_SIZE) as u64;
+        for (&b, data) in self.blocks.range(lba..end) {
+            let at = (b - lba) as usize * BLOCK_SIZE;
+            buf[at..at + BLOCK_SIZE].copy_from_slice(&data[..]);
+        }
+        Ok(())
+    }
+}
