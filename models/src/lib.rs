@@ -95,7 +95,7 @@ pub const MODELS: &[Model] = &[
     },
     Model {
         name: "gemma-3-270m",
-        about: "Gemma-3-270M Q4_K_M (gemma3; Gemma terms of use)",
+        about: "Gemma-3-270M Q4_K_M (gemma3, the pretrained base model, not instruction-tuned; Gemma terms of use)",
         file: "gemma-3-270m-Q4_K_M.gguf",
         bytes: 253_113_024,
         sha256: "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
