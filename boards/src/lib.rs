@@ -138,8 +138,8 @@ impl Board {
         if !(1..=64).contains(&self.max_cores) {
             return Err(format!("max_cores = {}: must be 1 to 64", self.max_cores));
         }
-        if self.ram_from == RamFrom::Mailbox && self.mailbox_base.is_none() {
-            return Err("ram_from = \"mailbox\" needs mailbox_base".into());
+        if self.ram_from == RamFrom::DtbThenMailbox && self.mailbox_base.is_none() {
+            return Err("ram_from = \"dtb-then-mailbox\" needs mailbox_base".into());
         }
         if self.gpio_kind.is_some() && self.gpio_base.is_none() {
             return Err("gpio_kind without gpio_base".into());
