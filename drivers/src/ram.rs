@@ -164,6 +164,24 @@ impl RamBlocks {
             .max_by_key(Block::len)
     }
 
+    /// The blocks without `hole` (a block across it is split). Returns whether anything was cut.
+    pub fn cut(&mut self, hole: Block) -> bool {
+        let mut out = RamBlocks::new();
+        let mut cut = false;
+        for b in self.as_slice() {
+            let below = Block::new(b.start, b.end.min(hole.start));
+            let above = Block::new(b.start.max(hole.end), b.end);
+            cut |= !b.intersect(&hole).is_empty();
+            for piece in [below, above] {
+                if !piece.is_empty() {
+                    out.push(piece.start, piece.len());
+                }
+            }
+        }
+        *self = out;
+        cut
+    }
+
     /// Whether one block holds all of `range`.
     pub fn holds(&self, range: Block) -> bool {
         self.as_slice().iter().any(|b| b.contains(&range))
@@ -255,6 +273,20 @@ mod tests {
         assert!(!r.holds(Block::new(0x1b00_0000, 0x1d00_0000)));
         let full = blocks(&[(0, 0x50_0000)]);
         assert_eq!(full.heap(kernel), None);
+    }
+
+    #[test]
+    fn a_hole_is_cut_out_of_the_blocks_across_it() {
+        // A mainline Pi 3 tree left as shipped (1 GiB) against the firmware's ARM block end.
+        let mut r = blocks(&[(0, 0x4000_0000)]);
+        assert!(r.cut(Block::new(0x3c00_0000, 0x4000_0000)));
+        assert_eq!(pairs(&r), [(0, 0x3c00_0000)]);
+        let mut pi4 = blocks(&[(0, 0x3b40_0000), (0x4000_0000, 0xfc00_0000)]);
+        assert!(!pi4.cut(Block::new(0x3b40_0000, 0x4000_0000)));
+        assert_eq!(pairs(&pi4), [(0, 0x3b40_0000), (0x4000_0000, 0xfc00_0000)]);
+        let mut mid = blocks(&[(0, 0x1000_0000)]);
+        assert!(mid.cut(Block::new(0x400_0000, 0x800_0000)));
+        assert_eq!(pairs(&mid), [(0, 0x400_0000), (0x800_0000, 0x1000_0000)]);
     }
 
     #[test]

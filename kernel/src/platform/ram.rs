@@ -7,7 +7,7 @@ use super::mailbox;
 use crate::arch::{Arch, Cpu};
 use crate::board::{self, MemKind, RamFrom};
 use core::fmt;
-use drivers::ram::RamBlocks;
+use drivers::ram::{Block, RamBlocks};
 
 /// Where the RAM blocks were learnt.
 #[derive(Debug, Clone, Copy)]
@@ -31,7 +31,10 @@ impl fmt::Display for Source {
 pub fn find(dt: Option<&DtInfo>) -> (RamBlocks, Source) {
     let from_dt = dt.filter(|d| !d.ram.is_empty());
     let (found, source) = match (from_dt, board::RAM_FROM) {
-        (Some(d), _) => (d.ram, Source::DeviceTree { addr: d.addr }),
+        (Some(d), RamFrom::DtbThenMailbox) => {
+            (without_gpu(d.ram), Source::DeviceTree { addr: d.addr })
+        }
+        (Some(d), RamFrom::Dtb) => (d.ram, Source::DeviceTree { addr: d.addr }),
         (None, RamFrom::DtbThenMailbox) => match from_mailbox() {
             Some(r) => (r, Source::Mailbox),
             None => fallback(),
@@ -56,6 +59,22 @@ fn fallback() -> (RamBlocks, Source) {
     );
     let r = RamBlocks::one(board::RAM_BASE as u64, board::RAM_SIZE_FALLBACK as u64);
     (r, Source::Fallback)
+}
+
+/// The device tree's blocks less the VideoCore's memory, `[end of the ARM's block, 1 GiB)` on
+/// every Pi (the GPU split sits at the top of the first gigabyte): the firmware fills the memory
+/// node, but a mainline tree left as shipped says 1 GiB (512 MiB on the Zero 2 W), which would
+/// put the heap over the GPU's memory.
+fn without_gpu(mut ram: RamBlocks) -> RamBlocks {
+    if let Ok((base, size)) = mailbox::open().arm_memory() {
+        let end = base as u64 + size as u64;
+        if end < 1 << 30 && ram.cut(Block::new(end, 1 << 30)) {
+            crate::println!(
+                "warning: the device tree's RAM overlaps the GPU's above {end:#x} (memory node not filled in?): cut there"
+            );
+        }
+    }
+    ram
 }
 
 /// The ARM's memory block from the VideoCore (only the first block on a Pi 4: under 1 GiB).
