@@ -121,7 +121,9 @@ extern "C" fn lmboot_main(dtb_addr: usize, core: usize) -> ! {
     let expected = ThisBoard::start_cores();
     let online = CorePool::wait_online(expected, 50_000_000);
     CorePool::set_active(online);
-    if CorePool::ids_ok(online) {
+    if CorePool::ids_ok(online) && online == 1 {
+        crate::println!("cores: 1 online (id 0)");
+    } else if CorePool::ids_ok(online) {
         crate::println!("cores: {online} online (ids 0-{})", online - 1);
     } else {
         crate::println!("cores: {online} online\nwarning: the cores' ids clash or changed since entry (MPIDR at EL1 reads VMPIDR_EL2)");
