@@ -15,8 +15,10 @@ pub enum Arch {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RamFrom {
+    /// The device tree passed at entry (or found at the start of RAM).
     Dtb,
-    Mailbox,
+    /// The device tree passed at entry if the firmware passes one, else the VideoCore mailbox.
+    DtbThenMailbox,
 }
 
 /// How the other cores are started.

@@ -115,6 +115,10 @@ pub struct Qemu {
 pub struct Card {
     pub firmware_dir: PathBuf,
     pub firmware: Vec<String>,
+    /// Device trees for the FAT root, from xtask's cache (fetched and checked by `cargo xtask
+    /// setup`): the firmware passes the one matching the board to the kernel.
+    #[serde(default)]
+    pub dtbs: Vec<String>,
     pub config_txt: String,
 }
 
@@ -138,14 +142,54 @@ impl Board {
         if !(1..=64).contains(&self.max_cores) {
             return Err(format!("max_cores = {}: must be 1 to 64", self.max_cores));
         }
-        if self.ram_from == RamFrom::Mailbox && self.mailbox_base.is_none() {
-            return Err("ram_from = \"mailbox\" needs mailbox_base".into());
+        if self.ram_from == RamFrom::DtbThenMailbox && self.mailbox_base.is_none() {
+            return Err("ram_from = \"dtb-then-mailbox\" needs mailbox_base".into());
         }
         if self.gpio_kind.is_some() && self.gpio_base.is_none() {
             return Err("gpio_kind without gpio_base".into());
         }
         self.check_block()?;
-        self.check_memory()
+        self.check_memory()?;
+        self.check_boot_window()?;
+        self.check_card()
+    }
+
+    /// The boot window `[ram_base, ram_base + ram_size_fallback)` is all the kernel maps as RAM
+    /// until it knows more: whole 2 MiB blocks inside one normal region, holding the image.
+    fn check_boot_window(&self) -> Result<(), String> {
+        let (start, size) = (self.ram_base, self.ram_size_fallback);
+        let end = start.saturating_add(size);
+        let inside = self
+            .memory
+            .iter()
+            .any(|r| r.kind == MemKind::Normal && r.start <= start && end <= r.end);
+        if size == 0 || size % (2 << 20) != 0 || start % (2 << 20) != 0 || !inside {
+            return Err(format!(
+                "ram_base + ram_size_fallback ({start:#x}..{end:#x}): must be whole 2 MiB blocks inside one normal [[memory]] region"
+            ));
+        }
+        if !(start..end).contains(&self.load_address) {
+            return Err(format!(
+                "load_address = {:#x} lies outside ram_base + ram_size_fallback ({start:#x}..{end:#x})",
+                self.load_address
+            ));
+        }
+        Ok(())
+    }
+
+    /// The card's config.txt keeps the Pi 4's peripherals low, where the memory map has them.
+    fn check_card(&self) -> Result<(), String> {
+        let Some(c) = &self.card else { return Ok(()) };
+        if c.config_txt
+            .lines()
+            .any(|l| l.trim().replace(' ', "") == "arm_peri_high=1")
+        {
+            return Err(
+                "[card] config_txt sets arm_peri_high=1: the memory map has the peripherals low"
+                    .into(),
+            );
+        }
+        Ok(())
     }
 
     fn check_block(&self) -> Result<(), String> {

@@ -82,6 +82,37 @@ fn rules_across_keys_are_checked() {
 }
 
 #[test]
+fn the_boot_window_and_the_pi_cards_are_checked() {
+    let rpi3 = std::fs::read_to_string(boards_dir().join("rpi3.toml")).unwrap();
+    let b = parse(&rpi3).unwrap();
+    assert_eq!(
+        (b.ram_from, b.ram_size_fallback),
+        (RamFrom::DtbThenMailbox, 448 << 20)
+    );
+    let card = b.card.unwrap();
+    assert!(card.dtbs.contains(&"bcm2837-rpi-zero-2-w.dtb".to_string()));
+    assert!(card.config_txt.contains("upstream_kernel=1"));
+    for bad in ["0x1c08_0000", "0x4000_0000", "0x0"] {
+        let t = rpi3.replace(
+            "ram_size_fallback = 0x1c00_0000",
+            &format!("ram_size_fallback = {bad}"),
+        );
+        let e = parse(&t).unwrap_err();
+        assert!(
+            e.contains("whole 2 MiB blocks inside one normal"),
+            "{bad}: {e}"
+        );
+    }
+    let e = parse(&virt_text().replace("load_address = 0x4020_0000", "load_address = 0x5000_0000"))
+        .unwrap_err();
+    assert!(e.contains("load_address = 0x50000000 lies outside"), "{e}");
+    let rpi4 = std::fs::read_to_string(boards_dir().join("rpi4.toml")).unwrap();
+    assert!(rpi4.contains("arm_peri_high=0"));
+    let e = parse(&rpi4.replace("arm_peri_high=0", "arm_peri_high=1")).unwrap_err();
+    assert!(e.contains("peripherals low"), "{e}");
+}
+
+#[test]
 fn load_names_the_file() {
     let dir = std::env::temp_dir().join(format!("lmboot-boards-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -14,6 +14,10 @@
 //!   simulator.
 //! - [`uart`]: PL011 and NS16550A serial ports.
 //! - [`bcm2835`]: the VideoCore mailbox and GPIO function select of the Raspberry Pi SoCs.
+//! - [`fdt`]: a bounded reader for the device tree the firmware passes (`#![forbid(unsafe_code)]`):
+//!   every memory node's blocks, properties by path.
+//! - [`ram`]: RAM as a short list of blocks, clipped to the board's memory map, and where the heap
+//!   goes.
 //!
 //! The block layer also has [`block::Retry`] (transient errors cost a retry) and
 //! [`block::FaultyDevice`] (fault injection for tests). virtio-blk comes from the `virtio-drivers`
@@ -25,6 +29,8 @@ extern crate alloc;
 pub mod bcm2835;
 pub mod block;
 pub mod fat;
+pub mod fdt;
 mod mmio;
+pub mod ram;
 pub mod sdhci;
 pub mod uart;

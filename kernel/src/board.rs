@@ -45,8 +45,10 @@ pub enum Exit {
 /// Where the RAM size comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RamFrom {
+    /// The device tree passed at entry (or found at the start of RAM).
     Dtb,
-    Mailbox,
+    /// The device tree passed at entry if the firmware passes one, else the VideoCore mailbox.
+    DtbThenMailbox,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

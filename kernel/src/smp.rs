@@ -6,7 +6,7 @@
 
 use crate::arch::{Arch, Cpu};
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use inference::parallel::{Parallel, MAX_WORKERS};
 
 type Job = *const (dyn Fn(usize) + Sync);
@@ -23,6 +23,10 @@ static DONE: AtomicUsize = AtomicUsize::new(0);
 static ONLINE: AtomicUsize = AtomicUsize::new(1);
 /// Workers taking part in jobs (core 0 included).
 static ACTIVE: AtomicUsize = AtomicUsize::new(1);
+/// One bit per core id as each core reads it once in Rust ([`Arch::core_id`]).
+static IDS: AtomicU64 = AtomicU64::new(0);
+/// Set if a core's id in Rust differs from the one it read at entry.
+static ID_MOVED: AtomicBool = AtomicBool::new(false);
 
 type Service = *const (dyn Fn() -> bool + Sync);
 struct ServiceSlot(UnsafeCell<Option<Service>>);
@@ -98,6 +102,23 @@ impl CorePool {
         ACTIVE.store(ACTIVE_BEFORE.load(Ordering::Acquire), Ordering::Release);
     }
 
+    /// Record this core's id as it reads it now, against `at_entry`, the one `boot.s` read before
+    /// leaving EL2 (at EL1, MPIDR_EL1 reads return VMPIDR_EL2).
+    pub fn note_id(at_entry: usize) {
+        let id = Cpu::core_id();
+        if id != at_entry {
+            ID_MOVED.store(true, Ordering::Release);
+        }
+        IDS.fetch_or(1u64.checked_shl(id as u32).unwrap_or(0), Ordering::AcqRel);
+    }
+
+    /// Whether the `online` cores read the ids 0 to `online - 1`, each its own, the same as at
+    /// entry: the spin lock's owner and the workers' indices rest on that.
+    pub fn ids_ok(online: usize) -> bool {
+        let want = 1u64.checked_shl(online as u32).map_or(u64::MAX, |b| b - 1);
+        IDS.load(Ordering::Acquire) == want && !ID_MOVED.load(Ordering::Acquire)
+    }
+
     /// Wait (boundedly) until `expected` cores are online; returns how many are.
     pub fn wait_online(expected: usize, spins: usize) -> usize {
         for _ in 0..spins {
@@ -114,8 +135,8 @@ impl CorePool {
 pub fn worker_loop(core: usize) -> ! {
     // Counters and wake-ups first: core 0 may publish a job as soon as this core is counted.
     Cpu::core_init();
+    CorePool::note_id(core);
     let index = ONLINE.fetch_add(1, Ordering::AcqRel);
-    let _ = core;
     let mut seen = EPOCH.load(Ordering::Acquire);
     loop {
         if SERVING.load(Ordering::SeqCst) == index {

@@ -34,6 +34,32 @@ pub enum IoCore {
     Off,
 }
 
+/// `arm_freq`: the ARM cores' clock, on boards whose firmware sets it (the Raspberry Pi's
+/// VideoCore); other boards ignore it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArmClock {
+    /// The board's maximum rate, temperature permitting (the default: the firmware boots the
+    /// cores slower).
+    Max,
+    /// The rate the firmware booted with.
+    Boot,
+    /// This many MHz, within [`ARM_MHZ`] (the firmware keeps it within the board's own limits).
+    Mhz(u32),
+}
+
+/// The MHz `arm_freq` accepts: the Pi 3's and 4's lowest rate to an overclocked Pi 4's.
+pub const ARM_MHZ: (u32, u32) = (600, 2400);
+
+impl fmt::Display for ArmClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArmClock::Max => f.write_str("max"),
+            ArmClock::Boot => f.write_str("boot"),
+            ArmClock::Mhz(m) => write!(f, "{m} MHz"),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// Path of the GGUF file on the FAT volume.
@@ -77,6 +103,8 @@ pub struct Config {
     /// Diagnostics: `panic` or `exception` stops the run that way after loading, to check that the
     /// board reports faults (location on the UART, non-zero exit).
     pub selftest: Option<String>,
+    /// The ARM cores' clock (Raspberry Pi), set once this file is read.
+    pub arm_freq: ArmClock,
 }
 
 impl Default for Config {
@@ -103,6 +131,7 @@ impl Default for Config {
             kernels: "auto".into(),
             measure_cores: None,
             selftest: None,
+            arm_freq: ArmClock::Max,
         }
     }
 }
@@ -172,7 +201,7 @@ impl fmt::Display for ConfigError {
     }
 }
 
-const KNOWN: &str = "model, prompt, system, mode, json, allow_write, prompt_cache, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, batch, cache, page, readahead, io_core, cores, special, kernels, measure_cores, selftest";
+const KNOWN: &str = "model, prompt, system, mode, json, allow_write, prompt_cache, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, batch, cache, page, readahead, io_core, cores, special, kernels, measure_cores, selftest, arm_freq";
 
 /// One `key = value` line, for checking its value.
 #[derive(Debug, Clone, Copy)]
@@ -434,6 +463,17 @@ fn set(c: &mut Config, f: &Field<'_>) -> Result<(), ConfigError> {
             }
         }
         "measure_cores" => c.measure_cores = Some(f.int(1, 16, "1 to 16")? as usize),
+        "arm_freq" => {
+            c.arm_freq = match v {
+                "max" => ArmClock::Max,
+                "boot" => ArmClock::Boot,
+                _ => {
+                    let allowed = "max, boot, or 600 to 2400 (MHz)";
+                    let (lo, hi) = ARM_MHZ;
+                    ArmClock::Mhz(f.int(lo as u64, hi as u64, allowed)? as u32)
+                }
+            }
+        }
         "special" => {
             c.special = match v {
                 "true" | "yes" | "1" => true,
@@ -507,6 +547,25 @@ mod tests {
     }
 
     #[test]
+    fn arm_freq_is_max_boot_or_mhz() {
+        assert_eq!(Config::default().arm_freq, ArmClock::Max);
+        let cases = [
+            ("max", ArmClock::Max),
+            ("boot", ArmClock::Boot),
+            ("600", ArmClock::Mhz(600)),
+            ("1200", ArmClock::Mhz(1200)),
+            ("2400", ArmClock::Mhz(2400)),
+        ];
+        for (v, want) in cases {
+            let c = Config::parse(alloc::format!("arm_freq = {v}\n").as_bytes()).unwrap();
+            assert_eq!(c.arm_freq, want, "{v}");
+        }
+        assert_eq!(alloc::format!("{}", ArmClock::Mhz(1500)), "1500 MHz");
+        let e = Config::parse(b"arm_freq = max\narm_freq = boot\n").unwrap_err();
+        assert!(e.to_string().contains("set twice"), "{e}");
+    }
+
+    #[test]
     fn bad_configs_name_line_key_and_range() {
         let cases: &[(&[u8], usize, &str)] = &[
             (b"n = 0", 1, "n = \"0\""),
@@ -529,6 +588,11 @@ mod tests {
             (b"prompt = bad \\q escape", 1, "escape \\q"),
             (b"special = maybe", 1, "true or false"),
             (b"mode = dance", 1, "generate or chat"),
+            (b"arm_freq = fast", 1, "arm_freq = \"fast\""),
+            (b"\narm_freq = 100", 2, "max, boot, or 600 to 2400 (MHz)"),
+            (b"arm_freq = 2401", 1, "600 to 2400"),
+            (b"arm_freq = 1.2", 1, "600 to 2400"),
+            (b"arm_freq = -1", 1, "600 to 2400"),
         ];
         for (text, line, needle) in cases {
             let e = Config::parse(text).unwrap_err();

@@ -1,6 +1,11 @@
 //! Boot tests on QEMU `raspi3b` and `raspi4b` with the card image on `-drive if=sd`: the kernel
 //! (raw kernel8.img entered at EL2) finds the card through its SDHCI driver and prints exactly what
 //! `lmboot-host` prints, ends with the success marker and powers off with status 0.
+//!
+//! QEMU loads kernel8.img itself: the firmware, config.txt and the device trees on the card are
+//! not used. A device tree reaches the kernel only through `-dtb`, and QEMU rewrites its memory
+//! node (one block, the machine's RAM below the GPU's): the tests with `-dtb` run the device tree
+//! path, the one without runs the mailbox path the Pi takes when the card has no device tree.
 
 mod common;
 
@@ -9,33 +14,77 @@ use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(900);
 
-fn pi(board: &str) {
+/// Boot `board` with the cached device tree `dtb` passed by `-dtb` (or none); the UART.
+fn pi(board: &str, dtb: Option<&str>) -> String {
     let b = built(board);
+    let img_len = std::fs::metadata(&b.kernel).unwrap().len();
+    assert_eq!(
+        img_len % 4,
+        0,
+        "kernel8.img is {img_len} bytes, not whole words"
+    );
     let model = common::model_path();
     let s = common::boot::once(16);
     let want = host_text(b, &model, &s);
-    let img = make_card(b, &format!("{board}-once"), &s, &model);
-    let (code, uart) = boot(b, &img, None, &[], LIMIT);
+    let tag = if dtb.is_some() { "dtb" } else { "nodtb" };
+    let img = make_card(b, &format!("{board}-once-{tag}"), &s, &model);
+    let extra: Vec<String> = match dtb {
+        Some(name) => {
+            xtask::dtb::read(name).unwrap_or_else(|e| panic!("{e}"));
+            let path = xtask::dtb::dir().join(name);
+            vec!["-dtb".into(), path.display().to_string()]
+        }
+        None => vec![],
+    };
+    let (code, uart) = boot(b, &img, None, &extra, LIMIT);
     eprintln!("{uart}");
     assert_eq!(code, 0, "QEMU exit status");
-    assert!(uart.contains(&format!("lmboot 0.1.0 on {board}")), "{uart}");
-    assert!(
-        uart.contains("card: SD at"),
-        "the SD driver did not find the card:\n{uart}"
-    );
+    for line in [
+        format!("lmboot 0.1.0 on {board}"),
+        "uart: PL011 at ".into(),
+        "115200 baud from a 48 MHz clock".into(),
+        "cores: 4 online (ids 0-3)".into(),
+        "card: SD at".into(),
+        "ARM clock: ".into(),
+    ] {
+        assert!(uart.contains(&line), "no {line:?} in:\n{uart}");
+    }
+    assert!(!uart.contains("warning:"), "a warning at boot:\n{uart}");
     assert_eq!(generated(&uart), want, "kernel and lmboot-host disagree");
     assert!(
         uart.trim_end().ends_with("lmboot: done"),
         "no success marker:\n{uart}"
     );
+    uart
 }
+
+/// QEMU's raspi machines have 1 GiB (raspi3b) and 2 GiB (raspi4b); the ARM gets the 960 MiB below
+/// the GPU's memory, as one block, from either source.
+const RAM_LINE: &str = "RAM: 0x0..0x3c000000 (960 MiB) from ";
 
 #[test]
 fn raspi3b_matches_the_pc_runner() {
-    pi("rpi3");
+    let uart = pi("rpi3", Some("bcm2837-rpi-3-b.dtb"));
+    assert!(
+        uart.contains(&format!("{RAM_LINE}the device tree at 0x")),
+        "{uart}"
+    );
 }
 
 #[test]
 fn raspi4b_matches_the_pc_runner() {
-    pi("rpi4");
+    let uart = pi("rpi4", Some("bcm2711-rpi-4-b.dtb"));
+    assert!(
+        uart.contains(&format!("{RAM_LINE}the device tree at 0x")),
+        "{uart}"
+    );
+}
+
+#[test]
+fn raspi4b_without_a_device_tree_takes_the_mailbox() {
+    let uart = pi("rpi4", None);
+    assert!(
+        uart.contains(&format!("{RAM_LINE}the mailbox (no device tree)")),
+        "{uart}"
+    );
 }

@@ -98,6 +98,7 @@ where
         kernels: Kernels::best(),
         set_cores: None,
         raise_exception: None,
+        arm_clock: None,
         io_core: None,
     };
     let mut con = Capture(vec![]);

@@ -43,6 +43,7 @@ pub(crate) fn python() -> String {
 }
 
 pub mod bench;
+pub mod dtb;
 pub mod fetch;
 pub mod fidelity;
 pub mod fuzz;
@@ -64,6 +65,8 @@ pub struct Board {
     /// Firmware files for the card and where they are installed (Raspberry Pi).
     pub firmware_dir: Option<PathBuf>,
     pub firmware: Vec<String>,
+    /// Device trees for the card's root, from the cache ([`dtb`]).
+    pub dtbs: Vec<String>,
     pub config_txt: Option<String>,
     /// `-smp` for machines that take it.
     pub smp: Option<u32>,
@@ -113,6 +116,7 @@ pub fn board(name: &str) -> Result<Board, String> {
             .as_ref()
             .map(|c| c.firmware.clone())
             .unwrap_or_default(),
+        dtbs: card.as_ref().map(|c| c.dtbs.clone()).unwrap_or_default(),
         config_txt: card.map(|c| c.config_txt.trim_start().to_string()),
     })
 }
@@ -167,7 +171,19 @@ pub fn build_kernel(board: &Board, for_qemu: bool) -> Result<PathBuf, String> {
     let mut c = Command::new(llvm_tool("llvm-objcopy")?);
     c.args(["-O", "binary"]).arg(&elf).arg(&img);
     run_quiet(c, "llvm-objcopy")?;
+    let mut bytes = fs::read(&img).map_err(|e| format!("{}: {e}", img.display()))?;
+    if pad_to_word(&mut bytes) {
+        fs::write(&img, &bytes).map_err(|e| format!("{}: {e}", img.display()))?;
+    }
     Ok(img)
+}
+
+/// Pad a flat kernel image with zeros to a multiple of 4 bytes (the firmware loads it in words;
+/// objcopy ends it where the last loaded section ends). Returns whether bytes were added.
+pub fn pad_to_word(img: &mut Vec<u8>) -> bool {
+    let n = img.len().next_multiple_of(4) - img.len();
+    img.resize(img.len() + n, 0);
+    n > 0
 }
 
 /// A tool from rustup's `llvm-tools` component.
@@ -216,6 +232,9 @@ pub fn card_image(
             })?;
             blobs.push((f.clone(), b));
         }
+    }
+    for d in &board.dtbs {
+        blobs.push((d.clone(), dtb::read(d)?));
     }
     if let Some(c) = &board.config_txt {
         blobs.push(("config.txt".into(), c.clone().into_bytes()));
@@ -493,4 +512,20 @@ pub fn qemu_command(board: &Board, kernel: &Path, image: &Path, o: &QemuOpts) ->
     }
     c.args(&o.extra);
     c
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn flat_images_are_padded_to_whole_words() {
+        for (len, want) in [(0, 0), (1, 4), (3, 4), (4, 4), (5, 8), (4097, 4100)] {
+            let mut img = vec![0xaau8; len];
+            assert_eq!(super::pad_to_word(&mut img), want != len, "{len}");
+            assert_eq!(img.len(), want, "{len}");
+            assert!(
+                img[len..].iter().all(|&b| b == 0),
+                "{len}: padding is zeros"
+            );
+        }
+    }
 }

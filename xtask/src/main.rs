@@ -112,6 +112,11 @@ fn setup() -> i32 {
         eprintln!("xtask: installing QEMU failed");
         return 1;
     }
+    // The device trees for the Pi cards (Debian's raspi-firmware has none).
+    if let Err(e) = xtask::dtb::ensure() {
+        eprintln!("xtask: {e}");
+        return 1;
+    }
     0
 }
 

@@ -20,6 +20,35 @@ mod riscv64;
 pub use riscv64::Cpu;
 
 use crate::board::{CoreStart, Exit};
+use core::fmt;
+
+/// Why RAM could not be mapped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(dead_code)] // riscv64 runs untranslated: it never fails to map
+pub enum MapError {
+    /// The range is not aligned to [`Arch::MAP_ALIGN`] or lies past the address space mapped.
+    Unaligned { start: u64, end: u64 },
+    /// Part of the range is not normal memory in the board description.
+    NotNormal { addr: u64 },
+    /// No translation table left for the gigabyte holding `addr`.
+    NoTable { addr: u64 },
+}
+
+impl fmt::Display for MapError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            MapError::Unaligned { start, end } => {
+                write!(f, "{start:#x}..{end:#x} is not aligned or past the map")
+            }
+            MapError::NotNormal { addr } => {
+                write!(f, "{addr:#x} is not normal memory in the board file")
+            }
+            MapError::NoTable { addr } => {
+                write!(f, "no translation table left to map {addr:#x}")
+            }
+        }
+    }
+}
 
 /// One architecture: its counters, caches, idle and wake, faults, and how its firmware starts
 /// cores and powers off.
@@ -32,6 +61,8 @@ pub trait Arch {
     const QEMU_EXIT: Exit;
     /// Width in bits of the counter [`Arch::instructions`] reads (it wraps).
     const INSTRUCTION_COUNTER_BITS: u32;
+    /// The granule [`Arch::map_ram`] maps in.
+    const MAP_ALIGN: u64;
 
     /// This core's number.
     fn core_id() -> usize;
@@ -59,6 +90,10 @@ pub trait Arch {
     fn wait();
     /// Wake the cores in [`Arch::wait`].
     fn wake();
+
+    /// Map `[start, end)` (aligned to [`Arch::MAP_ALIGN`]) as normal cacheable memory, on core 0
+    /// before the other cores start. Only RAM that exists is ever mapped so.
+    fn map_ram(start: u64, end: u64) -> Result<(), MapError>;
 
     /// Turn the trap entry's four registers into a report.
     fn fault(regs: [u64; 4]) -> Self::Fault;

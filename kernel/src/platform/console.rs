@@ -58,15 +58,33 @@ impl Write for Writer<'_> {
     }
 }
 
-/// Bring up the board's UART at 115200 baud.
+/// The serial line's rate.
+const BAUD: u32 = 115_200;
+
+/// Bring up the board's UART at [`BAUD`].
 pub fn init() {
     // SAFETY: the only Port besides emergency use.
     let mut u = unsafe { Port::board() };
     match &mut u {
-        Port::Pl011(p) => p.init(UART_CLOCK_HZ, 115_200),
-        Port::Ns16550(p) => p.init(UART_CLOCK_HZ, 115_200),
+        Port::Pl011(p) => p.init(UART_CLOCK_HZ, BAUD),
+        Port::Ns16550(p) => p.init(UART_CLOCK_HZ, BAUD),
     }
     *PORT.lock() = Some(u);
+}
+
+/// On boards whose firmware sets the UART's clock (the Pi: `init_uart_clock` in config.txt), say
+/// which clock the divisor assumes: a mismatch shows as garbage or silence at 115200 baud.
+pub fn describe() {
+    if crate::board::GPIO_BASE != 0 {
+        let kind = match UART {
+            UartKind::Pl011 => "PL011",
+            UartKind::Ns16550 => "NS16550A",
+        };
+        crate::println!(
+            "uart: {kind} at {UART_BASE:#x}, {BAUD} baud from a {} MHz clock (board file; config.txt's init_uart_clock)",
+            UART_CLOCK_HZ / 1_000_000
+        );
+    }
 }
 
 pub fn print(args: fmt::Arguments<'_>) {

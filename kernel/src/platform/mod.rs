@@ -5,10 +5,12 @@
 //! `boot.s` calls are here too.
 
 mod card;
+mod clock;
 mod console;
 mod dtb;
 mod mailbox;
 mod power;
+mod ram;
 mod sd;
 mod time;
 mod virtio;
@@ -21,6 +23,9 @@ use crate::heap;
 use crate::smp::CorePool;
 use card::Card;
 use core::panic::PanicInfo;
+use drivers::ram::{Block, RamBlocks};
+use dtb::DtInfo;
+use runtime::config::ArmClock;
 use runtime::run::{Env, IoCoreHooks};
 
 extern "C" {
@@ -34,12 +39,16 @@ pub trait Board {
     const NAME: &'static str;
     /// Route the UART's pins and bring up the serial console.
     fn console_init();
-    /// RAM as (base, size): from the device tree at `dtb`, the firmware, or the board file.
-    fn ram(dtb: usize) -> (usize, usize);
+    /// The RAM blocks, mapped and usable, and where they were learnt: from the device tree `dt`,
+    /// the firmware, or the board file's fallback.
+    fn ram(dt: Option<&DtInfo>) -> (RamBlocks, ram::Source);
     /// The card's block device, brought up.
     fn card() -> Result<Card, alloc::string::String>;
     /// Start the other cores into the worker pool; returns how many cores are expected online.
     fn start_cores() -> usize;
+    /// Set the ARM cores' clock as `lmboot.txt`'s `arm_freq` asks (after the card is read); a
+    /// line to print, if the board has a clock to set.
+    fn set_arm_clock(policy: ArmClock) -> Option<alloc::string::String>;
     /// Power off (or stop) with a status; never returns.
     fn exit(code: u32) -> !;
 }
@@ -64,28 +73,8 @@ impl Board for ThisBoard {
         console::init();
     }
 
-    fn ram(dtb: usize) -> (usize, usize) {
-        let found = match board::RAM_FROM {
-            // In x0/a1, or at the start of RAM where QEMU puts it for ELF kernels.
-            RamFrom::Dtb => dtb::ram(dtb).or_else(|| dtb::ram(board::RAM_BASE)),
-            RamFrom::Mailbox => match mailbox::open().arm_memory() {
-                Ok((base, size)) => Some((base as u64, size as u64)),
-                Err(e) => {
-                    crate::println!("warning: {e}");
-                    None
-                }
-            },
-        };
-        match found {
-            Some((b, s)) => (b as usize, s as usize),
-            None => {
-                crate::println!(
-                    "warning: RAM size unknown; assuming {} MiB",
-                    board::RAM_SIZE_FALLBACK >> 20
-                );
-                (board::RAM_BASE, board::RAM_SIZE_FALLBACK)
-            }
-        }
+    fn ram(dt: Option<&DtInfo>) -> (RamBlocks, ram::Source) {
+        ram::find(dt)
     }
 
     fn card() -> Result<Card, alloc::string::String> {
@@ -100,6 +89,10 @@ impl Board for ThisBoard {
             .count()
     }
 
+    fn set_arm_clock(policy: ArmClock) -> Option<alloc::string::String> {
+        (board::MAILBOX_BASE != 0).then(|| clock::set_arm_clock(policy))
+    }
+
     fn exit(code: u32) -> ! {
         power::exit(code)
     }
@@ -107,50 +100,34 @@ impl Board for ThisBoard {
 
 /// Core 0's Rust entry, called by `boot.s` (on aarch64 with the MMU and caches on).
 #[no_mangle]
-extern "C" fn lmboot_main(dtb_addr: usize, _core: usize) -> ! {
+extern "C" fn lmboot_main(dtb_addr: usize, core: usize) -> ! {
     ThisBoard::console_init();
     crate::println!(
         "\nlmboot {} on {}",
         env!("CARGO_PKG_VERSION"),
         ThisBoard::NAME
     );
-    // The device tree, on boards whose firmware passes one (the Pi's is not read).
-    let dt = if board::RAM_FROM == RamFrom::Dtb {
-        dtb_addr
-    } else {
-        0
-    };
-    if let Some(hz) = dtb::timebase(dt) {
+    console::describe();
+    CorePool::note_id(core);
+    let dt = device_tree(dtb_addr);
+    if let Some(hz) = dt.as_ref().and_then(|d| d.timebase) {
         time::set_timebase(hz);
     }
-    let (ram_base, ram_size) = ThisBoard::ram(dt);
-    // SAFETY: linker symbols; only their addresses are used.
-    let (kstart, kend) = unsafe {
-        (
-            &__kernel_start as *const u8 as usize,
-            &__kernel_end as *const u8 as usize,
-        )
-    };
-    let ram_end = ram_base + ram_size;
-    if kend >= ram_end {
-        crate::println!("error: the kernel image ({kstart:#x}..{kend:#x}) does not fit in RAM ending at {ram_end:#x}");
-        ThisBoard::exit(1);
-    }
-    // SAFETY: [kend, ram_end) is RAM after the image and the stacks, used by nothing else.
-    unsafe { heap::init(kend, ram_end - kend) };
-    crate::println!(
-        "RAM {} MiB at {ram_base:#x}; kernel {} KiB; heap {} MiB",
-        ram_size >> 20,
-        (kend - kstart) >> 10,
-        heap::free() >> 20
-    );
-    if let Some(line) = Cpu::detect_features(dtb::riscv_isa(dt)) {
+    let (ram, source) = ThisBoard::ram(dt.as_ref());
+    start_heap(&ram, source);
+    if let Some(line) = Cpu::detect_features(dt.as_ref().and_then(|d| d.isa())) {
         crate::println!("{line}");
     }
     let expected = ThisBoard::start_cores();
     let online = CorePool::wait_online(expected, 50_000_000);
     CorePool::set_active(online);
-    crate::println!("cores: {online} online");
+    if CorePool::ids_ok(online) && online == 1 {
+        crate::println!("cores: 1 online (id 0)");
+    } else if CorePool::ids_ok(online) {
+        crate::println!("cores: {online} online (ids 0-{})", online - 1);
+    } else {
+        crate::println!("cores: {online} online\nwarning: the cores' ids clash or changed since entry (MPIDR at EL1 reads VMPIDR_EL2)");
+    }
     match ThisBoard::card() {
         Ok(card) => go(card),
         Err(e) => {
@@ -158,6 +135,63 @@ extern "C" fn lmboot_main(dtb_addr: usize, _core: usize) -> ! {
             ThisBoard::exit(1)
         }
     }
+}
+
+/// The device tree at `addr` (QEMU virt's ELF boots also leave one at the start of RAM); a
+/// warning names what was wrong with a blob that is there but unreadable.
+fn device_tree(addr: usize) -> Option<DtInfo> {
+    let e = match dtb::read(addr) {
+        Ok(dt) => return Some(dt),
+        Err(e) => e,
+    };
+    if board::RAM_FROM == RamFrom::Dtb {
+        if let Ok(dt) = dtb::read(board::RAM_BASE) {
+            return Some(dt);
+        }
+    }
+    match e {
+        dtb::DtReadError::Absent | dtb::DtReadError::NotATree { .. } => {}
+        e => crate::println!("warning: {e}"),
+    }
+    None
+}
+
+/// Give the heap the largest free range and print the RAM lines; stops the board if the kernel
+/// is not inside the RAM found.
+fn start_heap(ram: &RamBlocks, source: ram::Source) {
+    // SAFETY: linker symbols; only their addresses are used.
+    let (kstart, kend) = unsafe {
+        (
+            &__kernel_start as *const u8 as usize,
+            &__kernel_end as *const u8 as usize,
+        )
+    };
+    let kernel = Block::new(kstart as u64, kend as u64);
+    let several = if ram.as_slice().len() > 1 {
+        "; heap in the largest (the allocator takes one range)"
+    } else {
+        ""
+    };
+    crate::println!("RAM: {ram} from {source}{several}");
+    let heap = match ram.heap(kernel) {
+        Some(h) if ram.holds(kernel) => h,
+        _ => {
+            crate::println!(
+                "error: the kernel image ({kstart:#x}..{kend:#x}) does not fit in that RAM"
+            );
+            ThisBoard::exit(1)
+        }
+    };
+    // SAFETY: `heap` is mapped RAM outside the kernel image and its stacks, used by nothing else
+    // (the device tree, which it may cover, has been read).
+    unsafe { heap::init(heap.start as usize, heap.len() as usize) };
+    let first = ram.as_slice().first().map_or(0, |b| b.start);
+    crate::println!(
+        "RAM {} MiB at {first:#x}; kernel {} KiB; heap {} MiB",
+        ram.total() >> 20,
+        (kend - kstart) >> 10,
+        heap::free() >> 20
+    );
 }
 
 /// Run on the card and power off with the result.
@@ -179,6 +213,7 @@ fn go(card: Card) -> ! {
             stop: CorePool::stop_service,
             wake: Cpu::wake,
         }),
+        arm_clock: Some(&ThisBoard::set_arm_clock),
         kernels: inference::Kernels::best(),
     };
     match runtime::run::run(card, &mut console::Serial, &env) {
@@ -193,7 +228,7 @@ fn go(card: Card) -> ! {
     }
 }
 
-/// Secondary cores: the worker loop.
+/// Secondary cores: the worker loop (`core` is the id this core read at entry).
 #[no_mangle]
 extern "C" fn lmboot_secondary(core: usize) -> ! {
     crate::smp::worker_loop(core)

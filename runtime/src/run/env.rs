@@ -1,6 +1,8 @@
 //! What the board hands the run besides the card and the console: clock, heap figures, counters,
 //! the worker pool and its kernels, and the hooks that lend a core to the card.
 
+use crate::config::ArmClock;
+use alloc::string::String;
 use core::fmt;
 use inference::parallel::Parallel;
 use inference::Kernels;
@@ -24,6 +26,9 @@ pub struct Env<'a, P: Parallel + ?Sized> {
     pub raise_exception: Option<fn()>,
     /// A core to serve the card while the others compute (boards with more than one core).
     pub io_core: Option<IoCoreHooks>,
+    /// Set the ARM cores' clock as `lmboot.txt`'s `arm_freq` says, once the card is read (boards
+    /// whose firmware sets it); returns a line to print.
+    pub arm_clock: Option<&'a dyn Fn(ArmClock) -> Option<String>>,
 }
 
 impl<P: Parallel + ?Sized> fmt::Debug for Env<'_, P> {

@@ -65,6 +65,9 @@ where
         model: file,
         kv_file,
     } = mount(&mut dev)?;
+    if let Some(line) = env.arm_clock.and_then(|set| set(cfg.arm_freq)) {
+        let _ = writeln!(out, "{line}");
+    }
     let _ = writeln!(
         out,
         "model: {} ({} bytes in {} extents)",

@@ -1,5 +1,7 @@
 // lmboot entry for aarch64. Runs with the MMU off: no Rust code before `mmu_on` returns.
-// x0 = device tree address (virt). Core number = MPIDR_EL1.Aff0.
+// x0 = device tree address (virt; the Pi firmware's armstub8.S passes its dtb_ptr32, 0 without a
+// .dtb on the card), kept in x19 for lmboot_main. Core number = MPIDR_EL1.Aff0, read here at the
+// entry level, kept in x20.
 .section .text.boot, "ax"
 .global _start
 _start:
@@ -32,6 +34,13 @@ _start:
     orr     x3, x3, #3                  // EL1PCTEN | EL1PCEN
     msr     cnthctl_el2, x3
     msr     cntvoff_el2, xzr
+    // EL1 reads of MIDR_EL1 / MPIDR_EL1 return VPIDR_EL2 / VMPIDR_EL2, whose reset values are
+    // UNKNOWN: mirror the real ones, as the firmware's armstub8.S and Linux's el2_setup.h
+    // (__init_el2_nvhe_idregs) do. The core ids, the spin lock's owner and the workers rest on it.
+    mrs     x3, midr_el1
+    msr     vpidr_el2, x3
+    mrs     x3, mpidr_el1
+    msr     vmpidr_el2, x3
     ldr     x3, =0x30d00800             // SCTLR_EL1 RES1 bits, MMU and caches off
     msr     sctlr_el1, x3
     mov     x3, #0x3c5                  // EL1h, DAIF masked

@@ -58,6 +58,8 @@ impl Arch for Cpu {
     const QEMU_EXIT: Exit = Exit::Semihosting;
     /// PMEVCNTR0_EL0 is 32 bits wide on ARMv8.0 cores.
     const INSTRUCTION_COUNTER_BITS: u32 = 32;
+    /// Level-2 blocks.
+    const MAP_ALIGN: u64 = 2 << 20;
 
     fn core_id() -> usize {
         let m: u64;
@@ -145,6 +147,10 @@ impl Arch for Cpu {
     fn wake() {
         // SAFETY: sev only signals other cores.
         unsafe { asm!("dsb sy", "sev", options(nostack)) };
+    }
+
+    fn map_ram(start: u64, end: u64) -> Result<(), super::MapError> {
+        mmu::map_normal(start, end)
     }
 
     fn fault([index, esr, elr, far]: [u64; 4]) -> Fault {

@@ -68,6 +68,8 @@ impl Arch for Cpu {
     const QEMU_EXIT: Exit = Exit::SbiSrst;
     /// instret is 64 bits wide.
     const INSTRUCTION_COUNTER_BITS: u32 = 64;
+    /// No translation (satp = 0): any alignment.
+    const MAP_ALIGN: u64 = 1;
 
     /// This hart's id (kept in `tp` since entry).
     fn core_id() -> usize {
@@ -144,6 +146,11 @@ impl Arch for Cpu {
         if others != 0 {
             let _ = sbi(EID_IPI, 0, others, 0, 0);
         }
+    }
+
+    /// Bare mode: all memory is reachable as it is, nothing to map.
+    fn map_ram(_start: u64, _end: u64) -> Result<(), super::MapError> {
+        Ok(())
     }
 
     fn fault([scause, sepc, stval, _]: [u64; 4]) -> Fault {
