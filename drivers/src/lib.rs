@@ -14,6 +14,9 @@
 //!   simulator.
 //! - [`uart`]: PL011 and NS16550A serial ports.
 //! - [`bcm2835`]: the VideoCore mailbox and GPIO function select of the Raspberry Pi SoCs.
+//! - [`mmio`]: [`mmio::Regs`], the 32-bit register access the polled drivers are written against
+//!   (fakes in the tests), [`mmio::Mmio`] for real registers, and the barrier hook the drivers call
+//!   when they start and stop using a peripheral.
 //!
 //! The block layer also has [`block::Retry`] (transient errors cost a retry) and
 //! [`block::FaultyDevice`] (fault injection for tests). virtio-blk comes from the `virtio-drivers`
@@ -25,6 +28,6 @@ extern crate alloc;
 pub mod bcm2835;
 pub mod block;
 pub mod fat;
-mod mmio;
+pub mod mmio;
 pub mod sdhci;
 pub mod uart;

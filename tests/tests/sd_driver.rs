@@ -481,6 +481,17 @@ fn transient_command_crc_error_recovers() {
 }
 
 #[test]
+fn every_operation_is_fenced_by_barriers() {
+    let (sim, mut sd) = start_sdhc(Config::new(PI_BASE));
+    assert_eq!(sim.fencing(), (2, 0), "init: one barrier before, one after");
+    read_ok(&sim, &mut sd, 7, 3);
+    assert_eq!(sim.fencing(), (4, 0), "read");
+    // A request refused before any register access needs none.
+    assert!(read(&mut sd, u64::MAX - 1, 1).is_err());
+    assert_eq!(sim.fencing(), (4, 0));
+}
+
+#[test]
 fn acmd41_never_ready_fails_in_bounded_time() {
     let faults = Faults {
         never_ready: true,

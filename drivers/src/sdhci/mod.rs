@@ -86,9 +86,16 @@
 //! # Not covered
 //!
 //! High speed (50 MHz), UHS-I and 1.8 V signalling, SDUC (CSD v3), 8-bit eMMC, card interrupts,
-//! erase before write (ACMD23), the card's write-protect groups. Board setup belongs to the caller: on a Pi 3 / Zero 2 W the card slot must be routed to
-//! this controller (GPIO 48-53 to ALT3; the firmware routes it to SDHOST) and on a Pi the card power
-//! and the base clock come from the firmware mailbox.
+//! erase before write (ACMD23), the card's write-protect groups. Board setup belongs to the caller:
+//! on a Pi 3 / Zero 2 W the card slot must be routed to this controller (GPIO 48-53 to ALT3; the
+//! firmware routes it to SDHOST) and on a Pi the card power and the base clock come from the
+//! firmware mailbox.
+//!
+//! # Barriers
+//!
+//! [`Sdhci::init`], [`BlockDevice::read_blocks`] and [`WriteBlocks::write_blocks`] call
+//! [`Regs::barrier`] before their first register access and after their last (the BCM2835
+//! peripherals guide, section 1.3; see [`crate::mmio`]).
 
 mod card;
 mod error;
@@ -100,24 +107,8 @@ pub use error::{state_name, Cause, Cmd, SdError, Step, Wait, WriteProtect};
 use core::fmt;
 
 use crate::block::{check_request, BlockDevice, WriteBlocks, BLOCK_SIZE};
-use crate::mmio::RegisterBlock;
+pub use crate::mmio::{Mmio, Regs};
 use regs::*;
-
-/// 32-bit access to a controller's registers at byte offsets from its base.
-pub trait Regs {
-    fn read32(&mut self, off: usize) -> u32;
-    fn write32(&mut self, off: usize, v: u32);
-}
-
-impl<T: Regs + ?Sized> Regs for &mut T {
-    fn read32(&mut self, off: usize) -> u32 {
-        (**self).read32(off)
-    }
-
-    fn write32(&mut self, off: usize, v: u32) {
-        (**self).write32(off, v)
-    }
-}
 
 /// A microsecond time source: every wait of the driver is measured with it.
 pub trait Clock {
@@ -137,51 +128,8 @@ impl<T: Clock + ?Sized> Clock for &mut T {
     }
 }
 
-/// Size of an SDHCI register block.
+/// Size of an SDHCI register block: the `size` to give [`Mmio::new`] for a controller.
 pub const REGISTER_BLOCK_SIZE: usize = 0x100;
-
-/// The registers of a real controller, by volatile 32-bit accesses.
-#[derive(Debug)]
-pub struct Mmio {
-    regs: RegisterBlock,
-}
-
-impl Mmio {
-    /// # Safety
-    /// `base` must be the address of an SDHCI controller's register block
-    /// ([`REGISTER_BLOCK_SIZE`] bytes, 4-byte aligned), mapped as device memory, and nothing else may
-    /// access that controller while this value (or a driver holding it) lives. Accesses are volatile
-    /// 32-bit reads and writes at `base + off` with `off` masked to an aligned offset inside the
-    /// block.
-    pub const unsafe fn new(base: usize) -> Mmio {
-        // SAFETY: the caller's contract: `base` is an SDHCI register block used only through this
-        // value; `offset` keeps every access an aligned word inside it.
-        let regs = unsafe { RegisterBlock::new(base) };
-        Mmio { regs }
-    }
-
-    pub fn base(&self) -> usize {
-        self.regs.base()
-    }
-
-    fn offset(off: usize) -> usize {
-        debug_assert!(
-            off.is_multiple_of(4) && off < REGISTER_BLOCK_SIZE,
-            "SDHCI offset {off:#x}"
-        );
-        off & (REGISTER_BLOCK_SIZE - 4)
-    }
-}
-
-impl Regs for Mmio {
-    fn read32(&mut self, off: usize) -> u32 {
-        self.regs.read32(Self::offset(off))
-    }
-
-    fn write32(&mut self, off: usize, v: u32) {
-        self.regs.write32(Self::offset(off), v)
-    }
-}
 
 /// Is a card inserted, by the present state's card-inserted bit? Works in QEMU and on EMMC2; the
 /// BCM2835's legacy controller may not report it (Linux marks its card detection broken), so a
@@ -557,8 +505,17 @@ impl<R: Regs, C: Clock> Sdhci<R, C> {
 
     /// Reset the controller and identify the card again.
     pub fn reinit(&mut self) -> Result<(), SdError> {
-        self.bring_up()
+        self.fenced(|sd| sd.bring_up())
             .map_err(|(step, cause)| SdError::Init { step, cause })
+    }
+
+    /// Run `f` between two [`Regs::barrier`]s: one before its first register access, one after
+    /// its last (see the module docs).
+    fn fenced<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        self.regs.barrier();
+        let r = f(self);
+        self.regs.barrier();
+        r
     }
 
     /// The card and controller as found by the last initialisation.
@@ -1288,12 +1245,14 @@ impl<R: Regs, C: Clock> BlockDevice for Sdhci<R, C> {
     fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), SdError> {
         check_request(lba, buf.len(), self.info.blocks)?;
         let per = self.config.max_blocks_per_command.max(1) as usize;
-        for (i, chunk) in buf.chunks_mut(per * BLOCK_SIZE).enumerate() {
-            let start = lba + (i * per) as u64;
-            let blocks = (chunk.len() / BLOCK_SIZE) as u32;
-            self.with_retries(&READ, start, blocks, |sd| sd.read_once(start, chunk))?;
-        }
-        Ok(())
+        self.fenced(|sd| {
+            for (i, chunk) in buf.chunks_mut(per * BLOCK_SIZE).enumerate() {
+                let start = lba + (i * per) as u64;
+                let blocks = (chunk.len() / BLOCK_SIZE) as u32;
+                sd.with_retries(&READ, start, blocks, |sd| sd.read_once(start, chunk))?;
+            }
+            Ok(())
+        })
     }
 }
 
@@ -1307,19 +1266,21 @@ impl<R: Regs, C: Clock> WriteBlocks for Sdhci<R, C> {
         if buf.is_empty() {
             return Ok(());
         }
-        if let Some(by) = self.write_protection() {
-            return Err(SdError::WriteProtected {
-                start: lba,
-                blocks: (buf.len() / BLOCK_SIZE) as u32,
-                by,
-            });
-        }
         let per = self.config.max_blocks_per_command.max(1) as usize;
-        for (i, chunk) in buf.chunks(per * BLOCK_SIZE).enumerate() {
-            let start = lba + (i * per) as u64;
-            let blocks = (chunk.len() / BLOCK_SIZE) as u32;
-            self.with_retries(&WRITE, start, blocks, |sd| sd.write_once(start, chunk))?;
-        }
-        Ok(())
+        self.fenced(|sd| {
+            if let Some(by) = sd.write_protection() {
+                return Err(SdError::WriteProtected {
+                    start: lba,
+                    blocks: (buf.len() / BLOCK_SIZE) as u32,
+                    by,
+                });
+            }
+            for (i, chunk) in buf.chunks(per * BLOCK_SIZE).enumerate() {
+                let start = lba + (i * per) as u64;
+                let blocks = (chunk.len() / BLOCK_SIZE) as u32;
+                sd.with_retries(&WRITE, start, blocks, |sd| sd.write_once(start, chunk))?;
+            }
+            Ok(())
+        })
     }
 }

@@ -54,6 +54,9 @@ pub trait Arch {
     /// Clean and invalidate the data cache over `[addr, addr + len)` to the point of coherency
     /// (buffers shared with a co-processor or with a core running with caches off).
     fn dcache_flush(addr: usize, len: usize);
+    /// A full data synchronisation barrier, for switching between peripherals (the BCM2835 guide's
+    /// "memory barrier before the first write to and after the last read from a peripheral").
+    fn io_barrier();
 
     /// Idle until [`Arch::wake`] from another core (or return at once if one is pending).
     fn wait();

@@ -1,11 +1,13 @@
 //! The Raspberry Pi card slot: route the pins (Pi 3), find the SD host controller with a card, take
 //! its base clock from the VideoCore, and bring the card up with the polled SDHCI driver.
 
+use crate::arch::{Arch, Cpu};
 use crate::board;
 use alloc::format;
 use alloc::string::String;
 use drivers::bcm2835::mailbox::Mailbox;
-use drivers::sdhci::{card_present, Mmio, Sdhci};
+use drivers::mmio::Mmio;
+use drivers::sdhci::{card_present, Sdhci, REGISTER_BLOCK_SIZE};
 
 /// The ARM generic timer as the driver's clock.
 pub struct TimerClock;
@@ -32,7 +34,8 @@ pub fn open(mb: &mut Mailbox) -> Result<Card, String> {
     let mut tried = String::new();
     for (&base, &id) in board::BLOCK_BASES.iter().zip(board::BLOCK_CLOCK_IDS) {
         // SAFETY: `base` is an SD host controller of this board, device-mapped, used only here.
-        let mut regs = unsafe { Mmio::new(base) };
+        let mut regs =
+            unsafe { Mmio::new(base, REGISTER_BLOCK_SIZE) }.with_barrier(Cpu::io_barrier);
         if !card_present(&mut regs) {
             tried.push_str(&format!(" {base:#x}: no card;"));
             continue;

@@ -25,6 +25,9 @@
 //! PERM_WRITE_PROTECT is answered with WP_VIOLATION and nothing is stored; the write-protect switch
 //! ([`HostSpec::write_protect_switch`]) clears PRESENT_STATE bit 19.
 //!
+//! The driver's [`Regs::barrier`] calls are counted, and register accesses outside a pair of them
+//! too.
+//!
 //! Time is virtual: every register access costs 200 ns, `delay_us` adds its microseconds, and
 //! commands, blocks, resets and clock stabilisation take the time they would at the current SD
 //! clock. Nothing happens in wall-clock time, so the tests are deterministic.
@@ -407,6 +410,10 @@ pub struct State {
     /// Blocks the card has received from writes (stored or not).
     pub blocks_received: u64,
     commands_seen: u64,
+    /// Register accesses made outside a pair of barriers (the driver's entry and exit).
+    pub unfenced: u64,
+    /// Barriers seen; an odd count means inside an operation.
+    pub barriers: u64,
 }
 
 /// Handle on a simulated controller and card; [`Sim::regs`] and [`Sim::clock`] give the driver its
@@ -429,6 +436,10 @@ impl Regs for SimRegs {
 
     fn write32(&mut self, off: usize, v: u32) {
         self.0.borrow_mut().write(off, v)
+    }
+
+    fn barrier(&mut self) {
+        self.0.borrow_mut().barriers += 1;
     }
 }
 
@@ -513,6 +524,8 @@ impl Sim {
             blocks_sent: 0,
             blocks_received: 0,
             commands_seen: 0,
+            unfenced: 0,
+            barriers: 0,
         };
         Sim(Rc::new(RefCell::new(state)))
     }
@@ -629,6 +642,12 @@ impl Sim {
 
     pub fn signal_enables(&self) -> u32 {
         self.0.borrow().sig_en
+    }
+
+    /// (barriers seen, register accesses outside a pair of them).
+    pub fn fencing(&self) -> (u64, u64) {
+        let s = self.0.borrow();
+        (s.barriers, s.unfenced)
     }
 }
 
@@ -1288,6 +1307,7 @@ impl State {
     fn read(&mut self, off: usize) -> u32 {
         self.now_ns += ACCESS_NS;
         self.advance();
+        self.unfenced += self.barriers % 2 ^ 1;
         if !off.is_multiple_of(4) {
             self.violation(format!("unaligned read at {off:#x}"));
             return 0;
@@ -1511,6 +1531,7 @@ impl State {
     fn write(&mut self, off: usize, v: u32) {
         self.now_ns += ACCESS_NS;
         self.advance();
+        self.unfenced += self.barriers % 2 ^ 1;
         if !off.is_multiple_of(4) {
             self.violation(format!("unaligned write at {off:#x}"));
             return;

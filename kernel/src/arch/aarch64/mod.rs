@@ -126,15 +126,17 @@ impl Arch for Cpu {
     }
 
     fn dcache_flush(addr: usize, len: usize) {
-        let line = 64;
-        let mut a = addr & !(line - 1);
-        while a < addr + len {
-            // SAFETY: cache maintenance by address on mapped memory has no other effect.
+        for a in cache_lines(addr, len) {
+            // SAFETY: clean and invalidate by address on mapped memory: the data stays the same.
             unsafe { asm!("dc civac, {}", in(reg) a, options(nostack)) };
-            a += line;
         }
         // SAFETY: barriers only.
         unsafe { asm!("dsb sy", "isb", options(nostack)) };
+    }
+
+    fn io_barrier() {
+        // SAFETY: a barrier only.
+        unsafe { asm!("dsb sy", options(nostack)) };
     }
 
     fn wait() {
@@ -188,6 +190,15 @@ impl Arch for Cpu {
             Exit::SbiSrst | Exit::Halt => {}
         }
     }
+}
+
+/// Data cache line size of the supported cores (Cortex-A53, Cortex-A72, Cortex-A76: CTR_EL0's
+/// DminLine is 4, 16 words).
+const CACHE_LINE: usize = 64;
+
+/// The addresses of the cache lines that cover `[addr, addr + len)`.
+fn cache_lines(addr: usize, len: usize) -> impl Iterator<Item = usize> {
+    (addr & !(CACHE_LINE - 1)..addr + len).step_by(CACHE_LINE)
 }
 
 /// PSCI SYSTEM_OFF over HVC.
