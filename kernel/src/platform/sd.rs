@@ -26,10 +26,13 @@ pub type Card = Sdhci<Mmio, TimerClock>;
 /// Bring up the first controller that has a card.
 pub fn open(mb: &mut Mailbox) -> Result<Card, String> {
     if board::GPIO_KIND == drivers::bcm2835::gpio::GpioKind::Bcm2835 {
-        // SAFETY: the board's GPIO block; nothing else touches it during bring-up.
-        unsafe {
-            drivers::bcm2835::gpio::sd_on_emmc(board::GPIO_BASE, |us| super::time::wait_us(us))
-        };
+        use drivers::bcm2835::gpio::{sd_on_emmc, GPIO_BLOCK_SIZE};
+        // SAFETY: the board's GPIO block, device-mapped; nothing else touches it during bring-up.
+        let regs = unsafe { Mmio::new(board::GPIO_BASE, GPIO_BLOCK_SIZE) };
+        sd_on_emmc(
+            &mut regs.with_barrier(Cpu::io_barrier),
+            super::time::wait_us,
+        );
     }
     let mut tried = String::new();
     for (&base, &id) in board::BLOCK_BASES.iter().zip(board::BLOCK_CLOCK_IDS) {
