@@ -13,7 +13,8 @@
 //!   synchronous block writes when asked, with every wait bounded; tested against a register-level
 //!   simulator.
 //! - [`uart`]: PL011 and NS16550A serial ports.
-//! - [`bcm2835`]: the VideoCore mailbox and GPIO function select of the Raspberry Pi SoCs.
+//! - [`bcm2835`]: the VideoCore mailbox (memory, clocks, temperatures, power, firmware GPIOs) and
+//!   the GPIO function select and pulls of the Raspberry Pi SoCs.
 //! - [`mmio`]: [`mmio::Regs`], the 32-bit register access the polled drivers are written against
 //!   (fakes in the tests), [`mmio::Mmio`] for real registers, and the barrier hook the drivers call
 //!   when they start and stop using a peripheral.

@@ -1,13 +1,21 @@
-//! The Raspberry Pi card slot: route the pins (Pi 3), find the SD host controller with a card, take
-//! its base clock from the VideoCore, and bring the card up with the polled SDHCI driver.
+//! The Raspberry Pi card slot: prepare it (pins on the Pi 3, 3.3 V select on the Pi 4, power from
+//! the firmware), find the SD host controller with a card, take its base clock from the VideoCore,
+//! and bring the card up with the polled SDHCI driver.
 
 use crate::arch::{Arch, Cpu};
 use crate::board;
 use alloc::format;
 use alloc::string::String;
-use drivers::bcm2835::mailbox::Mailbox;
+use drivers::bcm2835::gpio::{self, GpioKind, GPIO_BLOCK_SIZE};
+use drivers::bcm2835::mailbox::{Mailbox, SD_POWER_DEVICE};
 use drivers::mmio::Mmio;
 use drivers::sdhci::{card_present, Sdhci, REGISTER_BLOCK_SIZE};
+
+/// The Pi 4's firmware GPIO that selects 1.8 V signalling for the card slot (expander GPIO 4):
+/// 0 keeps the slot at 3.3 V, what this driver signals at (Circle's emmc.cpp, RASPPI 4).
+const SD_VOLTAGE_SELECT_GPIO: u32 = 128 + 4;
+/// Time for the regulator to settle after the select (Circle waits 5 ms).
+const SD_VOLTAGE_SETTLE_US: u32 = 5_000;
 
 /// The ARM generic timer as the driver's clock.
 pub struct TimerClock;
@@ -23,17 +31,34 @@ impl drivers::sdhci::Clock for TimerClock {
 
 pub type Card = Sdhci<Mmio, TimerClock>;
 
+/// Route, select the voltage of and power the card slot. A firmware that refuses a step gets a
+/// warning: the card may still come up (QEMU implements neither the GPIO nor the measured clock).
+fn prepare_slot(mb: &mut Mailbox) {
+    match board::GPIO_KIND {
+        GpioKind::Bcm2835 => {
+            // SAFETY: the board's GPIO block, device-mapped; nothing else touches it during
+            // bring-up.
+            let regs = unsafe { Mmio::new(board::GPIO_BASE, GPIO_BLOCK_SIZE) };
+            gpio::sd_on_emmc(
+                &mut regs.with_barrier(Cpu::io_barrier),
+                super::time::wait_us,
+            );
+        }
+        GpioKind::Bcm2711 => {
+            if let Err(e) = mb.set_firmware_gpio(SD_VOLTAGE_SELECT_GPIO, 0) {
+                crate::println!("warning: card: 3.3 V select (firmware GPIO 132): {e}; going on");
+            }
+            super::time::wait_us(SD_VOLTAGE_SETTLE_US);
+        }
+    }
+    if let Err(e) = mb.power_on(SD_POWER_DEVICE) {
+        crate::println!("warning: card: power on: {e}; going on");
+    }
+}
+
 /// Bring up the first controller that has a card.
 pub fn open(mb: &mut Mailbox) -> Result<Card, String> {
-    if board::GPIO_KIND == drivers::bcm2835::gpio::GpioKind::Bcm2835 {
-        use drivers::bcm2835::gpio::{sd_on_emmc, GPIO_BLOCK_SIZE};
-        // SAFETY: the board's GPIO block, device-mapped; nothing else touches it during bring-up.
-        let regs = unsafe { Mmio::new(board::GPIO_BASE, GPIO_BLOCK_SIZE) };
-        sd_on_emmc(
-            &mut regs.with_barrier(Cpu::io_barrier),
-            super::time::wait_us,
-        );
-    }
+    prepare_slot(mb);
     let mut tried = String::new();
     for (&base, &id) in board::BLOCK_BASES.iter().zip(board::BLOCK_CLOCK_IDS) {
         // SAFETY: `base` is an SD host controller of this board, device-mapped, used only here.
@@ -43,16 +68,13 @@ pub fn open(mb: &mut Mailbox) -> Result<Card, String> {
             tried.push_str(&format!(" {base:#x}: no card;"));
             continue;
         }
-        let rate = match mb.clock_rate(id) {
-            Ok(r) if r > 0 => r,
-            Ok(_) | Err(_) => 0, // the driver then tries the controller's capabilities
-        };
+        let (rate, source) = mb.sd_base_clock(id);
         match Sdhci::init(regs, TimerClock, rate) {
             Ok(card) => {
                 let i = card.info();
                 crate::println!(
-                    "card: SD at {base:#x}, {} MiB, {}, base clock {} MHz, data clock {} kHz, {}-bit",
-                    i.blocks * 512 >> 20,
+                    "card: SD at {base:#x}, {} MiB, {}, base clock {} MHz ({source}), data clock {} kHz, {}-bit",
+                    (i.blocks * 512) >> 20,
                     if i.high_capacity { "SDHC/SDXC (block addressed)" } else { "SDSC (byte addressed)" },
                     i.base_clock_hz / 1_000_000,
                     i.data_clock_hz / 1000,

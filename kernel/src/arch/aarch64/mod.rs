@@ -134,6 +134,28 @@ impl Arch for Cpu {
         unsafe { asm!("dsb sy", "isb", options(nostack)) };
     }
 
+    fn dcache_clean(addr: usize, len: usize) {
+        for a in cache_lines(addr, len) {
+            // SAFETY: a clean by address writes a dirty line back and keeps it: no data changes.
+            unsafe { asm!("dc cvac, {}", in(reg) a, options(nostack)) };
+        }
+        // SAFETY: a barrier only: the cleans complete before any later access (the mailbox write).
+        unsafe { asm!("dsb sy", options(nostack)) };
+    }
+
+    unsafe fn dcache_invalidate(addr: usize, len: usize) {
+        // Complete earlier accesses (the read of the mailbox answer) before the lines are dropped.
+        // SAFETY: a barrier only.
+        unsafe { asm!("dsb sy", options(nostack)) };
+        for a in cache_lines(addr, len) {
+            // SAFETY: the caller's contract: whole lines it owns, so dropping them loses nothing
+            // of anyone else's; DC IVAC is allowed at EL1.
+            unsafe { asm!("dc ivac, {}", in(reg) a, options(nostack)) };
+        }
+        // SAFETY: a barrier only: later loads see memory, not the dropped lines.
+        unsafe { asm!("dsb sy", options(nostack)) };
+    }
+
     fn io_barrier() {
         // SAFETY: a barrier only.
         unsafe { asm!("dsb sy", options(nostack)) };
