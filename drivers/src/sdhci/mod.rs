@@ -42,14 +42,21 @@
 //!    read ready, error bits 0-9), signal enables off, status cleared. Bus power on at 3.3 V.
 //! 3. Identification clock <= 400 kHz: SDHCI v3 10-bit divider (base / 2N), v1/v2 8-bit power of
 //!    two; internal clock on, wait for stable, then SD clock on; 1 ms for the card's 74 clocks.
-//! 4. CMD0 (idle). CMD8 0x1AA: an echo means a v2 card; no answer means v1 (SDSC).
-//! 5. CMD55 + ACMD41 (HCS for v2 cards, 2.7-3.6 V) every 10 ms until OCR bit 31 (powered up), at
-//!    most about 1 s; then CCS (OCR bit 30) says SDHC/SDXC (block addresses) or SDSC (byte
-//!    addresses).
+//! 4. CMD0 (idle). CMD8 0x1AA: an echo means a v2 card; no answer means v1 (SDSC), or no card.
+//! 5. CMD55 + ACMD41 (HCS for v2 cards, 2.7-3.6 V) every 10 ms until OCR bit 31 (powered up), for
+//!    at most [`ACMD41_TIMEOUT_US`] (2 s: the spec gives a card 1 s of busy, Circle's emmc.cpp
+//!    waits without limit); then CCS (OCR bit 30) says SDHC/SDXC (block addresses) or SDSC (byte
+//!    addresses). When neither CMD8 nor the first CMD55 gets a response, nothing answers on the
+//!    bus: the slot is empty (or not wired to this controller), reported as [`Cause::NoCard`].
 //! 6. CMD2 (CID), CMD3 (RCA), CMD9 (CSD: capacity from CSD v1 or v2), CMD7 (select, R1b).
 //! 7. CMD55 + ACMD6 (4-bit bus) and the host control data width bit; CMD16 512 for SDSC.
 //! 8. Data clock: 25 MHz or the fastest the divider allows below it (and below the CSD's
 //!    TRAN_SPEED).
+//!
+//! The card-detect bit (PRESENT_STATE bit 16) is not consulted: Linux's sdhci-iproc.c sets
+//! `SDHCI_QUIRK_BROKEN_CARD_DETECTION` for the BCM2835's Arasan controller ("brcm,bcm2835-sdhci").
+//! The BCM2711's EMMC2 has no such quirk there, but one rule for both costs little: "no card" comes
+//! from the card not answering, within the command deadlines.
 //!
 //! # Reads ([`BlockDevice::read_blocks`])
 //!
@@ -66,9 +73,11 @@
 //!
 //! # Writes ([`WriteBlocks::write_blocks`])
 //!
-//! Refused before anything is sent ([`SdError::WriteProtected`]) when the controller reports the
-//! write-protect switch on "lock" (PRESENT_STATE bit 19 clear; [`Config::write_protect_switch`])
-//! or the CSD says PERM_WRITE_PROTECT or TMP_WRITE_PROTECT. Otherwise the request is split like a
+//! Refused before anything is sent ([`SdError::WriteProtected`]) when the CSD says
+//! PERM_WRITE_PROTECT or TMP_WRITE_PROTECT, or, only if [`Config::write_protect_switch`] is set,
+//! when the controller reports a write-protect switch on "lock" (PRESENT_STATE bit 19 clear). That
+//! check is off by default: the bit is undocumented on the BCM2835 controllers and a microSD slot
+//! has no switch, so its level says nothing about the card. Otherwise the request is split like a
 //! read; one block is CMD24, more are CMD25 with block count and auto CMD12 (or CMD12 from the
 //! driver). Each block waits for BUFFER_WRITE_READY and then 128 words go to the data port; the end
 //! waits for TRANSFER_COMPLETE (which the controller raises after the card's busy signal), and then
@@ -101,7 +110,9 @@ mod card;
 mod error;
 pub mod regs;
 
-pub use card::{clock_divider, parse_csd, r2_register, tran_speed_hz, CardInfo, Csd, Divider};
+pub use card::{
+    clock_divider, parse_cid, parse_csd, r2_register, tran_speed_hz, CardInfo, Cid, Csd, Divider,
+};
 pub use error::{state_name, Cause, Cmd, SdError, Step, Wait, WriteProtect};
 
 use core::fmt;
@@ -157,8 +168,9 @@ pub const WRITE_TIMEOUT_US: u64 = 750_000;
 pub const PROGRAM_TIMEOUT_US: u64 = 1_000_000;
 /// Pause between CMD13 polls while the card programs.
 pub const PROGRAM_POLL_US: u32 = 100;
-/// Deadline for ACMD41 to report the card powered up (the spec allows 1 s).
-pub const ACMD41_TIMEOUT_US: u64 = 1_000_000;
+/// Deadline for ACMD41 to report the card powered up: the SD spec gives a card up to 1 s of busy
+/// from the first ACMD41; twice that leaves room for slow cards and a slow first poll.
+pub const ACMD41_TIMEOUT_US: u64 = 2_000_000;
 /// Pause between ACMD41 polls.
 pub const ACMD41_POLL_US: u32 = 10_000;
 /// Pause after power and the identification clock are on, before CMD0 (>= 74 SD clocks).
@@ -365,8 +377,9 @@ pub struct Config {
     /// (needed by the BCM2835 Arasan controller).
     pub arasan_write_delay: bool,
     /// Refuse writes while the controller reports the card's write-protect switch on "lock"
-    /// (PRESENT_STATE bit 19 clear). Turn off only on a board whose slot has no switch line and whose
-    /// controller reports it wrongly.
+    /// (PRESENT_STATE bit 19 clear). Off by default: the bit is undocumented on the BCM2835 Arasan
+    /// and EMMC2 controllers and microSD has no switch (the Pi's slots have no switch line). Turn
+    /// on only for a full-size SD slot whose switch line the controller reports.
     pub write_protect_switch: bool,
 }
 
@@ -381,7 +394,7 @@ impl Config {
             max_blocks_per_command: DEFAULT_MAX_BLOCKS_PER_COMMAND,
             tries: 3,
             arasan_write_delay: true,
-            write_protect_switch: true,
+            write_protect_switch: false,
         }
     }
 }
@@ -835,6 +848,38 @@ impl<R: Regs, C: Clock> Sdhci<R, C> {
         Ok(())
     }
 
+    /// CMD55 + ACMD41 every [`ACMD41_POLL_US`] until the card reports itself powered up (OCR bit
+    /// 31), at most [`ACMD41_TIMEOUT_US`]; returns the OCR. `sd_v2`: the card answered CMD8 (so
+    /// HCS is offered, and a card is known to be there). No response to the first CMD55 from a card
+    /// that did not answer CMD8 either means no card: [`Cause::NoCard`].
+    fn power_up(&mut self, sd_v2: bool) -> Result<u32, (Step, Cause)> {
+        let arg = OCR_VDD_27_36 | if sd_v2 { OCR_CCS } else { 0 };
+        let start = self.clock.now_us();
+        let max_polls = ACMD41_TIMEOUT_US / ACMD41_POLL_US as u64 + 2;
+        let mut ocr = 0;
+        for poll in 0..max_polls {
+            ocr = match self.app(SD_SEND_OP_COND, arg) {
+                Ok(r) => r[0],
+                Err((step, cause)) if poll == 0 && !sd_v2 && cause.is_timeout() => {
+                    return Err((step, Cause::NoCard))
+                }
+                Err(e) => return Err(e),
+            };
+            if ocr & OCR_POWERED_UP != 0 {
+                return Ok(ocr);
+            }
+            if self.clock.now_us().saturating_sub(start) >= ACMD41_TIMEOUT_US {
+                break;
+            }
+            self.clock.delay_us(ACMD41_POLL_US);
+        }
+        let waited_us = self.clock.now_us().saturating_sub(start);
+        Err((
+            Step::Command(SD_SEND_OP_COND.cmd),
+            Cause::NotReady { ocr, waited_us },
+        ))
+    }
+
     /// The identification sequence up to the transfer state and the data clock.
     fn identify(&mut self) -> Result<(), (Step, Cause)> {
         self.cmd(GO_IDLE_STATE, 0)?;
@@ -851,30 +896,7 @@ impl<R: Regs, C: Clock> Sdhci<R, C> {
             Err(c) => return Err((Step::Command(SEND_IF_COND.cmd), c)),
         };
 
-        // ACMD41 until powered up.
-        let arg = OCR_VDD_27_36 | if sd_v2 { OCR_CCS } else { 0 };
-        let start = self.clock.now_us();
-        let max_polls = ACMD41_TIMEOUT_US / ACMD41_POLL_US as u64 + 2;
-        let mut ocr = 0;
-        let mut ready = false;
-        for _ in 0..max_polls {
-            ocr = self.app(SD_SEND_OP_COND, arg)?[0];
-            if ocr & OCR_POWERED_UP != 0 {
-                ready = true;
-                break;
-            }
-            if self.clock.now_us().saturating_sub(start) >= ACMD41_TIMEOUT_US {
-                break;
-            }
-            self.clock.delay_us(ACMD41_POLL_US);
-        }
-        if !ready {
-            let waited_us = self.clock.now_us().saturating_sub(start);
-            return Err((
-                Step::Command(SD_SEND_OP_COND.cmd),
-                Cause::NotReady { ocr, waited_us },
-            ));
-        }
+        let ocr = self.power_up(sd_v2)?;
         let high_capacity = sd_v2 && ocr & OCR_CCS != 0;
 
         let cid = self.cmd(ALL_SEND_CID, 0)?;

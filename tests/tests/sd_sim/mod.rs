@@ -25,8 +25,10 @@
 //! PERM_WRITE_PROTECT is answered with WP_VIOLATION and nothing is stored; the write-protect switch
 //! ([`HostSpec::write_protect_switch`]) clears PRESENT_STATE bit 19.
 //!
-//! The driver's [`Regs::barrier`] calls are counted, and register accesses outside a pair of them
-//! too.
+//! The slot: [`CardSpec::inserted`] = false leaves it empty (nothing answers on the bus), and
+//! [`HostSpec::card_detect`] = false makes PRESENT_STATE's card-detect bits read 0 even with a card
+//! in it, as Linux's broken-card-detection quirk for the BCM2835 Arasan expects. The driver's
+//! [`Regs::barrier`] calls are counted, and register accesses outside a pair of them too.
 //!
 //! Time is virtual: every register access costs 200 ns, `delay_us` adds its microseconds, and
 //! commands, blocks, resets and clock stabilisation take the time they would at the current SD
@@ -156,6 +158,8 @@ pub struct CardSpec {
     pub rca: u16,
     /// The CSD's PERM_WRITE_PROTECT bit: writes are refused with WP_VIOLATION.
     pub perm_write_protect: bool,
+    /// The card is in the slot; `false`: an empty slot, nothing answers on the bus.
+    pub inserted: bool,
 }
 
 impl CardSpec {
@@ -166,6 +170,7 @@ impl CardSpec {
             busy_polls: 3,
             rca: 0xB368,
             perm_write_protect: false,
+            inserted: true,
         }
     }
 
@@ -198,6 +203,9 @@ pub struct HostSpec {
     /// Raise transfer complete of a write when the last block is sent, before the card has
     /// finished programming (only CMD13 then tells when it is done).
     pub early_write_complete: bool,
+    /// PRESENT_STATE reports the card (bits 16 and 18) when there is one; `false`: they read 0
+    /// whatever is in the slot (Linux's SDHCI_QUIRK_BROKEN_CARD_DETECTION on the BCM2835 Arasan).
+    pub card_detect: bool,
 }
 
 impl HostSpec {
@@ -213,6 +221,7 @@ impl HostSpec {
             arasan_write_check: true,
             write_protect_switch: false,
             early_write_complete: false,
+            card_detect: true,
         }
     }
 
@@ -466,6 +475,7 @@ impl Sim {
             csd = (u128::from_be_bytes(csd) | 1 << 13).to_be_bytes();
         }
         let (wp_violation, stuck_programming) = (faults.wp_violation, faults.stuck_programming);
+        let inserted = card.inserted;
         let state = State {
             host,
             faults,
@@ -507,7 +517,7 @@ impl Sim {
                 width4: false,
                 blocklen: 512,
                 pending: 0,
-                dead: false,
+                dead: !inserted,
                 stream: None,
                 single: false,
                 recv: None,
@@ -1277,6 +1287,9 @@ impl State {
 
     fn present(&self) -> u32 {
         let mut p = 0x01FF_0000; // card inserted, stable, detect, write enabled, DAT/CMD lines high
+        if !self.host.card_detect || !self.card.spec.inserted {
+            p &= !((1 << 16) | (1 << 18));
+        }
         if self.host.write_protect_switch {
             p &= !(1 << 19);
         }
@@ -1307,7 +1320,7 @@ impl State {
     fn read(&mut self, off: usize) -> u32 {
         self.now_ns += ACCESS_NS;
         self.advance();
-        self.unfenced += self.barriers % 2 ^ 1;
+        self.unfenced += u64::from(self.barriers.is_multiple_of(2));
         if !off.is_multiple_of(4) {
             self.violation(format!("unaligned read at {off:#x}"));
             return 0;
@@ -1531,7 +1544,7 @@ impl State {
     fn write(&mut self, off: usize, v: u32) {
         self.now_ns += ACCESS_NS;
         self.advance();
-        self.unfenced += self.barriers % 2 ^ 1;
+        self.unfenced += u64::from(self.barriers.is_multiple_of(2));
         if !off.is_multiple_of(4) {
             self.violation(format!("unaligned write at {off:#x}"));
             return;
