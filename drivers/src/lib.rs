@@ -13,7 +13,11 @@
 //!   synchronous block writes when asked, with every wait bounded; tested against a register-level
 //!   simulator.
 //! - [`uart`]: PL011 and NS16550A serial ports.
-//! - [`bcm2835`]: the VideoCore mailbox and GPIO function select of the Raspberry Pi SoCs.
+//! - [`bcm2835`]: the VideoCore mailbox (memory, clocks, temperatures, power, firmware GPIOs) and
+//!   the GPIO function select and pulls of the Raspberry Pi SoCs.
+//! - [`mmio`]: [`mmio::Regs`], the 32-bit register access the polled drivers are written against
+//!   (fakes in the tests), [`mmio::Mmio`] for real registers, and the barrier hook the drivers call
+//!   when they start and stop using a peripheral.
 //! - [`fdt`]: a bounded reader for the device tree the firmware passes (`#![forbid(unsafe_code)]`):
 //!   every memory node's blocks, properties by path.
 //! - [`ram`]: RAM as a short list of blocks, clipped to the board's memory map, and where the heap
@@ -30,7 +34,7 @@ pub mod bcm2835;
 pub mod block;
 pub mod fat;
 pub mod fdt;
-mod mmio;
+pub mod mmio;
 pub mod ram;
 pub mod sdhci;
 pub mod uart;

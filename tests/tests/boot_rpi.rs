@@ -49,7 +49,13 @@ fn pi(board: &str, dtb: Option<&str>) -> String {
     ] {
         assert!(uart.contains(&line), "no {line:?} in:\n{uart}");
     }
-    assert!(!uart.contains("warning:"), "a warning at boot:\n{uart}");
+    // QEMU's firmware model lacks some property tags (raspi4b: SET_GPIO_STATE for the SD 3.3 V
+    // select); the kernel says so and goes on. Any other warning fails the test.
+    let unexpected = uart
+        .lines()
+        .filter(|l| l.contains("warning:"))
+        .find(|l| !l.contains("the firmware does not implement the tag"));
+    assert!(unexpected.is_none(), "a warning at boot:\n{uart}");
     assert_eq!(generated(&uart), want, "kernel and lmboot-host disagree");
     assert!(
         uart.trim_end().ends_with("lmboot: done"),

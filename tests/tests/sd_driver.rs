@@ -11,8 +11,8 @@ mod sd_sim;
 
 use drivers::block::{BlockDevice, RequestError};
 use drivers::sdhci::{
-    clock_divider, is_read_only, parse_csd, Cause, Cmd, Config, SdError, Sdhci, Step, Wait,
-    READ_ONLY_COMMANDS,
+    card_present, clock_divider, is_read_only, parse_csd, Cause, Cmd, Config, SdError, Sdhci, Step,
+    Wait, READ_ONLY_COMMANDS,
 };
 use fat_common::Rng;
 use sd_sim::*;
@@ -481,6 +481,69 @@ fn transient_command_crc_error_recovers() {
 }
 
 #[test]
+fn a_card_behind_a_card_detect_reading_0_is_initialised() {
+    // Linux marks card detection broken on the BCM2835 Arasan: the driver must not gate on it.
+    let host = HostSpec {
+        card_detect: false,
+        ..HostSpec::v3(PI_BASE)
+    };
+    let sim = Sim::new(host, sdhc(), Faults::default());
+    assert!(!card_present(&mut sim.regs()), "the bit reads 0");
+    let mut sd = Sdhci::init(sim.regs(), sim.clock(), PI_BASE).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(sim.names(), init_sequence(3, true, false));
+    read_ok(&sim, &mut sd, 123_456, 8);
+    check_clean(&sim);
+}
+
+#[test]
+fn an_empty_slot_is_no_card_in_bounded_time() {
+    for card_detect in [true, false] {
+        let host = HostSpec {
+            card_detect,
+            ..HostSpec::v3(PI_BASE)
+        };
+        let card = CardSpec {
+            inserted: false,
+            ..sdhc()
+        };
+        let sim = Sim::new(host, card, Faults::default());
+        let e = Sdhci::init(sim.regs(), sim.clock(), PI_BASE).unwrap_err();
+        assert!(e.is_no_card() && e.is_timeout(), "{e:?}");
+        assert!(
+            matches!(e, SdError::Init { step: Step::Command(c), cause: Cause::NoCard } if c == Cmd::new(55)),
+            "{e:?}"
+        );
+        let msg = e.to_string();
+        assert!(
+            msg.contains("no card answered") && msg.contains("CMD55"),
+            "{msg}"
+        );
+        assert_eq!(sim.names(), ["CMD0", "CMD8", "CMD55"]);
+        assert!(sim.now_us() < 50_000, "gave up after {} us", sim.now_us());
+        check_clean(&sim);
+    }
+    // A card that answers and then fails is not "no card".
+    let faults = Faults {
+        never_ready: true,
+        ..Faults::default()
+    };
+    let sim = Sim::new(HostSpec::v3(PI_BASE), sdhc(), faults);
+    let e = Sdhci::init(sim.regs(), sim.clock(), PI_BASE).unwrap_err();
+    assert!(!e.is_no_card(), "{e:?}");
+}
+
+#[test]
+fn every_operation_is_fenced_by_barriers() {
+    let (sim, mut sd) = start_sdhc(Config::new(PI_BASE));
+    assert_eq!(sim.fencing(), (2, 0), "init: one barrier before, one after");
+    read_ok(&sim, &mut sd, 7, 3);
+    assert_eq!(sim.fencing(), (4, 0), "read");
+    // A request refused before any register access needs none.
+    assert!(read(&mut sd, u64::MAX - 1, 1).is_err());
+    assert_eq!(sim.fencing(), (4, 0));
+}
+
+#[test]
 fn acmd41_never_ready_fails_in_bounded_time() {
     let faults = Faults {
         never_ready: true,
@@ -495,7 +558,7 @@ fn acmd41_never_ready_fails_in_bounded_time() {
         } => {
             assert_eq!(c, Cmd::acmd(41));
             assert_eq!(ocr & (1 << 31), 0);
-            assert!((1_000_000..1_200_000).contains(&waited_us), "{waited_us}");
+            assert!((2_000_000..2_200_000).contains(&waited_us), "{waited_us}");
         }
         e => panic!("{e:?}"),
     }
@@ -506,12 +569,12 @@ fn acmd41_never_ready_fails_in_bounded_time() {
     );
     assert!(e.is_timeout());
     assert!(
-        sim.now_us() < 2_000_000,
+        sim.now_us() < 3_000_000,
         "gave up after {} us",
         sim.now_us()
     );
     let polls = sim.names().iter().filter(|n| *n == "ACMD41").count();
-    assert!(polls >= 50, "ACMD41 polled {polls} times");
+    assert!(polls >= 100, "ACMD41 polled {polls} times");
     check_clean(&sim);
 }
 

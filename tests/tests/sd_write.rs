@@ -1,9 +1,10 @@
 //! Writes through the SDHCI driver (`drivers::sdhci`, [`WriteBlocks`]) against the register-level
 //! simulator in `sd_sim`: CMD24 / CMD25 with block addresses (SDHC) and byte addresses (SDSC), the
 //! CMD13 wait for the end of programming (also when the controller raises transfer complete early),
-//! CMD12 from the driver when auto CMD12 is off, splitting, a transient CRC error retried, the three
-//! kinds of write protection refused with a clear error (nothing sent when the switch or the CSD
-//! says so), a card that never finishes programming failing in bounded time, range checks, and a
+//! CMD12 from the driver when auto CMD12 is off, splitting, a transient CRC error retried, the
+//! write-protect bit ignored by default (undocumented on the BCM2835; microSD has no switch), the
+//! three kinds of write protection refused with a clear error when they apply (nothing sent when the
+//! switch, if asked for, or the CSD says so), a card that never finishes programming failing in bounded time, range checks, and a
 //! FAT file written in place over the simulated card. Every test ends by checking that the
 //! simulator saw no protocol violation and only commands of the driver's set.
 
@@ -227,12 +228,29 @@ fn transient_write_crc_error_is_retried() {
 }
 
 #[test]
-fn write_protect_switch_refuses_before_sending_anything() {
+fn the_write_protect_bit_does_not_stop_writes_unless_asked() {
+    // The bit is undocumented on the BCM2835 and microSD has no switch: by default a write goes
+    // through whatever it reads (the prompt cache's writes need this).
     let host = HostSpec {
         write_protect_switch: true,
         ..HostSpec::v3(PI_BASE)
     };
     let (sim, mut sd) = start(host, sdhc(), Faults::default());
+    assert!(!sd.config().write_protect_switch);
+    write_ok(&sim, &mut sd, 10, &bytes(13, 1024));
+    assert_eq!(
+        sim.fencing().1,
+        0,
+        "every access inside the write's barriers"
+    );
+    check_clean(&sim);
+
+    // A board with a real switch line can ask for the check: then nothing is sent.
+    let config = Config {
+        write_protect_switch: true,
+        ..Config::new(PI_BASE)
+    };
+    let (sim, mut sd) = start_with(host, sdhc(), Faults::default(), config);
     let e = sd.write_blocks(10, &[1u8; 1024]).unwrap_err();
     assert!(
         matches!(
@@ -254,19 +272,6 @@ fn write_protect_switch_refuses_before_sending_anything() {
     assert!(sim.written_lbas().is_empty());
     // Reads still work.
     assert!(read(&mut sd, 10, 2) == sim.expected(10, 2));
-    check_clean(&sim);
-
-    // A board whose controller misreports the switch can turn the check off.
-    let host = HostSpec {
-        write_protect_switch: true,
-        ..HostSpec::v3(PI_BASE)
-    };
-    let config = Config {
-        write_protect_switch: false,
-        ..Config::new(PI_BASE)
-    };
-    let (sim, mut sd) = start_with(host, sdhc(), Faults::default(), config);
-    write_ok(&sim, &mut sd, 10, &bytes(13, 1024));
     check_clean(&sim);
 }
 

@@ -137,6 +137,9 @@ pub enum Cause {
     NotReady { ocr: u32, waited_us: u64 },
     /// CMD3 published relative card address 0 every time.
     ZeroRca,
+    /// Nothing answered on the bus: no response to CMD8 nor to the first CMD55 (the slot is empty,
+    /// or not wired to this controller).
+    NoCard,
     /// The CSD structure version or block length is not one this driver knows.
     BadCsd { structure: u8, read_bl_len: u8 },
     /// No base clock: none given and the capabilities register has none.
@@ -158,7 +161,7 @@ impl Cause {
     pub fn is_timeout(&self) -> bool {
         match *self {
             Cause::Error { err_status } => err_status & (ERR_CMD_TIMEOUT | ERR_DATA_TIMEOUT) != 0,
-            Cause::Timeout { .. } | Cause::NotReady { .. } => true,
+            Cause::Timeout { .. } | Cause::NotReady { .. } | Cause::NoCard => true,
             _ => false,
         }
     }
@@ -232,6 +235,10 @@ impl fmt::Display for Cause {
                 waited_us / 1000
             ),
             Cause::ZeroRca => f.write_str("the card kept publishing relative address 0"),
+            Cause::NoCard => f.write_str(
+                "no card answered (no response to CMD8 nor to CMD55: the slot is empty or not \
+                 wired to this controller)",
+            ),
             Cause::BadCsd {
                 structure,
                 read_bl_len,
@@ -302,7 +309,7 @@ impl fmt::Display for WriteProtect {
             WriteProtect::Switch { present } => write!(
                 f,
                 "the card's write-protect switch is on \"lock\" (PRESENT_STATE {present:#010x}, bit 19 \
-                 clear; slide the switch, or set the driver's Config::write_protect_switch = false on a \
+                 clear; slide the switch, or leave the driver's Config::write_protect_switch off on a \
                  board whose slot has no switch line)"
             ),
             WriteProtect::CsdPermanent => {
@@ -388,6 +395,18 @@ impl SdError {
             | SdError::WriteReinit { cause, .. } => Some(cause),
             SdError::Request(_) | SdError::WriteProtected { .. } => None,
         }
+    }
+
+    /// Did the initialisation find no card at all ([`Cause::NoCard`])? A card that answered and
+    /// then failed is not "no card".
+    pub fn is_no_card(&self) -> bool {
+        matches!(
+            self,
+            SdError::Init {
+                cause: Cause::NoCard,
+                ..
+            }
+        )
     }
 
     /// Was it a timeout (no answer from the card or the controller)?

@@ -42,14 +42,21 @@
 //!    read ready, error bits 0-9), signal enables off, status cleared. Bus power on at 3.3 V.
 //! 3. Identification clock <= 400 kHz: SDHCI v3 10-bit divider (base / 2N), v1/v2 8-bit power of
 //!    two; internal clock on, wait for stable, then SD clock on; 1 ms for the card's 74 clocks.
-//! 4. CMD0 (idle). CMD8 0x1AA: an echo means a v2 card; no answer means v1 (SDSC).
-//! 5. CMD55 + ACMD41 (HCS for v2 cards, 2.7-3.6 V) every 10 ms until OCR bit 31 (powered up), at
-//!    most about 1 s; then CCS (OCR bit 30) says SDHC/SDXC (block addresses) or SDSC (byte
-//!    addresses).
+//! 4. CMD0 (idle). CMD8 0x1AA: an echo means a v2 card; no answer means v1 (SDSC), or no card.
+//! 5. CMD55 + ACMD41 (HCS for v2 cards, 2.7-3.6 V) every 10 ms until OCR bit 31 (powered up), for
+//!    at most [`ACMD41_TIMEOUT_US`] (2 s: the spec gives a card 1 s of busy, Circle's emmc.cpp
+//!    waits without limit); then CCS (OCR bit 30) says SDHC/SDXC (block addresses) or SDSC (byte
+//!    addresses). When neither CMD8 nor the first CMD55 gets a response, nothing answers on the
+//!    bus: the slot is empty (or not wired to this controller), reported as [`Cause::NoCard`].
 //! 6. CMD2 (CID), CMD3 (RCA), CMD9 (CSD: capacity from CSD v1 or v2), CMD7 (select, R1b).
 //! 7. CMD55 + ACMD6 (4-bit bus) and the host control data width bit; CMD16 512 for SDSC.
 //! 8. Data clock: 25 MHz or the fastest the divider allows below it (and below the CSD's
 //!    TRAN_SPEED).
+//!
+//! The card-detect bit (PRESENT_STATE bit 16) is not consulted: Linux's sdhci-iproc.c sets
+//! `SDHCI_QUIRK_BROKEN_CARD_DETECTION` for the BCM2835's Arasan controller ("brcm,bcm2835-sdhci").
+//! The BCM2711's EMMC2 has no such quirk there, but one rule for both costs little: "no card" comes
+//! from the card not answering, within the command deadlines.
 //!
 //! # Reads ([`BlockDevice::read_blocks`])
 //!
@@ -66,9 +73,11 @@
 //!
 //! # Writes ([`WriteBlocks::write_blocks`])
 //!
-//! Refused before anything is sent ([`SdError::WriteProtected`]) when the controller reports the
-//! write-protect switch on "lock" (PRESENT_STATE bit 19 clear; [`Config::write_protect_switch`])
-//! or the CSD says PERM_WRITE_PROTECT or TMP_WRITE_PROTECT. Otherwise the request is split like a
+//! Refused before anything is sent ([`SdError::WriteProtected`]) when the CSD says
+//! PERM_WRITE_PROTECT or TMP_WRITE_PROTECT, or, only if [`Config::write_protect_switch`] is set,
+//! when the controller reports a write-protect switch on "lock" (PRESENT_STATE bit 19 clear). That
+//! check is off by default: the bit is undocumented on the BCM2835 controllers and a microSD slot
+//! has no switch, so its level says nothing about the card. Otherwise the request is split like a
 //! read; one block is CMD24, more are CMD25 with block count and auto CMD12 (or CMD12 from the
 //! driver). Each block waits for BUFFER_WRITE_READY and then 128 words go to the data port; the end
 //! waits for TRANSFER_COMPLETE (which the controller raises after the card's busy signal), and then
@@ -86,38 +95,31 @@
 //! # Not covered
 //!
 //! High speed (50 MHz), UHS-I and 1.8 V signalling, SDUC (CSD v3), 8-bit eMMC, card interrupts,
-//! erase before write (ACMD23), the card's write-protect groups. Board setup belongs to the caller: on a Pi 3 / Zero 2 W the card slot must be routed to
-//! this controller (GPIO 48-53 to ALT3; the firmware routes it to SDHOST) and on a Pi the card power
-//! and the base clock come from the firmware mailbox.
+//! erase before write (ACMD23), the card's write-protect groups. Board setup belongs to the caller:
+//! on a Pi 3 / Zero 2 W the card slot must be routed to this controller (GPIO 48-53 to ALT3; the
+//! firmware routes it to SDHOST) and on a Pi the card power and the base clock come from the
+//! firmware mailbox.
+//!
+//! # Barriers
+//!
+//! [`Sdhci::init`], [`BlockDevice::read_blocks`] and [`WriteBlocks::write_blocks`] call
+//! [`Regs::barrier`] before their first register access and after their last (the BCM2835
+//! peripherals guide, section 1.3; see [`crate::mmio`]).
 
 mod card;
 mod error;
 pub mod regs;
 
-pub use card::{clock_divider, parse_csd, r2_register, tran_speed_hz, CardInfo, Csd, Divider};
+pub use card::{
+    clock_divider, parse_cid, parse_csd, r2_register, tran_speed_hz, CardInfo, Cid, Csd, Divider,
+};
 pub use error::{state_name, Cause, Cmd, SdError, Step, Wait, WriteProtect};
 
 use core::fmt;
 
 use crate::block::{check_request, BlockDevice, WriteBlocks, BLOCK_SIZE};
-use crate::mmio::RegisterBlock;
+pub use crate::mmio::{Mmio, Regs};
 use regs::*;
-
-/// 32-bit access to a controller's registers at byte offsets from its base.
-pub trait Regs {
-    fn read32(&mut self, off: usize) -> u32;
-    fn write32(&mut self, off: usize, v: u32);
-}
-
-impl<T: Regs + ?Sized> Regs for &mut T {
-    fn read32(&mut self, off: usize) -> u32 {
-        (**self).read32(off)
-    }
-
-    fn write32(&mut self, off: usize, v: u32) {
-        (**self).write32(off, v)
-    }
-}
 
 /// A microsecond time source: every wait of the driver is measured with it.
 pub trait Clock {
@@ -137,51 +139,8 @@ impl<T: Clock + ?Sized> Clock for &mut T {
     }
 }
 
-/// Size of an SDHCI register block.
+/// Size of an SDHCI register block: the `size` to give [`Mmio::new`] for a controller.
 pub const REGISTER_BLOCK_SIZE: usize = 0x100;
-
-/// The registers of a real controller, by volatile 32-bit accesses.
-#[derive(Debug)]
-pub struct Mmio {
-    regs: RegisterBlock,
-}
-
-impl Mmio {
-    /// # Safety
-    /// `base` must be the address of an SDHCI controller's register block
-    /// ([`REGISTER_BLOCK_SIZE`] bytes, 4-byte aligned), mapped as device memory, and nothing else may
-    /// access that controller while this value (or a driver holding it) lives. Accesses are volatile
-    /// 32-bit reads and writes at `base + off` with `off` masked to an aligned offset inside the
-    /// block.
-    pub const unsafe fn new(base: usize) -> Mmio {
-        // SAFETY: the caller's contract: `base` is an SDHCI register block used only through this
-        // value; `offset` keeps every access an aligned word inside it.
-        let regs = unsafe { RegisterBlock::new(base) };
-        Mmio { regs }
-    }
-
-    pub fn base(&self) -> usize {
-        self.regs.base()
-    }
-
-    fn offset(off: usize) -> usize {
-        debug_assert!(
-            off.is_multiple_of(4) && off < REGISTER_BLOCK_SIZE,
-            "SDHCI offset {off:#x}"
-        );
-        off & (REGISTER_BLOCK_SIZE - 4)
-    }
-}
-
-impl Regs for Mmio {
-    fn read32(&mut self, off: usize) -> u32 {
-        self.regs.read32(Self::offset(off))
-    }
-
-    fn write32(&mut self, off: usize, v: u32) {
-        self.regs.write32(Self::offset(off), v)
-    }
-}
 
 /// Is a card inserted, by the present state's card-inserted bit? Works in QEMU and on EMMC2; the
 /// BCM2835's legacy controller may not report it (Linux marks its card detection broken), so a
@@ -209,8 +168,9 @@ pub const WRITE_TIMEOUT_US: u64 = 750_000;
 pub const PROGRAM_TIMEOUT_US: u64 = 1_000_000;
 /// Pause between CMD13 polls while the card programs.
 pub const PROGRAM_POLL_US: u32 = 100;
-/// Deadline for ACMD41 to report the card powered up (the spec allows 1 s).
-pub const ACMD41_TIMEOUT_US: u64 = 1_000_000;
+/// Deadline for ACMD41 to report the card powered up: the SD spec gives a card up to 1 s of busy
+/// from the first ACMD41; twice that leaves room for slow cards and a slow first poll.
+pub const ACMD41_TIMEOUT_US: u64 = 2_000_000;
 /// Pause between ACMD41 polls.
 pub const ACMD41_POLL_US: u32 = 10_000;
 /// Pause after power and the identification clock are on, before CMD0 (>= 74 SD clocks).
@@ -417,8 +377,9 @@ pub struct Config {
     /// (needed by the BCM2835 Arasan controller).
     pub arasan_write_delay: bool,
     /// Refuse writes while the controller reports the card's write-protect switch on "lock"
-    /// (PRESENT_STATE bit 19 clear). Turn off only on a board whose slot has no switch line and whose
-    /// controller reports it wrongly.
+    /// (PRESENT_STATE bit 19 clear). Off by default: the bit is undocumented on the BCM2835 Arasan
+    /// and EMMC2 controllers and microSD has no switch (the Pi's slots have no switch line). Turn
+    /// on only for a full-size SD slot whose switch line the controller reports.
     pub write_protect_switch: bool,
 }
 
@@ -433,7 +394,7 @@ impl Config {
             max_blocks_per_command: DEFAULT_MAX_BLOCKS_PER_COMMAND,
             tries: 3,
             arasan_write_delay: true,
-            write_protect_switch: true,
+            write_protect_switch: false,
         }
     }
 }
@@ -557,8 +518,17 @@ impl<R: Regs, C: Clock> Sdhci<R, C> {
 
     /// Reset the controller and identify the card again.
     pub fn reinit(&mut self) -> Result<(), SdError> {
-        self.bring_up()
+        self.fenced(|sd| sd.bring_up())
             .map_err(|(step, cause)| SdError::Init { step, cause })
+    }
+
+    /// Run `f` between two [`Regs::barrier`]s: one before its first register access, one after
+    /// its last (see the module docs).
+    fn fenced<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        self.regs.barrier();
+        let r = f(self);
+        self.regs.barrier();
+        r
     }
 
     /// The card and controller as found by the last initialisation.
@@ -878,6 +848,38 @@ impl<R: Regs, C: Clock> Sdhci<R, C> {
         Ok(())
     }
 
+    /// CMD55 + ACMD41 every [`ACMD41_POLL_US`] until the card reports itself powered up (OCR bit
+    /// 31), at most [`ACMD41_TIMEOUT_US`]; returns the OCR. `sd_v2`: the card answered CMD8 (so
+    /// HCS is offered, and a card is known to be there). No response to the first CMD55 from a card
+    /// that did not answer CMD8 either means no card: [`Cause::NoCard`].
+    fn power_up(&mut self, sd_v2: bool) -> Result<u32, (Step, Cause)> {
+        let arg = OCR_VDD_27_36 | if sd_v2 { OCR_CCS } else { 0 };
+        let start = self.clock.now_us();
+        let max_polls = ACMD41_TIMEOUT_US / ACMD41_POLL_US as u64 + 2;
+        let mut ocr = 0;
+        for poll in 0..max_polls {
+            ocr = match self.app(SD_SEND_OP_COND, arg) {
+                Ok(r) => r[0],
+                Err((step, cause)) if poll == 0 && !sd_v2 && cause.is_timeout() => {
+                    return Err((step, Cause::NoCard))
+                }
+                Err(e) => return Err(e),
+            };
+            if ocr & OCR_POWERED_UP != 0 {
+                return Ok(ocr);
+            }
+            if self.clock.now_us().saturating_sub(start) >= ACMD41_TIMEOUT_US {
+                break;
+            }
+            self.clock.delay_us(ACMD41_POLL_US);
+        }
+        let waited_us = self.clock.now_us().saturating_sub(start);
+        Err((
+            Step::Command(SD_SEND_OP_COND.cmd),
+            Cause::NotReady { ocr, waited_us },
+        ))
+    }
+
     /// The identification sequence up to the transfer state and the data clock.
     fn identify(&mut self) -> Result<(), (Step, Cause)> {
         self.cmd(GO_IDLE_STATE, 0)?;
@@ -894,30 +896,7 @@ impl<R: Regs, C: Clock> Sdhci<R, C> {
             Err(c) => return Err((Step::Command(SEND_IF_COND.cmd), c)),
         };
 
-        // ACMD41 until powered up.
-        let arg = OCR_VDD_27_36 | if sd_v2 { OCR_CCS } else { 0 };
-        let start = self.clock.now_us();
-        let max_polls = ACMD41_TIMEOUT_US / ACMD41_POLL_US as u64 + 2;
-        let mut ocr = 0;
-        let mut ready = false;
-        for _ in 0..max_polls {
-            ocr = self.app(SD_SEND_OP_COND, arg)?[0];
-            if ocr & OCR_POWERED_UP != 0 {
-                ready = true;
-                break;
-            }
-            if self.clock.now_us().saturating_sub(start) >= ACMD41_TIMEOUT_US {
-                break;
-            }
-            self.clock.delay_us(ACMD41_POLL_US);
-        }
-        if !ready {
-            let waited_us = self.clock.now_us().saturating_sub(start);
-            return Err((
-                Step::Command(SD_SEND_OP_COND.cmd),
-                Cause::NotReady { ocr, waited_us },
-            ));
-        }
+        let ocr = self.power_up(sd_v2)?;
         let high_capacity = sd_v2 && ocr & OCR_CCS != 0;
 
         let cid = self.cmd(ALL_SEND_CID, 0)?;
@@ -1288,12 +1267,14 @@ impl<R: Regs, C: Clock> BlockDevice for Sdhci<R, C> {
     fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), SdError> {
         check_request(lba, buf.len(), self.info.blocks)?;
         let per = self.config.max_blocks_per_command.max(1) as usize;
-        for (i, chunk) in buf.chunks_mut(per * BLOCK_SIZE).enumerate() {
-            let start = lba + (i * per) as u64;
-            let blocks = (chunk.len() / BLOCK_SIZE) as u32;
-            self.with_retries(&READ, start, blocks, |sd| sd.read_once(start, chunk))?;
-        }
-        Ok(())
+        self.fenced(|sd| {
+            for (i, chunk) in buf.chunks_mut(per * BLOCK_SIZE).enumerate() {
+                let start = lba + (i * per) as u64;
+                let blocks = (chunk.len() / BLOCK_SIZE) as u32;
+                sd.with_retries(&READ, start, blocks, |sd| sd.read_once(start, chunk))?;
+            }
+            Ok(())
+        })
     }
 }
 
@@ -1307,19 +1288,21 @@ impl<R: Regs, C: Clock> WriteBlocks for Sdhci<R, C> {
         if buf.is_empty() {
             return Ok(());
         }
-        if let Some(by) = self.write_protection() {
-            return Err(SdError::WriteProtected {
-                start: lba,
-                blocks: (buf.len() / BLOCK_SIZE) as u32,
-                by,
-            });
-        }
         let per = self.config.max_blocks_per_command.max(1) as usize;
-        for (i, chunk) in buf.chunks(per * BLOCK_SIZE).enumerate() {
-            let start = lba + (i * per) as u64;
-            let blocks = (chunk.len() / BLOCK_SIZE) as u32;
-            self.with_retries(&WRITE, start, blocks, |sd| sd.write_once(start, chunk))?;
-        }
-        Ok(())
+        self.fenced(|sd| {
+            if let Some(by) = sd.write_protection() {
+                return Err(SdError::WriteProtected {
+                    start: lba,
+                    blocks: (buf.len() / BLOCK_SIZE) as u32,
+                    by,
+                });
+            }
+            for (i, chunk) in buf.chunks(per * BLOCK_SIZE).enumerate() {
+                let start = lba + (i * per) as u64;
+                let blocks = (chunk.len() / BLOCK_SIZE) as u32;
+                sd.with_retries(&WRITE, start, blocks, |sd| sd.write_once(start, chunk))?;
+            }
+            Ok(())
+        })
     }
 }

@@ -85,6 +85,19 @@ pub trait Arch {
     /// Clean and invalidate the data cache over `[addr, addr + len)` to the point of coherency
     /// (buffers shared with a co-processor or with a core running with caches off).
     fn dcache_flush(addr: usize, len: usize);
+    /// Clean (write back) the data cache over `[addr, addr + len)` to the point of coherency,
+    /// keeping the lines: before a co-processor reads a buffer the CPU wrote.
+    fn dcache_clean(addr: usize, len: usize);
+    /// Invalidate the data cache over `[addr, addr + len)` to the point of coherency without
+    /// writing anything back: before the CPU reads what a co-processor wrote to memory.
+    ///
+    /// # Safety
+    /// `addr` and `len` must cover whole cache lines (64-byte aligned on the supported cores) of
+    /// memory the caller owns: whatever is dirty in those lines is discarded.
+    unsafe fn dcache_invalidate(addr: usize, len: usize);
+    /// A full data synchronisation barrier, for switching between peripherals (the BCM2835 guide's
+    /// "memory barrier before the first write to and after the last read from a peripheral").
+    fn io_barrier();
 
     /// Idle until [`Arch::wake`] from another core (or return at once if one is pending).
     fn wait();

@@ -6,28 +6,21 @@
 use super::mailbox;
 use alloc::format;
 use alloc::string::String;
-use drivers::bcm2835::mailbox::{Mailbox, MailboxError};
+use drivers::bcm2835::mailbox::ArmClockPolicy;
 use runtime::config::ArmClock;
 
-/// Set the clock as `policy` says; the line to print.
+/// Set the clock as `policy` says; the line to print (the driver's report, or a warning naming
+/// the mailbox call that failed: the clock is then left as the firmware set it).
 pub fn set_arm_clock(policy: ArmClock) -> String {
-    match raise(&mut mailbox::open(), policy) {
-        Some(Ok((before, after, milli_c))) => format!(
-            "ARM clock: {} MHz -> {} MHz (arm_freq = {policy}); SoC at {}.{} C",
-            before / 1_000_000,
-            after / 1_000_000,
-            milli_c / 1000,
-            milli_c % 1000 / 100
-        ),
-        Some(Err(e)) => format!("warning: ARM clock left as the firmware set it: {e}"),
-        None => format!(
-            "ARM clock: left as the firmware set it (arm_freq = {policy} needs the mailbox's clock call)"
-        ),
+    let p = match policy {
+        ArmClock::Max => ArmClockPolicy::Max,
+        ArmClock::Boot => ArmClockPolicy::Boot,
+        ArmClock::Mhz(m) => ArmClockPolicy::Mhz(m),
+    };
+    match mailbox::open().raise_arm_clock(p) {
+        Ok(r) => format!("{r} (arm_freq = {policy})"),
+        Err(e) => {
+            format!("warning: ARM clock left as the firmware set it (arm_freq = {policy}): {e}")
+        }
     }
-}
-
-/// The mailbox call: (rate before in Hz, rate after in Hz, temperature in milli-degrees C).
-/// `None` while this build has no `Mailbox::raise_arm_clock` (the driver's clock call) to call.
-fn raise(_mb: &mut Mailbox, _policy: ArmClock) -> Option<Result<(u32, u32, u32), MailboxError>> {
-    None
 }

@@ -1,12 +1,26 @@
-//! The VideoCore mailbox of the Raspberry Pi boards: the RAM size and the SD host's base clock.
+//! The VideoCore mailbox of the Raspberry Pi boards: the RAM size, the SD host's base clock and
+//! power, the ARM clock.
 
 use crate::arch::{Arch, Cpu};
 use crate::board;
-use drivers::bcm2835::mailbox::Mailbox;
+use drivers::bcm2835::mailbox::{CacheOps, Mailbox, PropertyBuffer, MAILBOX_BLOCK_SIZE};
+use drivers::mmio::Mmio;
+
+/// The one property buffer: a static (not on a stack), 64-byte aligned, whole cache lines, in the
+/// kernel image's RAM below 1 GiB where the VideoCore reaches it at its ARM address.
+static BUFFER: PropertyBuffer = PropertyBuffer::new();
 
 /// The board's mailbox.
 pub fn open() -> Mailbox {
-    // SAFETY: MAILBOX_BASE is this board's mailbox, mapped as device memory; calls are made from
-    // core 0 during bring-up only.
-    unsafe { Mailbox::new(board::MAILBOX_BASE, Cpu::dcache_flush) }
+    let cache = CacheOps {
+        clean: Cpu::dcache_clean,
+        invalidate: Cpu::dcache_invalidate,
+    };
+    // SAFETY: MAILBOX_BASE is this board's mailbox block, mapped as device memory. Calls are made
+    // from core 0 during bring-up only, one mailbox value at a time, so BUFFER has one user; it is
+    // kernel RAM, identity-mapped below 4 GiB; the cache operations are the architecture's.
+    unsafe {
+        let regs = Mmio::new(board::MAILBOX_BASE, MAILBOX_BLOCK_SIZE).with_barrier(Cpu::io_barrier);
+        Mailbox::new(regs, &BUFFER, cache)
+    }
 }

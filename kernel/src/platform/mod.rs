@@ -62,13 +62,15 @@ impl Board for ThisBoard {
 
     fn console_init() {
         if board::GPIO_BASE != 0 {
+            use drivers::bcm2835::gpio::{uart0_on_14_15, GPIO_BLOCK_SIZE};
             // SAFETY: the board's GPIO block, device-mapped; nothing else touches it during
             // bring-up.
-            unsafe {
-                drivers::bcm2835::gpio::uart0_on_14_15(board::GPIO_BASE, board::GPIO_KIND, |us| {
-                    time::wait_us(us)
-                })
-            };
+            let regs = unsafe { drivers::mmio::Mmio::new(board::GPIO_BASE, GPIO_BLOCK_SIZE) };
+            uart0_on_14_15(
+                &mut regs.with_barrier(Cpu::io_barrier),
+                board::GPIO_KIND,
+                time::wait_us,
+            );
         }
         console::init();
     }

@@ -1,11 +1,27 @@
-//! The Raspberry Pi card slot: route the pins (Pi 3), find the SD host controller with a card, take
-//! its base clock from the VideoCore, and bring the card up with the polled SDHCI driver.
+//! The Raspberry Pi card slot: prepare it (pins on the Pi 3, 3.3 V select on the Pi 4, power from
+//! the firmware), take each SD host controller's base clock from the VideoCore, and bring the card
+//! up with the polled SDHCI driver on the first controller where a card answers.
+//!
+//! Card detect is not consulted (Linux's sdhci-iproc.c marks it broken on the Arasan EMMC): each
+//! controller in the board's list is initialised, and "no card" is a card that does not answer.
+//! Only "no card" moves on to the next controller; a card that answers and then fails is the
+//! error. On the Pi 4 the list is EMMC2 (the slot) then the legacy EMMC controller, which only
+//! QEMU's raspi4b connects to the card (see boards/rpi4.toml).
 
+use crate::arch::{Arch, Cpu};
 use crate::board;
 use alloc::format;
 use alloc::string::String;
-use drivers::bcm2835::mailbox::Mailbox;
-use drivers::sdhci::{card_present, Mmio, Sdhci};
+use drivers::bcm2835::gpio::{self, GpioKind, GPIO_BLOCK_SIZE};
+use drivers::bcm2835::mailbox::{ClockSource, Mailbox, SD_POWER_DEVICE};
+use drivers::mmio::Mmio;
+use drivers::sdhci::{Sdhci, REGISTER_BLOCK_SIZE};
+
+/// The Pi 4's firmware GPIO that selects 1.8 V signalling for the card slot (expander GPIO 4):
+/// 0 keeps the slot at 3.3 V, what this driver signals at (Circle's emmc.cpp, RASPPI 4).
+const SD_VOLTAGE_SELECT_GPIO: u32 = 128 + 4;
+/// Time for the regulator to settle after the select (Circle waits 5 ms).
+const SD_VOLTAGE_SETTLE_US: u32 = 5_000;
 
 /// The ARM generic timer as the driver's clock.
 pub struct TimerClock;
@@ -21,41 +37,77 @@ impl drivers::sdhci::Clock for TimerClock {
 
 pub type Card = Sdhci<Mmio, TimerClock>;
 
-/// Bring up the first controller that has a card.
-pub fn open(mb: &mut Mailbox) -> Result<Card, String> {
-    if board::GPIO_KIND == drivers::bcm2835::gpio::GpioKind::Bcm2835 {
-        // SAFETY: the board's GPIO block; nothing else touches it during bring-up.
-        unsafe {
-            drivers::bcm2835::gpio::sd_on_emmc(board::GPIO_BASE, |us| super::time::wait_us(us))
-        };
+/// The controller's name by its VideoCore clock id.
+fn controller_name(clock_id: u32) -> &'static str {
+    match clock_id {
+        1 => "EMMC",
+        12 => "EMMC2",
+        _ => "SDHCI",
     }
-    let mut tried = String::new();
-    for (&base, &id) in board::BLOCK_BASES.iter().zip(board::BLOCK_CLOCK_IDS) {
-        // SAFETY: `base` is an SD host controller of this board, device-mapped, used only here.
-        let mut regs = unsafe { Mmio::new(base) };
-        if !card_present(&mut regs) {
-            tried.push_str(&format!(" {base:#x}: no card;"));
-            continue;
+}
+
+/// Route, select the voltage of and power the card slot. A firmware that refuses a step gets a
+/// warning: the card may still come up (QEMU implements neither the GPIO nor the measured clock).
+fn prepare_slot(mb: &mut Mailbox) {
+    match board::GPIO_KIND {
+        GpioKind::Bcm2835 => {
+            // SAFETY: the board's GPIO block, device-mapped; nothing else touches it during
+            // bring-up.
+            let regs = unsafe { Mmio::new(board::GPIO_BASE, GPIO_BLOCK_SIZE) };
+            gpio::sd_on_emmc(
+                &mut regs.with_barrier(Cpu::io_barrier),
+                super::time::wait_us,
+            );
         }
-        let rate = match mb.clock_rate(id) {
-            Ok(r) if r > 0 => r,
-            Ok(_) | Err(_) => 0, // the driver then tries the controller's capabilities
-        };
+        GpioKind::Bcm2711 => {
+            if let Err(e) = mb.set_firmware_gpio(SD_VOLTAGE_SELECT_GPIO, 0) {
+                crate::println!("warning: card: 3.3 V select (firmware GPIO 132): {e}; going on");
+            }
+            super::time::wait_us(SD_VOLTAGE_SETTLE_US);
+        }
+    }
+    if let Err(e) = mb.power_on(SD_POWER_DEVICE) {
+        crate::println!("warning: card: power on: {e}; going on");
+    }
+}
+
+/// Bring up the first controller where a card answers.
+pub fn open(mb: &mut Mailbox) -> Result<Card, String> {
+    prepare_slot(mb);
+    let mut empty = String::new();
+    for (&base, &id) in board::BLOCK_BASES.iter().zip(board::BLOCK_CLOCK_IDS) {
+        let name = controller_name(id);
+        let (rate, source) = mb.sd_base_clock(id);
+        // SAFETY: `base` is an SD host controller of this board, device-mapped, used only here.
+        let regs = unsafe { Mmio::new(base, REGISTER_BLOCK_SIZE) }.with_barrier(Cpu::io_barrier);
         match Sdhci::init(regs, TimerClock, rate) {
             Ok(card) => {
-                let i = card.info();
-                crate::println!(
-                    "card: SD at {base:#x}, {} MiB, {}, base clock {} MHz, data clock {} kHz, {}-bit",
-                    i.blocks * 512 >> 20,
-                    if i.high_capacity { "SDHC/SDXC (block addressed)" } else { "SDSC (byte addressed)" },
-                    i.base_clock_hz / 1_000_000,
-                    i.data_clock_hz / 1000,
-                    i.bus_width
-                );
+                print_card(&card, name, base, source);
                 return Ok(card);
             }
-            Err(e) => tried.push_str(&format!(" {base:#x}: {e};")),
+            Err(e) if e.is_no_card() => {
+                crate::println!("card: {name} at {base:#x}: {e}");
+                empty.push_str(&format!(" {name} at {base:#x};"));
+            }
+            Err(e) => return Err(format!("{name} at {base:#x}: {e}")),
         }
     }
-    Err(format!("no usable SD card:{tried}"))
+    Err(format!("no SD card answered on:{empty}"))
+}
+
+/// The card lines: controller, capacity, clocks and bus width, then the CID and CSD.
+fn print_card(card: &Card, name: &str, base: usize, source: ClockSource) {
+    let i = card.info();
+    crate::println!(
+        "card: SD at {base:#x} ({name}), {} MiB, {}, base clock {} MHz ({source}), data clock {} kHz, {}-bit",
+        (i.blocks * 512) >> 20,
+        if i.high_capacity { "SDHC/SDXC (block addressed)" } else { "SDSC (byte addressed)" },
+        i.base_clock_hz / 1_000_000,
+        i.data_clock_hz / 1000,
+        i.bus_width
+    );
+    match i.csd() {
+        Ok(csd) => crate::println!("card: {}; {csd}", i.cid()),
+        Err(e) => crate::println!("card: {}; CSD: {e}", i.cid()),
+    }
 }

@@ -25,6 +25,11 @@
 //! PERM_WRITE_PROTECT is answered with WP_VIOLATION and nothing is stored; the write-protect switch
 //! ([`HostSpec::write_protect_switch`]) clears PRESENT_STATE bit 19.
 //!
+//! The slot: [`CardSpec::inserted`] = false leaves it empty (nothing answers on the bus), and
+//! [`HostSpec::card_detect`] = false makes PRESENT_STATE's card-detect bits read 0 even with a card
+//! in it, as Linux's broken-card-detection quirk for the BCM2835 Arasan expects. The driver's
+//! [`Regs::barrier`] calls are counted, and register accesses outside a pair of them too.
+//!
 //! Time is virtual: every register access costs 200 ns, `delay_us` adds its microseconds, and
 //! commands, blocks, resets and clock stabilisation take the time they would at the current SD
 //! clock. Nothing happens in wall-clock time, so the tests are deterministic.
@@ -153,6 +158,8 @@ pub struct CardSpec {
     pub rca: u16,
     /// The CSD's PERM_WRITE_PROTECT bit: writes are refused with WP_VIOLATION.
     pub perm_write_protect: bool,
+    /// The card is in the slot; `false`: an empty slot, nothing answers on the bus.
+    pub inserted: bool,
 }
 
 impl CardSpec {
@@ -163,6 +170,7 @@ impl CardSpec {
             busy_polls: 3,
             rca: 0xB368,
             perm_write_protect: false,
+            inserted: true,
         }
     }
 
@@ -195,6 +203,9 @@ pub struct HostSpec {
     /// Raise transfer complete of a write when the last block is sent, before the card has
     /// finished programming (only CMD13 then tells when it is done).
     pub early_write_complete: bool,
+    /// PRESENT_STATE reports the card (bits 16 and 18) when there is one; `false`: they read 0
+    /// whatever is in the slot (Linux's SDHCI_QUIRK_BROKEN_CARD_DETECTION on the BCM2835 Arasan).
+    pub card_detect: bool,
 }
 
 impl HostSpec {
@@ -210,6 +221,7 @@ impl HostSpec {
             arasan_write_check: true,
             write_protect_switch: false,
             early_write_complete: false,
+            card_detect: true,
         }
     }
 
@@ -407,6 +419,10 @@ pub struct State {
     /// Blocks the card has received from writes (stored or not).
     pub blocks_received: u64,
     commands_seen: u64,
+    /// Register accesses made outside a pair of barriers (the driver's entry and exit).
+    pub unfenced: u64,
+    /// Barriers seen; an odd count means inside an operation.
+    pub barriers: u64,
 }
 
 /// Handle on a simulated controller and card; [`Sim::regs`] and [`Sim::clock`] give the driver its
@@ -429,6 +445,10 @@ impl Regs for SimRegs {
 
     fn write32(&mut self, off: usize, v: u32) {
         self.0.borrow_mut().write(off, v)
+    }
+
+    fn barrier(&mut self) {
+        self.0.borrow_mut().barriers += 1;
     }
 }
 
@@ -455,6 +475,7 @@ impl Sim {
             csd = (u128::from_be_bytes(csd) | 1 << 13).to_be_bytes();
         }
         let (wp_violation, stuck_programming) = (faults.wp_violation, faults.stuck_programming);
+        let inserted = card.inserted;
         let state = State {
             host,
             faults,
@@ -496,7 +517,7 @@ impl Sim {
                 width4: false,
                 blocklen: 512,
                 pending: 0,
-                dead: false,
+                dead: !inserted,
                 stream: None,
                 single: false,
                 recv: None,
@@ -513,6 +534,8 @@ impl Sim {
             blocks_sent: 0,
             blocks_received: 0,
             commands_seen: 0,
+            unfenced: 0,
+            barriers: 0,
         };
         Sim(Rc::new(RefCell::new(state)))
     }
@@ -629,6 +652,12 @@ impl Sim {
 
     pub fn signal_enables(&self) -> u32 {
         self.0.borrow().sig_en
+    }
+
+    /// (barriers seen, register accesses outside a pair of them).
+    pub fn fencing(&self) -> (u64, u64) {
+        let s = self.0.borrow();
+        (s.barriers, s.unfenced)
     }
 }
 
@@ -1258,6 +1287,9 @@ impl State {
 
     fn present(&self) -> u32 {
         let mut p = 0x01FF_0000; // card inserted, stable, detect, write enabled, DAT/CMD lines high
+        if !self.host.card_detect || !self.card.spec.inserted {
+            p &= !((1 << 16) | (1 << 18));
+        }
         if self.host.write_protect_switch {
             p &= !(1 << 19);
         }
@@ -1288,6 +1320,7 @@ impl State {
     fn read(&mut self, off: usize) -> u32 {
         self.now_ns += ACCESS_NS;
         self.advance();
+        self.unfenced += u64::from(self.barriers.is_multiple_of(2));
         if !off.is_multiple_of(4) {
             self.violation(format!("unaligned read at {off:#x}"));
             return 0;
@@ -1511,6 +1544,7 @@ impl State {
     fn write(&mut self, off: usize, v: u32) {
         self.now_ns += ACCESS_NS;
         self.advance();
+        self.unfenced += u64::from(self.barriers.is_multiple_of(2));
         if !off.is_multiple_of(4) {
             self.violation(format!("unaligned write at {off:#x}"));
             return;

@@ -128,15 +128,39 @@ impl Arch for Cpu {
     }
 
     fn dcache_flush(addr: usize, len: usize) {
-        let line = 64;
-        let mut a = addr & !(line - 1);
-        while a < addr + len {
-            // SAFETY: cache maintenance by address on mapped memory has no other effect.
+        for a in cache_lines(addr, len) {
+            // SAFETY: clean and invalidate by address on mapped memory: the data stays the same.
             unsafe { asm!("dc civac, {}", in(reg) a, options(nostack)) };
-            a += line;
         }
         // SAFETY: barriers only.
         unsafe { asm!("dsb sy", "isb", options(nostack)) };
+    }
+
+    fn dcache_clean(addr: usize, len: usize) {
+        for a in cache_lines(addr, len) {
+            // SAFETY: a clean by address writes a dirty line back and keeps it: no data changes.
+            unsafe { asm!("dc cvac, {}", in(reg) a, options(nostack)) };
+        }
+        // SAFETY: a barrier only: the cleans complete before any later access (the mailbox write).
+        unsafe { asm!("dsb sy", options(nostack)) };
+    }
+
+    unsafe fn dcache_invalidate(addr: usize, len: usize) {
+        // Complete earlier accesses (the read of the mailbox answer) before the lines are dropped.
+        // SAFETY: a barrier only.
+        unsafe { asm!("dsb sy", options(nostack)) };
+        for a in cache_lines(addr, len) {
+            // SAFETY: the caller's contract: whole lines it owns, so dropping them loses nothing
+            // of anyone else's; DC IVAC is allowed at EL1.
+            unsafe { asm!("dc ivac, {}", in(reg) a, options(nostack)) };
+        }
+        // SAFETY: a barrier only: later loads see memory, not the dropped lines.
+        unsafe { asm!("dsb sy", options(nostack)) };
+    }
+
+    fn io_barrier() {
+        // SAFETY: a barrier only.
+        unsafe { asm!("dsb sy", options(nostack)) };
     }
 
     fn wait() {
@@ -194,6 +218,15 @@ impl Arch for Cpu {
             Exit::SbiSrst | Exit::Halt => {}
         }
     }
+}
+
+/// Data cache line size of the supported cores (Cortex-A53, Cortex-A72, Cortex-A76: CTR_EL0's
+/// DminLine is 4, 16 words).
+const CACHE_LINE: usize = 64;
+
+/// The addresses of the cache lines that cover `[addr, addr + len)`.
+fn cache_lines(addr: usize, len: usize) -> impl Iterator<Item = usize> {
+    (addr & !(CACHE_LINE - 1)..addr + len).step_by(CACHE_LINE)
 }
 
 /// PSCI SYSTEM_OFF over HVC.

@@ -134,6 +134,17 @@ impl Arch for Cpu {
     /// Caches are coherent for the harts and virtio here: nothing to do.
     fn dcache_flush(_addr: usize, _len: usize) {}
 
+    /// Coherent caches: nothing to do.
+    fn dcache_clean(_addr: usize, _len: usize) {}
+
+    /// Coherent caches: nothing to do.
+    unsafe fn dcache_invalidate(_addr: usize, _len: usize) {}
+
+    fn io_barrier() {
+        // SAFETY: a fence only: orders device and memory accesses.
+        unsafe { asm!("fence iorw, iorw", options(nostack)) };
+    }
+
     /// Sleep until an IPI (or return at once if one is pending), then clear it.
     fn wait() {
         // SAFETY: wfi idles the hart; clearing sip.SSIP acknowledges the software interrupt.
