@@ -12,9 +12,11 @@
 //! - [`sdhci`]: the polled SD host controller driver (Raspberry Pi EMMC / EMMC2): reads, and
 //!   synchronous block writes when asked, with every wait bounded; tested against a register-level
 //!   simulator.
-//! - [`uart`]: PL011 and NS16550A serial ports.
+//! - [`uart`]: PL011 and NS16550A serial ports for the console ([`uart::Uart`]); PL011 and the
+//!   BCM2835-family mini UART for the ring link between boards ([`uart::LinkUart`]: never waits,
+//!   counts receive overruns, RTS/CTS flow control, baud rates checked against the clock).
 //! - [`bcm2835`]: the VideoCore mailbox (memory, clocks, temperatures, power, firmware GPIOs) and
-//!   the GPIO function select and pulls of the Raspberry Pi SoCs.
+//!   the GPIO function select and pulls of the Raspberry Pi SoCs (console, ring link, card slot).
 //! - [`mmio`]: [`mmio::Regs`], the 32-bit register access the polled drivers are written against
 //!   (fakes in the tests), [`mmio::Mmio`] for real registers, and the barrier hook the drivers call
 //!   when they start and stop using a peripheral.
