@@ -24,7 +24,7 @@ mod clock;
 mod property;
 
 pub use clock::{
-    decide, ArmClock, ArmClockPolicy, ClockDecision, ClockSource, ARM_CLOCK_ID,
+    decide, ArmClock, ArmClockPolicy, ClockDecision, ClockSource, ARM_CLOCK_ID, CORE_CLOCK_ID,
     DEFAULT_SD_BASE_CLOCK_HZ, SD_POWER_DEVICE, THERMAL_MARGIN_MC,
 };
 pub use property::{

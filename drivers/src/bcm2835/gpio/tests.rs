@@ -5,6 +5,7 @@
 //! 0; on the BCM2711 kind the pulls are the GPIO_PUP_PDN_CNTRL bits.
 
 use super::*;
+use crate::uart::Flow;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -138,6 +139,16 @@ impl Regs for FakeGpio<'_> {
     }
 }
 
+/// A pin setup ended well: the pull sequence released (BCM2835 kind), no violation, a barrier
+/// before the first access and after the last.
+fn finished_cleanly(g: &FakeGpio, kind: GpioKind) {
+    if kind == GpioKind::Bcm2835 {
+        g.check_released();
+    }
+    assert!(g.violations.is_empty(), "{:?}", g.violations);
+    assert_eq!(g.barriers, 2);
+}
+
 /// The functions of every pin.
 fn functions(g: &FakeGpio) -> Vec<u32> {
     (0..54).map(|p| g.function(p)).collect()
@@ -202,11 +213,7 @@ fn uart_pins_pull_rx_up_and_free_the_bluetooth_pins() {
                 "{kind:?}: GPIO {p} pull changed"
             );
         }
-        if kind == GpioKind::Bcm2835 {
-            g.check_released();
-        }
-        assert!(g.violations.is_empty(), "{:?}", g.violations);
-        assert_eq!(g.barriers, 2);
+        finished_cleanly(&g, kind);
     }
 }
 
@@ -218,4 +225,96 @@ fn a_hurried_pull_sequence_is_caught_by_the_fake() {
     set_pulls(&mut g, GpioKind::Bcm2835, &[15], Pull::Up, &mut |_| {});
     assert_eq!(g.violations.len(), 2, "{:?}", g.violations);
     assert_eq!(g.pull(15), Some(Pull::Up));
+}
+
+/// Route `pins` with `flow` on a fake of `kind`; returns the fake and the functions before.
+fn route_link(
+    kind: GpioKind,
+    pins: LinkPins,
+    flow: Flow,
+    now: &Cell<u64>,
+) -> (FakeGpio<'_>, Vec<u32>) {
+    let mut g = FakeGpio::new(kind, now);
+    let before = functions(&g);
+    link_uart_pins(&mut g, pins, flow, |us| now.set(now.get() + us as u64));
+    (g, before)
+}
+
+/// Only `changed` pins differ from `before`, in function and pull.
+fn others_untouched(g: &FakeGpio, before: &[u32], changed: &[u8]) {
+    let after = functions(g);
+    for p in (0..54u8).filter(|p| !changed.contains(p)) {
+        assert_eq!(after[p as usize], before[p as usize], "GPIO {p} changed");
+        assert_eq!(g.pull(p), Some(Pull::Down), "GPIO {p} pull changed");
+    }
+}
+
+#[test]
+fn link_pins_follow_the_alternate_function_tables() {
+    // (routing, GPIO block, function, [TX, RX, CTS, RTS]). The Pi 4's UART3 leaves the console's
+    // GPIO 14/15 as they were (they are among the pins checked untouched); the Pi 3's mini UART
+    // takes them.
+    let cases = [
+        (
+            LinkPins::Bcm2711Uart3,
+            GpioKind::Bcm2711,
+            Function::Alt4,
+            [4, 5, 6, 7],
+        ),
+        (
+            LinkPins::Bcm2837MiniGpio14,
+            GpioKind::Bcm2835,
+            Function::Alt5,
+            [14, 15, 16, 17],
+        ),
+    ];
+    for (pins, kind, function, [tx, rx, cts, rts]) in cases {
+        for flow in [Flow::None, Flow::RtsCts] {
+            let now = Cell::new(0);
+            let (g, before) = route_link(kind, pins, flow, &now);
+            // TX and RTS without pull, RX and CTS pulled up.
+            let routed: &[(u8, Pull)] = match flow {
+                Flow::None => &[(tx, Pull::None), (rx, Pull::Up)],
+                Flow::RtsCts => &[
+                    (tx, Pull::None),
+                    (rx, Pull::Up),
+                    (cts, Pull::Up),
+                    (rts, Pull::None),
+                ],
+            };
+            for &(p, pull) in routed {
+                assert_eq!(
+                    g.function(p),
+                    function as u32,
+                    "{pins:?}, {flow:?}: GPIO {p}"
+                );
+                assert_eq!(g.pull(p), Some(pull), "{pins:?}, {flow:?}: GPIO {p}");
+            }
+            let changed: Vec<u8> = routed.iter().map(|&(p, _)| p).collect();
+            others_untouched(&g, &before, &changed);
+            finished_cleanly(&g, kind);
+        }
+    }
+}
+
+#[test]
+fn a_link_without_pins_touches_nothing() {
+    let now = Cell::new(0);
+    let (g, before) = route_link(GpioKind::Bcm2835, LinkPins::None, Flow::RtsCts, &now);
+    others_untouched(&g, &before, &[]);
+    assert_eq!((g.barriers, now.get()), (0, 0));
+}
+
+#[test]
+fn the_function_codes_are_the_guides() {
+    // GPFSELn: 000 input, 001 output, 100 ALT0, 101 ALT1, 110 ALT2, 111 ALT3, 011 ALT4, 010 ALT5.
+    let f = [
+        Function::Alt0,
+        Function::Alt1,
+        Function::Alt2,
+        Function::Alt3,
+        Function::Alt4,
+        Function::Alt5,
+    ];
+    assert_eq!(f.map(|f| f as u32), [4, 5, 6, 7, 3, 2]);
 }

@@ -1,6 +1,7 @@
-//! Clocks, temperatures and power through the mailbox: the SD host's base clock with its fallbacks,
-//! the SD card's power and 1.8 V select on the Pi 4, and raising the ARM clock, which the firmware
-//! leaves at its boot rate (600 MHz on the Pi 3, Zero 2 W and Pi 4) unless the kernel asks.
+//! Clocks, temperatures and power through the mailbox: the SD host's base clock and the VPU core
+//! clock (the mini UART's) with their fallbacks, the SD card's power and 1.8 V select on the Pi 4,
+//! and raising the ARM clock, which the firmware leaves at its boot rate (600 MHz on the Pi 3,
+//! Zero 2 W and Pi 4) unless the kernel asks.
 //! The policy decision ([`decide`]) is a pure function.
 
 use core::fmt;
@@ -10,6 +11,9 @@ use crate::mmio::Regs;
 
 /// Clock id of the ARM cores.
 pub const ARM_CLOCK_ID: u32 = 3;
+/// Clock id of the VPU core (the firmware's "CORE" clock; `core_freq` in config.txt): the mini
+/// UART's and the AUX block's clock.
+pub const CORE_CLOCK_ID: u32 = 4;
 /// SD host base clock assumed when the firmware gives none (Circle's machineinfo.cpp: 100 MHz for
 /// EMMC and EMMC2 up to the Pi 4; the BCM2835's capabilities register has no base clock field).
 pub const DEFAULT_SD_BASE_CLOCK_HZ: u32 = 100_000_000;
@@ -179,19 +183,32 @@ impl<R: Regs> Mailbox<R> {
         Ok(self.call(tags::GET_MAX_TEMPERATURE, &[0, 0], 2)?[1])
     }
 
-    /// The SD host's base clock (clock `id`: 1 = EMMC, 12 = EMMC2) and where it came from: the set
-    /// rate, else the measured rate (some firmware answers 0 for the set rate), else
-    /// [`DEFAULT_SD_BASE_CLOCK_HZ`]; a failed call counts as an answer of 0 (Circle's
-    /// machineinfo.cpp falls back the same way).
-    pub fn sd_base_clock(&mut self, id: u32) -> (u32, ClockSource) {
+    /// Clock `id`'s rate and where it came from: the set rate, else the measured rate (some
+    /// firmware answers 0 for the set rate), else `default_hz`; a failed call counts as an answer
+    /// of 0 (Circle's machineinfo.cpp falls back the same way).
+    pub fn clock_or(&mut self, id: u32, default_hz: u32) -> (u32, ClockSource) {
         match self.clock_rate(id) {
             Ok(hz) if hz > 0 => return (hz, ClockSource::Firmware),
             _ => {}
         }
         match self.measured_clock_rate(id) {
             Ok(hz) if hz > 0 => (hz, ClockSource::Measured),
-            _ => (DEFAULT_SD_BASE_CLOCK_HZ, ClockSource::Default),
+            _ => (default_hz, ClockSource::Default),
         }
+    }
+
+    /// The SD host's base clock (clock `id`: 1 = EMMC, 12 = EMMC2) and where it came from, else
+    /// [`DEFAULT_SD_BASE_CLOCK_HZ`] ([`Mailbox::clock_or`]).
+    pub fn sd_base_clock(&mut self, id: u32) -> (u32, ClockSource) {
+        self.clock_or(id, DEFAULT_SD_BASE_CLOCK_HZ)
+    }
+
+    /// The VPU core clock ([`CORE_CLOCK_ID`]), which the mini UART divides, and where it came
+    /// from, else `default_hz` (the board file's `[ring_uart] clock_hz`) ([`Mailbox::clock_or`]).
+    /// It holds for the baud rate only while the firmware keeps it: `core_freq=250` in config.txt
+    /// ([`crate::uart::mini`]).
+    pub fn core_clock(&mut self, default_hz: u32) -> (u32, ClockSource) {
+        self.clock_or(CORE_CLOCK_ID, default_hz)
     }
 
     /// Power `device` on and wait until it is (SET_POWER_STATE; [`SD_POWER_DEVICE`] = the SD

@@ -216,6 +216,29 @@ fn sd_base_clock_falls_back_to_the_measured_rate_then_100_mhz() {
     );
 }
 
+// ---- the core clock (the mini UART's) ----
+
+#[test]
+fn core_clock_asks_for_clock_4_then_falls_back_to_the_board_file() {
+    let fallback = 250 * MHZ;
+    let (mut mb, fw) = mailbox(Firmware {
+        clocks: [(CORE_CLOCK_ID, 400 * MHZ)].into(),
+        ..Firmware::default()
+    });
+    // A Zero 2 W whose config.txt does not fix core_freq: the firmware's rate, not the board's.
+    assert_eq!(mb.core_clock(fallback), (400 * MHZ, ClockSource::Firmware));
+    assert_eq!(fw.borrow().log[0], (tags::GET_CLOCK_RATE, vec![4, 0]));
+    fw.borrow_mut().clocks.clear();
+    fw.borrow_mut().measured.insert(CORE_CLOCK_ID, 249_999_000);
+    assert_eq!(
+        mb.core_clock(fallback),
+        (249_999_000, ClockSource::Measured)
+    );
+    fw.borrow_mut().code = 0x8000_0001;
+    assert_eq!(mb.core_clock(fallback), (fallback, ClockSource::Default));
+    assert!(fw.borrow().violations.is_empty());
+}
+
 // ---- power and the Pi 4's 1.8 V select ----
 
 #[test]
