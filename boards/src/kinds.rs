@@ -68,6 +68,33 @@ pub enum GpioKind {
     Bcm2711,
 }
 
+/// The ring link's UART (the drivers' `uart::LinkKind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LinkKind {
+    Pl011,
+    Mini,
+}
+
+/// Where the ring link's UART reaches its pins (the drivers' `bcm2835::gpio::LinkPins`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum LinkPins {
+    #[serde(rename = "none")]
+    None,
+    #[serde(rename = "bcm2711-uart3")]
+    Bcm2711Uart3,
+    #[serde(rename = "bcm2837-mini-14-15")]
+    Bcm2837MiniGpio14,
+}
+
+/// Hardware flow control on the ring link (the drivers' `uart::Flow`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Flow {
+    None,
+    RtsCts,
+}
+
 /// How QEMU loads the kernel: the ELF, or a flat image (`kernel8.img`, as the Pi firmware wants).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -108,7 +135,7 @@ impl Arch {
 }
 
 /// A variant's name as the board file writes it (`SpinTable` -> `spin-table`).
-fn kebab(camel: &str) -> String {
+pub(crate) fn kebab(camel: &str) -> String {
     let mut s = String::new();
     for (i, c) in camel.chars().enumerate() {
         if c.is_ascii_uppercase() && i > 0 {

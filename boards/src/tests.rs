@@ -125,3 +125,128 @@ fn load_names_the_file() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `text` with its `[ring_uart]` table's `key = ...` line replaced by `line` (removed if empty).
+fn with_ring_line(text: &str, key: &str, line: &str) -> String {
+    let start = text.find("[ring_uart]\n").unwrap();
+    let at = start + text[start..].find(&format!("\n{key} =")).unwrap() + 1;
+    let end = at + text[at..].find('\n').unwrap() + 1;
+    let line = if line.is_empty() {
+        String::new()
+    } else {
+        format!("{line}\n")
+    };
+    format!("{}{line}{}", &text[..at], &text[end..])
+}
+
+fn board_text(name: &str) -> String {
+    std::fs::read_to_string(boards_dir().join(format!("{name}.toml"))).unwrap()
+}
+
+#[test]
+fn the_ring_uart_is_emitted_as_constants() {
+    let cases = [
+        (
+            "qemu-virt-aarch64",
+            "0x9040000",
+            "Pl011",
+            "24000000",
+            "None",
+            "None",
+        ),
+        (
+            "rpi4",
+            "0xfe201600",
+            "Pl011",
+            "48000000",
+            "Bcm2711Uart3",
+            "RtsCts",
+        ),
+        (
+            "rpi3",
+            "0x3f215040",
+            "Mini",
+            "250000000",
+            "Bcm2837MiniGpio14",
+            "RtsCts",
+        ),
+        // No [ring_uart]: base 0 and the rest inert.
+        ("qemu-virt-riscv64", "0x0", "Pl011", "0", "None", "None"),
+    ];
+    for (name, base, kind, clock, pins, flow) in cases {
+        let b = parse(&board_text(name)).unwrap();
+        assert_eq!(b.ring_uart.is_some(), base != "0x0", "{name}");
+        let k = b.kernel_constants(false, 0x8_0000);
+        for line in [
+            format!("pub const RING_UART_BASE: usize = {base};"),
+            format!("pub const RING_UART_KIND: drivers::uart::LinkKind = drivers::uart::LinkKind::{kind};"),
+            format!("pub const RING_UART_CLOCK_HZ: u32 = {clock};"),
+            format!("pub const RING_UART_PINS: drivers::bcm2835::gpio::LinkPins = drivers::bcm2835::gpio::LinkPins::{pins};"),
+            format!("pub const RING_UART_FLOW: drivers::uart::Flow = drivers::uart::Flow::{flow};"),
+        ] {
+            assert!(k.contains(&line), "{name}: {line}\n{k}");
+        }
+    }
+}
+
+#[test]
+fn ring_uart_keys_are_checked_like_the_others() {
+    let virt = virt_text();
+    let e = parse(&virt.replace("[ring_uart]\n", "[ring_uart]\nbaud = 921600\n")).unwrap_err();
+    assert!(e.contains("unknown field `baud`"), "{e}");
+    for key in ["kind", "base", "clock_hz", "pins", "flow"] {
+        let e = parse(&with_ring_line(&virt, key, "")).unwrap_err();
+        assert!(e.contains(&format!("missing field `{key}`")), "{key}: {e}");
+    }
+    let e = parse(&with_ring_line(&virt, "kind", "kind = \"ns16550\"")).unwrap_err();
+    assert!(
+        e.contains("unknown variant `ns16550`") && e.contains("mini"),
+        "{e}"
+    );
+    let e = parse(&with_ring_line(&virt, "pins", "pins = \"bcm2711-uart5\"")).unwrap_err();
+    assert!(
+        e.contains("unknown variant `bcm2711-uart5`") && e.contains("bcm2837-mini-14-15"),
+        "{e}"
+    );
+    let e = parse(&with_ring_line(&virt, "flow", "flow = \"rts-cts\"")).unwrap_err();
+    assert!(
+        e.contains("unknown variant `rts-cts`") && e.contains("rtscts"),
+        "{e}"
+    );
+}
+
+#[test]
+fn ring_uart_rules_across_keys_are_checked() {
+    let virt = virt_text();
+    for base in ["0x0900_0000", "0"] {
+        let e = parse(&with_ring_line(&virt, "base", &format!("base = {base}"))).unwrap_err();
+        assert!(e.contains("must be a UART other than the console"), "{e}");
+    }
+    let e = parse(&with_ring_line(&virt, "clock_hz", "clock_hz = 0")).unwrap_err();
+    assert!(e.contains("clock_hz = 0"), "{e}");
+    // Pins of a Pi on a board without a GPIO block.
+    let e = parse(&with_ring_line(&virt, "pins", "pins = \"bcm2711-uart3\"")).unwrap_err();
+    assert_eq!(
+        e,
+        "[ring_uart] pins = \"bcm2711-uart3\" needs kind = \"pl011\", gpio_base and gpio_kind = \"bcm2711\""
+    );
+    // The mini UART's pins on a Pi 4, a PL011 on the Pi 3's mini UART pins.
+    let rpi4 = board_text("rpi4");
+    let e = parse(&with_ring_line(
+        &rpi4,
+        "pins",
+        "pins = \"bcm2837-mini-14-15\"",
+    ))
+    .unwrap_err();
+    assert!(e.contains("needs kind = \"mini\""), "{e}");
+    let e = parse(&with_ring_line(
+        &board_text("rpi3"),
+        "kind",
+        "kind = \"pl011\"",
+    ))
+    .unwrap_err();
+    assert!(e.contains("gpio_kind = \"bcm2835\""), "{e}");
+    // Any UART may go without pin routing.
+    let b = parse(&with_ring_line(&rpi4, "pins", "pins = \"none\"")).unwrap();
+    assert_eq!(b.ring_uart.unwrap().pins, LinkPins::None);
+}
