@@ -205,6 +205,8 @@ fn check_targets() -> i32 {
             "drivers",
             "-p",
             "runtime",
+            "-p",
+            "ring",
             "--lib",
             "--target",
             target,

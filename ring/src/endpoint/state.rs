@@ -1,0 +1,350 @@
+//! The protocol's state behind an [`Endpoint`](super::Endpoint), apart from the link and the frame
+//! decoder so that the decoder's callback can update it. Tables are indexed by board number
+//! (slot 0 unused).
+
+use super::outbox::{Outbox, What};
+use super::{LinkError, SendError, Stats, Timing};
+use crate::frame::{self, Frame, Header, Kind, MAX_PAYLOAD, MAX_WIRE};
+use crate::link::Link;
+use crate::{upstream, MAX_BOARDS};
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+
+/// Table size: one slot per board number, 0 unused.
+const SLOTS: usize = MAX_BOARDS as usize + 1;
+
+/// Where a frame of a send window is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    /// Waiting to be queued (new, or sent again after a timeout).
+    Unsent,
+    /// In the outbound queue, not yet wholly taken by the link.
+    Queued,
+    /// Taken by the link at `since`; the ack timer runs.
+    OnLine { since: u64 },
+}
+
+/// An unacknowledged Data frame.
+#[derive(Debug)]
+struct Pending {
+    seq: u32,
+    /// The frame as it goes on the wire.
+    wire: Vec<u8>,
+    state: Sent,
+    /// Times queued for the line.
+    sends: u32,
+}
+
+/// The sending side of the channel `me -> dst`.
+#[derive(Debug, Default)]
+struct Channel {
+    /// The sequence number of the next message queued.
+    next_seq: u32,
+    /// Unacknowledged frames, oldest first; their numbers run up to `next_seq - 1`.
+    window: VecDeque<Pending>,
+    /// Sends of the oldest frame since it became the oldest.
+    tries: u32,
+}
+
+impl Channel {
+    /// The sequence number of the oldest unacknowledged frame.
+    fn base(&self) -> u32 {
+        self.next_seq.wrapping_sub(self.window.len() as u32)
+    }
+
+    /// Own Data `seq` is wholly on the line: start its ack timer.
+    fn on_line(&mut self, seq: u32, now: u64) {
+        let i = seq.wrapping_sub(self.base()) as usize;
+        if let Some(p) = self.window.get_mut(i) {
+            if p.seq == seq && p.state == Sent::Queued {
+                p.state = Sent::OnLine { since: now };
+            }
+        }
+    }
+}
+
+/// Everything an endpoint knows but its link and decoder.
+#[derive(Debug)]
+pub(super) struct Core {
+    pub(super) me: u8,
+    pub(super) boards: u8,
+    timing: Timing,
+    tx: Outbox,
+    channels: [Channel; SLOTS],
+    /// Per source: the sequence number expected next.
+    rx_next: [u32; SLOTS],
+    /// Bit `b`: board `b` sent Data since the last acks were queued.
+    ack_due: u16,
+    pub(super) inbox: VecDeque<(u8, Vec<u8>)>,
+    inbox_limit: usize,
+    pub(super) last_heard: [Option<u64>; SLOTS],
+    pub(super) last_upstream: Option<u64>,
+    /// The first fault found during this pump.
+    pub(super) fault: Option<LinkError>,
+    pub(super) stats: Stats,
+    /// Which destination queues first (`0..boards`), rotating each pump so that none starves.
+    turn: usize,
+}
+
+impl Core {
+    pub(super) fn new(me: u8, boards: u8, timing: Timing) -> Self {
+        let frames = timing.window.max(1) * usize::from(boards.clamp(1, MAX_BOARDS));
+        Self {
+            me,
+            boards,
+            timing,
+            tx: Outbox::new(frames * MAX_WIRE),
+            channels: core::array::from_fn(|_| Channel::default()),
+            rx_next: [0; SLOTS],
+            ack_due: 0,
+            inbox: VecDeque::new(),
+            inbox_limit: frames,
+            last_heard: [None; SLOTS],
+            last_upstream: None,
+            fault: None,
+            stats: Stats::default(),
+            turn: 0,
+        }
+    }
+
+    /// The position is inside a ring of at most [`MAX_BOARDS`].
+    pub(super) fn valid(&self) -> bool {
+        (1..=MAX_BOARDS).contains(&self.boards) && (1..=self.boards).contains(&self.me)
+    }
+
+    fn is_board(&self, b: u8) -> bool {
+        (1..=self.boards).contains(&b)
+    }
+
+    pub(super) fn queued_bytes(&self) -> usize {
+        self.tx.bytes()
+    }
+
+    /// The outbound queue is over its bound: stop reading the link.
+    pub(super) fn backlogged(&self) -> bool {
+        self.tx.full()
+    }
+
+    pub(super) fn idle(&self) -> bool {
+        self.tx.is_empty() && self.channels.iter().all(|c| c.window.is_empty())
+    }
+
+    pub(super) fn try_send(&mut self, dst: u8, payload: &[u8]) -> Result<(), SendError> {
+        let (me, boards) = (self.me, self.boards);
+        if !self.valid() || !self.is_board(dst) || dst == me {
+            return Err(SendError::BadBoard {
+                board: dst,
+                me,
+                boards,
+            });
+        }
+        if payload.len() > MAX_PAYLOAD {
+            return Err(SendError::TooLong { len: payload.len() });
+        }
+        let window = self.timing.window;
+        let ch = &mut self.channels[usize::from(dst)];
+        if ch.window.len() >= window {
+            return Err(SendError::WindowFull { board: dst, window });
+        }
+        let seq = ch.next_seq;
+        let h = Header {
+            hop: me,
+            src: me,
+            dst,
+            kind: Kind::Data,
+            seq,
+        };
+        let mut wire = Vec::new();
+        frame::encode(&h, payload, &mut wire);
+        ch.window.push_back(Pending {
+            seq,
+            wire,
+            state: Sent::Unsent,
+            sends: 0,
+        });
+        ch.next_seq = seq.wrapping_add(1);
+        Ok(())
+    }
+
+    /// Hand queued bytes to the link until it takes no more.
+    pub(super) fn flush(&mut self, link: &mut impl Link, now: u64) {
+        let channels = &mut self.channels;
+        self.tx.flush(link, now, &mut self.stats, |dst, seq| {
+            channels[usize::from(dst)].on_line(seq, now);
+        });
+    }
+
+    /// Shed passing frames if the ring has jammed (see [`Outbox::shed_if_jammed`]).
+    pub(super) fn unjam(&mut self, now: u64) {
+        self.stats.shed += self.tx.shed_if_jammed(now, self.timing.rto_ns);
+    }
+
+    /// Handle one frame (or broken frame) from the upstream line.
+    pub(super) fn on_frame(&mut self, frame: Frame<'_>, now: u64) {
+        let (h, payload) = match frame {
+            Ok(f) => f,
+            Err(e) => {
+                self.stats.corrupt.count(e);
+                return;
+            }
+        };
+        self.stats.frames_received += 1;
+        self.last_upstream = Some(now);
+        let expected = upstream(self.me, self.boards);
+        if h.hop != expected {
+            self.stats.misordered += 1;
+            self.fault.get_or_insert(LinkError::Misordered {
+                expected,
+                got: h.hop,
+            });
+            return;
+        }
+        if !self.is_board(h.src) || !self.is_board(h.dst) || h.src == h.dst {
+            self.stats.stray += 1;
+            return;
+        }
+        self.last_heard[usize::from(h.src)] = Some(now);
+        if h.dst == self.me {
+            match h.kind {
+                Kind::Data => self.on_data(&h, payload),
+                Kind::Ack => self.on_ack(h.src, h.seq),
+            }
+        } else if h.src == self.me {
+            // Back round the ring: its addressee never took it.
+            self.stats.stray += 1;
+        } else {
+            self.forward(h, payload);
+        }
+    }
+
+    /// Data addressed to me: deliver it if it is the next expected; ack it in any case.
+    fn on_data(&mut self, h: &Header, payload: &[u8]) {
+        let src = usize::from(h.src);
+        self.ack_due |= 1 << src;
+        let expected = self.rx_next[src];
+        if h.seq != expected {
+            if (h.seq.wrapping_sub(expected) as i32) < 0 {
+                self.stats.duplicates += 1;
+            } else {
+                self.stats.out_of_order += 1;
+            }
+            return;
+        }
+        if self.inbox.len() >= self.inbox_limit {
+            self.stats.inbox_full += 1;
+            return;
+        }
+        self.inbox.push_back((h.src, payload.to_vec()));
+        self.rx_next[src] = expected.wrapping_add(1);
+        self.stats.delivered += 1;
+    }
+
+    /// An ack from `src`: drop the frames it covers from the window to `src`.
+    fn on_ack(&mut self, src: u8, next: u32) {
+        let ch = &mut self.channels[usize::from(src)];
+        let n = next.wrapping_sub(ch.base()) as usize;
+        // 0: nothing new (a repeat); past the window: an ack for frames never sent.
+        if n == 0 || n > ch.window.len() {
+            return;
+        }
+        ch.window.drain(..n);
+        ch.tries = match ch.window.front() {
+            Some(p) if p.sends > 0 => 1,
+            _ => 0,
+        };
+    }
+
+    /// Pass a frame for another board on, as sent by me.
+    fn forward(&mut self, h: Header, payload: &[u8]) {
+        self.queue_frame(&Header { hop: self.me, ..h }, payload);
+        self.stats.forwarded += 1;
+    }
+
+    fn queue_frame(&mut self, h: &Header, payload: &[u8]) {
+        let mut wire = Vec::new();
+        frame::encode(h, payload, &mut wire);
+        let what = match h.kind {
+            Kind::Ack => What::Ack,
+            Kind::Data => What::Passing,
+        };
+        self.tx.push(wire, what);
+    }
+
+    /// One ack to each board that sent me Data since the last call.
+    pub(super) fn queue_acks(&mut self) {
+        for b in 1..=self.boards {
+            if self.ack_due & (1 << b) != 0 {
+                let seq = self.rx_next[usize::from(b)];
+                let h = Header {
+                    hop: self.me,
+                    src: self.me,
+                    dst: b,
+                    kind: Kind::Ack,
+                    seq,
+                };
+                self.queue_frame(&h, &[]);
+                self.stats.acks_sent += 1;
+            }
+        }
+        self.ack_due = 0;
+    }
+
+    /// Go back N where the oldest frame's ack is overdue; note dead peers.
+    pub(super) fn check_timers(&mut self, now: u64) {
+        for dst in 1..=usize::from(self.boards) {
+            let ch = &mut self.channels[dst];
+            let Some(Sent::OnLine { since }) = ch.window.front().map(|p| p.state) else {
+                continue;
+            };
+            if now.saturating_sub(since) < self.timing.rto_ns {
+                continue;
+            }
+            if ch.tries >= self.timing.max_tries {
+                let dead = LinkError::PeerDead {
+                    board: dst as u8,
+                    tries: ch.tries,
+                };
+                self.fault.get_or_insert(dead);
+                continue;
+            }
+            for p in ch.window.iter_mut() {
+                if let Sent::OnLine { .. } = p.state {
+                    p.state = Sent::Unsent;
+                }
+            }
+        }
+    }
+
+    /// Queue own frames that are due, oldest first per destination, while the queue has room.
+    pub(super) fn queue_data(&mut self) {
+        let boards = usize::from(self.boards).max(1);
+        self.turn = (self.turn + 1) % boards;
+        for k in 0..boards {
+            let dst = 1 + (self.turn + k) % boards;
+            let ch = &mut self.channels[dst];
+            for (i, p) in ch.window.iter_mut().enumerate() {
+                if !self.tx.room_for_own() {
+                    return;
+                }
+                if p.state != Sent::Unsent {
+                    continue;
+                }
+                if p.sends > 0 {
+                    self.stats.retransmitted += 1;
+                }
+                if i == 0 {
+                    ch.tries = ch.tries.saturating_add(1);
+                }
+                p.sends += 1;
+                p.state = Sent::Queued;
+                self.tx.push(
+                    p.wire.clone(),
+                    What::Own {
+                        dst: dst as u8,
+                        seq: p.seq,
+                    },
+                );
+            }
+        }
+    }
+}
