@@ -3,11 +3,12 @@
 //! token limit, or a full context. Time comes from the caller's clock, output goes to the caller's
 //! callback, so the same loop runs on every platform.
 
-use crate::model::{Model, ModelError, RunState};
+use crate::model::{Input, Model, ModelError, Part, RunState};
 use crate::parallel::Parallel;
 use crate::quant::Kernels;
 use crate::sampler::{greedy, Sampler, SamplerError};
 use crate::storage::Storage;
+use alloc::string::String;
 use core::fmt;
 
 /// Why generation ended.
@@ -60,6 +61,8 @@ pub enum GenError {
         free: usize,
     },
     EmptyPrompt,
+    /// The ring of boards that runs the other layers failed (the message names the board).
+    Ring(String),
 }
 
 impl fmt::Display for GenError {
@@ -72,6 +75,7 @@ impl fmt::Display for GenError {
                 "the prompt is {tokens} tokens but only {free} positions of the context are free (raise the context length or shorten the prompt)"
             ),
             GenError::EmptyPrompt => write!(f, "the prompt is empty (no tokens)"),
+            GenError::Ring(e) => write!(f, "ring: {e}"),
         }
     }
 }
@@ -90,6 +94,23 @@ impl From<SamplerError> for GenError {
     }
 }
 
+/// The layers a ring's other boards run, as the head sees them: it hands them the hidden states
+/// after its own part and, when logits are wanted, gets back the last token's hidden state after
+/// the model's last layer. The values cross the ring as f32, so the logits are bit for bit those
+/// of one board.
+pub trait Remote {
+    /// The head's own part (the ends and the first layers).
+    fn part(&self) -> &Part;
+    /// Hand `x` (`[b][dim]`, positions `pos..pos + b`) to the next board, asking for the last
+    /// row back when `want_last`. Returns once it is queued: the line sends while the head
+    /// computes the next batch.
+    fn send(&self, x: &[f32], pos: usize, b: usize, want_last: bool) -> Result<(), String>;
+    /// Wait for the last row asked for (`[dim]`, after every layer).
+    fn receive(&self, out: &mut [f32]) -> Result<(), String>;
+    /// Serve the line (called between matrix products).
+    fn tick(&self);
+}
+
 /// Everything the loop needs besides the prompt.
 pub struct Engine<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> {
     pub model: &'a Model,
@@ -99,6 +120,8 @@ pub struct Engine<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> {
     /// Called after every forward pass (a prompt batch or a generated token), e.g. to sample a
     /// counter.
     pub on_forward: Option<&'a dyn Fn()>,
+    /// The other boards of a ring, when this board is its head (`None`: one board runs it all).
+    pub remote: Option<&'a dyn Remote>,
 }
 
 impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> fmt::Debug for Engine<'_, S, P> {
@@ -119,7 +142,33 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
             pool,
             kernels,
             on_forward: None,
+            remote: None,
         }
+    }
+
+    /// One forward pass over `tokens` at the next positions: here, or here and around the ring.
+    fn pass(&self, st: &mut RunState, tokens: &[u32], want_logits: bool) -> Result<(), GenError> {
+        let run = (self.src, self.pool, &self.kernels);
+        let Some(r) = self.remote else {
+            let (src, pool, k) = run;
+            return Ok(self
+                .model
+                .forward_batch(st, src, pool, k, tokens, want_logits)?);
+        };
+        let (pos, b, dim) = (st.pos, tokens.len(), self.model.config.dim);
+        let tick = || r.tick();
+        let input = Input::Tokens(tokens);
+        self.model
+            .forward_part(st, run, input, r.part(), false, Some(&tick))?;
+        r.send(&st.x[..b * dim], pos, b, want_logits)
+            .map_err(GenError::Ring)?;
+        if want_logits {
+            let row = b - 1;
+            r.receive(&mut st.x[row * dim..(row + 1) * dim])
+                .map_err(GenError::Ring)?;
+            self.model.logits(st, run, row)?;
+        }
+        Ok(())
     }
 
     fn forwarded(&self) {
@@ -142,14 +191,7 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
         let b = st.batch().max(1);
         let passes = tokens.len().div_ceil(b);
         for (i, chunk) in tokens.chunks(b).enumerate() {
-            self.model.forward_batch(
-                st,
-                self.src,
-                self.pool,
-                &self.kernels,
-                chunk,
-                i + 1 == passes,
-            )?;
+            self.pass(st, chunk, i + 1 == passes)?;
             self.forwarded();
         }
         Ok(())
@@ -243,8 +285,7 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
                 rep.stop = Some(StopReason::ContextFull);
                 break;
             }
-            self.model
-                .forward(st, self.src, self.pool, &self.kernels, tok, true)?;
+            self.pass(st, &[tok], true)?;
             self.forwarded();
         }
         rep.stop.get_or_insert(StopReason::MaxTokens);

@@ -141,6 +141,8 @@ pub enum SendError {
     TooLong { len: usize },
     /// `board` is not another board of this ring (or this endpoint's own position is invalid).
     BadBoard { board: u8, me: u8, boards: u8 },
+    /// The outbound queue has no room for a datagram now (it is dropped; pump and try later).
+    QueueFull,
 }
 
 impl fmt::Display for SendError {
@@ -158,6 +160,7 @@ impl fmt::Display for SendError {
                 f,
                 "board {board} is not another board of this ring of {boards} (this is board {me})"
             ),
+            Self::QueueFull => write!(f, "the outbound queue is full"),
         }
     }
 }
@@ -241,6 +244,23 @@ impl<L: Link> Endpoint<L> {
     /// frames to `dst` are unacknowledged (call [`Self::pump`] and retry).
     pub fn try_send(&mut self, dst: u8, payload: &[u8]) -> Result<(), SendError> {
         self.core.try_send(dst, payload)
+    }
+
+    /// Queue a datagram to `dst`: sent once, never acknowledged or sent again, delivered to
+    /// [`Self::recv`] like a message if it arrives (heartbeats). [`SendError::QueueFull`] when
+    /// the outbound queue has no room.
+    pub fn send_datagram(&mut self, dst: u8, payload: &[u8]) -> Result<(), SendError> {
+        self.core.send_datagram(dst, payload)
+    }
+
+    /// New timers and window from now on (e.g. patient while boards load, brisk once they run).
+    pub fn set_timing(&mut self, timing: Timing) {
+        self.core.set_timing(timing);
+    }
+
+    /// Count every board as heard now: silence is measured from here (when heartbeats start).
+    pub fn touch_all(&mut self, now: u64) {
+        self.core.touch_all(now);
     }
 
     /// Move bytes both ways and do the protocol's work at time `now` (ns): transmit what is

@@ -60,6 +60,9 @@ pub enum Kind {
     /// From `src` to `dst`: `seq` is the next sequence number `src` expects on the `dst -> src`
     /// channel (every earlier one has arrived: cumulative).
     Ack,
+    /// A message from `src` to `dst` sent once: not numbered, acknowledged or sent again (a
+    /// heartbeat, where the next one replaces a lost one). `seq` is 0.
+    Datagram,
 }
 
 /// Why the bytes up to a delimiter are not a frame.

@@ -105,7 +105,25 @@ pub struct Config {
     pub selftest: Option<String>,
     /// The ARM cores' clock (Raspberry Pi), set once this file is read.
     pub arm_freq: ArmClock,
+    /// This board's place in a ring of boards (`ring = K/N`); `None`: the board runs alone.
+    pub ring: Option<RingPlace>,
+    /// The ring's line rate (bits/s), on the board's link UART.
+    pub ring_baud: u32,
 }
+
+/// `ring = K/N`: board `board` (1 is the head: console, tokenizer, sampler) of `boards`, wired
+/// TX to the next board's RX, the last board's TX to the head's RX.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingPlace {
+    pub board: u8,
+    pub boards: u8,
+}
+
+/// Most boards in a ring.
+pub const MAX_RING: u8 = 8;
+
+/// The ring's line rate unless `ring_baud` says: the most a PL011 makes from a 48 MHz clock.
+pub const DEFAULT_RING_BAUD: u32 = 3_000_000;
 
 impl Default for Config {
     fn default() -> Self {
@@ -132,6 +150,8 @@ impl Default for Config {
             measure_cores: None,
             selftest: None,
             arm_freq: ArmClock::Max,
+            ring: None,
+            ring_baud: DEFAULT_RING_BAUD,
         }
     }
 }
@@ -201,7 +221,24 @@ impl fmt::Display for ConfigError {
     }
 }
 
-const KNOWN: &str = "model, prompt, system, mode, json, allow_write, prompt_cache, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, batch, cache, page, readahead, io_core, cores, special, kernels, measure_cores, selftest, arm_freq";
+const KNOWN: &str = "model, prompt, system, mode, json, allow_write, prompt_cache, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, batch, cache, page, readahead, io_core, cores, special, kernels, measure_cores, selftest, arm_freq, ring, ring_baud";
+
+/// `ring = K/N` (`off` or `1/1`: alone).
+fn ring_place(f: &Field<'_>) -> Result<Option<RingPlace>, ConfigError> {
+    const ALLOWED: &str = "off, or K/N: this board's place K of N boards (1 <= K <= N <= 8)";
+    if f.v == "off" {
+        return Ok(None);
+    }
+    let (k, n) = f.v.split_once('/').ok_or_else(|| f.bad(ALLOWED))?;
+    let (k, n) = match (k.trim().parse::<u8>(), n.trim().parse::<u8>()) {
+        (Ok(k), Ok(n)) if 1 <= k && k <= n && n <= MAX_RING => (k, n),
+        _ => return Err(f.bad(ALLOWED)),
+    };
+    Ok((n > 1).then_some(RingPlace {
+        board: k,
+        boards: n,
+    }))
+}
 
 /// One `key = value` line, for checking its value.
 #[derive(Debug, Clone, Copy)]
@@ -463,6 +500,10 @@ fn set(c: &mut Config, f: &Field<'_>) -> Result<(), ConfigError> {
             }
         }
         "measure_cores" => c.measure_cores = Some(f.int(1, 16, "1 to 16")? as usize),
+        "ring" => c.ring = ring_place(&f)?,
+        "ring_baud" => {
+            c.ring_baud = f.int(1200, 12_000_000, "1200 to 12000000 bits/s")? as u32;
+        }
         "arm_freq" => {
             c.arm_freq = match v {
                 "max" => ArmClock::Max,
@@ -544,6 +585,30 @@ mod tests {
             (c.readahead, c.io_core),
             (crate::pagecache::DEFAULT_READAHEAD, IoCore::Auto)
         );
+    }
+
+    #[test]
+    fn ring_place_and_rate() {
+        let c = Config::default();
+        assert_eq!((c.ring, c.ring_baud), (None, DEFAULT_RING_BAUD));
+        let c = Config::parse(b"ring = 2/3\nring_baud = 921600\n").unwrap();
+        let place = RingPlace {
+            board: 2,
+            boards: 3,
+        };
+        assert_eq!((c.ring, c.ring_baud), (Some(place), 921_600));
+        for alone in ["off", "1/1"] {
+            let c = Config::parse(alloc::format!("ring = {alone}\n").as_bytes()).unwrap();
+            assert_eq!(c.ring, None, "{alone}");
+        }
+        for bad in ["0/3", "4/3", "1/9", "2", "a/b", "1/", "/2", "-1/2"] {
+            let e = Config::parse(alloc::format!("ring = {bad}\n").as_bytes()).unwrap_err();
+            assert!(e.to_string().contains("K/N"), "{bad}: {e}");
+        }
+        for bad in ["0", "1199", "12000001", "fast"] {
+            let e = Config::parse(alloc::format!("ring_baud = {bad}\n").as_bytes()).unwrap_err();
+            assert!(e.to_string().contains("bits/s"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub mod console;
 pub mod iocore;
 pub mod pagecache;
 pub mod promptcache;
+pub mod ring;
 pub mod run;
 #[cfg(test)]
 mod testutil;

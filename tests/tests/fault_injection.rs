@@ -99,6 +99,7 @@ where
         set_cores: None,
         raise_exception: None,
         arm_clock: None,
+        ring_link: None,
         io_core: None,
     };
     let mut con = Capture(vec![]);

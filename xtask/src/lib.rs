@@ -49,6 +49,7 @@ pub mod fidelity;
 pub mod fuzz;
 pub mod image;
 pub mod mca;
+pub mod ring;
 
 /// A board description (`boards/NAME.toml`), the parts the host needs, from the board schema.
 #[derive(Debug, Clone)]

@@ -17,6 +17,8 @@ commands:
   test            everything CI runs: check-targets, fetch-model, cargo test --workspace
   image           build a card image: --board B [--model FILE|NAME] [--out FILE] [generation flags]
   qemu            build, image and boot in QEMU: --board B [--model FILE|NAME] [--mem SIZE] [--smp N] [--cpu MODEL] [--icount]
+  ring            N virt boards in a ring over their second UARTs (one model split across them): --boards N
+                  [--model FILE|NAME] [--mem SIZE] [--smp N] [--prompt P] [-n N] [--set key=value]
                   [generation flags: --prompt TEXT -n N --temp T --top-k K --top-p P --min-p M
                    --repeat-penalty R --seed S --ctx N --cache SIZE --no-special --set KEY=VALUE (any lmboot.txt line)]
                   prints the UART on stdout and exits with the kernel's status
@@ -61,6 +63,7 @@ fn main() {
         Some("fuzz") => report(fuzz(&args[1..])),
         Some("image") => report(image(&args[1..]).map(|_| 0)),
         Some("qemu") => report(qemu(&args[1..])),
+        Some("ring") => report(ring(&args[1..])),
         Some("-h") | Some("--help") | Some("help") => {
             print!("{USAGE}");
             0
@@ -687,6 +690,79 @@ fn qemu(args: &[String]) -> Result<i32, String> {
     let c = xtask::qemu_command(&a.board, &kernel, &img, &opts);
     eprintln!("xtask: {c:?}");
     run_qemu(&a.board, c)
+}
+
+/// `cargo xtask ring --boards N`: N virt boards, each with its own card (`ring = K/N`), wired in
+/// a ring; the head's console here, then every hop's bytes and the link's throughput.
+fn ring(args: &[String]) -> Result<i32, String> {
+    if setup() != 0 {
+        return Err("setup failed".into());
+    }
+    let mut boards = 3usize;
+    let mut rest = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--boards" => boards = number(&mut it, a)?,
+            _ => rest.push(a.clone()),
+        }
+    }
+    if !(2..=8).contains(&boards) {
+        return Err(format!("--boards {boards}: a ring has 2 to 8 boards"));
+    }
+    let a = boot_args(&rest)?;
+    if a.board.name != "qemu-virt-aarch64" {
+        return Err(
+            "the QEMU ring runs on qemu-virt-aarch64 (its second PL011 is the link)".into(),
+        );
+    }
+    let kernel = xtask::build_kernel(&a.board, true)?;
+    let mut images = Vec::new();
+    for k in 1..=boards {
+        let mut s = a.settings.clone();
+        s.extra.push(("ring".into(), format!("{k}/{boards}")));
+        let img = xtask::workspace_root()
+            .join("target")
+            .join(format!("ring-{k}-of-{boards}.img"));
+        xtask::card_image(&a.board, Some(&kernel), &s, &a.model, &img)?;
+        images.push(img);
+    }
+    let spec = xtask::ring::RingSpec {
+        images,
+        opts: xtask::QemuOpts {
+            mem: a.mem.clone(),
+            smp: a.smp,
+            cpu: a.cpu.clone(),
+            ..Default::default()
+        },
+        echo: true,
+        kill: None,
+        limit: std::time::Duration::from_secs(24 * 3600),
+    };
+    let o = xtask::ring::run(&a.board, &kernel, &spec)?;
+    for (k, c) in o.consoles.iter().enumerate().skip(1) {
+        let path = xtask::workspace_root()
+            .join("target")
+            .join(format!("ring-{}-of-{boards}.log", k + 1));
+        std::fs::write(&path, c).map_err(|e| format!("{}: {e}", path.display()))?;
+        eprintln!("xtask: board {}'s console: {}", k + 1, path.display());
+    }
+    let total: u64 = o.hops.iter().sum();
+    for (k, b) in o.hops.iter().enumerate() {
+        eprintln!(
+            "xtask: hop {} -> {}: {b} bytes",
+            k + 1,
+            (k + 1) % boards + 1
+        );
+    }
+    if o.seconds > 0.0 {
+        eprintln!(
+            "xtask: the links carried {total} bytes in {:.1} s ({:.0} KB/s over all hops)",
+            o.seconds,
+            total as f64 / o.seconds / 1000.0
+        );
+    }
+    Ok(o.code)
 }
 
 /// The value after `flag` on the command line.

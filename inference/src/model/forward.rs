@@ -16,7 +16,7 @@
 //! (all buffers live in [`RunState`]); per-token buffers are `[B][width]`.
 
 use super::exact::{self, Exact, Kv32, KvSource};
-use super::{Activation, Config, ModelError, Weights};
+use super::{Activation, Config, ModelError, Part, Weights};
 use crate::gguf::{Gguf, TensorInfo};
 use crate::kv::KvCache;
 use crate::matvec::{matmat, read_row_f32};
@@ -26,6 +26,7 @@ use crate::quant::{ActBuf, ActFormat, ActsBatch, Kernels, MAX_BATCH};
 use crate::storage::Storage;
 use alloc::vec;
 use alloc::vec::Vec;
+use core::ops::Range;
 
 /// A loaded model: hyperparameters and weight views (the weights stay in the storage).
 #[derive(Debug, Clone)]
@@ -186,6 +187,19 @@ impl RunState {
         workers: usize,
         batch: usize,
     ) -> Result<RunState, ModelError> {
+        let part = Part::whole(model.config.n_layer);
+        Self::for_part(model, ctx, workers, batch, &part)
+    }
+
+    /// [`RunState::with_batch`] for a board that runs `part` of the model: the KV cache holds only
+    /// its layers, and the logits exist only where the output head is.
+    pub fn for_part(
+        model: &Model,
+        ctx: usize,
+        workers: usize,
+        batch: usize,
+        part: &Part,
+    ) -> Result<RunState, ModelError> {
         let c = &model.config;
         if ctx == 0 || ctx > c.train_ctx {
             return Err(ModelError::BadContext {
@@ -214,11 +228,11 @@ impl RunState {
             hb2: vec![0.0; b * c.ffn_dim],
             mm: vec![0.0; if b > 1 { b * mm_rows } else { 0 }],
             batch: b,
-            logits: vec![0.0; c.vocab],
+            logits: vec![0.0; if part.ends { c.vocab } else { 0 }],
             acts_dim: ActSet::new(b * c.dim.max(c.q_dim())),
             acts_ffn: ActSet::new(b * c.ffn_dim),
             scratch: (0..workers).map(|_| vec![0u8; scratch_bytes]).collect(),
-            kv: KvCache::with_slots(ctx, c.kv_dim(), &kv_slots(c, ctx)),
+            kv: KvCache::with_slots(ctx, c.kv_dim(), &part_slots(c, ctx, part)),
             rope: rope_table(model, ctx, c.rope_base),
             rope_local: c.swa.map(|s| rope_table(model, ctx, s.rope_base)),
             pos: 0,
@@ -280,6 +294,17 @@ fn kv_slots(c: &Config, ctx: usize) -> Vec<usize> {
         .collect()
 }
 
+/// [`kv_slots`] for the layers of `part` (one slot for each layer it does not run).
+fn part_slots(c: &Config, ctx: usize, part: &Part) -> Vec<usize> {
+    let mut slots = kv_slots(c, ctx);
+    for (l, s) in slots.iter_mut().enumerate() {
+        if !part.layers.contains(&l) {
+            *s = 1;
+        }
+    }
+    slots
+}
+
 fn rope_table(model: &Model, ctx: usize, base: f32) -> RopeTable {
     let c = &model.config;
     let factors = model.weights.rope_freqs.as_deref();
@@ -294,18 +319,24 @@ fn rope_table(model: &Model, ctx: usize, base: f32) -> RopeTable {
 }
 
 /// Matrix `j` of layer `l` in the order one token reads them (0 wq, 1 wk, 2 wv, 3 wo, 4 gate, 5 up,
-/// 6 down; `j` past 6 runs on into the next layers), the output head after the last layer (when the
-/// logits are wanted), then `None`.
-fn matrix_at(w: &super::Weights, l: usize, j: usize, logits: bool) -> Option<&TensorInfo> {
+/// 6 down; `j` past 6 runs on into the next layers, up to layer `end`), the output head after the
+/// last layer (when the logits are wanted), then `None`.
+fn matrix_at(
+    w: &super::Weights,
+    l: usize,
+    j: usize,
+    end: usize,
+    logits: bool,
+) -> Option<&TensorInfo> {
     let (l, j) = (l + j / 7, j % 7);
     match w.layers.get(l) {
-        Some(lw) => Some(
+        Some(lw) if l < end => Some(
             [
                 &lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down,
             ][j],
         ),
-        None if logits && l == w.layers.len() && j == 0 => Some(&w.output),
-        None => None,
+        _ if logits && l == w.layers.len() && j == 0 => Some(&w.output),
+        _ => None,
     }
 }
 
@@ -356,13 +387,25 @@ enum Product {
 }
 
 /// One forward pass's view of the world: the model, where its weights are read from, the pool and
-/// the kernels, and whether the logits are wanted.
+/// the kernels, the layers it runs, whether the logits are wanted, and what to call between two
+/// matrix products (a ring board serves its serial line there).
 struct Pass<'a, S: ?Sized, P: ?Sized> {
     model: &'a Model,
     src: &'a S,
     pool: &'a P,
     k: &'a Kernels,
+    layers: Range<usize>,
     want_logits: bool,
+    tick: Option<&'a dyn Fn()>,
+}
+
+/// Where a pass over a part of the model starts.
+#[derive(Debug, Clone, Copy)]
+pub enum Input<'t> {
+    /// Token ids at the next positions: their embedding rows (the part must hold the ends).
+    Tokens(&'t [u32]),
+    /// `b` hidden states already in `RunState::x` (`[b][dim]`): the previous board's output.
+    Hidden(usize),
 }
 
 impl Model {
@@ -400,20 +443,54 @@ impl Model {
         S: Storage + Sync + ?Sized,
         P: Parallel + ?Sized,
     {
-        let (c, b) = (&self.config, tokens.len());
-        if b == 0 || b > st.batch {
-            return Err(ModelError::Batch {
-                tokens: b,
-                max: st.batch,
+        let c = &self.config;
+        check_pass(c, st, Input::Tokens(tokens), tokens.len())?;
+        let pass = Pass {
+            model: self,
+            src,
+            pool,
+            k,
+            layers: 0..c.n_layer,
+            want_logits,
+            tick: None,
+        };
+        pass.run(st, Input::Tokens(tokens))
+    }
+
+    /// Run the layers of `part` over `input` at the next positions, calling `tick` between matrix
+    /// products. The logits are computed when `want_logits` and the part is the whole model; a
+    /// ring's head computes them with [`Model::logits`] once the last board's output is back.
+    /// Every value is computed as in [`Model::forward_batch`], so the boards of a ring together
+    /// give bit for bit the logits of one board.
+    pub fn forward_part<S, P>(
+        &self,
+        st: &mut RunState,
+        (src, pool, k): (&S, &P, &Kernels),
+        input: Input<'_>,
+        part: &Part,
+        want_logits: bool,
+        tick: Option<&dyn Fn()>,
+    ) -> Result<(), ModelError>
+    where
+        S: Storage + Sync + ?Sized,
+        P: Parallel + ?Sized,
+    {
+        let c = &self.config;
+        let b = match input {
+            Input::Tokens(t) => t.len(),
+            Input::Hidden(b) => b,
+        };
+        check_pass(c, st, input, b)?;
+        if part.layers.end > c.n_layer || part.layers.is_empty() {
+            return Err(ModelError::Part {
+                layers: part.layers.clone(),
+                n_layer: c.n_layer,
             });
         }
-        if st.pos + b > st.kv.ctx {
-            return Err(ModelError::ContextFull { ctx: st.kv.ctx });
-        }
-        if let Some(&token) = tokens.iter().find(|&&t| t as usize >= c.vocab) {
-            return Err(ModelError::TokenOutOfRange {
-                token,
-                vocab: c.vocab,
+        if matches!(input, Input::Tokens(_)) && !(part.ends && part.layers.start == 0) {
+            return Err(ModelError::Part {
+                layers: part.layers.clone(),
+                n_layer: c.n_layer,
             });
         }
         let pass = Pass {
@@ -421,10 +498,63 @@ impl Model {
             src,
             pool,
             k,
-            want_logits,
+            layers: part.layers.clone(),
+            want_logits: want_logits && part.is_whole(c.n_layer),
+            tick,
         };
-        pass.run(st, tokens)
+        pass.run(st, input)
     }
+
+    /// The scores over the vocabulary from the hidden state of token `row` of the last batch
+    /// (`st.x[row]`, after every layer), into `st.logits`.
+    pub fn logits<S, P>(
+        &self,
+        st: &mut RunState,
+        (src, pool, k): (&S, &P, &Kernels),
+        row: usize,
+    ) -> Result<(), ModelError>
+    where
+        S: Storage + Sync + ?Sized,
+        P: Parallel + ?Sized,
+    {
+        if row >= st.batch || st.logits.len() != self.config.vocab {
+            return Err(ModelError::Matvec(
+                "no logits buffer or row out of batch".into(),
+            ));
+        }
+        let pass = Pass {
+            model: self,
+            src,
+            pool,
+            k,
+            layers: self.config.n_layer..self.config.n_layer,
+            want_logits: true,
+            tick: None,
+        };
+        pass.logits(st, row)
+    }
+}
+
+/// A pass of `b` tokens fits the run state's batch and context, and its tokens the vocabulary.
+fn check_pass(c: &Config, st: &RunState, input: Input<'_>, b: usize) -> Result<(), ModelError> {
+    if b == 0 || b > st.batch {
+        return Err(ModelError::Batch {
+            tokens: b,
+            max: st.batch,
+        });
+    }
+    if st.pos + b > st.kv.ctx {
+        return Err(ModelError::ContextFull { ctx: st.kv.ctx });
+    }
+    if let Input::Tokens(tokens) = input {
+        if let Some(&token) = tokens.iter().find(|&&t| t as usize >= c.vocab) {
+            return Err(ModelError::TokenOutOfRange {
+                token,
+                vocab: c.vocab,
+            });
+        }
+    }
+    Ok(())
 }
 
 impl<S, P> Pass<'_, S, P>
@@ -435,7 +565,8 @@ where
     /// Read-ahead: before each matrix, announce the one two further on, so a streaming source
     /// reads it while these are computed.
     fn ahead(&self, l: usize, j: usize) {
-        if let Some(t) = matrix_at(&self.model.weights, l, j, self.want_logits) {
+        let (w, end) = (&self.model.weights, self.layers.end);
+        if let Some(t) = matrix_at(w, l, j, end, self.want_logits) {
             self.src.prefetch(t.offset, t.size);
         }
     }
@@ -473,41 +604,54 @@ where
         Ok(())
     }
 
-    /// The whole pass over `tokens` (checked by the caller).
-    fn run(&self, st: &mut RunState, tokens: &[u32]) -> Result<(), ModelError> {
-        let (c, w, b) = (&self.model.config, &self.model.weights, tokens.len());
-        self.ahead(0, 0);
-        self.ahead(0, 1);
-        // x[i] = token_embd[tokens[i]]                         x: [B][dim]
-        for (x, &t) in st.x.chunks_exact_mut(c.dim).zip(tokens) {
-            read_row_f32(self.src, &w.token_embd, t as usize, x, &mut st.scratch[0])?;
-            // [recipe: embed_scale] x *= sqrt(dim)
-            if c.recipe.embed_scale {
-                let s = libm::sqrtf(c.dim as f32);
-                x.iter_mut().for_each(|v| *v *= s);
+    /// The whole pass over `input` (checked by the caller): the embedding rows of its tokens, or
+    /// the hidden states in `x`, through the pass's layers, then the logits if wanted.
+    fn run(&self, st: &mut RunState, input: Input<'_>) -> Result<(), ModelError> {
+        let (c, w) = (&self.model.config, &self.model.weights);
+        let first = self.layers.start;
+        self.ahead(first, 0);
+        self.ahead(first, 1);
+        let b = match input {
+            Input::Hidden(b) => b,
+            Input::Tokens(tokens) => {
+                // x[i] = token_embd[tokens[i]]                         x: [B][dim]
+                for (x, &t) in st.x.chunks_exact_mut(c.dim).zip(tokens) {
+                    read_row_f32(self.src, &w.token_embd, t as usize, x, &mut st.scratch[0])?;
+                    // [recipe: embed_scale] x *= sqrt(dim)
+                    if c.recipe.embed_scale {
+                        let s = libm::sqrtf(c.dim as f32);
+                        x.iter_mut().for_each(|v| *v *= s);
+                    }
+                }
+                tokens.len()
             }
-        }
-        for l in 0..w.layers.len() {
+        };
+        for l in self.layers.clone() {
             self.attention(st, l, b)?;
             self.ffn(st, l, b)?;
         }
         st.pos += b;
         if self.want_logits {
-            // logits = output · rmsnorm(x[B-1]) * output_norm     logits: [vocab]
-            let x = &st.x[(b - 1) * c.dim..b * c.dim];
-            ops::rmsnorm(&mut st.xb[..c.dim], x, &w.output_norm, c.norm_eps);
-            st.acts_dim.reset();
-            if st.exact.acts[7] {
-                let (x, s) = (&st.xb[..c.dim], &mut st.scratch[0]);
-                exact::product(self.src, &w.output, x, 1, &mut st.logits, s)?;
-                return Ok(());
-            }
-            let a = st
-                .acts_dim
-                .for_weight(self.k, self.pool, &w.output, &st.xb[..c.dim], 1)?;
-            self.matmul(&w.output, &a, &mut st.logits, &mut st.mm, &mut st.scratch)?;
+            self.logits(st, b - 1)?;
         }
         Ok(())
+    }
+
+    /// logits = output · rmsnorm(x[row]) * output_norm                logits: [vocab]
+    fn logits(&self, st: &mut RunState, row: usize) -> Result<(), ModelError> {
+        let (c, w) = (&self.model.config, &self.model.weights);
+        let x = &st.x[row * c.dim..(row + 1) * c.dim];
+        ops::rmsnorm(&mut st.xb[..c.dim], x, &w.output_norm, c.norm_eps);
+        st.acts_dim.reset();
+        if st.exact.acts[7] {
+            let (x, s) = (&st.xb[..c.dim], &mut st.scratch[0]);
+            exact::product(self.src, &w.output, x, 1, &mut st.logits, s)?;
+            return Ok(());
+        }
+        let a = st
+            .acts_dim
+            .for_weight(self.k, self.pool, &w.output, &st.xb[..c.dim], 1)?;
+        self.matmul(&w.output, &a, &mut st.logits, &mut st.mm, &mut st.scratch)
     }
 
     /// `xb[i] = rmsnorm(x[i]) * weight` for the batch's `b` tokens, and a fresh input for the
@@ -533,6 +677,9 @@ where
         what: Product,
         b: usize,
     ) -> Result<(), ModelError> {
+        if let Some(tick) = self.tick {
+            tick();
+        }
         self.ahead(l, j + 2);
         let (dim, eps) = (self.model.config.dim, self.model.config.norm_eps);
         let lw = &self.model.weights.layers[l];

@@ -19,7 +19,30 @@ use alloc::vec::Vec;
 use core::fmt;
 
 pub use arch::{Activation, Recipe, RopeLayout};
-pub use forward::{Model, RunState};
+pub use forward::{Input, Model, RunState};
+
+/// The share of the model one board runs: a contiguous window of layers, and whether it holds the
+/// ends (the embedding and the output head, on the ring's head board or a board alone).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part {
+    pub layers: core::ops::Range<usize>,
+    pub ends: bool,
+}
+
+impl Part {
+    /// All `n_layer` layers and the ends: a board alone.
+    pub fn whole(n_layer: usize) -> Part {
+        Part {
+            layers: 0..n_layer,
+            ends: true,
+        }
+    }
+
+    /// Whether this part is the whole model.
+    pub fn is_whole(&self, n_layer: usize) -> bool {
+        self.ends && self.layers == (0..n_layer)
+    }
+}
 
 /// Interleaved sliding-window attention (gemma3): which layers attend over a window, how wide it
 /// is, and their RoPE base.
@@ -157,6 +180,12 @@ pub enum ModelError {
         tokens: usize,
         max: usize,
     },
+    /// A pass over layers `layers` of a model of `n_layer` (empty, out of range, or starting from
+    /// tokens without the embedding).
+    Part {
+        layers: core::ops::Range<usize>,
+        n_layer: usize,
+    },
 }
 
 impl fmt::Display for ModelError {
@@ -217,6 +246,11 @@ impl fmt::Display for ModelError {
             ModelError::Batch { tokens, max } => write!(
                 f,
                 "a forward pass of {tokens} tokens: the run state holds batches of 1 to {max}"
+            ),
+            ModelError::Part { layers, n_layer } => write!(
+                f,
+                "a pass over layers {}..{} of a {n_layer}-layer model cannot run here",
+                layers.start, layers.end
             ),
         }
     }
@@ -513,6 +547,39 @@ impl Weights {
         self.matrices().map(|t| (t.offset, t.size))
     }
 
+    /// The matrices `part` reads, in the order its pass reads them: its layers', then the output
+    /// head if it holds the ends.
+    pub fn matrices_of<'a>(&'a self, part: &Part) -> impl Iterator<Item = &'a TensorInfo> + 'a {
+        let layers = self.layers.get(part.layers.clone()).unwrap_or(&[]);
+        layers
+            .iter()
+            .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down])
+            .chain(part.ends.then_some(&self.output))
+    }
+
+    /// [`Weights::read_order`] of a part.
+    pub fn read_order_of<'a>(&'a self, part: &Part) -> impl Iterator<Item = (u64, u64)> + 'a {
+        self.matrices_of(part).map(|t| (t.offset, t.size))
+    }
+
+    /// The file ranges `part` reads at all, most used first: the embedding (when it holds the
+    /// ends), then its matrices in read order. What a board with this part keeps in RAM.
+    pub fn ranges_of<'a>(&'a self, part: &Part) -> impl Iterator<Item = (u64, u64)> + 'a {
+        let embd = part.ends.then_some(&self.token_embd);
+        embd.into_iter()
+            .chain(self.matrices_of(part))
+            .map(|t| (t.offset, t.size))
+    }
+
+    /// Bytes of the distinct tensors `part` reads (a tied output head counts once).
+    pub fn bytes_of(&self, part: &Part) -> u64 {
+        let mut seen = alloc::collections::BTreeSet::new();
+        self.ranges_of(part)
+            .filter(|&(o, _)| seen.insert(o))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
     /// Largest row of any matrix, in bytes.
     pub fn max_row_bytes(&self) -> usize {
         self.matrices()
@@ -700,8 +767,19 @@ impl Weights {
         src: &S,
         scratch: &mut [u8],
     ) -> Result<(), ModelError> {
+        self.check_finite_of(&Part::whole(self.layers.len()), src, scratch)
+    }
+
+    /// [`Weights::check_finite`] for the tensors `part` reads.
+    pub fn check_finite_of<S: Storage + ?Sized>(
+        &self,
+        part: &Part,
+        src: &S,
+        scratch: &mut [u8],
+    ) -> Result<(), ModelError> {
         let mut seen = alloc::collections::BTreeSet::new();
-        for t in self.matrices().chain(core::iter::once(&self.token_embd)) {
+        let embd = part.ends.then_some(&self.token_embd);
+        for t in self.matrices_of(part).chain(embd) {
             if seen.insert(t.offset) {
                 check_finite(src, t, scratch)?;
             }

@@ -8,6 +8,7 @@ mod card;
 mod clock;
 mod console;
 mod dtb;
+mod link;
 mod mailbox;
 mod power;
 mod ram;
@@ -217,6 +218,7 @@ fn go(card: Card) -> ! {
         }),
         arm_clock: Some(&ThisBoard::set_arm_clock),
         kernels: inference::Kernels::best(),
+        ring_link: Some(&link::open),
     };
     match runtime::run::run(card, &mut console::Serial, &env) {
         Ok(()) => {

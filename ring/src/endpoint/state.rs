@@ -89,6 +89,8 @@ pub(super) struct Core {
 impl Core {
     pub(super) fn new(me: u8, boards: u8, timing: Timing) -> Self {
         let frames = timing.window.max(1) * usize::from(boards.clamp(1, MAX_BOARDS));
+        // Messages delivered and not yet taken: room for a few windows from every board, so a
+        // board busy computing rarely makes its senders wait (they would resend meanwhile).
         Self {
             me,
             boards,
@@ -98,7 +100,7 @@ impl Core {
             rx_next: [0; SLOTS],
             ack_due: 0,
             inbox: VecDeque::new(),
-            inbox_limit: frames,
+            inbox_limit: 4 * frames,
             last_heard: [None; SLOTS],
             last_upstream: None,
             fault: None,
@@ -129,7 +131,8 @@ impl Core {
         self.tx.is_empty() && self.channels.iter().all(|c| c.window.is_empty())
     }
 
-    pub(super) fn try_send(&mut self, dst: u8, payload: &[u8]) -> Result<(), SendError> {
+    /// A message of `len` bytes may go to `dst`.
+    fn check_send(&self, dst: u8, len: usize) -> Result<(), SendError> {
         let (me, boards) = (self.me, self.boards);
         if !self.valid() || !self.is_board(dst) || dst == me {
             return Err(SendError::BadBoard {
@@ -138,9 +141,15 @@ impl Core {
                 boards,
             });
         }
-        if payload.len() > MAX_PAYLOAD {
-            return Err(SendError::TooLong { len: payload.len() });
+        if len > MAX_PAYLOAD {
+            return Err(SendError::TooLong { len });
         }
+        Ok(())
+    }
+
+    pub(super) fn try_send(&mut self, dst: u8, payload: &[u8]) -> Result<(), SendError> {
+        self.check_send(dst, payload.len())?;
+        let me = self.me;
         let window = self.timing.window;
         let ch = &mut self.channels[usize::from(dst)];
         if ch.window.len() >= window {
@@ -164,6 +173,36 @@ impl Core {
         });
         ch.next_seq = seq.wrapping_add(1);
         Ok(())
+    }
+
+    /// Queue a datagram to `dst` if the outbound queue has room for own frames.
+    pub(super) fn send_datagram(&mut self, dst: u8, payload: &[u8]) -> Result<(), SendError> {
+        self.check_send(dst, payload.len())?;
+        let me = self.me;
+        if !self.tx.room_for_own() {
+            return Err(SendError::QueueFull);
+        }
+        let h = Header {
+            hop: me,
+            src: me,
+            dst,
+            kind: Kind::Datagram,
+            seq: 0,
+        };
+        self.queue_frame(&h, payload);
+        Ok(())
+    }
+
+    /// New timers and window from now on.
+    pub(super) fn set_timing(&mut self, timing: Timing) {
+        self.timing = timing;
+    }
+
+    /// Count every board as heard at `now` (when heartbeats start after a quiet phase).
+    pub(super) fn touch_all(&mut self, now: u64) {
+        for b in 1..=usize::from(self.boards) {
+            self.last_heard[b] = Some(now);
+        }
     }
 
     /// Hand queued bytes to the link until it takes no more.
@@ -208,6 +247,7 @@ impl Core {
             match h.kind {
                 Kind::Data => self.on_data(&h, payload),
                 Kind::Ack => self.on_ack(h.src, h.seq),
+                Kind::Datagram => self.on_datagram(h.src, payload),
             }
         } else if h.src == self.me {
             // Back round the ring: its addressee never took it.
@@ -239,12 +279,28 @@ impl Core {
         self.stats.delivered += 1;
     }
 
-    /// An ack from `src`: drop the frames it covers from the window to `src`.
+    /// A datagram for me: delivered if the inbox has room, else dropped (never acknowledged).
+    fn on_datagram(&mut self, src: u8, payload: &[u8]) {
+        if self.inbox.len() < self.inbox_limit {
+            self.inbox.push_back((src, payload.to_vec()));
+            self.stats.delivered += 1;
+        } else {
+            self.stats.inbox_full += 1;
+        }
+    }
+
+    /// An ack from `src`: drop the frames it covers from the window to `src`. An ack that covers
+    /// nothing new still shows `src` is alive (busy: its inbox was full, or a frame was lost), so
+    /// the count of tries towards declaring it dead starts again.
     fn on_ack(&mut self, src: u8, next: u32) {
         let ch = &mut self.channels[usize::from(src)];
         let n = next.wrapping_sub(ch.base()) as usize;
-        // 0: nothing new (a repeat); past the window: an ack for frames never sent.
-        if n == 0 || n > ch.window.len() {
+        if n == 0 {
+            ch.tries = ch.tries.min(1);
+            return;
+        }
+        // Past the window: an ack for frames never sent.
+        if n > ch.window.len() {
             return;
         }
         ch.window.drain(..n);
@@ -265,7 +321,7 @@ impl Core {
         frame::encode(h, payload, &mut wire);
         let what = match h.kind {
             Kind::Ack => What::Ack,
-            Kind::Data => What::Passing,
+            Kind::Data | Kind::Datagram => What::Passing,
         };
         self.tx.push(wire, what);
     }

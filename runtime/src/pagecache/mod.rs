@@ -27,6 +27,9 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::sync::atomic::{AtomicU64, Ordering};
 use inference::storage::{check_range, Storage, StorageError};
+use pinned::Pinned;
+
+mod pinned;
 
 #[cfg(feature = "std")]
 pub mod hostfile;
@@ -244,8 +247,8 @@ impl<F> Window<F> {
 pub struct PageCache<F: FileSource> {
     len: u64,
     page: usize,
-    /// File bytes `0..resident.len()`, pinned.
-    resident: Box<[u8]>,
+    /// The runs of the file pinned in RAM.
+    pinned: Pinned,
     window: spin::Mutex<Window<F>>,
     /// Read-ahead budget in pages (0: off).
     readahead: usize,
@@ -286,7 +289,7 @@ impl<F: FileSource> fmt::Debug for PageCache<F> {
         f.debug_struct("PageCache")
             .field("len", &self.len)
             .field("page", &self.page)
-            .field("resident", &self.resident.len())
+            .field("resident", &self.pinned.bytes())
             .field("readahead", &self.readahead)
             .finish_non_exhaustive()
     }
@@ -314,6 +317,47 @@ impl fmt::Display for CacheError {
 /// Streamed pages to keep when the file does not fit, at least: enough for the largest tensor
 /// chunk in flight on every core.
 pub const MIN_WINDOW_PAGES: usize = 8;
+
+/// The pinned runs and the window's slots for a cache of `capacity` bytes over a file of `len`
+/// whose reader wants the `wanted` ranges (the whole file, for a board alone): everything pinned
+/// and no window when the whole file fits; every wanted range pinned and a minimal window when
+/// they fit; otherwise the window of [`window_pages`] and the wanted ranges pinned, most wanted
+/// first, in what is left (none under [`Policy::Lru`]).
+fn layout(
+    len: u64,
+    capacity: u64,
+    page: usize,
+    readahead: usize,
+    policy: Policy,
+    wanted: &[(u64, u64)],
+) -> Result<(Vec<(u64, u64)>, usize), CacheError> {
+    let pg = page as u64;
+    let all = pinned::plan(wanted, len, pg, u64::MAX);
+    let need: u64 = all.iter().map(|r| r.1).sum();
+    if need == len && len <= capacity {
+        return Ok((all, 0));
+    }
+    // Read-ahead pages come on top of the window the cores read from, so they never crowd it.
+    let small = ((MIN_WINDOW_PAGES + readahead) * page) as u64;
+    if policy == Policy::ResidentPrefix && need + small <= capacity {
+        return Ok((all, MIN_WINDOW_PAGES + readahead));
+    }
+    let window_pages = window_pages(capacity, page) + readahead;
+    let window_bytes = (window_pages * page) as u64;
+    if capacity < window_bytes + pg {
+        return Err(CacheError::BadSize {
+            what: "capacity (bytes)",
+            value: capacity,
+        });
+    }
+    Ok(match policy {
+        Policy::ResidentPrefix => (
+            pinned::plan(wanted, len, pg, capacity - window_bytes),
+            window_pages,
+        ),
+        Policy::Lru => (Vec::new(), (capacity / pg) as usize),
+    })
+}
 
 /// Most streamed pages kept (16 MiB at the default page size).
 pub const MAX_WINDOW_PAGES: usize = 64;
@@ -404,10 +448,26 @@ impl<F: FileSource> PageCache<F> {
 
     /// [`PageCache::new`] with every choice.
     pub fn with_options(
+        src: F,
+        capacity: u64,
+        page: usize,
+        opts: Options,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Self, CacheError> {
+        let whole = [(0, src.len())];
+        Self::for_ranges(src, capacity, page, opts, &whole, progress)
+    }
+
+    /// [`PageCache::with_options`] for a reader of only the `wanted` ranges of the file (a board
+    /// of a ring, which runs some of the layers): they are pinned, most wanted first, as far as
+    /// the capacity goes, and everything else streams. When they all fit, the window shrinks to
+    /// [`MIN_WINDOW_PAGES`] (plus read-ahead) for stray reads.
+    pub fn for_ranges(
         mut src: F,
         capacity: u64,
         page: usize,
         opts: Options,
+        wanted: &[(u64, u64)],
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Self, CacheError> {
         if page == 0 || !page.is_multiple_of(512) {
@@ -428,47 +488,31 @@ impl<F: FileSource> PageCache<F> {
         } else {
             opts.readahead.min(src.queue_depth())
         };
-        // Read-ahead pages come on top of the window the cores read from, so they never crowd it.
-        let window_pages = window_pages(capacity, page) + readahead;
-        let window_bytes = (window_pages * page) as u64;
-        let (resident_len, slots) = if len <= capacity {
-            (len, 0)
-        } else {
-            if capacity < window_bytes + page as u64 {
-                return Err(CacheError::BadSize {
-                    what: "capacity (bytes)",
-                    value: capacity,
-                });
-            }
-            match opts.policy {
-                Policy::ResidentPrefix => {
-                    // Resident part rounded down to whole pages, so streamed pages start
-                    // page-aligned.
-                    let r = (capacity - window_bytes) / page as u64 * page as u64;
-                    (r, window_pages)
-                }
-                Policy::Lru => (0, (capacity / page as u64) as usize),
-            }
-        };
-        let mut resident = vec![0u8; resident_len as usize].into_boxed_slice();
+        let (runs, slots) = layout(len, capacity, page, readahead, opts.policy, wanted)?;
+        let mut pinned = Pinned::allocate(&runs);
+        let resident_len = pinned.bytes();
         let mut done = 0u64;
-        for chunk in resident.chunks_mut(page) {
-            src.read(done, chunk).map_err(|e| {
-                CacheError::Load(StorageError::Io {
-                    offset: done,
-                    len: chunk.len() as u64,
-                    detail: e.to_string(),
-                })
-            })?;
-            done += chunk.len() as u64;
-            progress(done, resident_len);
+        for (start, run) in pinned.runs_mut() {
+            let mut at = start;
+            for chunk in run.chunks_mut(page) {
+                src.read(at, chunk).map_err(|e| {
+                    CacheError::Load(StorageError::Io {
+                        offset: at,
+                        len: chunk.len() as u64,
+                        detail: e.to_string(),
+                    })
+                })?;
+                at += chunk.len() as u64;
+                done += chunk.len() as u64;
+                progress(done, resident_len);
+            }
         }
         let mem_len = slots * page;
         let mem = Box::into_raw(vec![0u8; mem_len].into_boxed_slice()) as *mut u8;
         Ok(Self {
             len,
             page,
-            resident,
+            pinned,
             window: spin::Mutex::new(Window {
                 src,
                 mem,
@@ -537,12 +581,12 @@ impl<F: FileSource> PageCache<F> {
 
     /// Bytes pinned in RAM.
     pub fn resident_bytes(&self) -> u64 {
-        self.resident.len() as u64
+        self.pinned.bytes()
     }
 
     /// Bytes of RAM the cache holds (pinned part and window).
     pub fn ram_bytes(&self) -> u64 {
-        self.resident.len() as u64 + self.window.lock().mem_len as u64
+        self.pinned.bytes() + self.window.lock().mem_len as u64
     }
 
     pub fn page_size(&self) -> usize {
@@ -665,7 +709,7 @@ impl<F: FileSource> PageCache<F> {
         }
     }
 
-    /// Copy streamed bytes `offset..offset+buf.len()` (all at or past the resident part).
+    /// Copy streamed bytes `offset..offset+buf.len()` (none of them pinned).
     fn read_streamed(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
         let page = self.page as u64;
         let mut w = self.window.lock();
@@ -753,30 +797,29 @@ impl<F: FileSource> Storage for PageCache<F> {
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
         check_range(offset, buf.len() as u64, self.len)?;
-        let r = self.resident.len() as u64;
-        let split = if offset < r {
-            ((r - offset) as usize).min(buf.len())
-        } else {
-            0
-        };
-        if split > 0 {
-            let s = offset as usize;
-            buf[..split].copy_from_slice(&self.resident[s..s + split]);
-            self.hits.fetch_add(1, Ordering::Relaxed);
-        }
-        if split < buf.len() {
-            self.read_streamed(offset + split as u64, &mut buf[split..])?;
+        let mut done = 0;
+        while done < buf.len() {
+            let at = offset + done as u64;
+            let left = buf.len() - done;
+            if let Some(run) = self.pinned.at(at) {
+                let n = run.len().min(left);
+                buf[done..done + n].copy_from_slice(&run[..n]);
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                done += n;
+            } else {
+                let upto = self.pinned.next_start(at).unwrap_or(u64::MAX);
+                let n = ((upto - at).min(left as u64)) as usize;
+                self.read_streamed(at, &mut buf[done..done + n])?;
+                done += n;
+            }
         }
         Ok(())
     }
 
     fn resident(&self, offset: u64, len: usize) -> Option<&[u8]> {
-        let end = offset.checked_add(len as u64)?;
-        if end > self.resident.len() as u64 {
-            return None;
-        }
+        let run = self.pinned.at(offset)?.get(..len)?;
         self.hits.fetch_add(1, Ordering::Relaxed);
-        Some(&self.resident[offset as usize..end as usize])
+        Some(run)
     }
 
     fn prefetch(&self, offset: u64, len: u64) {
@@ -784,7 +827,10 @@ impl<F: FileSource> Storage for PageCache<F> {
             return;
         }
         let page = self.page as u64;
-        let start = offset.max(self.resident.len() as u64);
+        let mut start = offset;
+        while let Some(run) = self.pinned.at(start) {
+            start += run.len() as u64;
+        }
         let end = offset.saturating_add(len).min(self.len);
         if start >= end {
             return;

@@ -307,3 +307,75 @@ fn a_known_read_order_keeps_the_pages_needed_soonest() {
         "without: {without} bytes per cycle"
     );
 }
+
+/// Pinning plans: wanted ranges widened to pages, taken in order while the budget lasts, the
+/// repeats skipped, and the runs sorted and merged.
+#[test]
+fn pin_plan_takes_wanted_ranges_in_order() {
+    let plan = pinned::plan;
+    // Two ranges, in reverse file order; both fit.
+    assert_eq!(
+        plan(&[(5000, 100), (100, 1000)], 10_000, 1024, 1 << 20),
+        vec![(0, 2048), (4096, 1024)]
+    );
+    // The budget cuts the second range to whole pages; a repeat of the first is skipped.
+    assert_eq!(
+        plan(
+            &[(0, 3000), (0, 3000), (8192, 5000)],
+            20_000,
+            1024,
+            5 * 1024
+        ),
+        vec![(0, 3072), (8192, 2048)]
+    );
+    // Adjacent runs merge, and the last page stops at the file's end.
+    assert_eq!(
+        plan(
+            &[(1024, 1024), (0, 1024), (2048, 9000)],
+            2500,
+            1024,
+            1 << 20
+        ),
+        vec![(0, 2500)]
+    );
+    assert!(plan(&[(0, 100)], 10_000, 1024, 1000).is_empty());
+}
+
+/// A reader of some ranges (a ring board): those ranges are pinned wherever they lie, reads that
+/// cross pinned and streamed stretches equal direct reads, and reading the wanted ranges again
+/// costs no device reads.
+#[test]
+fn wanted_ranges_are_pinned_wherever_they_lie() {
+    let page = 1024;
+    let d = data(64 * page + 300);
+    let src = Mem::new(d.clone());
+    let counted = src.bytes.clone();
+    let wanted = [
+        (40 * page as u64 + 10, 6 * page as u64),
+        (3 * page as u64, 2000),
+    ];
+    let opts = Options::default();
+    let c =
+        PageCache::for_ranges(src, 30 * page as u64, page, opts, &wanted, &mut |_, _| {}).unwrap();
+    assert_eq!(c.resident_bytes(), 7 * page as u64 + 2 * page as u64);
+    assert!(c.resident(40 * page as u64, 7 * page).is_some());
+    assert!(c.resident(3 * page as u64, 2 * page).is_some());
+    assert!(c.resident(5 * page as u64 - 1, 2).is_none());
+    let loaded = counted.load(Ordering::Relaxed);
+    let mut b = vec![0u8; 6 * page];
+    c.read_at(40 * page as u64 + 10, &mut b).unwrap();
+    assert_eq!(
+        counted.load(Ordering::Relaxed),
+        loaded,
+        "a pinned range read the device"
+    );
+    for (off, n) in [
+        (0, 64 * page + 300),
+        (2 * page + 7, 5000),
+        (39 * page, 9 * page),
+    ] {
+        let mut b = vec![0u8; n];
+        c.read_at(off as u64, &mut b).unwrap();
+        assert_eq!(b, &d[off..off + n], "offset {off} len {n}");
+    }
+}

@@ -11,7 +11,7 @@ use alloc::format;
 use alloc::string::String;
 use drivers::fat::File;
 use inference::chat::{chat_template, default_system_prompt, Template};
-use inference::generate::Engine;
+use inference::generate::{Engine, Remote};
 use inference::json::JsonConstraint;
 use inference::model::{Model, RunState};
 use inference::parallel::Parallel;
@@ -29,6 +29,8 @@ pub struct ChatRun<'a, F: FileSource> {
     /// The prompt-cache file and its path, if the card has it.
     pub kv_file: Option<&'a (String, File)>,
     pub kernels: Kernels,
+    /// The other boards of a ring, when this board is its head.
+    pub remote: Option<&'a dyn Remote>,
 }
 
 impl<F: FileSource> core::fmt::Debug for ChatRun<'_, F> {
@@ -60,6 +62,7 @@ impl<F: FileSource + Send> ChatRun<'_, F> {
             pool: env.pool,
             kernels: self.kernels,
             on_forward: None,
+            remote: self.remote,
         };
         let mut sampler =
             Sampler::new(cfg.sampler, self.model.config.vocab).map_err(RunError::Sampler)?;
@@ -78,7 +81,11 @@ impl<F: FileSource + Send> ChatRun<'_, F> {
             json: json.as_mut(),
             json_on: cfg.json,
         };
+        // While the user types, a ring's head keeps serving its line (the followers' beats).
         let idle = || {
+            if let Some(r) = self.remote {
+                r.tick();
+            }
             for _ in 0..1000 {
                 core::hint::spin_loop();
             }

@@ -29,7 +29,14 @@ pub struct Env<'a, P: Parallel + ?Sized> {
     /// Set the ARM cores' clock as `lmboot.txt`'s `arm_freq` says, once the card is read (boards
     /// whose firmware sets it); returns a line to print.
     pub arm_clock: Option<&'a dyn Fn(ArmClock) -> Option<String>>,
+    /// The link UART to the next board of a ring, set up for this board's place in it (1: the
+    /// head) at a line rate (bits/s): the link and a line naming it, or why it cannot run. `None`:
+    /// the platform has none.
+    pub ring_link: Option<&'a dyn Fn(u8, u32) -> Result<(RingLink, String), String>>,
 }
+
+/// A board's line to the next board of a ring.
+pub type RingLink = alloc::boxed::Box<dyn ::ring::link::Link + Send>;
 
 impl<P: Parallel + ?Sized> fmt::Debug for Env<'_, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -60,6 +60,10 @@ pub enum RunError {
     Generate(GenError),
     /// The chat stopped on a model or device error.
     Chat(String),
+    /// `ring = K/N` on a board without a link UART, or the link cannot run at `ring_baud`.
+    RingLink(String),
+    /// The ring of boards failed (the message names the board and the cause).
+    Ring(crate::ring::RingError),
 }
 
 impl fmt::Display for RunError {
@@ -97,6 +101,8 @@ impl fmt::Display for RunError {
             Prompt(e) => write!(f, "generation: {e}"),
             Generate(e) => write!(f, "generation: {e}"),
             Chat(e) => write!(f, "generation: {e}"),
+            RingLink(e) => write!(f, "{CONFIG_PATH}: ring: {e}"),
+            Ring(e) => write!(f, "ring: {e}"),
         }
     }
 }

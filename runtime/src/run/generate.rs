@@ -12,7 +12,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::Write;
-use inference::generate::{Engine, GenReport, LogitsFilter, StopReason};
+use inference::generate::{Engine, GenReport, LogitsFilter, Remote, StopReason};
 use inference::json::JsonConstraint;
 use inference::model::{Model, RunState};
 use inference::parallel::Parallel;
@@ -30,6 +30,8 @@ pub(super) struct Gen<'a, F: FileSource> {
     pub ctx: usize,
     /// Card read rate measured while loading (bytes/s; 0 if unknown).
     pub card_rate: u64,
+    /// The other boards of a ring, when this board is its head.
+    pub remote: Option<&'a dyn Remote>,
 }
 
 /// Tokenize the prompt and generate on the board's pool, or on a [`MeasuredPool`] for
@@ -140,6 +142,7 @@ where
         pool,
         kernels: g.kernels,
         on_forward: Some(&sample),
+        remote: g.remote,
     };
     let _ = writeln!(
         out,

@@ -13,8 +13,9 @@ mod error;
 mod generate;
 pub mod measure;
 mod profile;
+mod ring;
 
-pub use env::{Env, IoCoreHooks};
+pub use env::{Env, IoCoreHooks, RingLink};
 pub use error::{CardError, RunError};
 
 use crate::card::{CardFile, Direct};
@@ -84,6 +85,21 @@ where
         None => env.pool.workers(),
     };
     let _ = writeln!(out, "cores: {cores} working");
+    if let Some(place) = cfg.ring {
+        let before = ring::Before {
+            cfg,
+            m: &m,
+            direct,
+            cores,
+        };
+        ring::run(place, before, out.0, env)?;
+        let _ = writeln!(
+            out,
+            "stats: total {} ms since the card was mounted",
+            ms((env.clock_ns)() - t_boot)
+        );
+        return Ok(());
+    }
     let size = m.gguf_len;
     let (mut st, ctx, capacity) = size_buffers(cfg, &m.model, cores, size, env, &mut out)?;
 
@@ -97,40 +113,85 @@ where
         (None, Some(c)) => Box::new(Texted(c)),
         (None, None) => unreachable!("reader() returns one of the two"),
     };
-    let (cache, load_ns) = load(src, cfg, capacity, size, env, &mut out)?;
+    let whole = [(0, size)];
+    let (cache, load_ns) = load(src, cfg, capacity, &whole, &|| {}, env, &mut out)?;
     cache.set_schedule(m.model.weights.read_order(), cores);
-    check_weights(&m.model, &cache, env, &mut out)?;
+    let whole = inference::model::Part::whole(m.model.config.n_layer);
+    check_part(&m.model, &cache, &whole, env, &mut out)?;
     selftest(cfg, env, &mut out)?;
     let kernels = choose_kernels(cfg, env)?;
-
-    if cfg.mode == Mode::Chat || (cfg.mode == Mode::Auto && cfg.prompt.is_none()) {
-        let chat = ChatRun {
-            cfg,
-            g: &m.gguf,
-            model: &m.model,
-            tok: &m.tok,
-            cache: &cache,
-            kv_file: kv_file.as_ref(),
-            kernels,
-        };
-        return chat.run(&mut st, env, out.0);
-    }
-    let g = generate::Gen {
+    let card_rate = profile::rate(cache.resident_bytes(), load_ns);
+    let model_run = ModelRun {
         cfg,
-        model: &m.model,
-        tok: &m.tok,
-        cache: &cache,
+        m: &m,
+        kv_file: kv_file.as_ref(),
         kernels,
         ctx,
-        card_rate: profile::rate(cache.resident_bytes(), load_ns),
+        card_rate,
+        remote: None,
     };
-    generate::run(&g, &mut st, env, &mut out)?;
+    if model_run.run(&cache, &mut st, env, &mut out)? {
+        return Ok(());
+    }
     let _ = writeln!(
         out,
         "stats: total {} ms since the card was mounted",
         ms((env.clock_ns)() - t_boot)
     );
     Ok(())
+}
+
+/// The last step, chat or generate, with what the steps before made.
+pub(crate) struct ModelRun<'a> {
+    pub cfg: &'a Config,
+    pub m: &'a Opened,
+    pub kv_file: Option<&'a (String, File)>,
+    pub kernels: Kernels,
+    pub ctx: usize,
+    /// Card read rate measured while loading (bytes/s; 0 if unknown).
+    pub card_rate: u64,
+    /// The other boards of a ring, when this board is its head.
+    pub remote: Option<&'a dyn inference::generate::Remote>,
+}
+
+impl ModelRun<'_> {
+    /// Step 9: chat on the console, or generate from the configured prompt. Returns true for a
+    /// chat (which prints no stats line at the end).
+    pub(crate) fn run<F: FileSource + Send, P: Parallel + ?Sized>(
+        &self,
+        cache: &PageCache<F>,
+        st: &mut RunState,
+        env: &Env<'_, P>,
+        out: &mut Out<'_>,
+    ) -> Result<bool, RunError> {
+        let (cfg, m) = (self.cfg, self.m);
+        if cfg.mode == Mode::Chat || (cfg.mode == Mode::Auto && cfg.prompt.is_none()) {
+            let chat = ChatRun {
+                cfg,
+                g: &m.gguf,
+                model: &m.model,
+                tok: &m.tok,
+                cache,
+                kv_file: self.kv_file,
+                kernels: self.kernels,
+                remote: self.remote,
+            };
+            chat.run(st, env, out.0)?;
+            return Ok(true);
+        }
+        let g = generate::Gen {
+            cfg,
+            model: &m.model,
+            tok: &m.tok,
+            cache,
+            kernels: self.kernels,
+            ctx: self.ctx,
+            card_rate: self.card_rate,
+            remote: self.remote,
+        };
+        generate::run(&g, st, env, out)?;
+        Ok(false)
+    }
 }
 
 /// What the card holds for the run: the configuration, the model file, the prompt-cache file.
@@ -357,13 +418,15 @@ where
     }
 }
 
-/// Step 5: fill the page cache's resident part (with a progress counter) and say how it went.
-/// Returns the cache and the load time in nanoseconds.
+/// Step 5: fill the page cache's resident part (the `wanted` ranges of the file, all of it for a
+/// board alone) with a progress counter, calling `tick` as it goes, and say how it went. Returns
+/// the cache and the load time in nanoseconds.
 fn load<'s, P: Parallel + ?Sized>(
     src: Box<dyn FileSource<Error = String> + Send + 's>,
     cfg: &Config,
     capacity: u64,
-    size: u64,
+    wanted: &[(u64, u64)],
+    tick: &dyn Fn(),
     env: &Env<'_, P>,
     out: &mut Out<'_>,
 ) -> Result<
@@ -379,15 +442,18 @@ fn load<'s, P: Parallel + ?Sized>(
         readahead: cfg.readahead,
         ..Default::default()
     };
-    let mut cache =
-        PageCache::with_options(src, capacity, cfg.page_bytes, opts, &mut |done, total| {
-            let pct = if total == 0 { 100 } else { done * 100 / total };
-            if pct >= last + 10 || done == total {
-                last = pct;
-                let _ = write!(out, "\rloading {pct:>3}%");
-            }
-        })
-        .map_err(RunError::Cache)?;
+    let size = src.len();
+    let page = cfg.page_bytes;
+    let mut cache = PageCache::for_ranges(src, capacity, page, opts, wanted, &mut |done, total| {
+        tick();
+        let pct = if total == 0 { 100 } else { done * 100 / total };
+        if pct >= last + 10 || done == total {
+            last = pct;
+            let _ = write!(out, "\rloading {pct:>3}%");
+        }
+    })
+    .map_err(RunError::Cache)?;
+    let wanted_bytes: u64 = wanted.iter().map(|r| r.1).sum();
     let load_ns = (env.clock_ns)() - t_load;
     cache.set_clock(env.clock_ns);
     let _ = writeln!(
@@ -398,7 +464,7 @@ fn load<'s, P: Parallel + ?Sized>(
         cache.resident_bytes() >> 20,
         cfg.page_bytes >> 10,
         match cache.readahead() {
-            _ if cache.resident_bytes() == size => "not needed".to_string(),
+            _ if cache.resident_bytes() >= size.min(wanted_bytes) => "not needed".to_string(),
             0 if cfg.readahead > 0 => "off (the card reads synchronously)".to_string(),
             0 => "off".to_string(),
             n => format!("{n} pages"),
@@ -407,11 +473,12 @@ fn load<'s, P: Parallel + ?Sized>(
     Ok((cache, load_ns))
 }
 
-/// Step 6: every weight finite (NaN/Inf in a scale would poison every token): one pass over the
-/// model.
-fn check_weights<F: FileSource, P: Parallel + ?Sized>(
+/// Step 6: every weight `part` reads is finite (NaN/Inf in a scale would poison every token): one
+/// pass over those tensors (the whole model on a board alone).
+fn check_part<F: FileSource, P: Parallel + ?Sized>(
     model: &Model,
     cache: &PageCache<F>,
+    part: &inference::model::Part,
     env: &Env<'_, P>,
     out: &mut Out<'_>,
 ) -> Result<(), RunError> {
@@ -419,11 +486,21 @@ fn check_weights<F: FileSource, P: Parallel + ?Sized>(
     let mut scratch = alloc::vec![0u8; 64 * 1024];
     model
         .weights
-        .check_finite(cache, &mut scratch)
+        .check_finite_of(part, cache, &mut scratch)
         .map_err(RunError::Model)?;
+    let n_layer = model.config.n_layer;
+    let which = match part.is_whole(n_layer) {
+        true => String::new(),
+        false => format!(
+            " in layers {}..{}{}",
+            part.layers.start,
+            part.layers.end,
+            if part.ends { " and the ends" } else { "" }
+        ),
+    };
     let _ = writeln!(
         out,
-        "weights checked: no NaN or infinity ({} ms)",
+        "weights checked: no NaN or infinity{which} ({} ms)",
         ms((env.clock_ns)() - t_check)
     );
     Ok(())

@@ -4,8 +4,10 @@
 use super::{generate::Gen, Env};
 use crate::pagecache::FileSource;
 use alloc::vec::Vec;
+use inference::gguf::TensorInfo;
 use inference::matvec::matvec;
 use inference::parallel::{par_chunks, Parallel};
+use inference::{Kernels, Storage};
 
 /// What the hardware does.
 #[derive(Debug, Clone, Copy, Default)]
@@ -46,7 +48,13 @@ pub(super) fn profile<F: FileSource + Send, P: Parallel + ?Sized, Q: Parallel + 
         weights: g.model.weights.matrices().map(|t| t.size).sum::<u64>()
             + g.model.weights.token_embd.row_bytes(),
         memory: copy_rate(env),
-        matvec: matvec_rate(g, pool, env),
+        matvec: matvec_rate(
+            &g.model.weights.layers[0].w_gate,
+            g.cache,
+            &g.kernels,
+            pool,
+            env,
+        ),
     }
 }
 
@@ -68,14 +76,19 @@ fn copy_rate<Q: Parallel + ?Sized>(env: &Env<'_, Q>) -> u64 {
     rate(4 * size as u64, (env.clock_ns)() - t0)
 }
 
-/// Weight bytes per second through the first layer's gate matrix on all working cores (best of
-/// two; 0 if it cannot run).
-fn matvec_rate<F: FileSource + Send, P: Parallel + ?Sized, Q: Parallel + ?Sized>(
-    g: &Gen<'_, F>,
+/// Weight bytes per second through the matrix `w` (the first layer's gate) on all working cores
+/// (best of two; 0 if it cannot run).
+pub(super) fn matvec_rate<
+    S: Storage + Sync + ?Sized,
+    P: Parallel + ?Sized,
+    Q: Parallel + ?Sized,
+>(
+    w: &TensorInfo,
+    src: &S,
+    kernels: &Kernels,
     pool: &P,
     env: &Env<'_, Q>,
 ) -> u64 {
-    let w = &g.model.weights.layers[0].w_gate;
     let mut acts = inference::ActBuf::with_capacity(w.row_len() as usize);
     let x = alloc::vec![0.25f32; w.row_len() as usize];
     if acts.quantize(w.ty.act_format(), &x).is_err() {
@@ -92,7 +105,7 @@ fn matvec_rate<F: FileSource + Send, P: Parallel + ?Sized, Q: Parallel + ?Sized>
     for _ in 0..2 {
         let t0 = (env.clock_ns)();
         let r = par_chunks(pool, &mut out, 1, &mut scratch, |rows, part, s| {
-            matvec(&g.kernels, g.cache, w, rows, &act, part, s)
+            matvec(kernels, src, w, rows, &act, part, s)
         });
         if r.is_err() {
             return 0;

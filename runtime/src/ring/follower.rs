@@ -1,0 +1,234 @@
+//! A board after the head: it says hello, takes its window, and then runs its layers on every
+//! batch of hidden states that comes round, passing them on, until the head says stop.
+
+use super::msg::{chunks_for, f32_bytes, put_chunk, Msg, CHUNK_BYTES};
+use super::plan::Profile;
+use super::{Node, RingError};
+use ::ring::link::Link;
+use alloc::format;
+use alloc::string::ToString;
+use alloc::vec::Vec;
+use core::cell::RefCell;
+use core::ops::Range;
+use inference::model::{Input, Model, Part, RunState};
+use inference::parallel::Parallel;
+use inference::{Kernels, Storage};
+
+/// What the head told this board.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assignment {
+    /// This board's layers.
+    pub layers: Range<usize>,
+    pub ctx: usize,
+    pub batch: usize,
+}
+
+/// Say hello to the head and wait for this board's window (as long as the head takes to come up).
+pub fn join<L: Link>(
+    node: &mut Node<L>,
+    model_key: u64,
+    profile: Profile,
+    n_layer: usize,
+) -> Result<Assignment, RingError> {
+    let hello = Msg::Hello {
+        board: node.me(),
+        boards: node.boards(),
+        model_key,
+        profile,
+    };
+    node.send(1, &hello)?;
+    let me = node.me() as usize;
+    let mut got = None;
+    node.wait(
+        "the head's split of the layers",
+        u64::MAX,
+        &mut |_, src, m| match m {
+            Msg::Assign { starts, ctx, batch } if starts.len() >= me => {
+                let start = starts[me - 1] as usize;
+                let end = starts.get(me).map_or(n_layer, |&s| s as usize);
+                if start >= end || end > n_layer {
+                    return Err(RingError::Protocol(format!(
+                        "the head assigned layers {start}..{end} of {n_layer}"
+                    )));
+                }
+                got = Some(Assignment {
+                    layers: start..end,
+                    ctx: ctx as usize,
+                    batch: batch as usize,
+                });
+                Ok(true)
+            }
+            Msg::Stop => Err(RingError::Stopped),
+            _ => Err(RingError::Protocol(format!(
+                "board {src} sent a message out of turn (expected the split)"
+            ))),
+        },
+    )?;
+    got.ok_or(RingError::Stopped)
+}
+
+/// Tell the head this board is loaded.
+pub fn ready<L: Link>(node: &mut Node<L>, pinned: u64, streamed: u64) -> Result<(), RingError> {
+    let m = Msg::Ready {
+        board: node.me(),
+        pinned,
+        streamed,
+    };
+    node.send(1, &m)?;
+    node.running();
+    Ok(())
+}
+
+/// A batch coming in.
+#[derive(Debug, Default)]
+struct Batch {
+    pos: usize,
+    rows: usize,
+    want_last: bool,
+    chunks: usize,
+    seen: usize,
+}
+
+/// Run this board's layers on every batch that comes until the head says stop. Returns the
+/// batches served.
+pub fn serve<L, S, P>(
+    node: Node<L>,
+    model: &Model,
+    st: &mut RunState,
+    run: (&S, &P, &Kernels),
+    part: &Part,
+) -> Result<u64, RingError>
+where
+    L: Link,
+    S: Storage + Sync + ?Sized,
+    P: Parallel + ?Sized,
+{
+    let node = RefCell::new(node);
+    let dim = model.config.dim;
+    let mut served = 0;
+    loop {
+        let batch = take_batch(&mut node.borrow_mut(), st, dim)?;
+        let Some(b) = batch else {
+            return Ok(served);
+        };
+        if b.pos > st.pos {
+            let e = format!(
+                "a batch at position {} but this board is at {}",
+                b.pos, st.pos
+            );
+            return Err(report(&mut node.borrow_mut(), RingError::Protocol(e)));
+        }
+        st.pos = b.pos;
+        let tick = || node.borrow_mut().tick();
+        let r = model.forward_part(st, run, Input::Hidden(b.rows), part, false, Some(&tick));
+        let mut n = node.borrow_mut();
+        if let Err(e) = r {
+            return Err(report(&mut n, RingError::Local(e.to_string())));
+        }
+        pass_on(&mut n, st, dim, &b).map_err(|e| report(&mut n, e))?;
+        served += 1;
+    }
+}
+
+/// Receive the next batch's hidden states into `st.x`; `None` when the head says stop.
+fn take_batch<L: Link>(
+    node: &mut Node<L>,
+    st: &mut RunState,
+    dim: usize,
+) -> Result<Option<Batch>, RingError> {
+    let mut b = Batch::default();
+    let max_rows = st.batch();
+    let mut stop = false;
+    node.wait("hidden states", u64::MAX, &mut |_, src, m| match m {
+        Msg::Acts {
+            pos,
+            rows,
+            want_last,
+            chunk,
+            bytes,
+        } => {
+            if b.seen == 0 {
+                let rows = rows as usize;
+                if rows == 0 || rows > max_rows {
+                    return Err(RingError::Protocol(format!(
+                        "board {src} sent a batch of {rows} rows (this board takes 1 to {max_rows})"
+                    )));
+                }
+                b = Batch {
+                    pos: pos as usize,
+                    rows,
+                    want_last,
+                    chunks: chunks_for(rows * dim),
+                    seen: 0,
+                };
+            }
+            let x = &mut st.x[..b.rows * dim];
+            if chunk as usize != b.seen || pos as usize != b.pos || !put_chunk(x, chunk, bytes) {
+                return Err(RingError::Protocol(format!(
+                    "board {src} sent chunk {chunk} of the batch at {pos} out of order"
+                )));
+            }
+            b.seen += 1;
+            Ok(b.seen == b.chunks)
+        }
+        Msg::Stop => {
+            stop = true;
+            Ok(true)
+        }
+        _ => Err(RingError::Protocol(format!(
+            "board {src} sent a message out of turn (expected hidden states)"
+        ))),
+    })?;
+    Ok((!stop).then_some(b))
+}
+
+/// Hand the batch on: to the next board, or from the last board back to the head (the last row
+/// when asked for, else word that it is done).
+fn pass_on<L: Link>(
+    node: &mut Node<L>,
+    st: &RunState,
+    dim: usize,
+    b: &Batch,
+) -> Result<(), RingError> {
+    let (me, n) = (node.me(), node.boards());
+    if me < n {
+        let bytes = f32_bytes(&st.x[..b.rows * dim]);
+        for (c, chunk) in bytes.chunks(CHUNK_BYTES).enumerate() {
+            let m = Msg::Acts {
+                pos: b.pos as u32,
+                rows: b.rows as u16,
+                want_last: b.want_last,
+                chunk: c as u16,
+                bytes: chunk,
+            };
+            node.send(me + 1, &m)?;
+        }
+        return Ok(());
+    }
+    if !b.want_last {
+        return node.send(1, &Msg::Done { pos: b.pos as u32 });
+    }
+    let last: Vec<u8> = f32_bytes(&st.x[(b.rows - 1) * dim..b.rows * dim]);
+    for (c, chunk) in last.chunks(CHUNK_BYTES).enumerate() {
+        let m = Msg::Last {
+            pos: b.pos as u32,
+            chunk: c as u16,
+            bytes: chunk,
+        };
+        node.send(1, &m)?;
+    }
+    Ok(())
+}
+
+/// Tell the head why this board gives up (best effort), and return the error.
+fn report<L: Link>(node: &mut Node<L>, e: RingError) -> RingError {
+    let what = super::node::fault_text(&e);
+    let m = Msg::Fault {
+        board: node.me(),
+        what: &what,
+    };
+    if node.send(1, &m).is_ok() {
+        node.flush(2_000_000_000);
+    }
+    e
+}

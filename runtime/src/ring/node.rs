@@ -1,0 +1,261 @@
+//! One board's place in the ring: the link-layer endpoint, the clock, the heartbeats, and what
+//! the head makes of silence (which board stopped answering).
+
+use super::msg::{decode, Msg};
+use super::RingError;
+use ::ring::endpoint::{Endpoint, SendError, Timing};
+use ::ring::link::Link;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+/// How often a board tells the head it is alive.
+pub const BEAT_NS: u64 = 250_000_000;
+
+/// A board the head has not heard from for this long (and whose downstream boards it still hears)
+/// has stopped. Beats come between matrix products, so this is far above a product's time.
+pub const SILENT_NS: u64 = 6_000_000_000;
+
+/// The link's timers while boards boot and load (a board is not served while it loads its
+/// window), and once the ring runs.
+pub const FORMING: Timing = Timing {
+    rto_ns: 1_000_000_000,
+    max_tries: 600,
+    window: 16,
+};
+pub const RUNNING: Timing = Timing {
+    rto_ns: 500_000_000,
+    // Longer than SILENT_NS: when a board gives up on a peer, the silence has shown which board
+    // it is (an unacknowledged frame to board 2 may be board 3's fault, which carries the acks).
+    max_tries: 16,
+    window: 16,
+};
+
+/// A board of the ring.
+pub struct Node<L: Link> {
+    ep: Endpoint<L>,
+    clock: fn() -> u64,
+    /// When the next beat is due (once the ring runs): followers beat to the head, the head to
+    /// the last board (through every other).
+    next_beat: Option<u64>,
+    /// A fault seen while pumping from a tick (reported by the next call that can fail).
+    fault: Option<RingError>,
+    /// The head watches the followers' beats (once the ring runs).
+    watching: bool,
+}
+
+impl<L: Link> core::fmt::Debug for Node<L> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Node")
+            .field("me", &self.ep.me())
+            .field("boards", &self.ep.boards())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<L: Link> Node<L> {
+    pub fn new(me: u8, boards: u8, link: L, clock: fn() -> u64) -> Self {
+        Self {
+            ep: Endpoint::new(me, boards, link, FORMING),
+            clock,
+            next_beat: None,
+            fault: None,
+            watching: false,
+        }
+    }
+
+    pub fn me(&self) -> u8 {
+        self.ep.me()
+    }
+
+    pub fn boards(&self) -> u8 {
+        self.ep.boards()
+    }
+
+    pub fn now(&self) -> u64 {
+        (self.clock)()
+    }
+
+    /// The ring runs: short timers, and (on a follower) beats to the head.
+    pub fn running(&mut self) {
+        self.ep.set_timing(RUNNING);
+        self.next_beat = Some(self.now());
+        self.watching = true;
+        // Every board counts as heard from now: formation and loading had no beats.
+        self.ep.touch_all(self.now());
+    }
+
+    pub fn stats(&self) -> ring::endpoint::Stats {
+        self.ep.stats()
+    }
+
+    /// Move bytes, and beat when due.
+    pub fn pump(&mut self) -> Result<(), RingError> {
+        if let Some(f) = self.fault.take() {
+            return Err(f);
+        }
+        let now = self.now();
+        self.ep.pump(now).map_err(RingError::Link)?;
+        if let Some(due) = self.next_beat.filter(|&d| now >= d) {
+            self.next_beat = Some(due.max(now) + BEAT_NS);
+            let quiet = self.ep.last_upstream().map_or(0, |t| now.saturating_sub(t));
+            let beat = Msg::Beat {
+                board: self.me(),
+                upstream_quiet_ms: (quiet / 1_000_000).min(u32::MAX as u64) as u32,
+            };
+            // A beat that finds no room is skipped: the next one follows.
+            let to = if self.me() == 1 { self.boards() } else { 1 };
+            let _ = self.ep.send_datagram(to, &beat.encode());
+        }
+        Ok(())
+    }
+
+    /// [`Node::pump`] from between two matrix products: a fault is kept for the next call.
+    pub fn tick(&mut self) {
+        if self.fault.is_none() {
+            if let Err(e) = self.pump() {
+                self.fault = Some(e);
+            }
+        }
+    }
+
+    /// Queue `msg` for `dst`, pumping while the window to it is full (bounded: the link layer
+    /// gives up on a board that does not acknowledge).
+    pub fn send(&mut self, dst: u8, msg: &Msg<'_>) -> Result<(), RingError> {
+        let bytes = msg.encode();
+        loop {
+            match self.ep.try_send(dst, &bytes) {
+                Ok(()) => return Ok(()),
+                Err(SendError::WindowFull { .. }) => self.pump()?,
+                Err(e) => return Err(RingError::Protocol(e.to_string())),
+            }
+        }
+    }
+
+    /// The next message: its sender and bytes.
+    pub fn recv(&mut self) -> Option<(u8, Vec<u8>)> {
+        self.ep.recv()
+    }
+
+    /// Tell every other board the run is over (best effort: a board that cannot take it is
+    /// skipped), and send it within two seconds.
+    pub fn stop_all(&mut self) {
+        let stop = Msg::Stop.encode();
+        for b in 1..=self.boards() {
+            if b != self.me() {
+                let _ = self.ep.try_send(b, &stop);
+            }
+        }
+        self.flush(2_000_000_000);
+    }
+
+    /// Send whatever is queued before the board stops (bounded by `ns`).
+    pub fn flush(&mut self, ns: u64) {
+        let end = self.now() + ns;
+        while !self.ep.idle() && self.now() < end {
+            if self.ep.pump(self.now()).is_err() {
+                break;
+            }
+        }
+    }
+
+    /// The verdict on a ring that went quiet, at the head: the board furthest round the ring
+    /// that has been silent for [`SILENT_NS`] (its frames no longer arrive, while those of the
+    /// boards after it still do); at a follower: the head, if it has been silent that long.
+    /// `None` if every board that beats to this one has been heard lately.
+    pub fn silent_board(&self) -> Option<(u8, u64)> {
+        let now = self.now();
+        let quiet = |b: u8| {
+            let q = self
+                .ep
+                .last_heard(b)
+                .map_or(u64::MAX, |t| now.saturating_sub(t));
+            (q >= SILENT_NS).then_some((b, q))
+        };
+        if self.me() != 1 {
+            return quiet(1);
+        }
+        (2..=self.boards()).rev().find_map(quiet)
+    }
+
+    /// What a failure at the head means, with the silent board named when there is one.
+    pub fn diagnose(&self, cause: RingError) -> RingError {
+        match self.silent_board() {
+            Some((board, quiet)) => RingError::Silent {
+                board,
+                ms: quiet / 1_000_000,
+                cause: cause.to_string(),
+            },
+            None => cause,
+        }
+    }
+
+    /// A decoded message from `bytes`, or a protocol error naming the sender.
+    pub fn decode<'b>(src: u8, bytes: &'b [u8]) -> Result<Msg<'b>, RingError> {
+        decode(bytes).ok_or(RingError::Garbled { board: src })
+    }
+}
+
+/// Text of a fault message for the head.
+pub fn fault_text(e: &RingError) -> String {
+    let mut s = e.to_string();
+    s.truncate(300);
+    s
+}
+
+impl<L: Link> Node<L> {
+    /// Pump and take messages until `f` says done (true), a board reports a fault, the head
+    /// finds a board silent, or `timeout_ns` passes. Beats are taken here.
+    pub fn wait(
+        &mut self,
+        waiting: &str,
+        timeout_ns: u64,
+        f: &mut dyn FnMut(&mut Self, u8, Msg<'_>) -> Result<bool, RingError>,
+    ) -> Result<(), RingError> {
+        let start = self.now();
+        loop {
+            if let Err(e) = self.pump() {
+                return Err(self.verdict(e));
+            }
+            while let Some((src, bytes)) = self.recv() {
+                match Self::decode(src, &bytes)? {
+                    Msg::Beat { .. } => {}
+                    Msg::Fault { board, what } => {
+                        return Err(RingError::Fault {
+                            board,
+                            what: what.into(),
+                        })
+                    }
+                    m => {
+                        if f(self, src, m)? {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+            let waited = self.now().saturating_sub(start);
+            if let Some((board, quiet)) = self.silent_board().filter(|_| self.watching) {
+                return Err(RingError::Silent {
+                    board,
+                    ms: quiet / 1_000_000,
+                    cause: alloc::format!("waiting for {waiting}"),
+                });
+            }
+            if waited >= timeout_ns {
+                let e = RingError::Timeout {
+                    waiting: waiting.into(),
+                    ms: waited / 1_000_000,
+                };
+                return Err(self.verdict(e));
+            }
+        }
+    }
+
+    /// The error with the silent board named, when there is one.
+    pub fn verdict(&self, e: RingError) -> RingError {
+        if self.watching {
+            self.diagnose(e)
+        } else {
+            e
+        }
+    }
+}

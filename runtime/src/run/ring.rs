@@ -1,0 +1,363 @@
+//! The run on a ring of boards (`ring = K/N`): after the model's header is read, the boards form
+//! the ring ([`crate::ring`]), each loads only its window of layers, and then the head runs the
+//! chat or the prompt as a board alone would, with the other layers round the ring, while every
+//! other board serves its window until the head ends the run.
+
+use super::env::RingLink;
+use super::profile::{matvec_rate, rate};
+use super::{auto_batch, check_part, choose_kernels, load, ms, Env, Opened, RunError, HEAP_MARGIN};
+use crate::card::Direct;
+use crate::config::{Config, RingPlace};
+use crate::console::{Console, Out};
+use crate::iocore::Texted;
+use crate::pagecache::{FileSource, PageCache, MIN_WINDOW_PAGES};
+use crate::promptcache;
+use crate::ring::follower::{self, Assignment};
+use crate::ring::head::{self, Head};
+use crate::ring::plan::{Profile, Shape, Window};
+use crate::ring::{Node, RingError};
+use alloc::boxed::Box;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::cell::RefCell;
+use core::fmt::Write;
+use drivers::block::WriteBlocks;
+use inference::model::{Model, Part, RunState};
+use inference::parallel::Parallel;
+use inference::storage::SliceStorage;
+use inference::{Kernels, Storage};
+
+/// What the ring steps need from the steps before.
+pub(super) struct Before<'a, D: WriteBlocks + Send> {
+    pub cfg: &'a Config,
+    pub m: &'a Opened,
+    pub direct: Direct<D>,
+    pub cores: usize,
+}
+
+/// Form the ring, load this board's window, then run (the head) or serve (the others).
+pub(super) fn run<D, P>(
+    place: RingPlace,
+    b: Before<'_, D>,
+    con: &mut dyn Console,
+    env: &Env<'_, P>,
+) -> Result<(), RunError>
+where
+    D: WriteBlocks + Send,
+    D::Error: Send,
+    P: Parallel + ?Sized,
+{
+    let mut out = Out(con);
+    let make = env.ring_link.ok_or_else(|| {
+        RunError::RingLink("this board has no link UART (its board file has no [ring_uart])".into())
+    })?;
+    let (link, what) = make(place.board, b.cfg.ring_baud).map_err(RunError::RingLink)?;
+    let _ = writeln!(
+        out,
+        "ring: board {} of {}, {what}",
+        place.board, place.boards
+    );
+    let kernels = choose_kernels(b.cfg, env)?;
+    let key =
+        promptcache::model_key(&b.m.gguf, &b.direct).map_err(|e| RunError::Model(e.into()))?;
+    let profile = measure(&b.m.model, &b.direct, &kernels, b.cores, env);
+    let _ = writeln!(
+        out,
+        "ring: this board: {} MiB free, matrices at {} MB/s, card at {} MB/s",
+        profile.ram >> 20,
+        profile.compute / 1_000_000,
+        profile.card / 1_000_000
+    );
+    let mut node = Node::new(place.board, place.boards, link, env.clock_ns);
+    let n_layer = b.m.model.config.n_layer;
+    let board = Board { b, kernels, env };
+    if place.board == 1 {
+        board.head(node, key, profile, &mut out)
+    } else {
+        let asg = follower::join(&mut node, key, profile, n_layer).map_err(RunError::Ring)?;
+        board.follow(node, asg, &mut out)
+    }
+}
+
+/// A board of the ring once its link is up: what the steps before made, its kernels, its
+/// platform.
+struct Board<'a, 'e, D: WriteBlocks + Send, P: Parallel + ?Sized> {
+    b: Before<'a, D>,
+    kernels: Kernels,
+    env: &'a Env<'e, P>,
+}
+
+/// This board's profile: free heap, the first layer's gate matrix read from the card (its read
+/// rate) and multiplied on all working cores (the matrix rate).
+fn measure<D, P>(
+    model: &Model,
+    direct: &Direct<D>,
+    kernels: &Kernels,
+    cores: usize,
+    env: &Env<'_, P>,
+) -> Profile
+where
+    D: WriteBlocks + Send,
+    P: Parallel + ?Sized,
+{
+    let ram = (env.heap_free)();
+    let mut w = model.weights.layers[0].w_gate.clone();
+    let mut bytes = alloc::vec![0u8; w.size as usize];
+    let t0 = (env.clock_ns)();
+    let read = direct.read_at(w.offset, &mut bytes).is_ok();
+    let card = if read {
+        rate(w.size, (env.clock_ns)() - t0)
+    } else {
+        0
+    };
+    w.offset = 0;
+    let compute = matvec_rate(&w, &SliceStorage::new(&bytes), kernels, env.pool, env);
+    Profile {
+        ram,
+        compute,
+        card,
+        cores: cores as u8,
+    }
+}
+
+/// What the plan needs of the model and the run.
+fn shape(model: &Model, ctx: usize, batch: usize, page: usize, workers: usize) -> Shape {
+    let w = &model.weights;
+    let layer_bytes = w
+        .layers
+        .iter()
+        .map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down])
+        .map(|ms| ms.iter().map(|t| t.size).sum())
+        .collect();
+    let c = &model.config;
+    let ends = Part {
+        layers: 0..0,
+        ends: true,
+    };
+    let scratch = workers * inference::model::forward::SCRATCH_BYTES.max(w.max_row_bytes());
+    let fixed = RunState::bytes_per_batch_token(model) * batch
+        + scratch
+        + c.vocab * 4
+        + (MIN_WINDOW_PAGES + crate::pagecache::MAX_READAHEAD) * page;
+    Shape {
+        layer_bytes,
+        head_compute: w.output.size,
+        head_ram: w.bytes_of(&ends),
+        kv_per_layer: (RunState::kv_bytes_for(model, ctx) / c.n_layer.max(1)) as u64,
+        fixed: fixed as u64 + HEAP_MARGIN,
+    }
+}
+
+/// The cache's capacity: what is left of the heap (less the margin), at most `cache = ...`.
+fn capacity<P: Parallel + ?Sized>(cfg: &Config, size: u64, env: &Env<'_, P>) -> u64 {
+    let auto = (env.heap_free)().saturating_sub(HEAP_MARGIN);
+    cfg.cache_bytes.unwrap_or(auto).min(auto).min(size)
+}
+
+/// The page cache over the card for `part`: its tensors pinned as far as RAM goes, the line
+/// served while they load, the weights checked. Reads are synchronous on a ring board (no core
+/// is lent to the card; a virtio card still reads ahead).
+fn load_part<'d, D, P>(
+    direct: Direct<D>,
+    cfg: &Config,
+    model: &Model,
+    part: &Part,
+    tick: &dyn Fn(),
+    env: &Env<'_, P>,
+    out: &mut Out<'_>,
+) -> Result<PageCache<Box<dyn FileSource<Error = String> + Send + 'd>>, RunError>
+where
+    D: WriteBlocks + Send + 'd,
+    D::Error: Send,
+    P: Parallel + ?Sized,
+{
+    let size = direct.len();
+    let src: Box<dyn FileSource<Error = String> + Send + 'd> =
+        Box::new(Texted(direct.into_inner()));
+    let wanted: Vec<(u64, u64)> = model.weights.ranges_of(part).collect();
+    let cap = capacity(cfg, size, env);
+    let (cache, _) = load(src, cfg, cap, &wanted, tick, env, out)?;
+    cache.set_schedule(model.weights.read_order_of(part), env.pool.workers());
+    check_part(model, &cache, part, env, out)?;
+    Ok(cache)
+}
+
+/// Each board's window and prediction, on the head's console.
+fn say_split(windows: &[Window], profiles: &[Profile], out: &mut Out<'_>) {
+    let total: u64 = windows.iter().map(|w| w.ns).sum();
+    for (i, (w, p)) in windows.iter().zip(profiles).enumerate() {
+        let _ = writeln!(
+            out,
+            "ring: board {} runs layers {}..{}{} ({} MB, {} MB from its card per token; {} MiB RAM, {} MB/s): {} ms per token",
+            i + 1,
+            w.layers.start,
+            w.layers.end,
+            if i == 0 { " and the ends" } else { "" },
+            w.bytes / 1_000_000,
+            w.streamed / 1_000_000,
+            p.ram >> 20,
+            p.compute / 1_000_000,
+            ms(w.ns)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "ring: predicted {} ms per token round the ring (the links' time not counted)",
+        ms(total)
+    );
+}
+
+impl<D, P> Board<'_, '_, D, P>
+where
+    D: WriteBlocks + Send,
+    D::Error: Send,
+    P: Parallel + ?Sized,
+{
+    /// The head: gather the boards, split the layers, load its own window, wait for the others, then
+    /// chat or generate with the other layers round the ring. Whatever fails, the other boards are
+    /// told to stop.
+    fn head(
+        self,
+        node: Node<RingLink>,
+        key: u64,
+        mine: Profile,
+        out: &mut Out<'_>,
+    ) -> Result<(), RunError> {
+        let Board { b, kernels, env } = self;
+        let (cfg, m) = (b.cfg, b.m);
+        let node = RefCell::new(node);
+        let formed = form(&node, key, mine, b, env, out);
+        let (part, ctx, mut st, cache) = match formed {
+            Ok(f) => f,
+            Err(e) => {
+                node.borrow_mut().stop_all();
+                return Err(e);
+            }
+        };
+        let head = Head::new(node.into_inner(), part);
+        let model_run = super::ModelRun {
+            cfg,
+            m,
+            kv_file: None,
+            kernels,
+            ctx,
+            card_rate: 0,
+            remote: Some(&head),
+        };
+        let r = model_run.run(&cache, &mut st, env, out);
+        head.stop();
+        let s = head.stats();
+        let _ = writeln!(
+            out,
+            "ring: link sent {} frames ({} KiB), received {} ({} KiB); {} resent, {} corrupt",
+            s.frames_sent,
+            s.bytes_sent >> 10,
+            s.frames_received,
+            s.bytes_received >> 10,
+            s.retransmitted,
+            s.corrupt.total()
+        );
+        r.map(|_| ())
+    }
+
+    /// A board after the head: load the window it was given, say so, serve it until the end.
+    fn follow(
+        self,
+        node: Node<RingLink>,
+        asg: Assignment,
+        out: &mut Out<'_>,
+    ) -> Result<(), RunError> {
+        let Board { b, kernels, env } = self;
+        let (cfg, model) = (b.cfg, &b.m.model);
+        let part = Part {
+            layers: asg.layers.clone(),
+            ends: false,
+        };
+        let _ = writeln!(
+            out,
+            "ring: the head gave this board layers {}..{} (context {}, batches of {})",
+            part.layers.start, part.layers.end, asg.ctx, asg.batch
+        );
+        let mut st = RunState::for_part(model, asg.ctx, b.cores, asg.batch, &part)
+            .map_err(RunError::Buffers)?;
+        let node = RefCell::new(node);
+        let cache = {
+            let tick = || node.borrow_mut().tick();
+            load_part(b.direct, cfg, model, &part, &tick, env, out)?
+        };
+        let want = model.weights.bytes_of(&part);
+        let pinned = cache.resident_bytes().min(want);
+        let mut node = node.into_inner();
+        follower::ready(&mut node, pinned, want - pinned).map_err(RunError::Ring)?;
+        let _ = writeln!(
+            out,
+            "ring: serving layers {}..{}",
+            part.layers.start, part.layers.end
+        );
+        let run = (&cache, env.pool, &kernels);
+        match follower::serve(node, model, &mut st, run, &part) {
+            Ok(batches) => {
+                let _ = writeln!(
+                    out,
+                    "ring: the head ended the run ({batches} batches served)"
+                );
+                Ok(())
+            }
+            Err(RingError::Stopped) => Ok(()),
+            Err(e) => Err(RunError::Ring(e)),
+        }
+    }
+}
+
+/// The head's formation: the boards' hellos, the split, its own window loaded, every board ready.
+/// Returns its part, the context, its buffers and its cache.
+#[allow(clippy::type_complexity)]
+fn form<'d, D, P>(
+    node: &RefCell<Node<RingLink>>,
+    key: u64,
+    mine: Profile,
+    b: Before<'d, D>,
+    env: &Env<'_, P>,
+    out: &mut Out<'_>,
+) -> Result<
+    (
+        Part,
+        usize,
+        RunState,
+        PageCache<Box<dyn FileSource<Error = String> + Send + 'd>>,
+    ),
+    RunError,
+>
+where
+    D: WriteBlocks + Send + 'd,
+    D::Error: Send,
+    P: Parallel + ?Sized,
+{
+    let (cfg, model) = (b.cfg, &b.m.model);
+    let profiles = head::gather(&mut node.borrow_mut(), key, mine).map_err(RunError::Ring)?;
+    let ctx = cfg.ctx.min(model.config.train_ctx);
+    let least = profiles.iter().map(|p| p.ram).min().unwrap_or(0);
+    let batch = cfg.batch.unwrap_or_else(|| auto_batch(model, ctx, least));
+    let shape = shape(model, ctx, batch, cfg.page_bytes, b.cores);
+    let windows = head::assign(&mut node.borrow_mut(), &shape, &profiles, ctx, batch)
+        .map_err(RunError::Ring)?;
+    say_split(&windows, &profiles, out);
+    let part = Part {
+        layers: windows[0].layers.clone(),
+        ends: true,
+    };
+    let st = RunState::for_part(model, ctx, b.cores, batch, &part).map_err(RunError::Buffers)?;
+    let tick = || node.borrow_mut().tick();
+    let cache = load_part(b.direct, cfg, model, &part, &tick, env, out)?;
+    let readies = head::await_ready(&mut node.borrow_mut()).map_err(RunError::Ring)?;
+    for (i, (pinned, streamed)) in readies.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "ring: board {} ready ({} MiB pinned, {} MiB streamed)",
+            i + 2,
+            pinned >> 20,
+            streamed >> 20
+        );
+    }
+    Ok((part, ctx, st, cache))
+}

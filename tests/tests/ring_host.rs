@@ -1,0 +1,243 @@
+//! A ring of boards on the host: the runtime's whole run on a thread per board, each over its own
+//! card (a RAM disk whose `lmboot.txt` says `ring = K/N`), wired by the link layer's fake serial
+//! lines. The head prints exactly what one board prints (the hidden states cross the ring as f32);
+//! so it does on lossy, corrupting lines; a board cut out of the ring mid-run ends the head's run
+//! with an error naming it; boards with different models or ring sizes are refused by name.
+
+mod common;
+
+use drivers::block::RamDisk;
+use inference::parallel::SingleThread;
+use inference::Kernels;
+use ring::fake::{self, FakeLink, Faults};
+use runtime::console::Console;
+use runtime::run::{run, Env, RingLink, BEGIN_OUTPUT, END_OUTPUT};
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// A console the test can watch while the run goes on.
+#[derive(Clone, Default)]
+struct Shared(Arc<Mutex<Vec<u8>>>);
+impl Console for Shared {
+    fn write_bytes(&mut self, b: &[u8]) {
+        self.0.lock().unwrap().extend_from_slice(b);
+    }
+}
+impl Shared {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+fn now_ns() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+fn settings(n: usize) -> xtask::Settings {
+    xtask::Settings {
+        prompt: "The ring of boards passed the hidden states around, and".into(),
+        n,
+        ..Default::default()
+    }
+}
+
+/// A card image in memory: `lmboot.txt` for `s` plus `extra` lines, and `model`.
+fn card(s: &xtask::Settings, extra: &[(&str, String)], model: &Path, name: &str) -> Vec<u8> {
+    let mut s = s.clone();
+    s.extra
+        .extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
+    // Tests run in parallel: every image gets a name of its own.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let img =
+        std::env::temp_dir().join(format!("lmboot-ring-{name}-{}-{k}.img", std::process::id()));
+    let cfg = s.config_text(xtask::MODEL_ON_CARD);
+    use xtask::image::Content;
+    xtask::image::make_image(
+        &img,
+        &[
+            ("lmboot.txt", Content::Bytes(cfg.as_bytes())),
+            (xtask::MODEL_ON_CARD, Content::File(model)),
+        ],
+        0,
+    )
+    .unwrap();
+    let bytes = std::fs::read(&img).unwrap();
+    let _ = std::fs::remove_file(&img);
+    bytes
+}
+
+/// Run one board on `dev` with `link` as its ring line; (result, console).
+fn board(dev: Vec<u8>, link: Option<FakeLink>, con: Shared) -> Result<(), String> {
+    let heap_free = || 1u64 << 30;
+    let heap_high = || 0u64;
+    let link = Mutex::new(link);
+    let make = |_place: u8, _baud: u32| -> Result<(RingLink, String), String> {
+        let l = link
+            .lock()
+            .unwrap()
+            .take()
+            .ok_or("the link was taken twice")?;
+        Ok((Box::new(l) as RingLink, "a fake serial line".into()))
+    };
+    let env = Env {
+        clock_ns: now_ns,
+        heap_free: &heap_free,
+        heap_high: &heap_high,
+        instructions: None,
+        pool: &SingleThread,
+        kernels: Kernels::best(),
+        set_cores: None,
+        raise_exception: None,
+        arm_clock: None,
+        io_core: None,
+        ring_link: Some(&make),
+    };
+    let mut con = con;
+    run(RamDisk::new(dev), &mut con, &env).map_err(|e| e.to_string())
+}
+
+/// Every board's result and console; board `kill.0` is cut out once the head prints `kill.1`.
+fn ring(
+    cards: Vec<Vec<u8>>,
+    faults: Faults,
+    kill: Option<(usize, &str)>,
+) -> Vec<(Result<(), String>, String)> {
+    let links = fake::ring(cards.len(), faults);
+    let cons: Vec<Shared> = cards.iter().map(|_| Shared::default()).collect();
+    let handles: Vec<_> = cards
+        .into_iter()
+        .zip(links.iter().cloned())
+        .zip(cons.iter().cloned())
+        .map(|((c, l), con)| std::thread::spawn(move || board(c, Some(l), con)))
+        .collect();
+    if let Some((b, trigger)) = kill {
+        let start = Instant::now();
+        while !cons[0].text().contains(trigger) && start.elapsed() < Duration::from_secs(300) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        links[b - 1].kill();
+    }
+    handles
+        .into_iter()
+        .zip(&cons)
+        .map(|(h, con)| (h.join().unwrap(), con.text()))
+        .collect()
+}
+
+fn generated(uart: &str) -> &str {
+    let s = uart
+        .find(BEGIN_OUTPUT)
+        .unwrap_or_else(|| panic!("no output in:\n{uart}"))
+        + BEGIN_OUTPUT.len()
+        + 1;
+    let e = uart[s..]
+        .find(&format!("\n{END_OUTPUT}"))
+        .expect("end marker");
+    &uart[s..s + e]
+}
+
+/// What one board alone prints for `s`.
+fn alone(s: &xtask::Settings) -> String {
+    let model = common::model_path();
+    let con = Shared::default();
+    board(card(s, &[], &model, "alone"), None, con.clone()).unwrap();
+    generated(&con.text()).to_string()
+}
+
+fn ring_cards(s: &xtask::Settings, n: usize, model: &Path) -> Vec<Vec<u8>> {
+    (1..=n)
+        .map(|k| {
+            card(
+                s,
+                &[("ring", format!("{k}/{n}")), ("batch", "7".into())],
+                model,
+                &format!("{k}"),
+            )
+        })
+        .collect()
+}
+
+/// Two and three boards print what one prints, on clean lines and on lines that lose, flip and
+/// swap; the head names each board's window.
+#[test]
+fn a_ring_prints_what_one_board_prints() {
+    let s = settings(12);
+    let want = alone(&s);
+    let model = common::model_path();
+    let lossy = Faults {
+        seed: 7,
+        drop_per_million: 200,
+        flip_per_million: 100,
+        reorder_per_million: 20_000,
+        capacity: 0,
+    };
+    for (n, faults) in [(2, Faults::default()), (3, Faults::default()), (3, lossy)] {
+        let out = ring(ring_cards(&s, n, &model), faults, None);
+        for (k, (r, con)) in out.iter().enumerate() {
+            assert!(r.is_ok(), "board {} of {n}: {r:?}\n{con}", k + 1);
+        }
+        let head = &out[0].1;
+        assert_eq!(generated(head), want, "{n} boards, {faults:?}:\n{head}");
+        assert!(
+            head.contains(&format!("ring: board {n} runs layers")),
+            "{head}"
+        );
+        assert!(
+            out[n - 1].1.contains("ring: serving layers"),
+            "{}",
+            out[n - 1].1
+        );
+    }
+}
+
+/// A board cut out of the ring while tokens are being generated: the head stops with an error
+/// naming it, in bounded time, and the other boards stop too.
+#[test]
+fn a_board_that_stops_answering_is_named() {
+    let s = settings(400);
+    let model = common::model_path();
+    for dead in [2, 3] {
+        let t0 = Instant::now();
+        let out = ring(
+            ring_cards(&s, 3, &model),
+            Faults::default(),
+            Some((dead, BEGIN_OUTPUT)),
+        );
+        let (r, head) = &out[0];
+        let e = r.as_ref().expect_err("the head must fail");
+        assert!(
+            e.contains(&format!("board {dead} stopped answering")),
+            "{e}\n{head}"
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "{:?}",
+            t0.elapsed()
+        );
+    }
+}
+
+/// A board holding another model, and a board whose `lmboot.txt` says a different ring size,
+/// are refused by name before anything runs.
+#[test]
+fn mismatched_boards_are_refused() {
+    let s = settings(4);
+    let model = common::model_path();
+    let mut cards = ring_cards(&s, 2, &model);
+    let other = common::named_model("gemma-3-270m");
+    cards[1] = card(&s, &[("ring", "2/2".into())], &other, "other");
+    let out = ring(cards, Faults::default(), None);
+    let e = out[0].0.as_ref().expect_err("a different model");
+    assert!(
+        e.contains("board 2") && e.contains("different model"),
+        "{e}"
+    );
+    let mut cards = ring_cards(&s, 3, &model);
+    cards[2] = card(&s, &[("ring", "3/4".into())], &model, "four");
+    let out = ring(cards, Faults::default(), None);
+    let e = out[0].0.as_ref().expect_err("a different ring size");
+    assert!(e.contains("board 3") && e.contains("ring = 3/4"), "{e}");
+}
