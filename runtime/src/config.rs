@@ -107,8 +107,9 @@ pub struct Config {
     pub arm_freq: ArmClock,
     /// This board's place in a ring of boards (`ring = K/N`); `None`: the board runs alone.
     pub ring: Option<RingPlace>,
-    /// The ring's line rate (bits/s), on the board's link UART.
-    pub ring_baud: u32,
+    /// The ring's line rate (bits/s) on the board's link UART; `None` (`max`): the highest its
+    /// clock makes, up to [`MAX_RING_BAUD`].
+    pub ring_baud: Option<u32>,
 }
 
 /// `ring = K/N`: board `board` (1 is the head: console, tokenizer, sampler) of `boards`, wired
@@ -122,8 +123,9 @@ pub struct RingPlace {
 /// Most boards in a ring.
 pub const MAX_RING: u8 = 8;
 
-/// The ring's line rate unless `ring_baud` says: the most a PL011 makes from a 48 MHz clock.
-pub const DEFAULT_RING_BAUD: u32 = 3_000_000;
+/// The fastest line `ring_baud = max` picks: what short jumper wires between boards carry (a
+/// Pi's PL011 makes 3 Mbaud from its 48 MHz clock).
+pub const MAX_RING_BAUD: u32 = 4_000_000;
 
 impl Default for Config {
     fn default() -> Self {
@@ -151,7 +153,7 @@ impl Default for Config {
             selftest: None,
             arm_freq: ArmClock::Max,
             ring: None,
-            ring_baud: DEFAULT_RING_BAUD,
+            ring_baud: None,
         }
     }
 }
@@ -502,7 +504,10 @@ fn set(c: &mut Config, f: &Field<'_>) -> Result<(), ConfigError> {
         "measure_cores" => c.measure_cores = Some(f.int(1, 16, "1 to 16")? as usize),
         "ring" => c.ring = ring_place(&f)?,
         "ring_baud" => {
-            c.ring_baud = f.int(1200, 12_000_000, "1200 to 12000000 bits/s")? as u32;
+            c.ring_baud = match v {
+                "max" => None,
+                _ => Some(f.int(1200, 12_000_000, "max, or 1200 to 12000000 bits/s")? as u32),
+            };
         }
         "arm_freq" => {
             c.arm_freq = match v {
@@ -590,13 +595,14 @@ mod tests {
     #[test]
     fn ring_place_and_rate() {
         let c = Config::default();
-        assert_eq!((c.ring, c.ring_baud), (None, DEFAULT_RING_BAUD));
+        assert_eq!((c.ring, c.ring_baud), (None, None));
+        assert_eq!(Config::parse(b"ring_baud = max\n").unwrap().ring_baud, None);
         let c = Config::parse(b"ring = 2/3\nring_baud = 921600\n").unwrap();
         let place = RingPlace {
             board: 2,
             boards: 3,
         };
-        assert_eq!((c.ring, c.ring_baud), (Some(place), 921_600));
+        assert_eq!((c.ring, c.ring_baud), (Some(place), Some(921_600)));
         for alone in ["off", "1/1"] {
             let c = Config::parse(alloc::format!("ring = {alone}\n").as_bytes()).unwrap();
             assert_eq!(c.ring, None, "{alone}");

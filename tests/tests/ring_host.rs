@@ -74,7 +74,7 @@ fn board(dev: Vec<u8>, link: Option<FakeLink>, con: Shared) -> Result<(), String
     let heap_free = || 1u64 << 30;
     let heap_high = || 0u64;
     let link = Mutex::new(link);
-    let make = |_place: u8, _baud: u32| -> Result<(RingLink, String), String> {
+    let make = |_place: u8, _baud: Option<u32>| -> Result<(RingLink, String), String> {
         let l = link
             .lock()
             .unwrap()

@@ -11,6 +11,7 @@ use drivers::mmio::Mmio;
 use drivers::uart::mini::MiniUart;
 use drivers::uart::pl011::Pl011;
 use drivers::uart::{Flow, LinkKind, LinkUart};
+use runtime::config::MAX_RING_BAUD;
 use runtime::run::RingLink;
 
 /// Bytes moved per `send`/`recv` call at most (the rest waits for the next pump), so that a pump
@@ -42,9 +43,9 @@ impl<U: LinkUart> ring::link::Link for Port<U> {
     }
 }
 
-/// Bring up the link UART at `baud` for board `place` of the ring: its pins, its clock, the line
-/// rate; the link and a line naming it, or why not.
-pub fn open(place: u8, baud: u32) -> Result<(RingLink, String), String> {
+/// Bring up the link UART for board `place` of the ring at `baud` (`None`: [`max_baud`]): its
+/// pins, its clock, the line rate; the link and a line naming it, or why not.
+pub fn open(place: u8, baud: Option<u32>) -> Result<(RingLink, String), String> {
     if board::RING_UART_BASE == 0 {
         return Err(format!(
             "board {} has no link UART (no [ring_uart] in its board file)",
@@ -60,6 +61,7 @@ pub fn open(place: u8, baud: u32) -> Result<(RingLink, String), String> {
     }
     route_pins();
     let clock = link_clock();
+    let baud = baud.unwrap_or_else(|| max_baud(board::RING_UART_KIND, clock));
     let flow = board::RING_UART_FLOW;
     let base = board::RING_UART_BASE;
     let (link, actual, kind): (RingLink, u32, &str) = match board::RING_UART_KIND {
@@ -85,6 +87,19 @@ pub fn open(place: u8, baud: u32) -> Result<(RingLink, String), String> {
         link,
         format!("link {kind} at {base:#x}, {actual} baud ({baud} asked), {flow}"),
     ))
+}
+
+/// The fastest rate the UART's divisor makes exactly from `clock`, up to [`MAX_RING_BAUD`]: a
+/// PL011 divides by 16 at least, the mini UART by 8 × (register + 1).
+fn max_baud(kind: LinkKind, clock: u32) -> u32 {
+    match kind {
+        LinkKind::Pl011 => (clock / 16).min(MAX_RING_BAUD),
+        LinkKind::Mini => {
+            let per = 8 * MAX_RING_BAUD as u64;
+            let div = (clock as u64).div_ceil(per).max(1);
+            (clock as u64 / (8 * div)) as u32
+        }
+    }
 }
 
 /// Route the link UART's pins (the Pi boards).

@@ -14,6 +14,10 @@ use inference::model::{Input, Model, Part, RunState};
 use inference::parallel::Parallel;
 use inference::{Kernels, Storage};
 
+/// How long a board that was told to stop keeps passing on what it has queued (the head's stop
+/// for the boards after it).
+const STOP_FLUSH_NS: u64 = 2_000_000_000;
+
 /// What the head told this board.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Assignment {
@@ -39,7 +43,7 @@ pub fn join<L: Link>(
     node.send(1, &hello)?;
     let me = node.me() as usize;
     let mut got = None;
-    node.wait(
+    let waited = node.wait(
         "the head's split of the layers",
         u64::MAX,
         &mut |_, src, m| match m {
@@ -63,7 +67,11 @@ pub fn join<L: Link>(
                 "board {src} sent a message out of turn (expected the split)"
             ))),
         },
-    )?;
+    );
+    if let Err(RingError::Stopped) = &waited {
+        node.flush(STOP_FLUSH_NS);
+    }
+    waited?;
     got.ok_or(RingError::Stopped)
 }
 
@@ -109,6 +117,8 @@ where
     loop {
         let batch = take_batch(&mut node.borrow_mut(), st, dim)?;
         let Some(b) = batch else {
+            // Pass on what is queued (the head's stop for the boards after this one).
+            node.borrow_mut().flush(STOP_FLUSH_NS);
             return Ok(served);
         };
         if b.pos > st.pos {

@@ -30,9 +30,9 @@ pub struct Env<'a, P: Parallel + ?Sized> {
     /// whose firmware sets it); returns a line to print.
     pub arm_clock: Option<&'a dyn Fn(ArmClock) -> Option<String>>,
     /// The link UART to the next board of a ring, set up for this board's place in it (1: the
-    /// head) at a line rate (bits/s): the link and a line naming it, or why it cannot run. `None`:
-    /// the platform has none.
-    pub ring_link: Option<&'a dyn Fn(u8, u32) -> Result<(RingLink, String), String>>,
+    /// head) at a line rate (bits/s; `None`: the highest its clock makes): the link and a line
+    /// naming it, or why it cannot run. `None`: the platform has none.
+    pub ring_link: Option<&'a dyn Fn(u8, Option<u32>) -> Result<(RingLink, String), String>>,
 }
 
 /// A board's line to the next board of a ring.

@@ -183,7 +183,11 @@ where
     let complete = json.as_ref().is_some_and(|j| j.is_complete());
     print_per_token(&marks.per_tok, out);
     print_stats(g, &report, &marks, complete, env, out);
-    print_profile(g, &report, &prof, pool.workers(), out);
+    // On a ring's head the profile would speak of the whole model on this board alone; the
+    // split's prediction was printed when the ring formed.
+    if g.remote.is_none() {
+        print_profile(g, &report, &prof, pool.workers(), out);
+    }
     print_instructions(&report, &marks, measured, out);
     Ok(())
 }

@@ -453,7 +453,12 @@ fn load<'s, P: Parallel + ?Sized>(
         }
     })
     .map_err(RunError::Cache)?;
-    let wanted_bytes: u64 = wanted.iter().map(|r| r.1).sum();
+    let mut seen = alloc::collections::BTreeSet::new();
+    let wanted_bytes: u64 = wanted
+        .iter()
+        .filter(|r| seen.insert(r.0))
+        .map(|r| r.1)
+        .sum();
     let load_ns = (env.clock_ns)() - t_load;
     cache.set_clock(env.clock_ns);
     let _ = writeln!(
