@@ -14,6 +14,7 @@
 //! `Storage` trait: memory-mapped (zero-copy) by default, or with positioned reads (`--pread`).
 
 mod pool;
+mod ringplan;
 mod sweep;
 
 use inference::generate::{Engine, StopReason};
@@ -55,6 +56,10 @@ const USAGE: &str = "usage: lmboot-host --model FILE.gguf|NAME [options]
   --info                 print the model's metadata and tensor table
   --cache-sweep MIB,...  bytes read per generated token through the runtime's page cache of each
                          size (MiB), resident-prefix with and without read-ahead, and LRU (-n tokens)
+  --ring-plan N,RAM,RATE,CARD,BAUD
+                         the ring planner's split and time per token for N boards alike (RAM free,
+                         matrix bytes/s on all cores, card bytes/s, link baud; K/M/G suffixes),
+                         beside one such board alone (--ctx and --batch size the buffers)
 ";
 
 struct Args {
@@ -75,6 +80,7 @@ struct Args {
     dump: Option<PathBuf>,
     info: bool,
     sweep: Option<String>,
+    ring_plan: Option<String>,
 }
 
 fn fail(msg: impl std::fmt::Display) -> ! {
@@ -99,6 +105,7 @@ fn parse_args() -> Args {
         dump: None,
         info: false,
         sweep: None,
+        ring_plan: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -154,6 +161,7 @@ fn parse_args() -> Args {
             "--dump-logits" => a.dump = Some(val("--dump-logits").into()),
             "--info" => a.info = true,
             "--cache-sweep" => a.sweep = Some(val("--cache-sweep")),
+            "--ring-plan" => a.ring_plan = Some(val("--ring-plan")),
             "-h" | "--help" => {
                 print!("{USAGE}");
                 exit(0);
@@ -243,6 +251,10 @@ fn run<S: Storage + Sync>(args: &Args, src: &S) -> Result<(), String> {
     }
     let t_load = Instant::now();
     let model = Model::load(&g, src).map_err(|e| e.to_string())?;
+    if let Some(spec) = &args.ring_plan {
+        let ctx = args.ctx.min(model.config.train_ctx);
+        return ringplan::run(&model, spec, ctx, args.batch);
+    }
     model
         .weights
         .check_finite(src, &mut vec![0u8; 64 * 1024])

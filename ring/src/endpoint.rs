@@ -49,8 +49,12 @@ use state::Core;
 /// Timers and limits of the protocol.
 #[derive(Debug, Clone, Copy)]
 pub struct Timing {
-    /// How long the oldest unacknowledged frame waits for its ack before the window is resent.
+    /// How long the oldest unacknowledged frame waits for its ack before the window is resent, at
+    /// least: the wait follows the acks' measured round trip (smoothed, plus four deviations, as
+    /// TCP's), which on a ring includes the time busy boards on the way take to pass them on.
     pub rto_ns: u64,
+    /// The longest wait: each timeout doubles it up to this, until an ack makes progress.
+    pub max_rto_ns: u64,
     /// Sends of the oldest frame, with no ack advancing, before the peer is declared dead.
     pub max_tries: u32,
     /// Unacknowledged frames per destination.
@@ -61,9 +65,24 @@ impl Default for Timing {
     fn default() -> Self {
         Self {
             rto_ns: 500_000_000,
+            max_rto_ns: 2_000_000_000,
             max_tries: 8,
             window: 16,
         }
+    }
+}
+
+impl Timing {
+    /// The longest a dead peer goes unreported: `max_tries` waits, each double the one before
+    /// from `rto_ns` up to `max_rto_ns`, for a round trip no longer than `rto_ns`.
+    pub fn give_up_ns(&self) -> u64 {
+        let mut wait = self.rto_ns;
+        let mut total = 0u64;
+        for _ in 0..=self.max_tries {
+            total = total.saturating_add(wait);
+            wait = (wait * 2).min(self.max_rto_ns.max(self.rto_ns));
+        }
+        total
     }
 }
 

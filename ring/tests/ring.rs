@@ -18,6 +18,7 @@ const MS: u64 = 1_000_000;
 /// fruitless tries in a row would come often enough to fail a long run.
 const LOSSY: Timing = Timing {
     rto_ns: 20 * MS,
+    max_rto_ns: 80 * MS,
     max_tries: 64,
     window: 16,
 };
@@ -191,7 +192,7 @@ fn dead_peer_is_reported_within_max_tries_timeouts() {
     let mut flows = [Flow::random(1, 2, 200, 256, &mut rng)];
     let mut sim = Sim::new(3, Faults::default(), timing, MS);
     let mut killed_at = None;
-    let limit = (u64::from(timing.max_tries) + 3) * timing.rto_ns / MS;
+    let limit = timing.give_up_ns() / MS + 3 * timing.rto_ns / MS;
     for _ in 0..10_000 + limit {
         if killed_at.is_none() && flows[0].got.len() >= 50 {
             sim.links[1].kill();
@@ -202,7 +203,7 @@ fn dead_peer_is_reported_within_max_tries_timeouts() {
         if let Some(&(board, e)) = errors.iter().find(|(b, _)| *b == 1) {
             let killed = killed_at.expect("no error before the kill");
             assert_eq!((board, e), (1, LinkError::PeerDead { board: 2, tries: 8 }));
-            let bound = (u64::from(timing.max_tries) + 1) * timing.rto_ns;
+            let bound = timing.give_up_ns();
             eprintln!(
                 "board 2 reported dead {} ms after the kill",
                 (now - killed) / MS
@@ -253,13 +254,15 @@ fn misordered_ring_is_reported() {
 }
 
 /// Board 3 stops pumping for 50 timeouts; board 2, which passes 1 -> 3 traffic on, fills its
-/// outbound queue to its bound with board 1's retransmissions and then stops reading, so board
-/// 1's line fills instead of board 2's memory. Once board 2 has been stuck for a whole timeout it
-/// sheds the copies it was passing on. When board 3 comes back, everything arrives once, in order.
+/// outbound queue to its bound with board 1's frames and resends and then stops reading (board
+/// 1's line holds the rest, never more than its capacity), so board 2's memory stays bounded.
+/// Once board 2 has been stuck for a whole timeout it sheds the copies it was passing on. When
+/// board 3 comes back, everything arrives once, in order.
 #[test]
 fn back_pressure_bounds_a_forwarding_queue() {
     let timing = Timing {
         rto_ns: 20 * MS,
+        max_rto_ns: 80 * MS,
         max_tries: 200,
         window: 2,
     };
@@ -290,7 +293,10 @@ fn back_pressure_bounds_a_forwarding_queue() {
         most < bound + 2 * MAX_WIRE,
         "board 2 queued {most} bytes, bound {bound}"
     );
-    assert_eq!(line, 1024, "board 1's line should have filled");
+    assert!(
+        line <= 1024,
+        "board 1's line holds {line} bytes, more than its capacity"
+    );
     assert!(sim.eps[1].stats().shed > 0);
     sim.run(&mut flows, 100_000);
     assert_delivered(&flows);
@@ -466,4 +472,39 @@ fn hostile_frames_never_panic() {
         "{s:?}"
     );
     assert!(s.forwarded > 0 && s.delivered > 0, "{s:?}");
+}
+
+/// A board on the acks' way that serves its line only every 1.2 s (busy computing, as a ring
+/// board is between two matrix products of a slow model): the wait for acks follows the measured
+/// round trip, so nothing is declared dead, everything arrives, and the senders resend little
+/// once the round trip is known.
+#[test]
+fn a_slow_board_on_the_ack_path_is_waited_for() {
+    let timing = Timing::default();
+    let mut rng = Rng::new(5);
+    let mut flows = [Flow::random(1, 2, 120, 1024, &mut rng)];
+    let mut sim = Sim::new(3, Faults::default(), timing, MS);
+    let mut steps = 0u64;
+    while !(flows[0].got.len() == flows[0].msgs.len() && sim.eps.iter().all(Endpoint::idle)) {
+        let busy = if steps % 1200 == 0 {
+            &[][..]
+        } else {
+            &[3u8][..]
+        };
+        let errors = sim.step(&mut flows, busy);
+        assert!(errors.is_empty(), "{errors:?} at {} ms", sim.now / MS);
+        steps += 1;
+        assert!(
+            steps < 600_000,
+            "not done after {} s",
+            sim.now / 1_000_000_000
+        );
+    }
+    assert_delivered(&flows);
+    let resent = sim.eps[0].stats().retransmitted;
+    eprintln!(
+        "delivered in {} s with {resent} frames resent",
+        sim.now / 1_000_000_000
+    );
+    assert!(resent <= 12, "{resent} frames resent for 120 messages");
 }

@@ -241,3 +241,26 @@ fn mismatched_boards_are_refused() {
     let e = out[0].0.as_ref().expect_err("a different ring size");
     assert!(e.contains("board 3") && e.contains("ring = 3/4"), "{e}");
 }
+
+/// Boards wired in the wrong order (places 1, 3, 2 round the wire): the head says so, naming the
+/// board it heard where another should be, and every board stops.
+#[test]
+fn a_misordered_ring_is_refused() {
+    let s = settings(4);
+    let model = common::model_path();
+    let cards: Vec<Vec<u8>> = [1, 3, 2]
+        .iter()
+        .map(|k| {
+            card(
+                &s,
+                &[("ring", format!("{k}/3"))],
+                &model,
+                &format!("mis{k}"),
+            )
+        })
+        .collect();
+    let out = ring(cards, Faults::default(), None);
+    let e = out[0].0.as_ref().expect_err("a misordered ring");
+    assert!(e.contains("wrong order"), "{e}");
+    assert!(out.iter().all(|(r, _)| r.is_err()), "{out:?}");
+}

@@ -748,9 +748,9 @@ fn ring(args: &[String]) -> Result<i32, String> {
         eprintln!("xtask: board {}'s console: {}", k + 1, path.display());
     }
     let total: u64 = o.hops.iter().sum();
-    for (k, b) in o.hops.iter().enumerate() {
+    for (k, (b, p)) in o.hops.iter().zip(&o.peaks).enumerate() {
         eprintln!(
-            "xtask: hop {} -> {}: {b} bytes",
+            "xtask: hop {} -> {}: {b} bytes, at most {p} in one second",
             k + 1,
             (k + 1) % boards + 1
         );

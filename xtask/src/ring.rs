@@ -39,6 +39,8 @@ pub struct RingOutcome {
     pub consoles: Vec<String>,
     /// Bytes each hop carried: `hops[k]` from board k + 1 to the next.
     pub hops: Vec<u64>,
+    /// Each hop's most bytes in one second (its throughput when it was busiest).
+    pub peaks: Vec<u64>,
     /// From the first byte on any hop to the last, seconds.
     pub seconds: f64,
 }
@@ -73,8 +75,9 @@ pub fn run(board: &Board, kernel: &Path, spec: &RingSpec) -> Result<RingOutcome,
     let conns = accept_all(&listeners, &mut boards)?;
     let wiring = Wiring::start(&conns)?;
     let code = wait_head(&mut boards, spec)?;
-    // The followers stop when the head says so; give them a moment, then stop the rest.
-    let grace = Instant::now() + Duration::from_secs(5);
+    // The followers stop when the head says so (within seconds, longer on a loaded machine);
+    // then the rest are stopped.
+    let grace = Instant::now() + Duration::from_secs(30);
     for b in boards.iter_mut().skip(1) {
         while Instant::now() < grace && matches!(b.child.try_wait(), Ok(None)) {
             std::thread::sleep(Duration::from_millis(50));
@@ -85,7 +88,7 @@ pub fn run(board: &Board, kernel: &Path, spec: &RingSpec) -> Result<RingOutcome,
     for c in &conns {
         let _ = c.shutdown(std::net::Shutdown::Both);
     }
-    let (hops, seconds) = wiring.finish();
+    let (hops, peaks, seconds) = wiring.finish();
     let consoles = boards
         .into_iter()
         .map(|b| {
@@ -98,6 +101,7 @@ pub fn run(board: &Board, kernel: &Path, spec: &RingSpec) -> Result<RingOutcome,
         code,
         consoles,
         hops,
+        peaks,
         seconds,
     })
 }
@@ -216,6 +220,7 @@ fn wait_head(boards: &mut [Board1], spec: &RingSpec) -> Result<i32, String> {
 struct Wiring {
     threads: Vec<std::thread::JoinHandle<()>>,
     bytes: Vec<Arc<AtomicU64>>,
+    peaks: Vec<Peak>,
     first: Arc<Mutex<Option<Instant>>>,
     last: Arc<Mutex<Option<Instant>>>,
 }
@@ -227,11 +232,14 @@ impl Wiring {
         let last = Arc::new(Mutex::new(None));
         let mut threads = Vec::new();
         let mut bytes = Vec::new();
+        let mut peaks = Vec::new();
         for k in 0..n {
             let mut from = conns[k].try_clone().map_err(|e| e.to_string())?;
             let mut to = conns[(k + 1) % n].try_clone().map_err(|e| e.to_string())?;
             let count = Arc::new(AtomicU64::new(0));
             bytes.push(count.clone());
+            let peak = Peak::default();
+            peaks.push(peak.clone());
             let (first, last) = (first.clone(), last.clone());
             threads.push(std::thread::spawn(move || {
                 let mut buf = [0u8; 16384];
@@ -246,6 +254,7 @@ impl Wiring {
                     // A dead next board drops what is sent to it, as a cut wire would.
                     let _ = to.write_all(&buf[..got]);
                     count.fetch_add(got as u64, Ordering::Relaxed);
+                    peak.add(got as u64);
                     if let Ok(mut l) = last.lock() {
                         *l = now;
                     }
@@ -255,13 +264,15 @@ impl Wiring {
         Ok(Self {
             threads,
             bytes,
+            peaks,
             first,
             last,
         })
     }
 
-    /// Bytes per hop and the seconds between the first byte and the last.
-    fn finish(self) -> (Vec<u64>, f64) {
+    /// Bytes per hop, each hop's most bytes in one second, and the seconds between the first
+    /// byte and the last.
+    fn finish(self) -> (Vec<u64>, Vec<u64>, f64) {
         for t in self.threads {
             let _ = t.join();
         }
@@ -269,12 +280,33 @@ impl Wiring {
             (Some(a), Some(b)) => b.duration_since(a).as_secs_f64(),
             _ => 0.0,
         };
-        (
-            self.bytes
-                .iter()
-                .map(|b| b.load(Ordering::Relaxed))
-                .collect(),
-            secs,
-        )
+        let bytes = self
+            .bytes
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        (bytes, self.peaks.iter().map(Peak::most).collect(), secs)
+    }
+}
+
+/// A hop's busiest second: bytes counted in whole seconds since the hop's first byte.
+#[derive(Clone, Default)]
+struct Peak(Arc<Mutex<(Option<Instant>, u64, u64, u64)>>);
+
+impl Peak {
+    fn add(&self, n: u64) {
+        let Ok(mut p) = self.0.lock() else { return };
+        let start = *p.0.get_or_insert_with(Instant::now);
+        let second = start.elapsed().as_secs();
+        if second != p.1 {
+            p.3 = p.3.max(p.2);
+            p.1 = second;
+            p.2 = 0;
+        }
+        p.2 += n;
+    }
+
+    fn most(&self) -> u64 {
+        self.0.lock().map(|p| p.3.max(p.2)).unwrap_or(0)
     }
 }

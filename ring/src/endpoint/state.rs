@@ -44,9 +44,51 @@ struct Channel {
     window: VecDeque<Pending>,
     /// Sends of the oldest frame since it became the oldest.
     tries: u32,
+    /// Smoothed round trip of the acks and its mean deviation (ns; 0: none measured yet).
+    srtt: u64,
+    rttvar: u64,
+    /// The current wait for an ack (ns; 0: the timing's least), doubled on each timeout.
+    rto: u64,
 }
 
 impl Channel {
+    /// How long the oldest frame waits for its ack now.
+    fn wait(&self, t: &Timing) -> u64 {
+        if self.rto == 0 {
+            t.rto_ns
+        } else {
+            self.rto
+        }
+    }
+
+    /// A round trip of `sample` ns measured on a frame sent once (Karn's rule): fold it in and
+    /// set the wait from it.
+    fn measured(&mut self, sample: u64, t: &Timing) {
+        if self.srtt == 0 {
+            self.srtt = sample.max(1);
+            self.rttvar = sample / 2;
+        } else {
+            let dev = self.srtt.abs_diff(sample);
+            self.rttvar = (3 * self.rttvar + dev) / 4;
+            self.srtt = (7 * self.srtt + sample) / 8;
+        }
+        self.rto = (self.srtt + 4 * self.rttvar).clamp(t.rto_ns, t.max_rto_ns.max(t.rto_ns));
+    }
+
+    /// Progress after a resend (no sample, by Karn's rule): the wait goes back to the one the
+    /// round trips measured so far give.
+    fn settle(&mut self, t: &Timing) {
+        self.rto = match self.srtt {
+            0 => 0,
+            s => (s + 4 * self.rttvar).clamp(t.rto_ns, t.max_rto_ns.max(t.rto_ns)),
+        };
+    }
+
+    /// The oldest frame's wait ran out: wait twice as long next time.
+    fn back_off(&mut self, t: &Timing) {
+        self.rto = (self.wait(t) * 2).min(t.max_rto_ns.max(t.rto_ns));
+    }
+
     /// The sequence number of the oldest unacknowledged frame.
     fn base(&self) -> u32 {
         self.next_seq.wrapping_sub(self.window.len() as u32)
@@ -179,7 +221,7 @@ impl Core {
     pub(super) fn send_datagram(&mut self, dst: u8, payload: &[u8]) -> Result<(), SendError> {
         self.check_send(dst, payload.len())?;
         let me = self.me;
-        if !self.tx.room_for_own() {
+        if self.tx.full() {
             return Err(SendError::QueueFull);
         }
         let h = Header {
@@ -193,9 +235,14 @@ impl Core {
         Ok(())
     }
 
-    /// New timers and window from now on.
+    /// New timers and window from now on (round trips measured so far are kept).
     pub(super) fn set_timing(&mut self, timing: Timing) {
         self.timing = timing;
+        for ch in self.channels.iter_mut() {
+            ch.rto = ch
+                .rto
+                .clamp(timing.rto_ns, timing.max_rto_ns.max(timing.rto_ns));
+        }
     }
 
     /// Count every board as heard at `now` (when heartbeats start after a quiet phase).
@@ -246,7 +293,7 @@ impl Core {
         if h.dst == self.me {
             match h.kind {
                 Kind::Data => self.on_data(&h, payload),
-                Kind::Ack => self.on_ack(h.src, h.seq),
+                Kind::Ack => self.on_ack(h.src, h.seq, now),
                 Kind::Datagram => self.on_datagram(h.src, payload),
             }
         } else if h.src == self.me {
@@ -292,7 +339,7 @@ impl Core {
     /// An ack from `src`: drop the frames it covers from the window to `src`. An ack that covers
     /// nothing new still shows `src` is alive (busy: its inbox was full, or a frame was lost), so
     /// the count of tries towards declaring it dead starts again.
-    fn on_ack(&mut self, src: u8, next: u32) {
+    fn on_ack(&mut self, src: u8, next: u32, now: u64) {
         let ch = &mut self.channels[usize::from(src)];
         let n = next.wrapping_sub(ch.base()) as usize;
         if n == 0 {
@@ -303,7 +350,23 @@ impl Core {
         if n > ch.window.len() {
             return;
         }
+        let newest = &ch.window[n - 1];
+        let resent = newest.sends > 1;
+        if let (1, Sent::OnLine { since }) = (newest.sends, newest.state) {
+            ch.measured(now.saturating_sub(since), &self.timing);
+        } else {
+            ch.settle(&self.timing);
+        }
         ch.window.drain(..n);
+        // The ack covers a resent frame and no more: the frames sent after its first copy were
+        // dropped by the receiver as out of order (go back N).
+        if resent {
+            for p in ch.window.iter_mut() {
+                if let Sent::OnLine { .. } = p.state {
+                    p.state = Sent::Unsent;
+                }
+            }
+        }
         ch.tries = match ch.window.front() {
             Some(p) if p.sends > 0 => 1,
             _ => 0,
@@ -319,9 +382,11 @@ impl Core {
     fn queue_frame(&mut self, h: &Header, payload: &[u8]) {
         let mut wire = Vec::new();
         frame::encode(h, payload, &mut wire);
+        // Datagrams (heartbeats) are small and say a board is alive: they go with the acks,
+        // ahead of data, so that a board busy resending does not look dead.
         let what = match h.kind {
-            Kind::Ack => What::Ack,
-            Kind::Data | Kind::Datagram => What::Passing,
+            Kind::Ack | Kind::Datagram => What::Ack,
+            Kind::Data => What::Passing,
         };
         self.tx.push(wire, what);
     }
@@ -352,7 +417,7 @@ impl Core {
             let Some(Sent::OnLine { since }) = ch.window.front().map(|p| p.state) else {
                 continue;
             };
-            if now.saturating_sub(since) < self.timing.rto_ns {
+            if now.saturating_sub(since) < ch.wait(&self.timing) {
                 continue;
             }
             if ch.tries >= self.timing.max_tries {
@@ -363,10 +428,12 @@ impl Core {
                 self.fault.get_or_insert(dead);
                 continue;
             }
-            for p in ch.window.iter_mut() {
-                if let Sent::OnLine { .. } = p.state {
-                    p.state = Sent::Unsent;
-                }
+            // Resend the oldest frame only: on a lossless line whose acks are late (a busy board
+            // on their way) the rest arrived; if it was lost, its ack shows it and the rest
+            // follow ([`Core::on_ack`]).
+            ch.back_off(&self.timing);
+            if let Some(p) = ch.window.front_mut() {
+                p.state = Sent::Unsent;
             }
         }
     }

@@ -16,7 +16,7 @@ use inference::{Kernels, Storage};
 
 /// How long a board that was told to stop keeps passing on what it has queued (the head's stop
 /// for the boards after it).
-const STOP_FLUSH_NS: u64 = 2_000_000_000;
+const STOP_FLUSH_NS: u64 = super::node::STOP_NS;
 
 /// What the head told this board.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,8 +46,13 @@ pub fn join<L: Link>(
     let waited = node.wait(
         "the head's split of the layers",
         u64::MAX,
-        &mut |_, src, m| match m {
-            Msg::Assign { starts, ctx, batch } if starts.len() >= me => {
+        &mut |n, src, m| match m {
+            Msg::Assign {
+                starts,
+                ctx,
+                batch,
+                silent_ms,
+            } if starts.len() >= me => {
                 let start = starts[me - 1] as usize;
                 let end = starts.get(me).map_or(n_layer, |&s| s as usize);
                 if start >= end || end > n_layer {
@@ -55,6 +60,7 @@ pub fn join<L: Link>(
                         "the head assigned layers {start}..{end} of {n_layer}"
                     )));
                 }
+                n.set_silence(silent_ms as u64 * 1_000_000);
                 got = Some(Assignment {
                     layers: start..end,
                     ctx: ctx as usize,
@@ -97,23 +103,36 @@ struct Batch {
     seen: usize,
 }
 
-/// Run this board's layers on every batch that comes until the head says stop. Returns the
-/// batches served.
+/// What a follower did: batches served, bytes of hidden states taken.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Served {
+    pub batches: u64,
+    pub bytes: u64,
+}
+
+impl Served {
+    fn add(&mut self, b: &Batch, dim: usize) {
+        self.batches += 1;
+        self.bytes += (b.rows * dim * 4) as u64;
+    }
+}
+
+/// Run this board's layers on every batch that comes until the head says stop. Returns what it
+/// served.
 pub fn serve<L, S, P>(
-    node: Node<L>,
+    node: &RefCell<Node<L>>,
     model: &Model,
     st: &mut RunState,
     run: (&S, &P, &Kernels),
     part: &Part,
-) -> Result<u64, RingError>
+) -> Result<Served, RingError>
 where
     L: Link,
     S: Storage + Sync + ?Sized,
     P: Parallel + ?Sized,
 {
-    let node = RefCell::new(node);
     let dim = model.config.dim;
-    let mut served = 0;
+    let mut served = Served::default();
     loop {
         let batch = take_batch(&mut node.borrow_mut(), st, dim)?;
         let Some(b) = batch else {
@@ -136,7 +155,7 @@ where
             return Err(report(&mut n, RingError::Local(e.to_string())));
         }
         pass_on(&mut n, st, dim, &b).map_err(|e| report(&mut n, e))?;
-        served += 1;
+        served.add(&b, dim);
     }
 }
 
@@ -238,7 +257,7 @@ fn report<L: Link>(node: &mut Node<L>, e: RingError) -> RingError {
         what: &what,
     };
     if node.send(1, &m).is_ok() {
-        node.flush(2_000_000_000);
+        node.flush(STOP_FLUSH_NS);
     }
     e
 }

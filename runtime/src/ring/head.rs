@@ -77,10 +77,14 @@ pub fn assign<L: Link>(
 ) -> Result<Vec<Window>, RingError> {
     let windows = plan::plan(shape, profiles).map_err(RingError::Plan)?;
     let starts: Vec<u16> = windows.iter().map(|w| w.layers.start as u16).collect();
+    let slowest = windows.iter().map(|w| w.ns).max().unwrap_or(0);
+    let silent = super::node::silence_for(slowest);
+    node.set_silence(silent);
     let msg = Msg::Assign {
         starts,
         ctx: ctx as u32,
         batch: batch as u16,
+        silent_ms: (silent / 1_000_000).min(u32::MAX as u64) as u32,
     };
     for b in 2..=node.boards() {
         node.send(b, &msg)?;

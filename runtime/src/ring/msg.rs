@@ -25,6 +25,8 @@ pub enum Msg<'a> {
         starts: Vec<u16>,
         ctx: u32,
         batch: u16,
+        /// The silence (ms) after which a board counts as stopped.
+        silent_ms: u32,
     },
     /// A board to the head: its window is loaded and checked.
     Ready {
@@ -97,6 +99,32 @@ pub fn put_chunk(out: &mut [f32], chunk: u16, bytes: &[u8]) -> bool {
     true
 }
 
+/// Bytes on the line for a batch of `rows` hidden states of `dim` values handed to the next
+/// board: every chunk's message in its frame (header, CRC, byte stuffing, delimiter), as sent.
+pub fn wire_bytes(rows: usize, dim: usize) -> u64 {
+    let values = alloc::vec![0x3f80_0001u32 as f32; rows * dim];
+    let bytes = f32_bytes(&values);
+    let h = ::ring::frame::Header {
+        hop: 1,
+        src: 1,
+        dst: 2,
+        kind: ::ring::frame::Kind::Data,
+        seq: u32::MAX / 3,
+    };
+    let mut wire = Vec::new();
+    for (c, chunk) in bytes.chunks(CHUNK_BYTES).enumerate() {
+        let m = Msg::Acts {
+            pos: 1000,
+            rows: rows as u16,
+            want_last: false,
+            chunk: c as u16,
+            bytes: chunk,
+        };
+        ::ring::frame::encode(&h, &m.encode(), &mut wire);
+    }
+    wire.len() as u64
+}
+
 /// Chunks `[rows][dim]` f32 values take.
 pub fn chunks_for(values: usize) -> usize {
     (values * 4).div_ceil(CHUNK_BYTES)
@@ -126,6 +154,7 @@ mod tests {
                 starts: alloc::vec![0, 9, 20],
                 ctx: 512,
                 batch: 32,
+                silent_ms: 6000,
             },
             Msg::Acts {
                 pos: 7,
@@ -153,6 +182,18 @@ mod tests {
         }
         assert_eq!(out, xs);
         assert!(!put_chunk(&mut out, 2, &bytes[..CHUNK_BYTES]));
+        // On the line: the values, a few bytes of message and frame a chunk, and COBS's byte in
+        // 254.
+        for (rows, dim) in [(1, 576), (32, 576), (1, 1536)] {
+            let values = (rows * dim * 4) as u64;
+            let chunks = chunks_for(rows * dim) as u64;
+            let wire = wire_bytes(rows, dim);
+            assert!(wire > values + 8 * chunks, "{rows}x{dim}: {wire}");
+            assert!(
+                wire < values + values / 200 + 40 * chunks,
+                "{rows}x{dim}: {wire}"
+            );
+        }
         assert!(!put_chunk(&mut out, 0, &bytes[..3]));
         for junk in [&[][..], &[0xff; 9][..], &[9, 1, 2][..]] {
             assert!(decode(junk).is_none(), "{junk:?}");

@@ -8,26 +8,45 @@ use ::ring::link::Link;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
+/// How long a board that ends the run waits for its last messages (the stop) to be taken.
+pub const STOP_NS: u64 = 10_000_000_000;
+
+/// The pause between two pumps of a waiting board that found nothing to move.
+pub const IDLE_NS: u64 = 50_000;
+
 /// How often a board tells the head it is alive.
 pub const BEAT_NS: u64 = 250_000_000;
 
 /// A board the head has not heard from for this long (and whose downstream boards it still hears)
-/// has stopped. Beats come between matrix products, so this is far above a product's time.
+/// has stopped, at least. Beats come between matrix products, so this is far above a product's
+/// time; the head raises it for slow boards ([`silence_for`]).
 pub const SILENT_NS: u64 = 6_000_000_000;
+
+/// The silence that means a board stopped, for boards whose slowest takes `slowest_token_ns` for
+/// its window of one token: four such tokens, at least [`SILENT_NS`].
+pub fn silence_for(slowest_token_ns: u64) -> u64 {
+    (4 * slowest_token_ns).max(SILENT_NS)
+}
 
 /// The link's timers while boards boot and load (a board is not served while it loads its
 /// window), and once the ring runs.
 pub const FORMING: Timing = Timing {
     rto_ns: 1_000_000_000,
+    max_rto_ns: 4_000_000_000,
     max_tries: 600,
     window: 16,
 };
 pub const RUNNING: Timing = Timing {
     rto_ns: 500_000_000,
-    // Longer than SILENT_NS: when a board gives up on a peer, the silence has shown which board
-    // it is (an unacknowledged frame to board 2 may be board 3's fault, which carries the acks).
+    max_rto_ns: 4_000_000_000,
+    // Far longer than the silence: when a board gives up on a peer, the silence has shown which
+    // board it is (an unacknowledged frame to board 2 may be board 3's fault, which carries the
+    // acks).
     max_tries: 16,
-    window: 16,
+    // Frames in flight to a board: enough to keep a line busy while acks come round, few enough
+    // that a heartbeat queued behind them on a slow line still arrives in time (a frame is up to
+    // 4 KiB: 24 KiB is 80 ms at 3 Mbaud, and about a second over QEMU's socket-backed UARTs).
+    window: 6,
 };
 
 /// A board of the ring.
@@ -41,6 +60,8 @@ pub struct Node<L: Link> {
     fault: Option<RingError>,
     /// The head watches the followers' beats (once the ring runs).
     watching: bool,
+    /// The silence that means a board stopped.
+    silent_ns: u64,
 }
 
 impl<L: Link> core::fmt::Debug for Node<L> {
@@ -60,6 +81,7 @@ impl<L: Link> Node<L> {
             next_beat: None,
             fault: None,
             watching: false,
+            silent_ns: SILENT_NS,
         }
     }
 
@@ -73,6 +95,11 @@ impl<L: Link> Node<L> {
 
     pub fn now(&self) -> u64 {
         (self.clock)()
+    }
+
+    /// The silence that means a board stopped, from now on.
+    pub fn set_silence(&mut self, ns: u64) {
+        self.silent_ns = ns.max(SILENT_NS);
     }
 
     /// The ring runs: short timers, and (on a follower) beats to the head.
@@ -106,6 +133,16 @@ impl<L: Link> Node<L> {
             let to = if self.me() == 1 { self.boards() } else { 1 };
             let _ = self.ep.send_datagram(to, &beat.encode());
         }
+        // The head watches on every pump (while it sends, waits, or computes between products).
+        if self.me() == 1 && self.watching {
+            if let Some((board, quiet)) = self.silent_board() {
+                return Err(RingError::Silent {
+                    board,
+                    ms: quiet / 1_000_000,
+                    cause: "no heartbeat".into(),
+                });
+            }
+        }
         Ok(())
     }
 
@@ -137,7 +174,7 @@ impl<L: Link> Node<L> {
     }
 
     /// Tell every other board the run is over (best effort: a board that cannot take it is
-    /// skipped), and send it within two seconds.
+    /// skipped), and wait up to [`STOP_NS`] for it to be acknowledged.
     pub fn stop_all(&mut self) {
         let stop = Msg::Stop.encode();
         for b in 1..=self.boards() {
@@ -145,7 +182,7 @@ impl<L: Link> Node<L> {
                 let _ = self.ep.try_send(b, &stop);
             }
         }
-        self.flush(2_000_000_000);
+        self.flush(STOP_NS);
     }
 
     /// Send whatever is queued before the board stops (bounded by `ns`).
@@ -164,12 +201,19 @@ impl<L: Link> Node<L> {
     /// `None` if every board that beats to this one has been heard lately.
     pub fn silent_board(&self) -> Option<(u8, u64)> {
         let now = self.now();
+        // A follower waits twice as long for the head as the head for it: when a board dies, the
+        // boards after it lose the head's beats too (they came through it), and the head must
+        // name the dead board while those after it still beat.
+        let limit = match self.me() {
+            1 => self.silent_ns,
+            _ => 2 * self.silent_ns,
+        };
         let quiet = |b: u8| {
             let q = self
                 .ep
                 .last_heard(b)
                 .map_or(u64::MAX, |t| now.saturating_sub(t));
-            (q >= SILENT_NS).then_some((b, q))
+            (q >= limit).then_some((b, q))
         };
         if self.me() != 1 {
             return quiet(1);
@@ -195,6 +239,24 @@ impl<L: Link> Node<L> {
     }
 }
 
+/// The link's counters as one line.
+pub fn stats_line(s: &::ring::endpoint::Stats) -> String {
+    alloc::format!(
+        "ring: link sent {} frames ({} KiB), received {} ({} KiB); {} resent, {} corrupt, {} passed on, {} duplicates, {} out of order, {} refused with a full inbox, {} shed",
+        s.frames_sent,
+        s.bytes_sent >> 10,
+        s.frames_received,
+        s.bytes_received >> 10,
+        s.retransmitted,
+        s.corrupt.total(),
+        s.forwarded,
+        s.duplicates,
+        s.out_of_order,
+        s.inbox_full,
+        s.shed
+    )
+}
+
 /// Text of a fault message for the head.
 pub fn fault_text(e: &RingError) -> String {
     let mut s = e.to_string();
@@ -213,9 +275,11 @@ impl<L: Link> Node<L> {
     ) -> Result<(), RingError> {
         let start = self.now();
         loop {
+            let before = self.ep.stats();
             if let Err(e) = self.pump() {
                 return Err(self.verdict(e));
             }
+            self.rest_if_idle(&before);
             while let Some((src, bytes)) = self.recv() {
                 match Self::decode(src, &bytes)? {
                     Msg::Beat { .. } => {}
@@ -246,6 +310,19 @@ impl<L: Link> Node<L> {
                     ms: waited / 1_000_000,
                 };
                 return Err(self.verdict(e));
+            }
+        }
+    }
+
+    /// After a pump that moved nothing, wait [`IDLE_NS`] before the next: a core polling its
+    /// UART without pause gains nothing on a board, and under QEMU it starves the thread that
+    /// feeds the emulated UART from its socket (each register read takes QEMU's global lock).
+    fn rest_if_idle(&self, before: &::ring::endpoint::Stats) {
+        let after = self.ep.stats();
+        if after.bytes_received == before.bytes_received && after.bytes_sent == before.bytes_sent {
+            let until = self.now() + IDLE_NS;
+            while self.now() < until {
+                core::hint::spin_loop();
             }
         }
     }

@@ -7,9 +7,11 @@
 //! A board's predicted time for a window is its weight bytes through its matrix kernels plus, for
 //! the bytes its RAM cannot hold, a read from its card every token.
 
+use crate::pagecache::{MAX_READAHEAD, MIN_WINDOW_PAGES};
 use alloc::vec;
 use alloc::vec::Vec;
 use core::ops::Range;
+use inference::model::{Model, Part, RunState};
 use serde::{Deserialize, Serialize};
 
 /// What a board reports of itself at ring formation.
@@ -173,6 +175,42 @@ fn best(shape: &Shape, profiles: &[Profile], cap: u64) -> Option<Vec<Window>> {
     }
     out.reverse();
     Some(out)
+}
+
+/// What the plan needs of `model` for a run of `ctx` positions in prompt batches of `batch`, with
+/// pages of `page` bytes, `workers` cores and `margin` bytes of heap kept free.
+pub fn shape(
+    model: &Model,
+    ctx: usize,
+    batch: usize,
+    page: usize,
+    workers: usize,
+    margin: u64,
+) -> Shape {
+    let w = &model.weights;
+    let layer_bytes = w
+        .layers
+        .iter()
+        .map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down])
+        .map(|ms| ms.iter().map(|t| t.size).sum())
+        .collect();
+    let c = &model.config;
+    let ends = Part {
+        layers: 0..0,
+        ends: true,
+    };
+    let scratch = workers * inference::model::forward::SCRATCH_BYTES.max(w.max_row_bytes());
+    let fixed = RunState::bytes_per_batch_token(model) * batch
+        + scratch
+        + c.vocab * 4
+        + (MIN_WINDOW_PAGES + MAX_READAHEAD) * page;
+    Shape {
+        layer_bytes,
+        head_compute: w.output.size,
+        head_ram: w.bytes_of(&ends),
+        kv_per_layer: (RunState::kv_bytes_for(model, ctx) / c.n_layer.max(1)) as u64,
+        fixed: fixed as u64 + margin,
+    }
 }
 
 #[cfg(test)]

@@ -10,12 +10,12 @@ use crate::card::Direct;
 use crate::config::{Config, RingPlace};
 use crate::console::{Console, Out};
 use crate::iocore::Texted;
-use crate::pagecache::{FileSource, PageCache, MIN_WINDOW_PAGES};
+use crate::pagecache::{FileSource, PageCache};
 use crate::promptcache;
 use crate::ring::follower::{self, Assignment};
 use crate::ring::head::{self, Head};
-use crate::ring::plan::{Profile, Shape, Window};
-use crate::ring::{Node, RingError};
+use crate::ring::plan::{self, Profile, Window};
+use crate::ring::{node, Node, RingError};
 use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -120,34 +120,6 @@ where
     }
 }
 
-/// What the plan needs of the model and the run.
-fn shape(model: &Model, ctx: usize, batch: usize, page: usize, workers: usize) -> Shape {
-    let w = &model.weights;
-    let layer_bytes = w
-        .layers
-        .iter()
-        .map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down])
-        .map(|ms| ms.iter().map(|t| t.size).sum())
-        .collect();
-    let c = &model.config;
-    let ends = Part {
-        layers: 0..0,
-        ends: true,
-    };
-    let scratch = workers * inference::model::forward::SCRATCH_BYTES.max(w.max_row_bytes());
-    let fixed = RunState::bytes_per_batch_token(model) * batch
-        + scratch
-        + c.vocab * 4
-        + (MIN_WINDOW_PAGES + crate::pagecache::MAX_READAHEAD) * page;
-    Shape {
-        layer_bytes,
-        head_compute: w.output.size,
-        head_ram: w.bytes_of(&ends),
-        kv_per_layer: (RunState::kv_bytes_for(model, ctx) / c.n_layer.max(1)) as u64,
-        fixed: fixed as u64 + HEAP_MARGIN,
-    }
-}
-
 /// The cache's capacity: what is left of the heap (less the margin), at most `cache = ...`.
 fn capacity<P: Parallel + ?Sized>(cfg: &Config, size: u64, env: &Env<'_, P>) -> u64 {
     let auto = (env.heap_free)().saturating_sub(HEAP_MARGIN);
@@ -246,17 +218,7 @@ where
         };
         let r = model_run.run(&cache, &mut st, env, out);
         head.stop();
-        let s = head.stats();
-        let _ = writeln!(
-            out,
-            "ring: link sent {} frames ({} KiB), received {} ({} KiB); {} resent, {} corrupt",
-            s.frames_sent,
-            s.bytes_sent >> 10,
-            s.frames_received,
-            s.bytes_received >> 10,
-            s.retransmitted,
-            s.corrupt.total()
-        );
+        let _ = writeln!(out, "{}", node::stats_line(&head.stats()));
         r.map(|_| ())
     }
 
@@ -287,19 +249,22 @@ where
         };
         let want = model.weights.bytes_of(&part);
         let pinned = cache.resident_bytes().min(want);
-        let mut node = node.into_inner();
-        follower::ready(&mut node, pinned, want - pinned).map_err(RunError::Ring)?;
+        follower::ready(&mut node.borrow_mut(), pinned, want - pinned).map_err(RunError::Ring)?;
         let _ = writeln!(
             out,
             "ring: serving layers {}..{}",
             part.layers.start, part.layers.end
         );
         let run = (&cache, env.pool, &kernels);
-        match follower::serve(node, model, &mut st, run, &part) {
-            Ok(batches) => {
+        let served = follower::serve(&node, model, &mut st, run, &part);
+        let _ = writeln!(out, "{}", node::stats_line(&node.borrow().stats()));
+        match served {
+            Ok(s) => {
                 let _ = writeln!(
                     out,
-                    "ring: the head ended the run ({batches} batches served)"
+                    "ring: the head ended the run ({} batches served, {} KiB of hidden states taken)",
+                    s.batches,
+                    s.bytes >> 10
                 );
                 Ok(())
             }
@@ -338,7 +303,7 @@ where
     let ctx = cfg.ctx.min(model.config.train_ctx);
     let least = profiles.iter().map(|p| p.ram).min().unwrap_or(0);
     let batch = cfg.batch.unwrap_or_else(|| auto_batch(model, ctx, least));
-    let shape = shape(model, ctx, batch, cfg.page_bytes, b.cores);
+    let shape = plan::shape(model, ctx, batch, cfg.page_bytes, b.cores, HEAP_MARGIN);
     let windows = head::assign(&mut node.borrow_mut(), &shape, &profiles, ctx, batch)
         .map_err(RunError::Ring)?;
     say_split(&windows, &profiles, out);
