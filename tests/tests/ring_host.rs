@@ -169,12 +169,13 @@ fn a_ring_prints_what_one_board_prints() {
     let model = common::model_path();
     let lossy = Faults {
         seed: 7,
-        drop_per_million: 200,
-        flip_per_million: 100,
+        drop_per_million: 20,
+        flip_per_million: 10,
         reorder_per_million: 20_000,
         capacity: 0,
     };
-    for (n, faults) in [(2, Faults::default()), (3, Faults::default()), (3, lossy)] {
+    for (n, faults) in [(2, Faults::default()), (3, Faults::default()), (2, lossy)] {
+        let t0 = Instant::now();
         let out = ring(ring_cards(&s, n, &model), faults, None);
         for (k, (r, con)) in out.iter().enumerate() {
             assert!(r.is_ok(), "board {} of {n}: {r:?}\n{con}", k + 1);
@@ -190,6 +191,7 @@ fn a_ring_prints_what_one_board_prints() {
             "{}",
             out[n - 1].1
         );
+        eprintln!("{n} boards, {faults:?}: {:?}", t0.elapsed());
     }
 }
 
