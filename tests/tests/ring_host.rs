@@ -16,12 +16,18 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// A console the test can watch while the run goes on.
+/// A console the test can watch while the run goes on, and what is typed on it.
 #[derive(Clone, Default)]
-struct Shared(Arc<Mutex<Vec<u8>>>);
+struct Shared(
+    Arc<Mutex<Vec<u8>>>,
+    Arc<Mutex<std::collections::VecDeque<u8>>>,
+);
 impl Console for Shared {
     fn write_bytes(&mut self, b: &[u8]) {
         self.0.lock().unwrap().extend_from_slice(b);
+    }
+    fn read_byte(&mut self) -> Option<u8> {
+        self.1.lock().unwrap().pop_front()
     }
 }
 impl Shared {
@@ -147,6 +153,26 @@ fn alone(s: &xtask::Settings) -> String {
     generated(&con.text()).to_string()
 }
 
+/// The chat's text from its first prompt to its `bye`, without timings (the `[turn ...]` lines
+/// and the prefill time of a `/reset`).
+fn replies(con: &str) -> String {
+    let start = con
+        .find("\n> ")
+        .unwrap_or_else(|| panic!("no chat prompt in:\n{con}"));
+    let end = con
+        .find("\nbye")
+        .unwrap_or_else(|| panic!("no bye in:\n{con}"));
+    con[start..end]
+        .lines()
+        .filter(|l| !l.starts_with('['))
+        .map(|l| match l.split_once("(prefilled in ") {
+            Some((a, b)) => format!("{a}({}", b.split_once(" ms)").map_or(b, |x| x.1)),
+            None => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn ring_cards(s: &xtask::Settings, n: usize, model: &Path) -> Vec<Vec<u8>> {
     (1..=n)
         .map(|k| {
@@ -265,4 +291,35 @@ fn a_misordered_ring_is_refused() {
     let e = out[0].0.as_ref().expect_err("a misordered ring");
     assert!(e.contains("wrong order"), "{e}");
     assert!(out.iter().all(|(r, _)| r.is_err()), "{out:?}");
+}
+
+/// Chat on a ring: two turns, a `/reset` (positions start again on every board) and a third
+/// turn, typed on the head's console, read exactly as one board alone answers them.
+#[test]
+fn a_ring_chats_as_one_board_does() {
+    let mut s = settings(24);
+    s.extra.push(("mode".into(), "chat".into()));
+    let model = common::model_path();
+    let typed = b"What is the capital of France?\rAnd of Italy?\r/reset\rName a colour.\r\x04";
+    let con = Shared::default();
+    con.1.lock().unwrap().extend(typed.iter());
+    board(card(&s, &[], &model, "chat-alone"), None, con.clone()).unwrap();
+    let want = replies(&con.text());
+    let cards = ring_cards(&s, 3, &model);
+    let links = fake::ring(3, Faults::default());
+    let cons: Vec<Shared> = (0..3).map(|_| Shared::default()).collect();
+    cons[0].1.lock().unwrap().extend(typed.iter());
+    let handles: Vec<_> = cards
+        .into_iter()
+        .zip(links.iter().cloned())
+        .zip(cons.iter().cloned())
+        .map(|((c, l), con)| std::thread::spawn(move || board(c, Some(l), con)))
+        .collect();
+    for (k, h) in handles.into_iter().enumerate() {
+        let r = h.join().unwrap();
+        assert!(r.is_ok(), "board {}: {r:?}\n{}", k + 1, cons[k].text());
+    }
+    let got = replies(&cons[0].text());
+    assert!(want.contains("Name a colour."), "{want}");
+    assert_eq!(got, want, "the ring's chat and one board's differ");
 }
