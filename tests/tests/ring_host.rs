@@ -323,3 +323,33 @@ fn a_ring_chats_as_one_board_does() {
     assert!(want.contains("Name a colour."), "{want}");
     assert_eq!(got, want, "the ring's chat and one board's differ");
 }
+
+/// Boards whose page cache is smaller than their window stream the rest of it from their cards,
+/// as a board alone streams a model larger than its RAM, and the tokens stay the same.
+#[test]
+fn ring_boards_that_stream_their_window_print_the_same() {
+    let s = settings(6);
+    let want = alone(&s);
+    let model = common::model_path();
+    let s = xtask::Settings {
+        cache: "24M".into(),
+        ..s
+    };
+    let cards = (1..=2)
+        .map(|k| {
+            let extra = [("ring", format!("{k}/2"))];
+            card(&s, &extra, &model, &format!("stream{k}"))
+        })
+        .collect();
+    let out = ring(cards, Faults::default(), None);
+    for (k, (r, con)) in out.iter().enumerate() {
+        assert!(r.is_ok(), "board {}: {r:?}\n{con}", k + 1);
+    }
+    let head = &out[0].1;
+    assert_eq!(generated(head), want, "{head}");
+    let streamed = head
+        .lines()
+        .find(|l| l.starts_with("ring: board 2 ready"))
+        .unwrap_or_else(|| panic!("no ready line in:\n{head}"));
+    assert!(!streamed.contains(" 0 MiB streamed"), "{streamed}");
+}

@@ -125,8 +125,8 @@ fn unexpected(src: u8, wanted: &str) -> RingError {
 }
 
 /// The rest of the ring as the head's generation loop sees it.
-pub struct Head<L: Link> {
-    node: RefCell<Node<L>>,
+pub struct Head<'n, L: Link> {
+    node: &'n RefCell<Node<L>>,
     part: Part,
     /// Batches handed on and not yet through the last board.
     in_flight: Cell<usize>,
@@ -134,7 +134,7 @@ pub struct Head<L: Link> {
     depth: usize,
 }
 
-impl<L: Link> core::fmt::Debug for Head<L> {
+impl<L: Link> core::fmt::Debug for Head<'_, L> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Head")
             .field("part", &self.part)
@@ -142,25 +142,16 @@ impl<L: Link> core::fmt::Debug for Head<L> {
     }
 }
 
-impl<L: Link> Head<L> {
-    pub fn new(node: Node<L>, part: Part) -> Self {
-        let depth = node.boards() as usize;
+impl<'n, L: Link> Head<'n, L> {
+    /// The head of the ring `node` is in, running `part` itself.
+    pub fn new(node: &'n RefCell<Node<L>>, part: Part) -> Self {
+        let depth = node.borrow().boards() as usize;
         Self {
-            node: RefCell::new(node),
+            node,
             part,
             in_flight: Cell::new(0),
             depth,
         }
-    }
-
-    /// End the run on every board (best effort: a dead board cannot hear it).
-    pub fn stop(&self) {
-        self.node.borrow_mut().stop_all();
-    }
-
-    /// The link's counters.
-    pub fn stats(&self) -> ring::endpoint::Stats {
-        self.node.borrow().stats()
     }
 
     /// Take messages until `want` rows of the last row have come (0: until one batch is done).
@@ -193,7 +184,7 @@ impl<L: Link> Head<L> {
     }
 }
 
-impl<L: Link> Remote for Head<L> {
+impl<L: Link> Remote for Head<'_, L> {
     fn part(&self) -> &Part {
         &self.part
     }

@@ -5,11 +5,14 @@
 
 use super::env::RingLink;
 use super::profile::{matvec_rate, rate};
-use super::{auto_batch, check_part, choose_kernels, load, ms, Env, Opened, RunError, HEAP_MARGIN};
+use super::{
+    auto_batch, check_part, choose_kernels, load, ms, reader, start_serving, Env, Opened, RunError,
+    HEAP_MARGIN,
+};
 use crate::card::Direct;
 use crate::config::{Config, RingPlace};
 use crate::console::{Console, Out};
-use crate::iocore::Texted;
+use crate::iocore::{Served, Texted};
 use crate::pagecache::{FileSource, PageCache};
 use crate::promptcache;
 use crate::ring::follower::{self, Assignment};
@@ -126,32 +129,44 @@ fn capacity<P: Parallel + ?Sized>(cfg: &Config, size: u64, env: &Env<'_, P>) -> 
     cfg.cache_bytes.unwrap_or(auto).min(auto).min(size)
 }
 
-/// The page cache over the card for `part`: its tensors pinned as far as RAM goes, the line
-/// served while they load, the weights checked. Reads are synchronous on a ring board (no core
-/// is lent to the card; a virtio card still reads ahead).
-fn load_part<'d, D, P>(
+/// The page cache a ring board reads its window through.
+type Cache<'s> = PageCache<Box<dyn FileSource<Error = String> + Send + 's>>;
+
+/// The page cache over the card for `part`: its tensors pinned as far as RAM goes, the rest
+/// streamed with read-ahead as on a board alone (a core serving the card when it cannot queue
+/// reads), the line served (`tick`) while they load, the weights checked; then `then` with it.
+fn with_part<D, P, R>(
     direct: Direct<D>,
-    cfg: &Config,
-    model: &Model,
-    part: &Part,
+    (cfg, model, part): (&Config, &Model, &Part),
+    cores: usize,
     tick: &dyn Fn(),
     env: &Env<'_, P>,
     out: &mut Out<'_>,
-) -> Result<PageCache<Box<dyn FileSource<Error = String> + Send + 'd>>, RunError>
+    then: impl FnOnce(&Cache<'_>, &mut Out<'_>) -> Result<R, RunError>,
+) -> Result<R, RunError>
 where
-    D: WriteBlocks + Send + 'd,
+    D: WriteBlocks + Send,
     D::Error: Send,
     P: Parallel + ?Sized,
 {
     let size = direct.len();
-    let src: Box<dyn FileSource<Error = String> + Send + 'd> =
-        Box::new(Texted(direct.into_inner()));
     let wanted: Vec<(u64, u64)> = model.weights.ranges_of(part).collect();
     let cap = capacity(cfg, size, env);
+    let streams = cap < model.weights.bytes_of(part);
+    // Declaration order is drop order reversed: the cache goes first (waiting for the reads in
+    // flight), then the serving core stops, then the shared source goes.
+    let (shared, plain) = reader(direct.into_inner(), cfg, streams, cores, env);
+    let serve = || shared.as_ref().is_some_and(|s| s.serve_one());
+    let _serving = start_serving(&shared, &serve, cores, env, out);
+    let src: Box<dyn FileSource<Error = String> + Send + '_> = match (&shared, plain) {
+        (Some(s), _) => Box::new(Served::new(s)),
+        (None, Some(c)) => Box::new(Texted(c)),
+        (None, None) => unreachable!("reader() returns one of the two"),
+    };
     let (cache, _) = load(src, cfg, cap, &wanted, tick, env, out)?;
-    cache.set_schedule(model.weights.read_order_of(part), env.pool.workers());
+    cache.set_schedule(model.weights.read_order_of(part), cores);
     check_part(model, &cache, part, env, out)?;
-    Ok(cache)
+    then(&cache, out)
 }
 
 /// Each board's window and prediction, on the head's console.
@@ -185,9 +200,9 @@ where
     D::Error: Send,
     P: Parallel + ?Sized,
 {
-    /// The head: gather the boards, split the layers, load its own window, wait for the others, then
-    /// chat or generate with the other layers round the ring. Whatever fails, the other boards are
-    /// told to stop.
+    /// The head: gather the boards, split the layers, load its own window, wait for the others,
+    /// then chat or generate with the other layers round the ring. Whatever happens, the other
+    /// boards are told to stop at the end.
     fn head(
         self,
         node: Node<RingLink>,
@@ -198,28 +213,32 @@ where
         let Board { b, kernels, env } = self;
         let (cfg, m) = (b.cfg, b.m);
         let node = RefCell::new(node);
-        let formed = form(&node, key, mine, b, env, out);
-        let (part, ctx, mut st, cache) = match formed {
-            Ok(f) => f,
-            Err(e) => {
-                node.borrow_mut().stop_all();
-                return Err(e);
+        let r = match split(&node, key, mine, &b, out) {
+            Ok((part, ctx, batch)) => {
+                let tick = || node.borrow_mut().tick();
+                let what = (cfg, &m.model, &part);
+                with_part(b.direct, what, b.cores, &tick, env, out, |cache, out| {
+                    let mut st = RunState::for_part(&m.model, ctx, b.cores, batch, &part)
+                        .map_err(RunError::Buffers)?;
+                    await_ready(&node, out)?;
+                    let head = Head::new(&node, part.clone());
+                    let model_run = super::ModelRun {
+                        cfg,
+                        m,
+                        kv_file: None,
+                        kernels,
+                        ctx,
+                        card_rate: 0,
+                        remote: Some(&head),
+                    };
+                    model_run.run(cache, &mut st, env, out).map(|_| ())
+                })
             }
+            Err(e) => Err(e),
         };
-        let head = Head::new(node.into_inner(), part);
-        let model_run = super::ModelRun {
-            cfg,
-            m,
-            kv_file: None,
-            kernels,
-            ctx,
-            card_rate: 0,
-            remote: Some(&head),
-        };
-        let r = model_run.run(&cache, &mut st, env, out);
-        head.stop();
-        let _ = writeln!(out, "{}", node::stats_line(&head.stats()));
-        r.map(|_| ())
+        node.borrow_mut().stop_all();
+        let _ = writeln!(out, "{}", node::stats_line(&node.borrow().stats()));
+        r
     }
 
     /// A board after the head: load the window it was given, say so, serve it until the end.
@@ -243,20 +262,21 @@ where
         let mut st = RunState::for_part(model, asg.ctx, b.cores, asg.batch, &part)
             .map_err(RunError::Buffers)?;
         let node = RefCell::new(node);
-        let cache = {
-            let tick = || node.borrow_mut().tick();
-            load_part(b.direct, cfg, model, &part, &tick, env, out)?
-        };
-        let want = model.weights.bytes_of(&part);
-        let pinned = cache.resident_bytes().min(want);
-        follower::ready(&mut node.borrow_mut(), pinned, want - pinned).map_err(RunError::Ring)?;
-        let _ = writeln!(
-            out,
-            "ring: serving layers {}..{}",
-            part.layers.start, part.layers.end
-        );
-        let run = (&cache, env.pool, &kernels);
-        let served = follower::serve(&node, model, &mut st, run, &part);
+        let tick = || node.borrow_mut().tick();
+        let what = (cfg, model, &part);
+        let served = with_part(b.direct, what, b.cores, &tick, env, out, |cache, out| {
+            let want = model.weights.bytes_of(&part);
+            let pinned = cache.resident_bytes().min(want);
+            follower::ready(&mut node.borrow_mut(), pinned, want - pinned)
+                .map_err(RunError::Ring)?;
+            let _ = writeln!(
+                out,
+                "ring: serving layers {}..{}",
+                part.layers.start, part.layers.end
+            );
+            let run = (cache, env.pool, &kernels);
+            Ok(follower::serve(&node, model, &mut st, run, &part))
+        })?;
         let _ = writeln!(out, "{}", node::stats_line(&node.borrow().stats()));
         match served {
             Ok(s) => {
@@ -274,30 +294,15 @@ where
     }
 }
 
-/// The head's formation: the boards' hellos, the split, its own window loaded, every board ready.
-/// Returns its part, the context, its buffers and its cache.
-#[allow(clippy::type_complexity)]
-fn form<'d, D, P>(
+/// The head's formation, first part: the boards' hellos and the split. Returns its own part,
+/// the context and the prompt batch.
+fn split<D: WriteBlocks + Send>(
     node: &RefCell<Node<RingLink>>,
     key: u64,
     mine: Profile,
-    b: Before<'d, D>,
-    env: &Env<'_, P>,
+    b: &Before<'_, D>,
     out: &mut Out<'_>,
-) -> Result<
-    (
-        Part,
-        usize,
-        RunState,
-        PageCache<Box<dyn FileSource<Error = String> + Send + 'd>>,
-    ),
-    RunError,
->
-where
-    D: WriteBlocks + Send + 'd,
-    D::Error: Send,
-    P: Parallel + ?Sized,
-{
+) -> Result<(Part, usize, usize), RunError> {
     let (cfg, model) = (b.cfg, &b.m.model);
     let profiles = head::gather(&mut node.borrow_mut(), key, mine).map_err(RunError::Ring)?;
     let ctx = cfg.ctx.min(model.config.train_ctx);
@@ -311,9 +316,11 @@ where
         layers: windows[0].layers.clone(),
         ends: true,
     };
-    let st = RunState::for_part(model, ctx, b.cores, batch, &part).map_err(RunError::Buffers)?;
-    let tick = || node.borrow_mut().tick();
-    let cache = load_part(b.direct, cfg, model, &part, &tick, env, out)?;
+    Ok((part, ctx, batch))
+}
+
+/// The head's formation, last part: every other board has loaded its window.
+fn await_ready(node: &RefCell<Node<RingLink>>, out: &mut Out<'_>) -> Result<(), RunError> {
     let readies = head::await_ready(&mut node.borrow_mut()).map_err(RunError::Ring)?;
     for (i, (pinned, streamed)) in readies.iter().enumerate() {
         let _ = writeln!(
@@ -324,5 +331,5 @@ where
             streamed >> 20
         );
     }
-    Ok((part, ctx, st, cache))
+    Ok(())
 }
