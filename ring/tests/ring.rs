@@ -486,7 +486,7 @@ fn a_slow_board_on_the_ack_path_is_waited_for() {
     let mut sim = Sim::new(3, Faults::default(), timing, MS);
     let mut steps = 0u64;
     while !(flows[0].got.len() == flows[0].msgs.len() && sim.eps.iter().all(Endpoint::idle)) {
-        let busy = if steps % 1200 == 0 {
+        let busy = if steps.is_multiple_of(1200) {
             &[][..]
         } else {
             &[3u8][..]

@@ -291,22 +291,32 @@ impl Wiring {
 
 /// A hop's busiest second: bytes counted in whole seconds since the hop's first byte.
 #[derive(Clone, Default)]
-struct Peak(Arc<Mutex<(Option<Instant>, u64, u64, u64)>>);
+struct Peak(Arc<Mutex<Seconds>>);
+
+/// The counts behind [`Peak`].
+#[derive(Default)]
+struct Seconds {
+    start: Option<Instant>,
+    /// The second being counted, its bytes so far, and the most of any second before.
+    second: u64,
+    bytes: u64,
+    most: u64,
+}
 
 impl Peak {
     fn add(&self, n: u64) {
         let Ok(mut p) = self.0.lock() else { return };
-        let start = *p.0.get_or_insert_with(Instant::now);
+        let start = *p.start.get_or_insert_with(Instant::now);
         let second = start.elapsed().as_secs();
-        if second != p.1 {
-            p.3 = p.3.max(p.2);
-            p.1 = second;
-            p.2 = 0;
+        if second != p.second {
+            p.most = p.most.max(p.bytes);
+            p.second = second;
+            p.bytes = 0;
         }
-        p.2 += n;
+        p.bytes += n;
     }
 
     fn most(&self) -> u64 {
-        self.0.lock().map(|p| p.3.max(p.2)).unwrap_or(0)
+        self.0.lock().map(|p| p.most.max(p.bytes)).unwrap_or(0)
     }
 }
