@@ -13,9 +13,15 @@
 //!   acknowledged. Both kinds travel the ring the same way, so in a ring of 3 the acks of `1 -> 2`
 //!   go `2 -> 3 -> 1`.
 //! - The sender keeps at most [`Timing::window`] unacknowledged frames per destination. When the
-//!   oldest has been on the line for [`Timing::rto_ns`] without an ack it sends the whole window
-//!   again (go-back-N). After [`Timing::max_tries`] sends of the oldest frame with no progress,
+//!   oldest has waited for its ack longer than the round trip the acks have been taking (smoothed
+//!   plus four deviations, as TCP's; never less than [`Timing::rto_ns`], doubled on each timeout
+//!   up to [`Timing::max_rto_ns`]), it is sent again, alone: on a ring the acks are late far more
+//!   often than frames are lost (they pass through boards busy computing). If it was lost, the
+//!   frames after it were dropped as out of order and are resent one by one as each becomes the
+//!   oldest and overdue. After [`Timing::max_tries`] sends of the oldest frame with no progress,
 //!   [`Endpoint::pump`] reports [`LinkError::PeerDead`].
+//! - Datagrams (heartbeats) are sent once, go ahead of data like acks, and are read apart from
+//!   the messages ([`Endpoint::recv_datagram`]).
 //! - A frame for another board is passed on unchanged but for `hop`, which names the board that
 //!   put it on the line; a frame whose `hop` is not this board's upstream neighbour means the ring
 //!   is wired wrong ([`LinkError::Misordered`]).
@@ -130,7 +136,7 @@ pub struct Stats {
     pub delivered: u64,
     /// Frames passed on to the next board.
     pub forwarded: u64,
-    /// Data frames sent again (go-back-N).
+    /// Data frames sent again.
     pub retransmitted: u64,
     /// Acks sent.
     pub acks_sent: u64,
@@ -266,7 +272,7 @@ impl<L: Link> Endpoint<L> {
     }
 
     /// Queue a datagram to `dst`: sent once, never acknowledged or sent again, delivered to
-    /// [`Self::recv`] like a message if it arrives (heartbeats). [`SendError::QueueFull`] when
+    /// [`Self::recv_datagram`] if it arrives (heartbeats). [`SendError::QueueFull`] when
     /// the outbound queue has no room.
     pub fn send_datagram(&mut self, dst: u8, payload: &[u8]) -> Result<(), SendError> {
         self.core.send_datagram(dst, payload)
@@ -319,6 +325,11 @@ impl<L: Link> Endpoint<L> {
             self.decoder
                 .push(&buf[..n], &mut |frame| core.on_frame(frame, now));
         }
+    }
+
+    /// The next datagram that arrived for this board: (source board, payload).
+    pub fn recv_datagram(&mut self) -> Option<(u8, Vec<u8>)> {
+        self.core.datagrams.pop_front()
     }
 
     /// The next delivered message: (source board, payload).

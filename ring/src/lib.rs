@@ -14,7 +14,7 @@
 //!   [`frame::FrameError`]s and resynchronises at the next `0x00`, with a bounded buffer;
 //! - [`endpoint`]: reliable, in-order, exactly-once delivery of messages between any two boards,
 //!   end to end: sequence numbers per (source, destination), cumulative acknowledgements that
-//!   travel round the ring like data, go-back-N retransmission on a timeout, forwarding of frames
+//!   travel round the ring like data, retransmission when an ack is overdue, forwarding of frames
 //!   addressed to other boards, back-pressure instead of loss when a line is slow;
 //! - [`fake`]: in-memory lines with seeded faults (lost bytes, flipped bits, swapped frames, small
 //!   buffers, dead boards) for tests of this crate and of the code built on it.

@@ -10,6 +10,9 @@ use crate::{upstream, MAX_BOARDS};
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
+/// Datagrams kept until taken, at most.
+const DATAGRAMS: usize = 64;
+
 /// Table size: one slot per board number, 0 unused.
 const SLOTS: usize = MAX_BOARDS as usize + 1;
 
@@ -118,6 +121,8 @@ pub(super) struct Core {
     /// Bit `b`: board `b` sent Data since the last acks were queued.
     ack_due: u16,
     pub(super) inbox: VecDeque<(u8, Vec<u8>)>,
+    /// Datagrams for me, apart from the messages (the newest [`DATAGRAMS`] kept).
+    pub(super) datagrams: VecDeque<(u8, Vec<u8>)>,
     inbox_limit: usize,
     pub(super) last_heard: [Option<u64>; SLOTS],
     pub(super) last_upstream: Option<u64>,
@@ -142,6 +147,7 @@ impl Core {
             rx_next: [0; SLOTS],
             ack_due: 0,
             inbox: VecDeque::new(),
+            datagrams: VecDeque::new(),
             inbox_limit: 4 * frames,
             last_heard: [None; SLOTS],
             last_upstream: None,
@@ -327,13 +333,14 @@ impl Core {
     }
 
     /// A datagram for me: delivered if the inbox has room, else dropped (never acknowledged).
+    /// A datagram for me: kept apart from the messages (a reader takes them without touching the
+    /// messages' order); the oldest goes when [`DATAGRAMS`] wait.
     fn on_datagram(&mut self, src: u8, payload: &[u8]) {
-        if self.inbox.len() < self.inbox_limit {
-            self.inbox.push_back((src, payload.to_vec()));
-            self.stats.delivered += 1;
-        } else {
-            self.stats.inbox_full += 1;
+        if self.datagrams.len() >= DATAGRAMS {
+            self.datagrams.pop_front();
         }
+        self.datagrams.push_back((src, payload.to_vec()));
+        self.stats.delivered += 1;
     }
 
     /// An ack from `src`: drop the frames it covers from the window to `src`. An ack that covers
@@ -351,22 +358,14 @@ impl Core {
             return;
         }
         let newest = &ch.window[n - 1];
-        let resent = newest.sends > 1;
         if let (1, Sent::OnLine { since }) = (newest.sends, newest.state) {
             ch.measured(now.saturating_sub(since), &self.timing);
         } else {
             ch.settle(&self.timing);
         }
         ch.window.drain(..n);
-        // The ack covers a resent frame and no more: the frames sent after its first copy were
-        // dropped by the receiver as out of order (go back N).
-        if resent {
-            for p in ch.window.iter_mut() {
-                if let Sent::OnLine { .. } = p.state {
-                    p.state = Sent::Unsent;
-                }
-            }
-        }
+        // The frames after these keep their send times: one whose ack is overdue is resent on
+        // the next check, one at a time (a lost frame costs a round trip, a late ack one frame).
         ch.tries = match ch.window.front() {
             Some(p) if p.sends > 0 => 1,
             _ => 0,
@@ -429,8 +428,8 @@ impl Core {
                 continue;
             }
             // Resend the oldest frame only: on a lossless line whose acks are late (a busy board
-            // on their way) the rest arrived; if it was lost, its ack shows it and the rest
-            // follow ([`Core::on_ack`]).
+            // on their way) the rest arrived; if it was lost, the frames after it were dropped as
+            // out of order and follow one by one, each as it becomes the oldest and overdue.
             ch.back_off(&self.timing);
             if let Some(p) = ch.window.front_mut() {
                 p.state = Sent::Unsent;

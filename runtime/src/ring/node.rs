@@ -11,6 +11,9 @@ use alloc::vec::Vec;
 /// How long a board that ends the run waits for its last messages (the stop) to be taken.
 pub const STOP_NS: u64 = 10_000_000_000;
 
+/// A follower gives the head this many times the head's silence limit before it gives up.
+pub const FOLLOWER_PATIENCE: u64 = 10;
+
 /// The pause between two pumps of a waiting board that found nothing to move.
 pub const IDLE_NS: u64 = 50_000;
 
@@ -38,7 +41,7 @@ pub const FORMING: Timing = Timing {
 };
 pub const RUNNING: Timing = Timing {
     rto_ns: 500_000_000,
-    max_rto_ns: 4_000_000_000,
+    max_rto_ns: 16_000_000_000,
     // Far longer than the silence: when a board gives up on a peer, the silence has shown which
     // board it is (an unacknowledged frame to board 2 may be board 3's fault, which carries the
     // acks).
@@ -62,6 +65,9 @@ pub struct Node<L: Link> {
     watching: bool,
     /// The silence that means a board stopped.
     silent_ns: u64,
+    /// Per board, what its last beat said: how long its upstream line had been quiet (ns), and
+    /// when the beat came.
+    reports: [Option<(u64, u64)>; 9],
 }
 
 impl<L: Link> core::fmt::Debug for Node<L> {
@@ -82,6 +88,7 @@ impl<L: Link> Node<L> {
             fault: None,
             watching: false,
             silent_ns: SILENT_NS,
+            reports: [None; 9],
         }
     }
 
@@ -122,6 +129,17 @@ impl<L: Link> Node<L> {
         }
         let now = self.now();
         self.ep.pump(now).map_err(RingError::Link)?;
+        while let Some((src, bytes)) = self.ep.recv_datagram() {
+            if let Some(Msg::Beat {
+                upstream_quiet_ms, ..
+            }) = decode(&bytes)
+            {
+                let slot = self.reports.get_mut(src as usize);
+                if let Some(slot) = slot {
+                    *slot = Some((upstream_quiet_ms as u64 * 1_000_000, now));
+                }
+            }
+        }
         if let Some(due) = self.next_beat.filter(|&d| now >= d) {
             self.next_beat = Some(due.max(now) + BEAT_NS);
             let quiet = self.ep.last_upstream().map_or(0, |t| now.saturating_sub(t));
@@ -162,7 +180,7 @@ impl<L: Link> Node<L> {
         loop {
             match self.ep.try_send(dst, &bytes) {
                 Ok(()) => return Ok(()),
-                Err(SendError::WindowFull { .. }) => self.pump()?,
+                Err(SendError::WindowFull { .. }) => self.pump_waiting()?,
                 Err(e) => return Err(RingError::Protocol(e.to_string())),
             }
         }
@@ -189,36 +207,39 @@ impl<L: Link> Node<L> {
     pub fn flush(&mut self, ns: u64) {
         let end = self.now() + ns;
         while !self.ep.idle() && self.now() < end {
+            let before = self.ep.stats();
             if self.ep.pump(self.now()).is_err() {
                 break;
             }
+            self.rest_if_idle(&before);
         }
     }
 
     /// The verdict on a ring that went quiet, at the head: the board furthest round the ring
-    /// that has been silent for [`SILENT_NS`] (its frames no longer arrive, while those of the
-    /// boards after it still do); at a follower: the head, if it has been silent that long.
-    /// `None` if every board that beats to this one has been heard lately.
+    /// that has shown no sign of life for the silence limit: nothing from it arrived, and the
+    /// board after it (or, for the last board, the head's own line) saw nothing on its line
+    /// either. Its beats may sit behind data on a slow line, but a board that sends anything is
+    /// alive. At a follower: the head, if nothing came from it for ten times as long (when a
+    /// board dies the boards after it lose the head's beats too, and the head must name the dead
+    /// board first). `None` if every board shows life.
     pub fn silent_board(&self) -> Option<(u8, u64)> {
         let now = self.now();
-        // A follower waits twice as long for the head as the head for it: when a board dies, the
-        // boards after it lose the head's beats too (they came through it), and the head must
-        // name the dead board while those after it still beat.
-        let limit = match self.me() {
-            1 => self.silent_ns,
-            _ => 2 * self.silent_ns,
-        };
-        let quiet = |b: u8| {
-            let q = self
-                .ep
-                .last_heard(b)
-                .map_or(u64::MAX, |t| now.saturating_sub(t));
-            (q >= limit).then_some((b, q))
-        };
+        let since = |t: Option<u64>| t.map_or(u64::MAX, |t| now.saturating_sub(t));
         if self.me() != 1 {
-            return quiet(1);
+            let q = since(self.ep.last_heard(1));
+            return (q >= FOLLOWER_PATIENCE * self.silent_ns).then_some((1, q));
         }
-        (2..=self.boards()).rev().find_map(quiet)
+        let n = self.boards();
+        (2..=n).rev().find_map(|b| {
+            let heard = since(self.ep.last_heard(b));
+            // How long the line out of board b has been quiet, as its downstream saw it.
+            let line = match b == n {
+                true => since(self.ep.last_upstream()),
+                false => self.reports[b as usize + 1]
+                    .map_or(u64::MAX, |(q, at)| q.saturating_add(now.saturating_sub(at))),
+            };
+            (heard.min(line) >= self.silent_ns).then_some((b, heard))
+        })
     }
 
     /// What a failure at the head means, with the silent board named when there is one.
@@ -275,11 +296,9 @@ impl<L: Link> Node<L> {
     ) -> Result<(), RingError> {
         let start = self.now();
         loop {
-            let before = self.ep.stats();
-            if let Err(e) = self.pump() {
+            if let Err(e) = self.pump_waiting() {
                 return Err(self.verdict(e));
             }
-            self.rest_if_idle(&before);
             while let Some((src, bytes)) = self.recv() {
                 match Self::decode(src, &bytes)? {
                     Msg::Beat { .. } => {}
@@ -312,6 +331,14 @@ impl<L: Link> Node<L> {
                 return Err(self.verdict(e));
             }
         }
+    }
+
+    /// [`Node::pump`] from a loop that waits for the line: pause when nothing moved.
+    fn pump_waiting(&mut self) -> Result<(), RingError> {
+        let before = self.ep.stats();
+        self.pump()?;
+        self.rest_if_idle(&before);
+        Ok(())
     }
 
     /// After a pump that moved nothing, wait [`IDLE_NS`] before the next: a core polling its
