@@ -88,15 +88,6 @@ pub fn run(model: &Model, spec: &str, ctx: usize, batch: usize) -> Result<(), St
 
 fn say(what: &str, windows: &[Window]) {
     for (i, w) in windows.iter().enumerate() {
-        println!(
-            "{what}: board {} runs layers {}..{}{}: {} MB of weights a token, {} MB of them from its card: {} ms",
-            i + 1,
-            w.layers.start,
-            w.layers.end,
-            if i == 0 { " and the ends" } else { "" },
-            w.bytes / 1_000_000,
-            w.streamed / 1_000_000,
-            w.ns / 1_000_000
-        );
+        println!("{what}: board {} runs {w}", i + 1);
     }
 }

@@ -54,6 +54,27 @@ pub struct Window {
     pub ns: u64,
 }
 
+impl core::fmt::Display for Window {
+    /// `layers 0..3 and the ends: 277 MB of weights a token, 0 MB of them from its card: 277 ms`
+    /// (the window from layer 0 is the head's, which also holds the ends).
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "layers {}..{}{}: {} MB of weights a token, {} MB of them from its card: {} ms",
+            self.layers.start,
+            self.layers.end,
+            if self.layers.start == 0 {
+                " and the ends"
+            } else {
+                ""
+            },
+            self.bytes / 1_000_000,
+            self.streamed / 1_000_000,
+            self.ns / 1_000_000
+        )
+    }
+}
+
 /// Splits whose predicted time per token is within this of the least count as equal; among
 /// them the one with the fastest slowest board wins.
 pub const SLACK_PERCENT: u64 = 5;

@@ -175,16 +175,10 @@ fn say_split(windows: &[Window], profiles: &[Profile], out: &mut Out<'_>) {
     for (i, (w, p)) in windows.iter().zip(profiles).enumerate() {
         let _ = writeln!(
             out,
-            "ring: board {} runs layers {}..{}{} ({} MB, {} MB from its card per token; {} MiB RAM, {} MB/s): {} ms per token",
+            "ring: board {} runs {w} ({} MiB RAM, matrices at {} MB/s)",
             i + 1,
-            w.layers.start,
-            w.layers.end,
-            if i == 0 { " and the ends" } else { "" },
-            w.bytes / 1_000_000,
-            w.streamed / 1_000_000,
             p.ram >> 20,
-            p.compute / 1_000_000,
-            ms(w.ns)
+            p.compute / 1_000_000
         );
     }
     let _ = writeln!(
