@@ -24,6 +24,7 @@ fn main() {
     let default = match arch.as_str() {
         "aarch64" => "qemu-virt-aarch64",
         "riscv64" => "qemu-virt-riscv64",
+        "arm" => "rpi2",
         other => panic!("no default board for architecture {other}"),
     };
     let name = env::var("LMBOOT_BOARD").unwrap_or_else(|_| default.into());

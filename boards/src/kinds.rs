@@ -9,6 +9,8 @@ use serde::Deserialize;
 pub enum Arch {
     Aarch64,
     Riscv64,
+    /// 32-bit Arm (ARMv7-A with VFPv4 and NEON: Cortex-A7), Rust `target_arch = "arm"`.
+    Armv7a,
 }
 
 /// Where the RAM size comes from.
@@ -28,6 +30,10 @@ pub enum CoreStart {
     PsciHvc,
     SpinTable,
     SbiHsm,
+    /// armv7a: the BCM2836 local controller's per-core mailbox 3 (Raspberry Pi 2).
+    Bcm2836Mailbox,
+    /// armv7a: the Allwinner H3 CPU configuration block (entry address, per-core reset).
+    SunxiCpucfg,
 }
 
 /// How the board powers off with a status.
@@ -52,6 +58,8 @@ pub enum UartKind {
 pub enum BlockKind {
     VirtioMmio,
     Sdhci,
+    /// The Allwinner SD/MMC host (H3 and kin).
+    SunxiMmc,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -102,6 +110,9 @@ pub enum KernelFormat {
     #[default]
     Elf,
     Raw,
+    /// No `-kernel`: the machine boots the card as the board does (its boot ROM starts U-Boot,
+    /// whose `boot.scr` loads the flat image).
+    UBoot,
 }
 
 impl Arch {
@@ -110,6 +121,7 @@ impl Arch {
         match self {
             Arch::Aarch64 => "aarch64",
             Arch::Riscv64 => "riscv64",
+            Arch::Armv7a => "arm",
         }
     }
 
@@ -121,6 +133,10 @@ impl Arch {
                 &[Exit::Semihosting, Exit::PsciHvc, Exit::Halt],
             ),
             Arch::Riscv64 => (&[CoreStart::SbiHsm], &[Exit::SbiSrst, Exit::Halt]),
+            Arch::Armv7a => (
+                &[CoreStart::Bcm2836Mailbox, CoreStart::SunxiCpucfg],
+                &[Exit::Semihosting, Exit::Halt],
+            ),
         };
         if !starts.contains(&start) {
             let (name, arch) = (kebab(&format!("{start:?}")), self.name());

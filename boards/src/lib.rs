@@ -65,6 +65,14 @@ pub struct Uart {
     pub base: u64,
     /// The reference clock the baud-rate divisor comes from.
     pub clock_hz: u32,
+    /// Bytes between registers (`ns16550`): 1 (byte registers), or 4 (32-bit registers read and
+    /// written as words, as the DesignWare APB UART of Allwinner SoCs needs).
+    #[serde(default = "one")]
+    pub stride: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// The ring link's UART: board k's TX goes to board k+1's RX.
@@ -97,6 +105,8 @@ pub struct Block {
     pub stride: Option<u64>,
     /// Virtio-mmio slots.
     pub count: Option<u32>,
+    /// `sunxi-mmc`: the clock controller (CCU) that gates, resets and clocks the host.
+    pub ccu: Option<u64>,
 }
 
 /// `[start, end)` of the physical address space and how to map it.
@@ -130,13 +140,30 @@ pub struct Qemu {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Card {
-    pub firmware_dir: PathBuf,
+    /// Where the firmware files are installed (Raspberry Pi: Debian's raspi-firmware).
+    pub firmware_dir: Option<PathBuf>,
+    #[serde(default)]
     pub firmware: Vec<String>,
     /// Device trees for the FAT root, from xtask's cache (fetched and checked by `cargo xtask
     /// setup`): the firmware passes the one matching the board to the kernel.
     #[serde(default)]
     pub dtbs: Vec<String>,
-    pub config_txt: String,
+    /// The Raspberry Pi firmware's config.txt.
+    pub config_txt: Option<String>,
+    /// The kernel image's name on the card (the flat image of `kernel = "raw"` or `"u-boot"`).
+    #[serde(default = "kernel8")]
+    pub kernel: String,
+    /// U-Boot for the board, written at 8 KiB into the card (the Allwinner boot ROM loads its SPL
+    /// from there): the board's directory in Debian's u-boot-sunxi (armhf) package, fetched and
+    /// checked by `cargo xtask setup` (xtask's `uboot.rs` pins it).
+    pub u_boot: Option<String>,
+    /// The U-Boot script (`boot.scr` on the card, wrapped in U-Boot's script image header) that
+    /// loads and starts the kernel.
+    pub boot_script: Option<String>,
+}
+
+fn kernel8() -> String {
+    "kernel8.img".into()
 }
 
 /// Read and check `path`.
@@ -164,6 +191,12 @@ impl Board {
         }
         if self.gpio_kind.is_some() && self.gpio_base.is_none() {
             return Err("gpio_kind without gpio_base".into());
+        }
+        if ![1, 4].contains(&self.uart.stride) {
+            return Err(format!(
+                "[uart] stride = {}: must be 1 or 4",
+                self.uart.stride
+            ));
         }
         self.check_ring_uart()?;
         self.check_block()?;
@@ -199,7 +232,8 @@ impl Board {
     fn check_card(&self) -> Result<(), String> {
         let Some(c) = &self.card else { return Ok(()) };
         if c.config_txt
-            .lines()
+            .iter()
+            .flat_map(|t| t.lines())
             .any(|l| l.trim().replace(' ', "") == "arm_peri_high=1")
         {
             return Err(
@@ -272,6 +306,19 @@ impl Board {
                     return Err("[block] kind = \"sdhci\" needs mailbox_base (its clock)".into());
                 }
             }
+            BlockKind::SunxiMmc => {
+                if b.base.is_none() || b.bases.is_some() || b.clock_ids.is_some() {
+                    return Err(
+                        "[block] kind = \"sunxi-mmc\" needs base (and no bases or clock_ids)"
+                            .into(),
+                    );
+                }
+                if b.ccu.is_none() {
+                    return Err(
+                        "[block] kind = \"sunxi-mmc\" needs ccu (the clock controller)".into(),
+                    );
+                }
+            }
         }
         Ok(())
     }
@@ -328,11 +375,13 @@ impl Board {
             format!("pub const UART: UartKind = UartKind::{:?};", self.uart.kind),
             format!("pub const UART_BASE: usize = {:#x};", self.uart.base),
             format!("pub const UART_CLOCK_HZ: u32 = {};", self.uart.clock_hz),
+            format!("pub const UART_STRIDE: usize = {};", self.uart.stride),
             format!("pub const BLOCK: BlockKind = BlockKind::{:?};", self.block.kind),
             format!("pub const BLOCK_BASES: &[usize] = &{bases:#x?};"),
             format!("pub const BLOCK_CLOCK_IDS: &[u32] = &{ids:?};"),
             format!("pub const BLOCK_STRIDE: usize = {:#x};", self.block.stride.unwrap_or(0)),
             format!("pub const BLOCK_COUNT: usize = {};", self.block.count.unwrap_or(1)),
+            format!("pub const BLOCK_CCU: usize = {:#x};", self.block.ccu.unwrap_or(0)),
             format!("pub const MAILBOX_BASE: usize = {:#x};", self.mailbox_base.unwrap_or(0)),
             format!("pub const GPIO_BASE: usize = {:#x};", self.gpio_base.unwrap_or(0)),
             format!("pub const GPIO_KIND: drivers::bcm2835::gpio::GpioKind = drivers::bcm2835::gpio::GpioKind::{gpio:?};"),

@@ -27,12 +27,17 @@ pub enum CoreStart {
     SpinTable,
     /// riscv64: SBI HSM hart_start.
     SbiHsm,
+    /// armv7a: the BCM2836 local controller's mailbox 3 (Raspberry Pi 2).
+    Bcm2836Mailbox,
+    /// armv7a: the Allwinner H3 CPU configuration block.
+    SunxiCpucfg,
 }
 
 /// How the kernel powers off with a status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
-    /// aarch64: semihosting SYS_EXIT (QEMU machines only), then PSCI SYSTEM_OFF.
+    /// aarch64 and armv7a: semihosting SYS_EXIT (QEMU machines only; aarch64 then tries PSCI
+    /// SYSTEM_OFF).
     Semihosting,
     /// aarch64: PSCI SYSTEM_OFF over HVC.
     PsciHvc,
@@ -61,6 +66,7 @@ pub enum UartKind {
 pub enum BlockKind {
     VirtioMmio,
     Sdhci,
+    SunxiMmc,
 }
 
 include!(concat!(env!("OUT_DIR"), "/board.rs"));

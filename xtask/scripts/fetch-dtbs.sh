@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Fetch the Raspberry Pi device trees from Debian's arm64 kernel package (Debian's raspi-firmware
-# ships none) into the cache, through a private apt list for arm64 that reuses the mirror already
-# configured on this machine (as install-qemu.sh does). Only the named .dtb files are kept; the
-# package is removed once they are out. xtask checks their sha256 (xtask/src/dtb.rs pins them).
+# Fetch files out of a Debian package of another architecture (DEB_ARCH, default arm64) into the
+# cache: the Raspberry Pi device trees from the arm64 kernel package (Debian's raspi-firmware ships
+# none), U-Boot for the Allwinner boards from the armhf u-boot-sunxi package. Through a private apt
+# list for that architecture that reuses the mirror already configured on this machine (as
+# install-qemu.sh does). Only the named files are kept; the package is removed once they are out.
+# xtask checks their sha256 (xtask/src/dtb.rs and xtask/src/uboot.rs pin them).
 # Usage: fetch-dtbs.sh CACHE_DIR PACKAGE VERSION DIR_IN_PACKAGE OUT_DIR FILE...
 set -euo pipefail
 cache="$1"; pkg="$2"; version="$3"; inside="$4"; out="$5"
 shift 5
-dir="$cache/apt-arm64"
+arch="${DEB_ARCH:-arm64}"
+dir="$cache/apt-$arch"
 src=/etc/apt/sources.list.d/debian.sources
 uri=$(awk '/^URIs:/ {print $2; exit}' "$src" 2>/dev/null || true)
 if [ -z "$uri" ]; then
@@ -15,11 +18,11 @@ if [ -z "$uri" ]; then
     exit 1
 fi
 mkdir -p "$dir/lists/partial" "$dir/archives/partial" "$out"
-echo "deb [arch=arm64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri bookworm main" > "$dir/sources.list"
+echo "deb [arch=$arch signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri bookworm main" > "$dir/sources.list"
 : > "$dir/status"
 APTO=(-o "Dir::Etc::sourcelist=$dir/sources.list" -o "Dir::Etc::sourceparts=-"
       -o "Dir::State::lists=$dir/lists" -o "Dir::Cache::archives=$dir/archives"
-      -o "Dir::State::status=$dir/status" -o "APT::Architectures::=arm64" -o "APT::Architecture=arm64"
+      -o "Dir::State::status=$dir/status" -o "APT::Architectures::=$arch" -o "APT::Architecture=$arch"
       -o "APT::Sandbox::User=root")
 apt-get "${APTO[@]}" -q update
 work=$(mktemp -d)

@@ -183,6 +183,28 @@ pub fn make_image(out: &Path, files: &[(&str, Content<'_>)], min_bytes: u64) -> 
     Ok(())
 }
 
+/// Where the Allwinner boot ROM looks for the SPL on a card: 8 KiB.
+pub const BOOT_LOADER_OFFSET: u64 = 8 << 10;
+
+/// Write a boot loader (U-Boot with its SPL) into the gap between the MBR and the partition, at
+/// [`BOOT_LOADER_OFFSET`]; refused if it would reach the partition.
+pub fn write_boot_loader(image: &Path, loader: &[u8]) -> Result<(), String> {
+    let room = PART_START_LBA * 512 - BOOT_LOADER_OFFSET;
+    if loader.len() as u64 > room {
+        return Err(format!(
+            "the boot loader is {} bytes; {room} fit between 8 KiB and the partition",
+            loader.len()
+        ));
+    }
+    let mut f = OpenOptions::new()
+        .write(true)
+        .open(image)
+        .map_err(|e| format!("{}: {e}", image.display()))?;
+    f.seek(SeekFrom::Start(BOOT_LOADER_OFFSET))
+        .and_then(|_| f.write_all(loader))
+        .map_err(|e| format!("{}: writing the boot loader: {e}", image.display()))
+}
+
 /// Escape a prompt for `lmboot.txt` (one line; `\n`, `\t`, `\\` escapes).
 pub fn escape(s: &str) -> String {
     s.replace('\\', "\\\\")

@@ -50,6 +50,7 @@ pub mod fuzz;
 pub mod image;
 pub mod mca;
 pub mod ring;
+pub mod uboot;
 
 /// A board description (`boards/NAME.toml`), the parts the host needs, from the board schema.
 #[derive(Debug, Clone)]
@@ -61,8 +62,17 @@ pub struct Board {
     pub memory: String,
     /// QEMU arguments attaching the card; `{image}` stands for the image path.
     pub drive: Vec<String>,
-    /// `elf` (QEMU loads the ELF) or `raw` (a flat `kernel8.img`, as the Pi firmware wants).
+    /// `elf` (QEMU loads the ELF), `raw` (a flat image, as the Pi firmware wants), or `u-boot`
+    /// (a flat image on the card that U-Boot loads: QEMU gets no `-kernel`).
     pub kernel_format: String,
+    /// The flat image's name on the card (`kernel8.img`, `kernel7.img`, `lmboot.img`).
+    pub kernel_name: String,
+    /// Where the kernel is linked (the `{load_address}` of the boot script).
+    pub load_address: u64,
+    /// U-Boot for the card, as the board's directory in Debian's u-boot-sunxi ([`uboot`]).
+    pub u_boot: Option<String>,
+    /// The U-Boot script for `boot.scr`.
+    pub boot_script: Option<String>,
     /// Firmware files for the card and where they are installed (Raspberry Pi).
     pub firmware_dir: Option<PathBuf>,
     pub firmware: Vec<String>,
@@ -110,15 +120,22 @@ pub fn board(name: &str) -> Result<Board, String> {
         kernel_format: match b.qemu.kernel {
             boards::KernelFormat::Elf => "elf".into(),
             boards::KernelFormat::Raw => "raw".into(),
+            boards::KernelFormat::UBoot => "u-boot".into(),
         },
+        kernel_name: card
+            .as_ref()
+            .map_or_else(|| "kernel8.img".into(), |c| c.kernel.clone()),
+        load_address: b.load_address,
+        u_boot: card.as_ref().and_then(|c| c.u_boot.clone()),
+        boot_script: card.as_ref().and_then(|c| c.boot_script.clone()),
         smp: b.qemu.smp,
-        firmware_dir: card.as_ref().map(|c| c.firmware_dir.clone()),
+        firmware_dir: card.as_ref().and_then(|c| c.firmware_dir.clone()),
         firmware: card
             .as_ref()
             .map(|c| c.firmware.clone())
             .unwrap_or_default(),
         dtbs: card.as_ref().map(|c| c.dtbs.clone()).unwrap_or_default(),
-        config_txt: card.map(|c| c.config_txt.trim_start().to_string()),
+        config_txt: card.and_then(|c| c.config_txt.map(|t| t.trim_start().to_string())),
     })
 }
 
@@ -140,7 +157,8 @@ fn run_quiet(mut c: Command, what: &str) -> Result<(), String> {
 }
 
 /// Build the kernel for `board`, for QEMU (power-off through semihosting) or for hardware; returns
-/// the file to boot: the ELF, or `kernel8.img` for boards whose firmware loads a flat image.
+/// the file to boot: the ELF, or the flat image for boards whose firmware or boot loader loads one
+/// (`kernel8-rpi3.img`, `kernel7-rpi2-qemu.img`, `lmboot-orangepi-h3.img`, ...).
 pub fn build_kernel(board: &Board, for_qemu: bool) -> Result<PathBuf, String> {
     let mut c = cargo();
     c.args([
@@ -161,11 +179,12 @@ pub fn build_kernel(board: &Board, for_qemu: bool) -> Result<PathBuf, String> {
         .join(&board.target)
         .join("release")
         .join("kernel");
-    if board.kernel_format != "raw" {
+    if board.kernel_format == "elf" {
         return Ok(elf);
     }
+    let stem = board.kernel_name.trim_end_matches(".img");
     let img = elf.with_file_name(format!(
-        "kernel8-{}{}.img",
+        "{stem}-{}{}.img",
         board.name,
         if for_qemu { "-qemu" } else { "" }
     ));
@@ -240,11 +259,17 @@ pub fn card_image(
     if let Some(c) = &board.config_txt {
         blobs.push(("config.txt".into(), c.clone().into_bytes()));
     }
-    if let (Some(k), "raw") = (kernel, board.kernel_format.as_str()) {
+    if let (Some(k), "raw" | "u-boot") = (kernel, board.kernel_format.as_str()) {
         blobs.push((
-            "kernel8.img".into(),
+            board.kernel_name.clone(),
             fs::read(k).map_err(|e| format!("{}: {e}", k.display()))?,
         ));
+    }
+    if let Some(script) = &board.boot_script {
+        let text = script
+            .trim_start()
+            .replace("{load_address}", &format!("{:#x}", board.load_address));
+        blobs.push(("boot.scr".into(), uboot::script_image(&text)));
     }
     blobs.push(("lmboot.txt".into(), cfg.into_bytes()));
     // The prompt cache's file, preallocated (the kernel writes only inside it, and only with
@@ -260,7 +285,11 @@ pub fn card_image(
         .map(|(n, b)| (n.as_str(), Content::Bytes(b)))
         .collect();
     files.push((MODEL_ON_CARD, Content::File(model)));
-    image::make_image(out, &files, 0)
+    image::make_image(out, &files, 0)?;
+    match &board.u_boot {
+        Some(b) => image::write_boot_loader(out, &uboot::read(b)?),
+        None => Ok(()),
+    }
 }
 
 /// Build the PC runner; returns its path.
@@ -499,7 +528,9 @@ pub fn qemu_command(board: &Board, kernel: &Path, image: &Path, o: &QemuOpts) ->
     } else {
         c.args(["-serial", "stdio"]);
     }
-    c.arg("-kernel").arg(kernel);
+    if board.kernel_format != "u-boot" {
+        c.arg("-kernel").arg(kernel);
+    }
     for a in &board.drive {
         if a.contains("{image}") {
             c.arg(format!(

@@ -80,7 +80,11 @@ fn main() {
     exit(code);
 }
 
-const BARE_METAL_TARGETS: [&str; 2] = ["aarch64-unknown-none", "riscv64gc-unknown-none-elf"];
+const BARE_METAL_TARGETS: [&str; 3] = [
+    "aarch64-unknown-none",
+    "riscv64gc-unknown-none-elf",
+    "armv7a-none-eabi",
+];
 /// Linux targets for running kernel tests and the PC runner under qemu-user.
 const USER_TARGETS: [&str; 2] = ["aarch64-unknown-linux-gnu", "riscv64gc-unknown-linux-gnu"];
 /// Debian packages besides QEMU: the cross linker for the qemu-user targets, the Pi firmware.
@@ -117,6 +121,11 @@ fn setup() -> i32 {
     }
     // The device trees for the Pi cards (Debian's raspi-firmware has none).
     if let Err(e) = xtask::dtb::ensure() {
+        eprintln!("xtask: {e}");
+        return 1;
+    }
+    // U-Boot for the Allwinner boards' cards (Debian's u-boot-sunxi, armhf).
+    if let Err(e) = xtask::uboot::ensure() {
         eprintln!("xtask: {e}");
         return 1;
     }

@@ -1,5 +1,5 @@
 //! What every architecture provides, as one trait ([`Arch`]), and the twin for the target
-//! (`aarch64/`, `riscv64/`) re-exported as [`Cpu`]. Nothing outside `arch/` touches system
+//! (`aarch64/`, `armv7a/`, `riscv64/`) re-exported as [`Cpu`]. Nothing outside `arch/` touches system
 //! registers or writes `asm!`; the board code calls [`Cpu`] through this trait only.
 //!
 //! Entry: each twin's `boot.s` is the image's entry point (`_start`). It brings core 0 to the
@@ -13,6 +13,11 @@
 mod aarch64;
 #[cfg(target_arch = "aarch64")]
 pub use aarch64::Cpu;
+
+#[cfg(target_arch = "arm")]
+mod armv7a;
+#[cfg(target_arch = "arm")]
+pub use armv7a::Cpu;
 
 #[cfg(target_arch = "riscv64")]
 mod riscv64;

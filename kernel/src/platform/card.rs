@@ -57,6 +57,7 @@ pub fn open() -> Result<Card, String> {
         BlockKind::Sdhci => sd::open(&mut super::mailbox::open())
             .map(Card::Sd)
             .map_err(|e| alloc::format!("card: {e}")),
+        BlockKind::SunxiMmc => Err("card: the Allwinner SD/MMC driver is not wired yet".into()),
     }
 }
 

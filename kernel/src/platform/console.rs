@@ -1,7 +1,7 @@
 //! The serial console: `print!`/`println!` to the board's UART, and a lock-free emergency path for
 //! panics and exceptions.
 
-use crate::board::{UartKind, UART, UART_BASE, UART_CLOCK_HZ};
+use crate::board::{UartKind, UART, UART_BASE, UART_CLOCK_HZ, UART_STRIDE};
 use core::fmt::{self, Write};
 use drivers::uart::ns16550::Ns16550;
 use drivers::uart::pl011::Pl011;
@@ -21,7 +21,7 @@ impl Port {
         unsafe {
             match UART {
                 UartKind::Pl011 => Port::Pl011(Pl011::new(UART_BASE)),
-                UartKind::Ns16550 => Port::Ns16550(Ns16550::new(UART_BASE, 1)),
+                UartKind::Ns16550 => Port::Ns16550(Ns16550::new(UART_BASE, UART_STRIDE)),
             }
         }
     }
