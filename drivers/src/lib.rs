@@ -39,4 +39,5 @@ pub mod fdt;
 pub mod mmio;
 pub mod ram;
 pub mod sdhci;
+pub mod sunxi_dram;
 pub mod uart;

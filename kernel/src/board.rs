@@ -54,6 +54,9 @@ pub enum RamFrom {
     Dtb,
     /// The device tree passed at entry if the firmware passes one, else the VideoCore mailbox.
     DtbThenMailbox,
+    /// The Allwinner H3's DRAM controller, as U-Boot's SPL configured it (no device tree comes
+    /// with U-Boot's `go`).
+    SunxiDramc,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

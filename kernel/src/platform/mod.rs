@@ -112,7 +112,10 @@ extern "C" fn lmboot_main(dtb_addr: usize, core: usize) -> ! {
     );
     console::describe();
     CorePool::note_id(core);
-    let dt = device_tree(dtb_addr);
+    // U-Boot's `go` leaves no device tree in r2 (only argc and argv in r0 and r1).
+    let dt = (board::RAM_FROM != RamFrom::SunxiDramc)
+        .then(|| device_tree(dtb_addr))
+        .flatten();
     if let Some(hz) = dt.as_ref().and_then(|d| d.timebase) {
         time::set_timebase(hz);
     }

@@ -14,6 +14,7 @@ use drivers::ram::{Block, RamBlocks};
 pub enum Source {
     DeviceTree { addr: usize },
     Mailbox,
+    DramController,
     Fallback,
 }
 
@@ -22,6 +23,7 @@ impl fmt::Display for Source {
         match self {
             Source::DeviceTree { addr } => write!(f, "the device tree at {addr:#x}"),
             Source::Mailbox => f.write_str("the mailbox (no device tree)"),
+            Source::DramController => f.write_str("the DRAM controller"),
             Source::Fallback => f.write_str("the board file (fallback)"),
         }
     }
@@ -40,6 +42,10 @@ pub fn find(dt: Option<&DtInfo>) -> (RamBlocks, Source) {
             None => fallback(),
         },
         (None, RamFrom::Dtb) => fallback(),
+        (_, RamFrom::SunxiDramc) => match from_sunxi_dramc() {
+            Some(r) => (r, Source::DramController),
+            None => fallback(),
+        },
     };
     let mapped = map(&found);
     if mapped.is_empty() {
@@ -75,6 +81,20 @@ fn without_gpu(mut ram: RamBlocks) -> RamBlocks {
         }
     }
     ram
+}
+
+/// The DRAM an Allwinner H3's controller was configured for (by U-Boot's SPL).
+fn from_sunxi_dramc() -> Option<RamBlocks> {
+    use drivers::sunxi_dram::{size_from_cr, DRAM_BASE, MCTL_COM_BASE};
+    // SAFETY: the DRAM controller's CR, device-mapped (the board's memory map); a read only.
+    let cr = unsafe { core::ptr::read_volatile(MCTL_COM_BASE as *const u32) };
+    match size_from_cr(cr) {
+        Ok(size) => Some(RamBlocks::one(DRAM_BASE, size)),
+        Err(e) => {
+            crate::println!("warning: DRAM controller CR {cr:#x}: {e}");
+            None
+        }
+    }
 }
 
 /// The ARM's memory block from the VideoCore (only the first block on a Pi 4: under 1 GiB).
