@@ -26,6 +26,7 @@ _start:
     and     r9, r9, #0xff               // core number (Aff0)
     mrs     r4, cpsr
     and     r4, r4, #MODE_MASK
+    mov     r6, r4                      // the entry mode, for core 0's report
     cmp     r4, #MODE_HYP
     bne     1f
     // HYP -> SVC: PL1 may read the physical counter and program its timer; CNTVOFF = 0; nothing
@@ -68,6 +69,8 @@ _start:
     // Core 0: keep the device tree address for kmain, then cortex-a-rt's start.
     ldr     r5, =LMBOOT_BOOT_DTB
     str     r8, [r5]
+    ldr     r5, =LMBOOT_ENTRY_MODE
+    str     r6, [r5]
     b       _default_start
 2:  // Another core: its mode stacks in its slot of .stacks, then Rust.
     ldr     r0, =__stacks_start
@@ -100,7 +103,7 @@ _start:
 // Data cache and MMU off, the data caches cleaned and invalidated to the point of coherency by
 // set/way (every level CLIDR lists), the instruction cache and branch predictor invalidated. A
 // boot loader may leave its caches on (U-Boot's `go` does unless told `dcache off`); after a reset
-// they are off and the clean finds nothing dirty. Uses r0-r7, r10-r12 (not r8, r9).
+// they are off and the clean finds nothing dirty. Uses r0-r5, r7, r10-r12 (not r6, r8, r9).
 caches_off:
     mrc     p15, 0, r0, c1, c0, 0       // SCTLR
     bic     r0, r0, #(1 << 2)           // C

@@ -28,6 +28,11 @@ extern "C" {
 #[no_mangle]
 static mut LMBOOT_BOOT_DTB: usize = usize::MAX;
 
+/// The mode core 0 was entered in (CPSR.M), saved by `boot.s` for [`Arch::detect_features`]'s
+/// line.
+#[no_mangle]
+static mut LMBOOT_ENTRY_MODE: u32 = u32::MAX;
+
 /// Core 0's Rust entry, called by cortex-a-rt's `_default_start` in System mode with every mode's
 /// stack set, BSS cleared and the MMU, caches and FPU on (`boot.s`).
 #[cortex_a_rt::entry]
@@ -241,9 +246,25 @@ impl Arch for Cpu {
         unsafe { asm!("vmrs {}, mvfr1", out(reg) mvfr1, options(nomem, nostack)) };
         // Advanced SIMD load/store, integer and single-precision fields (bits 8-19).
         let neon = (mvfr1 >> 8) & 0xfff == 0x111;
-        (!neon).then(|| {
-            alloc::format!("warning: MVFR1 {mvfr1:#x} reports no NEON: this kernel is built for VFPv4 + NEON and will stop at its first vector instruction")
-        })
+        let midr = cortex_ar::register::Midr::read().raw_value();
+        // SAFETY: written once by boot.s before Rust runs.
+        let entry = unsafe { core::ptr::addr_of!(LMBOOT_ENTRY_MODE).read_volatile() };
+        let part = match (midr >> 4) & 0xfff {
+            0xc07 => "Cortex-A7",
+            0xc0f => "Cortex-A15",
+            0xd03 => "Cortex-A53",
+            _ => "an Armv7-A core",
+        };
+        let (var, rev) = ((midr >> 20) & 0xf, midr & 0xf);
+        let mut line = alloc::format!(
+            "cpu: {part} r{var}p{rev} (MIDR {midr:#x}), entered in {} mode, running in System mode; {}",
+            mode_name(entry),
+            if neon { "VFPv4 + NEON" } else { "no NEON" }
+        );
+        if !neon {
+            line.push_str(&alloc::format!("\nwarning: MVFR1 {mvfr1:#x} reports no NEON: this kernel is built for VFPv4 + NEON and will stop at its first vector instruction"));
+        }
+        Some(line)
     }
 
     fn irq_save() -> u64 {
