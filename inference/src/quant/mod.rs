@@ -5,8 +5,8 @@
 //! - [`scalar`]: the reference kernels (dequantize, dot products);
 //! - `neon` (aarch64): bit-identical NEON twins of the dot products, the activation quantizers and
 //!   the attention, plain (SMULL/SMLAL) and with SDOT (`Kernels::NEON`, `Kernels::NEON_DOTPROD`);
-//! - `neon32` (32-bit Arm, Cortex-A7): `asm!` NEON twins of the 32-wide dot products and the Q8_0 /
-//!   Q8_1 quantizers (`Kernels::NEON32`, named `neon` as on aarch64);
+//! - `neon32` (32-bit Arm, Cortex-A7): `asm!` NEON twins of the 32-wide dot products, Q4_K, Q6_K
+//!   and the Q8_0 / Q8_1 quantizers (`Kernels::NEON32`, named `neon` as on aarch64);
 //! - [`Kernels`]: the dispatch table the model calls through. `Kernels::SCALAR` is the portable set;
 //!   architecture sets (NEON, RVV) replace entries with SIMD twins of the scalar functions and are
 //!   chosen at run time from the CPU's features. This module is the only place in `inference` where

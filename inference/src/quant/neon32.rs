@@ -12,11 +12,13 @@
 //! `cfg`, so the module is selected by `target_arch = "arm"` alone.
 //!
 //! Which kernels are NEON, which scalar:
-//! - NEON: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 · Q8_0/Q8_1, one row and four rows (`q32`); the Q8_0 and
-//!   Q8_1 activation quantizers (`quantize`).
-//! - Scalar (the `Kernels::SCALAR` entries): the K-quants (Q2_K..Q6_K), the Q8_K quantizer, the
-//!   float dot products (F32, F16, BF16, `dot_f32_f16`), the attention, `to_f16`.
-//! - Batches (`MatKernels`): the 32-wide types column by column through the NEON kernels above
+//! - NEON: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 · Q8_0/Q8_1, one row and four rows (`q32`: the whole
+//!   loop in one `asm!`); Q4_K and Q6_K · Q8_K (`kquant`: the integer sums of each super-block
+//!   in one `asm!`, the scales and float work in Rust as the scalar code); the Q8_0 and Q8_1
+//!   activation quantizers (`quantize`).
+//! - Scalar (the `Kernels::SCALAR` entries): Q2_K, Q3_K, Q5_K, the Q8_K quantizer, the float dot
+//!   products (F32, F16, BF16, `dot_f32_f16`), the attention, `to_f16`.
+//! - Batches (`MatKernels`): the types above with NEON kernels column by column through them
 //!   (`None`: `Kernels::dot_rows_batch`'s fallback), the others through the scalar batched kernels.
 //!
 //! How equality with the scalar code is kept:
@@ -42,9 +44,11 @@
 //! and `Kernels::best()` / `Kernels::available()` read it ([`available`]; false until set, so the
 //! scalar set is the default).
 
+mod kquant;
 mod q32;
 mod quantize;
 
+pub use kquant::{vec_dot_q4_k_q8_k, vec_dot_q6_k_q8_k};
 pub use q32::{
     vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_x4, vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_x4,
     vec_dot_q5_0_q8_0, vec_dot_q5_0_q8_0_x4, vec_dot_q5_1_q8_1, vec_dot_q5_1_q8_1_x4,
@@ -118,8 +122,8 @@ pub fn best(neon: bool) -> Kernels {
 }
 
 /// The AArch32 NEON set, named `neon` like the aarch64 one (a board's `kernels = neon` means the
-/// same on both): the 32-wide dot products (one row and four rows) and the Q8_0 / Q8_1 quantizers
-/// are NEON, the rest is the scalar set's. Only for cores with NEON: take it from
+/// same on both): the 32-wide dot products (one row and four rows), Q4_K, Q6_K and the Q8_0 / Q8_1
+/// quantizers are NEON, the rest is the scalar set's. Only for cores with NEON: take it from
 /// `Kernels::best()` / `Kernels::available()`, which consult [`available`].
 pub const KERNELS: Kernels = Kernels {
     name: "neon",
@@ -128,6 +132,8 @@ pub const KERNELS: Kernels = Kernels {
     q5_0_q8_0: vec_dot_q5_0_q8_0,
     q5_1_q8_1: vec_dot_q5_1_q8_1,
     q8_0_q8_0: vec_dot_q8_0_q8_0,
+    q4_k_q8_k: vec_dot_q4_k_q8_k,
+    q6_k_q8_k: vec_dot_q6_k_q8_k,
     q4_0_q8_0_x4: Some(vec_dot_q4_0_q8_0_x4),
     q4_1_q8_1_x4: Some(vec_dot_q4_1_q8_1_x4),
     q5_0_q8_0_x4: Some(vec_dot_q5_0_q8_0_x4),
@@ -135,8 +141,8 @@ pub const KERNELS: Kernels = Kernels {
     q8_0_q8_0_x4: Some(vec_dot_q8_0_q8_0_x4),
     quantize_q8_0,
     quantize_q8_1,
-    // Batches of the 32-wide types go column by column through the NEON one-row and four-row
-    // kernels (`Kernels::dot_rows_batch`'s fallback: the rows stay in the cache); the other types
+    // Batches of the types with NEON kernels go column by column through them (one row and four
+    // rows; `Kernels::dot_rows_batch`'s fallback: the rows stay in the cache); the other types
     // keep the scalar batched kernels, which decode each block once for all columns.
     mat: super::MatKernels {
         q4_0_q8_0: None,
@@ -144,6 +150,8 @@ pub const KERNELS: Kernels = Kernels {
         q5_0_q8_0: None,
         q5_1_q8_1: None,
         q8_0_q8_0: None,
+        q4_k_q8_k: None,
+        q6_k_q8_k: None,
         ..super::MatKernels::SCALAR
     },
     ..Kernels::SCALAR
