@@ -86,13 +86,19 @@ const BARE_METAL_TARGETS: [&str; 3] = [
     "armv7a-none-eabi",
 ];
 /// Linux targets for running kernel tests and the PC runner under qemu-user.
-const USER_TARGETS: [&str; 2] = ["aarch64-unknown-linux-gnu", "riscv64gc-unknown-linux-gnu"];
+const USER_TARGETS: [&str; 3] = [
+    "aarch64-unknown-linux-gnu",
+    "riscv64gc-unknown-linux-gnu",
+    "armv7-unknown-linux-gnueabihf",
+];
 /// Debian packages besides QEMU: the cross linker for the qemu-user targets, the Pi firmware.
-const EXTRA_PACKAGES: [&str; 5] = [
+const EXTRA_PACKAGES: [&str; 7] = [
     "gcc-aarch64-linux-gnu",
     "libc6-dev-arm64-cross",
     "gcc-riscv64-linux-gnu",
     "libc6-dev-riscv64-cross",
+    "gcc-arm-linux-gnueabihf",
+    "libc6-dev-armhf-cross",
     "raspi-firmware",
 ];
 
@@ -323,6 +329,14 @@ fn cross_runs() -> Vec<(&'static str, Vec<&'static str>, &'static str, &'static 
         "--test",
         "golden_kl",
     ];
+    let a32 = vec![
+        "test",
+        "--release",
+        "-p",
+        "inference",
+        "--target",
+        "armv7-unknown-linux-gnueabihf",
+    ];
     vec![
         (
             "RVV kernels vs scalar, VLEN 128",
@@ -345,6 +359,12 @@ fn cross_runs() -> Vec<(&'static str, Vec<&'static str>, &'static str, &'static 
         ),
         ("NEON kernels vs scalar", a64.clone(), "cortex-a53", ""),
         ("NEON+dotprod kernels vs scalar", a64, "cortex-a76", ""),
+        (
+            "AArch32 NEON kernels vs scalar, Cortex-A7",
+            a32,
+            "cortex-a7",
+            "",
+        ),
         (
             "teacher-forced KL on the NEON build",
             golden,

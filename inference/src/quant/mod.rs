@@ -5,6 +5,8 @@
 //! - [`scalar`]: the reference kernels (dequantize, dot products);
 //! - `neon` (aarch64): bit-identical NEON twins of the dot products, the activation quantizers and
 //!   the attention, plain (SMULL/SMLAL) and with SDOT (`Kernels::NEON`, `Kernels::NEON_DOTPROD`);
+//! - `neon32` (32-bit Arm, Cortex-A7): `asm!` NEON twins of the 32-wide dot products, Q4_K, Q6_K
+//!   and the Q8_0 / Q8_1 quantizers (`Kernels::NEON32`, named `neon` as on aarch64);
 //! - [`Kernels`]: the dispatch table the model calls through. `Kernels::SCALAR` is the portable set;
 //!   architecture sets (NEON, RVV) replace entries with SIMD twins of the scalar functions and are
 //!   chosen at run time from the CPU's features. This module is the only place in `inference` where
@@ -21,6 +23,7 @@ mod batch_tests;
     test,
     any(
         all(target_arch = "aarch64", target_feature = "neon"),
+        target_arch = "arm",
         target_arch = "riscv64",
         target_arch = "x86_64"
     )
@@ -28,6 +31,8 @@ mod batch_tests;
 mod kernel_tests;
 #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
 pub mod neon;
+#[cfg(target_arch = "arm")]
+pub mod neon32;
 #[cfg(target_arch = "riscv64")]
 pub mod rvv;
 pub mod scalar;
@@ -147,6 +152,27 @@ type DotQ8K = fn(&[u8], &[BlockQ8K]) -> f32;
 pub type DotX4Q8_0 = fn(&[u8], usize, &[BlockQ8_0], &mut [f32; 4]);
 /// As [`DotX4Q8_0`], for Q8_1 activations.
 pub type DotX4Q8_1 = fn(&[u8], usize, &[BlockQ8_1], &mut [f32; 4]);
+/// For a four-row kernel handed fewer than four whole rows of `rb` bytes: each row as far as it
+/// goes through the one-row kernel `one`, and `true`; `false` (and nothing done) when `w` holds
+/// four whole rows. (Never the case through [`Kernels::dot_rows`].)
+#[cfg(any(target_arch = "arm", target_arch = "riscv64"))]
+pub(crate) fn short_rows4<A>(
+    w: &[u8],
+    rb: usize,
+    a: &[A],
+    out: &mut [f32; 4],
+    one: fn(&[u8], &[A]) -> f32,
+) -> bool {
+    if rb.checked_mul(4).is_some_and(|n| w.len() >= n) {
+        return false;
+    }
+    for (r, o) in out.iter_mut().enumerate() {
+        let row = w.get(r * rb..).unwrap_or(&[]);
+        *o = one(&row[..rb.min(row.len())], a);
+    }
+    true
+}
+
 /// One attention head, with the arguments of [`crate::ops::attend_head`].
 pub type AttendHead = fn(&mut [f32], &[f32], &crate::ops::Head<'_>);
 
@@ -420,6 +446,12 @@ impl Kernels {
     #[cfg(target_arch = "riscv64")]
     pub const RVV: Kernels = rvv::KERNELS;
 
+    /// AArch32 NEON (32-bit Arm with NEON and VFPv4: Cortex-A7), `neon32::KERNELS`, named `neon`.
+    /// Only for cores with NEON: take it from [`Kernels::best`] or [`Kernels::available`], which
+    /// follow `neon32::set_available` (called at boot from MVFR1).
+    #[cfg(target_arch = "arm")]
+    pub const NEON32: Kernels = neon32::KERNELS;
+
     /// The sets an aarch64 core whose ID_AA64ISAR0_EL1 reads `isar0` runs, fastest last: NEON,
     /// and NEON with SDOT when the DP field (bits 47:44) is at least 1.
     #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
@@ -438,7 +470,25 @@ impl Kernels {
         }
     }
 
-    /// The set called `name` (`scalar`, `neon`, `neon-dotprod`, `rvv`) if this CPU runs it.
+    /// The sets of a CPU that runs `set` only when `on` (a run-time feature), scalar first:
+    /// `[scalar, set if on]`.
+    #[cfg(any(target_arch = "arm", target_arch = "riscv64"))]
+    pub(crate) fn scalar_and(set: Kernels, on: bool) -> [Option<Kernels>; 2] {
+        [Some(Kernels::SCALAR), on.then_some(set)]
+    }
+
+    /// `set` when `on`, else the scalar set.
+    #[cfg(any(target_arch = "arm", target_arch = "riscv64"))]
+    pub(crate) fn set_or_scalar(set: Kernels, on: bool) -> Kernels {
+        if on {
+            set
+        } else {
+            Kernels::SCALAR
+        }
+    }
+
+    /// The set called `name` (`scalar`, `neon` (aarch64 or 32-bit Arm), `neon-dotprod`, `rvv`,
+    /// `avx2`) if this CPU runs it.
     pub fn by_name(name: &str) -> Option<Kernels> {
         Self::available()
             .into_iter()
@@ -447,7 +497,7 @@ impl Kernels {
     }
 
     /// Every set this CPU runs, scalar first, fastest last (on aarch64 the NEON sets, chosen
-    /// from ID_AA64ISAR0_EL1).
+    /// from ID_AA64ISAR0_EL1; on 32-bit Arm the NEON set once `neon32::set_available` said so).
     pub fn available() -> [Option<Kernels>; 3] {
         #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
         {
@@ -459,6 +509,11 @@ impl Kernels {
             let [scalar, rvv] = rvv::sets(rvv::available());
             [scalar, rvv, None]
         }
+        #[cfg(target_arch = "arm")]
+        {
+            let [scalar, neon] = neon32::sets(neon32::available());
+            [scalar, neon, None]
+        }
         #[cfg(target_arch = "x86_64")]
         {
             [
@@ -469,6 +524,7 @@ impl Kernels {
         }
         #[cfg(not(any(
             all(target_arch = "aarch64", target_feature = "neon"),
+            target_arch = "arm",
             target_arch = "riscv64",
             target_arch = "x86_64"
         )))]
@@ -479,8 +535,8 @@ impl Kernels {
 
     /// The fastest set this CPU runs: on aarch64 NEON, with SDOT when ID_AA64ISAR0_EL1 says the
     /// core has it (`Kernels::for_aarch64`); on riscv64 RVV when the hart has V (`rvv::available`,
-    /// recorded at boot); on x86-64 AVX2 when CPUID says so (the PC runner); the scalar set
-    /// elsewhere.
+    /// recorded at boot); on 32-bit Arm NEON when the core has it (`neon32::available`, recorded
+    /// at boot); on x86-64 AVX2 when CPUID says so (the PC runner); the scalar set elsewhere.
     pub fn best() -> Kernels {
         #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
         {
@@ -489,6 +545,10 @@ impl Kernels {
         #[cfg(target_arch = "riscv64")]
         {
             rvv::best(rvv::available())
+        }
+        #[cfg(target_arch = "arm")]
+        {
+            neon32::best(neon32::available())
         }
         #[cfg(target_arch = "x86_64")]
         {
@@ -500,6 +560,7 @@ impl Kernels {
         }
         #[cfg(not(any(
             all(target_arch = "aarch64", target_feature = "neon"),
+            target_arch = "arm",
             target_arch = "riscv64",
             target_arch = "x86_64"
         )))]

@@ -122,17 +122,13 @@ pub fn hwcap_has_v(hwcap: u64) -> bool {
 /// The sets a hart runs, scalar first, fastest last: the scalar set, and the RVV set when `has_v`.
 /// `Kernels::available()` on riscv64 is `sets(available())`.
 pub fn sets(has_v: bool) -> [Option<Kernels>; 2] {
-    [Some(Kernels::SCALAR), has_v.then_some(KERNELS)]
+    Kernels::scalar_and(KERNELS, has_v)
 }
 
 /// The fastest set for a hart with (`has_v`) or without V: `Kernels::best()` on riscv64 is
 /// `best(available())`.
 pub fn best(has_v: bool) -> Kernels {
-    if has_v {
-        KERNELS
-    } else {
-        Kernels::SCALAR
-    }
+    Kernels::set_or_scalar(KERNELS, has_v)
 }
 
 /// The RVV set: every entry of the table (dot products of all 13 weight types, the four-row

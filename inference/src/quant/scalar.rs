@@ -457,16 +457,9 @@ pub fn vec_dot_q3_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
 pub fn vec_dot_q4_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     for (b, y) in w.chunks_exact(144).zip(a) {
-        let (d, dmin) = (f16_at(b, 0) * y.d, f16_at(b, 2) * y.d);
-        let sc = &b[4..16];
         let qs = &b[16..144];
-        let mut isum = 0i32;
-        let mut summs = 0i32;
+        let mut sums = [0i32; 8];
         for j in 0..4 {
-            let (s1, m1) = scale_min_k4(2 * j, sc);
-            let (s2, m2) = scale_min_k4(2 * j + 1, sc);
-            summs += m1 as i32 * (y.bsums[4 * j] as i32 + y.bsums[4 * j + 1] as i32);
-            summs += m2 as i32 * (y.bsums[4 * j + 2] as i32 + y.bsums[4 * j + 3] as i32);
             let q = &qs[j * 32..j * 32 + 32];
             let q8 = &y.qs[j * 64..j * 64 + 64];
             let (mut lo, mut hi) = (0i32, 0i32);
@@ -474,28 +467,43 @@ pub fn vec_dot_q4_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
                 lo += (q[l] & 0x0f) as i32 * q8[l] as i32;
                 hi += (q[l] >> 4) as i32 * q8[32 + l] as i32;
             }
-            isum += s1 as i32 * lo + s2 as i32 * hi;
+            sums[2 * j] = lo;
+            sums[2 * j + 1] = hi;
         }
-        sumf += d * isum as f32 - dmin * summs as f32;
+        sumf += q4_k_term(b, y, &sums);
     }
     sumf
+}
+
+/// One Q4_K super-block `b` · `y` from the integer sums of its sub-blocks, `sums` = `[lo_0, hi_0,
+/// .., lo_3, hi_3]` (`lo_j`: low nibbles of bytes `32j..32j + 32` · `y.qs[64j..64j + 32]`,
+/// `hi_j`: their high nibbles · `y.qs[64j + 32..64j + 64]`): the 6-bit scales and mins, the
+/// `bsums` term and the float expression (shared with the SIMD twins that form `sums`, and with
+/// Q5_K, whose header is the same, its `sums` counting the fifth bits).
+#[inline(always)]
+pub fn q4_k_term(b: &[u8], y: &BlockQ8K, sums: &[i32; 8]) -> f32 {
+    let (d, dmin) = (f16_at(b, 0) * y.d, f16_at(b, 2) * y.d);
+    let sc = &b[4..16];
+    let mut isum = 0i32;
+    let mut summs = 0i32;
+    for j in 0..4 {
+        let (s1, m1) = scale_min_k4(2 * j, sc);
+        let (s2, m2) = scale_min_k4(2 * j + 1, sc);
+        summs += m1 as i32 * (y.bsums[4 * j] as i32 + y.bsums[4 * j + 1] as i32);
+        summs += m2 as i32 * (y.bsums[4 * j + 2] as i32 + y.bsums[4 * j + 3] as i32);
+        isum += s1 as i32 * sums[2 * j] + s2 as i32 * sums[2 * j + 1];
+    }
+    d * isum as f32 - dmin * summs as f32
 }
 
 /// Q5_K weights · Q8_K activations.
 pub fn vec_dot_q5_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     for (b, y) in w.chunks_exact(176).zip(a) {
-        let (d, dmin) = (f16_at(b, 0) * y.d, f16_at(b, 2) * y.d);
-        let sc = &b[4..16];
         let qh = &b[16..48];
         let qs = &b[48..176];
-        let mut isum = 0i32;
-        let mut summs = 0i32;
+        let mut sums = [0i32; 8];
         for j in 0..4 {
-            let (s1, m1) = scale_min_k4(2 * j, sc);
-            let (s2, m2) = scale_min_k4(2 * j + 1, sc);
-            summs += m1 as i32 * (y.bsums[4 * j] as i32 + y.bsums[4 * j + 1] as i32);
-            summs += m2 as i32 * (y.bsums[4 * j + 2] as i32 + y.bsums[4 * j + 3] as i32);
             let (u1, u2) = (1u8 << (2 * j), 2u8 << (2 * j));
             let q = &qs[j * 32..j * 32 + 32];
             let q8 = &y.qs[j * 64..j * 64 + 64];
@@ -506,9 +514,11 @@ pub fn vec_dot_q5_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
                 lo += x0 * q8[l] as i32;
                 hi += x1 * q8[32 + l] as i32;
             }
-            isum += s1 as i32 * lo + s2 as i32 * hi;
+            sums[2 * j] = lo;
+            sums[2 * j + 1] = hi;
         }
-        sumf += d * isum as f32 - dmin * summs as f32;
+        // The same header (d, dmin, 6-bit scales and mins) as Q4_K.
+        sumf += q4_k_term(b, y, &sums);
     }
     sumf
 }

@@ -16,6 +16,8 @@ use alloc::vec::Vec;
 fn all_sets() -> Vec<Kernels> {
     #[cfg(target_arch = "riscv64")]
     super::rvv::tests::record_v();
+    #[cfg(target_arch = "arm")]
+    super::neon32::tests::record_neon();
     Kernels::available().into_iter().flatten().collect()
 }
 

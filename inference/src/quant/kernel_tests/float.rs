@@ -263,6 +263,9 @@ fn quantizers_match_scalar() {
 #[test]
 fn f16_stores_match_scalar() {
     let mut rng = Rng(0xf16);
+    // The last three are exact binary fractions (1 + 2^-11, 1 + 3·2^-12, 1 + 2^-10: f16 ties and
+    // steps), written out in full.
+    #[allow(clippy::excessive_precision)]
     let special = [
         0.0f32,
         -0.0,

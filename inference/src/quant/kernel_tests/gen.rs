@@ -11,6 +11,23 @@ use alloc::vec;
 use alloc::vec::Vec;
 use half::{bf16, f16};
 
+/// `AT_HWCAP` of this process, from the auxiliary vector (pairs of native words; qemu-user
+/// emulates /proc/self/auxv).
+pub fn at_hwcap() -> u64 {
+    const AT_HWCAP: u64 = 16;
+    const WORD: usize = core::mem::size_of::<usize>();
+    let auxv = std::fs::read("/proc/self/auxv").expect("/proc/self/auxv");
+    let word = |b: &[u8]| {
+        let mut w = [0u8; 8];
+        w[..WORD].copy_from_slice(&b[..WORD]);
+        u64::from_le_bytes(w)
+    };
+    auxv.chunks_exact(2 * WORD)
+        .map(|e| (word(e), word(&e[WORD..])))
+        .find(|&(k, _)| k == AT_HWCAP)
+        .map_or(0, |(_, v)| v)
+}
+
 /// splitmix64: a fixed-seed generator, so failures reproduce.
 pub struct Rng(pub u64);
 

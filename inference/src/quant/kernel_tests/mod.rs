@@ -25,6 +25,8 @@ use gen::*;
 fn sets(test: &str) -> Vec<Kernels> {
     #[cfg(target_arch = "riscv64")]
     super::rvv::tests::record_v();
+    #[cfg(target_arch = "arm")]
+    super::neon32::tests::record_neon();
     let v: Vec<Kernels> = Kernels::available()
         .into_iter()
         .flatten()

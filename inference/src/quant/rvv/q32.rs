@@ -313,12 +313,7 @@ macro_rules! entries {
         /// Four rows of `rb` bytes, consecutive in `w`, at once: `out[r]` equals the one-row
         /// kernel on row `r`.
         pub fn $four(w: &[u8], rb: usize, a: &[$act], out: &mut [f32; 4]) {
-            if rb.checked_mul(4).is_none_or(|n| w.len() < n) {
-                // Not four whole rows: each row as far as it goes (never reached via `dot_rows`).
-                for (r, o) in out.iter_mut().enumerate() {
-                    let row = w.get(r * rb..).unwrap_or(&[]);
-                    *o = $one(&row[..rb.min(row.len())], a);
-                }
+            if crate::quant::short_rows4(w, rb, a, out, $one) {
                 return;
             }
             let nb = (rb / $bytes).min(a.len());

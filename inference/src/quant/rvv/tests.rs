@@ -22,18 +22,7 @@ use crate::quant::act::BlockQ8_0;
 use crate::quant::scalar;
 use alloc::vec::Vec;
 
-/// `AT_HWCAP` of this process, from the auxiliary vector (qemu-user emulates /proc/self/auxv).
-fn hwcap() -> u64 {
-    const AT_HWCAP: u64 = 16;
-    let auxv = std::fs::read("/proc/self/auxv").expect("/proc/self/auxv");
-    auxv.chunks_exact(16)
-        .map(|e| {
-            let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
-            (word(&e[..8]), word(&e[8..]))
-        })
-        .find(|&(k, _)| k == AT_HWCAP)
-        .map_or(0, |(_, v)| v)
-}
+use crate::quant::testgen::at_hwcap as hwcap;
 
 /// Records what the hart reports (as the kernel does at boot from the device tree) and returns it:
 /// `false` means the RVV kernels must not run. Every test records the same answer, so none races

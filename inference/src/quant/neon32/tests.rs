@@ -1,0 +1,138 @@
+//! What is specific to the AArch32 NEON set: NEON detection (MVFR1, AT_HWCAP, FPSCR) and the
+//! choice of kernel set, and every f16 scale through VCVTB. Every NEON kernel against its scalar
+//! twin is checked by the shared harness (`quant::kernel_tests`). Run under qemu-user:
+//!
+//! ```text
+//! QEMU_CPU=cortex-a7 cargo test --release -p inference --target armv7-unknown-linux-gnueabihf
+//! ```
+//!
+//! Under qemu-arm the set must be there ([`neon_set_runs_under_qemu`]), so a run that silently
+//! tests the scalar set alone fails. No tolerance anywhere: every comparison is exact.
+
+extern crate std;
+
+use super::*;
+use crate::quant::act::{BlockQ8_0, BlockQ8_1};
+use crate::quant::scalar;
+use alloc::vec::Vec;
+
+/// `AT_HWCAP` of this process (a 32-bit word on 32-bit Arm).
+fn hwcap() -> u32 {
+    crate::quant::testgen::at_hwcap() as u32
+}
+
+/// Records what the core reports (as the kernel does at boot from MVFR1) and returns whether the
+/// NEON set may run. Every test records the same answer, so none races another.
+pub(crate) fn record_neon() -> bool {
+    set_available(hwcap_has_neon(hwcap()));
+    available()
+}
+
+#[test]
+fn id_registers_decide_neon() {
+    // Cortex-A7 and A15 (NEON, VFPv4), A9 (NEON, VFPv3 with half precision).
+    assert!(mvfr1_has_neon(0x1111_1111));
+    assert!(mvfr1_has_neon(0x0111_1111));
+    // Cortex-A8: NEON but no VFP half-precision conversion; a VFP-only core.
+    assert!(!mvfr1_has_neon(0x0001_1111));
+    assert!(!mvfr1_has_neon(0x0100_0011));
+    assert!(!mvfr1_has_neon(0));
+    // Linux AT_HWCAP: NEON (bit 12), VFPv4 (16), VFPD32 (19).
+    assert!(hwcap_has_neon(1 << 12 | 1 << 16 | 1 << 19));
+    assert!(!hwcap_has_neon(1 << 16 | 1 << 19), "no NEON");
+    assert!(!hwcap_has_neon(1 << 12 | 1 << 19), "no VFPv4");
+    assert!(!hwcap_has_neon(1 << 12 | 1 << 16), "VFPv4-D16");
+    // FPSCR: AHP (bit 26) set means the alternative half precision, whose values differ.
+    assert!(fpscr_is_ieee(0));
+    assert!(fpscr_is_ieee(1 << 24 | 1 << 25));
+    assert!(!fpscr_is_ieee(1 << 26));
+}
+
+#[test]
+fn kernel_set_follows_neon() {
+    assert_eq!(best(false).name, "scalar");
+    assert_eq!(best(true).name, "neon");
+    assert_eq!(
+        sets(false).map(|k| k.map(|k| k.name)),
+        [Some("scalar"), None]
+    );
+    assert_eq!(
+        sets(true).map(|k| k.map(|k| k.name)),
+        [Some("scalar"), Some("neon")]
+    );
+    let neon = record_neon();
+    let names: Vec<&str> = Kernels::available()
+        .iter()
+        .flatten()
+        .map(|k| k.name)
+        .collect();
+    if neon {
+        assert_eq!(Kernels::best().name, "neon");
+        assert_eq!(names, ["scalar", "neon"]);
+    } else {
+        assert_eq!(Kernels::best().name, "scalar");
+        assert_eq!(names, ["scalar"]);
+        assert!(Kernels::by_name("neon").is_none());
+    }
+    std::println!(
+        "kernel_set_follows_neon: AT_HWCAP {:#x}, FPSCR {:#x}: best = {}",
+        hwcap(),
+        read_fpscr(),
+        Kernels::best().name
+    );
+}
+
+/// qemu-arm's Cortex-A7 (and every core the kernels are for) has NEON: the set must be chosen, so
+/// the shared harness really compares it with the scalar one.
+#[test]
+fn neon_set_runs_under_qemu() {
+    assert!(
+        record_neon(),
+        "no NEON set: AT_HWCAP {:#x}, FPSCR {:#x} (run with QEMU_CPU=cortex-a7)",
+        hwcap(),
+        read_fpscr()
+    );
+    let k = Kernels::by_name("neon").expect("Kernels::by_name(\"neon\")");
+    assert_eq!(k.name, "neon");
+    assert!(
+        k.q8_0_q8_0_x4.is_some(),
+        "the AArch32 set, not a scalar one"
+    );
+    std::println!("neon_set_runs_under_qemu: the AArch32 NEON set is available and tested");
+}
+
+/// Every f16 value converts as `half` converts it (VCVTB and VCVTT): one block per f16 bit pattern
+/// as `d` (and as `m`), with a single product 1 and y.d = 1 (y.s = 1), gives `d` (and `d + m`).
+/// NaN included: VFP keeps a quiet NaN's payload as `half` does.
+#[test]
+fn f16_scales_convert_exactly() {
+    if !record_neon() {
+        std::println!("f16_scales_convert_exactly: skipped, this core has no NEON");
+        return;
+    }
+    let mut w = [0u8; 34];
+    w[2] = 1;
+    let mut y = BlockQ8_0 {
+        d: 1.0,
+        qs: [0; 32],
+    };
+    y.qs[0] = 1;
+    let mut w1 = [0u8; 20];
+    w1[4] = 1;
+    let y1 = BlockQ8_1 {
+        d: 1.0,
+        s: 1.0,
+        qs: y.qs,
+    };
+    for h in 0..=u16::MAX {
+        w[..2].copy_from_slice(&h.to_le_bytes());
+        let got = vec_dot_q8_0_q8_0(&w, core::slice::from_ref(&y));
+        let want = scalar::vec_dot_q8_0_q8_0(&w, core::slice::from_ref(&y));
+        assert_eq!(got.to_bits(), want.to_bits(), "f16 {h:#06x} as d");
+        w1[..2].copy_from_slice(&0x3c00u16.to_le_bytes());
+        w1[2..4].copy_from_slice(&h.to_le_bytes());
+        let got = vec_dot_q4_1_q8_1(&w1, core::slice::from_ref(&y1));
+        let want = scalar::vec_dot_q4_1_q8_1(&w1, core::slice::from_ref(&y1));
+        assert_eq!(got.to_bits(), want.to_bits(), "f16 {h:#06x} as m");
+    }
+}
