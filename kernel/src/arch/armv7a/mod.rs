@@ -237,15 +237,17 @@ impl Arch for Cpu {
         v as u64
     }
 
-    /// NEON is there when MVFR1 reports the Advanced SIMD integer, single-precision and
-    /// load/store fields; the NEON kernels are chosen from that (the whole kernel is built for
-    /// VFPv4 + NEON, so a core without them stops at its first vector instruction: say so here).
+    /// NEON (with VFP's half-precision conversions) is there when MVFR1 says so
+    /// (`neon32::mvfr1_has_neon`); the NEON kernels are chosen from that. The whole kernel is
+    /// built for VFPv4 + NEON, so a core without them stops at its first vector instruction: the
+    /// line says so.
     fn detect_features(_isa: Option<&str>) -> Option<alloc::string::String> {
+        use inference::quant::neon32;
         let mvfr1: u32;
         // SAFETY: reads MVFR1 (the FPU is on since boot.s).
         unsafe { asm!("vmrs {}, mvfr1", out(reg) mvfr1, options(nomem, nostack)) };
-        // Advanced SIMD load/store, integer and single-precision fields (bits 8-19).
-        let neon = (mvfr1 >> 8) & 0xfff == 0x111;
+        let neon = neon32::mvfr1_has_neon(mvfr1);
+        neon32::set_available(neon);
         let midr = cortex_ar::register::Midr::read().raw_value();
         // SAFETY: written once by boot.s before Rust runs.
         let entry = unsafe { core::ptr::addr_of!(LMBOOT_ENTRY_MODE).read_volatile() };
