@@ -61,7 +61,8 @@
 //!
 //! Wait for the start bit of the previous command to be clear (and for a data or R1b command the
 //! card not busy, STATUS bit 9), clear RINT, set BLKSZ 512 and BYTECNT for a data command, ARG,
-//! then CMD with the start bit. Wait for RINT command done or an error bit; R1b commands then wait
+//! then CMD with the start bit. Wait for the start bit to clear (the controller took the command),
+//! then for RINT command done or an error bit; R1b commands then wait
 //! for the card busy bit to clear. A multi-block transfer uses auto stop (the controller sends
 //! CMD12 after the last block; [`Config::auto_stop`] off makes the driver send it). The end of a
 //! transfer is RINT data over (and auto command done with auto stop); a write then waits for the
@@ -539,6 +540,7 @@ impl<R: Regs, C: Clock> SunxiMmc<R, C> {
         self.stats.commands += 1;
         let word = self.command_word(&c, xfer);
         self.regs.write32(CMD, word | CMD_START);
+        self.wait_clear(CMD, CMD_START, CMD_TIMEOUT_US, Wait::CommandStart)?;
         self.wait_rint(RINT_COMMAND_DONE, CMD_TIMEOUT_US, Wait::CommandComplete)?;
         let mut resp = [0u32; 4];
         match c.resp {
