@@ -9,6 +9,10 @@
 //!   volume, finds a file by path and resolves it to extents of device blocks; it writes only inside
 //!   a preallocated file's blocks, never the file system's metadata.
 //!
+//! - [`sd`]: the SD card protocol the SD host drivers share: identification, the closed command
+//!   set, CID/CSD, errors, the request loop with retries and recovery.
+//! - [`sunxi_mmc`]: the polled Allwinner SD/MMC host controller driver (H3 / H2+: Orange Pi), with
+//!   the clock controller's gate, reset and module clock for it.
 //! - [`sdhci`]: the polled SD host controller driver (Raspberry Pi EMMC / EMMC2): reads, and
 //!   synchronous block writes when asked, with every wait bounded; tested against a register-level
 //!   simulator.
@@ -38,6 +42,8 @@ pub mod fat;
 pub mod fdt;
 pub mod mmio;
 pub mod ram;
+pub mod sd;
 pub mod sdhci;
 pub mod sunxi_dram;
+pub mod sunxi_mmc;
 pub mod uart;

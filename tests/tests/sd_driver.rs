@@ -7,6 +7,7 @@
 //! the read-only set.
 
 mod fat_common;
+mod sd_card_sim;
 mod sd_sim;
 
 use drivers::block::{BlockDevice, RequestError};
@@ -52,8 +53,7 @@ fn check_read_only(sim: &Sim) {
 }
 
 fn read(sd: &mut Driver, lba: u64, blocks: usize) -> Result<Vec<u8>, SdError> {
-    let mut buf = vec![0xA5u8; blocks * 512];
-    sd.read_blocks(lba, &mut buf).map(|()| buf)
+    read_blocks(sd, lba, blocks)
 }
 
 fn read_ok(sim: &Sim, sd: &mut Driver, lba: u64, blocks: usize) {

@@ -9,6 +9,7 @@
 //! simulator saw no protocol violation and only commands of the driver's set.
 
 mod fat_common;
+mod sd_card_sim;
 mod sd_sim;
 
 use drivers::block::{BlockDevice, RequestError, WriteBlocks};

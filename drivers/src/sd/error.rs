@@ -1,11 +1,14 @@
 //! What can go wrong, as values: a [`Cause`] says what the controller or card did (error bits, a
 //! deadline that passed, a bad response), an [`SdError`] says what the driver was doing at the time
-//! (initialising, at which step; reading, which command and LBA).
+//! (initialising, at which step; reading, which command and LBA). Shared by the SD host drivers
+//! ([`crate::sdhci`], [`crate::sunxi_mmc`]); the variants that name a controller's registers say
+//! which controller.
 
 use core::fmt;
 
-use super::regs::*;
 use crate::block::RequestError;
+use crate::sdhci::regs::*;
+use crate::sunxi_mmc::regs as aw;
 
 /// An SD command: `CMDn` or, after CMD55, the application command `ACMDn`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -57,6 +60,19 @@ pub enum Wait {
     /// The card to finish programming written blocks: CMD13 until the card is back in the transfer
     /// state and ready for data; `state` is the last CURRENT_STATE it reported (7 = programming).
     Programmed { state: u8 },
+    /// Allwinner: the GCTRL reset bits written (soft, FIFO, DMA reset) to clear.
+    GlobalReset(u32),
+    /// Allwinner: the controller to take a clock update (the CMD register's start bit to clear
+    /// after an "update clock only" command).
+    ClockUpdate,
+    /// Allwinner: the controller to take a command (the CMD register's start bit to clear).
+    CommandStart,
+    /// Allwinner: the card to release DAT0 (STATUS card busy clear), after an R1b command or a write.
+    CardBusy,
+    /// Allwinner: the FIFO to hold data for block `n` (0-based) of a read request.
+    FifoData(u32),
+    /// Allwinner: room in the FIFO for block `n` (0-based) of a write request.
+    FifoSpace(u32),
 }
 
 impl fmt::Display for Wait {
@@ -94,6 +110,21 @@ impl fmt::Display for Wait {
                  state {state} = {})",
                 state_name(state)
             ),
+            Wait::GlobalReset(bits) => {
+                write!(
+                    f,
+                    "the GCTRL reset bits {bits:#x} to clear (controller reset)"
+                )
+            }
+            Wait::ClockUpdate => {
+                f.write_str("the controller to take a clock update (CMD start bit 31 to clear)")
+            }
+            Wait::CommandStart => {
+                f.write_str("the controller to take the command (CMD start bit 31 to clear)")
+            }
+            Wait::CardBusy => f.write_str("the card to end its busy signal (STATUS bit 9)"),
+            Wait::FifoData(n) => write!(f, "FIFO data for block {n} of the request"),
+            Wait::FifoSpace(n) => write!(f, "FIFO space for block {n} of the request"),
         }
     }
 }
@@ -154,6 +185,20 @@ pub enum Cause {
     Forbidden,
     /// The card address of `lba` does not fit the 32-bit argument.
     AddressTooLarge { lba: u64 },
+    /// Allwinner: the controller set error bits in RINT (raw interrupt status; `rint` is the
+    /// register as read).
+    Rint { rint: u32 },
+    /// Allwinner: a poll loop ran out of time: `waited_us` microseconds for `wait`, with the last
+    /// RINT and STATUS read.
+    SunxiTimeout {
+        wait: Wait,
+        waited_us: u64,
+        rint: u32,
+        status: u32,
+    },
+    /// Allwinner: no module clock setting (OSC24M / 2^N / M, N <= 3, M <= 16) gives `target_hz`
+    /// or less from `parent_hz`.
+    ModClock { parent_hz: u32, target_hz: u32 },
 }
 
 impl Cause {
@@ -161,7 +206,12 @@ impl Cause {
     pub fn is_timeout(&self) -> bool {
         match *self {
             Cause::Error { err_status } => err_status & (ERR_CMD_TIMEOUT | ERR_DATA_TIMEOUT) != 0,
-            Cause::Timeout { .. } | Cause::NotReady { .. } | Cause::NoCard => true,
+            // The QEMU model reports a missing response as a response error alone.
+            Cause::Rint { rint } => rint & aw::RINT_NO_RESPONSE != 0,
+            Cause::Timeout { .. }
+            | Cause::SunxiTimeout { .. }
+            | Cause::NotReady { .. }
+            | Cause::NoCard => true,
             _ => false,
         }
     }
@@ -202,6 +252,24 @@ fn error_bits(f: &mut fmt::Formatter<'_>, err: u16) -> fmt::Result {
         )?;
     }
     write!(f, " (ERR_INT_STAT {err:#06x})")
+}
+
+/// Names of the Allwinner RINT error bits.
+fn rint_bits(f: &mut fmt::Formatter<'_>, rint: u32) -> fmt::Result {
+    let mut first = true;
+    for (bit, name) in aw::RINT_ERROR_NAMES {
+        if rint & bit != 0 {
+            if !first {
+                f.write_str(", ")?;
+            }
+            f.write_str(name)?;
+            first = false;
+        }
+    }
+    if first {
+        f.write_str("no error bits")?;
+    }
+    write!(f, " (RINT {rint:#010x})")
 }
 
 impl fmt::Display for Cause {
@@ -264,6 +332,23 @@ impl fmt::Display for Cause {
             Cause::AddressTooLarge { lba } => {
                 write!(f, "the card address of LBA {lba} does not fit 32 bits")
             }
+            Cause::Rint { rint } => rint_bits(f, rint),
+            Cause::SunxiTimeout {
+                wait,
+                waited_us,
+                rint,
+                status,
+            } => write!(
+                f,
+                "timeout: waited {waited_us} us for {wait} (RINT {rint:#010x}, STATUS {status:#010x})"
+            ),
+            Cause::ModClock {
+                parent_hz,
+                target_hz,
+            } => write!(
+                f,
+                "no module clock divider gives {target_hz} Hz or less from {parent_hz} Hz"
+            ),
         }
     }
 }

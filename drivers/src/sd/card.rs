@@ -1,10 +1,10 @@
-//! Pure logic of the SD card and the SDHCI clock: the CSD (capacity, speed), the CID (for printing),
-//! and the clock divider. No registers here; everything is testable from plain values.
+//! Pure logic of the SD card: the CSD (capacity, speed), the CID (for printing), and what a driver
+//! learnt about the card ([`CardInfo`]). No registers here; everything is testable from plain
+//! values.
 
 use core::fmt;
 
 use super::error::Cause;
-use super::regs::SPEC_V3;
 
 /// A 128-bit card register (CID or CSD) as the controller hands it over: response words 0..3
 /// hold its bits 127:8 shifted down by 8 (the CRC byte is not stored). Returns the register with
@@ -158,64 +158,38 @@ pub fn tran_speed_hz(ts: u8) -> Option<u32> {
     Some(10_000 * 10u32.pow(unit) * mult)
 }
 
-/// A clock divider setting: the frequency select bits for CLOCK_CONTROL (bits 15:6) and the SD
-/// clock they give, rounded down.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Divider {
-    /// Value for CLOCK_CONTROL bits 15:8 (and 7:6 on v3).
-    pub bits: u32,
-    /// What the register divides the base clock by (1 = undivided).
-    pub divisor: u32,
-    /// `base / divisor`, rounded down.
-    pub hz: u32,
+/// R2 response words as a controller that keeps all 128 bits hands them over (word 0 = bits 31:0,
+/// the CRC byte in its low 8 bits: the Allwinner controller) turned into the layout of
+/// [`r2_register`] (bits 127:8 shifted down by 8, as SDHCI keeps them).
+pub fn r2_from_full(words: &[u32; 4]) -> [u32; 4] {
+    let v = (words[0] as u128
+        | (words[1] as u128) << 32
+        | (words[2] as u128) << 64
+        | (words[3] as u128) << 96)
+        >> 8;
+    [
+        v as u32,
+        (v >> 32) as u32,
+        (v >> 64) as u32,
+        (v >> 96) as u32,
+    ]
 }
 
-/// The divider that gives the fastest SD clock not above `target_hz` from `base_hz`.
-///
-/// SDHCI v3 (`host_version >= 2`) has a 10-bit divided clock mode: N = 1..=1023 gives base / 2N,
-/// N = 0 the base clock itself. v1 / v2 have 8 bits holding a power of two N = 1..=128: base / 2N.
-/// `None` when even the largest divider is too fast (e.g. a 200 MHz base on a v2 controller cannot
-/// reach 400 kHz) or a clock is 0.
-pub fn clock_divider(base_hz: u32, target_hz: u32, host_version: u8) -> Option<Divider> {
-    if base_hz == 0 || target_hz == 0 {
-        return None;
-    }
-    if base_hz <= target_hz {
-        return Some(Divider {
-            bits: 0,
-            divisor: 1,
-            hz: base_hz,
-        });
-    }
-    let (base, target) = (base_hz as u64, target_hz as u64);
-    let n = if host_version >= SPEC_V3 {
-        // Smallest N with base / 2N <= target.
-        let n = base.div_ceil(2 * target);
-        if n > 1023 {
-            return None;
-        }
-        n as u32
-    } else {
-        let mut n = 1u64;
-        while 2 * n * target < base {
-            n *= 2;
-            if n > 128 {
-                return None;
-            }
-        }
-        n as u32
-    };
-    let bits = ((n & 0xFF) << 8) | (((n >> 8) & 0x3) << 6);
-    Some(Divider {
-        bits,
-        divisor: 2 * n,
-        hz: base_hz / (2 * n),
-    })
+/// Which kind of host controller a [`CardInfo`] came from (for printing its clock line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HostKind {
+    /// An SDHCI controller (`crate::sdhci`).
+    #[default]
+    Sdhci,
+    /// The Allwinner SD/MMC controller (`crate::sunxi_mmc`): the base clock is its module clock.
+    Sunxi,
 }
 
 /// What the driver learnt about the card and the controller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CardInfo {
+    /// The controller kind.
+    pub host: HostKind,
     /// Capacity in 512-byte blocks.
     pub blocks: u64,
     /// SDHC/SDXC (OCR CCS = 1): commands take block numbers. SDSC takes byte addresses.
@@ -230,9 +204,9 @@ pub struct CardInfo {
     pub cid: [u32; 4],
     /// CSD as the R2 response words.
     pub csd: [u32; 4],
-    /// SDHCI spec version field: 0 = 1.00, 1 = 2.00, 2 = 3.00.
+    /// SDHCI spec version field: 0 = 1.00, 1 = 2.00, 2 = 3.00 (0 on other controllers).
     pub host_version: u8,
-    /// Base clock the dividers were computed from.
+    /// Base clock the dividers were computed from (the module clock's parent on Allwinner).
     pub base_clock_hz: u32,
     /// Identification clock (<= 400 kHz).
     pub id_clock_hz: u32,
@@ -321,7 +295,7 @@ impl fmt::Display for CardInfo {
         ascii(f, &self.oem_id())?;
         write!(
             f,
-            "\", serial {:#010x}), {} blocks ({} MiB), RCA {:#06x}, {}-bit bus at {} kHz (base clock {} kHz, identification at {} kHz, SDHCI spec version field {})",
+            "\", serial {:#010x}), {} blocks ({} MiB), RCA {:#06x}, {}-bit bus at {} kHz (base clock {} kHz, identification at {} kHz, ",
             self.serial(),
             self.blocks,
             self.bytes() >> 20,
@@ -330,8 +304,11 @@ impl fmt::Display for CardInfo {
             self.data_clock_hz / 1000,
             self.base_clock_hz / 1000,
             self.id_clock_hz / 1000,
-            self.host_version
-        )
+        )?;
+        match self.host {
+            HostKind::Sdhci => write!(f, "SDHCI spec version field {})", self.host_version),
+            HostKind::Sunxi => f.write_str("Allwinner SD/MMC)"),
+        }
     }
 }
 

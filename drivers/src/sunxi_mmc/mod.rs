@@ -1,0 +1,768 @@
+//! Allwinner SD/MMC host controller driver: reads SD cards through the H3 / H2+ "SMHC" controller
+//! (Orange Pi Zero, One, PC: MMC0 at [`MMC0_BASE`], the card slot; QEMU's `-M orangepi-pc`
+//! attaches `-drive if=sd` there). Reads, and block writes when asked ([`WriteBlocks`]); polled,
+//! programmed I/O through the FIFO.
+//!
+//! # Design
+//!
+//! The SD protocol (identification, the closed command set, CID/CSD, [`CardInfo`], the errors,
+//! the request loop with retries and recovery) is [`crate::sd`], shared with [`crate::sdhci`];
+//! this module is the Allwinner side, and keeps that driver's rules:
+//!
+//! - **Hardware behind two small traits.** [`Regs`] for the controller (and the clock controller,
+//!   CCU), [`Clock`] for time. Every wait is a poll loop with a deadline from the clock and an
+//!   iteration cap, ending in a [`Cause::SunxiTimeout`]; no register value can make the driver
+//!   hang or panic.
+//! - **32-bit accesses only**, FIFO included (the QEMU model accepts nothing else).
+//! - **Polled, no DMA.** GCTRL has the interrupt and DMA enables off and "access by AHB" on; IMASK
+//!   is 0; status is read from RINT (raw interrupt status). Data moves through the FIFO at 0x200
+//!   in 32-bit words: a read takes as many words as STATUS's FIFO level says (at least one when
+//!   FIFO empty is clear, at most what the block still needs); a write puts one word each time FIFO
+//!   full is clear.
+//! - **A closed command set** ([`COMMANDS`]): reads only unless [`WriteBlocks::write_blocks`] is
+//!   called, and then only CMD24/25, refused before anything is sent when the CSD says the card is
+//!   write-protected. The controller has no write-protect switch input on these boards.
+//! - **Errors are values** ([`SdError`]), naming the step or command, the LBA, the RINT bits or
+//!   what a deadline was waiting for.
+//!
+//! # Clocks
+//!
+//! The card clock is the CCU's module clock SDMMCn_CLK (source / 2^N / M), divided again by
+//! CLKCR's divider (0 = by one). With the CCU given ([`SunxiMmc::init`]'s `ccu`), the driver
+//! gates and resets the controller there ([`ccu_enable`]) and sets the module clock from OSC24M
+//! ([`ccu_set_module_clock`]; U-Boot's `mmc_set_mod_clk` does the same below 24 MHz): 400 kHz
+//! (N = 2, M = 15) for identification, then 24 MHz (N = 0, M = 1) for data, CLKCR's divider 0.
+//! Output and sample phase delays are U-Boot's for those rates (0/0, then 0/5). Without the CCU
+//! the module clock is taken to be [`Config::module_clock_hz`] as someone left it, and CLKCR's
+//! divider (module / 2n) makes both clocks.
+//!
+//! Every CLKCR change is followed by an "update clock" command (CMD = start | update clock only |
+//! wait for previous data), whose start bit the controller clears when it has taken the new
+//! setting: the card clock is switched off, the divider changed, and switched on again, each with
+//! its update (U-Boot's `mmc_config_clock`).
+//!
+//! # Init sequence ([`SunxiMmc::init`])
+//!
+//! 1. CCU (when given): MMCn's bus reset asserted, bus clock gate on, reset released; module clock
+//!    400 kHz from OSC24M.
+//! 2. GCTRL soft + FIFO + DMA reset, wait for the bits to clear; GCTRL = access by AHB; IMASK 0,
+//!    RINT cleared, TIMEOUT 0xFFFF_FF40 (Linux's value), 1-bit bus.
+//! 3. The card clock at <= 400 kHz (above), 1 ms for the card's 74 clocks (CMD0 also asks the
+//!    controller for its init sequence).
+//! 4. The SD identification sequence ([`crate::sd`]): CMD0, CMD8, ACMD41 polling, CMD2, CMD3, CMD9,
+//!    CMD7, ACMD6 and WIDTH = 4 bits, CMD16 for SDSC. No response to CMD8 and CMD55 is
+//!    [`Cause::NoCard`].
+//! 5. Data clock: 24 MHz (or the configured rate, capped at 25 MHz and the CSD's TRAN_SPEED).
+//!
+//! The controller's card-present bit (STATUS bit 8) is not consulted: the Orange Pi boards wire
+//! card detect to a GPIO (PF6), and "no card" comes from the card not answering.
+//!
+//! # A command
+//!
+//! Wait for the start bit of the previous command to be clear (and for a data or R1b command the
+//! card not busy, STATUS bit 9), clear RINT, set BLKSZ 512 and BYTECNT for a data command, ARG,
+//! then CMD with the start bit. Wait for the start bit to clear (the controller took the command),
+//! then for RINT command done or an error bit; R1b commands then wait
+//! for the card busy bit to clear. A multi-block transfer uses auto stop (the controller sends
+//! CMD12 after the last block; [`Config::auto_stop`] off makes the driver send it). The end of a
+//! transfer is RINT data over (and auto command done with auto stop); a write then waits for the
+//! card busy bit and polls CMD13 until the card has finished programming. Any error resets the
+//! controller (GCTRL soft, FIFO and DMA reset, then the clock update U-Boot does after it), then
+//! the shared recovery brings the card back to the transfer state; before the last try the whole
+//! controller and card are initialised again.
+//!
+//! # What QEMU's model does differently from hardware
+//!
+//! QEMU 10's `allwinner-sdhost` (sun5i flavour on the H3) executes a command synchronously when CMD
+//! is written: the start bit is clear at once and RINT has command done (a clock update raises
+//! command done too). A missing response raises RINT bit 1 (response error) alone, where hardware
+//! raises response timeout with command done: both are "no response" here. The FIFO is a window on
+//! the card: STATUS reports FIFO empty or one word present (FIFO level 1), never full, and every
+//! FIFO access moves one word to or from the card; data over comes with the last word, and auto
+//! stop sends CMD12 right then. There are no CRC errors, no card busy, no timeouts but the missing
+//! response, and the soft reset bits clear at once without resetting anything (so the driver
+//! clears RINT itself). STATUS bit 8 follows the card's presence. The clock registers are stored
+//! and ignored; QEMU's H3 CCU model is a plain register file (PLL lock bits excepted), which the
+//! driver's CCU writes land in harmlessly.
+//!
+//! # Not covered
+//!
+//! High speed (50 MHz: PLL_PERIPH0 and the new timing mode), UHS-I, 1.8 V, eMMC and 8-bit buses,
+//! DMA (IDMAC), interrupts, SDUC, erase, the card's write-protect groups. Pin muxing (PF0-PF5 to
+//! function 2) and card power are the board's: U-Boot has done both on a real board, QEMU needs
+//! neither.
+//!
+//! # Barriers
+//!
+//! [`SunxiMmc::init`], [`BlockDevice::read_blocks`] and [`WriteBlocks::write_blocks`] call
+//! [`Regs::barrier`] on the controller before their first register access and after their last
+//! (see [`crate::mmio`]).
+
+pub mod regs;
+
+use crate::block::{BlockDevice, WriteBlocks, BLOCK_SIZE};
+pub use crate::mmio::{Mmio, Regs};
+use crate::sd::{self, Command, Direction, Failure, Host, Resp, Xfer, READ, WRITE};
+pub use crate::sd::{
+    CardInfo, Cause, Clock, Cmd, HostKind, SdError, Step, Wait, WriteProtect, COMMANDS,
+    DATA_CLOCK_MAX_HZ, ID_CLOCK_MAX_HZ, READ_ONLY_COMMANDS, WRITE_COMMANDS,
+};
+use regs::*;
+
+/// MMC0 (the card slot) on the H3 / H2+.
+pub const MMC0_BASE: usize = 0x01C0_F000;
+/// The H3 clock controller.
+pub const CCU_BASE: usize = 0x01C2_0000;
+/// Size of a controller's register block: the `size` to give [`Mmio::new`].
+pub const REGISTER_BLOCK_SIZE: usize = 0x1000;
+/// Size of the CCU's register block: the `size` to give [`Mmio::new`].
+pub const CCU_BLOCK_SIZE: usize = 0x400;
+
+/// Deadline for the GCTRL reset bits to clear.
+pub const RESET_TIMEOUT_US: u64 = 100_000;
+/// Deadline for the controller to take a clock update.
+pub const CLOCK_TIMEOUT_US: u64 = 100_000;
+/// Deadline for the controller to take a command and for command done (hardware reports a
+/// missing response after TIMEOUT's response field; this catches a controller that does not).
+pub const CMD_TIMEOUT_US: u64 = 100_000;
+/// Deadline for the card's busy signal after an R1b command.
+pub const BUSY_TIMEOUT_US: u64 = 500_000;
+/// Deadline for each block of a read and for data over.
+pub const BLOCK_TIMEOUT_US: u64 = 250_000;
+/// Deadline for FIFO space for each block of a write, for data over and the card's busy signal.
+pub const WRITE_TIMEOUT_US: u64 = 750_000;
+/// Pause after the identification clock is on, before CMD0 (>= 74 card clocks).
+pub const POWER_UP_US: u32 = 1_000;
+/// Time the controller is held in reset in the CCU.
+pub const CCU_RESET_US: u32 = 10;
+/// Default limit of blocks per read or write command.
+pub const DEFAULT_MAX_BLOCKS_PER_COMMAND: u16 = 1024;
+/// The data clock by default: OSC24M undivided.
+pub const DEFAULT_DATA_CLOCK_HZ: u32 = 24_000_000;
+/// TIMEOUT: data timeout 0xFFFFFF card clocks, response timeout 0x40 (Linux's value).
+const TIMEOUT_VALUE: u32 = 0xFFFF_FF40;
+
+/// A module clock setting of the CCU: OSC24M / 2^`n` / `m`, with the phase delays for its rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModuleClock {
+    /// Pre-divider exponent (0..=3).
+    pub n: u8,
+    /// Divider (1..=16).
+    pub m: u8,
+    /// The rate it gives.
+    pub hz: u32,
+    /// Output and sample clock phase delays (U-Boot's for the rate).
+    pub output_delay: u8,
+    pub sample_delay: u8,
+}
+
+impl ModuleClock {
+    /// The fastest setting not above `target_hz` from OSC24M; `None` below 24 MHz / 8 / 16.
+    /// U-Boot's `mmc_set_mod_clk`: M = ceil(24 MHz / target), halved (rounding up) with N + 1
+    /// while above 16.
+    pub fn for_rate(target_hz: u32) -> Option<ModuleClock> {
+        if target_hz == 0 {
+            return None;
+        }
+        let mut div = ccu::OSC24M_HZ.div_ceil(target_hz);
+        let mut n = 0u8;
+        while div > 16 {
+            n += 1;
+            div = div.div_ceil(2);
+        }
+        if n > 3 {
+            return None;
+        }
+        let hz = (ccu::OSC24M_HZ >> n) / div;
+        let (output_delay, sample_delay) = if hz <= ID_CLOCK_MAX_HZ {
+            (0, 0)
+        } else {
+            (0, 5)
+        };
+        Some(ModuleClock {
+            n,
+            m: div as u8,
+            hz,
+            output_delay,
+            sample_delay,
+        })
+    }
+
+    /// The SDMMCn_CLK_REG value: enabled, from OSC24M.
+    pub fn register(&self) -> u32 {
+        ccu::CLK_ENABLE
+            | ccu::CLK_SRC_OSC24M << ccu::CLK_SRC_SHIFT
+            | (self.sample_delay as u32 & 7) << ccu::CLK_SAMPLE_SHIFT
+            | (self.n as u32 & 3) << ccu::CLK_N_SHIFT
+            | (self.output_delay as u32 & 7) << ccu::CLK_OUTPUT_SHIFT
+            | ((self.m as u32).saturating_sub(1) & ccu::CLK_M_MASK)
+    }
+}
+
+/// Gate and reset controller `index` (0 = MMC0) in the CCU: its bus reset asserted, its bus clock
+/// gate on, the reset released after [`CCU_RESET_US`] (`delay_us` waits).
+pub fn ccu_enable<K: Regs>(ccu: &mut K, index: u8, mut delay_us: impl FnMut(u32)) {
+    let bit = 1u32 << (ccu::MMC0_BIT + (index as u32 & 3));
+    let rst = ccu.read32(ccu::BUS_SOFT_RST_REG0);
+    ccu.write32(ccu::BUS_SOFT_RST_REG0, rst & !bit);
+    let gate = ccu.read32(ccu::BUS_CLK_GATING_REG0);
+    ccu.write32(ccu::BUS_CLK_GATING_REG0, gate | bit);
+    delay_us(CCU_RESET_US);
+    let rst = ccu.read32(ccu::BUS_SOFT_RST_REG0);
+    ccu.write32(ccu::BUS_SOFT_RST_REG0, rst | bit);
+}
+
+/// Set controller `index`'s module clock to the fastest rate from OSC24M not above `target_hz`.
+pub fn ccu_set_module_clock<K: Regs>(
+    ccu: &mut K,
+    index: u8,
+    target_hz: u32,
+) -> Result<ModuleClock, Cause> {
+    let m = ModuleClock::for_rate(target_hz).ok_or(Cause::ModClock {
+        parent_hz: ccu::OSC24M_HZ,
+        target_hz,
+    })?;
+    ccu.write32(ccu::SDMMC0_CLK_REG + 4 * (index as usize % 3), m.register());
+    Ok(m)
+}
+
+/// Driver settings; [`Config::new`] gives the defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// Which controller (0 = MMC0, the card slot), for its CCU bits and clock register.
+    pub index: u8,
+    /// Without a CCU: the module clock as found (CLKCR's divider makes the card clocks from it).
+    pub module_clock_hz: u32,
+    /// Identification clock target (at most [`ID_CLOCK_MAX_HZ`]).
+    pub id_clock_hz: u32,
+    /// Data clock target (at most [`DATA_CLOCK_MAX_HZ`]; with the CCU, at most 24 MHz).
+    pub data_clock_hz: u32,
+    /// Switch the card and host to a 4-bit data bus.
+    pub four_bit: bool,
+    /// Let the controller send CMD12 after a multi-block transfer (else the driver sends it).
+    pub auto_stop: bool,
+    /// Largest number of blocks one command moves (1..=65535).
+    pub max_blocks_per_command: u16,
+    /// Tries per read or write command (>= 1); the card is initialised again before the last one.
+    pub tries: u8,
+}
+
+impl Config {
+    pub const fn new() -> Config {
+        Config {
+            index: 0,
+            module_clock_hz: ccu::OSC24M_HZ,
+            id_clock_hz: ID_CLOCK_MAX_HZ,
+            data_clock_hz: DEFAULT_DATA_CLOCK_HZ,
+            four_bit: true,
+            auto_stop: true,
+            max_blocks_per_command: DEFAULT_MAX_BLOCKS_PER_COMMAND,
+            tries: 3,
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config::new()
+    }
+}
+
+/// Counters for printing and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stats {
+    /// Commands issued (CMD55 counted apart from its ACMD; auto stop not counted).
+    pub commands: u64,
+    pub blocks_read: u64,
+    pub blocks_written: u64,
+    /// Read or write commands tried again after a failure.
+    pub retries: u64,
+    /// Re-initialisations before a try.
+    pub reinits: u64,
+    /// GCTRL resets after a failure.
+    pub controller_resets: u64,
+    /// Clock update commands.
+    pub clock_updates: u64,
+}
+
+/// The SD card behind an Allwinner SD/MMC controller, as a [`BlockDevice`].
+#[derive(Debug)]
+pub struct SunxiMmc<R: Regs, C: Clock> {
+    regs: R,
+    ccu: Option<R>,
+    clock: C,
+    config: Config,
+    info: CardInfo,
+    stats: Stats,
+}
+
+impl<R: Regs, C: Clock> SunxiMmc<R, C> {
+    /// Reset the controller (through the CCU `ccu` when given: gate, reset, module clock) and
+    /// bring up the card with the default [`Config`].
+    pub fn init(regs: R, ccu: Option<R>, clock: C) -> Result<Self, SdError> {
+        Self::with_config(regs, ccu, clock, Config::new())
+    }
+
+    /// [`SunxiMmc::init`] with explicit settings.
+    pub fn with_config(regs: R, ccu: Option<R>, clock: C, config: Config) -> Result<Self, SdError> {
+        let mut sd = SunxiMmc {
+            regs,
+            ccu,
+            clock,
+            config,
+            info: CardInfo::default(),
+            stats: Stats::default(),
+        };
+        sd.reinit()?;
+        Ok(sd)
+    }
+
+    sd::driver_accessors!(Config, Stats);
+
+    pub fn regs_mut(&mut self) -> &mut R {
+        &mut self.regs
+    }
+
+    pub fn clock_mut(&mut self) -> &mut C {
+        &mut self.clock
+    }
+
+    pub fn into_parts(self) -> (R, Option<R>, C) {
+        (self.regs, self.ccu, self.clock)
+    }
+
+    // ---- waits ----
+
+    /// Poll: `check` the register values until it says done (Ok) or failed (Err), at most
+    /// `timeout_us` and an iteration cap, then a timeout for `wait`.
+    fn poll<T>(
+        &mut self,
+        timeout_us: u64,
+        wait: Wait,
+        mut check: impl FnMut(&mut R) -> Option<Result<T, Cause>>,
+    ) -> Result<T, Cause> {
+        let start = self.clock.now_us();
+        // In case the clock stands still: one poll takes far longer than 10 ns on any bus.
+        let max_polls = timeout_us.saturating_mul(100).max(10_000);
+        for _ in 0..max_polls {
+            if let Some(r) = check(&mut self.regs) {
+                return r;
+            }
+            if self.clock.now_us().saturating_sub(start) >= timeout_us {
+                break;
+            }
+        }
+        let waited = self.clock.now_us().saturating_sub(start);
+        Err(Host::timeout(self, wait, waited))
+    }
+
+    /// Wait for register `off` to have `mask` all clear.
+    fn wait_clear(
+        &mut self,
+        off: usize,
+        mask: u32,
+        timeout_us: u64,
+        wait: Wait,
+    ) -> Result<(), Cause> {
+        self.poll(timeout_us, wait, |r| {
+            (r.read32(off) & mask == 0).then_some(Ok(()))
+        })
+    }
+
+    /// Wait for RINT to have all of `want` (Ok, RINT) or an error bit (Err).
+    fn wait_rint(&mut self, want: u32, timeout_us: u64, wait: Wait) -> Result<u32, Cause> {
+        self.poll(timeout_us, wait, |r| {
+            let rint = r.read32(RINT);
+            if rint & RINT_ERRORS != 0 {
+                Some(Err(Cause::Rint { rint }))
+            } else {
+                (rint & want == want).then_some(Ok(rint))
+            }
+        })
+    }
+
+    /// Wait for STATUS to have `mask` clear (FIFO not empty / not full), watching RINT for errors;
+    /// returns STATUS.
+    fn wait_fifo(&mut self, mask: u32, timeout_us: u64, wait: Wait) -> Result<u32, Cause> {
+        self.poll(timeout_us, wait, |r| {
+            let status = r.read32(STATUS);
+            if status & mask == 0 {
+                return Some(Ok(status));
+            }
+            let rint = r.read32(RINT);
+            (rint & RINT_ERRORS != 0).then_some(Err(Cause::Rint { rint }))
+        })
+    }
+
+    // ---- controller ----
+
+    /// GCTRL soft, FIFO and DMA reset, then PIO mode, no interrupts, RINT cleared, the timeouts
+    /// and the bus width set again.
+    fn reset_controller(&mut self) -> Result<(), Cause> {
+        self.regs.write32(GCTRL, GCTRL_ACCESS_BY_AHB | GCTRL_RESET);
+        self.wait_clear(
+            GCTRL,
+            GCTRL_RESET,
+            RESET_TIMEOUT_US,
+            Wait::GlobalReset(GCTRL_RESET),
+        )?;
+        self.regs.write32(GCTRL, GCTRL_ACCESS_BY_AHB);
+        self.regs.write32(IMASK, 0);
+        self.regs.write32(RINT, u32::MAX);
+        self.regs.write32(TIMEOUT, TIMEOUT_VALUE);
+        let width = if self.info.bus_width == 4 { 1 } else { 0 };
+        self.regs.write32(WIDTH, width);
+        Ok(())
+    }
+
+    /// The "update clock" command: the controller takes CLKCR when it clears the start bit.
+    fn update_clock(&mut self) -> Result<(), Cause> {
+        self.stats.clock_updates += 1;
+        self.regs
+            .write32(CMD, CMD_START | CMD_UPCLK_ONLY | CMD_WAIT_PRE_OVER);
+        self.wait_clear(CMD, CMD_START, CLOCK_TIMEOUT_US, Wait::ClockUpdate)?;
+        // The update may raise command done (QEMU) or other bits: none concern a command.
+        self.regs.write32(RINT, u32::MAX);
+        Ok(())
+    }
+
+    /// Run the card clock at `target_hz` or the fastest rate below it: clock off, module clock
+    /// (with the CCU) or CLKCR divider, clock on, each CLKCR change with its update. Returns the
+    /// rate.
+    fn set_clock(&mut self, target_hz: u32) -> Result<u32, Cause> {
+        let clkcr = self.regs.read32(CLKCR) & !(CLKCR_ENABLE | CLKCR_POWERSAVE);
+        self.regs.write32(CLKCR, clkcr);
+        self.update_clock()?;
+        let (divider, hz) = match self.ccu.as_mut() {
+            Some(ccu) => {
+                let target = target_hz.min(ccu::OSC24M_HZ);
+                (0, ccu_set_module_clock(ccu, self.config.index, target)?.hz)
+            }
+            None => clkcr_divider(self.config.module_clock_hz, target_hz)?,
+        };
+        let clkcr = (clkcr & !CLKCR_DIVIDER_MASK) | divider;
+        self.regs.write32(CLKCR, clkcr);
+        self.update_clock()?;
+        self.regs.write32(CLKCR, clkcr | CLKCR_ENABLE);
+        self.update_clock()?;
+        Ok(hz)
+    }
+
+    /// CCU, controller reset, identification clock.
+    fn init_controller(&mut self) -> Result<(), (Step, Cause)> {
+        self.info = CardInfo {
+            host: HostKind::Sunxi,
+            base_clock_hz: match self.ccu {
+                Some(_) => ccu::OSC24M_HZ,
+                None => self.config.module_clock_hz,
+            },
+            bus_width: 1,
+            ..CardInfo::default()
+        };
+        if let Some(ccu) = self.ccu.as_mut() {
+            let clock = &mut self.clock;
+            ccu_enable(ccu, self.config.index, |us| clock.delay_us(us));
+        }
+        self.reset_controller().map_err(|c| (Step::Reset, c))?;
+        let target = match self.config.id_clock_hz {
+            0 => ID_CLOCK_MAX_HZ,
+            hz => hz.min(ID_CLOCK_MAX_HZ),
+        };
+        let hz = self.set_clock(target).map_err(|c| (Step::Clock, c))?;
+        self.info.id_clock_hz = hz;
+        self.clock.delay_us(POWER_UP_US);
+        Ok(())
+    }
+
+    fn bring_up(&mut self) -> Result<(), (Step, Cause)> {
+        self.init_controller()?;
+        let csd = sd::identify(self, self.config.four_bit)?;
+        let target = sd::data_clock_target(self.config.data_clock_hz, &csd);
+        let hz = self.set_clock(target).map_err(|c| (Step::Clock, c))?;
+        self.info.data_clock_hz = hz;
+        // Set last: a failed bring-up leaves a card of no blocks, so requests fail their range
+        // check.
+        self.info.blocks = csd.blocks;
+        Ok(())
+    }
+
+    /// The CMD register value for `c` (without the start bit).
+    fn command_word(&self, c: &Command, xfer: Option<Xfer>) -> u32 {
+        let mut w = c.cmd.index as u32 & 0x3F;
+        if c.cmd == sd::GO_IDLE_STATE.cmd {
+            w |= CMD_SEND_INIT_SEQ;
+        }
+        if c.resp != Resp::None {
+            w |= CMD_RESP_EXPIRE;
+        }
+        match c.resp {
+            Resp::R2 => w |= CMD_LONG_RESPONSE | CMD_CHECK_RESPONSE_CRC,
+            Resp::None | Resp::R3 => {}
+            _ => w |= CMD_CHECK_RESPONSE_CRC,
+        }
+        if c.abort {
+            w |= CMD_STOP_ABORT;
+        }
+        if let Some(x) = xfer {
+            w |= CMD_DATA_EXPIRE | CMD_WAIT_PRE_OVER;
+            if x.write {
+                w |= CMD_WRITE;
+            }
+            if x.blocks > 1 && self.config.auto_stop {
+                w |= CMD_AUTO_STOP;
+            }
+        }
+        w
+    }
+
+    /// After a failed command: reset the controller and update the clock (U-Boot does both); a
+    /// failure here shows up at the next command.
+    fn reset_after_error(&mut self) {
+        self.stats.controller_resets += 1;
+        if self.reset_controller().is_ok() {
+            let _ = self.update_clock();
+        }
+    }
+
+    /// Issue a command; the part of [`Host::issue`] after which a failure resets the controller.
+    fn send(&mut self, c: Command, arg: u32, xfer: Option<Xfer>) -> Result<[u32; 4], Cause> {
+        if xfer.is_some() || (c.resp == Resp::R1b && !c.abort) {
+            self.wait_clear(STATUS, STATUS_CARD_BUSY, BUSY_TIMEOUT_US, Wait::CardBusy)?;
+        }
+        self.wait_clear(CMD, CMD_START, CMD_TIMEOUT_US, Wait::CommandStart)?;
+        self.regs.write32(RINT, u32::MAX);
+        if let Some(x) = xfer {
+            self.regs.write32(BLKSZ, BLOCK_SIZE as u32);
+            self.regs
+                .write32(BYTECNT, x.blocks as u32 * BLOCK_SIZE as u32);
+        }
+        self.regs.write32(ARG, arg);
+        self.stats.commands += 1;
+        let word = self.command_word(&c, xfer);
+        self.regs.write32(CMD, word | CMD_START);
+        self.wait_clear(CMD, CMD_START, CMD_TIMEOUT_US, Wait::CommandStart)?;
+        self.wait_rint(RINT_COMMAND_DONE, CMD_TIMEOUT_US, Wait::CommandComplete)?;
+        let mut resp = [0u32; 4];
+        match c.resp {
+            Resp::None => {}
+            Resp::R2 => {
+                let mut full = [0u32; 4];
+                for (w, off) in full.iter_mut().zip(RESP) {
+                    *w = self.regs.read32(off);
+                }
+                resp = sd::r2_from_full(&full);
+            }
+            _ => resp[0] = self.regs.read32(RESP[0]),
+        }
+        if c.resp == Resp::R1b {
+            self.wait_clear(STATUS, STATUS_CARD_BUSY, BUSY_TIMEOUT_US, Wait::CardBusy)?;
+        }
+        if xfer.is_none() {
+            self.regs.write32(RINT, RINT_COMMAND_DONE);
+        }
+        Ok(resp)
+    }
+
+    // ---- reads and writes ----
+
+    /// The end of a transfer: RINT data over (and auto command done with auto stop), cleared.
+    fn wait_data_over(&mut self, blocks: u32, timeout_us: u64) -> Result<(), Cause> {
+        let mut want = RINT_DATA_OVER;
+        if blocks > 1 && self.config.auto_stop {
+            want |= RINT_AUTO_COMMAND_DONE;
+        }
+        self.wait_rint(want, timeout_us, Wait::TransferComplete)?;
+        self.regs.write32(RINT, u32::MAX);
+        Ok(())
+    }
+
+    /// Read one block from the FIFO into `block`: as many words at a time as the FIFO level says.
+    fn read_fifo_block(&mut self, block: &mut [u8], n: u32) -> Result<(), Cause> {
+        let mut words = block.chunks_exact_mut(4);
+        let mut left = BLOCK_SIZE / 4;
+        while left > 0 {
+            let status = self.wait_fifo(STATUS_FIFO_EMPTY, BLOCK_TIMEOUT_US, Wait::FifoData(n))?;
+            let level = (status >> STATUS_FIFO_LEVEL_SHIFT) & STATUS_FIFO_LEVEL_MASK;
+            let take = (level as usize).clamp(1, left);
+            for w in words.by_ref().take(take) {
+                w.copy_from_slice(&self.regs.read32(FIFO).to_le_bytes());
+            }
+            left -= take;
+        }
+        Ok(())
+    }
+
+    /// Write one block to the FIFO, a word each time it is not full.
+    fn write_fifo_block(&mut self, block: &[u8], n: u32) -> Result<(), Cause> {
+        for w in block.chunks_exact(4) {
+            self.wait_fifo(STATUS_FIFO_FULL, WRITE_TIMEOUT_US, Wait::FifoSpace(n))?;
+            self.regs
+                .write32(FIFO, u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+        }
+        Ok(())
+    }
+
+    /// One read or write command for the blocks of `buf` (`buf.len() / 512`, 1..=65535) at
+    /// `start`: the command, each block through the FIFO (`block` moves block `i`), data over, and
+    /// CMD12 from the driver when auto stop is off. A failure resets the controller. Returns the
+    /// LBA of the last block.
+    fn transfer(
+        &mut self,
+        d: &Direction,
+        start: u64,
+        blocks: u32,
+        mut block: impl FnMut(&mut Self, u32) -> Result<(), Cause>,
+    ) -> Result<u64, Failure> {
+        let c = sd::begin_transfer(self, d, start, blocks)?;
+        let timeout = if d.write {
+            WRITE_TIMEOUT_US
+        } else {
+            BLOCK_TIMEOUT_US
+        };
+        let mut lba = start;
+        let r = (0..blocks)
+            .try_for_each(|i| {
+                lba = start + i as u64;
+                block(self, i)
+            })
+            .and_then(|()| self.wait_data_over(blocks, timeout));
+        if let Err(cause) = r {
+            self.reset_after_error();
+            return Err(Failure {
+                cmd: c.cmd,
+                lba,
+                cause,
+            });
+        }
+        if blocks > 1 && !self.config.auto_stop {
+            sd::stop(self, lba)?;
+        }
+        Ok(lba)
+    }
+
+    /// One read command for the `buf.len() / 512` blocks of `buf` from `start`.
+    fn read_once(&mut self, start: u64, buf: &mut [u8]) -> Result<(), Failure> {
+        let blocks = (buf.len() / BLOCK_SIZE) as u32;
+        self.transfer(&READ, start, blocks, |sd, i| {
+            let at = i as usize * BLOCK_SIZE;
+            sd.read_fifo_block(&mut buf[at..at + BLOCK_SIZE], i)
+        })?;
+        self.stats.blocks_read += blocks as u64;
+        Ok(())
+    }
+
+    /// One write command for the blocks of `buf` to `start`, up to the card having programmed
+    /// them (busy released, then CMD13 until it is back in "tran").
+    fn write_once(&mut self, start: u64, buf: &[u8]) -> Result<(), Failure> {
+        let blocks = (buf.len() / BLOCK_SIZE) as u32;
+        let last = self.transfer(&WRITE, start, blocks, |sd, i| {
+            let at = i as usize * BLOCK_SIZE;
+            sd.write_fifo_block(&buf[at..at + BLOCK_SIZE], i)
+        })?;
+        let fail = |(cmd, cause)| Failure {
+            cmd,
+            lba: last,
+            cause,
+        };
+        let c = WRITE.command(blocks).cmd;
+        self.wait_clear(STATUS, STATUS_CARD_BUSY, WRITE_TIMEOUT_US, Wait::CardBusy)
+            .map_err(|cause| fail((c, cause)))?;
+        sd::wait_programmed(self).map_err(fail)?;
+        self.stats.blocks_written += blocks as u64;
+        Ok(())
+    }
+}
+
+/// CLKCR's divider for `target_hz` or less from `module_hz`: 0 (undivided) when the module clock
+/// is not faster, else n with module / 2n <= target (n <= 255). Returns (divider, rate).
+fn clkcr_divider(module_hz: u32, target_hz: u32) -> Result<(u32, u32), Cause> {
+    let err = Cause::ModClock {
+        parent_hz: module_hz,
+        target_hz,
+    };
+    if module_hz == 0 || target_hz == 0 {
+        return Err(err);
+    }
+    if module_hz <= target_hz {
+        return Ok((0, module_hz));
+    }
+    let n = module_hz.div_ceil(2 * target_hz);
+    if n > CLKCR_DIVIDER_MASK {
+        return Err(err);
+    }
+    Ok((n, module_hz / (2 * n)))
+}
+
+impl<R: Regs, C: Clock> Host for SunxiMmc<R, C> {
+    sd::host_fields!();
+
+    fn issue(&mut self, c: Command, arg: u32, xfer: Option<Xfer>) -> Result<[u32; 4], Cause> {
+        sd::check_allowed(c)?;
+        let r = self.send(c, arg, xfer);
+        if r.is_err() {
+            self.reset_after_error();
+        }
+        r
+    }
+
+    fn set_four_bit(&mut self) {
+        self.regs.write32(WIDTH, 1);
+    }
+
+    fn reset_lines(&mut self) {
+        self.reset_after_error();
+    }
+
+    fn bring_up(&mut self) -> Result<(), (Step, Cause)> {
+        SunxiMmc::bring_up(self)
+    }
+
+    fn timeout(&mut self, wait: Wait, waited_us: u64) -> Cause {
+        Cause::SunxiTimeout {
+            wait,
+            waited_us,
+            rint: self.regs.read32(RINT),
+            status: self.regs.read32(STATUS),
+        }
+    }
+}
+
+sd::block_device!(SunxiMmc);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_clock_settings_match_u_boot() {
+        // 400 kHz: 24 MHz / 60 -> N = 2, M = 15.
+        let id = ModuleClock::for_rate(400_000).unwrap();
+        assert_eq!((id.n, id.m, id.hz), (2, 15, 400_000));
+        assert_eq!(id.register(), 0x8002_000E);
+        // 24 MHz: undivided, sample delay 5.
+        let data = ModuleClock::for_rate(24_000_000).unwrap();
+        assert_eq!((data.n, data.m, data.hz), (0, 1, 24_000_000));
+        assert_eq!(data.register(), 0x8050_0000);
+        // 25 MHz asks for more than OSC24M: undivided.
+        assert_eq!(ModuleClock::for_rate(25_000_000).unwrap().hz, 24_000_000);
+        // Never above the target.
+        for t in [187_500, 200_000, 390_000, 1_000_000, 12_345_678] {
+            let m = ModuleClock::for_rate(t).unwrap();
+            assert!(
+                m.hz <= t && (1..=16).contains(&m.m) && m.n <= 3,
+                "{t}: {m:?}"
+            );
+        }
+        assert_eq!(ModuleClock::for_rate(187_499), None);
+        assert_eq!(ModuleClock::for_rate(0), None);
+    }
+
+    #[test]
+    fn clkcr_divider_values() {
+        assert_eq!(clkcr_divider(24_000_000, 400_000), Ok((30, 400_000)));
+        assert_eq!(clkcr_divider(50_000_000, 400_000), Ok((63, 396_825)));
+        assert_eq!(clkcr_divider(24_000_000, 25_000_000), Ok((0, 24_000_000)));
+        assert!(clkcr_divider(200_000_000, 100_000).is_err());
+        assert!(clkcr_divider(0, 400_000).is_err());
+    }
+}

@@ -1,0 +1,529 @@
+//! An SD card as a state machine, for the register-level host simulators (`sd_sim` for SDHCI,
+//! `sunxi_sim` for the Allwinner controller): idle -> ready -> ident -> stby -> tran <-> data,
+//! tran -> rcv -> prg -> tran, answering CMD0, 2, 3, 7, 8, 9, 12, 13, 16, 17, 18, 24, 25, 55 and
+//! ACMD6, ACMD41 with R1/R1b/R2/R3/R6/R7 responses; SDHC (block addresses, CSD v2) or SDSC (byte
+//! addresses, CSD v1; with or without CMD8). Anything else is an illegal command: no response,
+//! ILLEGAL_COMMAND in the next status. Data comes from a byte vector or a pattern computed from
+//! the LBA; written blocks are kept over it. The host simulator moves the data and keeps time.
+#![allow(dead_code)]
+
+use drivers::block::BlockDevice;
+use std::collections::BTreeMap;
+
+// R1 bits.
+pub const R1_OUT_OF_RANGE: u32 = 1 << 31;
+pub const R1_ADDRESS_ERROR: u32 = 1 << 30;
+pub const R1_BLOCK_LEN_ERROR: u32 = 1 << 29;
+pub const R1_WP_VIOLATION: u32 = 1 << 26;
+pub const R1_ILLEGAL_COMMAND: u32 = 1 << 22;
+pub const R1_READY_FOR_DATA: u32 = 1 << 8;
+pub const R1_APP_CMD: u32 = 1 << 5;
+
+/// The card programs a received block this long (busy on DAT0).
+pub const PROGRAM_NS: u64 = 300_000;
+
+/// What kind of card.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// High capacity (CCS = 1, block addresses, CSD v2).
+    Sdhc,
+    /// Standard capacity, physical layer 2.00 (answers CMD8; byte addresses, CSD v1).
+    SdscV2,
+    /// Standard capacity, physical layer 1.x (no CMD8).
+    SdscV1,
+}
+
+/// Where the card's data comes from.
+#[derive(Debug, Clone)]
+pub enum Backing {
+    /// These bytes (a whole number of blocks).
+    Bytes(Vec<u8>),
+    /// `blocks` blocks of [`pattern_block`].
+    Pattern { blocks: u64 },
+}
+
+/// Deterministic contents of block `lba` of a [`Backing::Pattern`] card.
+pub fn pattern_block(lba: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(512);
+    let mut x = lba.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
+    while out.len() < 512 {
+        x ^= x >> 30;
+        x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x ^= x >> 27;
+        x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
+        x ^= x >> 31;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    // The LBA itself in the first bytes, to spot misplaced blocks.
+    out[..8].copy_from_slice(&lba.to_le_bytes());
+    out
+}
+
+/// The card.
+#[derive(Debug, Clone)]
+pub struct CardSpec {
+    pub kind: Kind,
+    pub backing: Backing,
+    /// ACMD41s answered "still powering up" before the card is ready.
+    pub busy_polls: u32,
+    pub rca: u16,
+    /// The CSD's PERM_WRITE_PROTECT bit: writes are refused with WP_VIOLATION.
+    pub perm_write_protect: bool,
+    /// The card is in the slot; `false`: an empty slot, nothing answers on the bus.
+    pub inserted: bool,
+}
+
+impl CardSpec {
+    pub fn new(kind: Kind, backing: Backing) -> CardSpec {
+        CardSpec {
+            kind,
+            backing,
+            busy_polls: 3,
+            rca: 0xB368,
+            perm_write_protect: false,
+            inserted: true,
+        }
+    }
+
+    pub fn blocks(&self) -> u64 {
+        match &self.backing {
+            Backing::Bytes(b) => b.len() as u64 / 512,
+            Backing::Pattern { blocks } => *blocks,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CardState {
+    Idle = 0,
+    Ready = 1,
+    Ident = 2,
+    Stby = 3,
+    Tran = 4,
+    Data = 5,
+    Rcv = 6,
+    Prg = 7,
+}
+
+#[derive(Debug)]
+pub struct Card {
+    pub spec: CardSpec,
+    pub state: CardState,
+    pub powered: bool,
+    /// The next command is an application command.
+    pub app: bool,
+    pub rca: u16,
+    pub acmd41s: u32,
+    pub ccs: bool,
+    pub width4: bool,
+    pub blocklen: u32,
+    /// Status bits to report in the next R1 (ILLEGAL_COMMAND).
+    pub pending: u32,
+    pub dead: bool,
+    /// Next block to send in the data state; `single` for CMD17 (and CMD24).
+    pub stream: Option<u64>,
+    pub single: bool,
+    /// Next block to store in the receive state.
+    pub recv: Option<u64>,
+    /// End of programming in the "prg" state (`None`: never).
+    pub prg_until: Option<u64>,
+    /// Blocks written, over the backing.
+    pub written: BTreeMap<u64, Vec<u8>>,
+    pub wp_violation: bool,
+    pub stuck_programming: bool,
+    pub cid: [u8; 16],
+    pub csd: [u8; 16],
+}
+
+/// What the card answered.
+#[derive(Debug, Clone, Copy)]
+pub enum Answer {
+    /// A 32-bit response (R1, R3, R6, R7).
+    Short(u32),
+    /// R2: the 16-byte register.
+    Long([u8; 16]),
+}
+
+impl Card {
+    /// A card in the idle state, unpowered; `wp_violation`: it refuses writes; `stuck_programming`:
+    /// it never finishes programming.
+    pub fn new(spec: CardSpec, wp_violation: bool, stuck_programming: bool) -> Card {
+        let cid = make_cid();
+        let mut csd = make_csd(spec.kind, spec.blocks());
+        if spec.perm_write_protect {
+            csd = (u128::from_be_bytes(csd) | 1 << 13).to_be_bytes();
+        }
+        let spec_inserted = spec.inserted;
+        Card {
+            spec,
+            state: CardState::Idle,
+            powered: false,
+            app: false,
+            rca: 0,
+            acmd41s: 0,
+            ccs: false,
+            width4: false,
+            blocklen: 512,
+            pending: 0,
+            dead: !spec_inserted,
+            stream: None,
+            single: false,
+            recv: None,
+            prg_until: None,
+            written: BTreeMap::new(),
+            wp_violation,
+            stuck_programming,
+            cid,
+            csd,
+        }
+    }
+
+    pub fn blocks(&self) -> u64 {
+        self.spec.blocks()
+    }
+
+    pub fn block(&self, lba: u64) -> Vec<u8> {
+        if let Some(b) = self.written.get(&lba) {
+            return b.clone();
+        }
+        match &self.spec.backing {
+            Backing::Bytes(b) => b[lba as usize * 512..(lba as usize + 1) * 512].to_vec(),
+            Backing::Pattern { .. } => pattern_block(lba),
+        }
+    }
+
+    /// Programming ends when its time has come.
+    pub fn tick(&mut self, now: u64) {
+        if self.state == CardState::Prg && self.prg_until.is_some_and(|t| now >= t) {
+            self.state = CardState::Tran;
+            self.prg_until = None;
+        }
+    }
+
+    /// Start programming: busy for [`PROGRAM_NS`] (or for ever).
+    pub fn program(&mut self, now: u64) {
+        self.state = CardState::Prg;
+        self.prg_until = (!self.stuck_programming).then_some(now + PROGRAM_NS);
+    }
+
+    pub fn power_cycle(&mut self) {
+        self.state = CardState::Idle;
+        self.app = false;
+        self.rca = 0;
+        self.acmd41s = 0;
+        self.ccs = false;
+        self.width4 = false;
+        self.blocklen = 512;
+        self.pending = 0;
+        self.stream = None;
+        self.recv = None;
+        self.prg_until = None;
+    }
+
+    /// R1 card status for a command received in `state` (not ready for data while programming).
+    pub fn status(&mut self, state: CardState, extra: u32) -> u32 {
+        let ready = if state == CardState::Prg {
+            0
+        } else {
+            R1_READY_FOR_DATA
+        };
+        std::mem::take(&mut self.pending) | ((state as u32) << 9) | ready | extra
+    }
+
+    /// The block a data command (CMD17/18/24/25) received in `state` with argument `arg` starts at:
+    /// the block number on SDHC, the byte address on SDSC. Else the answer that refuses it: none
+    /// outside "tran" (an illegal command), an R1 error for an SDSC address not on a block boundary
+    /// or a block past the end.
+    pub fn data_lba(&mut self, state: CardState, arg: u32) -> Result<u64, Option<Answer>> {
+        if state != CardState::Tran {
+            self.pending |= R1_ILLEGAL_COMMAND;
+            return Err(None);
+        }
+        let lba = if self.ccs {
+            arg as u64
+        } else {
+            if !arg.is_multiple_of(512) {
+                return Err(Some(Answer::Short(self.status(state, R1_ADDRESS_ERROR))));
+            }
+            arg as u64 / 512
+        };
+        if lba >= self.blocks() {
+            return Err(Some(Answer::Short(self.status(state, R1_OUT_OF_RANGE))));
+        }
+        Ok(lba)
+    }
+
+    /// Execute a command (an application command if CMD55 came just before); `None` = no
+    /// response.
+    pub fn command(&mut self, index: u8, arg: u32, never_ready: bool) -> Option<Answer> {
+        let app = std::mem::take(&mut self.app);
+        if self.dead || !self.powered {
+            return None;
+        }
+        use CardState::*;
+        let st = self.state;
+        let addressed = (arg >> 16) as u16 == self.rca;
+        let illegal = |c: &mut Card| {
+            c.pending |= R1_ILLEGAL_COMMAND;
+            None
+        };
+        match (app, index) {
+            (_, 0) => {
+                self.power_cycle();
+                None
+            }
+            (false, 8) => {
+                if st != Idle || self.spec.kind == Kind::SdscV1 || (arg >> 8) & 0xF != 1 {
+                    return illegal(self);
+                }
+                Some(Answer::Short(arg & 0xFFF))
+            }
+            (false, 55) => {
+                if matches!(st, Stby | Tran | Data) && !addressed {
+                    return None;
+                }
+                let s = self.status(st, R1_APP_CMD);
+                self.app = true;
+                Some(Answer::Short(s))
+            }
+            (true, 41) => {
+                if st != Idle {
+                    return illegal(self);
+                }
+                let window = arg & 0x00FF_8000;
+                let mut ocr = 0x00FF_8000;
+                if window != 0 {
+                    self.acmd41s += 1;
+                    let hcs = arg & (1 << 30) != 0;
+                    let ready = !never_ready
+                        && self.acmd41s > self.spec.busy_polls
+                        && (self.spec.kind != Kind::Sdhc || hcs);
+                    if ready {
+                        self.ccs = self.spec.kind == Kind::Sdhc;
+                        self.state = Ready;
+                        ocr |= 1 << 31;
+                        if self.ccs {
+                            ocr |= 1 << 30;
+                        }
+                    }
+                }
+                Some(Answer::Short(ocr))
+            }
+            (false, 2) => {
+                if st != Ready {
+                    return illegal(self);
+                }
+                self.state = Ident;
+                Some(Answer::Long(self.cid))
+            }
+            (false, 3) => {
+                if !matches!(st, Ident | Stby) {
+                    return illegal(self);
+                }
+                self.state = Stby;
+                self.rca = self.spec.rca;
+                let s = self.status(st, 0);
+                // R6: RCA, then status bits 23, 22, 19, 12:0.
+                let bits = ((s >> 8) & 0xC000) | ((s >> 6) & 0x2000) | (s & 0x1FFF);
+                Some(Answer::Short((self.rca as u32) << 16 | bits))
+            }
+            (false, 9) => {
+                if st != Stby || !addressed {
+                    return if st == Stby { None } else { illegal(self) };
+                }
+                Some(Answer::Long(self.csd))
+            }
+            (false, 7) => {
+                if addressed {
+                    match st {
+                        Stby | Tran => {
+                            let s = self.status(st, 0);
+                            self.state = Tran;
+                            Some(Answer::Short(s))
+                        }
+                        _ => illegal(self),
+                    }
+                } else {
+                    if matches!(st, Tran | Data) {
+                        self.state = Stby;
+                        self.stream = None;
+                    }
+                    None
+                }
+            }
+            (true, 6) => {
+                if st != Tran {
+                    return illegal(self);
+                }
+                self.width4 = arg & 3 == 2;
+                Some(Answer::Short(self.status(st, R1_APP_CMD)))
+            }
+            (false, 16) => {
+                if st != Tran {
+                    return illegal(self);
+                }
+                let extra = if self.ccs || arg == 512 {
+                    self.blocklen = 512;
+                    0
+                } else {
+                    R1_BLOCK_LEN_ERROR
+                };
+                Some(Answer::Short(self.status(st, extra)))
+            }
+            (false, 17) | (false, 18) => {
+                let lba = match self.data_lba(st, arg) {
+                    Ok(lba) => lba,
+                    Err(refused) => return refused,
+                };
+                let s = self.status(st, 0);
+                self.state = Data;
+                self.stream = Some(lba);
+                self.single = index == 17;
+                Some(Answer::Short(s))
+            }
+            (false, 24) | (false, 25) => {
+                let lba = match self.data_lba(st, arg) {
+                    Ok(lba) => lba,
+                    Err(refused) => return refused,
+                };
+                if self.spec.perm_write_protect || self.wp_violation {
+                    return Some(Answer::Short(self.status(st, R1_WP_VIOLATION)));
+                }
+                let s = self.status(st, 0);
+                self.state = Rcv;
+                self.recv = Some(lba);
+                self.single = index == 24;
+                Some(Answer::Short(s))
+            }
+            (false, 12) => {
+                if !matches!(st, Data | Rcv) {
+                    return illegal(self);
+                }
+                let s = self.status(st, 0);
+                self.stream = None;
+                if st == Rcv {
+                    self.recv = None;
+                    // What was received is programmed now (its time set by the controller).
+                    self.state = Prg;
+                    self.prg_until = None;
+                } else {
+                    self.state = Tran;
+                }
+                Some(Answer::Short(s))
+            }
+            (false, 13) => {
+                if !matches!(st, Stby | Tran | Data | Rcv | Prg) {
+                    return illegal(self);
+                }
+                if !addressed {
+                    return None;
+                }
+                Some(Answer::Short(self.status(st, 0)))
+            }
+            _ => illegal(self),
+        }
+    }
+}
+
+/// The response type (bits 1:0), CRC check and index check a command needs.
+pub fn expected_response(index: u8, app: bool) -> Option<(u16, bool, bool)> {
+    const R1: (u16, bool, bool) = (2, true, true);
+    const R1B: (u16, bool, bool) = (3, true, true);
+    const R2: (u16, bool, bool) = (1, true, false);
+    const R3: (u16, bool, bool) = (2, false, false);
+    Some(match (app, index) {
+        (_, 0) => (0, false, false),
+        (true, 41) => R3,
+        (true, _) => R1,
+        (false, 2) | (false, 9) | (false, 10) => R2,
+        (false, 7) | (false, 12) | (false, 28) | (false, 29) | (false, 38) => R1B,
+        (false, 3)
+        | (false, 8)
+        | (false, 13)
+        | (false, 16)
+        | (false, 17)
+        | (false, 18)
+        | (false, 24)
+        | (false, 25)
+        | (false, 55) => R1,
+        _ => return None,
+    })
+}
+
+/// The CID: manufacturer 0x1B, OEM "SM", product "LMSIM", revision 1.0, serial 0x12345678,
+/// made 2024-06.
+pub fn make_cid() -> [u8; 16] {
+    let mut c = [0u8; 16];
+    c[0] = 0x1B;
+    c[1..3].copy_from_slice(b"SM");
+    c[3..8].copy_from_slice(b"LMSIM");
+    c[8] = 0x10;
+    c[9..13].copy_from_slice(&0x1234_5678u32.to_be_bytes());
+    // MDT (bits 19:8): year - 2000 = 0x18 in bits 19:12, month 6 in bits 11:8.
+    c[13] = 0x01;
+    c[14] = 0x86;
+    c[15] = 0x01;
+    c
+}
+
+pub fn set_field(reg: &mut u128, hi: u32, lo: u32, v: u128) {
+    let width = hi - lo + 1;
+    let mask = ((1u128 << width) - 1) << lo;
+    *reg = (*reg & !mask) | ((v << lo) & mask);
+}
+
+/// The CSD for a card of `blocks` blocks: version 2.0 for SDHC, version 1.0 (the smallest
+/// READ_BL_LEN and largest C_SIZE_MULT that express the size) for SDSC.
+pub fn make_csd(kind: Kind, blocks: u64) -> [u8; 16] {
+    let mut r = 0u128;
+    set_field(&mut r, 103, 96, 0x32); // TRAN_SPEED 25 MHz
+    set_field(&mut r, 46, 46, 1); // ERASE_BLK_EN
+    set_field(&mut r, 45, 39, 0x7F); // SECTOR_SIZE
+    set_field(&mut r, 0, 0, 1);
+    match kind {
+        Kind::Sdhc => {
+            assert!(
+                blocks.is_multiple_of(1024) && blocks > 0,
+                "SDHC capacity must be whole 512 KiB units"
+            );
+            set_field(&mut r, 127, 126, 1);
+            set_field(&mut r, 119, 112, 0x0E); // TAAC
+            set_field(&mut r, 95, 84, 0x5B5); // CCC
+            set_field(&mut r, 83, 80, 9);
+            set_field(&mut r, 69, 48, (blocks / 1024 - 1) as u128);
+            set_field(&mut r, 25, 22, 9);
+        }
+        Kind::SdscV1 | Kind::SdscV2 => {
+            let bytes = blocks * 512;
+            let (bl, mult, c_size) = (9..=11u32)
+                .flat_map(|bl| (0..=7u32).rev().map(move |m| (bl, m)))
+                .find_map(|(bl, m)| {
+                    let unit = 1u64 << (m + 2 + bl);
+                    (bytes.is_multiple_of(unit) && (1..=4096).contains(&(bytes / unit)))
+                        .then(|| (bl, m, bytes / unit - 1))
+                })
+                .expect("SDSC capacity not expressible in a CSD 1.0");
+            set_field(&mut r, 127, 126, 0);
+            set_field(&mut r, 119, 112, 0x26);
+            set_field(&mut r, 95, 84, 0x5F5);
+            set_field(&mut r, 83, 80, bl as u128);
+            set_field(&mut r, 79, 79, 1); // READ_BL_PARTIAL
+            set_field(&mut r, 73, 62, c_size as u128);
+            set_field(&mut r, 61, 50, 0xFFF); // VDD currents
+            set_field(&mut r, 49, 47, mult as u128);
+            set_field(&mut r, 25, 22, bl as u128);
+        }
+    }
+    r.to_be_bytes()
+}
+
+/// Read `blocks` blocks at `lba` through `sd` into a fresh buffer (filled with 0xA5 first, so
+/// that a block the driver leaves alone shows).
+pub fn read_blocks<D: BlockDevice>(
+    sd: &mut D,
+    lba: u64,
+    blocks: usize,
+) -> Result<Vec<u8>, D::Error> {
+    let mut buf = vec![0xA5u8; blocks * 512];
+    sd.read_blocks(lba, &mut buf).map(|()| buf)
+}

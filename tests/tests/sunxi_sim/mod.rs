@@ -1,0 +1,760 @@
+//! A register-level fake Allwinner SD/MMC controller (H3 "SMHC" at 0x01C0_F000) and H3 clock
+//! controller (CCU) with the SD card of `sd_card_sim` behind them, for the `sunxi_mmc` driver tests.
+//!
+//! The controller models what the driver touches: GCTRL (soft/FIFO/DMA reset bits that read 1 for
+//! a few microseconds, DMA and interrupt enables, access by AHB), CLKCR (enable, divider), TIMEOUT,
+//! WIDTH, BLKSZ, BYTECNT, CMD (start bit 31 sends a command or, with bit 21, takes CLKCR: the card
+//! clock changes only then), ARG, RESP0-3 (a long response as bits 127:0, RESP0 = bits 31:0), IMASK,
+//! RINT (write 1 to clear), STATUS (FIFO empty / full, FIFO level in bits 30:17, card present, card
+//! busy while the card programs or after an R1b command) and the FIFO at 0x200. The controller
+//! answers only while its bus clock gate and bus reset in the CCU are on; its card clock is the
+//! CCU's SDMMC0_CLK (OSC24M / 2^N / M) divided by CLKCR's divider (0 = by one).
+//!
+//! A missing response raises RINT response error alone ([`HostSpec::qemu`], as QEMU's model does)
+//! or response timeout with command done (hardware). A read moves each block into the FIFO when
+//! the previous one is out of it; a write takes 128 words through the FIFO per block, then the card
+//! programs it (card busy). Data over after the last block, auto stop (CMD12 from the controller,
+//! then auto command done) when asked.
+//!
+//! Time is virtual: every register access costs 200 ns, `delay_us` adds its microseconds,
+//! commands and blocks take their bits at the card clock.
+//!
+//! Recorded: every command on the bus, and violations: a command with the card clock off or the
+//! controller not taking it (a CLKCR change not yet updated), identification above 400 kHz or below
+//! 100 kHz, data above 25 MHz, a data transfer with DMA on or FIFO access not by AHB, a BYTECNT that
+//! is not the blocks of the command, a 4-bit host with a 1-bit card, reading an empty FIFO,
+//! writing the FIFO with no write transfer, a command sent while the previous one is not taken.
+//!
+//! Faults: a CRC error on the response of the Nth command or on the Nth data block, a permanently
+//! bad block, a card that never finishes ACMD41 or stops answering after N blocks, a controller
+//! whose start bit never clears (for commands or for clock updates), a FIFO that never fills, and
+//! garbage: RINT and STATUS read as pseudo-random values.
+#![allow(dead_code)]
+
+pub use super::sd_card_sim::*;
+use drivers::sunxi_mmc::{Clock, Config, Regs, SunxiMmc};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
+
+const GCTRL: usize = 0x00;
+const CLKCR: usize = 0x04;
+const TIMEOUT: usize = 0x08;
+const WIDTH: usize = 0x0C;
+const BLKSZ: usize = 0x10;
+const BYTECNT: usize = 0x14;
+const CMD: usize = 0x18;
+const ARG: usize = 0x1C;
+const RESP0: usize = 0x20;
+const IMASK: usize = 0x30;
+const RINT: usize = 0x38;
+const STATUS: usize = 0x3C;
+const FIFO: usize = 0x200;
+
+const RINT_RESP_ERROR: u32 = 1 << 1;
+const RINT_COMMAND_DONE: u32 = 1 << 2;
+const RINT_DATA_OVER: u32 = 1 << 3;
+const RINT_RESP_CRC: u32 = 1 << 6;
+const RINT_DATA_CRC: u32 = 1 << 7;
+const RINT_RESP_TIMEOUT: u32 = 1 << 8;
+const RINT_AUTO_DONE: u32 = 1 << 14;
+
+pub const CCU_GATE: usize = 0x060;
+pub const CCU_RESET: usize = 0x2C0;
+pub const CCU_MMC0_CLK: usize = 0x088;
+pub const MMC0_BIT: u32 = 1 << 8;
+
+/// Cost of one register access.
+pub const ACCESS_NS: u64 = 200;
+/// GCTRL reset bits read 1 this long.
+pub const RESET_NS: u64 = 3_000;
+/// An R1b busy signal lasts this long.
+pub const BUSY_NS: u64 = 20_000;
+
+/// The controller.
+#[derive(Debug, Clone, Copy)]
+pub struct HostSpec {
+    /// QEMU's way of reporting a missing response: RINT response error alone.
+    pub qemu: bool,
+    /// U-Boot left the controller gated, out of reset and on a 24 MHz module clock.
+    pub left_on: bool,
+}
+
+impl HostSpec {
+    pub fn hardware() -> HostSpec {
+        HostSpec {
+            qemu: false,
+            left_on: false,
+        }
+    }
+
+    pub fn qemu() -> HostSpec {
+        HostSpec {
+            qemu: true,
+            left_on: false,
+        }
+    }
+}
+
+/// Faults to inject.
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    /// 0-based indices (over all commands on the bus) of commands whose response has a CRC error.
+    pub cmd_crc_at: Vec<u64>,
+    /// 0-based indices (over all blocks the card sends) of blocks with a data CRC error.
+    pub data_crc_at: Vec<u64>,
+    /// Blocks every read of which has a data CRC error.
+    pub bad_lbas: Vec<u64>,
+    /// ACMD41 never reports the card powered up.
+    pub never_ready: bool,
+    /// The card stops answering once it has sent this many blocks.
+    pub die_after_blocks: Option<u64>,
+    /// The start bit of a command never clears (the controller takes nothing).
+    pub stuck_start: bool,
+    /// The start bit of a clock update never clears.
+    pub stuck_clock_update: bool,
+    /// Read data never reaches the FIFO, and no data timeout is raised.
+    pub fifo_never_fills: bool,
+    /// RINT and STATUS read as pseudo-random values from this seed on.
+    pub garbage: Option<u64>,
+}
+
+/// A command seen on the bus.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BusCmd {
+    pub index: u8,
+    pub app: bool,
+    pub arg: u32,
+    pub clock_hz: u32,
+    pub answered: bool,
+    /// Sent by the controller (auto stop).
+    pub auto: bool,
+}
+
+impl BusCmd {
+    pub fn name(&self) -> String {
+        format!("{}{}", if self.app { "ACMD" } else { "CMD" }, self.index)
+    }
+}
+
+#[derive(Debug)]
+struct Xfer {
+    write: bool,
+    blocks_left: u32,
+    multi: bool,
+    auto_stop: bool,
+    /// Write: the block being filled.
+    buf: Vec<u8>,
+}
+
+/// The whole simulated machine.
+#[derive(Debug)]
+pub struct State {
+    host: HostSpec,
+    faults: Faults,
+    now_ns: u64,
+    gctrl: u32,
+    reset_until: u64,
+    clkcr: u32,
+    /// CLKCR as the controller took it at the last clock update.
+    clkcr_live: u32,
+    ccu_clk_live: u32,
+    width: u32,
+    blksz: u32,
+    bytecnt: u32,
+    cmd: u32,
+    arg: u32,
+    resp: [u32; 4],
+    imask: u32,
+    rint: u32,
+    busy_until: u64,
+    fifo: VecDeque<u32>,
+    xfer: Option<Xfer>,
+    rng: u64,
+    pub ccu: BTreeMap<usize, u32>,
+    card: Card,
+    pub log: Vec<BusCmd>,
+    pub violations: Vec<String>,
+    blocks_sent: u64,
+    commands_seen: u64,
+    pub barriers: u64,
+}
+
+/// Handle on a simulated controller, CCU and card.
+#[derive(Debug, Clone)]
+pub struct Sim(Rc<RefCell<State>>);
+
+/// The controller's registers (or the CCU's, `ccu`), for the driver.
+#[derive(Debug)]
+pub struct SimRegs {
+    state: Rc<RefCell<State>>,
+    ccu: bool,
+}
+
+/// The virtual clock, for the driver.
+#[derive(Debug)]
+pub struct SimClock(Rc<RefCell<State>>);
+
+impl Regs for SimRegs {
+    fn read32(&mut self, off: usize) -> u32 {
+        let mut s = self.state.borrow_mut();
+        s.now_ns += ACCESS_NS;
+        if self.ccu {
+            return s.ccu.get(&off).copied().unwrap_or(0);
+        }
+        s.read(off)
+    }
+
+    fn write32(&mut self, off: usize, v: u32) {
+        let mut s = self.state.borrow_mut();
+        s.now_ns += ACCESS_NS;
+        if self.ccu {
+            s.ccu.insert(off, v);
+            return;
+        }
+        s.write(off, v)
+    }
+
+    fn barrier(&mut self) {
+        self.state.borrow_mut().barriers += 1;
+    }
+}
+
+impl Clock for SimClock {
+    fn now_us(&mut self) -> u64 {
+        let mut s = self.0.borrow_mut();
+        s.now_ns += 20;
+        s.now_ns / 1000
+    }
+
+    fn delay_us(&mut self, us: u32) {
+        self.0.borrow_mut().now_ns += us as u64 * 1000;
+    }
+}
+
+impl Sim {
+    pub fn new(host: HostSpec, card: CardSpec, faults: Faults) -> Sim {
+        let mut ccu = BTreeMap::new();
+        if host.left_on {
+            ccu.insert(CCU_GATE, MMC0_BIT);
+            ccu.insert(CCU_RESET, MMC0_BIT);
+            ccu.insert(CCU_MMC0_CLK, 0x8000_0000);
+        }
+        let mut card = Card::new(card, false, false);
+        card.powered = true;
+        let rng = faults.garbage.unwrap_or(1) | 1;
+        Sim(Rc::new(RefCell::new(State {
+            host,
+            faults,
+            now_ns: 0,
+            gctrl: 0x300,
+            reset_until: 0,
+            clkcr: 0,
+            clkcr_live: 0,
+            ccu_clk_live: 0,
+            width: 0,
+            blksz: 0x200,
+            bytecnt: 0x200,
+            cmd: 0,
+            arg: 0,
+            resp: [0; 4],
+            imask: 0,
+            rint: 0,
+            busy_until: 0,
+            fifo: VecDeque::new(),
+            xfer: None,
+            rng,
+            ccu,
+            card,
+            log: Vec::new(),
+            violations: Vec::new(),
+            blocks_sent: 0,
+            commands_seen: 0,
+            barriers: 0,
+        })))
+    }
+
+    pub fn regs(&self) -> SimRegs {
+        SimRegs {
+            state: self.0.clone(),
+            ccu: false,
+        }
+    }
+
+    pub fn ccu_regs(&self) -> SimRegs {
+        SimRegs {
+            state: self.0.clone(),
+            ccu: true,
+        }
+    }
+
+    pub fn clock(&self) -> SimClock {
+        SimClock(self.0.clone())
+    }
+
+    pub fn log(&self) -> Vec<BusCmd> {
+        self.0.borrow().log.clone()
+    }
+
+    /// The card clock the controller runs now.
+    pub fn card_clock_hz(&self) -> u32 {
+        self.0.borrow().card_clock_hz()
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.0.borrow().log.iter().map(BusCmd::name).collect()
+    }
+
+    pub fn clear_log(&self) {
+        self.0.borrow_mut().log.clear();
+    }
+
+    pub fn now_us(&self) -> u64 {
+        self.0.borrow().now_ns / 1000
+    }
+
+    /// The CCU register at `off`.
+    pub fn ccu(&self, off: usize) -> u32 {
+        self.0.borrow().ccu.get(&off).copied().unwrap_or(0)
+    }
+
+    pub fn violations(&self) -> Vec<String> {
+        self.0.borrow().violations.clone()
+    }
+
+    pub fn card_4bit(&self) -> bool {
+        self.0.borrow().card.width4
+    }
+
+    pub fn host_4bit(&self) -> bool {
+        self.0.borrow().width == 1
+    }
+
+    pub fn expected(&self, lba: u64, n: u64) -> Vec<u8> {
+        let s = self.0.borrow();
+        (lba..lba + n).flat_map(|b| s.card.block(b)).collect()
+    }
+
+    pub fn image(&self) -> Vec<u8> {
+        let s = self.0.borrow();
+        (0..s.card.blocks()).flat_map(|b| s.card.block(b)).collect()
+    }
+
+    pub fn written_lbas(&self) -> Vec<u64> {
+        self.0.borrow().card.written.keys().copied().collect()
+    }
+
+    pub fn set_faults(&self, faults: Faults) {
+        let mut s = self.0.borrow_mut();
+        if let Some(seed) = faults.garbage {
+            s.rng = seed | 1;
+        }
+        s.faults = faults;
+    }
+
+    pub fn commands_seen(&self) -> u64 {
+        self.0.borrow().commands_seen
+    }
+
+    pub fn blocks_sent(&self) -> u64 {
+        self.0.borrow().blocks_sent
+    }
+
+    pub fn barriers(&self) -> u64 {
+        self.0.borrow().barriers
+    }
+}
+
+impl State {
+    fn violation(&mut self, what: String) {
+        self.violations.push(what);
+    }
+
+    /// Is the controller clocked and out of reset in the CCU?
+    fn powered(&self) -> bool {
+        let on = |off| self.ccu.get(&off).copied().unwrap_or(0) & MMC0_BIT != 0;
+        on(CCU_GATE) && on(CCU_RESET)
+    }
+
+    /// The card clock: the module clock (as the CCU had it at the last update) / CLKCR's divider.
+    fn card_clock_hz(&self) -> u32 {
+        let m = self.ccu_clk_live;
+        if m & (1 << 31) == 0 || (m >> 24) & 3 != 0 || self.clkcr_live & (1 << 16) == 0 {
+            return 0;
+        }
+        let module = (24_000_000 >> ((m >> 16) & 3)) / ((m & 0xF) + 1);
+        match self.clkcr_live & 0xFF {
+            0 => module,
+            n => module / (2 * n),
+        }
+    }
+
+    fn garbage(&mut self) -> Option<u32> {
+        self.faults.garbage?;
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        Some(x as u32)
+    }
+
+    fn status(&mut self) -> u32 {
+        let now = self.now_ns;
+        self.card.tick(now);
+        let mut st = (self.fifo.len().min(0x3FFF) as u32) << 17;
+        if self.fifo.is_empty() {
+            st |= 1 << 2;
+        }
+        if !self.card.dead {
+            st |= 1 << 8;
+        }
+        if now < self.busy_until || self.card.state == CardState::Prg {
+            st |= 1 << 9;
+        }
+        st
+    }
+
+    fn read(&mut self, off: usize) -> u32 {
+        if !self.powered() {
+            return 0;
+        }
+        match off {
+            GCTRL => {
+                let resetting = if self.now_ns < self.reset_until { 7 } else { 0 };
+                self.gctrl | resetting
+            }
+            CLKCR => self.clkcr,
+            TIMEOUT | BLKSZ | IMASK => 0,
+            WIDTH => self.width,
+            BYTECNT => self.bytecnt,
+            CMD => self.cmd,
+            ARG => self.arg,
+            0x20 | 0x24 | 0x28 | 0x2C => self.resp[(off - RESP0) / 4],
+            RINT => self.garbage().unwrap_or(self.rint),
+            STATUS => {
+                let st = self.status();
+                self.garbage().unwrap_or(st)
+            }
+            FIFO => self.read_fifo(),
+            _ => 0,
+        }
+    }
+
+    fn write(&mut self, off: usize, v: u32) {
+        if !self.powered() {
+            self.violation(format!(
+                "write {v:#x} at {off:#x} to a controller without bus clock or out of reset"
+            ));
+            return;
+        }
+        match off {
+            GCTRL => {
+                self.gctrl = v & !7;
+                if v & 7 != 0 {
+                    self.reset_until = self.now_ns + RESET_NS;
+                    self.rint = 0;
+                    self.fifo.clear();
+                    self.xfer = None;
+                    if !self.faults.stuck_start && !self.faults.stuck_clock_update {
+                        self.cmd &= !(1 << 31);
+                    }
+                }
+            }
+            CLKCR => self.clkcr = v,
+            WIDTH => self.width = v,
+            BLKSZ => self.blksz = v,
+            BYTECNT => self.bytecnt = v,
+            ARG => self.arg = v,
+            IMASK => self.imask = v,
+            RINT => self.rint &= !v,
+            CMD => self.write_cmd(v),
+            FIFO => self.write_fifo(v),
+            _ => {}
+        }
+    }
+
+    fn write_cmd(&mut self, v: u32) {
+        if self.cmd & (1 << 31) != 0 {
+            self.violation(format!(
+                "CMD {v:#x} written before the previous command was taken"
+            ));
+            return;
+        }
+        self.cmd = v;
+        if v & (1 << 31) == 0 {
+            return;
+        }
+        if v & (1 << 21) != 0 {
+            if !self.faults.stuck_clock_update {
+                self.clkcr_live = self.clkcr;
+                self.ccu_clk_live = self.ccu.get(&CCU_MMC0_CLK).copied().unwrap_or(0);
+                self.cmd &= !(1 << 31);
+                self.rint |= RINT_COMMAND_DONE;
+            }
+            return;
+        }
+        if self.faults.stuck_start {
+            return;
+        }
+        self.cmd &= !(1 << 31);
+        self.command(v);
+    }
+
+    /// Check the clock for command `index` (`app`: an application command).
+    fn check_clock(&mut self, index: u8, app: bool) {
+        if self.clkcr != self.clkcr_live {
+            self.violation(format!(
+                "CMD{index} with a CLKCR change not taken (no clock update)"
+            ));
+        }
+        let hz = self.card_clock_hz();
+        let ident = matches!(
+            (app, index),
+            (_, 0) | (false, 2) | (false, 3) | (false, 8) | (true, 41) | (false, 55)
+        ) && self.card.state as u8 <= 3;
+        if hz == 0 {
+            self.violation(format!("CMD{index} with the card clock off"));
+        } else if ident && !(100_000..=400_000).contains(&hz) {
+            self.violation(format!("identification CMD{index} at {hz} Hz"));
+        } else if hz > 25_000_000 {
+            self.violation(format!("CMD{index} at {hz} Hz"));
+        }
+    }
+
+    fn bus_command(&mut self, index: u8, arg: u32, auto: bool) -> Option<Answer> {
+        let now = self.now_ns;
+        self.card.tick(now);
+        let app = self.card.app;
+        let before = self.card.state;
+        let answer = self.card.command(index, arg, self.faults.never_ready);
+        if before != CardState::Prg && self.card.state == CardState::Prg {
+            self.card.program(now);
+        }
+        let clock_hz = self.card_clock_hz();
+        self.log.push(BusCmd {
+            index,
+            app,
+            arg,
+            clock_hz,
+            answered: answer.is_some(),
+            auto,
+        });
+        answer
+    }
+
+    /// Time for `bits` bits at the card clock on `lines` lines.
+    fn bits_ns(&self, bits: u64, lines: u64) -> u64 {
+        let hz = self.card_clock_hz().max(1) as u64;
+        bits * 1_000_000_000 / hz / lines
+    }
+
+    fn command(&mut self, v: u32) {
+        let index = (v & 0x3F) as u8;
+        let app = self.card.app;
+        self.check_clock(index, app);
+        let k = self.commands_seen;
+        self.commands_seen += 1;
+        let data = v & (1 << 9) != 0;
+        let arg = self.arg;
+        let answer = self.bus_command(index, arg, false);
+        self.now_ns += self.bits_ns(if v & (1 << 7) != 0 { 184 } else { 96 }, 1);
+        let Some(answer) = answer else {
+            if v & (1 << 6) == 0 {
+                self.rint |= RINT_COMMAND_DONE;
+            } else if self.host.qemu {
+                self.rint |= RINT_RESP_ERROR;
+            } else {
+                self.rint |= RINT_RESP_TIMEOUT | RINT_COMMAND_DONE;
+            }
+            return;
+        };
+        match answer {
+            Answer::Short(r) => self.resp = [r, 0, 0, 0],
+            Answer::Long(b) => {
+                let w = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+                self.resp = [w(12), w(8), w(4), w(0)];
+            }
+        }
+        self.rint |= RINT_COMMAND_DONE;
+        if self.faults.cmd_crc_at.contains(&k) {
+            self.rint |= RINT_RESP_CRC;
+        }
+        if matches!(index, 7 | 12) && !app {
+            self.busy_until = self.now_ns + BUSY_NS;
+        }
+        if data && matches!(self.card.state, CardState::Data | CardState::Rcv) {
+            self.start_data(v);
+        }
+    }
+
+    fn start_data(&mut self, v: u32) {
+        let multi = !self.card.single;
+        let blocks = if multi { self.bytecnt / 512 } else { 1 };
+        if self.bytecnt != blocks * 512 || self.blksz != 512 || self.bytecnt == 0 {
+            self.violation(format!(
+                "BYTECNT {} / BLKSZ {} for CMD{}",
+                self.bytecnt,
+                self.blksz,
+                v & 0x3F
+            ));
+        }
+        if self.gctrl & (1 << 31) == 0 || self.gctrl & (1 << 5) != 0 {
+            self.violation(format!(
+                "data transfer with GCTRL {:#x} (DMA, not AHB)",
+                self.gctrl
+            ));
+        }
+        if (self.width == 1) != self.card.width4 {
+            self.violation(format!(
+                "host width {} with a card at 4 bits = {}",
+                self.width, self.card.width4
+            ));
+        }
+        let write = v & (1 << 10) != 0;
+        if write != (self.card.state == CardState::Rcv) {
+            self.violation(format!("CMD{} data direction", v & 0x3F));
+        }
+        self.xfer = Some(Xfer {
+            write,
+            blocks_left: blocks.max(1),
+            multi,
+            auto_stop: v & (1 << 12) != 0,
+            buf: Vec::new(),
+        });
+        if !write {
+            self.fill_fifo();
+        }
+    }
+
+    /// The card sends the next block into the FIFO.
+    fn fill_fifo(&mut self) {
+        let Some(x) = self.xfer.as_ref() else { return };
+        if x.write || x.blocks_left == 0 || self.faults.fifo_never_fills {
+            return;
+        }
+        let lba = match self.card.stream {
+            Some(lba) if !self.card.dead && lba < self.card.blocks() => lba,
+            _ => return,
+        };
+        let k = self.blocks_sent;
+        if self.faults.die_after_blocks.is_some_and(|n| k >= n) {
+            self.card.dead = true;
+            return;
+        }
+        self.blocks_sent += 1;
+        if self.card.single {
+            self.card.state = CardState::Tran;
+            self.card.stream = None;
+        } else {
+            self.card.stream = Some(lba + 1);
+        }
+        let lines = if self.width == 1 { 4 } else { 1 };
+        self.now_ns += self.bits_ns(512 * 8 + 16, lines);
+        if self.faults.bad_lbas.contains(&lba) || self.faults.data_crc_at.contains(&k) {
+            self.rint |= RINT_DATA_CRC;
+            self.xfer = None;
+            return;
+        }
+        let block = self.card.block(lba);
+        self.fifo.extend(
+            block
+                .chunks(4)
+                .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])),
+        );
+    }
+
+    fn end_transfer(&mut self) {
+        let Some(x) = self.xfer.take() else { return };
+        self.rint |= RINT_DATA_OVER;
+        if x.multi && x.auto_stop {
+            self.bus_command(12, 0, true);
+            self.rint |= RINT_AUTO_DONE;
+        } else if x.write && !x.multi {
+            self.card.recv = None;
+            let now = self.now_ns;
+            self.card.program(now);
+        }
+    }
+
+    fn read_fifo(&mut self) -> u32 {
+        let Some(w) = self.fifo.pop_front() else {
+            self.violation("read of an empty FIFO".into());
+            return 0;
+        };
+        if self.fifo.is_empty() {
+            if let Some(x) = self.xfer.as_mut() {
+                x.blocks_left -= 1;
+                if x.blocks_left == 0 {
+                    self.end_transfer();
+                } else {
+                    self.fill_fifo();
+                }
+            }
+        }
+        w
+    }
+
+    fn write_fifo(&mut self, v: u32) {
+        let Some(x) = self.xfer.as_mut().filter(|x| x.write) else {
+            self.violation(format!("FIFO write {v:#x} with no write transfer"));
+            return;
+        };
+        x.buf.extend_from_slice(&v.to_le_bytes());
+        if x.buf.len() < 512 {
+            return;
+        }
+        let data = std::mem::take(&mut x.buf);
+        x.blocks_left -= 1;
+        let last = x.blocks_left == 0;
+        let lines = if self.width == 1 { 4 } else { 1 };
+        self.now_ns += self.bits_ns(512 * 8 + 16, lines);
+        match self.card.recv {
+            Some(lba) if self.card.state == CardState::Rcv && lba < self.card.blocks() => {
+                self.card.written.insert(lba, data);
+                self.card.recv = Some(lba + 1);
+            }
+            _ => return,
+        }
+        if last {
+            self.end_transfer();
+        }
+    }
+}
+
+// ---- Shared by the driver tests ----
+
+/// The driver over the simulator.
+pub type Driver = SunxiMmc<SimRegs, SimClock>;
+
+/// A 32 GiB SDHC card of pattern blocks.
+pub fn sdhc() -> CardSpec {
+    CardSpec::new(Kind::Sdhc, Backing::Pattern { blocks: 64 << 20 })
+}
+
+/// A simulator and the driver over it (with the CCU unless `host.left_on`), or the init error.
+pub fn try_start(
+    host: HostSpec,
+    card: CardSpec,
+    faults: Faults,
+    config: Config,
+) -> (Sim, Result<Driver, drivers::sd::SdError>) {
+    let sim = Sim::new(host, card, faults);
+    let ccu = (!host.left_on).then(|| sim.ccu_regs());
+    let sd = SunxiMmc::with_config(sim.regs(), ccu, sim.clock(), config);
+    (sim, sd)
+}
+
+/// [`try_start`] that must succeed.
+pub fn start(host: HostSpec, card: CardSpec, faults: Faults, config: Config) -> (Sim, Driver) {
+    let (sim, sd) = try_start(host, card, faults, config);
+    match sd {
+        Ok(sd) => (sim, sd),
+        Err(e) => panic!("init: {e}\n{:?}\n{:?}", sim.names(), sim.violations()),
+    }
+}
+
+pub fn check_no_violations(sim: &Sim) {
+    let v = sim.violations();
+    assert!(v.is_empty(), "violations: {v:#?}");
+}
