@@ -12,6 +12,7 @@ use drivers::block::{BlockDevice, Retry, RetryError, Submitted, WriteBlocks};
 pub enum Card {
     Virtio(Retry<virtio::VirtioBlock>),
     Sd(sd::Card),
+    Sunxi(sd::SunxiCard),
 }
 
 impl fmt::Debug for Card {
@@ -19,6 +20,7 @@ impl fmt::Debug for Card {
         let kind = match self {
             Card::Virtio(_) => "virtio-blk",
             Card::Sd(_) => "SD",
+            Card::Sunxi(_) => "SD (Allwinner)",
         };
         f.debug_struct("Card")
             .field("kind", &kind)
@@ -57,7 +59,9 @@ pub fn open() -> Result<Card, String> {
         BlockKind::Sdhci => sd::open(&mut super::mailbox::open())
             .map(Card::Sd)
             .map_err(|e| alloc::format!("card: {e}")),
-        BlockKind::SunxiMmc => Err("card: the Allwinner SD/MMC driver is not wired yet".into()),
+        BlockKind::SunxiMmc => sd::open_sunxi()
+            .map(Card::Sunxi)
+            .map_err(|e| alloc::format!("card: {e}")),
     }
 }
 
@@ -67,6 +71,7 @@ macro_rules! each {
         match $self {
             Card::Virtio($d) => $body.map_err(CardError::Virtio),
             Card::Sd($d) => $body.map_err(CardError::Sd),
+            Card::Sunxi($d) => $body.map_err(CardError::Sd),
         }
     };
 }
@@ -77,6 +82,7 @@ impl BlockDevice for Card {
         match self {
             Card::Virtio(d) => d.num_blocks(),
             Card::Sd(d) => d.num_blocks(),
+            Card::Sunxi(d) => d.num_blocks(),
         }
     }
     fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), CardError> {
@@ -86,6 +92,7 @@ impl BlockDevice for Card {
         match self {
             Card::Virtio(d) => d.queue_depth(),
             Card::Sd(d) => d.queue_depth(),
+            Card::Sunxi(d) => d.queue_depth(),
         }
     }
     unsafe fn submit_read(
@@ -103,6 +110,7 @@ impl BlockDevice for Card {
                 .poll_read()
                 .map(|(t, r)| (t, r.map_err(CardError::Virtio))),
             Card::Sd(d) => d.poll_read().map(|(t, r)| (t, r.map_err(CardError::Sd))),
+            Card::Sunxi(d) => d.poll_read().map(|(t, r)| (t, r.map_err(CardError::Sd))),
         }
     }
 }

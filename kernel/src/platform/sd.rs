@@ -16,6 +16,7 @@ use drivers::bcm2835::gpio::{self, GpioKind, GPIO_BLOCK_SIZE};
 use drivers::bcm2835::mailbox::{ClockSource, Mailbox, SD_POWER_DEVICE};
 use drivers::mmio::Mmio;
 use drivers::sdhci::{Sdhci, REGISTER_BLOCK_SIZE};
+use drivers::sunxi_mmc::{self, SunxiMmc};
 
 /// The Pi 4's firmware GPIO that selects 1.8 V signalling for the card slot (expander GPIO 4):
 /// 0 keeps the slot at 3.3 V, what this driver signals at (Circle's emmc.cpp, RASPPI 4).
@@ -36,6 +37,8 @@ impl drivers::sdhci::Clock for TimerClock {
 }
 
 pub type Card = Sdhci<Mmio, TimerClock>;
+/// The Allwinner SD/MMC host's card.
+pub type SunxiCard = SunxiMmc<Mmio, TimerClock>;
 
 /// The controller's name by its VideoCore clock id.
 fn controller_name(clock_id: u32) -> &'static str {
@@ -95,9 +98,35 @@ pub fn open(mb: &mut Mailbox) -> Result<Card, String> {
     Err(format!("no SD card answered on:{empty}"))
 }
 
+/// Bring up the Allwinner SD/MMC host at the board's base (the card slot), clocked from the 24 MHz
+/// oscillator through the board's clock controller.
+pub fn open_sunxi() -> Result<SunxiCard, String> {
+    let base = board::BLOCK_BASES[0];
+    // SAFETY: the board's SD/MMC host and clock controller, device-mapped, used only by this
+    // driver.
+    let (regs, ccu) = unsafe {
+        (
+            Mmio::new(base, sunxi_mmc::REGISTER_BLOCK_SIZE).with_barrier(Cpu::io_barrier),
+            Mmio::new(board::BLOCK_CCU, sunxi_mmc::CCU_BLOCK_SIZE).with_barrier(Cpu::io_barrier),
+        )
+    };
+    let card = SunxiMmc::init(regs, Some(ccu), TimerClock)
+        .map_err(|e| format!("SD/MMC at {base:#x}: {e}"))?;
+    print_info(card.info(), "SD/MMC", base, "its clock controller");
+    Ok(card)
+}
+
 /// The card lines: controller, capacity, clocks and bus width, then the CID and CSD.
 fn print_card(card: &Card, name: &str, base: usize, source: ClockSource) {
-    let i = card.info();
+    print_info(card.info(), name, base, source);
+}
+
+fn print_info(
+    i: &drivers::sdhci::CardInfo,
+    name: &str,
+    base: usize,
+    source: impl core::fmt::Display,
+) {
     crate::println!(
         "card: SD at {base:#x} ({name}), {} MiB, {}, base clock {} MHz ({source}), data clock {} kHz, {}-bit",
         (i.blocks * 512) >> 20,
