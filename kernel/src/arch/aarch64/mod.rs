@@ -204,7 +204,7 @@ impl Arch for Cpu {
                 spin_table_release(core, Self::secondary_entry());
                 true
             }
-            CoreStart::SbiHsm => false,
+            CoreStart::SbiHsm | CoreStart::Bcm2836Mailbox | CoreStart::SunxiCpucfg => false,
         }
     }
 

@@ -188,7 +188,10 @@ impl Arch for Cpu {
             CoreStart::SbiHsm => {
                 sbi(EID_HSM, 0, hart as u64, Self::secondary_entry() as u64, 0).0 == 0
             }
-            CoreStart::PsciHvc | CoreStart::SpinTable => false,
+            CoreStart::PsciHvc
+            | CoreStart::SpinTable
+            | CoreStart::Bcm2836Mailbox
+            | CoreStart::SunxiCpucfg => false,
         }
     }
 
