@@ -5,7 +5,8 @@
 // configuration block).
 //
 // In order: interrupts masked; from HYP (the Pi firmware enters non-secure HYP) down to SVC with
-// the counters and FP/SIMD left to PL1; caches cleaned and off if a boot loader left them on;
+// the counters and FP/SIMD left to PL1; on core 0, caches cleaned and off if a boot loader left
+// them on;
 // ACTLR.SMP on (coherent caches between cores, before any cache is on); FP/SIMD on; the identity
 // map and caches on (`mmu_on`); VBAR at cortex-a-rt's vector table. Then core 0 hands over to
 // cortex-a-rt's `_default_start` (the stacks of every mode from `_stack_top`, BSS cleared, data,
@@ -49,7 +50,12 @@ _start:
     msr     elr_hyp, r5
     eret
 1:  cps     #MODE_SVC
-    bl      caches_off
+    // Core 0 takes over from a boot loader that may have left its caches on; the other cores
+    // come out of reset with their caches off and their L1 invalidated (the H3's CPU configuration
+    // block is told to; the Pi firmware parks them so), and must not clean the shared L2 by
+    // set/way under a running core 0.
+    cmp     r9, #0
+    bleq    caches_off
     mrc     p15, 0, r5, c1, c0, 1       // ACTLR
     orr     r5, r5, #(1 << 6)           // SMP: take part in coherency (ignored where not allowed)
     mcr     p15, 0, r5, c1, c0, 1

@@ -15,6 +15,7 @@ pub mod mmu;
 use super::Arch;
 use crate::board::{CoreStart, Exit};
 use core::arch::{asm, global_asm};
+use core::sync::atomic::{AtomicU32, Ordering};
 
 global_asm!(include_str!("boot.s"));
 
@@ -42,6 +43,9 @@ fn kmain() -> ! {
     // SAFETY: the platform's entry, called once, on core 0.
     unsafe { lmboot_main(if dtb == usize::MAX { 0 } else { dtb }, 0) }
 }
+
+/// The first CNTFRQ a core read (core 0's), for cores whose firmware left theirs at 0.
+static CORE0_HZ: AtomicU32 = AtomicU32::new(0);
 
 /// The exception kinds `cortex-a-rt` routes to Rust, as [`Fault`] numbers them.
 const UNDEFINED: u64 = 0;
@@ -221,11 +225,18 @@ impl Arch for Cpu {
         (hi as u64) << 32 | lo as u64
     }
 
+    /// CNTFRQ, which firmware sets per core: U-Boot sets only core 0's on the H3, so the other
+    /// cores read 0 there and take core 0's (read first, by the console's bring-up).
     fn counter_hz() -> Option<u64> {
         let v: u32;
         // SAFETY: reading CNTFRQ has no side effects.
         unsafe { asm!("mrc p15, 0, {}, c14, c0, 0", out(reg) v, options(nomem, nostack)) };
-        (v > 0).then_some(v as u64)
+        if v > 0 {
+            let _ = CORE0_HZ.compare_exchange(0, v, Ordering::Relaxed, Ordering::Relaxed);
+            return Some(v as u64);
+        }
+        let hz = CORE0_HZ.load(Ordering::Relaxed);
+        (hz > 0).then_some(hz as u64)
     }
 
     fn instructions() -> u64 {
