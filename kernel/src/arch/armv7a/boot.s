@@ -31,13 +31,14 @@ _start:
     cmp     r4, #MODE_HYP
     bne     1f
     // HYP -> SVC: PL1 may read the physical counter and program its timer; CNTVOFF = 0; nothing
-    // trapped to HYP; VPIDR / VMPIDR mirror the real ids (PL1 reads MIDR / MPIDR through them).
+    // trapped to HYP (HCR, HSTR, HCPTR); VPIDR / VMPIDR mirror the real ids (PL1 reads MIDR / MPIDR through them).
     mrc     p15, 4, r5, c14, c1, 0      // CNTHCTL
     orr     r5, r5, #3                  // PL1PCTEN | PL1PCEN
     mcr     p15, 4, r5, c14, c1, 0
     mov     r5, #0
     mcrr    p15, 4, r5, r5, c14         // CNTVOFF
     mcr     p15, 4, r5, c1, c1, 0       // HCR
+    mcr     p15, 4, r5, c1, c1, 3       // HSTR: no CP15 register trapped
     ldr     r5, =0x33ff                 // HCPTR: RES1 bits, CP10/CP11 not trapped
     mcr     p15, 4, r5, c1, c1, 2
     mrc     p15, 0, r5, c0, c0, 0
