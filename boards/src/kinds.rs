@@ -141,12 +141,14 @@ impl Arch {
                 &[Exit::Semihosting, Exit::Halt],
             ),
         };
+        // The architecture as the board file spells it.
+        let arch = kebab(&format!("{self:?}"));
         if !starts.contains(&start) {
-            let (name, arch) = (kebab(&format!("{start:?}")), self.name());
+            let name = kebab(&format!("{start:?}"));
             return Err(format!("core_start = \"{name}\" is not a method of {arch}"));
         }
         if !exits.contains(&exit) {
-            let (name, arch) = (kebab(&format!("{exit:?}")), self.name());
+            let name = kebab(&format!("{exit:?}"));
             return Err(format!("exit = \"{name}\" is not a method of {arch}"));
         }
         Ok(())

@@ -91,7 +91,7 @@ fn the_boot_window_and_the_pi_cards_are_checked() {
     );
     let card = b.card.unwrap();
     assert!(card.dtbs.contains(&"bcm2837-rpi-zero-2-w.dtb".to_string()));
-    assert!(card.config_txt.contains("upstream_kernel=1"));
+    assert!(card.config_txt.unwrap().contains("upstream_kernel=1"));
     for bad in ["0x1c08_0000", "0x4000_0000", "0x0"] {
         let t = rpi3.replace(
             "ram_size_fallback = 0x1c00_0000",
@@ -110,6 +110,37 @@ fn the_boot_window_and_the_pi_cards_are_checked() {
     assert!(rpi4.contains("arm_peri_high=0"));
     let e = parse(&rpi4.replace("arm_peri_high=0", "arm_peri_high=1")).unwrap_err();
     assert!(e.contains("peripherals low"), "{e}");
+}
+
+#[test]
+fn the_armv7a_boards_and_their_rules() {
+    let rpi2 = board_text("rpi2");
+    let b = parse(&rpi2).unwrap();
+    assert_eq!(
+        (b.arch, b.core_start),
+        (Arch::Armv7a, CoreStart::Bcm2836Mailbox)
+    );
+    assert_eq!(b.card.unwrap().kernel, "kernel7.img");
+    let e = parse(&rpi2.replace(
+        "core_start = \"bcm2836-mailbox\"",
+        "core_start = \"psci-hvc\"",
+    ))
+    .unwrap_err();
+    assert_eq!(e, "core_start = \"psci-hvc\" is not a method of armv7a");
+    let h3 = board_text("orangepi-h3");
+    let b = parse(&h3).unwrap();
+    assert_eq!((b.uart.stride, b.ram_from), (4, RamFrom::SunxiDramc));
+    assert_eq!(b.qemu.kernel, KernelFormat::UBoot);
+    let card = b.card.unwrap();
+    assert_eq!(card.u_boot.as_deref(), Some("orangepi_zero"));
+    assert!(card.boot_script.unwrap().contains("go {load_address}"));
+    let e = parse(&h3.replace("stride = 4", "stride = 2")).unwrap_err();
+    assert!(e.contains("[uart] stride = 2: must be 1 or 4"), "{e}");
+    let e = parse(&h3.replace("ccu = 0x01c2_0000\n", "")).unwrap_err();
+    assert!(e.contains("needs ccu"), "{e}");
+    let e = parse(&h3.replace("core_start = \"sunxi-cpucfg\"", "core_start = \"sbi-hsm\""))
+        .unwrap_err();
+    assert!(e.contains("not a method of armv7a"), "{e}");
 }
 
 #[test]
