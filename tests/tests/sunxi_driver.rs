@@ -199,6 +199,14 @@ fn without_auto_stop_the_driver_sends_cmd12() {
     let log = sim.log();
     assert_eq!(log.len(), 2);
     assert!(log[1].index == 12 && !log[1].auto);
+    // The same after a DMA read.
+    let (dsim, mut dsd) = start_dma(HostSpec::hardware(), sdhc(), Faults::default(), config);
+    dsim.clear_log();
+    read_ok(&dsim, &mut dsd, 50, 5);
+    assert_eq!(dsim.names(), ["CMD18", "CMD12"]);
+    assert!(dsim.log().iter().all(|c| !c.auto));
+    assert_eq!(dsim.dma_transfers(), 1);
+    check_no_violations(&dsim);
     let data = vec![0x5Au8; 1024];
     sd.write_blocks(60, &data).unwrap();
     assert!(sim.expected(60, 2) == data);

@@ -784,6 +784,8 @@ impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
     /// auto stop is off. A failure resets the controller (the IDMAC with it) and names `start`:
     /// which block failed is not known.
     fn read_once_dma(&mut self, start: u64, buf: &mut [u8]) -> Result<(), Failure> {
+        // max_blocks_per_command is capped to the bounce buffer.
+        debug_assert!(buf.len() <= DMA_BUFFER_BYTES);
         let blocks = (buf.len() / BLOCK_SIZE) as u32;
         let cmd = READ.command(blocks).cmd;
         let fail = |cause| Failure {
