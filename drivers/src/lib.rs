@@ -11,8 +11,9 @@
 //!
 //! - [`sd`]: the SD card protocol the SD host drivers share: identification, the closed command
 //!   set, CID/CSD, errors, the request loop with retries and recovery.
-//! - [`sunxi_mmc`]: the polled Allwinner SD/MMC host controller driver (H3 / H2+: Orange Pi), with
-//!   the clock controller's gate, reset and module clock for it; [`sunxi_dram`]: the H3's DRAM size
+//! - [`sunxi_mmc`]: the polled Allwinner SD/MMC host controller driver (H3 / H2+: Orange Pi),
+//!   reading through its internal DMA controller when given a [`sunxi_mmc::DmaMemory`], with the
+//!   clock controller's gate, reset and module clock for it; [`sunxi_dram`]: the H3's DRAM size
 //!   from its controller.
 //! - [`sdhci`]: the polled SD host controller driver (Raspberry Pi EMMC / EMMC2): reads, and
 //!   synchronous block writes when asked, with every wait bounded; tested against a register-level

@@ -5,27 +5,39 @@
 //! card refused, an empty slot reported as "no card" (the QEMU model's and hardware's ways of
 //! reporting no response), CRC errors retried and, when they persist, reported with the LBA and
 //! RINT bits, a controller that never takes a command or a clock update, a FIFO that never fills,
-//! and garbage status registers: an error or success, never a panic or a hang.
+//! and garbage status registers: an error or success, never a panic or a hang. The DMA read path
+//! (IDMAC) the same way: reads of one and many blocks and descriptors compared with the card, the
+//! descriptors cleaned and the data invalidated on whole cache lines, IDMAC and CRC errors retried
+//! and then named, a transfer that never ends, writes still through the FIFO, PIO when DMA is off
+//! or the memory out of reach, and garbage in IDST.
 
 mod sd_card_sim;
 mod sunxi_sim;
 
 use drivers::block::{BlockDevice, RequestError, WriteBlocks};
 use drivers::sd::{is_read_only, Cause, Cmd, HostKind, SdError, Step, Wait, WriteProtect};
-use drivers::sunxi_mmc::Config;
+use drivers::sunxi_mmc::{
+    Config, DmaMemory, SunxiMmc, DMA_ALIGN, DMA_BUFFER_BYTES, DMA_DESC_BYTES,
+};
 use sunxi_sim::*;
 
-fn read(sd: &mut Driver, lba: u64, blocks: usize) -> Result<Vec<u8>, SdError> {
+type Over<D> = SunxiMmc<SimRegs, SimClock, D>;
+
+fn read<D: DmaMemory>(sd: &mut Over<D>, lba: u64, blocks: usize) -> Result<Vec<u8>, SdError> {
     read_blocks(sd, lba, blocks)
 }
 
-fn read_ok(sim: &Sim, sd: &mut Driver, lba: u64, blocks: usize) {
+fn read_ok<D: DmaMemory>(sim: &Sim, sd: &mut Over<D>, lba: u64, blocks: usize) {
     match read(sd, lba, blocks) {
         Ok(got) => assert!(
             got == sim.expected(lba, blocks as u64),
             "{blocks} block(s) from LBA {lba} differ from the card's"
         ),
-        Err(e) => panic!("read of {blocks} from {lba} failed: {e}\n{:?}", sim.names()),
+        Err(e) => panic!(
+            "read of {blocks} from {lba} failed: {e}\n{:?}\n{:?}",
+            sim.names(),
+            sim.violations()
+        ),
     }
 }
 
@@ -187,6 +199,14 @@ fn without_auto_stop_the_driver_sends_cmd12() {
     let log = sim.log();
     assert_eq!(log.len(), 2);
     assert!(log[1].index == 12 && !log[1].auto);
+    // The same after a DMA read.
+    let (dsim, mut dsd) = start_dma(HostSpec::hardware(), sdhc(), Faults::default(), config);
+    dsim.clear_log();
+    read_ok(&dsim, &mut dsd, 50, 5);
+    assert_eq!(dsim.names(), ["CMD18", "CMD12"]);
+    assert!(dsim.log().iter().all(|c| !c.auto));
+    assert_eq!(dsim.dma_transfers(), 1);
+    check_no_violations(&dsim);
     let data = vec![0x5Au8; 1024];
     sd.write_blocks(60, &data).unwrap();
     assert!(sim.expected(60, 2) == data);
@@ -354,32 +374,34 @@ fn a_clock_update_that_never_finishes_is_a_clock_error() {
     assert!(sim.log().is_empty());
 }
 
-#[test]
-fn a_fifo_that_never_fills_times_out() {
-    let (sim, mut sd) = start(HostSpec::qemu(), sdhc(), Faults::default(), Config::new());
+/// Read data that never comes: a timeout for `want` in bounded time, said with `text`, and reads
+/// work again afterwards.
+fn data_never_comes<D: DmaMemory>(sim: &Sim, sd: &mut Over<D>, want: Wait, text: &str) {
     sim.set_faults(Faults {
         fifo_never_fills: true,
         ..Faults::default()
     });
     let t0 = sim.now_us();
-    let e = read(&mut sd, 40, 3).unwrap_err();
+    let e = read(sd, 40, 3).unwrap_err();
     let took = sim.now_us() - t0;
-    assert!(took < 3_000_000, "took {took} us");
+    assert!(took < 10_000_000, "took {took} us");
     match e {
         SdError::Read {
             lba,
-            cause:
-                Cause::SunxiTimeout {
-                    wait: Wait::FifoData(0),
-                    ..
-                },
+            cause: Cause::SunxiTimeout { wait, .. },
             ..
-        } => assert_eq!(lba, 40),
+        } => assert_eq!((lba, wait), (40, want)),
         other => panic!("{other:?}"),
     }
-    assert!(e.to_string().contains("FIFO data for block 0"), "{e}");
+    assert!(e.to_string().contains(text), "{e}");
     sim.set_faults(Faults::default());
-    read_ok(&sim, &mut sd, 40, 3);
+    read_ok(sim, sd, 40, 3);
+}
+
+#[test]
+fn a_fifo_that_never_fills_times_out() {
+    let (sim, mut sd) = start(HostSpec::qemu(), sdhc(), Faults::default(), Config::new());
+    data_never_comes(&sim, &mut sd, Wait::FifoData(0), "FIFO data for block 0");
 }
 
 #[test]
@@ -440,4 +462,299 @@ fn every_operation_is_fenced_by_barriers() {
     read_ok(&sim, &mut sd, 1, 1);
     sd.write_blocks(1, &[9u8; 512]).unwrap();
     assert_eq!(sim.barriers(), 6);
+}
+
+// ---- The DMA read path (IDMAC) ----
+
+#[test]
+fn dma_reads_match_the_card() {
+    let per_command = DMA_BUFFER_BYTES / 512;
+    for host in [HostSpec::qemu(), HostSpec::hardware()] {
+        let (sim, mut sd) = start_dma(host, sdhc(), Faults::default(), Config::new());
+        assert!(sd.dma_active());
+        // Identification moves no data.
+        assert_eq!(sim.dma_transfers(), 0);
+        sim.clear_log();
+        read_ok(&sim, &mut sd, 0, 1);
+        read_ok(&sim, &mut sd, 12_345, 37);
+        read_ok(&sim, &mut sd, (64 << 20) - 3, 3);
+        // One whole buffer, then more than one: a command per buffer.
+        read_ok(&sim, &mut sd, 1_000, per_command);
+        let before = sim.dma_transfers();
+        read_ok(&sim, &mut sd, 5_000, 2 * per_command + 5);
+        assert_eq!(sim.dma_transfers() - before, 3);
+        // Every data command went through the IDMAC, none through the FIFO.
+        assert_eq!(sim.dma_transfers(), 7);
+        let log = sim.log();
+        assert_eq!((log[0].index, log[0].arg), (17, 0));
+        assert_eq!((log[1].index, log[1].arg), (18, 12_345));
+        assert!(log[2].auto && log[2].index == 12);
+        check_clean_read_only(&sim);
+        assert_eq!(sd.stats().retries, 0);
+        assert_eq!(sd.stats().dma_transfers, 7);
+        assert_eq!(
+            sd.stats().blocks_read,
+            1 + 37 + 3 + 3 * per_command as u64 + 5
+        );
+    }
+    // SDSC: byte addresses through the same path.
+    let (sim, mut sd) = start_dma(
+        HostSpec::qemu(),
+        sdsc(Kind::SdscV2, 4096),
+        Faults::default(),
+        Config::new(),
+    );
+    sim.clear_log();
+    read_ok(&sim, &mut sd, 100, 20);
+    assert_eq!(sim.log()[0].arg, 100 * 512);
+    check_clean_read_only(&sim);
+}
+
+#[test]
+fn dma_reads_span_several_descriptors_into_any_buffer() {
+    let (sim, mut sd) = start_dma(HostSpec::qemu(), sdhc(), Faults::default(), Config::new());
+    let per_desc = DMA_DESC_BYTES / 512;
+    // Exactly one descriptor, one block more, several and a part.
+    for blocks in [per_desc, per_desc + 1, 3 * per_desc + 2] {
+        read_ok(&sim, &mut sd, 777, blocks);
+    }
+    // The caller's buffer at an odd address: the bounce buffer takes the alignment.
+    let mut buf = vec![0u8; 9 * 512 + 1];
+    sd.read_blocks(4242, &mut buf[1..]).unwrap();
+    assert!(buf[1..] == sim.expected(4242, 9)[..]);
+    check_no_violations(&sim);
+}
+
+#[test]
+fn dma_cleans_the_descriptors_and_invalidates_the_data() {
+    let (sim, mut sd) = start_dma(HostSpec::qemu(), sdhc(), Faults::default(), Config::new());
+    for blocks in [1usize, 8, 9, 100] {
+        sim.clear_mem_ops();
+        read_ok(&sim, &mut sd, 50, blocks);
+        let ops = sim.mem_ops();
+        let at = ops
+            .iter()
+            .position(|o| matches!(o, MemOp::Transfer { .. }))
+            .unwrap_or_else(|| panic!("no transfer: {ops:?}"));
+        assert_eq!(
+            ops[at],
+            MemOp::Transfer {
+                blocks: blocks as u32
+            }
+        );
+        // Before the command: the descriptors cleaned (all of those the transfer uses).
+        let descs = (blocks * 512).div_ceil(DMA_DESC_BYTES);
+        let cleans: Vec<_> = ops[..at]
+            .iter()
+            .filter_map(|o| match *o {
+                MemOp::Clean { addr, len } => Some((addr, len)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(cleans.len(), 1, "{ops:?}");
+        let (desc_addr, desc_len) = cleans[0];
+        assert!(desc_len >= 16 * descs && desc_len <= 16 * descs.next_multiple_of(4));
+        assert!(sim.bus_of(desc_addr).is_some());
+        // After it: the data invalidated, whole cache lines, apart from the descriptors; nothing
+        // cleaned after the controller wrote.
+        let data = blocks * 512;
+        let invalidated: Vec<_> = ops[at..]
+            .iter()
+            .filter_map(|o| match *o {
+                MemOp::Invalidate { addr, len } => Some((addr, len)),
+                MemOp::Clean { .. } => panic!("clean after the transfer: {ops:?}"),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(invalidated.len(), 1, "{ops:?}");
+        let (buf_addr, buf_len) = invalidated[0];
+        assert_eq!(buf_len, data.next_multiple_of(DMA_ALIGN));
+        assert_eq!(buf_addr % DMA_ALIGN, 0);
+        assert!(buf_addr >= desc_addr + desc_len || buf_addr + buf_len <= desc_addr);
+        // ... and before it too, so no dirty line is written back over what the IDMAC wrote.
+        assert!(ops[..at].contains(&MemOp::Invalidate {
+            addr: buf_addr,
+            len: buf_len
+        }));
+    }
+    check_no_violations(&sim);
+}
+
+/// With `faults` for the next transfer only, a read of `blocks` from `lba` succeeds on its retry.
+fn retried_once<D: DmaMemory>(
+    sim: &Sim,
+    sd: &mut Over<D>,
+    faults: Faults,
+    lba: u64,
+    blocks: usize,
+) {
+    let retries = sd.stats().retries;
+    sim.set_faults(faults);
+    read_ok(sim, sd, lba, blocks);
+    assert_eq!(sd.stats().retries, retries + 1);
+    sim.set_faults(Faults::default());
+}
+
+/// With `faults` on every try, a read of 4 blocks from `lba` fails: its command, failing LBA,
+/// tries, cause and message. Reads work again once the faults are gone.
+fn fails_every_try<D: DmaMemory>(
+    sim: &Sim,
+    sd: &mut Over<D>,
+    faults: Faults,
+    lba: u64,
+) -> (Cmd, u64, u8, Cause, String) {
+    sim.set_faults(faults);
+    let e = read(sd, lba, 4).unwrap_err();
+    sim.set_faults(Faults::default());
+    read_ok(sim, sd, lba, 4);
+    match e {
+        SdError::Read {
+            cmd,
+            lba,
+            attempts,
+            cause,
+            ..
+        } => (cmd, lba, attempts, cause, e.to_string()),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn dma_errors_are_retried_then_reported_clearly() {
+    let (sim, mut sd) = start_dma(
+        HostSpec::hardware(),
+        sdhc(),
+        Faults::default(),
+        Config::new(),
+    );
+    // One IDMAC fatal bus error, one data CRC error: each retried, and the data is right.
+    let once = Faults {
+        dma_error_at: vec![sim.dma_transfers()],
+        ..Faults::default()
+    };
+    retried_once(&sim, &mut sd, once, 300, 12);
+    assert!(sd.stats().controller_resets >= 1);
+    let once = Faults {
+        data_crc_at: vec![sim.blocks_sent() + 2],
+        ..Faults::default()
+    };
+    retried_once(&sim, &mut sd, once, 300, 6);
+    // Every transfer fails: a clear error naming the command, LBA and IDST bits.
+    let always = Faults {
+        dma_error_always: true,
+        ..Faults::default()
+    };
+    let (cmd, lba, attempts, cause, s) = fails_every_try(&sim, &mut sd, always, 640);
+    assert_eq!((cmd, lba, attempts), (Cmd::new(18), 640, 3));
+    assert!(
+        matches!(cause, Cause::Idmac { idst, .. } if idst & IDST_FATAL_BUS != 0),
+        "{cause:?}"
+    );
+    assert!(
+        s.contains("CMD18 at LBA 640") && s.contains("fatal bus error") && s.contains("IDST"),
+        "{s}"
+    );
+    // A block that never reads: the RINT bits.
+    let bad = Faults {
+        bad_lbas: vec![77],
+        ..Faults::default()
+    };
+    let (cmd, lba, attempts, cause, s) = fails_every_try(&sim, &mut sd, bad, 75);
+    assert_eq!((cmd, lba, attempts), (Cmd::new(18), 75, 3));
+    assert!(
+        matches!(cause, Cause::Rint { rint } if rint & (1 << 7) != 0),
+        "{cause:?}"
+    );
+    assert!(s.contains("data CRC error"), "{s}");
+    check_no_violations(&sim);
+}
+
+#[test]
+fn a_dma_transfer_that_never_ends_times_out() {
+    let (sim, mut sd) = start_dma(HostSpec::qemu(), sdhc(), Faults::default(), Config::new());
+    data_never_comes(
+        &sim,
+        &mut sd,
+        Wait::DmaDone,
+        "internal DMA controller to finish",
+    );
+    let e = {
+        sim.set_faults(Faults {
+            fifo_never_fills: true,
+            ..Faults::default()
+        });
+        read(&mut sd, 1, 1).unwrap_err()
+    };
+    assert!(e.to_string().contains("IDST 0x"), "{e}");
+}
+
+#[test]
+fn writes_stay_pio_with_dma_on() {
+    let (sim, mut sd) = start_dma(HostSpec::qemu(), sdhc(), Faults::default(), Config::new());
+    let data: Vec<u8> = (0..5 * 512).map(|i| (i * 7 + 3) as u8).collect();
+    let before = sim.dma_transfers();
+    sd.write_blocks(2_000, &data).unwrap();
+    assert_eq!(sim.dma_transfers(), before);
+    assert_eq!(sim.written_lbas(), (2_000..2_005).collect::<Vec<_>>());
+    // Read back through the IDMAC.
+    assert_eq!(read(&mut sd, 2_000, 5).unwrap(), data);
+    assert_eq!(sim.dma_transfers(), before + 1);
+    check_no_violations(&sim);
+}
+
+#[test]
+fn without_dma_the_fifo_moves_the_data() {
+    let (sim, mut sd) = start(HostSpec::qemu(), sdhc(), Faults::default(), Config::new());
+    assert!(!sd.dma_active());
+    read_ok(&sim, &mut sd, 9, 40);
+    assert_eq!(sim.dma_transfers(), 0);
+    assert!(sim.mem_ops().is_empty());
+    assert_eq!(sd.stats().dma_transfers, 0);
+    check_no_violations(&sim);
+}
+
+/// Memory the controller cannot reach (above 4 GiB, say).
+struct Unreachable;
+
+impl DmaMemory for Unreachable {
+    fn bus_address(&mut self, _addr: usize, _len: usize) -> Option<u32> {
+        None
+    }
+    fn to_device(&mut self, _addr: usize, _len: usize) {
+        panic!("to_device on unreachable memory");
+    }
+    unsafe fn from_device(&mut self, _addr: usize, _len: usize) {
+        panic!("from_device on unreachable memory");
+    }
+}
+
+#[test]
+fn memory_the_controller_cannot_reach_means_pio() {
+    let sim = Sim::new(HostSpec::qemu(), sdhc(), Faults::default());
+    let mut sd =
+        SunxiMmc::init_dma(sim.regs(), Some(sim.ccu_regs()), sim.clock(), Unreachable).unwrap();
+    assert!(!sd.dma_active());
+    let got = read_blocks(&mut sd, 33, 20).unwrap();
+    assert!(got == sim.expected(33, 20));
+    assert_eq!(sim.dma_transfers(), 0);
+    check_no_violations(&sim);
+}
+
+#[test]
+fn garbage_idst_gives_errors_not_panics() {
+    for seed in 1..30u64 {
+        let (sim, mut sd) = start_dma(HostSpec::qemu(), sdhc(), Faults::default(), Config::new());
+        sim.set_faults(Faults {
+            garbage: Some(seed * 0x9E37_79B9),
+            ..Faults::default()
+        });
+        let t0 = sim.now_us();
+        let _ = read(&mut sd, 10, 3);
+        let _ = read(&mut sd, 10, 40);
+        let _ = sd.write_blocks(10, &[0u8; 1024]);
+        assert!(sim.now_us() - t0 < 60_000_000, "seed {seed}");
+        sim.set_faults(Faults::default());
+        sd.reinit().unwrap();
+        read_ok(&sim, &mut sd, 10, 20);
+    }
 }

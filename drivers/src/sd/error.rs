@@ -73,6 +73,8 @@ pub enum Wait {
     FifoData(u32),
     /// Allwinner: room in the FIFO for block `n` (0-based) of a write request.
     FifoSpace(u32),
+    /// Allwinner: the internal DMA controller to finish a read (IDST receive interrupt).
+    DmaDone,
 }
 
 impl fmt::Display for Wait {
@@ -125,6 +127,9 @@ impl fmt::Display for Wait {
             Wait::CardBusy => f.write_str("the card to end its busy signal (STATUS bit 9)"),
             Wait::FifoData(n) => write!(f, "FIFO data for block {n} of the request"),
             Wait::FifoSpace(n) => write!(f, "FIFO space for block {n} of the request"),
+            Wait::DmaDone => {
+                f.write_str("the internal DMA controller to finish (IDST receive interrupt)")
+            }
         }
     }
 }
@@ -189,13 +194,16 @@ pub enum Cause {
     /// register as read).
     Rint { rint: u32 },
     /// Allwinner: a poll loop ran out of time: `waited_us` microseconds for `wait`, with the last
-    /// RINT and STATUS read.
+    /// RINT, STATUS and IDST (internal DMA status) read.
     SunxiTimeout {
         wait: Wait,
         waited_us: u64,
         rint: u32,
         status: u32,
+        idst: u32,
     },
+    /// Allwinner: the internal DMA controller set error bits in IDST (`idst` and `rint` as read).
+    Idmac { idst: u32, rint: u32 },
     /// Allwinner: no module clock setting (OSC24M / 2^N / M, N <= 3, M <= 16) gives `target_hz`
     /// or less from `parent_hz`.
     ModClock { parent_hz: u32, target_hz: u32 },
@@ -254,11 +262,11 @@ fn error_bits(f: &mut fmt::Formatter<'_>, err: u16) -> fmt::Result {
     write!(f, " (ERR_INT_STAT {err:#06x})")
 }
 
-/// Names of the Allwinner RINT error bits.
-fn rint_bits(f: &mut fmt::Formatter<'_>, rint: u32) -> fmt::Result {
+/// The names of the bits of `value` that `names` has, comma-separated ("no error bits" if none).
+fn bit_names(f: &mut fmt::Formatter<'_>, value: u32, names: &[(u32, &str)]) -> fmt::Result {
     let mut first = true;
-    for (bit, name) in aw::RINT_ERROR_NAMES {
-        if rint & bit != 0 {
+    for &(bit, name) in names {
+        if value & bit != 0 {
             if !first {
                 f.write_str(", ")?;
             }
@@ -269,7 +277,7 @@ fn rint_bits(f: &mut fmt::Formatter<'_>, rint: u32) -> fmt::Result {
     if first {
         f.write_str("no error bits")?;
     }
-    write!(f, " (RINT {rint:#010x})")
+    Ok(())
 }
 
 impl fmt::Display for Cause {
@@ -332,16 +340,25 @@ impl fmt::Display for Cause {
             Cause::AddressTooLarge { lba } => {
                 write!(f, "the card address of LBA {lba} does not fit 32 bits")
             }
-            Cause::Rint { rint } => rint_bits(f, rint),
+            Cause::Rint { rint } => {
+                bit_names(f, rint, &aw::RINT_ERROR_NAMES)?;
+                write!(f, " (RINT {rint:#010x})")
+            }
             Cause::SunxiTimeout {
                 wait,
                 waited_us,
                 rint,
                 status,
+                idst,
             } => write!(
                 f,
-                "timeout: waited {waited_us} us for {wait} (RINT {rint:#010x}, STATUS {status:#010x})"
+                "timeout: waited {waited_us} us for {wait} (RINT {rint:#010x}, STATUS {status:#010x}, IDST {idst:#010x})"
             ),
+            Cause::Idmac { idst, rint } => {
+                f.write_str("internal DMA error: ")?;
+                bit_names(f, idst, &aw::IDST_ERROR_NAMES)?;
+                write!(f, " (IDST {idst:#010x}, RINT {rint:#010x})")
+            }
             Cause::ModClock {
                 parent_hz,
                 target_hz,

@@ -757,12 +757,12 @@ macro_rules! host_fields {
 pub(crate) use host_fields;
 
 /// [`BlockDevice`](crate::block::BlockDevice) and [`WriteBlocks`](crate::block::WriteBlocks) for
-/// driver `$t<R, C>` with fields `info` and `config.max_blocks_per_command` and methods
-/// `read_once` / `write_once` (one command with its data): the requests of [`read_request`] and
-/// [`write_request`].
+/// driver `$t<R, C>` (or `$t<R, C, G>` with `G: $bound`, when given) with fields `info` and
+/// `config.max_blocks_per_command` and methods `read_once` / `write_once` (one command with its
+/// data): the requests of [`read_request`] and [`write_request`].
 macro_rules! block_device {
-    ($t:ident) => {
-        impl<R: Regs, C: Clock> BlockDevice for $t<R, C> {
+    ($t:ident $(, $g:ident: $bound:path)?) => {
+        impl<R: Regs, C: Clock $(, $g: $bound)?> BlockDevice for $t<R, C $(, $g)?> {
             type Error = SdError;
 
             fn num_blocks(&self) -> u64 {
@@ -777,7 +777,7 @@ macro_rules! block_device {
             }
         }
 
-        impl<R: Regs, C: Clock> WriteBlocks for $t<R, C> {
+        impl<R: Regs, C: Clock $(, $g: $bound)?> WriteBlocks for $t<R, C $(, $g)?> {
             /// Write whole blocks: checked against the capacity and the card's write protection
             /// (nothing is sent to a protected card), split into commands of at most
             /// `Config::max_blocks_per_command` blocks, each tried up to `Config::tries` times

@@ -1,7 +1,8 @@
 //! Allwinner SD/MMC host controller driver: reads SD cards through the H3 / H2+ "SMHC" controller
 //! (Orange Pi Zero, One, PC: MMC0 at [`MMC0_BASE`], the card slot; QEMU's `-M orangepi-pc`
-//! attaches `-drive if=sd` there). Reads, and block writes when asked ([`WriteBlocks`]); polled,
-//! programmed I/O through the FIFO.
+//! attaches `-drive if=sd` there). Reads, and block writes when asked ([`WriteBlocks`]); polled.
+//! Data moves by programmed I/O through the FIFO, or, for reads when a [`DmaMemory`] is given
+//! ([`SunxiMmc::init_dma`]), through the controller's internal DMA controller (IDMAC).
 //!
 //! # Design
 //!
@@ -14,8 +15,9 @@
 //!   iteration cap, ending in a [`Cause::SunxiTimeout`]; no register value can make the driver
 //!   hang or panic.
 //! - **32-bit accesses only**, FIFO included (the QEMU model accepts nothing else).
-//! - **Polled, no DMA.** GCTRL has the interrupt and DMA enables off and "access by AHB" on; IMASK
-//!   is 0; status is read from RINT (raw interrupt status). Data moves through the FIFO at 0x200
+//! - **Polled.** GCTRL has the interrupt enable off and, but during a DMA read, the DMA enable off
+//!   and "access by AHB" on; IMASK is 0; status is read from RINT (raw interrupt status) and, for
+//!   DMA, IDST. Without DMA, data moves through the FIFO at 0x200
 //!   in 32-bit words: a read takes as many words as STATUS's FIFO level says (at least one when
 //!   FIFO empty is clear, at most what the block still needs); a write puts one word each time FIFO
 //!   full is clear.
@@ -45,8 +47,9 @@
 //!
 //! 1. CCU (when given): MMCn's bus reset asserted, bus clock gate on, reset released; module clock
 //!    400 kHz from OSC24M.
-//! 2. GCTRL soft + FIFO + DMA reset, wait for the bits to clear; GCTRL = access by AHB; IMASK 0,
-//!    RINT cleared, TIMEOUT 0xFFFF_FF40 (Linux's value), 1-bit bus.
+//! 2. GCTRL soft + FIFO + DMA reset, wait for the bits to clear; GCTRL = access by AHB; the IDMAC
+//!    reset and off, IDST cleared, IDIE 0 (FTRGLEVEL Linux's DMA value with DMA); IMASK 0, RINT
+//!    cleared, TIMEOUT 0xFFFF_FF40 (Linux's value), 1-bit bus.
 //! 3. The card clock at <= 400 kHz (above), 1 ms for the card's 74 clocks (CMD0 also asks the
 //!    controller for its init sequence).
 //! 4. The SD identification sequence ([`crate::sd`]): CMD0, CMD8, ACMD41 polling, CMD2, CMD3, CMD9,
@@ -71,6 +74,34 @@
 //! the shared recovery brings the card back to the transfer state; before the last try the whole
 //! controller and card are initialised again.
 //!
+//! # DMA reads
+//!
+//! With a [`DmaMemory`] (the platform's bus addresses and cache maintenance: the driver has no
+//! architecture code; [`NoDma`] is the FIFO path), the driver allocates once a
+//! [`DMA_ALIGN`]-aligned area of whole cache lines: [`DMA_DESCRIPTORS`] descriptors, then a
+//! [`DMA_BUFFER_BYTES`] bounce buffer, so the caller's buffer may sit anywhere. A command then
+//! moves at most [`DMA_BUFFER_BLOCKS`] blocks (`max_blocks_per_command` is capped to that). If the
+//! area cannot be allocated or has no 32-bit bus address, reads stay on PIO
+//! ([`SunxiMmc::dma_active`]). A read command:
+//!
+//! 1. The chain: a descriptor per [`DMA_DESC_BYTES`] of the transfer (config OWN | CHAIN, FIRST on
+//!    the first, LAST and end of ring on the last, "disable interrupt" on the others; the buffer
+//!    size; the buffer's bus address; the next descriptor's), cleaned with
+//!    [`DmaMemory::to_device`]; the bounce buffer invalidated ([`DmaMemory::from_device`]) so no
+//!    dirty line lands on what the controller writes.
+//! 2. GCTRL = DMA enable ("access by AHB" clear) with a DMA reset, waited for; DMAC soft reset;
+//!    IDST cleared; IDIE receive interrupt (the interrupt stays off at GCTRL); DLBA = the chain;
+//!    DMAC = fixed burst | IDMAC on (Linux's `sunxi_mmc_start_dma`).
+//! 3. The command as for PIO (CMD17, or CMD18 with auto stop), then IDST receive interrupt (IDST
+//!    error bits are [`Cause::Idmac`], RINT's [`Cause::Rint`]), then RINT data over (and auto
+//!    command done), each with a deadline of [`BLOCK_TIMEOUT_US`] per block.
+//! 4. IDST cleared, the IDMAC off, GCTRL back to "access by AHB" with a DMA reset; the bounce
+//!    buffer invalidated again and copied out.
+//!
+//! Any failure resets the controller (the IDMAC with it: GCTRL DMA reset, DMAC soft reset) and
+//! names the command's first LBA; the shared retries and recovery follow, as for PIO. Writes stay
+//! on PIO (they are rare: the prompt cache), as does everything during initialisation.
+//!
 //! # What QEMU's model does differently from hardware
 //!
 //! QEMU 10's `allwinner-sdhost` (sun5i flavour on the H3) executes a command synchronously when CMD
@@ -83,12 +114,14 @@
 //! response, and the soft reset bits clear at once without resetting anything (so the driver
 //! clears RINT itself). STATUS bit 8 follows the card's presence. The clock registers are stored
 //! and ignored; QEMU's H3 CCU model is a plain register file (PLL lock bits excepted), which the
-//! driver's CCU writes land in harmlessly.
+//! driver's CCU writes land in harmlessly. Its IDMAC moves a whole transfer when CMD is written
+//! (IDST and RINT data over are set before the driver first looks), ignores DMAC (its soft reset
+//! bit reads back as written) and takes descriptors of up to 64 KiB.
 //!
 //! # Not covered
 //!
 //! High speed (50 MHz: PLL_PERIPH0 and the new timing mode), UHS-I, 1.8 V, eMMC and 8-bit buses,
-//! DMA (IDMAC), interrupts, SDUC, erase, the card's write-protect groups. Pin muxing (PF0-PF5 to
+//! DMA writes, DMA straight into the caller's buffer, interrupts, SDUC, erase, the card's write-protect groups. Pin muxing (PF0-PF5 to
 //! function 2) and card power are the board's: U-Boot has done both on a real board, QEMU needs
 //! neither.
 //!
@@ -98,6 +131,7 @@
 //! [`Regs::barrier`] on the controller before their first register access and after their last
 //! (see [`crate::mmio`]).
 
+mod dma;
 pub mod regs;
 
 use crate::block::{BlockDevice, WriteBlocks, BLOCK_SIZE};
@@ -106,6 +140,11 @@ use crate::sd::{self, Command, Direction, Failure, Host, Resp, Xfer, READ, WRITE
 pub use crate::sd::{
     CardInfo, Cause, Clock, Cmd, HostKind, SdError, Step, Wait, WriteProtect, COMMANDS,
     DATA_CLOCK_MAX_HZ, ID_CLOCK_MAX_HZ, READ_ONLY_COMMANDS, WRITE_COMMANDS,
+};
+use dma::DmaArea;
+pub use dma::{
+    DmaMemory, NoDma, DMA_ALIGN, DMA_BUFFER_BLOCKS, DMA_BUFFER_BYTES, DMA_DESCRIPTORS,
+    DMA_DESC_BYTES,
 };
 use regs::*;
 
@@ -283,28 +322,63 @@ pub struct Stats {
     pub controller_resets: u64,
     /// Clock update commands.
     pub clock_updates: u64,
+    /// Read commands whose data the IDMAC moved.
+    pub dma_transfers: u64,
 }
 
-/// The SD card behind an Allwinner SD/MMC controller, as a [`BlockDevice`].
+/// The SD card behind an Allwinner SD/MMC controller, as a [`BlockDevice`]; reads through the
+/// IDMAC with a [`DmaMemory`] `D`, through the FIFO with [`NoDma`].
 #[derive(Debug)]
-pub struct SunxiMmc<R: Regs, C: Clock> {
+pub struct SunxiMmc<R: Regs, C: Clock, D: DmaMemory = NoDma> {
     regs: R,
     ccu: Option<R>,
     clock: C,
     config: Config,
     info: CardInfo,
     stats: Stats,
+    dma: D,
+    /// The descriptors and bounce buffer; `None`: PIO only.
+    area: Option<DmaArea>,
 }
 
 impl<R: Regs, C: Clock> SunxiMmc<R, C> {
     /// Reset the controller (through the CCU `ccu` when given: gate, reset, module clock) and
-    /// bring up the card with the default [`Config`].
+    /// bring up the card with the default [`Config`]; data through the FIFO.
     pub fn init(regs: R, ccu: Option<R>, clock: C) -> Result<Self, SdError> {
         Self::with_config(regs, ccu, clock, Config::new())
     }
 
     /// [`SunxiMmc::init`] with explicit settings.
     pub fn with_config(regs: R, ccu: Option<R>, clock: C, config: Config) -> Result<Self, SdError> {
+        Self::with_config_dma(regs, ccu, clock, config, NoDma)
+    }
+}
+
+impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
+    /// [`SunxiMmc::init`] with reads through the IDMAC, over `dma`'s bus addresses and cache
+    /// maintenance (see [DMA](self#dma-reads)). If the DMA area cannot be allocated or `dma` gives
+    /// it no bus address, the driver reads through the FIFO ([`SunxiMmc::dma_active`] says which).
+    pub fn init_dma(regs: R, ccu: Option<R>, clock: C, dma: D) -> Result<Self, SdError> {
+        Self::with_config_dma(regs, ccu, clock, Config::new(), dma)
+    }
+
+    /// [`SunxiMmc::init_dma`] with explicit settings. With DMA, a command moves at most
+    /// [`DMA_BUFFER_BLOCKS`] blocks (`max_blocks_per_command` is capped to that).
+    pub fn with_config_dma(
+        regs: R,
+        ccu: Option<R>,
+        clock: C,
+        mut config: Config,
+        mut dma: D,
+    ) -> Result<Self, SdError> {
+        let area = if D::ENABLED {
+            DmaArea::new(&mut dma)
+        } else {
+            None
+        };
+        if area.is_some() {
+            config.max_blocks_per_command = config.max_blocks_per_command.min(DMA_BUFFER_BLOCKS);
+        }
         let mut sd = SunxiMmc {
             regs,
             ccu,
@@ -312,12 +386,19 @@ impl<R: Regs, C: Clock> SunxiMmc<R, C> {
             config,
             info: CardInfo::default(),
             stats: Stats::default(),
+            dma,
+            area,
         };
         sd.reinit()?;
         Ok(sd)
     }
 
     sd::driver_accessors!(Config, Stats);
+
+    /// Do reads go through the IDMAC (else through the FIFO)?
+    pub fn dma_active(&self) -> bool {
+        self.area.is_some()
+    }
 
     pub fn regs_mut(&mut self) -> &mut R {
         &mut self.regs
@@ -396,23 +477,31 @@ impl<R: Regs, C: Clock> SunxiMmc<R, C> {
 
     // ---- controller ----
 
-    /// GCTRL soft, FIFO and DMA reset, then PIO mode, no interrupts, RINT cleared, the timeouts
-    /// and the bus width set again.
+    /// GCTRL soft, FIFO and DMA reset, then PIO mode, the IDMAC reset and off with its status
+    /// cleared, no interrupts, RINT cleared, the timeouts and the bus width set again (and the
+    /// FIFO levels for DMA).
     fn reset_controller(&mut self) -> Result<(), Cause> {
-        self.regs.write32(GCTRL, GCTRL_ACCESS_BY_AHB | GCTRL_RESET);
-        self.wait_clear(
-            GCTRL,
-            GCTRL_RESET,
-            RESET_TIMEOUT_US,
-            Wait::GlobalReset(GCTRL_RESET),
-        )?;
+        self.gctrl_reset(GCTRL_ACCESS_BY_AHB, GCTRL_RESET)?;
         self.regs.write32(GCTRL, GCTRL_ACCESS_BY_AHB);
+        self.regs.write32(DMAC, DMAC_SOFT_RESET);
+        self.regs.write32(DMAC, 0);
+        self.regs.write32(IDST, IDST_ALL);
+        self.regs.write32(IDIE, 0);
+        if self.area.is_some() {
+            self.regs.write32(FTRGLEVEL, FTRGLEVEL_DMA);
+        }
         self.regs.write32(IMASK, 0);
         self.regs.write32(RINT, u32::MAX);
         self.regs.write32(TIMEOUT, TIMEOUT_VALUE);
         let width = if self.info.bus_width == 4 { 1 } else { 0 };
         self.regs.write32(WIDTH, width);
         Ok(())
+    }
+
+    /// GCTRL = `mode` with the reset bits `resets`, then wait for them to clear.
+    fn gctrl_reset(&mut self, mode: u32, resets: u32) -> Result<(), Cause> {
+        self.regs.write32(GCTRL, mode | resets);
+        self.wait_clear(GCTRL, resets, RESET_TIMEOUT_US, Wait::GlobalReset(resets))
     }
 
     /// The "update clock" command: the controller takes CLKCR when it clears the start bit.
@@ -640,8 +729,108 @@ impl<R: Regs, C: Clock> SunxiMmc<R, C> {
         Ok(lba)
     }
 
-    /// One read command for the `buf.len() / 512` blocks of `buf` from `start`.
+    /// Before a DMA read of `bytes` (at most the bounce buffer): the descriptor chain written and
+    /// cleaned, the buffer invalidated, GCTRL in DMA mode with a DMA reset, the IDMAC reset and
+    /// started on the chain.
+    fn start_dma(&mut self, bytes: usize) -> Result<(), Cause> {
+        let Some(area) = self.area.as_mut() else {
+            return Ok(());
+        };
+        let chain = area.write_chain(bytes);
+        let (desc, buffer, dlba) = (area.desc_addr(), area.buffer_addr(), area.desc_bus());
+        self.dma.to_device(desc, chain);
+        // SAFETY: whole cache lines of the bounce buffer (its start is aligned), which is ours.
+        unsafe {
+            self.dma
+                .from_device(buffer, bytes.next_multiple_of(DMA_ALIGN))
+        };
+        self.gctrl_reset(GCTRL_DMA_ENABLE, GCTRL_DMA_RESET)?;
+        self.regs.write32(DMAC, DMAC_SOFT_RESET);
+        self.regs.write32(IDST, IDST_ALL);
+        self.regs.write32(IDIE, IDST_RX_INT);
+        self.regs.write32(DLBA, dlba);
+        self.regs.write32(DMAC, DMAC_FIXED_BURST | DMAC_IDMA_ON);
+        Ok(())
+    }
+
+    /// Wait for the IDMAC to have written the last buffer (IDST receive interrupt), watching IDST
+    /// and RINT for errors.
+    fn wait_dma(&mut self, timeout_us: u64) -> Result<(), Cause> {
+        self.poll(timeout_us, Wait::DmaDone, |r| {
+            let rint = r.read32(RINT);
+            if rint & RINT_ERRORS != 0 {
+                return Some(Err(Cause::Rint { rint }));
+            }
+            let idst = r.read32(IDST);
+            if idst & IDST_ERRORS != 0 {
+                return Some(Err(Cause::Idmac { idst, rint }));
+            }
+            (idst & IDST_RX_INT != 0).then_some(Ok(()))
+        })
+    }
+
+    /// After a DMA read: the IDMAC stopped and its status cleared, GCTRL back in PIO mode with a
+    /// DMA reset.
+    fn stop_dma(&mut self) -> Result<(), Cause> {
+        self.regs.write32(IDST, IDST_ALL);
+        self.regs.write32(IDIE, 0);
+        self.regs.write32(DMAC, 0);
+        self.gctrl_reset(GCTRL_ACCESS_BY_AHB, GCTRL_DMA_RESET)
+    }
+
+    /// One read command through the IDMAC for the blocks of `buf` (at most the bounce buffer) at
+    /// `start`: the chain and the IDMAC set up, the command, the IDMAC's receive interrupt, data
+    /// over, the IDMAC stopped, the buffer invalidated and copied out; CMD12 from the driver when
+    /// auto stop is off. A failure resets the controller (the IDMAC with it) and names `start`:
+    /// which block failed is not known.
+    fn read_once_dma(&mut self, start: u64, buf: &mut [u8]) -> Result<(), Failure> {
+        // max_blocks_per_command is capped to the bounce buffer.
+        debug_assert!(buf.len() <= DMA_BUFFER_BYTES);
+        let blocks = (buf.len() / BLOCK_SIZE) as u32;
+        let cmd = READ.command(blocks).cmd;
+        let fail = |cause| Failure {
+            cmd,
+            lba: start,
+            cause,
+        };
+        if let Err(cause) = self.start_dma(buf.len()) {
+            self.reset_after_error();
+            return Err(fail(cause));
+        }
+        sd::begin_transfer(self, &READ, start, blocks)?;
+        let timeout = BLOCK_TIMEOUT_US.saturating_mul(blocks as u64);
+        let r = self
+            .wait_dma(timeout)
+            .and_then(|()| self.wait_data_over(blocks, timeout))
+            .and_then(|()| self.stop_dma());
+        if let Err(cause) = r {
+            self.reset_after_error();
+            return Err(fail(cause));
+        }
+        if let Some(area) = self.area.as_ref() {
+            let buffer = area.buffer_addr();
+            // SAFETY: whole cache lines of the bounce buffer, which is ours.
+            unsafe {
+                self.dma
+                    .from_device(buffer, buf.len().next_multiple_of(DMA_ALIGN))
+            };
+            area.copy_out(buf);
+        }
+        let last = start + blocks as u64 - 1;
+        if blocks > 1 && !self.config.auto_stop {
+            sd::stop(self, last)?;
+        }
+        self.stats.dma_transfers += 1;
+        self.stats.blocks_read += blocks as u64;
+        Ok(())
+    }
+
+    /// One read command for the `buf.len() / 512` blocks of `buf` from `start`: through the IDMAC
+    /// when DMA is on, else through the FIFO.
     fn read_once(&mut self, start: u64, buf: &mut [u8]) -> Result<(), Failure> {
+        if self.area.is_some() {
+            return self.read_once_dma(start, buf);
+        }
         let blocks = (buf.len() / BLOCK_SIZE) as u32;
         self.transfer(&READ, start, blocks, |sd, i| {
             let at = i as usize * BLOCK_SIZE;
@@ -693,7 +882,7 @@ fn clkcr_divider(module_hz: u32, target_hz: u32) -> Result<(u32, u32), Cause> {
     Ok((n, module_hz / (2 * n)))
 }
 
-impl<R: Regs, C: Clock> Host for SunxiMmc<R, C> {
+impl<R: Regs, C: Clock, D: DmaMemory> Host for SunxiMmc<R, C, D> {
     sd::host_fields!();
 
     fn issue(&mut self, c: Command, arg: u32, xfer: Option<Xfer>) -> Result<[u32; 4], Cause> {
@@ -723,11 +912,12 @@ impl<R: Regs, C: Clock> Host for SunxiMmc<R, C> {
             waited_us,
             rint: self.regs.read32(RINT),
             status: self.regs.read32(STATUS),
+            idst: self.regs.read32(IDST),
         }
     }
 }
 
-sd::block_device!(SunxiMmc);
+sd::block_device!(SunxiMmc, D: DmaMemory);
 
 #[cfg(test)]
 mod tests {

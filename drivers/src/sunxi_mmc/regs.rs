@@ -30,8 +30,16 @@ pub const MINT: usize = 0x34;
 pub const RINT: usize = 0x38;
 /// Status: FIFO levels, card busy.
 pub const STATUS: usize = 0x3C;
-/// FIFO water levels (for DMA; left at its reset value).
+/// FIFO water levels and the DMA burst size (set for DMA, else left at its reset value).
 pub const FTRGLEVEL: usize = 0x40;
+/// Internal DMA controller (IDMAC) control: soft reset, fixed burst, enable.
+pub const DMAC: usize = 0x80;
+/// The bus address of the first descriptor.
+pub const DLBA: usize = 0x84;
+/// IDMAC status; write 1 to clear (bits 9:0).
+pub const IDST: usize = 0x88;
+/// IDMAC interrupt enable (the interrupt itself stays off: GCTRL bit 4 is clear).
+pub const IDIE: usize = 0x8C;
 /// The data FIFO on the H3 and later (0x100 on the A10 / sun4i).
 pub const FIFO: usize = 0x200;
 
@@ -45,6 +53,59 @@ pub const GCTRL_INT_ENABLE: u32 = 1 << 4;
 pub const GCTRL_DMA_ENABLE: u32 = 1 << 5;
 /// The FIFO is read and written by the CPU over AHB (PIO), not by the internal DMA.
 pub const GCTRL_ACCESS_BY_AHB: u32 = 1 << 31;
+
+// FTRGLEVEL.
+/// Burst of 8 words, receive trigger 7 words, transmit trigger 8 (Linux's value for the IDMAC).
+pub const FTRGLEVEL_DMA: u32 = 0x2007_0008;
+
+// DMAC.
+/// Resets the IDMAC (clears by itself on hardware; QEMU keeps what was written).
+pub const DMAC_SOFT_RESET: u32 = 1 << 0;
+pub const DMAC_FIXED_BURST: u32 = 1 << 1;
+pub const DMAC_IDMA_ON: u32 = 1 << 7;
+
+// IDST.
+pub const IDST_TX_INT: u32 = 1 << 0;
+/// Receive interrupt: the last descriptor's buffer is written.
+pub const IDST_RX_INT: u32 = 1 << 1;
+pub const IDST_FATAL_BUS_ERROR: u32 = 1 << 2;
+pub const IDST_DESC_UNAVAILABLE: u32 = 1 << 4;
+pub const IDST_CARD_ERROR_SUM: u32 = 1 << 5;
+pub const IDST_NORMAL_SUM: u32 = 1 << 8;
+pub const IDST_ABNORMAL_SUM: u32 = 1 << 9;
+/// The writable (write 1 to clear) status bits.
+pub const IDST_ALL: u32 = 0x3FF;
+/// The error bits.
+pub const IDST_ERRORS: u32 =
+    IDST_FATAL_BUS_ERROR | IDST_DESC_UNAVAILABLE | IDST_CARD_ERROR_SUM | IDST_ABNORMAL_SUM;
+/// Names of the IDST error bits, for error messages.
+pub const IDST_ERROR_NAMES: [(u32, &str); 4] = [
+    (IDST_FATAL_BUS_ERROR, "fatal bus error"),
+    (
+        IDST_DESC_UNAVAILABLE,
+        "descriptor unavailable (not owned by the IDMAC)",
+    ),
+    (IDST_CARD_ERROR_SUM, "card error summary"),
+    (IDST_ABNORMAL_SUM, "abnormal interrupt summary"),
+];
+
+/// A descriptor of the IDMAC's chain: four little-endian words in memory.
+pub mod desc {
+    /// Word 0, config: the IDMAC owns the descriptor (it clears the bit when done).
+    pub const OWN: u32 = 1 << 31;
+    /// Error summary, set by the IDMAC.
+    pub const ERROR: u32 = 1 << 30;
+    /// End of ring (Linux sets it on the last descriptor).
+    pub const END_OF_RING: u32 = 1 << 5;
+    /// Word 3 is the next descriptor's address.
+    pub const CHAIN: u32 = 1 << 4;
+    pub const FIRST: u32 = 1 << 3;
+    pub const LAST: u32 = 1 << 2;
+    /// Disable the interrupt (the receive status) on completion of this descriptor.
+    pub const DISABLE_INT: u32 = 1 << 1;
+    /// Size of one descriptor in bytes.
+    pub const SIZE: usize = 16;
+}
 
 // CLKCR.
 pub const CLKCR_DIVIDER_MASK: u32 = 0xFF;

@@ -37,8 +37,33 @@ impl drivers::sdhci::Clock for TimerClock {
 }
 
 pub type Card = Sdhci<Mmio, TimerClock>;
-/// The Allwinner SD/MMC host's card.
-pub type SunxiCard = SunxiMmc<Mmio, TimerClock>;
+/// The Allwinner SD/MMC host's card, read through its IDMAC.
+pub type SunxiCard = SunxiMmc<Mmio, TimerClock, CpuDma>;
+
+/// RAM as the Allwinner SD/MMC host's IDMAC sees it: bus addresses are physical ones, which the
+/// identity map makes the CPU's (RAM sits below 4 GiB on the H3), and the data cache is not
+/// coherent with the controller, so the driver's descriptors are cleaned and its bounce buffer
+/// invalidated by address.
+#[derive(Debug)]
+pub struct CpuDma;
+
+impl sunxi_mmc::DmaMemory for CpuDma {
+    fn bus_address(&mut self, addr: usize, len: usize) -> Option<u32> {
+        let last = addr.checked_add(len.max(1) - 1)?;
+        u32::try_from(last).ok()?;
+        u32::try_from(addr).ok()
+    }
+
+    fn to_device(&mut self, addr: usize, len: usize) {
+        Cpu::dcache_clean(addr, len);
+    }
+
+    unsafe fn from_device(&mut self, addr: usize, len: usize) {
+        // SAFETY: the driver's promise (DmaMemory::from_device): whole cache lines of its own DMA
+        // area, which nothing references.
+        unsafe { Cpu::dcache_invalidate(addr, len) }
+    }
+}
 
 /// The controller's name by its VideoCore clock id.
 fn controller_name(clock_id: u32) -> &'static str {
@@ -99,7 +124,8 @@ pub fn open(mb: &mut Mailbox) -> Result<Card, String> {
 }
 
 /// Bring up the Allwinner SD/MMC host at the board's base (the card slot), clocked from the 24 MHz
-/// oscillator through the board's clock controller.
+/// oscillator through the board's clock controller; reads through its IDMAC (the card line says
+/// "IDMA", or "PIO" if the driver could not use it), writes through its FIFO.
 pub fn open_sunxi() -> Result<SunxiCard, String> {
     let base = board::BLOCK_BASES[0];
     // SAFETY: the board's SD/MMC host and clock controller, device-mapped, used only by this
@@ -110,15 +136,17 @@ pub fn open_sunxi() -> Result<SunxiCard, String> {
             Mmio::new(board::BLOCK_CCU, sunxi_mmc::CCU_BLOCK_SIZE).with_barrier(Cpu::io_barrier),
         )
     };
-    let card = SunxiMmc::init(regs, Some(ccu), TimerClock)
+    let card = SunxiMmc::init_dma(regs, Some(ccu), TimerClock, CpuDma)
         .map_err(|e| format!("SD/MMC at {base:#x}: {e}"))?;
-    print_info(card.info(), "SD/MMC", base, "its clock controller");
+    let mode = if card.dma_active() { "IDMA" } else { "PIO" };
+    print_info(card.info(), "SD/MMC", base, "its clock controller", mode);
     Ok(card)
 }
 
-/// The card lines: controller, capacity, clocks and bus width, then the CID and CSD.
+/// The card lines: controller, capacity, clocks, bus width and how data moves (PIO: the polled
+/// data port), then the CID and CSD.
 fn print_card(card: &Card, name: &str, base: usize, source: ClockSource) {
-    print_info(card.info(), name, base, source);
+    print_info(card.info(), name, base, source, "PIO");
 }
 
 fn print_info(
@@ -126,9 +154,10 @@ fn print_info(
     name: &str,
     base: usize,
     source: impl core::fmt::Display,
+    mode: &str,
 ) {
     crate::println!(
-        "card: SD at {base:#x} ({name}), {} MiB, {}, base clock {} MHz ({source}), data clock {} kHz, {}-bit",
+        "card: SD at {base:#x} ({name}), {} MiB, {}, base clock {} MHz ({source}), data clock {} kHz, {}-bit, {mode}",
         (i.blocks * 512) >> 20,
         if i.high_capacity { "SDHC/SDXC (block addressed)" } else { "SDSC (byte addressed)" },
         i.base_clock_hz / 1_000_000,

@@ -21,18 +21,32 @@
 //!
 //! Recorded: every command on the bus, and violations: a command with the card clock off or the
 //! controller not taking it (a CLKCR change not yet updated), identification above 400 kHz or below
-//! 100 kHz, data above 25 MHz, a data transfer with DMA on or FIFO access not by AHB, a BYTECNT that
+//! 100 kHz, data above 25 MHz, a PIO transfer with DMA on or FIFO access not by AHB, a DMA transfer
+//! with access by AHB, the IDMAC off or for a write, a bad descriptor chain, a BYTECNT that
 //! is not the blocks of the command, a 4-bit host with a 1-bit card, reading an empty FIFO,
 //! writing the FIFO with no write transfer, a command sent while the previous one is not taken.
 //!
+//! The internal DMA controller (IDMAC): GCTRL's DMA enable with "access by AHB" clear and DMAC's
+//! IDMAC enable make a read command move its data at once, as QEMU's model does: the descriptor
+//! chain from DLBA (config with OWN, CHAIN, FIRST, LAST; buffer size; buffer address; next
+//! descriptor) is walked, each block of the card written to the buffers, each descriptor handed
+//! back (OWN cleared), then RINT data over (and auto stop) and IDST receive interrupt + normal
+//! summary. The IDMAC sees a simulated memory, not the host's: [`SimDma`], the driver's
+//! [`DmaMemory`], gives bus addresses to the host ranges the driver asks for (windows of a bus
+//! space the simulator owns), copies a host range into that memory on `to_device` (a cache clean)
+//! and back on `from_device` (an invalidate: the CPU then sees what the controller wrote), and
+//! records every call. A driver that forgets to clean its descriptors has the IDMAC find them not
+//! owned (IDST descriptor unavailable); one that forgets to invalidate reads stale data.
+//!
 //! Faults: a CRC error on the response of the Nth command or on the Nth data block, a permanently
 //! bad block, a card that never finishes ACMD41 or stops answering after N blocks, a controller
-//! whose start bit never clears (for commands or for clock updates), a FIFO that never fills, and
-//! garbage: RINT and STATUS read as pseudo-random values.
+//! whose start bit never clears (for commands or for clock updates), a FIFO that never fills (and
+//! an IDMAC that never gets data), an IDMAC fatal bus error on the Nth DMA transfer or on every
+//! one, and garbage: RINT, STATUS and IDST read as pseudo-random values.
 #![allow(dead_code)]
 
 pub use super::sd_card_sim::*;
-use drivers::sunxi_mmc::{Clock, Config, Regs, SunxiMmc};
+use drivers::sunxi_mmc::{Clock, Config, DmaMemory, NoDma, Regs, SunxiMmc, DMA_ALIGN};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
@@ -49,7 +63,35 @@ const RESP0: usize = 0x20;
 const IMASK: usize = 0x30;
 const RINT: usize = 0x38;
 const STATUS: usize = 0x3C;
+const FTRGLEVEL: usize = 0x40;
+const DMAC: usize = 0x80;
+const DLBA: usize = 0x84;
+const IDST: usize = 0x88;
+const IDIE: usize = 0x8C;
 const FIFO: usize = 0x200;
+
+const GCTRL_DMA_ENABLE: u32 = 1 << 5;
+const GCTRL_AHB: u32 = 1 << 31;
+const DMAC_SOFT_RESET: u32 = 1 << 0;
+const DMAC_IDMA_ON: u32 = 1 << 7;
+
+pub const IDST_TX: u32 = 1 << 0;
+pub const IDST_RX: u32 = 1 << 1;
+pub const IDST_FATAL_BUS: u32 = 1 << 2;
+pub const IDST_DES_UNAVAILABLE: u32 = 1 << 4;
+pub const IDST_CARD_ERROR: u32 = 1 << 5;
+pub const IDST_NORMAL: u32 = 1 << 8;
+pub const IDST_ABNORMAL: u32 = 1 << 9;
+
+pub const DES_OWN: u32 = 1 << 31;
+pub const DES_CHAIN: u32 = 1 << 4;
+pub const DES_FIRST: u32 = 1 << 3;
+pub const DES_LAST: u32 = 1 << 2;
+
+/// The first bus address [`SimDma`] hands out.
+pub const BUS_BASE: u32 = 0x4000_0000;
+/// Largest buffer of one descriptor (QEMU's sun5i model: 64 KiB; size 0 means this much).
+pub const MAX_DESC_BYTES: u32 = 64 << 10;
 
 const RINT_RESP_ERROR: u32 = 1 << 1;
 const RINT_COMMAND_DONE: u32 = 1 << 2;
@@ -115,8 +157,12 @@ pub struct Faults {
     pub stuck_clock_update: bool,
     /// Read data never reaches the FIFO, and no data timeout is raised.
     pub fifo_never_fills: bool,
-    /// RINT and STATUS read as pseudo-random values from this seed on.
+    /// RINT, STATUS and IDST read as pseudo-random values from this seed on.
     pub garbage: Option<u64>,
+    /// 0-based indices (over all DMA transfers) of transfers that end in an IDMAC fatal bus error.
+    pub dma_error_at: Vec<u64>,
+    /// Every DMA transfer ends in a fatal bus error.
+    pub dma_error_always: bool,
 }
 
 /// A command seen on the bus.
@@ -145,6 +191,54 @@ struct Xfer {
     auto_stop: bool,
     /// Write: the block being filled.
     buf: Vec<u8>,
+}
+
+/// What the driver asked of the memory ([`SimDma`]'s record).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemOp {
+    /// `bus_address(addr, len)` and its answer.
+    Map { addr: usize, len: usize, bus: u32 },
+    /// `to_device(addr, len)`: cleaned, the IDMAC now sees the CPU's bytes.
+    Clean { addr: usize, len: usize },
+    /// `from_device(addr, len)`: invalidated, the CPU now sees the memory's bytes.
+    Invalidate { addr: usize, len: usize },
+    /// The IDMAC started a transfer (a data command went out in DMA mode).
+    Transfer { blocks: u32 },
+}
+
+/// A host range the driver got a bus address for, and the memory behind it.
+#[derive(Debug)]
+struct Window {
+    host: usize,
+    bus: u32,
+    mem: Vec<u8>,
+}
+
+/// The memory the IDMAC sees.
+#[derive(Debug, Default)]
+struct DmaRam {
+    windows: Vec<Window>,
+    next_bus: u32,
+    ops: Vec<MemOp>,
+}
+
+impl DmaRam {
+    /// The window and offset holding host bytes `[addr, addr + len)`.
+    fn host(&mut self, addr: usize, len: usize) -> Option<(&mut Window, usize)> {
+        self.windows.iter_mut().find_map(|w| {
+            let off = addr.checked_sub(w.host)?;
+            (off.checked_add(len)? <= w.mem.len()).then_some((w, off))
+        })
+    }
+
+    /// The memory at bus addresses `[bus, bus + len)`.
+    fn bus(&mut self, bus: u32, len: usize) -> Option<&mut [u8]> {
+        self.windows.iter_mut().find_map(|w| {
+            let off = bus.checked_sub(w.bus)? as usize;
+            let end = off.checked_add(len)?;
+            w.mem.get_mut(off..end)
+        })
+    }
 }
 
 /// The whole simulated machine.
@@ -178,6 +272,13 @@ pub struct State {
     blocks_sent: u64,
     commands_seen: u64,
     pub barriers: u64,
+    ftrglevel: u32,
+    dmac: u32,
+    dlba: u32,
+    idst: u32,
+    idie: u32,
+    dma: DmaRam,
+    dma_transfers: u64,
 }
 
 /// Handle on a simulated controller, CCU and card.
@@ -194,6 +295,66 @@ pub struct SimRegs {
 /// The virtual clock, for the driver.
 #[derive(Debug)]
 pub struct SimClock(Rc<RefCell<State>>);
+
+/// The memory the simulated IDMAC sees, as the driver's [`DmaMemory`] (see the module doc).
+#[derive(Debug)]
+pub struct SimDma(Rc<RefCell<State>>);
+
+impl DmaMemory for SimDma {
+    fn bus_address(&mut self, addr: usize, len: usize) -> Option<u32> {
+        let mut s = self.0.borrow_mut();
+        let ram = &mut s.dma;
+        let bus = match ram.host(addr, len) {
+            Some((w, off)) => w.bus + off as u32,
+            None => {
+                let bus = ram.next_bus;
+                let span = u32::try_from(len.next_multiple_of(1 << 16)).ok()?;
+                ram.next_bus = bus.checked_add(span)?;
+                ram.windows.push(Window {
+                    host: addr,
+                    bus,
+                    mem: vec![0; len],
+                });
+                bus
+            }
+        };
+        ram.ops.push(MemOp::Map { addr, len, bus });
+        Some(bus)
+    }
+
+    fn to_device(&mut self, addr: usize, len: usize) {
+        let mut s = self.0.borrow_mut();
+        s.dma.ops.push(MemOp::Clean { addr, len });
+        match s.dma.host(addr, len) {
+            Some((w, off)) => {
+                // SAFETY: the driver passes bytes of its own memory, inside a range it mapped.
+                let src = unsafe { std::slice::from_raw_parts(addr as *const u8, len) };
+                w.mem[off..off + len].copy_from_slice(src);
+            }
+            None => s.violation(format!("to_device({addr:#x}, {len}) outside mapped memory")),
+        }
+    }
+
+    unsafe fn from_device(&mut self, addr: usize, len: usize) {
+        let mut s = self.0.borrow_mut();
+        s.dma.ops.push(MemOp::Invalidate { addr, len });
+        if addr % DMA_ALIGN != 0 || len % DMA_ALIGN != 0 {
+            s.violation(format!(
+                "from_device({addr:#x}, {len}) not on whole {DMA_ALIGN}-byte cache lines"
+            ));
+        }
+        match s.dma.host(addr, len) {
+            Some((w, off)) => {
+                // SAFETY: the caller's promise: memory it owns and holds no reference into.
+                let dst = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, len) };
+                dst.copy_from_slice(&w.mem[off..off + len]);
+            }
+            None => s.violation(format!(
+                "from_device({addr:#x}, {len}) outside mapped memory"
+            )),
+        }
+    }
+}
 
 impl Regs for SimRegs {
     fn read32(&mut self, off: usize) -> u32 {
@@ -271,6 +432,16 @@ impl Sim {
             blocks_sent: 0,
             commands_seen: 0,
             barriers: 0,
+            ftrglevel: 0x000F_0000,
+            dmac: 0,
+            dlba: 0,
+            idst: 0,
+            idie: 0,
+            dma: DmaRam {
+                next_bus: BUS_BASE,
+                ..DmaRam::default()
+            },
+            dma_transfers: 0,
         })))
     }
 
@@ -290,6 +461,31 @@ impl Sim {
 
     pub fn clock(&self) -> SimClock {
         SimClock(self.0.clone())
+    }
+
+    /// The memory the IDMAC sees, for the driver.
+    pub fn dma(&self) -> SimDma {
+        SimDma(self.0.clone())
+    }
+
+    /// What the driver asked of the memory so far.
+    pub fn mem_ops(&self) -> Vec<MemOp> {
+        self.0.borrow().dma.ops.clone()
+    }
+
+    pub fn clear_mem_ops(&self) {
+        self.0.borrow_mut().dma.ops.clear();
+    }
+
+    /// DMA transfers the IDMAC started.
+    pub fn dma_transfers(&self) -> u64 {
+        self.0.borrow().dma_transfers
+    }
+
+    /// The bus address of host address `addr`, if mapped.
+    pub fn bus_of(&self, addr: usize) -> Option<u32> {
+        let mut s = self.0.borrow_mut();
+        s.dma.host(addr, 0).map(|(w, off)| w.bus + off as u32)
     }
 
     pub fn log(&self) -> Vec<BusCmd> {
@@ -437,6 +633,11 @@ impl State {
                 self.garbage().unwrap_or(st)
             }
             FIFO => self.read_fifo(),
+            FTRGLEVEL => self.ftrglevel,
+            DMAC => self.dmac,
+            DLBA => self.dlba,
+            IDST => self.garbage().unwrap_or(self.idst),
+            IDIE => self.idie,
             _ => 0,
         }
     }
@@ -453,6 +654,11 @@ impl State {
                 self.gctrl = v & !7;
                 if v & 7 != 0 {
                     self.reset_until = self.now_ns + RESET_NS;
+                }
+                if v & 2 != 0 {
+                    self.fifo.clear();
+                }
+                if v & 1 != 0 {
                     self.rint = 0;
                     self.fifo.clear();
                     self.xfer = None;
@@ -461,6 +667,16 @@ impl State {
                     }
                 }
             }
+            FTRGLEVEL => self.ftrglevel = v,
+            DMAC => {
+                if v & DMAC_SOFT_RESET != 0 {
+                    self.idst = 0;
+                }
+                self.dmac = v & !DMAC_SOFT_RESET;
+            }
+            DLBA => self.dlba = v,
+            IDST => self.idst &= !(v & 0x3FF),
+            IDIE => self.idie = v,
             CLKCR => self.clkcr = v,
             WIDTH => self.width = v,
             BLKSZ => self.blksz = v,
@@ -599,9 +815,18 @@ impl State {
                 v & 0x3F
             ));
         }
-        if self.gctrl & (1 << 31) == 0 || self.gctrl & (1 << 5) != 0 {
+        let write = v & (1 << 10) != 0;
+        let dma = self.gctrl & GCTRL_DMA_ENABLE != 0;
+        if dma {
+            if self.gctrl & GCTRL_AHB != 0 || self.dmac & DMAC_IDMA_ON == 0 || write {
+                self.violation(format!(
+                    "DMA transfer with GCTRL {:#x}, DMAC {:#x}, write {write}",
+                    self.gctrl, self.dmac
+                ));
+            }
+        } else if self.gctrl & GCTRL_AHB == 0 {
             self.violation(format!(
-                "data transfer with GCTRL {:#x} (DMA, not AHB)",
+                "PIO transfer with GCTRL {:#x} (FIFO not by AHB)",
                 self.gctrl
             ));
         }
@@ -611,7 +836,6 @@ impl State {
                 self.width, self.card.width4
             ));
         }
-        let write = v & (1 << 10) != 0;
         if write != (self.card.state == CardState::Rcv) {
             self.violation(format!("CMD{} data direction", v & 0x3F));
         }
@@ -622,25 +846,131 @@ impl State {
             auto_stop: v & (1 << 12) != 0,
             buf: Vec::new(),
         });
-        if !write {
+        if dma && !write {
+            self.run_dma(blocks.max(1));
+        } else if !write {
             self.fill_fifo();
         }
     }
 
+    /// The IDMAC moves the `blocks` blocks of the transfer just started to the descriptors'
+    /// buffers, all at once (QEMU's model).
+    fn run_dma(&mut self, blocks: u32) {
+        let k = self.dma_transfers;
+        self.dma_transfers += 1;
+        self.dma.ops.push(MemOp::Transfer { blocks });
+        if self.dmac & DMAC_IDMA_ON == 0 {
+            return;
+        }
+        if self.faults.dma_error_always || self.faults.dma_error_at.contains(&k) {
+            self.idst |= IDST_FATAL_BUS | IDST_ABNORMAL;
+            self.xfer = None;
+            return;
+        }
+        if self.dlba % 4 != 0 {
+            self.violation(format!("DLBA {:#x} not word aligned", self.dlba));
+        }
+        let mut at = self.dlba;
+        let mut left = blocks as usize * 512;
+        let mut first = true;
+        for _ in 0..4096 {
+            let Some(raw) = self.dma.bus(at, 16).map(|d| d.to_vec()) else {
+                self.violation(format!("descriptor at bus {at:#x} outside memory"));
+                self.idst |= IDST_FATAL_BUS | IDST_ABNORMAL;
+                self.xfer = None;
+                return;
+            };
+            let word = |i: usize| u32::from_le_bytes(raw[4 * i..4 * i + 4].try_into().unwrap());
+            let (config, size, buf, next) = (word(0), word(1), word(2), word(3));
+            if config & DES_OWN == 0 {
+                self.idst |= IDST_DES_UNAVAILABLE | IDST_ABNORMAL;
+                self.xfer = None;
+                return;
+            }
+            if first != (config & DES_FIRST != 0) {
+                self.violation(format!("descriptor at {at:#x}: FIRST {config:#x}"));
+            }
+            first = false;
+            let size = match size & 0xFFFF_FFFC {
+                0 => MAX_DESC_BYTES,
+                n => n,
+            } as usize;
+            if size > MAX_DESC_BYTES as usize || size % 512 != 0 {
+                self.violation(format!("descriptor at {at:#x}: size {size}"));
+            }
+            let n = size.min(left);
+            for off in (0..n).step_by(512) {
+                let Some(block) = self.next_block() else {
+                    // No data, or a CRC error (RINT has it): the transfer stops here.
+                    if self.rint & RINT_DATA_CRC != 0 {
+                        self.idst |= IDST_CARD_ERROR | IDST_ABNORMAL;
+                    }
+                    return;
+                };
+                match self.dma.bus(buf.wrapping_add(off as u32), 512) {
+                    Some(m) => m.copy_from_slice(&block),
+                    None => {
+                        self.violation(format!("buffer at bus {buf:#x} + {off} outside memory"));
+                        self.idst |= IDST_FATAL_BUS | IDST_ABNORMAL;
+                        self.xfer = None;
+                        return;
+                    }
+                }
+                if let Some(x) = self.xfer.as_mut() {
+                    x.blocks_left -= 1;
+                }
+            }
+            left -= n;
+            if let Some(d) = self.dma.bus(at, 4) {
+                d.copy_from_slice(&(config & !DES_OWN).to_le_bytes());
+            }
+            if left == 0 {
+                if config & DES_LAST == 0 {
+                    self.violation(format!("descriptor at {at:#x}: the data ends, no LAST"));
+                }
+                break;
+            }
+            if config & DES_LAST != 0 {
+                self.violation(format!("descriptor chain ends with {left} bytes to go"));
+                self.idst |= IDST_DES_UNAVAILABLE | IDST_ABNORMAL;
+                self.xfer = None;
+                return;
+            }
+            if config & DES_CHAIN == 0 {
+                self.violation(format!("descriptor at {at:#x} without CHAIN"));
+            }
+            at = next;
+        }
+        self.end_transfer();
+        self.idst |= IDST_RX | IDST_NORMAL;
+    }
+
     /// The card sends the next block into the FIFO.
     fn fill_fifo(&mut self) {
-        let Some(x) = self.xfer.as_ref() else { return };
+        if let Some(block) = self.next_block() {
+            self.fifo.extend(
+                block
+                    .chunks(4)
+                    .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])),
+            );
+        }
+    }
+
+    /// The card's next block of the read transfer; `None` if none comes (no transfer, the FIFO
+    /// fault, a dead card) or it has a CRC error (RINT data CRC error, the transfer ended).
+    fn next_block(&mut self) -> Option<Vec<u8>> {
+        let x = self.xfer.as_ref()?;
         if x.write || x.blocks_left == 0 || self.faults.fifo_never_fills {
-            return;
+            return None;
         }
         let lba = match self.card.stream {
             Some(lba) if !self.card.dead && lba < self.card.blocks() => lba,
-            _ => return,
+            _ => return None,
         };
         let k = self.blocks_sent;
         if self.faults.die_after_blocks.is_some_and(|n| k >= n) {
             self.card.dead = true;
-            return;
+            return None;
         }
         self.blocks_sent += 1;
         if self.card.single {
@@ -654,14 +984,9 @@ impl State {
         if self.faults.bad_lbas.contains(&lba) || self.faults.data_crc_at.contains(&k) {
             self.rint |= RINT_DATA_CRC;
             self.xfer = None;
-            return;
+            return None;
         }
-        let block = self.card.block(lba);
-        self.fifo.extend(
-            block
-                .chunks(4)
-                .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])),
-        );
+        Some(self.card.block(lba))
     }
 
     fn end_transfer(&mut self) {
@@ -726,32 +1051,71 @@ impl State {
 
 /// The driver over the simulator.
 pub type Driver = SunxiMmc<SimRegs, SimClock>;
+/// The driver with its DMA read path over the simulated memory.
+pub type DmaDriver = SunxiMmc<SimRegs, SimClock, SimDma>;
 
 /// A 32 GiB SDHC card of pattern blocks.
 pub fn sdhc() -> CardSpec {
     CardSpec::new(Kind::Sdhc, Backing::Pattern { blocks: 64 << 20 })
 }
 
-/// A simulator and the driver over it (with the CCU unless `host.left_on`), or the init error.
+/// A simulator and the driver over it (with the CCU unless `host.left_on`, with the memory `dma`
+/// makes of the simulator), or the init error.
+pub fn try_start_with<D: DmaMemory>(
+    host: HostSpec,
+    card: CardSpec,
+    faults: Faults,
+    config: Config,
+    dma: impl FnOnce(&Sim) -> D,
+) -> (
+    Sim,
+    Result<SunxiMmc<SimRegs, SimClock, D>, drivers::sd::SdError>,
+) {
+    let sim = Sim::new(host, card, faults);
+    let ccu = (!host.left_on).then(|| sim.ccu_regs());
+    let mem = dma(&sim);
+    let sd = SunxiMmc::with_config_dma(sim.regs(), ccu, sim.clock(), config, mem);
+    (sim, sd)
+}
+
+/// [`try_start_with`] that must succeed.
+pub fn start_with<D: DmaMemory>(
+    host: HostSpec,
+    card: CardSpec,
+    faults: Faults,
+    config: Config,
+    dma: impl FnOnce(&Sim) -> D,
+) -> (Sim, SunxiMmc<SimRegs, SimClock, D>) {
+    let (sim, sd) = try_start_with(host, card, faults, config, dma);
+    match sd {
+        Ok(sd) => (sim, sd),
+        Err(e) => panic!("init: {e}\n{:?}\n{:?}", sim.names(), sim.violations()),
+    }
+}
+
+/// The driver on PIO, or the init error.
 pub fn try_start(
     host: HostSpec,
     card: CardSpec,
     faults: Faults,
     config: Config,
 ) -> (Sim, Result<Driver, drivers::sd::SdError>) {
-    let sim = Sim::new(host, card, faults);
-    let ccu = (!host.left_on).then(|| sim.ccu_regs());
-    let sd = SunxiMmc::with_config(sim.regs(), ccu, sim.clock(), config);
-    (sim, sd)
+    try_start_with(host, card, faults, config, |_| NoDma)
 }
 
-/// [`try_start`] that must succeed.
+/// The driver on PIO.
 pub fn start(host: HostSpec, card: CardSpec, faults: Faults, config: Config) -> (Sim, Driver) {
-    let (sim, sd) = try_start(host, card, faults, config);
-    match sd {
-        Ok(sd) => (sim, sd),
-        Err(e) => panic!("init: {e}\n{:?}\n{:?}", sim.names(), sim.violations()),
-    }
+    start_with(host, card, faults, config, |_| NoDma)
+}
+
+/// The driver with its DMA read path over [`SimDma`].
+pub fn start_dma(
+    host: HostSpec,
+    card: CardSpec,
+    faults: Faults,
+    config: Config,
+) -> (Sim, DmaDriver) {
+    start_with(host, card, faults, config, Sim::dma)
 }
 
 pub fn check_no_violations(sim: &Sim) {
