@@ -26,7 +26,12 @@ pub struct TooLarge {
 
 impl fmt::Display for TooLarge {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let bits = usize::BITS;
+        // The limit tells the board: a test may pose as a 32-bit one.
+        let bits = if self.limit <= u32::MAX as u64 {
+            32
+        } else {
+            usize::BITS
+        };
         if self.bytes == u64::MAX {
             write!(f, "{}: its size overflows", self.what)?;
         } else {
@@ -82,7 +87,7 @@ impl fmt::Display for Size {
         for (unit, shift) in UNITS {
             if n >> shift != 0 {
                 let whole = n >> shift;
-                let tenths = ((n - (whole << shift)) as u128 * 10 >> shift) as u64;
+                let tenths = (((n - (whole << shift)) as u128 * 10) >> shift) as u64;
                 return if tenths == 0 {
                     write!(f, "{whole} {unit}")
                 } else {

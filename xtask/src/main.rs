@@ -86,13 +86,19 @@ const BARE_METAL_TARGETS: [&str; 3] = [
     "armv7a-none-eabi",
 ];
 /// Linux targets for running kernel tests and the PC runner under qemu-user.
-const USER_TARGETS: [&str; 2] = ["aarch64-unknown-linux-gnu", "riscv64gc-unknown-linux-gnu"];
+const USER_TARGETS: [&str; 3] = [
+    "aarch64-unknown-linux-gnu",
+    "riscv64gc-unknown-linux-gnu",
+    "armv7-unknown-linux-gnueabihf",
+];
 /// Debian packages besides QEMU: the cross linker for the qemu-user targets, the Pi firmware.
-const EXTRA_PACKAGES: [&str; 5] = [
+const EXTRA_PACKAGES: [&str; 7] = [
     "gcc-aarch64-linux-gnu",
     "libc6-dev-arm64-cross",
     "gcc-riscv64-linux-gnu",
     "libc6-dev-riscv64-cross",
+    "gcc-arm-linux-gnueabihf",
+    "libc6-dev-armhf-cross",
     "raspi-firmware",
 ];
 
@@ -323,6 +329,26 @@ fn cross_runs() -> Vec<(&'static str, Vec<&'static str>, &'static str, &'static 
         "--test",
         "golden_kl",
     ];
+    let arm32 = vec![
+        "test",
+        "--release",
+        "-p",
+        "drivers",
+        "-p",
+        "runtime",
+        "--target",
+        "armv7-unknown-linux-gnueabihf",
+    ];
+    let arm32_far = vec![
+        "test",
+        "--release",
+        "-p",
+        "lmboot-tests",
+        "--target",
+        "armv7-unknown-linux-gnueabihf",
+        "--test",
+        "offsets_past_4g",
+    ];
     vec![
         (
             "RVV kernels vs scalar, VLEN 128",
@@ -349,6 +375,18 @@ fn cross_runs() -> Vec<(&'static str, Vec<&'static str>, &'static str, &'static 
             "teacher-forced KL on the NEON build",
             golden,
             "cortex-a53",
+            "",
+        ),
+        (
+            "32-bit offsets and sizes (drivers, runtime) under qemu-arm",
+            arm32,
+            "cortex-a7",
+            "",
+        ),
+        (
+            "32-bit: a model, a FAT volume and a page cache past 4 GiB under qemu-arm",
+            arm32_far,
+            "cortex-a7",
             "",
         ),
     ]
