@@ -51,15 +51,9 @@ mod tests {
     #[test]
     fn the_sizes_of_the_boards_of_the_kind() {
         // Orange Pi Zero 256 MiB: one 16-bit DDR3 chip, 8 banks, 2 KiB pages, 14 rows.
-        assert_eq!(
-            size_from_cr(cr(false, true, false, 2048, 14)),
-            Ok(256 << 20)
-        );
+        assert_eq!(size_from_cr(cr(false, true, false, 2048, 14)), Ok(256 << 20));
         // 512 MiB: 15 rows.
-        assert_eq!(
-            size_from_cr(cr(false, true, false, 2048, 15)),
-            Ok(512 << 20)
-        );
+        assert_eq!(size_from_cr(cr(false, true, false, 2048, 15)), Ok(512 << 20));
         // Orange Pi PC, 1 GiB: 32-bit bus, 4 KiB pages, 15 rows.
         assert_eq!(size_from_cr(cr(false, true, true, 4096, 15)), Ok(1 << 30));
         // Dual rank doubles it.
@@ -70,13 +64,7 @@ mod tests {
     fn an_unconfigured_or_impossible_controller_is_refused() {
         assert!(size_from_cr(0).is_err());
         assert!(size_from_cr(0xffff_ffff).is_err());
-        assert!(
-            size_from_cr(cr(true, true, true, 8192, 16)).is_err(),
-            "4 GiB"
-        );
-        assert!(
-            size_from_cr(cr(false, false, false, 512, 11)).is_err(),
-            "11 row bits"
-        );
+        assert!(size_from_cr(cr(true, true, true, 8192, 16)).is_err(), "4 GiB");
+        assert!(size_from_cr(cr(false, false, false, 512, 11)).is_err(), "11 row bits");
     }
 }

@@ -27,12 +27,9 @@ fn run(board: &str, lines: &[&str]) -> String {
     let (code, uart) = boot(b, &img, None, &[], LIMIT);
     eprintln!("{uart}");
     assert_eq!(code, 0, "QEMU exit status");
-    for line in [
-        &format!("lmboot 0.1.0 on {board}") as &str,
-        "cores: 4 online (ids 0-3)",
-    ]
-    .iter()
-    .chain(lines)
+    for line in [&format!("lmboot 0.1.0 on {board}") as &str, "cores: 4 online (ids 0-3)"]
+        .iter()
+        .chain(lines)
     {
         assert!(uart.contains(line), "no {line:?} in:\n{uart}");
     }
@@ -58,11 +55,7 @@ fn raspi2b_matches_the_pc_runner() {
     );
     let b = built("rpi2");
     assert!(
-        b.kernel
-            .file_name()
-            .unwrap()
-            .to_string_lossy()
-            .starts_with("kernel7-"),
+        b.kernel.file_name().unwrap().to_string_lossy().starts_with("kernel7-"),
         "{:?}",
         b.kernel
     );
@@ -101,9 +94,7 @@ fn a_data_abort_is_reported_on_armv7a() {
         .find(|l| l.starts_with("*** exception: data abort"))
         .unwrap_or_else(|| panic!("no data abort report in:\n{uart}"));
     assert!(
-        line.contains("translation fault")
-            && line.contains("in System mode")
-            && line.contains("DFAR 0x"),
+        line.contains("translation fault") && line.contains("in System mode") && line.contains("DFAR 0x"),
         "{line}"
     );
 }
