@@ -58,7 +58,7 @@ pub fn product<S: Storage + ?Sized>(
     x: &[f32],
     b: usize,
     out: &mut [f32],
-    scratch: &mut Vec<u8>,
+    scratch: &mut [u8],
 ) -> Result<(), ModelError> {
     let (rows, cols) = (w.rows() as usize, w.row_len() as usize);
     let mut row = vec![0f32; cols];

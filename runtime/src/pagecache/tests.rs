@@ -157,12 +157,12 @@ impl FileSource for Queued {
     }
     fn poll(&mut self) -> Option<(u32, Result<(), &'static str>)> {
         self.polls += 1;
-        if self.polls % 2 == 0 {
+        if self.polls.is_multiple_of(2) {
             return None;
         }
         let r = self.queue.pop_front()?;
         self.started += 1;
-        if self.fail_every > 0 && self.started % self.fail_every == 0 {
+        if self.fail_every > 0 && self.started.is_multiple_of(self.fail_every) {
             return Some((r.tag, Err("injected queued-read failure")));
         }
         // SAFETY: the cache keeps the slot untouched while the read is queued.

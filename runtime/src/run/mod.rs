@@ -430,6 +430,12 @@ where
     }
 }
 
+/// The page cache [`load`] fills, and the nanoseconds it took.
+type Loaded<'s> = (
+    PageCache<Box<dyn FileSource<Error = String> + Send + 's>>,
+    u64,
+);
+
 /// Step 5: fill the page cache's resident part (the `wanted` ranges of the file, all of it for a
 /// board alone) with a progress counter, calling `tick` as it goes, and say how it went. Returns
 /// the cache and the load time in nanoseconds.
@@ -441,13 +447,7 @@ fn load<'s, P: Parallel + ?Sized>(
     tick: &dyn Fn(),
     env: &Env<'_, P>,
     out: &mut Out<'_>,
-) -> Result<
-    (
-        PageCache<Box<dyn FileSource<Error = String> + Send + 's>>,
-        u64,
-    ),
-    RunError,
-> {
+) -> Result<Loaded<'s>, RunError> {
     let t_load = (env.clock_ns)();
     let mut last = 0;
     let opts = Options {
@@ -458,7 +458,7 @@ fn load<'s, P: Parallel + ?Sized>(
     let page = cfg.page_bytes;
     let mut cache = PageCache::for_ranges(src, capacity, page, opts, wanted, &mut |done, total| {
         tick();
-        let pct = if total == 0 { 100 } else { done * 100 / total };
+        let pct = (done * 100).checked_div(total).unwrap_or(100);
         if pct >= last + 10 || done == total {
             last = pct;
             let _ = write!(out, "\rloading {pct:>3}%");
