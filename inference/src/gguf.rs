@@ -7,6 +7,7 @@
 //! Any violation is a [`GgufError`] naming the field, the bad value and its byte offset.
 #![forbid(unsafe_code)]
 
+use crate::fit::{self, TooLarge};
 use crate::quant::GgmlType;
 use crate::storage::{Storage, StorageError};
 use alloc::collections::BTreeMap;
@@ -383,6 +384,8 @@ pub enum GgufErrorKind {
         expected: &'static str,
         found: ValueType,
     },
+    /// Something the file describes cannot be held in this board's memory.
+    TooLarge(TooLarge),
 }
 
 impl fmt::Display for GgufError {
@@ -447,6 +450,7 @@ impl fmt::Display for GgufError {
                 "array {key:?} element {index} is {}, expected {expected}",
                 found.name()
             ),
+            TooLarge(e) => write!(f, "{e}"),
         }
     }
 }
@@ -1133,12 +1137,25 @@ impl<S: Storage + ?Sized> ArrayIter<'_, S> {
         }
     }
 
+    /// An empty vector with room for every element, if this board can hold them all.
+    fn vec<T>(&self) -> Result<Vec<T>, GgufError> {
+        let bytes = fit::bytes(self.info.len, core::mem::size_of::<T>() as u64);
+        let n = fit::fit(bytes, || {
+            alloc::format!("array {:?} of {} elements", self.key, self.info.len)
+        })
+        .map_err(|e| GgufError {
+            offset: self.info.offset,
+            kind: GgufErrorKind::TooLarge(e),
+        })?;
+        Ok(Vec::with_capacity(n / core::mem::size_of::<T>().max(1)))
+    }
+
     /// Read every element as a string (fails unless the array holds strings).
     pub fn strings(mut self) -> Result<Vec<String>, GgufError> {
         if self.info.elem != ValueType::String {
             return Err(self.elem_err("string"));
         }
-        let mut out = Vec::with_capacity(self.info.len as usize);
+        let mut out = self.vec()?;
         while self.index < self.info.len {
             let at = self.cursor.pos;
             out.push(
@@ -1156,7 +1173,7 @@ impl<S: Storage + ?Sized> ArrayIter<'_, S> {
         if !matches!(self.info.elem, ValueType::F32 | ValueType::F64) {
             return Err(self.elem_err("f32"));
         }
-        let mut out = Vec::with_capacity(self.info.len as usize);
+        let mut out = self.vec()?;
         for v in self {
             out.push(v?.as_f32().unwrap_or(f32::NAN));
         }
@@ -1171,7 +1188,7 @@ impl<S: Storage + ?Sized> ArrayIter<'_, S> {
         ) {
             return Err(self.elem_err("integer"));
         }
-        let mut out = Vec::with_capacity(self.info.len as usize);
+        let mut out = self.vec()?;
         while let Some(v) = self.next() {
             let v = v?;
             match v.as_i64() {

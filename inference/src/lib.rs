@@ -13,6 +13,7 @@
 extern crate alloc;
 
 pub mod chat;
+pub mod fit;
 pub mod generate;
 pub mod gguf;
 pub mod json;
@@ -26,6 +27,7 @@ pub mod sampler;
 pub mod storage;
 pub mod tokenizer;
 
+pub use fit::TooLarge;
 pub use gguf::{Gguf, GgufError, GgufErrorKind, TensorInfo};
 pub use quant::{ActBuf, ActFormat, Acts, GgmlType, Kernels};
 pub use storage::{SliceStorage, Storage, StorageError};

@@ -96,8 +96,13 @@ pub fn matmat<S: Storage + ?Sized>(
     let n = w.row_len() as usize;
     let rb = w.row_bytes() as usize;
     let start = w.offset + rows.start as u64 * rb as u64;
-    let total = rows.len() * rb;
-    if let Some(bytes) = src.resident(start, total) {
+    // In u64: a range of rows of a large tensor may be more than a 32-bit `usize` holds, and then
+    // it cannot be resident; it is read in chunks.
+    let total = rows.len() as u64 * rb as u64;
+    let resident = usize::try_from(total)
+        .ok()
+        .and_then(|total| src.resident(start, total));
+    if let Some(bytes) = resident {
         kernels.dot_rows_batch(w.ty, n, bytes, acts, out)?;
         return Ok(());
     }
@@ -114,7 +119,7 @@ pub fn matmat<S: Storage + ?Sized>(
     while done < rows.len() {
         let k = per_chunk.min(rows.len() - done);
         let buf = &mut scratch[..k * rb];
-        src.read_at(start + (done * rb) as u64, buf)?;
+        src.read_at(start + done as u64 * rb as u64, buf)?;
         let part = &mut out[done * cols..(done + k) * cols];
         kernels.dot_rows_batch(w.ty, n, buf, acts, part)?;
         done += k;

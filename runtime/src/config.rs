@@ -502,7 +502,7 @@ fn set(c: &mut Config, f: &Field<'_>) -> Result<(), ConfigError> {
             }
         }
         "measure_cores" => c.measure_cores = Some(f.int(1, 16, "1 to 16")? as usize),
-        "ring" => c.ring = ring_place(&f)?,
+        "ring" => c.ring = ring_place(f)?,
         "ring_baud" => {
             c.ring_baud = match v {
                 "max" => None,

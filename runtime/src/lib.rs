@@ -8,7 +8,7 @@
 //!   the forward pass (and, with `std`, a file on the PC as a source);
 //! - [`iocore`]: one core serving the card while the others compute (cards that cannot queue);
 //! - [`promptcache`]: the state after the system prompt, kept in a file on the card;
-//! - [`config`]: `lmboot.txt`;
+//! - [`config`][]: `lmboot.txt`;
 //! - [`console`]: the serial line as the runtime sees it;
 //! - [`chat`]: the conversation on the serial line (session, line editor, commands);
 //! - [`run`]: the run itself, in named steps (mount, read the config, open the model, size the

@@ -32,7 +32,7 @@ pub fn random_reads<S: Storage + ?Sized>(
             .wrapping_add(1442695040888963407);
         let off = (x >> 33) % data.len() as u64;
         let n = (((x >> 13) % 3000) as usize).min(data.len() - off as usize);
-        if x % hint_every == 0 {
+        if x.is_multiple_of(hint_every) {
             c.prefetch((x >> 20) % data.len() as u64, (x >> 40) % 8000);
         }
         let mut b = vec![0u8; n];

@@ -87,7 +87,15 @@ fn boot<D: WriteBlocks + Send>(dev: D) -> (Result<(), String>, String)
 where
     D::Error: Send,
 {
-    let heap_free = || 1u64 << 30;
+    boot_with_heap(dev, 1 << 30)
+}
+
+/// [`boot`] on a board with `heap` bytes of heap free.
+fn boot_with_heap<D: WriteBlocks + Send>(dev: D, heap: u64) -> (Result<(), String>, String)
+where
+    D::Error: Send,
+{
+    let heap_free = || heap;
     let heap_high = || 0u64;
     let env = Env {
         clock_ns: now_ns,
@@ -198,4 +206,17 @@ fn a_vanishing_card_ends_the_run_cleanly() {
         let e = r.unwrap_err();
         assert!(e.contains("card removed"), "after {after} requests: {e}");
     }
+}
+
+#[test]
+fn a_heap_too_small_for_the_buffers_is_refused_before_allocating() {
+    let (r, uart) = boot_with_heap(RamDisk::new(card().to_vec()), 5 << 20);
+    let e = r.unwrap_err();
+    assert!(
+        e.starts_with("memory: the KV cache for ")
+            && e.contains(" and the buffers (")
+            && e.ends_with("need more than the 5 MiB of heap free (4 MiB kept in reserve): lower ctx in /lmboot.txt"),
+        "{e}"
+    );
+    assert!(!uart.contains("memory: KV cache"), "{uart}");
 }

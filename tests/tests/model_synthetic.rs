@@ -576,7 +576,7 @@ fn batched_prompts_are_bit_identical() {
         let prompt: Vec<u32> = (0..150u32).map(|i| (i * 7 + 3) % VOCAB as u32).collect();
         let run = |batch: usize| {
             let mut st = RunState::with_batch(&model, 200, 1, batch).unwrap();
-            assert_eq!(RunState::kv_bytes_for(&model, 200), st.kv.bytes());
+            assert_eq!(RunState::kv_bytes_for(&model, 200), st.kv.bytes() as u64);
             let k = Kernels::best();
             let chunks: Vec<&[u32]> = prompt.chunks(batch).collect();
             for (i, c) in chunks.iter().enumerate() {

@@ -337,6 +337,26 @@ fn cross_runs() -> Vec<(&'static str, Vec<&'static str>, &'static str, &'static 
         "--target",
         "armv7-unknown-linux-gnueabihf",
     ];
+    let arm32 = vec![
+        "test",
+        "--release",
+        "-p",
+        "drivers",
+        "-p",
+        "runtime",
+        "--target",
+        "armv7-unknown-linux-gnueabihf",
+    ];
+    let arm32_far = vec![
+        "test",
+        "--release",
+        "-p",
+        "lmboot-tests",
+        "--target",
+        "armv7-unknown-linux-gnueabihf",
+        "--test",
+        "offsets_past_4g",
+    ];
     vec![
         (
             "RVV kernels vs scalar, VLEN 128",
@@ -369,6 +389,18 @@ fn cross_runs() -> Vec<(&'static str, Vec<&'static str>, &'static str, &'static 
             "teacher-forced KL on the NEON build",
             golden,
             "cortex-a53",
+            "",
+        ),
+        (
+            "32-bit offsets and sizes (drivers, runtime) under qemu-arm",
+            arm32,
+            "cortex-a7",
+            "",
+        ),
+        (
+            "32-bit: a model, a FAT volume and a page cache past 4 GiB under qemu-arm",
+            arm32_far,
+            "cortex-a7",
             "",
         ),
     ]

@@ -17,6 +17,7 @@
 
 use super::exact::{self, Exact, Kv32, KvSource};
 use super::{Activation, Config, ModelError, Part, Weights};
+use crate::fit;
 use crate::gguf::{Gguf, TensorInfo};
 use crate::kv::KvCache;
 use crate::matvec::{matmat, read_row_f32};
@@ -163,20 +164,79 @@ impl RunState {
         Self::with_batch(model, ctx, workers, 1)
     }
 
-    /// Bytes of the f16 KV cache for `ctx` positions (sliding-window layers keep their ring only).
-    pub fn kv_bytes_for(model: &Model, ctx: usize) -> usize {
-        let c = &model.config;
-        kv_slots(c, ctx).iter().sum::<usize>() * c.kv_dim() * 2 * 2
+    /// Bytes of the f16 KV cache for `ctx` positions (sliding-window layers keep their ring only),
+    /// in `u64` (a context too long for the address space is still counted right).
+    pub fn kv_bytes_for(model: &Model, ctx: usize) -> u64 {
+        2 * kv_half_bytes(&model.config, &kv_slots(&model.config, ctx))
     }
 
     /// Bytes of the per-token buffers one more token of batch costs (to size the batch from
     /// free RAM).
-    pub fn bytes_per_batch_token(model: &Model) -> usize {
+    pub fn bytes_per_batch_token(model: &Model) -> u64 {
         let c = &model.config;
         // x, xb, att, q, k, v, hb, hb2, the [rows][B] product, and the two activation sets.
         let floats = 2 * c.dim + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * c.ffn_dim;
         let mm = c.dim.max(c.q_dim()).max(c.ffn_dim);
-        (floats + mm) * 4 + ActSet::bytes_for(c.dim.max(c.q_dim())) + ActSet::bytes_for(c.ffn_dim)
+        let acts = ActSet::bytes_for(c.dim.max(c.q_dim())) + ActSet::bytes_for(c.ffn_dim);
+        (floats + mm) as u64 * 4 + acts as u64
+    }
+
+    /// Bytes of the buffers [`RunState::for_part`] would allocate, `(KV cache, everything else)`,
+    /// checked against the address space before any is allocated: a buffer that one allocation
+    /// cannot hold, or a total past it, is a [`ModelError::TooLarge`] naming it.
+    pub fn size_of(
+        model: &Model,
+        ctx: usize,
+        workers: usize,
+        batch: usize,
+        part: &Part,
+    ) -> Result<(u64, u64), ModelError> {
+        Self::size_within(model, ctx, workers, batch, part, fit::ADDRESS_LIMIT)
+    }
+
+    /// [`RunState::size_of`] against an explicit `limit` of the address space.
+    pub fn size_within(
+        model: &Model,
+        ctx: usize,
+        workers: usize,
+        batch: usize,
+        part: &Part,
+        limit: u64,
+    ) -> Result<(u64, u64), ModelError> {
+        let c = &model.config;
+        let b = batch as u64;
+        let workers = workers.clamp(1, MAX_WORKERS) as u64;
+        let kv_half = kv_half_bytes(c, &part_slots(c, ctx, part));
+        let widest = c.dim.max(c.q_dim()).max(c.ffn_dim) as u64;
+        let rope = fit::bytes(ctx as u64, (c.rope_dim / 2) as u64 * 4);
+        let scratch = model.weights.max_row_bytes().max(SCRATCH_BYTES as u64);
+        let logits = if part.ends { c.vocab as u64 * 4 } else { 0 };
+        let pieces = [
+            ("the KV cache's keys (or values)", kv_half),
+            ("an activation buffer", fit::bytes(b, widest * 4)),
+            ("the RoPE table's cosines (or sines)", rope),
+            ("a core's read buffer for a row", scratch),
+            ("the logits", logits),
+        ];
+        for (what, bytes) in pieces {
+            fit::fit_within(bytes, limit, || {
+                alloc::format!("{what} for {ctx} positions and batches of {batch}")
+            })?;
+        }
+        let kv = 2 * kv_half;
+        let tables = if c.swa.is_some() { 4 * rope } else { 2 * rope };
+        let other = fit::bytes(b, Self::bytes_per_batch_token(model))
+            .saturating_add(workers * scratch)
+            .saturating_add(tables)
+            .saturating_add(logits);
+        fit::fit_within(kv.saturating_add(other), limit, || {
+            alloc::format!(
+                "the KV cache ({}) and buffers ({}) for {ctx} positions",
+                fit::Size(kv),
+                fit::Size(other)
+            )
+        })?;
+        Ok((kv, other))
     }
 
     /// [`RunState::new`] with buffers for up to `batch` tokens per forward pass (1 to
@@ -213,8 +273,10 @@ impl RunState {
                 max: MAX_BATCH,
             });
         }
+        Self::size_of(model, ctx, workers, batch, part)?;
         let workers = workers.clamp(1, MAX_WORKERS);
-        let scratch_bytes = SCRATCH_BYTES.max(model.weights.max_row_bytes());
+        // In range: `size_of` checked it against the address space.
+        let scratch_bytes = SCRATCH_BYTES.max(model.weights.max_row_bytes() as usize);
         let b = batch;
         let mm_rows = c.dim.max(c.q_dim()).max(c.ffn_dim);
         Ok(RunState {
@@ -292,6 +354,13 @@ fn kv_slots(c: &Config, ctx: usize) -> Vec<usize> {
     (0..c.n_layer)
         .map(|l| c.window(l).map_or(ctx, |w| (w + MAX_BATCH - 1).min(ctx)))
         .collect()
+}
+
+/// Bytes of the keys (or of the values) of a KV cache with `slots` positions in each layer, in
+/// `u64` (saturating: an overflow is too large for any address space).
+fn kv_half_bytes(c: &Config, slots: &[usize]) -> u64 {
+    let positions: u64 = slots.iter().map(|&s| s as u64).sum();
+    fit::bytes(positions, c.kv_dim() as u64 * 2)
 }
 
 /// [`kv_slots`] for the layers of `part` (one slot for each layer it does not run).

@@ -9,6 +9,7 @@ pub mod arch;
 pub mod exact;
 pub mod forward;
 
+use crate::fit::{self, TooLarge};
 use crate::gguf::{Gguf, GgufError, TensorInfo};
 use crate::matvec::MatvecError;
 use crate::quant::{scalar, GgmlType, KernelError};
@@ -152,7 +153,7 @@ pub enum ModelError {
     /// A weight holds NaN or infinity.
     NonFinite {
         tensor: String,
-        index: usize,
+        index: u64,
     },
     /// A block scale of a quantized tensor is NaN or infinite.
     NonFiniteScale {
@@ -186,6 +187,8 @@ pub enum ModelError {
         layers: core::ops::Range<usize>,
         n_layer: usize,
     },
+    /// Something the model or the run needs in memory cannot be held on this board.
+    TooLarge(TooLarge),
 }
 
 impl fmt::Display for ModelError {
@@ -252,6 +255,7 @@ impl fmt::Display for ModelError {
                 "a pass over layers {}..{} of a {n_layer}-layer model cannot run here",
                 layers.start, layers.end
             ),
+            ModelError::TooLarge(e) => write!(f, "{e}"),
         }
     }
 }
@@ -262,6 +266,11 @@ impl std::error::Error for ModelError {}
 impl From<GgufError> for ModelError {
     fn from(e: GgufError) -> Self {
         ModelError::Gguf(e)
+    }
+}
+impl From<TooLarge> for ModelError {
+    fn from(e: TooLarge) -> Self {
+        ModelError::TooLarge(e)
     }
 }
 impl From<StorageError> for ModelError {
@@ -384,6 +393,10 @@ impl Config {
             }),
         };
         let emb = g.require_tensor("token_embd.weight")?;
+        // The logits hold one f32 for each row of the embedding.
+        fit::fit(fit::bytes(emb.rows(), 4), || {
+            alloc::format!("the logits of a vocabulary of {} tokens", emb.rows())
+        })?;
         let vocab = emb.rows() as usize;
         let name = g.get_str("general.name").unwrap_or(arch_name).into();
         Ok(Config {
@@ -581,10 +594,10 @@ impl Weights {
     }
 
     /// Largest row of any matrix, in bytes.
-    pub fn max_row_bytes(&self) -> usize {
+    pub fn max_row_bytes(&self) -> u64 {
         self.matrices()
             .chain(core::iter::once(&self.token_embd))
-            .map(|t| t.row_bytes() as usize)
+            .map(|t| t.row_bytes())
             .max()
             .unwrap_or(0)
     }
@@ -623,14 +636,14 @@ fn vector<S: Storage + ?Sized>(
             ty: t.ty,
         });
     }
-    let mut bytes = vec![0u8; t.size as usize];
+    let mut bytes = vec![0u8; fit::fit(t.size, || alloc::format!("tensor {name:?}"))?];
     src.read_at(t.offset, &mut bytes)?;
     let mut out = vec![0f32; n];
     scalar::dequantize_row(t.ty, &bytes, &mut out);
     if let Some(index) = out.iter().position(|v| !v.is_finite()) {
         return Err(ModelError::NonFinite {
             tensor: name.into(),
-            index,
+            index: index as u64,
         });
     }
     Ok(out)
@@ -746,7 +759,7 @@ pub fn check_finite<S: Storage + ?Sized>(
                 return Err(match t.ty {
                     GgmlType::F32 | GgmlType::F16 | GgmlType::Bf16 => ModelError::NonFinite {
                         tensor: t.name.clone(),
-                        index: block as usize,
+                        index: block,
                     },
                     _ => ModelError::NonFiniteScale {
                         tensor: t.name.clone(),

@@ -123,11 +123,14 @@ pub struct Chat<'a> {
     pub clock: &'a dyn Fn() -> u64,
     /// Runs (or restores) the system piece at position 0 of an empty state; returns what it did,
     /// for the UART (the prompt cache hooks in here).
-    pub start: &'a mut dyn FnMut(&mut RunState, &[u32]) -> Result<String, String>,
+    pub start: &'a mut StartFn<'a>,
     /// JSON mode's constraint, reset per reply (`None`: unavailable for this vocabulary).
     pub json: Option<&'a mut JsonConstraint>,
     pub json_on: bool,
 }
+
+/// [`Chat::start`]: runs or restores the system piece.
+pub type StartFn<'a> = dyn FnMut(&mut RunState, &[u32]) -> Result<String, String> + 'a;
 
 impl core::fmt::Debug for Chat<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {

@@ -26,6 +26,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
 use core::sync::atomic::{AtomicU64, Ordering};
+use inference::fit::{self, TooLarge};
 use inference::storage::{check_range, Storage, StorageError};
 use pinned::Pinned;
 
@@ -303,6 +304,8 @@ pub enum CacheError {
     BadSize { what: &'static str, value: u64 },
     /// Loading the resident part failed.
     Load(StorageError),
+    /// The pinned part or the window is more than the address space holds.
+    TooLarge(TooLarge),
 }
 
 impl fmt::Display for CacheError {
@@ -310,6 +313,7 @@ impl fmt::Display for CacheError {
         match self {
             CacheError::BadSize { what, value } => write!(f, "page cache: bad {what} {value}"),
             CacheError::Load(e) => write!(f, "page cache: loading the model: {e}"),
+            CacheError::TooLarge(e) => write!(f, "page cache: {e}"),
         }
     }
 }
@@ -338,12 +342,12 @@ fn layout(
         return Ok((all, 0));
     }
     // Read-ahead pages come on top of the window the cores read from, so they never crowd it.
-    let small = ((MIN_WINDOW_PAGES + readahead) * page) as u64;
-    if policy == Policy::ResidentPrefix && need + small <= capacity {
+    let small = fit::bytes((MIN_WINDOW_PAGES + readahead) as u64, pg);
+    if policy == Policy::ResidentPrefix && need.saturating_add(small) <= capacity {
         return Ok((all, MIN_WINDOW_PAGES + readahead));
     }
     let window_pages = window_pages(capacity, page) + readahead;
-    let window_bytes = (window_pages * page) as u64;
+    let window_bytes = fit::bytes(window_pages as u64, pg);
     if capacity < window_bytes + pg {
         return Err(CacheError::BadSize {
             what: "capacity (bytes)",
@@ -355,8 +359,27 @@ fn layout(
             pinned::plan(wanted, len, pg, capacity - window_bytes),
             window_pages,
         ),
-        Policy::Lru => (Vec::new(), (capacity / pg) as usize),
+        Policy::Lru => (
+            Vec::new(),
+            usize::try_from(capacity / pg).unwrap_or(usize::MAX),
+        ),
     })
+}
+
+/// Check that the pinned `runs` and a window of `slots` pages fit the address space (`limit`
+/// bytes), each and together, before any of it is allocated.
+fn check_fits(runs: &[(u64, u64)], slots: usize, page: usize, limit: u64) -> Result<(), TooLarge> {
+    let pinned: u64 = runs.iter().map(|r| r.1).sum();
+    let window = fit::bytes(slots as u64, page as u64);
+    let pieces = [
+        ("its pinned part", pinned),
+        ("its window", window),
+        ("the whole", pinned.saturating_add(window)),
+    ];
+    for (what, bytes) in pieces {
+        fit::fit_within(bytes, limit, || what.into())?;
+    }
+    Ok(())
 }
 
 /// Most streamed pages kept (16 MiB at the default page size).
@@ -371,7 +394,7 @@ pub const MAX_WINDOW_PAGES: usize = 64;
 /// and every page of it is streamed again each pass.
 pub fn window_pages(capacity: u64, page: usize) -> usize {
     let pages = capacity / page.max(1) as u64 / 4;
-    (pages as usize).clamp(MIN_WINDOW_PAGES, MAX_WINDOW_PAGES)
+    (pages.min(MAX_WINDOW_PAGES as u64) as usize).max(MIN_WINDOW_PAGES)
 }
 
 /// Most pages read ahead at once (they are added to the window).
@@ -489,6 +512,7 @@ impl<F: FileSource> PageCache<F> {
             opts.readahead.min(src.queue_depth())
         };
         let (runs, slots) = layout(len, capacity, page, readahead, opts.policy, wanted)?;
+        check_fits(&runs, slots, page, fit::ADDRESS_LIMIT).map_err(CacheError::TooLarge)?;
         let mut pinned = Pinned::allocate(&runs);
         let resident_len = pinned.bytes();
         let mut done = 0u64;

@@ -37,6 +37,10 @@ impl PageRead {
 pub trait FileSource {
     type Error: fmt::Display;
     fn len(&self) -> u64;
+    /// True when the file holds no bytes.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), Self::Error>;
 
     /// Reads the source can keep in flight; 0 (the default) means reads are synchronous only, and

@@ -157,12 +157,12 @@ impl FileSource for Queued {
     }
     fn poll(&mut self) -> Option<(u32, Result<(), &'static str>)> {
         self.polls += 1;
-        if self.polls % 2 == 0 {
+        if self.polls.is_multiple_of(2) {
             return None;
         }
         let r = self.queue.pop_front()?;
         self.started += 1;
-        if self.fail_every > 0 && self.started % self.fail_every == 0 {
+        if self.fail_every > 0 && self.started.is_multiple_of(self.fail_every) {
             return Some((r.tag, Err("injected queued-read failure")));
         }
         // SAFETY: the cache keeps the slot untouched while the read is queued.
@@ -378,4 +378,78 @@ fn wanted_ranges_are_pinned_wherever_they_lie() {
         c.read_at(off as u64, &mut b).unwrap();
         assert_eq!(b, &d[off..off + n], "offset {off} len {n}");
     }
+}
+
+/// A 6 GiB file that holds nothing: each byte is made from its offset, high bits included, so a
+/// read at an offset cut to 32 bits returns other bytes.
+struct Far;
+const FAR_LEN: u64 = 6 << 30;
+fn far_byte(o: u64) -> u8 {
+    let x = (o >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (x >> (56 - (o & 7) * 8)) as u8
+}
+fn far_bytes(offset: u64, len: usize) -> Vec<u8> {
+    (offset..offset + len as u64).map(far_byte).collect()
+}
+impl FileSource for Far {
+    type Error = &'static str;
+    fn len(&self) -> u64 {
+        FAR_LEN
+    }
+    fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), &'static str> {
+        if offset + buf.len() as u64 > FAR_LEN {
+            return Err("read past the end");
+        }
+        buf.copy_from_slice(&far_bytes(offset, buf.len()));
+        Ok(())
+    }
+}
+
+#[test]
+fn offsets_past_4_gib_stream_and_pin() {
+    const G: u64 = 1 << 30;
+    assert_ne!(far_bytes(4 * G, 64), far_bytes(0, 64));
+    // Streamed through a 1 MiB cache: across the 4 GiB line, past it, at the very end.
+    let c = PageCache::new(Far, 1 << 20, 4096, &mut |_, _| {}).unwrap();
+    for (offset, len) in [
+        (4 * G - 100, 9000),
+        (4 * G, 4096),
+        (5 * G + 12_345, 70_000),
+        (FAR_LEN - 10, 10),
+        (0, 100),
+    ] {
+        let mut buf = vec![0; len];
+        c.read_at(offset, &mut buf).unwrap();
+        assert!(buf == far_bytes(offset, len), "at {offset}");
+    }
+    let mut buf = [0; 11];
+    assert!(c.read_at(FAR_LEN - 10, &mut buf).is_err());
+    // A range wanted past 4 GiB is pinned there and read in place.
+    let wanted = [(5 * G + 1000, 50_000)];
+    let opts = Options {
+        policy: Policy::ResidentPrefix,
+        readahead: 0,
+    };
+    let c = PageCache::for_ranges(Far, 1 << 20, 4096, opts, &wanted, &mut |_, _| {}).unwrap();
+    let run = c.resident(5 * G + 1000, 50_000).unwrap();
+    assert!(run == far_bytes(5 * G + 1000, 50_000));
+    assert!(c.resident(1000, 10).is_none());
+}
+
+#[test]
+fn a_cache_past_a_32_bit_address_space_is_refused_up_front() {
+    let limit = i32::MAX as u64;
+    let e = check_fits(&[(0, 3 << 30)], 8, 4096, limit).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "its pinned part is 3 GiB: more than this 32-bit board can address in one piece (1.9 GiB)"
+    );
+    let e = check_fits(&[(0, 1 << 30)], (1 << 30) / 4096, 4096, limit).unwrap_err();
+    assert!(e.to_string().starts_with("the whole is 2 GiB"), "{e}");
+    let e = check_fits(&[], usize::MAX, 1 << 20, u64::MAX).unwrap_err();
+    assert!(e.to_string().starts_with("its window"), "{e}");
+    assert!(check_fits(&[(0, 1 << 30)], 64, 4096, limit).is_ok());
+    // Least recently used over the whole 6 GiB file: the window is what must fit.
+    let lru = layout(FAR_LEN, FAR_LEN, 4096, 0, Policy::Lru, &[(0, FAR_LEN)]).unwrap();
+    assert!(check_fits(&lru.0, lru.1, 4096, limit).is_err());
 }

@@ -220,17 +220,18 @@ pub fn shape(
         layers: 0..0,
         ends: true,
     };
-    let scratch = workers * inference::model::forward::SCRATCH_BYTES.max(w.max_row_bytes());
-    let fixed = RunState::bytes_per_batch_token(model) * batch
+    let row = (inference::model::forward::SCRATCH_BYTES as u64).max(w.max_row_bytes());
+    let scratch = workers as u64 * row;
+    let fixed = RunState::bytes_per_batch_token(model) * batch as u64
         + scratch
-        + c.vocab * 4
-        + (MIN_WINDOW_PAGES + MAX_READAHEAD) * page;
+        + c.vocab as u64 * 4
+        + ((MIN_WINDOW_PAGES + MAX_READAHEAD) * page) as u64;
     Shape {
         layer_bytes,
         head_compute: w.output.size,
         head_ram: w.bytes_of(&ends),
-        kv_per_layer: (RunState::kv_bytes_for(model, ctx) / c.n_layer.max(1)) as u64,
-        fixed: fixed as u64 + margin,
+        kv_per_layer: RunState::kv_bytes_for(model, ctx) / c.n_layer.max(1) as u64,
+        fixed: fixed + margin,
     }
 }
 

@@ -32,8 +32,11 @@ pub struct Env<'a, P: Parallel + ?Sized> {
     /// The link UART to the next board of a ring, set up for this board's place in it (1: the
     /// head) at a line rate (bits/s; `None`: the highest its clock makes): the link and a line
     /// naming it, or why it cannot run. `None`: the platform has none.
-    pub ring_link: Option<&'a dyn Fn(u8, Option<u32>) -> Result<(RingLink, String), String>>,
+    pub ring_link: Option<&'a RingLinkFn<'a>>,
 }
+
+/// [`Env::ring_link`]: the link for a place in the ring at a line rate, and a line naming it.
+pub type RingLinkFn<'a> = dyn Fn(u8, Option<u32>) -> Result<(RingLink, String), String> + 'a;
 
 /// A board's line to the next board of a ring.
 pub type RingLink = alloc::boxed::Box<dyn ::ring::link::Link + Send>;

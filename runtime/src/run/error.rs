@@ -3,10 +3,11 @@
 
 use crate::config::ConfigError;
 use crate::pagecache::CacheError;
-use crate::run::CONFIG_PATH;
+use crate::run::{CONFIG_PATH, HEAP_MARGIN};
 use alloc::string::String;
 use core::fmt;
 use drivers::fat::FatError;
+use inference::fit::Size;
 use inference::generate::GenError;
 use inference::json::JsonError;
 use inference::model::ModelError;
@@ -38,6 +39,13 @@ pub enum RunError {
     Tokenizer(TokenizerError),
     /// The run's buffers (KV cache, activations) do not fit.
     Buffers(ModelError),
+    /// The run's buffers fit the address space but not the heap (checked before allocating).
+    NoRoom {
+        ctx: usize,
+        kv: u64,
+        buffers: u64,
+        free: u64,
+    },
     /// The page cache could not be set up or filled.
     Cache(CacheError),
     /// `kernels = NAME` names a set this CPU lacks.
@@ -79,6 +87,20 @@ impl fmt::Display for RunError {
             Model(e) => write!(f, "model: {e}"),
             Tokenizer(e) => write!(f, "model: {e}"),
             Buffers(e) => write!(f, "memory: {e}"),
+            NoRoom {
+                ctx,
+                kv,
+                buffers,
+                free,
+            } => write!(
+                f,
+                "memory: the KV cache for {ctx} positions ({}) and the buffers ({}) need more than \
+                 the {} of heap free ({} kept in reserve): lower ctx in {CONFIG_PATH}",
+                Size(*kv),
+                Size(*buffers),
+                Size(*free),
+                Size(HEAP_MARGIN)
+            ),
             Cache(e) => write!(f, "memory: {e}"),
             KernelsUnavailable(name) => {
                 write!(

@@ -314,6 +314,18 @@ fn size_buffers<P: Parallel + ?Sized>(
         .batch
         .unwrap_or_else(|| auto_batch(model, ctx, (env.heap_free)()));
     let workers = cfg.measure_cores.unwrap_or(cores);
+    let whole = inference::model::Part::whole(model.config.n_layer);
+    let (kv, buffers) =
+        RunState::size_of(model, ctx, workers, batch, &whole).map_err(RunError::Buffers)?;
+    let heap = (env.heap_free)();
+    if kv.saturating_add(buffers).saturating_add(HEAP_MARGIN) > heap {
+        return Err(RunError::NoRoom {
+            ctx,
+            kv,
+            buffers,
+            free: heap,
+        });
+    }
     let st = RunState::with_batch(model, ctx, workers, batch).map_err(RunError::Buffers)?;
     let (kv_bytes, buf_bytes) = st.bytes();
     let free = (env.heap_free)();
@@ -334,9 +346,9 @@ fn size_buffers<P: Parallel + ?Sized>(
 /// Prompt tokens per forward pass when `batch = auto`: up to [`AUTO_BATCH`], as many as fit in a
 /// sixteenth of the heap left after the KV cache (the rest goes to the page cache), at least 1.
 pub fn auto_batch(model: &Model, ctx: usize, heap_free: u64) -> usize {
-    let kv = RunState::kv_bytes_for(model, ctx) as u64;
+    let kv = RunState::kv_bytes_for(model, ctx);
     let budget = heap_free.saturating_sub(kv) / 16;
-    let per = RunState::bytes_per_batch_token(model).max(1) as u64;
+    let per = RunState::bytes_per_batch_token(model).max(1);
     (budget / per).clamp(1, AUTO_BATCH as u64) as usize
 }
 
@@ -418,6 +430,12 @@ where
     }
 }
 
+/// The page cache [`load`] fills, and the nanoseconds it took.
+type Loaded<'s> = (
+    PageCache<Box<dyn FileSource<Error = String> + Send + 's>>,
+    u64,
+);
+
 /// Step 5: fill the page cache's resident part (the `wanted` ranges of the file, all of it for a
 /// board alone) with a progress counter, calling `tick` as it goes, and say how it went. Returns
 /// the cache and the load time in nanoseconds.
@@ -429,13 +447,7 @@ fn load<'s, P: Parallel + ?Sized>(
     tick: &dyn Fn(),
     env: &Env<'_, P>,
     out: &mut Out<'_>,
-) -> Result<
-    (
-        PageCache<Box<dyn FileSource<Error = String> + Send + 's>>,
-        u64,
-    ),
-    RunError,
-> {
+) -> Result<Loaded<'s>, RunError> {
     let t_load = (env.clock_ns)();
     let mut last = 0;
     let opts = Options {
@@ -446,7 +458,7 @@ fn load<'s, P: Parallel + ?Sized>(
     let page = cfg.page_bytes;
     let mut cache = PageCache::for_ranges(src, capacity, page, opts, wanted, &mut |done, total| {
         tick();
-        let pct = if total == 0 { 100 } else { done * 100 / total };
+        let pct = (done * 100).checked_div(total).unwrap_or(100);
         if pct >= last + 10 || done == total {
             last = pct;
             let _ = write!(out, "\rloading {pct:>3}%");

@@ -105,6 +105,11 @@ where
 {
     let ram = (env.heap_free)();
     let mut w = model.weights.layers[0].w_gate.clone();
+    // At most MEASURE_BYTES of its rows: the rates are per byte, and a large model's matrix may be
+    // more than a 32-bit board can hold at once.
+    let rows = (MEASURE_BYTES / w.row_bytes().max(1)).clamp(1, w.rows());
+    (w.dims[1], w.dims[2], w.dims[3]) = (rows, 1, 1);
+    w.size = rows * w.row_bytes();
     let mut bytes = alloc::vec![0u8; w.size as usize];
     let t0 = (env.clock_ns)();
     let read = direct.read_at(w.offset, &mut bytes).is_ok();
@@ -122,6 +127,9 @@ where
         cores: cores as u8,
     }
 }
+
+/// Most bytes of a matrix [`measure`] reads and multiplies.
+const MEASURE_BYTES: u64 = 64 << 20;
 
 /// The cache's capacity: what is left of the heap (less the margin), at most `cache = ...`.
 fn capacity<P: Parallel + ?Sized>(cfg: &Config, size: u64, env: &Env<'_, P>) -> u64 {

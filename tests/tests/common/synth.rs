@@ -10,6 +10,8 @@ pub enum Meta {
 pub struct GgufWriter {
     meta: Vec<(String, Meta)>,
     tensors: Vec<(String, Vec<u64>, Vec<f32>)>,
+    /// Bytes of zeros between the tensor table and the first tensor's data.
+    gap: u64,
 }
 
 impl GgufWriter {
@@ -30,7 +32,23 @@ impl GgufWriter {
     pub fn tensor_data(&mut self, name: &str) -> &mut Vec<f32> {
         &mut self.tensors.iter_mut().find(|t| t.0 == name).unwrap().2
     }
+    /// Put `bytes` (a multiple of 32) of zeros before the tensor data: with a gap past 4 GiB every
+    /// tensor lies past 4 GiB. Read such a file with [`GgufWriter::parts`].
+    pub fn gap(&mut self, bytes: u64) -> &mut Self {
+        assert_eq!(bytes % 32, 0);
+        self.gap = bytes;
+        self
+    }
+    /// The file.
     pub fn bytes(&self) -> Vec<u8> {
+        let (mut b, gap, data) = self.parts();
+        b.resize(b.len() + usize::try_from(gap).unwrap(), 0);
+        b.extend(data);
+        b
+    }
+    /// The file as (header and tensor table, bytes of zeros, tensor data), for a file with a gap
+    /// too large to hold.
+    pub fn parts(&self) -> (Vec<u8>, u64, Vec<u8>) {
         let mut b = Vec::new();
         let s = |b: &mut Vec<u8>, x: &str| {
             b.extend((x.len() as u64).to_le_bytes());
@@ -57,7 +75,7 @@ impl GgufWriter {
                 }
             }
         }
-        let mut off = 0u64;
+        let mut off = self.gap;
         for (name, dims, data) in &self.tensors {
             s(&mut b, name);
             b.extend((dims.len() as u32).to_le_bytes());
@@ -71,14 +89,15 @@ impl GgufWriter {
         while b.len() % 32 != 0 {
             b.push(0);
         }
+        let mut d = Vec::new();
         for (_, _, data) in &self.tensors {
             for v in data {
-                b.extend(v.to_le_bytes());
+                d.extend(v.to_le_bytes());
             }
-            while b.len() % 32 != 0 {
-                b.push(0);
+            while d.len() % 32 != 0 {
+                d.push(0);
             }
         }
-        b
+        (b, self.gap, d)
     }
 }
