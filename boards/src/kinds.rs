@@ -37,6 +37,8 @@ pub enum CoreStart {
     Bcm2836Mailbox,
     /// armv7a: the Allwinner H3 CPU configuration block (entry address, per-core reset).
     SunxiCpucfg,
+    /// armv7a: PSCI CPU_ON over SMC (QEMU virt with virtualization on).
+    PsciSmc,
 }
 
 /// How the board powers off with a status.
@@ -137,7 +139,11 @@ impl Arch {
             ),
             Arch::Riscv64 => (&[CoreStart::SbiHsm], &[Exit::SbiSrst, Exit::Halt]),
             Arch::Armv7a => (
-                &[CoreStart::Bcm2836Mailbox, CoreStart::SunxiCpucfg],
+                &[
+                    CoreStart::Bcm2836Mailbox,
+                    CoreStart::SunxiCpucfg,
+                    CoreStart::PsciSmc,
+                ],
                 &[Exit::Semihosting, Exit::Halt],
             ),
         };

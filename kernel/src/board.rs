@@ -31,6 +31,8 @@ pub enum CoreStart {
     Bcm2836Mailbox,
     /// armv7a: the Allwinner H3 CPU configuration block.
     SunxiCpucfg,
+    /// armv7a: PSCI CPU_ON over SMC (QEMU virt with virtualization on).
+    PsciSmc,
 }
 
 /// How the kernel powers off with a status.

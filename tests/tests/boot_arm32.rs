@@ -1,8 +1,9 @@
-//! Boot tests of the 32-bit Arm kernel (armv7a, Cortex-A7) on QEMU's `raspi2b` (Raspberry Pi 2)
-//! and `orangepi-pc` (Allwinner H3, booted as an Orange Pi Zero card: U-Boot from the card, its
-//! `boot.scr` loading lmboot.img): each prints exactly what `lmboot-host` prints, ends with the
-//! success marker and exits with status 0; and an exception on purpose is reported and stops the
-//! board with status 2.
+//! Boot tests of the 32-bit Arm kernel (armv7a, Cortex-A7) on QEMU's `raspi2b` (Raspberry Pi 2),
+//! `orangepi-pc` (Allwinner H3, booted as an Orange Pi Zero card: U-Boot from the card, its
+//! `boot.scr` loading lmboot.img) and `virt` with the virtualization extensions (entered in HYP, as
+//! the Pi 2's firmware enters): each prints exactly what `lmboot-host` prints, ends with the success
+//! marker and exits with status 0; and an exception on purpose is reported and stops the board
+//! with status 2.
 //!
 //! What QEMU shows and what it cannot: the boot path, the mode changes (HYP to SVC on the Pi,
 //! U-Boot's secure SVC on the H3), the identity map, the cores' start, the drivers against QEMU's
@@ -82,6 +83,22 @@ fn orangepi_pc_boots_the_orange_pi_zero_card_and_matches_the_pc_runner() {
         ],
     );
     assert!(uart.contains("(kernels neon)"), "{uart}");
+}
+
+/// QEMU's 32-bit virt machine with the virtualization extensions enters the kernel in HYP mode
+/// with a device tree in r2, as the Pi 2's firmware does: the HYP-to-SVC path, the device tree's
+/// RAM, PSCI over SMC and virtio-blk on 32 bits.
+#[test]
+fn virt_armv7_entered_in_hyp_matches_the_pc_runner() {
+    run(
+        "qemu-virt-armv7",
+        &[
+            "entered in Hyp mode, running in System mode; VFPv4 + NEON",
+            "RAM: 0x40000000..0x60000000 (512 MiB) from the device tree at 0x",
+            "card: virtio-blk",
+            "(kernels neon)",
+        ],
+    );
 }
 
 /// `selftest = exception` reads an address the identity map leaves out: the data abort is

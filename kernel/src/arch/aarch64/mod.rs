@@ -204,7 +204,10 @@ impl Arch for Cpu {
                 spin_table_release(core, Self::secondary_entry());
                 true
             }
-            CoreStart::SbiHsm | CoreStart::Bcm2836Mailbox | CoreStart::SunxiCpucfg => false,
+            CoreStart::SbiHsm
+            | CoreStart::Bcm2836Mailbox
+            | CoreStart::SunxiCpucfg
+            | CoreStart::PsciSmc => false,
         }
     }
 

@@ -355,6 +355,10 @@ impl Arch for Cpu {
         match how {
             CoreStart::Bcm2836Mailbox => bcm2836_release(core, Self::secondary_entry()),
             CoreStart::SunxiCpucfg => sunxi_cpu_on(core, Self::secondary_entry()),
+            // Cores the machine does not have (QEMU -smp) answer CPU_ON with an error.
+            CoreStart::PsciSmc => {
+                psci_smc(0x8400_0003, core as u32, Self::secondary_entry() as u32) == 0
+            }
             CoreStart::PsciHvc | CoreStart::SpinTable | CoreStart::SbiHsm => false,
         }
     }
@@ -364,6 +368,17 @@ impl Arch for Cpu {
             semihosting_exit(code);
         }
     }
+}
+
+/// A PSCI call over SMC (function `f`, arguments `a`, `b`); returns the PSCI status.
+fn psci_smc(f: u32, a: u32, b: u32) -> i32 {
+    let r: i32;
+    // SAFETY: a firmware call (QEMU's PSCI on virt): CPU_ON starts another core at `b`, our
+    // `_start`; no memory of ours is touched.
+    unsafe {
+        asm!(".arch_extension sec", "smc #0", inout("r0") f as i32 => r, in("r1") a, in("r2") b, in("r3") 0u32, options(nomem, nostack))
+    };
+    r
 }
 
 /// Data cache line size of the Cortex-A7 (CTR's DminLine is 4: 16 words).

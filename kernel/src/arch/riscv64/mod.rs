@@ -191,7 +191,8 @@ impl Arch for Cpu {
             CoreStart::PsciHvc
             | CoreStart::SpinTable
             | CoreStart::Bcm2836Mailbox
-            | CoreStart::SunxiCpucfg => false,
+            | CoreStart::SunxiCpucfg
+            | CoreStart::PsciSmc => false,
         }
     }
 
