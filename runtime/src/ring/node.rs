@@ -193,12 +193,19 @@ impl<L: Link> Node<L> {
 
     /// Tell every other board the run is over (best effort: a board that cannot take it is
     /// skipped), and wait up to [`STOP_NS`] for it to be acknowledged.
+    ///
+    /// The furthest board's Stop (round the ring from this one) goes first: every Stop passes
+    /// through the boards before its own, and a board stops as soon as it reads its own. Sent nearest first, board 2 could read
+    /// its Stop, find nothing left to pass on (board 3's not yet off the line) and end, leaving
+    /// the boards after it running. A line delivers in order, so furthest first means each board
+    /// has every later board's Stop queued to pass on before it reads its own.
     pub fn stop_all(&mut self) {
         let stop = Msg::Stop.encode();
-        for b in 1..=self.boards() {
-            if b != self.me() {
-                let _ = self.ep.try_send(b, &stop);
-            }
+        let (n, me) = (self.boards(), self.me());
+        // Board `me + d` round the ring, furthest (d = n - 1) first.
+        for d in (1..n).rev() {
+            let b = ((me - 1 + d) % n) + 1;
+            let _ = self.ep.try_send(b, &stop);
         }
         self.flush(STOP_NS);
     }
