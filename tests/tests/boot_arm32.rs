@@ -54,6 +54,7 @@ fn raspi2b_matches_the_pc_runner() {
         &[
             "RAM: 0x0..0x3c000000 (960 MiB) from the mailbox (no device tree)",
             "card: SD at 0x3f300000 (EMMC)",
+            "; High Speed, 50 MHz, 4-bit, PIO",
             "ARM clock: ",
         ],
     );
@@ -80,6 +81,8 @@ fn orangepi_pc_boots_the_orange_pi_zero_card_and_matches_the_pc_runner() {
             "Found U-Boot script /boot.scr",
             "RAM: 0x40000000..0x80000000 (1024 MiB) from the DRAM controller",
             "card: SD at 0x1c0f000",
+            // 600 MHz PLL_PERIPH0 (as U-Boot's SPL left it) / 12.
+            "; High Speed, 50 MHz, 4-bit, IDMA",
         ],
     );
     assert!(uart.contains("(kernels neon)"), "{uart}");

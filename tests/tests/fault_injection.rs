@@ -108,6 +108,7 @@ where
         raise_exception: None,
         arm_clock: None,
         ring_link: None,
+        card_bus: None,
         io_core: None,
     };
     let mut con = Capture(vec![]);

@@ -100,6 +100,7 @@ fn board(dev: Vec<u8>, link: Option<FakeLink>, con: Shared) -> Result<(), String
         arm_clock: None,
         io_core: None,
         ring_link: Some(&make),
+        card_bus: None,
     };
     let mut con = con;
     run(RamDisk::new(dev), &mut con, &env).map_err(|e| e.to_string())

@@ -12,8 +12,8 @@ mod sd_sim;
 
 use drivers::block::{BlockDevice, RequestError};
 use drivers::sdhci::{
-    card_present, clock_divider, is_read_only, parse_csd, Cause, Cmd, Config, SdError, Sdhci, Step,
-    Wait, READ_ONLY_COMMANDS,
+    card_present, clock_divider, is_read_only, parse_csd, BusMode, Cause, Cmd, Config, SdError,
+    Sdhci, Step, Wait, READ_ONLY_COMMANDS,
 };
 use fat_common::Rng;
 use sd_sim::*;
@@ -65,7 +65,8 @@ fn read_ok(sim: &Sim, sd: &mut Driver, lba: u64, blocks: usize) {
     );
 }
 
-/// The command names of an initialisation with `busy` ACMD41 polls answered "busy".
+/// The command names of an initialisation with `busy` ACMD41 polls answered "busy", ending with
+/// CMD6 in check mode and CMD6 switching to High Speed.
 fn init_sequence(busy: usize, four_bit: bool, sdsc: bool) -> Vec<String> {
     let mut v = vec!["CMD0", "CMD8"];
     for _ in 0..=busy {
@@ -78,6 +79,7 @@ fn init_sequence(busy: usize, four_bit: bool, sdsc: bool) -> Vec<String> {
     if sdsc {
         v.push("CMD16");
     }
+    v.extend(["CMD6", "CMD6"]);
     v.into_iter().map(String::from).collect()
 }
 
@@ -115,8 +117,16 @@ fn sdhc_init_sequence_and_block_addressing() {
     assert_eq!(info.rca, 0xB368);
     assert_eq!(info.bus_width, 4);
     assert!(sim.host_4bit() && sim.card_4bit());
-    assert_eq!(info.data_clock_hz, 25 * MHZ);
-    assert_eq!(sim.sd_clock_hz(), 25e6);
+    // CMD6 at the Default Speed clock, then High Speed at 100 MHz / 2.
+    let cmd6: Vec<_> = log.iter().filter(|c| c.name() == "CMD6").collect();
+    assert_eq!(
+        cmd6.iter().map(|c| (c.arg, c.clock_hz)).collect::<Vec<_>>(),
+        [(0x00FF_FFF0, 25e6), (0x80FF_FFF1, 25e6)]
+    );
+    assert_eq!(info.data_clock_hz, 50 * MHZ);
+    assert_eq!(sim.sd_clock_hz(), 50e6);
+    assert_eq!((info.bus_mode, info.speed_note), (BusMode::HighSpeed, None));
+    assert_eq!(info.bus_bytes_per_s(), 25_000_000);
     assert_eq!(&info.product_name(), b"LMSIM");
     assert_eq!(info.manufacturer_id(), 0x1B);
     assert_eq!(info.serial(), 0x1234_5678);
@@ -166,7 +176,8 @@ fn sdsc_byte_addressing() {
     let (sim, mut sd) = start_card(sdsc(Kind::SdscV2, 4 << 20));
     assert_eq!(sim.names(), init_sequence(3, true, true));
     let log = sim.log();
-    assert_eq!(log.last().unwrap().arg, 512, "CMD16 block length");
+    let cmd16 = log.iter().find(|c| c.name() == "CMD16").unwrap();
+    assert_eq!(cmd16.arg, 512, "CMD16 block length");
     let info = *sd.info();
     assert!(!info.high_capacity && info.sd_v2);
     assert_eq!(info.blocks, 8192);
@@ -339,7 +350,8 @@ fn clock_divider_values() {
     );
 }
 
-/// Identification at 100-400 kHz and data at <= 25 MHz, seen by the card, for the Pi's base clocks.
+/// Identification at 100-400 kHz and data in High Speed at the fastest divider at or below 50
+/// MHz, seen by the card, for the Pi's base clocks.
 #[test]
 fn clocks_seen_by_the_card() {
     for version in [2u8, 1] {
@@ -372,7 +384,7 @@ fn clocks_seen_by_the_card() {
                 continue;
             }
             let mut sd = r.unwrap_or_else(|e| panic!("v{version} base {base}: {e}"));
-            for c in sim.log() {
+            for c in sim.log().iter().filter(|c| c.name() != "CMD6") {
                 assert!(
                     (100_000.0..=400_000.0).contains(&c.clock_hz),
                     "v{version} base {base}: {} at {} Hz",
@@ -383,11 +395,13 @@ fn clocks_seen_by_the_card() {
             sim.clear_log();
             read_ok(&sim, &mut sd, 5, 3);
             let hz = sim.log()[0].clock_hz;
+            let hs = clock_divider(base, 50 * MHZ, version).unwrap().hz;
             assert!(
-                (12.5e6..=25e6).contains(&hz),
+                hz as u32 == hs && (25e6..=50e6).contains(&hz),
                 "v{version} base {base}: data at {hz} Hz"
             );
             assert_eq!(sd.info().data_clock_hz, hz as u32);
+            assert_eq!(sd.info().bus_mode, BusMode::HighSpeed);
             assert!(sd.info().id_clock_hz <= 400_000);
             check_clean(&sim);
         }
@@ -399,8 +413,9 @@ fn base_clock_from_capabilities() {
     // 52 MHz in the capabilities, as QEMU's raspi machines report.
     let (sim, sd) = start(HostSpec::v3(52 * MHZ), sdhc(), Faults::default(), 0);
     assert_eq!(sd.info().base_clock_hz, 52 * MHZ);
-    // 52 / 2 = 26 MHz is too fast; 52 / 4 it is.
-    assert_eq!(sd.info().data_clock_hz, 13 * MHZ);
+    // 52 / 2 = 26 MHz: High Speed (52 MHz is above its 50).
+    assert_eq!(sd.info().data_clock_hz, 26 * MHZ);
+    assert_eq!(sd.info().bus_mode, BusMode::HighSpeed);
     check_clean(&sim);
     // The BCM2835 reports none: without a clock from the caller, a clear error.
     let host = HostSpec {
@@ -584,7 +599,13 @@ fn permanently_bad_block() {
         bad_lbas: vec![100],
         ..Faults::default()
     };
-    let (sim, mut sd) = start(HostSpec::v3(PI_BASE), sdhc(), faults, PI_BASE);
+    // At Default Speed: a CRC error at High Speed would first step the bus down
+    // (`sd_speed.rs`).
+    let config = Config {
+        max_bus_mode: BusMode::DefaultSpeed,
+        ..Config::new(PI_BASE)
+    };
+    let (sim, mut sd) = start_with(HostSpec::v3(PI_BASE), sdhc(), faults, config);
     sim.clear_log();
     let e = read(&mut sd, 100, 1).unwrap_err();
     match e {

@@ -15,7 +15,9 @@ mod sd_card_sim;
 mod sunxi_sim;
 
 use drivers::block::{BlockDevice, RequestError, WriteBlocks};
-use drivers::sd::{is_read_only, Cause, Cmd, HostKind, SdError, Step, Wait, WriteProtect};
+use drivers::sd::{
+    is_read_only, BusMode, Cause, Cmd, HostKind, SdError, Step, Wait, WriteProtect,
+};
 use drivers::sunxi_mmc::{
     Config, DmaMemory, SunxiMmc, DMA_ALIGN, DMA_BUFFER_BYTES, DMA_DESC_BYTES,
 };
@@ -67,23 +69,29 @@ fn sdhc_init_programs_the_ccu_and_identifies_in_order() {
     for _ in 0..4 {
         want.extend(["CMD55", "ACMD41"]);
     }
-    want.extend(["CMD2", "CMD3", "CMD9", "CMD7", "CMD55", "ACMD6"]);
+    want.extend(["CMD2", "CMD3", "CMD9", "CMD7", "CMD55", "ACMD6", "CMD6", "CMD6"]);
     assert_eq!(sim.names(), want);
-    // The CCU: MMC0's gate and reset on, the module clock 24 MHz from OSC24M with U-Boot's sample
-    // delay 5.
+    // The CCU: MMC0's gate and reset on; the module clock 50 MHz from PLL_PERIPH0 (600 MHz / 12)
+    // with U-Boot's phase delays for it (output 3, sample 4).
     assert_eq!(sim.ccu(CCU_GATE) & MMC0_BIT, MMC0_BIT);
     assert_eq!(sim.ccu(CCU_RESET) & MMC0_BIT, MMC0_BIT);
-    assert_eq!(sim.ccu(CCU_MMC0_CLK), 0x8050_0000);
-    // Identification at 400 kHz (24 MHz / 4 / 15), data at 24 MHz on 4 bits.
+    assert_eq!(sim.ccu(CCU_MMC0_CLK), 0x8140_030B);
+    // Identification at 400 kHz (24 MHz / 4 / 15); CMD6 at 24 MHz (OSC24M undivided), then
+    // High Speed at 50 MHz on 4 bits.
     assert!(sim.log().iter().take(12).all(|c| c.clock_hz == 400_000));
-    assert_eq!(sim.card_clock_hz(), 24_000_000);
+    let cmd6: Vec<_> = sim.log().into_iter().filter(|c| c.name() == "CMD6").collect();
+    assert_eq!(
+        cmd6.iter().map(|c| (c.arg, c.clock_hz)).collect::<Vec<_>>(),
+        [(0x00FF_FFF0, 24_000_000), (0x80FF_FFF1, 24_000_000)]
+    );
+    assert_eq!(sim.card_clock_hz(), 50_000_000);
     assert!(sim.card_4bit() && sim.host_4bit());
     let info = *sd.info();
     assert_eq!(info.host, HostKind::Sunxi);
     assert!(info.high_capacity && info.sd_v2);
     assert_eq!(
-        (info.id_clock_hz, info.data_clock_hz),
-        (400_000, 24_000_000)
+        (info.id_clock_hz, info.data_clock_hz, info.bus_mode),
+        (400_000, 50_000_000, BusMode::HighSpeed)
     );
     assert_eq!(sd.num_blocks(), 64 << 20);
     assert_eq!(sd.queue_depth(), 0);
@@ -112,7 +120,7 @@ fn sdsc_cards_use_byte_addresses() {
         for host in [HostSpec::qemu(), HostSpec::hardware()] {
             let (sim, mut sd) = start(host, sdsc(kind, 4096), Faults::default(), Config::new());
             let names = sim.names();
-            assert_eq!(names.last().map(String::as_str), Some("CMD16"), "{names:?}");
+            assert_eq!(names[names.len() - 3], "CMD16", "{names:?}");
             assert!(!sd.info().high_capacity);
             assert_eq!(sd.info().sd_v2, kind == Kind::SdscV2);
             sim.clear_log();

@@ -5,6 +5,7 @@
 use core::fmt;
 
 use super::error::Cause;
+use super::speed::{BusMode, SpeedNote};
 
 /// A 128-bit card register (CID or CSD) as the controller hands it over: response words 0..3
 /// hold its bits 127:8 shifted down by 8 (the CRC byte is not stored). Returns the register with
@@ -210,13 +211,24 @@ pub struct CardInfo {
     pub base_clock_hz: u32,
     /// Identification clock (<= 400 kHz).
     pub id_clock_hz: u32,
-    /// Data transfer clock (<= 25 MHz).
+    /// Data transfer clock (<= 25 MHz at Default Speed, <= 50 MHz at High Speed).
     pub data_clock_hz: u32,
     /// Data bus width in use: 1 or 4.
     pub bus_width: u8,
+    /// The bus timing card and host run in.
+    pub bus_mode: BusMode,
+    /// Why the bus runs no faster, when the card or host could not take a faster mode.
+    pub speed_note: Option<SpeedNote>,
 }
 
 impl CardInfo {
+    /// The bus's ceiling in bytes per second at the mode, clock and width in use (block and
+    /// command overheads aside).
+    pub fn bus_bytes_per_s(&self) -> u64 {
+        self.bus_mode
+            .bytes_per_s(self.data_clock_hz, self.bus_width.max(1))
+    }
+
     /// Capacity in bytes.
     pub fn bytes(&self) -> u64 {
         self.blocks * 512
@@ -295,11 +307,12 @@ impl fmt::Display for CardInfo {
         ascii(f, &self.oem_id())?;
         write!(
             f,
-            "\", serial {:#010x}), {} blocks ({} MiB), RCA {:#06x}, {}-bit bus at {} kHz (base clock {} kHz, identification at {} kHz, ",
+            "\", serial {:#010x}), {} blocks ({} MiB), RCA {:#06x}, {}, {}-bit bus at {} kHz (base clock {} kHz, identification at {} kHz, ",
             self.serial(),
             self.blocks,
             self.bytes() >> 20,
             self.rca,
+            self.bus_mode,
             self.bus_width,
             self.data_clock_hz / 1000,
             self.base_clock_hz / 1000,

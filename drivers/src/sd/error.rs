@@ -207,9 +207,27 @@ pub enum Cause {
     /// Allwinner: no module clock setting (OSC24M / 2^N / M, N <= 3, M <= 16) gives `target_hz`
     /// or less from `parent_hz`.
     ModClock { parent_hz: u32, target_hz: u32 },
+    /// Allwinner: PLL_PERIPH0, the source above 24 MHz, is off or not locked (`ctrl`: its
+    /// control register).
+    PllOff { ctrl: u32 },
 }
 
 impl Cause {
+    /// Was it a CRC or framing error on the bus (what a clock too fast for the card or the board
+    /// gives)?
+    pub fn is_crc(&self) -> bool {
+        const SDHCI: u16 = ERR_CMD_CRC | ERR_CMD_END_BIT | ERR_DATA_CRC | ERR_DATA_END_BIT;
+        const SUNXI: u32 = aw::RINT_RESP_CRC_ERROR
+            | aw::RINT_DATA_CRC_ERROR
+            | aw::RINT_START_BIT_ERROR
+            | aw::RINT_END_BIT_ERROR;
+        match *self {
+            Cause::Error { err_status } => err_status & SDHCI != 0,
+            Cause::Rint { rint } | Cause::Idmac { rint, .. } => rint & SUNXI != 0,
+            _ => false,
+        }
+    }
+
     /// Did the command or data time out (in the controller or in a driver deadline)?
     pub fn is_timeout(&self) -> bool {
         match *self {
@@ -365,6 +383,10 @@ impl fmt::Display for Cause {
             } => write!(
                 f,
                 "no module clock divider gives {target_hz} Hz or less from {parent_hz} Hz"
+            ),
+            Cause::PllOff { ctrl } => write!(
+                f,
+                "PLL_PERIPH0 is off or not locked (PLL_PERIPH0_CTRL {ctrl:#010x})"
             ),
         }
     }

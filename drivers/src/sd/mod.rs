@@ -12,11 +12,16 @@
 
 mod card;
 mod error;
+mod speed;
 
 pub use card::{
     parse_cid, parse_csd, r2_from_full, r2_register, tran_speed_hz, CardInfo, Cid, Csd, HostKind,
 };
 pub use error::{state_name, Cause, Cmd, SdError, Step, Wait, WriteProtect};
+pub use speed::{
+    switch_check_arg, switch_set_arg, BusMode, SpeedNote, SwitchStatus, CCC_SWITCH,
+    SWITCH_STATUS_BYTES,
+};
 
 use core::ops::Range;
 
@@ -53,6 +58,8 @@ pub const ACMD41_POLL_US: u32 = 10_000;
 pub const ID_CLOCK_MAX_HZ: u32 = 400_000;
 /// The default-speed data clock's upper limit.
 pub const DATA_CLOCK_MAX_HZ: u32 = 25_000_000;
+/// The High Speed data clock's upper limit.
+pub const HS_CLOCK_MAX_HZ: u32 = 50_000_000;
 
 /// R1 card status bits that mean the command failed (out of range, address, block length, write
 /// protect violation, card ECC failed, card controller error, general error). ILLEGAL_COMMAND and
@@ -136,6 +143,8 @@ pub(crate) const GO_IDLE_STATE: Command = Command::new(Cmd::new(0), Resp::None);
 const ALL_SEND_CID: Command = Command::new(Cmd::new(2), Resp::R2);
 const SEND_RELATIVE_ADDR: Command = Command::new(Cmd::new(3), Resp::R6);
 const SELECT_CARD: Command = Command::new(Cmd::new(7), Resp::R1b);
+/// SWITCH_FUNC: check or switch a card function; a 64-byte status block comes back on DAT.
+pub(crate) const SWITCH_FUNC: Command = Command::new(Cmd::new(6), Resp::R1).data();
 const SEND_IF_COND: Command = Command::new(Cmd::new(8), Resp::R7);
 const SEND_CSD: Command = Command::new(Cmd::new(9), Resp::R2);
 pub(crate) const STOP_TRANSMISSION: Command = Command {
@@ -153,11 +162,12 @@ const SET_BUS_WIDTH: Command = Command::new(Cmd::acmd(6), Resp::R1);
 const SD_SEND_OP_COND: Command = Command::new(Cmd::acmd(41), Resp::R3);
 
 /// Every command a driver sends unless asked to write. None writes, erases, locks or programs the
-/// card.
-pub const READ_ONLY_COMMANDS: [Cmd; 14] = [
+/// card (CMD6 changes only the bus timing, and only in switch mode).
+pub const READ_ONLY_COMMANDS: [Cmd; 15] = [
     GO_IDLE_STATE.cmd,
     ALL_SEND_CID.cmd,
     SEND_RELATIVE_ADDR.cmd,
+    SWITCH_FUNC.cmd,
     SELECT_CARD.cmd,
     SEND_IF_COND.cmd,
     SEND_CSD.cmd,
@@ -182,15 +192,16 @@ pub const WRITE_COMMANDS: [Cmd; 2] = [WRITE_BLOCK.cmd, WRITE_MULTIPLE_BLOCK.cmd]
 
 /// Every command a driver can send: [`READ_ONLY_COMMANDS`] and [`WRITE_COMMANDS`]. No erase,
 /// lock, CSD program or write-protect command.
-pub const COMMANDS: [Cmd; 16] = {
-    let mut all = [READ_ONLY_COMMANDS[0]; 16];
+pub const COMMANDS: [Cmd; 17] = {
+    const R: usize = READ_ONLY_COMMANDS.len();
+    let mut all = [READ_ONLY_COMMANDS[0]; R + 2];
     let mut i = 0;
-    while i < 14 {
+    while i < R {
         all[i] = READ_ONLY_COMMANDS[i];
         i += 1;
     }
-    all[14] = WRITE_COMMANDS[0];
-    all[15] = WRITE_COMMANDS[1];
+    all[R] = WRITE_COMMANDS[0];
+    all[R + 1] = WRITE_COMMANDS[1];
     all
 };
 
@@ -202,8 +213,10 @@ pub fn is_allowed(cmd: Cmd) -> bool {
 /// A data transfer that goes with a command.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Xfer {
-    /// Blocks of 512 bytes (1..=65535).
+    /// Blocks of `block_len` bytes (1..=65535).
     pub blocks: u16,
+    /// Bytes per block: 512 for the card's data, less for a register such as CMD6's status.
+    pub block_len: u16,
     /// Host to card.
     pub write: bool,
 }
@@ -257,6 +270,8 @@ pub(crate) enum Event {
     Retry,
     /// The card is initialised again before a try.
     Reinit,
+    /// The bus stepped down a speed mode after errors (and the card was initialised again).
+    StepDown,
 }
 
 /// What a controller driver supplies to the shared protocol code.
@@ -290,6 +305,38 @@ pub(crate) trait Host {
     /// Why the card may not be written, if it may not (at least [`csd_write_protection`]).
     fn write_protection(&mut self) -> Option<WriteProtect> {
         csd_write_protection(self.info_mut())
+    }
+    /// Issue `c` with one data block of `buf.len()` bytes (a multiple of 4, at most 512) from the
+    /// card, move it into `buf` through the data port and wait for the end of the transfer: for
+    /// registers such as CMD6's status block. Returns the R1 (not checked here). On failure the
+    /// controller is left ready for the next command (the card may still be sending: the caller
+    /// recovers it).
+    fn read_register(&mut self, c: Command, arg: u32, buf: &mut [u8]) -> Result<u32, Cause>;
+    /// The fastest clock at or below 50 MHz the host can give in High Speed timing, or why it
+    /// cannot beat Default Speed.
+    fn high_speed_clock(&mut self) -> Result<u32, SpeedNote>;
+    /// Put the host in High Speed timing (its high-speed enable) at the clock of
+    /// [`Host::high_speed_clock`]; returns the clock.
+    fn enter_high_speed(&mut self) -> Result<u32, Cause>;
+    /// The speed the driver may use, kept across re-initialisations.
+    fn speed_cap(&mut self) -> &mut SpeedCap;
+}
+
+/// How fast a driver may run the bus: the configured limit, lowered when a mode fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpeedCap {
+    /// The fastest mode to try at the next initialisation.
+    pub limit: BusMode,
+    /// Why `limit` is lower than the configured one, once a mode has failed.
+    pub stepped: Option<SpeedNote>,
+}
+
+impl SpeedCap {
+    pub const fn new(limit: BusMode) -> SpeedCap {
+        SpeedCap {
+            limit,
+            stepped: None,
+        }
     }
 }
 
@@ -422,6 +469,88 @@ pub(crate) fn identify<H: Host>(h: &mut H, four_bit: bool) -> Result<Csd, (Step,
     Ok(csd)
 }
 
+/// Bring the bus up to the fastest mode the card, the host and the driver's [`SpeedCap`] allow,
+/// after [`identify`] and with the Default Speed data clock running: today High Speed, by CMD6 in
+/// check mode (the card lists the access modes it supports), CMD6 in switch mode (it answers the
+/// function it switched to), then the host's high-speed timing and a clock of up to 50 MHz. Each
+/// status block is read whole. A card or host that cannot stays at Default Speed, and
+/// [`CardInfo::speed_note`] says why; only a failure to set the host's clock is an error.
+pub(crate) fn raise_speed<H: Host>(h: &mut H, csd_ccc: u16) -> Result<(), (Step, Cause)> {
+    let cap = *h.speed_cap();
+    let info = h.info_mut();
+    info.bus_mode = BusMode::DefaultSpeed;
+    info.speed_note = None;
+    if cap.limit < BusMode::HighSpeed {
+        info.speed_note = Some(
+            cap.stepped
+                .unwrap_or(SpeedNote::Configured { limit: cap.limit }),
+        );
+        return Ok(());
+    }
+    match switch_high_speed(h, csd_ccc) {
+        Ok(()) => {}
+        Err(note) => {
+            h.info_mut().speed_note = Some(note);
+            return Ok(());
+        }
+    }
+    let hz = h.enter_high_speed().map_err(|c| (Step::Clock, c))?;
+    let info = h.info_mut();
+    info.bus_mode = BusMode::HighSpeed;
+    info.data_clock_hz = hz;
+    Ok(())
+}
+
+/// CMD6 check, then switch to High Speed, on the card's side; `Err` says why not (the card is left
+/// in the transfer state at Default Speed).
+fn switch_high_speed<H: Host>(h: &mut H, csd_ccc: u16) -> Result<(), SpeedNote> {
+    if csd_ccc & CCC_SWITCH == 0 {
+        return Err(SpeedNote::NoSwitchClass { ccc: csd_ccc });
+    }
+    // Decide on the host first: no point switching the card for a clock the host cannot beat.
+    h.high_speed_clock()?;
+    let check =
+        switch_status(h, switch_check_arg(0)).map_err(|cause| SpeedNote::CheckFailed { cause })?;
+    let mode = BusMode::HighSpeed;
+    if !check.supports(mode) {
+        return Err(SpeedNote::NotOffered {
+            mode,
+            support: check.group1_support,
+        });
+    }
+    let set = switch_status(h, switch_set_arg(mode.function()))
+        .map_err(|cause| SpeedNote::SwitchFailed { mode, cause })?;
+    if set.group1_result != mode.function() {
+        return Err(SpeedNote::SwitchRefused {
+            mode,
+            result: set.group1_result,
+        });
+    }
+    Ok(())
+}
+
+/// CMD6 with `arg` and its whole 64-byte status block; a failure recovers the card to "tran".
+fn switch_status<H: Host>(h: &mut H, arg: u32) -> Result<SwitchStatus, Cause> {
+    let mut block = [0u8; SWITCH_STATUS_BYTES];
+    let r = h.read_register(SWITCH_FUNC, arg, &mut block);
+    let r = match r {
+        Ok(r1) if r1 & R1_ERRORS != 0 => Err(Cause::CardStatus { r1 }),
+        other => other,
+    };
+    match r {
+        Ok(_) => Ok(SwitchStatus::parse(&block)),
+        Err(cause) => {
+            recover(h, false);
+            Err(cause)
+        }
+    }
+}
+
+/// The CSD's command classes (CCC, bits 95:84).
+pub(crate) fn csd_ccc(info: &CardInfo) -> u16 {
+    ((r2_register(&info.csd) >> 84) & 0xFFF) as u16
+}
+
 /// The data clock to ask for: `configured` (0 = the default-speed limit) capped at
 /// [`DATA_CLOCK_MAX_HZ`] and at the CSD's TRAN_SPEED.
 pub(crate) fn data_clock_target(configured: u32, csd: &Csd) -> u32 {
@@ -461,6 +590,7 @@ pub(crate) fn begin_transfer<H: Host>(
     let arg = card_address(h.info_mut(), start).map_err(fail)?;
     let xfer = Xfer {
         blocks: blocks.min(u16::MAX as u32) as u16,
+        block_len: BLOCK_SIZE as u16,
         write: d.write,
     };
     let r1 = h.issue(c, arg, Some(xfer)).map_err(fail)?[0];
@@ -523,6 +653,20 @@ pub(crate) fn csd_write_protection(info: &CardInfo) -> Option<WriteProtect> {
         return Some(WriteProtect::CsdTemporary);
     }
     None
+}
+
+/// After a CRC error (`cause`) in a mode above Default Speed: lower the driver's [`SpeedCap`] to
+/// the next slower mode, for the re-initialisation the caller does next. False at Default Speed.
+fn step_down<H: Host>(h: &mut H, cause: Cause) -> bool {
+    let from = h.info_mut().bus_mode;
+    let Some(lower) = from.step_down() else {
+        return false;
+    };
+    let cap = h.speed_cap();
+    cap.limit = cap.limit.min(lower);
+    cap.stepped = Some(SpeedNote::SteppedDown { from, cause });
+    h.note(Event::StepDown);
+    true
 }
 
 /// After a failed read or write: reset the lines, and if the card may still be sending or
@@ -613,13 +757,27 @@ pub(crate) fn with_retries<H: Host>(
     let mut attempt = 1u8;
     // The first failure is reported: later ones may only be its consequences.
     let mut first: Option<Failure> = None;
+    // The previous failure of this request was a CRC error.
+    let mut crc_before = false;
     loop {
         let f = match once(h) {
             Ok(()) => return Ok(()),
-            Err(f) => *first.get_or_insert(f),
+            Err(f) => f,
         };
         // Always true after a read.
         let settled = recover(h, d.write);
+        // One CRC error is retried as any error; a second in a row above Default Speed says the
+        // bus cannot carry the clock: step down, and the slower mode gets the tries afresh.
+        let crc = f.cause.is_crc();
+        if crc && crc_before && step_down(h, f.cause) {
+            h.bring_up()
+                .map_err(|e| reinit_error(d, start, blocks, f, e))?;
+            attempt = 1;
+            crc_before = false;
+            continue;
+        }
+        crc_before = crc;
+        let f = *first.get_or_insert(f);
         if let Cause::CardStatus { r1 } = f.cause {
             if d.write && r1 & R1_WP_VIOLATION != 0 {
                 return Err(SdError::WriteProtected {
@@ -723,7 +881,8 @@ pub(crate) fn write_request<H: Host>(
 }
 
 /// The [`Host`] methods every driver implements alike, over its fields `regs`, `clock`, `info`,
-/// `config.tries` and `stats.retries` / `stats.reinits`: used inside `impl Host for ...`.
+/// `speed`, `config.tries` and `stats.retries` / `stats.reinits` / `stats.step_downs`: used
+/// inside `impl Host for ...`.
 macro_rules! host_fields {
     () => {
         fn now_us(&mut self) -> u64 {
@@ -746,11 +905,16 @@ macro_rules! host_fields {
             match e {
                 $crate::sd::Event::Retry => self.stats.retries += 1,
                 $crate::sd::Event::Reinit => self.stats.reinits += 1,
+                $crate::sd::Event::StepDown => self.stats.step_downs += 1,
             }
         }
 
         fn barrier(&mut self) {
             self.regs.barrier()
+        }
+
+        fn speed_cap(&mut self) -> &mut $crate::sd::SpeedCap {
+            &mut self.speed
         }
     };
 }

@@ -56,6 +56,18 @@
 //! 7. CMD55 + ACMD6 (4-bit bus) and the host control data width bit; CMD16 512 for SDSC.
 //! 8. Data clock: 25 MHz or the fastest the divider allows below it (and below the CSD's
 //!    TRAN_SPEED).
+//! 9. High Speed ([`crate::sd`]'s `raise_speed`, unless [`Config::max_bus_mode`] says no): when
+//!    the divider can give more than the Default Speed clock at or below 50 MHz and the CSD lists
+//!    command class 10, CMD6 in check mode (0x00FF_FFF0) and, if its 64-byte status block (read
+//!    whole, as one block of BLOCK_SIZE 64) lists High Speed, CMD6 in switch mode (0x80FF_FFF1);
+//!    when that status says group 1 switched to function 1, host control 1's high-speed enable
+//!    (not on the BCM2835 Arasan: [`Config::high_speed_bit`]) and the fastest divider at or below
+//!    50 MHz (100 MHz / 2 on EMMC2, 250 MHz / 6 = 41.7 MHz on a Pi 3's EMMC). Anything else
+//!    leaves the card at Default Speed with [`CardInfo::speed_note`] saying why.
+//!
+//! Two CRC errors in a row on one request above Default Speed step the bus down: the mode is
+//! capped one lower for this driver, the card is initialised again and the request gets its tries
+//! afresh (one CRC error alone is retried at the same speed).
 //!
 //! The card-detect bit (PRESENT_STATE bit 16) is not consulted: Linux's sdhci-iproc.c sets
 //! `SDHCI_QUIRK_BROKEN_CARD_DETECTION` for the BCM2835's Arasan controller ("brcm,bcm2835-sdhci").
@@ -98,7 +110,7 @@
 //!
 //! # Not covered
 //!
-//! High speed (50 MHz), UHS-I and 1.8 V signalling, SDUC (CSD v3), 8-bit eMMC, card interrupts,
+//! UHS-I and 1.8 V signalling, SDUC (CSD v3), 8-bit eMMC, card interrupts,
 //! erase before write (ACMD23), the card's write-protect groups. Board setup belongs to the caller:
 //! on a Pi 3 / Zero 2 W the card slot must be routed to this controller (GPIO 48-53 to ALT3; the
 //! firmware routes it to SDHOST) and on a Pi the card power and the base clock come from the
@@ -115,9 +127,9 @@ pub mod regs;
 
 pub use crate::sd::{
     is_allowed, is_read_only, parse_cid, parse_csd, r2_register, state_name, tran_speed_hz,
-    CardInfo, Cause, Cid, Clock, Cmd, Csd, SdError, Step, Wait, WriteProtect, ACMD41_POLL_US,
-    ACMD41_TIMEOUT_US, COMMANDS, DATA_CLOCK_MAX_HZ, ID_CLOCK_MAX_HZ, PROGRAM_POLL_US,
-    PROGRAM_TIMEOUT_US, READ_ONLY_COMMANDS, WRITE_COMMANDS,
+    BusMode, CardInfo, Cause, Cid, Clock, Cmd, Csd, SdError, SpeedNote, Step, Wait, WriteProtect,
+    ACMD41_POLL_US, ACMD41_TIMEOUT_US, COMMANDS, DATA_CLOCK_MAX_HZ, HS_CLOCK_MAX_HZ,
+    ID_CLOCK_MAX_HZ, PROGRAM_POLL_US, PROGRAM_TIMEOUT_US, READ_ONLY_COMMANDS, WRITE_COMMANDS,
 };
 pub use divider::{clock_divider, Divider};
 
@@ -125,7 +137,7 @@ use core::fmt;
 
 use crate::block::{BlockDevice, WriteBlocks, BLOCK_SIZE};
 pub use crate::mmio::{Mmio, Regs};
-use crate::sd::{self, Command, Direction, Failure, Host, Resp, Xfer, READ, WRITE};
+use crate::sd::{self, Command, Direction, Failure, Host, Resp, SpeedCap, Xfer, READ, WRITE};
 use regs::*;
 
 /// Size of an SDHCI register block: the `size` to give [`Mmio::new`] for a controller.
@@ -206,6 +218,13 @@ pub struct Config {
     /// and EMMC2 controllers and microSD has no switch (the Pi's slots have no switch line). Turn
     /// on only for a full-size SD slot whose switch line the controller reports.
     pub write_protect_switch: bool,
+    /// The fastest bus mode to try: [`BusMode::HighSpeed`] by default, [`BusMode::DefaultSpeed`]
+    /// to stay at 25 MHz.
+    pub max_bus_mode: BusMode,
+    /// Set host control 1's high-speed enable (bit 2) in High Speed. Off for the BCM2835 Arasan
+    /// "EMMC" (Pi 1 to 3, the Pi 4's legacy controller): Linux's sdhci-iproc gives it
+    /// `SDHCI_QUIRK_NO_HISPD_BIT`, and runs its High Speed with the bit clear.
+    pub high_speed_bit: bool,
 }
 
 impl Config {
@@ -220,6 +239,8 @@ impl Config {
             tries: 3,
             arasan_write_delay: true,
             write_protect_switch: false,
+            max_bus_mode: BusMode::HighSpeed,
+            high_speed_bit: true,
         }
     }
 }
@@ -237,6 +258,8 @@ pub struct Stats {
     pub retries: u64,
     /// Re-initialisations before a last try.
     pub reinits: u64,
+    /// Bus modes given up after CRC errors (each followed by a re-initialisation).
+    pub step_downs: u64,
     /// SRST_CMD resets.
     pub cmd_line_resets: u64,
     /// SRST_DAT resets.
@@ -279,6 +302,7 @@ pub struct Sdhci<R: Regs, C: Clock> {
     info: CardInfo,
     /// SD clock now running (0 = off), for the Arasan write delay.
     sd_clock_hz: u32,
+    speed: SpeedCap,
     stats: Stats,
 }
 
@@ -307,6 +331,7 @@ impl<R: Regs, C: Clock> Sdhci<R, C> {
             config,
             info: CardInfo::default(),
             sd_clock_hz: 0,
+            speed: SpeedCap::new(config.max_bus_mode),
             stats: Stats::default(),
         };
         sd.reinit()?;
@@ -552,9 +577,19 @@ impl<R: Regs, C: Clock> Sdhci<R, C> {
         ))?;
         self.set_clock(d).map_err(|c| (Step::Clock, c))?;
         self.info.data_clock_hz = d.hz;
+        sd::raise_speed(self, sd::csd_ccc(&self.info))?;
         // Set last: a failed bring-up leaves a card of no blocks, so reads fail their range check.
         self.info.blocks = csd.blocks;
         Ok(())
+    }
+
+    /// The High Speed divider: the fastest clock at or below 50 MHz from the base clock.
+    fn high_speed_divider(&self) -> Option<Divider> {
+        clock_divider(
+            self.info.base_clock_hz,
+            HS_CLOCK_MAX_HZ,
+            self.info.host_version,
+        )
     }
 
     // ---- reads and writes ----
@@ -674,7 +709,7 @@ impl<R: Regs, C: Clock> Host for Sdhci<R, C> {
         if let Some(x) = xfer {
             self.write(
                 BLOCK_SIZE_COUNT,
-                BLOCK_SIZE as u32 | (x.blocks as u32) << 16,
+                x.block_len as u32 | (x.blocks as u32) << 16,
             );
             word |= self.transfer_mode(x);
         }
@@ -713,6 +748,69 @@ impl<R: Regs, C: Clock> Host for Sdhci<R, C> {
     fn set_four_bit(&mut self) {
         let hc = self.regs.read32(HOST_CONTROL) & 0xFFFF;
         self.write(HOST_CONTROL, hc | HC_DATA_4BIT);
+    }
+
+    fn read_register(&mut self, c: Command, arg: u32, buf: &mut [u8]) -> Result<u32, Cause> {
+        let xfer = Xfer {
+            blocks: 1,
+            block_len: buf.len() as u16,
+            write: false,
+        };
+        let r1 = self.issue(c, arg, Some(xfer))?[0];
+        let r = self
+            .wait_int(
+                INT_BUFFER_READ_READY,
+                BLOCK_TIMEOUT_US,
+                Wait::BufferReady(0),
+            )
+            .and_then(|_| {
+                self.write(INT_STATUS, INT_BUFFER_READ_READY);
+                for w in buf.chunks_exact_mut(4) {
+                    w.copy_from_slice(&self.regs.read32(DATA_PORT).to_le_bytes());
+                }
+                self.wait_int(
+                    INT_TRANSFER_COMPLETE,
+                    BLOCK_TIMEOUT_US,
+                    Wait::TransferComplete,
+                )
+            });
+        match r {
+            Ok(_) => {
+                self.write(INT_STATUS, INT_TRANSFER_COMPLETE);
+                Ok(r1)
+            }
+            Err(cause) => {
+                self.reset_after(cause, true);
+                Err(cause)
+            }
+        }
+    }
+
+    fn high_speed_clock(&mut self) -> Result<u32, SpeedNote> {
+        let best = self.high_speed_divider().map_or(0, |d| d.hz);
+        if best <= self.info.data_clock_hz {
+            return Err(SpeedNote::HostClock {
+                base_hz: self.info.base_clock_hz,
+                best_hz: best,
+            });
+        }
+        Ok(best)
+    }
+
+    /// The high-speed enable (unless [`Config::high_speed_bit`] is off), then the clock: Linux's
+    /// order (timing, then clock).
+    fn enter_high_speed(&mut self) -> Result<u32, Cause> {
+        let d = self.high_speed_divider().ok_or(Cause::Divider {
+            base_hz: self.info.base_clock_hz,
+            target_hz: HS_CLOCK_MAX_HZ,
+            host_version: self.info.host_version,
+        })?;
+        if self.config.high_speed_bit {
+            let hc = self.regs.read32(HOST_CONTROL) & 0xFFFF;
+            self.write(HOST_CONTROL, hc | HC_HIGH_SPEED);
+        }
+        self.set_clock(d)?;
+        Ok(d.hz)
     }
 
     /// Reset both lines and clear the status.

@@ -38,6 +38,15 @@
 //! the module clock is taken to be [`Config::module_clock_hz`] as someone left it, and CLKCR's
 //! divider (module / 2n) makes both clocks.
 //!
+//! High Speed: above 24 MHz the module clock comes from PLL_PERIPH0 (U-Boot's rule in
+//! `mmc_set_mod_clk`), whose rate is read from its control register (24 MHz * N * K / 2: 600 MHz
+//! as U-Boot's SPL sets it up), divided to 50 MHz (N = 0, M = 12) with U-Boot's phase delays for
+//! up to 52 MHz (output 3, sample 4). The H3's MMC0 is bound by Linux as `sun7i-a20-mmc`, without
+//! the "new timing" mode, so the controller itself has nothing to switch. CMD6 runs as on SDHCI
+//! (see [`crate::sd`]); PLL_PERIPH0 off, no CCU given (CLKCR's divider cannot beat the module
+//! clock found), or a card that cannot, leaves the card at Default Speed with
+//! [`CardInfo::speed_note`] saying why.
+//!
 //! Every CLKCR change is followed by an "update clock" command (CMD = start | update clock only |
 //! wait for previous data), whose start bit the controller clears when it has taken the new
 //! setting: the card clock is switched off, the divider changed, and switched on again, each with
@@ -56,6 +65,7 @@
 //!    CMD7, ACMD6 and WIDTH = 4 bits, CMD16 for SDSC. No response to CMD8 and CMD55 is
 //!    [`Cause::NoCard`].
 //! 5. Data clock: 24 MHz (or the configured rate, capped at 25 MHz and the CSD's TRAN_SPEED).
+//! 6. High Speed, when card and clocks allow it (above).
 //!
 //! The controller's card-present bit (STATUS bit 8) is not consulted: the Orange Pi boards wire
 //! card detect to a GPIO (PF6), and "no card" comes from the card not answering.
@@ -120,7 +130,7 @@
 //!
 //! # Not covered
 //!
-//! High speed (50 MHz: PLL_PERIPH0 and the new timing mode), UHS-I, 1.8 V, eMMC and 8-bit buses,
+//! UHS-I, 1.8 V, eMMC and 8-bit buses,
 //! DMA writes, DMA straight into the caller's buffer, interrupts, SDUC, erase, the card's write-protect groups. Pin muxing (PF0-PF5 to
 //! function 2) and card power are the board's: U-Boot has done both on a real board, QEMU needs
 //! neither.
@@ -136,10 +146,11 @@ pub mod regs;
 
 use crate::block::{BlockDevice, WriteBlocks, BLOCK_SIZE};
 pub use crate::mmio::{Mmio, Regs};
-use crate::sd::{self, Command, Direction, Failure, Host, Resp, Xfer, READ, WRITE};
+use crate::sd::{self, Command, Direction, Failure, Host, Resp, SpeedCap, Xfer, READ, WRITE};
 pub use crate::sd::{
-    CardInfo, Cause, Clock, Cmd, HostKind, SdError, Step, Wait, WriteProtect, COMMANDS,
-    DATA_CLOCK_MAX_HZ, ID_CLOCK_MAX_HZ, READ_ONLY_COMMANDS, WRITE_COMMANDS,
+    BusMode, CardInfo, Cause, Clock, Cmd, HostKind, SdError, SpeedNote, Step, Wait, WriteProtect,
+    COMMANDS, DATA_CLOCK_MAX_HZ, HS_CLOCK_MAX_HZ, ID_CLOCK_MAX_HZ, READ_ONLY_COMMANDS,
+    WRITE_COMMANDS,
 };
 use dma::DmaArea;
 pub use dma::{
@@ -181,9 +192,11 @@ pub const DEFAULT_DATA_CLOCK_HZ: u32 = 24_000_000;
 /// TIMEOUT: data timeout 0xFFFFFF card clocks, response timeout 0x40 (Linux's value).
 const TIMEOUT_VALUE: u32 = 0xFFFF_FF40;
 
-/// A module clock setting of the CCU: OSC24M / 2^`n` / `m`, with the phase delays for its rate.
+/// A module clock setting of the CCU: source / 2^`n` / `m`, with the phase delays for its rate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ModuleClock {
+    /// The source (`ccu::CLK_SRC_OSC24M` or `ccu::CLK_SRC_PLL_PERIPH0`).
+    pub src: u32,
     /// Pre-divider exponent (0..=3).
     pub n: u8,
     /// Divider (1..=16).
@@ -197,13 +210,19 @@ pub struct ModuleClock {
 
 impl ModuleClock {
     /// The fastest setting not above `target_hz` from OSC24M; `None` below 24 MHz / 8 / 16.
-    /// U-Boot's `mmc_set_mod_clk`: M = ceil(24 MHz / target), halved (rounding up) with N + 1
-    /// while above 16.
     pub fn for_rate(target_hz: u32) -> Option<ModuleClock> {
-        if target_hz == 0 {
+        Self::from_source(ccu::CLK_SRC_OSC24M, ccu::OSC24M_HZ, target_hz)
+    }
+
+    /// The fastest setting not above `target_hz` from source `src` running at `parent_hz`;
+    /// `None` if even parent / 8 / 16 is faster. U-Boot's `mmc_set_mod_clk`: M = ceil(parent /
+    /// target), halved (rounding up) with N + 1 while above 16; its phase delays for the rate
+    /// (output 0 / sample 0 up to 400 kHz, 0 / 5 up to 25 MHz, 3 / 4 up to 52 MHz, 1 / 4 above).
+    pub fn from_source(src: u32, parent_hz: u32, target_hz: u32) -> Option<ModuleClock> {
+        if target_hz == 0 || parent_hz == 0 {
             return None;
         }
-        let mut div = ccu::OSC24M_HZ.div_ceil(target_hz);
+        let mut div = parent_hz.div_ceil(target_hz);
         let mut n = 0u8;
         while div > 16 {
             n += 1;
@@ -212,13 +231,18 @@ impl ModuleClock {
         if n > 3 {
             return None;
         }
-        let hz = (ccu::OSC24M_HZ >> n) / div;
+        let hz = (parent_hz >> n) / div;
         let (output_delay, sample_delay) = if hz <= ID_CLOCK_MAX_HZ {
             (0, 0)
-        } else {
+        } else if hz <= DATA_CLOCK_MAX_HZ {
             (0, 5)
+        } else if hz <= 52_000_000 {
+            (3, 4)
+        } else {
+            (1, 4)
         };
         Some(ModuleClock {
+            src,
             n,
             m: div as u8,
             hz,
@@ -227,10 +251,10 @@ impl ModuleClock {
         })
     }
 
-    /// The SDMMCn_CLK_REG value: enabled, from OSC24M.
+    /// The SDMMCn_CLK_REG value: enabled, from the setting's source.
     pub fn register(&self) -> u32 {
         ccu::CLK_ENABLE
-            | ccu::CLK_SRC_OSC24M << ccu::CLK_SRC_SHIFT
+            | (self.src & 3) << ccu::CLK_SRC_SHIFT
             | (self.sample_delay as u32 & 7) << ccu::CLK_SAMPLE_SHIFT
             | (self.n as u32 & 3) << ccu::CLK_N_SHIFT
             | (self.output_delay as u32 & 7) << ccu::CLK_OUTPUT_SHIFT
@@ -251,16 +275,41 @@ pub fn ccu_enable<K: Regs>(ccu: &mut K, index: u8, mut delay_us: impl FnMut(u32)
     ccu.write32(ccu::BUS_SOFT_RST_REG0, rst | bit);
 }
 
-/// Set controller `index`'s module clock to the fastest rate from OSC24M not above `target_hz`.
+/// PLL_PERIPH0's rate from its control register: 24 MHz * N * K / 2 (U-Boot's `clock_get_pll6`),
+/// or `None` while it is off or not locked.
+pub fn pll_periph0_hz(ctrl: u32) -> Option<u32> {
+    if ctrl & ccu::PLL_ENABLE == 0 || ctrl & ccu::PLL_LOCK == 0 {
+        return None;
+    }
+    let n = ((ctrl >> ccu::PLL_N_SHIFT) & 0x1F) + 1;
+    let k = ((ctrl >> ccu::PLL_K_SHIFT) & 0x3) + 1;
+    Some(ccu::OSC24M_HZ / 2 * n * k)
+}
+
+/// The module clock for `target_hz` as U-Boot chooses it: from OSC24M up to 24 MHz, from
+/// PLL_PERIPH0 above (read from the CCU; an error if it is off).
+pub fn ccu_module_clock<K: Regs>(ccu: &mut K, target_hz: u32) -> Result<ModuleClock, Cause> {
+    let (src, parent_hz) = if target_hz <= ccu::OSC24M_HZ {
+        (ccu::CLK_SRC_OSC24M, ccu::OSC24M_HZ)
+    } else {
+        let ctrl = ccu.read32(ccu::PLL_PERIPH0_CTRL_REG);
+        let hz = pll_periph0_hz(ctrl).ok_or(Cause::PllOff { ctrl })?;
+        (ccu::CLK_SRC_PLL_PERIPH0, hz)
+    };
+    ModuleClock::from_source(src, parent_hz, target_hz).ok_or(Cause::ModClock {
+        parent_hz,
+        target_hz,
+    })
+}
+
+/// Set controller `index`'s module clock to the fastest rate not above `target_hz`
+/// ([`ccu_module_clock`]).
 pub fn ccu_set_module_clock<K: Regs>(
     ccu: &mut K,
     index: u8,
     target_hz: u32,
 ) -> Result<ModuleClock, Cause> {
-    let m = ModuleClock::for_rate(target_hz).ok_or(Cause::ModClock {
-        parent_hz: ccu::OSC24M_HZ,
-        target_hz,
-    })?;
+    let m = ccu_module_clock(ccu, target_hz)?;
     ccu.write32(ccu::SDMMC0_CLK_REG + 4 * (index as usize % 3), m.register());
     Ok(m)
 }
@@ -274,8 +323,12 @@ pub struct Config {
     pub module_clock_hz: u32,
     /// Identification clock target (at most [`ID_CLOCK_MAX_HZ`]).
     pub id_clock_hz: u32,
-    /// Data clock target (at most [`DATA_CLOCK_MAX_HZ`]; with the CCU, at most 24 MHz).
+    /// Default Speed data clock target (at most [`DATA_CLOCK_MAX_HZ`]; with the CCU, at most 24
+    /// MHz: OSC24M undivided).
     pub data_clock_hz: u32,
+    /// The fastest bus mode to try: [`BusMode::HighSpeed`] by default (50 MHz from PLL_PERIPH0
+    /// with the CCU), [`BusMode::DefaultSpeed`] to stay at 24 MHz.
+    pub max_bus_mode: BusMode,
     /// Switch the card and host to a 4-bit data bus.
     pub four_bit: bool,
     /// Let the controller send CMD12 after a multi-block transfer (else the driver sends it).
@@ -293,6 +346,7 @@ impl Config {
             module_clock_hz: ccu::OSC24M_HZ,
             id_clock_hz: ID_CLOCK_MAX_HZ,
             data_clock_hz: DEFAULT_DATA_CLOCK_HZ,
+            max_bus_mode: BusMode::HighSpeed,
             four_bit: true,
             auto_stop: true,
             max_blocks_per_command: DEFAULT_MAX_BLOCKS_PER_COMMAND,
@@ -318,6 +372,8 @@ pub struct Stats {
     pub retries: u64,
     /// Re-initialisations before a try.
     pub reinits: u64,
+    /// Bus modes given up after CRC errors (each followed by a re-initialisation).
+    pub step_downs: u64,
     /// GCTRL resets after a failure.
     pub controller_resets: u64,
     /// Clock update commands.
@@ -335,6 +391,7 @@ pub struct SunxiMmc<R: Regs, C: Clock, D: DmaMemory = NoDma> {
     clock: C,
     config: Config,
     info: CardInfo,
+    speed: SpeedCap,
     stats: Stats,
     dma: D,
     /// The descriptors and bounce buffer; `None`: PIO only.
@@ -385,6 +442,7 @@ impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
             clock,
             config,
             info: CardInfo::default(),
+            speed: SpeedCap::new(config.max_bus_mode),
             stats: Stats::default(),
             dma,
             area,
@@ -523,10 +581,10 @@ impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
         self.regs.write32(CLKCR, clkcr);
         self.update_clock()?;
         let (divider, hz) = match self.ccu.as_mut() {
-            Some(ccu) => {
-                let target = target_hz.min(ccu::OSC24M_HZ);
-                (0, ccu_set_module_clock(ccu, self.config.index, target)?.hz)
-            }
+            Some(ccu) => (
+                0,
+                ccu_set_module_clock(ccu, self.config.index, target_hz)?.hz,
+            ),
             None => clkcr_divider(self.config.module_clock_hz, target_hz)?,
         };
         let clkcr = (clkcr & !CLKCR_DIVIDER_MASK) | divider;
@@ -566,9 +624,15 @@ impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
     fn bring_up(&mut self) -> Result<(), (Step, Cause)> {
         self.init_controller()?;
         let csd = sd::identify(self, self.config.four_bit)?;
+        // Default Speed from OSC24M: at most 24 MHz with the CCU.
         let target = sd::data_clock_target(self.config.data_clock_hz, &csd);
+        let target = match self.ccu {
+            Some(_) => target.min(ccu::OSC24M_HZ),
+            None => target,
+        };
         let hz = self.set_clock(target).map_err(|c| (Step::Clock, c))?;
         self.info.data_clock_hz = hz;
+        sd::raise_speed(self, sd::csd_ccc(&self.info))?;
         // Set last: a failed bring-up leaves a card of no blocks, so requests fail their range
         // check.
         self.info.blocks = csd.blocks;
@@ -621,9 +685,9 @@ impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
         self.wait_clear(CMD, CMD_START, CMD_TIMEOUT_US, Wait::CommandStart)?;
         self.regs.write32(RINT, u32::MAX);
         if let Some(x) = xfer {
-            self.regs.write32(BLKSZ, BLOCK_SIZE as u32);
+            self.regs.write32(BLKSZ, x.block_len as u32);
             self.regs
-                .write32(BYTECNT, x.blocks as u32 * BLOCK_SIZE as u32);
+                .write32(BYTECNT, x.blocks as u32 * x.block_len as u32);
         }
         self.regs.write32(ARG, arg);
         self.stats.commands += 1;
@@ -665,10 +729,11 @@ impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
         Ok(())
     }
 
-    /// Read one block from the FIFO into `block`: as many words at a time as the FIFO level says.
+    /// Read one block from the FIFO into `block` (512 bytes, or a register's fewer): as many words
+    /// at a time as the FIFO level says.
     fn read_fifo_block(&mut self, block: &mut [u8], n: u32) -> Result<(), Cause> {
+        let mut left = block.len() / 4;
         let mut words = block.chunks_exact_mut(4);
-        let mut left = BLOCK_SIZE / 4;
         while left > 0 {
             let status = self.wait_fifo(STATUS_FIFO_EMPTY, BLOCK_TIMEOUT_US, Wait::FifoData(n))?;
             let level = (status >> STATUS_FIFO_LEVEL_SHIFT) & STATUS_FIFO_LEVEL_MASK;
@@ -898,6 +963,61 @@ impl<R: Regs, C: Clock, D: DmaMemory> Host for SunxiMmc<R, C, D> {
         self.regs.write32(WIDTH, 1);
     }
 
+    fn read_register(&mut self, c: Command, arg: u32, buf: &mut [u8]) -> Result<u32, Cause> {
+        let xfer = Xfer {
+            blocks: 1,
+            block_len: buf.len() as u16,
+            write: false,
+        };
+        let r = self.send(c, arg, Some(xfer)).and_then(|resp| {
+            self.read_fifo_block(buf, 0)?;
+            self.wait_data_over(1, BLOCK_TIMEOUT_US)?;
+            Ok(resp[0])
+        });
+        if r.is_err() {
+            self.reset_after_error();
+        }
+        r
+    }
+
+    /// With the CCU: 50 MHz from PLL_PERIPH0 (600 MHz / 12 as U-Boot's SPL sets it up); without
+    /// it, CLKCR's divider from the module clock as found.
+    fn high_speed_clock(&mut self) -> Result<u32, SpeedNote> {
+        let (base_hz, best) = match self.ccu.as_mut() {
+            Some(ccu) => match ccu_module_clock(ccu, HS_CLOCK_MAX_HZ) {
+                Ok(m) => (m.hz * m.m as u32, m.hz),
+                Err(Cause::PllOff { ctrl }) => return Err(SpeedNote::PllOff { ctrl }),
+                Err(_) => (0, 0),
+            },
+            None => {
+                let base = self.config.module_clock_hz;
+                (
+                    base,
+                    clkcr_divider(base, HS_CLOCK_MAX_HZ).map_or(0, |d| d.1),
+                )
+            }
+        };
+        if best <= self.info.data_clock_hz {
+            return Err(SpeedNote::HostClock {
+                base_hz,
+                best_hz: best,
+            });
+        }
+        Ok(best)
+    }
+
+    /// The controller has no timing switch for High Speed on the H3 (Linux binds its MMC0 as
+    /// `sun7i-a20-mmc`, without the new timing mode): only the clock and its phase delays change.
+    fn enter_high_speed(&mut self) -> Result<u32, Cause> {
+        let hz = self.set_clock(HS_CLOCK_MAX_HZ)?;
+        if let Some(ccu) = self.ccu.as_mut() {
+            // The card clock's source is PLL_PERIPH0 now.
+            let ctrl = ccu.read32(ccu::PLL_PERIPH0_CTRL_REG);
+            self.info.base_clock_hz = pll_periph0_hz(ctrl).unwrap_or(self.info.base_clock_hz);
+        }
+        Ok(hz)
+    }
+
     fn reset_lines(&mut self) {
         self.reset_after_error();
     }
@@ -945,6 +1065,26 @@ mod tests {
         }
         assert_eq!(ModuleClock::for_rate(187_499), None);
         assert_eq!(ModuleClock::for_rate(0), None);
+    }
+
+    #[test]
+    fn high_speed_module_clock_from_pll_periph0() {
+        // U-Boot's SPL: enabled, locked, N = 25, K = 2 -> 600 MHz.
+        assert_eq!(
+            pll_periph0_hz(0x9004_1811 | ccu::PLL_LOCK),
+            Some(600_000_000)
+        );
+        assert_eq!(pll_periph0_hz(0x0004_1811), None);
+        assert_eq!(pll_periph0_hz(0x8004_1811), None, "not locked");
+        // 600 MHz / 12 = 50 MHz with U-Boot's phase delays for it (output 3, sample 4).
+        let hs =
+            ModuleClock::from_source(ccu::CLK_SRC_PLL_PERIPH0, 600_000_000, 50_000_000).unwrap();
+        assert_eq!((hs.n, hs.m, hs.hz), (0, 12, 50_000_000));
+        assert_eq!(hs.register(), 0x8140_030B);
+        // A slower PLL still never goes above the target.
+        let m =
+            ModuleClock::from_source(ccu::CLK_SRC_PLL_PERIPH0, 432_000_000, 50_000_000).unwrap();
+        assert!(m.hz <= 50_000_000 && m.hz > 40_000_000, "{m:?}");
     }
 
     #[test]

@@ -205,6 +205,16 @@ pub mod ccu {
     /// Divider M - 1, bits 3:0.
     pub const CLK_M_MASK: u32 = 0xF;
 
-    /// OSC24M, the source this driver uses.
+    /// OSC24M, the source up to 24 MHz.
     pub const OSC24M_HZ: u32 = 24_000_000;
+
+    /// PLL_PERIPH0_CTRL_REG: the 600 MHz peripheral PLL (U-Boot's "PLL6"), the source above 24
+    /// MHz.
+    pub const PLL_PERIPH0_CTRL_REG: usize = 0x028;
+    pub const PLL_ENABLE: u32 = 1 << 31;
+    pub const PLL_LOCK: u32 = 1 << 28;
+    /// Factor N - 1, bits 12:8.
+    pub const PLL_N_SHIFT: u32 = 8;
+    /// Factor K - 1, bits 5:4.
+    pub const PLL_K_SHIFT: u32 = 4;
 }

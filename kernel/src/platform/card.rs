@@ -7,11 +7,14 @@ use crate::board::{self, BlockKind};
 use alloc::string::String;
 use core::fmt;
 use drivers::block::{BlockDevice, Retry, RetryError, Submitted, WriteBlocks};
+use drivers::sd::{BusMode, CardInfo};
+use runtime::run::CardBus;
 
 /// The card, on the board's block device.
 pub enum Card {
     Virtio(Retry<virtio::VirtioBlock>),
-    Sd(sd::Card),
+    /// An SDHCI card, and the fastest bus mode its slot could run.
+    Sd(sd::Card, BusMode),
     Sunxi(sd::SunxiCard),
 }
 
@@ -19,7 +22,7 @@ impl fmt::Debug for Card {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = match self {
             Card::Virtio(_) => "virtio-blk",
-            Card::Sd(_) => "SD",
+            Card::Sd(..) => "SD",
             Card::Sunxi(_) => "SD (Allwinner)",
         };
         f.debug_struct("Card")
@@ -57,11 +60,30 @@ pub fn open() -> Result<Card, String> {
             None => Err("no virtio block device found (is the card image attached?)".into()),
         },
         BlockKind::Sdhci => sd::open(&mut super::mailbox::open())
-            .map(Card::Sd)
+            .map(|(card, best)| Card::Sd(card, best))
             .map_err(|e| alloc::format!("card: {e}")),
         BlockKind::SunxiMmc => sd::open_sunxi()
             .map(Card::Sunxi)
             .map_err(|e| alloc::format!("card: {e}")),
+    }
+}
+
+impl Card {
+    /// The SD bus the card runs on, for the profile (`None` for virtio-blk).
+    pub fn bus(&self) -> Option<CardBus> {
+        let bus = |i: &CardInfo, best: BusMode| CardBus {
+            mode: i.bus_mode,
+            clock_hz: i.data_clock_hz,
+            width: i.bus_width,
+            best: best.max(i.bus_mode),
+        };
+        match self {
+            Card::Virtio(_) => None,
+            Card::Sd(d, best) => Some(bus(d.info(), *best)),
+            // The Orange Pi's slot: 3.3 V only as far as is known (its 1.8 V switching is
+            // unverified), so High Speed.
+            Card::Sunxi(d) => Some(bus(d.info(), BusMode::HighSpeed)),
+        }
     }
 }
 
@@ -70,7 +92,7 @@ macro_rules! each {
     ($self:expr, $d:ident => $body:expr) => {
         match $self {
             Card::Virtio($d) => $body.map_err(CardError::Virtio),
-            Card::Sd($d) => $body.map_err(CardError::Sd),
+            Card::Sd($d, _) => $body.map_err(CardError::Sd),
             Card::Sunxi($d) => $body.map_err(CardError::Sd),
         }
     };
@@ -81,7 +103,7 @@ impl BlockDevice for Card {
     fn num_blocks(&self) -> u64 {
         match self {
             Card::Virtio(d) => d.num_blocks(),
-            Card::Sd(d) => d.num_blocks(),
+            Card::Sd(d, _) => d.num_blocks(),
             Card::Sunxi(d) => d.num_blocks(),
         }
     }
@@ -91,7 +113,7 @@ impl BlockDevice for Card {
     fn queue_depth(&self) -> usize {
         match self {
             Card::Virtio(d) => d.queue_depth(),
-            Card::Sd(d) => d.queue_depth(),
+            Card::Sd(d, _) => d.queue_depth(),
             Card::Sunxi(d) => d.queue_depth(),
         }
     }
@@ -109,7 +131,7 @@ impl BlockDevice for Card {
             Card::Virtio(d) => d
                 .poll_read()
                 .map(|(t, r)| (t, r.map_err(CardError::Virtio))),
-            Card::Sd(d) => d.poll_read().map(|(t, r)| (t, r.map_err(CardError::Sd))),
+            Card::Sd(d, _) => d.poll_read().map(|(t, r)| (t, r.map_err(CardError::Sd))),
             Card::Sunxi(d) => d.poll_read().map(|(t, r)| (t, r.map_err(CardError::Sd))),
         }
     }

@@ -203,6 +203,7 @@ fn start_heap(ram: &RamBlocks, source: ram::Source) {
 /// Run on the card and power off with the result.
 fn go(card: Card) -> ! {
     Cpu::core_init();
+    let card_bus = card.bus();
     let heap_free = || heap::free() as u64;
     let heap_high = || heap::high_water() as u64;
     let instructions = || Cpu::instructions();
@@ -222,6 +223,7 @@ fn go(card: Card) -> ! {
         arm_clock: Some(&ThisBoard::set_arm_clock),
         kernels: inference::Kernels::best(),
         ring_link: Some(&link::open),
+        card_bus,
     };
     match runtime::run::run(card, &mut console::Serial, &env) {
         Ok(()) => {

@@ -15,7 +15,8 @@ use alloc::string::String;
 use drivers::bcm2835::gpio::{self, GpioKind, GPIO_BLOCK_SIZE};
 use drivers::bcm2835::mailbox::{ClockSource, Mailbox, SD_POWER_DEVICE};
 use drivers::mmio::Mmio;
-use drivers::sdhci::{Sdhci, REGISTER_BLOCK_SIZE};
+use drivers::sd::BusMode;
+use drivers::sdhci::{self, Sdhci, REGISTER_BLOCK_SIZE};
 use drivers::sunxi_mmc::{self, SunxiMmc};
 
 /// The Pi 4's firmware GPIO that selects 1.8 V signalling for the card slot (expander GPIO 4):
@@ -65,12 +66,25 @@ impl sunxi_mmc::DmaMemory for CpuDma {
     }
 }
 
+/// The VideoCore clock id of the BCM2835 Arasan "EMMC" controller.
+const EMMC_CLOCK_ID: u32 = 1;
+
 /// The controller's name by its VideoCore clock id.
 fn controller_name(clock_id: u32) -> &'static str {
     match clock_id {
-        1 => "EMMC",
+        EMMC_CLOCK_ID => "EMMC",
         12 => "EMMC2",
         _ => "SDHCI",
+    }
+}
+
+/// The driver's settings for the controller with VideoCore clock id `clock_id` and base clock
+/// `rate`: High Speed everywhere, without the high-speed enable bit on the Arasan "EMMC", which
+/// has none (Linux's `SDHCI_QUIRK_NO_HISPD_BIT` for it).
+fn config(clock_id: u32, rate: u32) -> sdhci::Config {
+    sdhci::Config {
+        high_speed_bit: clock_id != EMMC_CLOCK_ID,
+        ..sdhci::Config::new(rate)
     }
 }
 
@@ -99,8 +113,18 @@ fn prepare_slot(mb: &mut Mailbox) {
     }
 }
 
-/// Bring up the first controller where a card answers.
-pub fn open(mb: &mut Mailbox) -> Result<Card, String> {
+/// The fastest mode the controller with VideoCore clock id `clock_id` could run: UHS-I DDR50 on
+/// the Pi 4's EMMC2 (Linux runs it there), High Speed on the Arasan "EMMC" (3.3 V only).
+fn best_mode(clock_id: u32) -> BusMode {
+    match clock_id {
+        EMMC_CLOCK_ID => BusMode::HighSpeed,
+        _ => BusMode::Ddr50,
+    }
+}
+
+/// Bring up the first controller where a card answers; the card and the fastest mode its slot
+/// could run.
+pub fn open(mb: &mut Mailbox) -> Result<(Card, BusMode), String> {
     prepare_slot(mb);
     let mut empty = String::new();
     for (&base, &id) in board::BLOCK_BASES.iter().zip(board::BLOCK_CLOCK_IDS) {
@@ -108,10 +132,10 @@ pub fn open(mb: &mut Mailbox) -> Result<Card, String> {
         let (rate, source) = mb.sd_base_clock(id);
         // SAFETY: `base` is an SD host controller of this board, device-mapped, used only here.
         let regs = unsafe { Mmio::new(base, REGISTER_BLOCK_SIZE) }.with_barrier(Cpu::io_barrier);
-        match Sdhci::init(regs, TimerClock, rate) {
+        match Sdhci::with_config(regs, TimerClock, config(id, rate)) {
             Ok(card) => {
                 print_card(&card, name, base, source);
-                return Ok(card);
+                return Ok((card, best_mode(id)));
             }
             Err(e) if e.is_no_card() => {
                 crate::println!("card: {name} at {base:#x}: {e}");
@@ -149,6 +173,20 @@ fn print_card(card: &Card, name: &str, base: usize, source: ClockSource) {
     print_info(card.info(), name, base, source, "PIO");
 }
 
+/// `hz` as MHz with one decimal when it has one ("50 MHz", "41.6 MHz").
+struct Mhz(u32);
+
+impl core::fmt::Display for Mhz {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let (whole, tenth) = (self.0 / 1_000_000, self.0 % 1_000_000 / 100_000);
+        if tenth == 0 {
+            write!(f, "{whole} MHz")
+        } else {
+            write!(f, "{whole}.{tenth} MHz")
+        }
+    }
+}
+
 fn print_info(
     i: &drivers::sdhci::CardInfo,
     name: &str,
@@ -157,13 +195,17 @@ fn print_info(
     mode: &str,
 ) {
     crate::println!(
-        "card: SD at {base:#x} ({name}), {} MiB, {}, base clock {} MHz ({source}), data clock {} kHz, {}-bit, {mode}",
+        "card: SD at {base:#x} ({name}), {} MiB, {}, base clock {} ({source}); {}, {}, {}-bit, {mode}",
         (i.blocks * 512) >> 20,
         if i.high_capacity { "SDHC/SDXC (block addressed)" } else { "SDSC (byte addressed)" },
-        i.base_clock_hz / 1_000_000,
-        i.data_clock_hz / 1000,
+        Mhz(i.base_clock_hz),
+        i.bus_mode,
+        Mhz(i.data_clock_hz),
         i.bus_width
     );
+    if let Some(why) = i.speed_note {
+        crate::println!("card: {} only: {why}", i.bus_mode);
+    }
     match i.csd() {
         Ok(csd) => crate::println!("card: {}; {csd}", i.cid()),
         Err(e) => crate::println!("card: {}; CSD: {e}", i.cid()),

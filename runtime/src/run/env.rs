@@ -4,6 +4,7 @@
 use crate::config::ArmClock;
 use alloc::string::String;
 use core::fmt;
+use drivers::sd::BusMode;
 use inference::parallel::Parallel;
 use inference::Kernels;
 
@@ -33,6 +34,30 @@ pub struct Env<'a, P: Parallel + ?Sized> {
     /// head) at a line rate (bits/s; `None`: the highest its clock makes): the link and a line
     /// naming it, or why it cannot run. `None`: the platform has none.
     pub ring_link: Option<&'a RingLinkFn<'a>>,
+    /// The SD bus the card is on, for the profile's predictions (`None`: not an SD bus, such as
+    /// virtio-blk).
+    pub card_bus: Option<CardBus>,
+}
+
+/// The SD bus a card runs on, as the driver brought it up, and the fastest mode the board's slot
+/// could run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CardBus {
+    pub mode: BusMode,
+    pub clock_hz: u32,
+    /// Data lines: 1 or 4.
+    pub width: u8,
+    /// The fastest mode the slot and controller could run with a card that offers it (High
+    /// Speed on a Pi 3 / Zero 2 W, UHS-I DDR50 on a Pi 4's EMMC2).
+    pub best: BusMode,
+}
+
+impl CardBus {
+    /// The bus's ceiling in bytes/s in the mode it runs (data bits only: no CRC, start and end
+    /// bits, command gaps or card access time).
+    pub fn ceiling(&self) -> u64 {
+        self.mode.bytes_per_s(self.clock_hz, self.width.max(1))
+    }
 }
 
 /// [`Env::ring_link`]: the link for a place in the ring at a line rate, and a line naming it.

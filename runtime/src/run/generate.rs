@@ -4,7 +4,7 @@
 
 use super::measure::{InstructionCounter, MeasuredPool, Shares};
 use super::profile::{profile, time_ns, Profile};
-use super::{ms, Env, RunError, BEGIN_OUTPUT, CONFIG_PATH, END_OUTPUT};
+use super::{ms, CardBus, Env, RunError, BEGIN_OUTPUT, CONFIG_PATH, END_OUTPUT};
 use crate::config::Config;
 use crate::console::Out;
 use crate::pagecache::{CacheStats, FileSource, PageCache};
@@ -12,6 +12,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::Write;
+use drivers::sd::BusMode;
 use inference::generate::{Engine, GenReport, LogitsFilter, Remote, StopReason};
 use inference::json::JsonConstraint;
 use inference::model::{Model, RunState};
@@ -186,7 +187,7 @@ where
     // On a ring's head the profile would speak of the whole model on this board alone; the
     // split's prediction was printed when the ring formed.
     if g.remote.is_none() {
-        print_profile(g, &report, &prof, pool.workers(), out);
+        print_profile(g, &report, &prof, pool.workers(), env.card_bus, out);
     }
     print_instructions(&report, &marks, measured, out);
     Ok(())
@@ -278,6 +279,7 @@ fn print_profile<F: FileSource>(
     report: &GenReport,
     prof: &Profile,
     workers: usize,
+    bus: Option<CardBus>,
     out: &mut Out<'_>,
 ) {
     let gen = report.generated.max(1) as u64;
@@ -305,17 +307,54 @@ fn print_profile<F: FileSource>(
         if io_ns > compute_ns { "I/O-bound" } else { "compute-bound" }
     );
     if streamed > 0 {
-        // What slower cards would cost (a Pi Zero 2 W's SD slot reads 20-40 MB/s): the streamed
-        // bytes at that rate, plus this machine's compute with no overlap, or hidden behind it.
-        let at = |mb_s: u64| {
-            let io = time_ns(streamed, mb_s * 1_000_000);
-            (ms(io + compute_ns), ms(io.max(compute_ns)))
-        };
-        let ((a20, b20), (a40, b40)) = (at(20), at(40));
-        let _ = writeln!(
-            out,
-            "profile: on a card at 20 MB/s {a20} ms per token ({b20} ms if reads hide behind compute), at 40 MB/s {a40} ms ({b40} ms)"
-        );
+        print_bus_prediction(streamed, compute_ns, g.card_rate, bus, out);
+    }
+}
+
+/// What the streamed bytes cost per token on the card's own bus: at the rate measured while
+/// loading, and at the ceiling of the best mode the board's slot could run (each plus this
+/// machine's compute with no overlap, and hidden behind it). Without an SD bus (virtio-blk), the
+/// ceilings of High Speed and DDR50.
+fn print_bus_prediction(
+    streamed: u64,
+    compute_ns: u64,
+    measured: u64,
+    bus: Option<CardBus>,
+    out: &mut Out<'_>,
+) {
+    let at = |rate: u64| {
+        let io = time_ns(streamed, rate);
+        (ms(io + compute_ns), ms(io.max(compute_ns)))
+    };
+    let mb = |rate: u64| rate as f64 / 1e6;
+    match bus {
+        Some(bus) => {
+            let (a, b) = at(measured);
+            let best = bus.best.ceiling_bytes_per_s();
+            let (c, d) = at(best);
+            let _ = writeln!(
+                out,
+                "profile: card bus {}, {} kHz, {}-bit (ceiling {:.1} MB/s); at the measured {:.1} MB/s {a} ms per token ({b} ms if reads hide behind compute); at this slot's best mode, {} ({:.1} MB/s ceiling), {c} ms ({d} ms)",
+                bus.mode,
+                bus.clock_hz / 1000,
+                bus.width,
+                mb(bus.ceiling()),
+                mb(measured),
+                bus.best,
+                mb(best)
+            );
+        }
+        None => {
+            let hs = BusMode::HighSpeed.ceiling_bytes_per_s();
+            let ddr = BusMode::Ddr50.ceiling_bytes_per_s();
+            let ((a, b), (c, d)) = (at(hs), at(ddr));
+            let _ = writeln!(
+                out,
+                "profile: the card is not on an SD bus; from an SD card in High Speed ({:.1} MB/s ceiling) {a} ms per token ({b} ms if reads hide behind compute), in UHS-I DDR50 ({:.1} MB/s) {c} ms ({d} ms)",
+                mb(hs),
+                mb(ddr)
+            );
+        }
     }
 }
 

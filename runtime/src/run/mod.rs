@@ -15,7 +15,7 @@ pub mod measure;
 mod profile;
 mod ring;
 
-pub use env::{Env, IoCoreHooks, RingLink};
+pub use env::{CardBus, Env, IoCoreHooks, RingLink};
 pub use error::{CardError, RunError};
 
 use crate::card::{CardFile, Direct};

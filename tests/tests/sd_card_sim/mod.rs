@@ -1,10 +1,20 @@
 //! An SD card as a state machine, for the register-level host simulators (`sd_sim` for SDHCI,
 //! `sunxi_sim` for the Allwinner controller): idle -> ready -> ident -> stby -> tran <-> data,
-//! tran -> rcv -> prg -> tran, answering CMD0, 2, 3, 7, 8, 9, 12, 13, 16, 17, 18, 24, 25, 55 and
-//! ACMD6, ACMD41 with R1/R1b/R2/R3/R6/R7 responses; SDHC (block addresses, CSD v2) or SDSC (byte
-//! addresses, CSD v1; with or without CMD8). Anything else is an illegal command: no response,
-//! ILLEGAL_COMMAND in the next status. Data comes from a byte vector or a pattern computed from
-//! the LBA; written blocks are kept over it. The host simulator moves the data and keeps time.
+//! tran -> rcv -> prg -> tran, answering CMD0, 2, 3, 6, 7, 8, 9, 12, 13, 16, 17, 18, 24, 25, 55
+//! and ACMD6, ACMD41 with R1/R1b/R2/R3/R6/R7 responses; SDHC (block addresses, CSD v2) or SDSC
+//! (byte addresses, CSD v1; with or without CMD8). Anything else is an illegal command: no
+//! response, ILLEGAL_COMMAND in the next status. Data comes from a byte vector or a pattern
+//! computed from the LBA; written blocks are kept over it. The host simulator moves the data and
+//! keeps time.
+//!
+//! CMD6 (SWITCH_FUNC, SD Physical Layer Simplified Specification 3.01, 4.3.10): in "tran", check
+//! or switch mode; the card answers R1 and then sends a 64-byte status block ([`Card::register`])
+//! with its group 1 support bits (Default, and High Speed unless [`CardSpec::high_speed`] is off),
+//! the function each group would switch to (or switched to; 0xF for one it refuses) and version
+//! 1 busy bits. A switch to High Speed sets [`Card::hs_active`]: only then may the host clock it
+//! above 25 MHz (the host simulators check). A card of [`CardSpec::cmd6`] = false treats CMD6 as
+//! illegal (with [`CardSpec::ccc_switch`] = false its CSD says so too, as an SD 1.0 card's does);
+//! [`CardSpec::refuse_switch`] makes it answer 0xF to a switch it offered.
 #![allow(dead_code)]
 
 use drivers::block::BlockDevice;
@@ -71,6 +81,14 @@ pub struct CardSpec {
     pub perm_write_protect: bool,
     /// The card is in the slot; `false`: an empty slot, nothing answers on the bus.
     pub inserted: bool,
+    /// The card takes CMD6 (SD 1.10 and later).
+    pub cmd6: bool,
+    /// The CSD lists command class 10 (switch); an SD 1.0 card has neither it nor CMD6.
+    pub ccc_switch: bool,
+    /// CMD6 lists High Speed (group 1 function 1) as supported.
+    pub high_speed: bool,
+    /// A switch to a supported function is answered with 0xF (refused) all the same.
+    pub refuse_switch: bool,
 }
 
 impl CardSpec {
@@ -82,6 +100,10 @@ impl CardSpec {
             rca: 0xB368,
             perm_write_protect: false,
             inserted: true,
+            cmd6: true,
+            ccc_switch: true,
+            high_speed: true,
+            refuse_switch: false,
         }
     }
 
@@ -133,6 +155,13 @@ pub struct Card {
     pub stuck_programming: bool,
     pub cid: [u8; 16],
     pub csd: [u8; 16],
+    /// A register block to send in the data state before any data block (CMD6's status).
+    pub register: Option<Vec<u8>>,
+    /// The card switched to High Speed timing (CMD6 group 1 function 1); cleared by CMD0 and
+    /// power cycles.
+    pub hs_active: bool,
+    /// CMD6 switch commands that changed the access mode.
+    pub switches: u32,
 }
 
 /// What the card answered.
@@ -152,6 +181,10 @@ impl Card {
         let mut csd = make_csd(spec.kind, spec.blocks());
         if spec.perm_write_protect {
             csd = (u128::from_be_bytes(csd) | 1 << 13).to_be_bytes();
+        }
+        if !spec.ccc_switch {
+            // No command class 10 (switch): CCC bit 10 is CSD bit 94.
+            csd = (u128::from_be_bytes(csd) & !(1 << 94)).to_be_bytes();
         }
         let spec_inserted = spec.inserted;
         Card {
@@ -175,6 +208,9 @@ impl Card {
             stuck_programming,
             cid,
             csd,
+            register: None,
+            hs_active: false,
+            switches: 0,
         }
     }
 
@@ -218,6 +254,45 @@ impl Card {
         self.stream = None;
         self.recv = None;
         self.prg_until = None;
+        self.register = None;
+        self.hs_active = false;
+    }
+
+    /// The CMD6 status block for argument `arg` (and, in switch mode, the switch made).
+    pub fn switch_function(&mut self, arg: u32) -> Vec<u8> {
+        let switch = arg & (1 << 31) != 0;
+        let mut b = vec![0u8; 64];
+        // Bits 511:496: 100 mA.
+        b[0..2].copy_from_slice(&100u16.to_be_bytes());
+        // Support bits of groups 6 down to 1 (bytes 2..14): the default function (bit 0) and
+        // bit 15 (reserved set by real cards) in every group; High Speed in group 1.
+        for g in 0..6 {
+            let mut bits = 0x8001u16;
+            if g == 0 && self.spec.high_speed {
+                bits |= 1 << 1;
+            }
+            let at = 12 - 2 * g;
+            b[at..at + 2].copy_from_slice(&bits.to_be_bytes());
+        }
+        // Result nibbles: group 1 in byte 16's low nibble, group 2 its high nibble, ...
+        for g in 0..6 {
+            let f = ((arg >> (4 * g)) & 0xF) as u8;
+            let current = if g == 0 && self.hs_active { 1 } else { 0 };
+            let supported = f == 0 || (g == 0 && f == 1 && self.spec.high_speed);
+            let result = match f {
+                0xF => current,
+                _ if !supported || (switch && self.spec.refuse_switch && f != current) => 0xF,
+                _ => f,
+            };
+            if switch && g == 0 && result != 0xF && result != current {
+                self.hs_active = result == 1;
+                self.switches += 1;
+            }
+            b[16 - g / 2] |= result << (4 * (g % 2));
+        }
+        // Data structure version 1: busy bits (bytes 18..30) all clear.
+        b[17] = 1;
+        b
     }
 
     /// R1 card status for a command received in `state` (not ready for data while programming).
@@ -277,6 +352,17 @@ impl Card {
                     return illegal(self);
                 }
                 Some(Answer::Short(arg & 0xFFF))
+            }
+            (false, 6) => {
+                if st != Tran || !self.spec.cmd6 {
+                    return illegal(self);
+                }
+                let s = self.status(st, 0);
+                self.register = Some(self.switch_function(arg));
+                self.state = Data;
+                self.stream = None;
+                self.single = true;
+                Some(Answer::Short(s))
             }
             (false, 55) => {
                 if matches!(st, Stby | Tran | Data) && !addressed {
@@ -401,6 +487,7 @@ impl Card {
                 }
                 let s = self.status(st, 0);
                 self.stream = None;
+                self.register = None;
                 if st == Rcv {
                     self.recv = None;
                     // What was received is programmed now (its time set by the controller).
@@ -438,6 +525,7 @@ pub fn expected_response(index: u8, app: bool) -> Option<(u16, bool, bool)> {
         (false, 2) | (false, 9) | (false, 10) => R2,
         (false, 7) | (false, 12) | (false, 28) | (false, 29) | (false, 38) => R1B,
         (false, 3)
+        | (false, 6)
         | (false, 8)
         | (false, 13)
         | (false, 16)

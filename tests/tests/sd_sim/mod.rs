@@ -30,6 +30,12 @@
 //! in it, as Linux's broken-card-detection quirk for the BCM2835 Arasan expects. The driver's
 //! [`Regs::barrier`] calls are counted, and register accesses outside a pair of them too.
 //!
+//! High Speed: the card answers CMD6 with its 64-byte status block, which the controller hands
+//! over as one block of BLOCK_SIZE 64. The SD clock may exceed 25 MHz only once the card has
+//! switched to High Speed, never 50 MHz, and (on a controller that has the bit) only with host
+//! control 1's high-speed enable set; [`HostSpec::no_hispd_bit`] models the BCM2835 Arasan, where
+//! setting that bit is the violation (Linux's `SDHCI_QUIRK_NO_HISPD_BIT`).
+//!
 //! Time is virtual: every register access costs 200 ns, `delay_us` adds its microseconds, and
 //! commands, blocks, resets and clock stabilisation take the time they would at the current SD
 //! clock. Nothing happens in wall-clock time, so the tests are deterministic.
@@ -124,6 +130,9 @@ pub struct HostSpec {
     /// PRESENT_STATE reports the card (bits 16 and 18) when there is one; `false`: they read 0
     /// whatever is in the slot (Linux's SDHCI_QUIRK_BROKEN_CARD_DETECTION on the BCM2835 Arasan).
     pub card_detect: bool,
+    /// The controller has no high-speed enable bit (the BCM2835 Arasan): setting host control 1
+    /// bit 2 is a violation, and High Speed runs without it.
+    pub no_hispd_bit: bool,
 }
 
 impl HostSpec {
@@ -140,6 +149,7 @@ impl HostSpec {
             write_protect_switch: false,
             early_write_complete: false,
             card_detect: true,
+            no_hispd_bit: false,
         }
     }
 
@@ -186,6 +196,9 @@ pub struct Faults {
     pub wp_violation: bool,
     /// The card never finishes programming a written block.
     pub stuck_programming: bool,
+    /// Every data block sent while the SD clock is above this many Hz has a data CRC error (a
+    /// board whose traces cannot carry the clock).
+    pub crc_above_hz: Option<f64>,
 }
 
 /// A command seen on the bus.
@@ -469,6 +482,16 @@ impl Sim {
         self.0.borrow().hostctl & 2 != 0
     }
 
+    /// The card runs in High Speed timing (it switched with CMD6 since its last reset).
+    pub fn card_high_speed(&self) -> bool {
+        self.0.borrow().card.hs_active
+    }
+
+    /// CMD6 switches that changed the card's access mode.
+    pub fn card_switches(&self) -> u32 {
+        self.0.borrow().card.switches
+    }
+
     pub fn card_4bit(&self) -> bool {
         self.0.borrow().card.width4
     }
@@ -739,6 +762,7 @@ impl State {
                     if p.data && self.card.single {
                         self.card.state = CardState::Tran;
                         self.card.stream = None;
+                        self.card.register = None;
                     }
                     return;
                 }
@@ -781,9 +805,12 @@ impl State {
         }
     }
 
+    /// One block of BLOCK_SIZE bytes on the bus: its bits over the data lines, the CRC16 and the
+    /// start and end bits.
     fn block_ns(&self) -> u64 {
         let width = if self.hostctl & 2 != 0 { 4 } else { 1 };
-        self.clocks_ns(4096 / width + 16 + 2)
+        let bits = (self.blksize & 0xFFF).max(4) as u64 * 8;
+        self.clocks_ns(bits / width + 16 + 2)
     }
 
     /// Blocks arrive, faults fire, the data timeout counts.
@@ -798,7 +825,17 @@ impl State {
                 return;
             }
             x.next_at = None;
+            if let Some(reg) = self.card.register.take() {
+                // A register block (CMD6's status); the card is back in "tran" after it.
+                self.card.state = CardState::Tran;
+                let x = self.xfer.as_mut().unwrap();
+                x.buf = Some(reg);
+                x.pos = 0;
+                self.set_norm(N_BRR);
+                return;
+            }
             // Fetch a block from the card.
+            let clock = self.sd_clock_hz();
             let card = &mut self.card;
             let deliver = match card.stream {
                 Some(lba) if !card.dead && lba < card.blocks() => {
@@ -821,7 +858,11 @@ impl State {
             };
             match deliver {
                 Some((lba, k)) => {
-                    if self.faults.bad_lbas.contains(&lba) || self.faults.data_crc_at.contains(&k) {
+                    let too_fast = self.faults.crc_above_hz.is_some_and(|hz| clock > hz);
+                    if too_fast
+                        || self.faults.bad_lbas.contains(&lba)
+                        || self.faults.data_crc_at.contains(&k)
+                    {
                         self.set_err(E_DATA_CRC);
                         // The transfer stops; DAT stays inhibited until SRST_DAT.
                         self.xfer = None;
@@ -944,7 +985,7 @@ impl State {
         };
         let w = u32::from_le_bytes(buf[x.pos..x.pos + 4].try_into().unwrap());
         x.pos += 4;
-        if x.pos == 512 {
+        if x.pos == buf.len() {
             x.buf = None;
             x.remaining -= 1;
             if x.remaining == 0 {
@@ -1031,8 +1072,18 @@ impl State {
         if ident && !(100_000.0..=400_000.0).contains(&clock) {
             self.violation(format!("{name} in identification mode at {clock} Hz"));
         }
-        if clock > 25_000_000.0 {
-            self.violation(format!("{name} at {clock} Hz, above default speed"));
+        if clock > 25_000_000.0 && !self.card.hs_active {
+            self.violation(format!(
+                "{name} at {clock} Hz, above default speed, to a card not switched to High Speed"
+            ));
+        }
+        if clock > 50_000_000.0 {
+            self.violation(format!("{name} at {clock} Hz, above High Speed"));
+        }
+        if clock > 25_000_000.0 && !self.host.no_hispd_bit && self.hostctl & 4 == 0 {
+            self.violation(format!(
+                "{name} at {clock} Hz without host control 1's high-speed enable"
+            ));
         }
         match expected_response(index, self.card.app) {
             Some(e) if e != (rtype, crc, idx) => self.violation(format!(
@@ -1060,7 +1111,12 @@ impl State {
                     self.violation(format!("{name} while the card is still programming"));
                 }
             }
-            if self.blksize & 0xFFF != 512 {
+            let want = if index == 6 && !self.card.app {
+                64
+            } else {
+                512
+            };
+            if self.blksize & 0xFFF != want {
                 self.violation(format!("{name}: block size {}", self.blksize & 0xFFF));
             }
             if multi && (self.trnmod & 2 == 0 || self.blkcnt == 0) {
@@ -1144,6 +1200,9 @@ impl State {
                 self.issue();
             }
             R_HOST => {
+                if self.host.no_hispd_bit && v & 4 != 0 {
+                    self.violation("high-speed enable set on a controller without one".into());
+                }
                 self.hostctl = v as u8;
                 let power = (v >> 8) as u8;
                 if power & 1 != 0 && (power >> 1) & 7 != 7 {

@@ -16,6 +16,12 @@
 //! programs it (card busy). Data over after the last block, auto stop (CMD12 from the controller,
 //! then auto command done) when asked.
 //!
+//! The module clock's source is OSC24M or PLL_PERIPH0, whose rate comes from the CCU's
+//! PLL_PERIPH0_CTRL (600 MHz, enabled and locked, as U-Boot's SPL leaves it; off with
+//! [`Faults::pll_off`]). High Speed: CMD6's 64-byte status block comes through the FIFO (BLKSZ
+//! and BYTECNT 64); the card clock may exceed 25 MHz only once the card has switched to High
+//! Speed, and never 50 MHz.
+//!
 //! Time is virtual: every register access costs 200 ns, `delay_us` adds its microseconds,
 //! commands and blocks take their bits at the card clock.
 //!
@@ -104,6 +110,7 @@ const RINT_AUTO_DONE: u32 = 1 << 14;
 pub const CCU_GATE: usize = 0x060;
 pub const CCU_RESET: usize = 0x2C0;
 pub const CCU_MMC0_CLK: usize = 0x088;
+pub const CCU_PLL_PERIPH0: usize = 0x028;
 pub const MMC0_BIT: u32 = 1 << 8;
 
 /// Cost of one register access.
@@ -163,6 +170,10 @@ pub struct Faults {
     pub dma_error_at: Vec<u64>,
     /// Every DMA transfer ends in a fatal bus error.
     pub dma_error_always: bool,
+    /// Every data block sent while the card clock is above this many Hz has a data CRC error.
+    pub crc_above_hz: Option<u32>,
+    /// PLL_PERIPH0 is off (its control register reads 0).
+    pub pll_off: bool,
 }
 
 /// A command seen on the bus.
@@ -396,6 +407,10 @@ impl Clock for SimClock {
 impl Sim {
     pub fn new(host: HostSpec, card: CardSpec, faults: Faults) -> Sim {
         let mut ccu = BTreeMap::new();
+        if !faults.pll_off {
+            // Enabled, locked, N = 25, K = 2: 24 MHz * 25 * 2 / 2 = 600 MHz.
+            ccu.insert(CCU_PLL_PERIPH0, 0x9004_1811 | 1 << 28);
+        }
         if host.left_on {
             ccu.insert(CCU_GATE, MMC0_BIT);
             ccu.insert(CCU_RESET, MMC0_BIT);
@@ -518,6 +533,16 @@ impl Sim {
         self.0.borrow().violations.clone()
     }
 
+    /// The card runs in High Speed timing (it switched with CMD6 since its last reset).
+    pub fn card_high_speed(&self) -> bool {
+        self.0.borrow().card.hs_active
+    }
+
+    /// CMD6 switches that changed the card's access mode.
+    pub fn card_switches(&self) -> u32 {
+        self.0.borrow().card.switches
+    }
+
     pub fn card_4bit(&self) -> bool {
         self.0.borrow().card.width4
     }
@@ -575,10 +600,21 @@ impl State {
     /// The card clock: the module clock (as the CCU had it at the last update) / CLKCR's divider.
     fn card_clock_hz(&self) -> u32 {
         let m = self.ccu_clk_live;
-        if m & (1 << 31) == 0 || (m >> 24) & 3 != 0 || self.clkcr_live & (1 << 16) == 0 {
+        if m & (1 << 31) == 0 || self.clkcr_live & (1 << 16) == 0 {
             return 0;
         }
-        let module = (24_000_000 >> ((m >> 16) & 3)) / ((m & 0xF) + 1);
+        let parent = match (m >> 24) & 3 {
+            0 => 24_000_000,
+            1 => {
+                let pll = self.ccu.get(&CCU_PLL_PERIPH0).copied().unwrap_or(0);
+                if pll & (1 << 31) == 0 || pll & (1 << 28) == 0 {
+                    return 0;
+                }
+                12_000_000 * (((pll >> 8) & 0x1F) + 1) * (((pll >> 4) & 3) + 1)
+            }
+            _ => return 0,
+        };
+        let module = (parent >> ((m >> 16) & 3)) / ((m & 0xF) + 1);
         match self.clkcr_live & 0xFF {
             0 => module,
             n => module / (2 * n),
@@ -733,8 +769,12 @@ impl State {
             self.violation(format!("CMD{index} with the card clock off"));
         } else if ident && !(100_000..=400_000).contains(&hz) {
             self.violation(format!("identification CMD{index} at {hz} Hz"));
-        } else if hz > 25_000_000 {
-            self.violation(format!("CMD{index} at {hz} Hz"));
+        } else if hz > 25_000_000 && !self.card.hs_active {
+            self.violation(format!(
+                "CMD{index} at {hz} Hz to a card not switched to High Speed"
+            ));
+        } else if hz > 50_000_000 {
+            self.violation(format!("CMD{index} at {hz} Hz, above High Speed"));
         }
     }
 
@@ -806,8 +846,13 @@ impl State {
 
     fn start_data(&mut self, v: u32) {
         let multi = !self.card.single;
-        let blocks = if multi { self.bytecnt / 512 } else { 1 };
-        if self.bytecnt != blocks * 512 || self.blksz != 512 || self.bytecnt == 0 {
+        let size = if self.card.register.is_some() {
+            64
+        } else {
+            512
+        };
+        let blocks = if multi { self.bytecnt / size } else { 1 };
+        if self.bytecnt != blocks * size || self.blksz != size || self.bytecnt == 0 {
             self.violation(format!(
                 "BYTECNT {} / BLKSZ {} for CMD{}",
                 self.bytecnt,
@@ -963,6 +1008,13 @@ impl State {
         if x.write || x.blocks_left == 0 || self.faults.fifo_never_fills {
             return None;
         }
+        let lines = if self.width == 1 { 4 } else { 1 };
+        if let Some(reg) = self.card.register.take() {
+            // CMD6's status block; the card is back in "tran" after it.
+            self.card.state = CardState::Tran;
+            self.now_ns += self.bits_ns(reg.len() as u64 * 8 + 16, lines);
+            return Some(reg);
+        }
         let lba = match self.card.stream {
             Some(lba) if !self.card.dead && lba < self.card.blocks() => lba,
             _ => return None,
@@ -979,9 +1031,12 @@ impl State {
         } else {
             self.card.stream = Some(lba + 1);
         }
-        let lines = if self.width == 1 { 4 } else { 1 };
         self.now_ns += self.bits_ns(512 * 8 + 16, lines);
-        if self.faults.bad_lbas.contains(&lba) || self.faults.data_crc_at.contains(&k) {
+        let too_fast = self
+            .faults
+            .crc_above_hz
+            .is_some_and(|hz| self.card_clock_hz() > hz);
+        if too_fast || self.faults.bad_lbas.contains(&lba) || self.faults.data_crc_at.contains(&k) {
             self.rint |= RINT_DATA_CRC;
             self.xfer = None;
             return None;
