@@ -268,6 +268,217 @@ mod sdhci {
     }
 }
 
+/// UHS-I on an SDHCI v3 host with a slot that switches its rail (the Pi 4's EMMC2 as the
+/// simulator models it): S18R, CMD11, the voltage switch, then DDR50, SDR50 or SDR104 (tuned).
+mod uhs {
+    use super::*;
+    use sd_sim::{check_no_violations, Faults, HostSpec, Sim, SimClock, SimRegs, SimSlot};
+
+    type UhsDriver = Sdhci<SimRegs, SimClock, SimSlot>;
+
+    fn uhs_card() -> CardSpec {
+        CardSpec {
+            uhs: true,
+            ..sdhc()
+        }
+    }
+
+    /// The driver over `host` and `card` in a switchable slot, allowed up to `limit`.
+    fn start(host: HostSpec, card: CardSpec, faults: Faults, limit: BusMode) -> (Sim, UhsDriver) {
+        let sim = Sim::new(host, card, faults);
+        let config = Config {
+            max_bus_mode: limit,
+            ..Config::new(host.base_clock_hz)
+        };
+        match Sdhci::with_slot(sim.regs(), sim.clock(), config, sim.slot()) {
+            Ok(sd) => (sim, sd),
+            Err(e) => panic!("init: {e}\n{:?}\n{:#?}", sim.names(), sim.violations()),
+        }
+    }
+
+    fn reads_work(sim: &Sim, sd: &mut UhsDriver) {
+        reads_land(sd, |lba, n| sim.expected(lba, n));
+        check_no_violations(sim);
+    }
+
+    fn names(sim: &Sim) -> Vec<String> {
+        sim.names()
+    }
+
+    #[test]
+    fn ddr50_on_the_pi_4s_emmc2() {
+        let (sim, mut sd) = start(
+            HostSpec::emmc2(),
+            uhs_card(),
+            Faults::default(),
+            BusMode::Ddr50,
+        );
+        let n = names(&sim);
+        let log = sim.log();
+        // ACMD41 asked for 1.8 V (S18R) and power (XPC); CMD11 came before CMD2.
+        let acmd41 = log.iter().rfind(|c| c.name() == "ACMD41").unwrap();
+        assert_eq!(acmd41.arg & (1 << 24 | 1 << 28), 1 << 24 | 1 << 28);
+        let at = |c: &str| n.iter().position(|x| x == c).unwrap();
+        assert!(at("CMD11") < at("CMD2"), "{n:?}");
+        assert_eq!(
+            cmd6_args(&log.iter().map(|c| (c.name(), c.arg)).collect::<Vec<_>>()),
+            [0x00FF_FFF0, 0x80FF_FFF4]
+        );
+        let info = *sd.info();
+        assert_eq!(
+            (
+                info.bus_mode,
+                info.data_clock_hz,
+                info.signal_1v8,
+                info.speed_note
+            ),
+            (BusMode::Ddr50, 50 * MHZ, true, None)
+        );
+        assert_eq!(info.bus_bytes_per_s(), 50_000_000);
+        assert!(sim.card_1v8() && sim.card_access_mode() == 4);
+        // The slot was power-cycled once, before the first identification.
+        assert_eq!(sim.slot_power_cycles(), 1);
+        reads_work(&sim, &mut sd);
+    }
+
+    /// SDR104 on a 200 MHz base clock: CMD19 tuning blocks, then data at 200 MHz.
+    #[test]
+    fn sdr104_with_tuning() {
+        let host = HostSpec {
+            base_clock_hz: 200 * MHZ,
+            uhs: 0b111,
+            ..HostSpec::emmc2()
+        };
+        let (sim, mut sd) = start(host, uhs_card(), Faults::default(), BusMode::Sdr104);
+        let info = *sd.info();
+        assert_eq!(
+            (info.bus_mode, info.data_clock_hz),
+            (BusMode::Sdr104, 200 * MHZ)
+        );
+        let tunings = names(&sim).iter().filter(|n| *n == "CMD19").count();
+        assert_eq!(tunings, 4, "{:?}", names(&sim));
+        reads_work(&sim, &mut sd);
+    }
+
+    /// A host without DDR50 whose SDR50 needs tuning: SDR50 at 100 MHz, tuned.
+    #[test]
+    fn sdr50_tuned_when_the_host_asks() {
+        let host = HostSpec {
+            uhs: 1 | 1 << 13,
+            ..HostSpec::emmc2()
+        };
+        let (sim, mut sd) = start(host, uhs_card(), Faults::default(), BusMode::Sdr104);
+        let info = *sd.info();
+        assert_eq!(
+            (info.bus_mode, info.data_clock_hz),
+            (BusMode::Sdr50, 100 * MHZ)
+        );
+        assert!(names(&sim).contains(&"CMD19".to_string()));
+        // SDR104 is not in the capabilities: that is why the bus runs no faster.
+        assert_eq!(
+            info.speed_note,
+            Some(SpeedNote::HostLacks {
+                mode: BusMode::Sdr104
+            })
+        );
+        reads_work(&sim, &mut sd);
+    }
+
+    /// Tuning never converges: SDR104 is given up for DDR50, the next mode, without a hang.
+    #[test]
+    fn failed_tuning_falls_back_to_ddr50() {
+        let host = HostSpec {
+            base_clock_hz: 200 * MHZ,
+            uhs: 0b111,
+            ..HostSpec::emmc2()
+        };
+        let faults = Faults {
+            tuning_fails: true,
+            ..Faults::default()
+        };
+        let (sim, mut sd) = start(host, uhs_card(), faults, BusMode::Sdr104);
+        let info = *sd.info();
+        assert_eq!(info.bus_mode, BusMode::Ddr50);
+        assert!(
+            matches!(
+                info.speed_note,
+                Some(SpeedNote::TuningFailed {
+                    mode: BusMode::Sdr104,
+                    ..
+                })
+            ),
+            "{:?}",
+            info.speed_note
+        );
+        let tunings = names(&sim).iter().filter(|n| *n == "CMD19").count();
+        assert_eq!(tunings, 40);
+        reads_work(&sim, &mut sd);
+    }
+
+    /// The card never releases its lines after CMD11, or the board refuses the regulator: the
+    /// card is power-cycled and runs High Speed at 3.3 V, and says why.
+    #[test]
+    fn a_failed_voltage_switch_falls_back_to_3v3_high_speed() {
+        let stuck = CardSpec {
+            voltage_switch_fails: true,
+            ..uhs_card()
+        };
+        let refusing = HostSpec {
+            regulator_refuses: true,
+            ..HostSpec::emmc2()
+        };
+        for (host, card, why) in [
+            (HostSpec::emmc2(), stuck, "did not release DAT"),
+            (refusing, uhs_card(), "refused to switch the I/O rail"),
+        ] {
+            let (sim, mut sd) = start(host, card, Faults::default(), BusMode::Ddr50);
+            let info = *sd.info();
+            assert_eq!(
+                (info.bus_mode, info.signal_1v8),
+                (BusMode::HighSpeed, false),
+                "{why}"
+            );
+            assert!(!sim.card_1v8());
+            let note = info.speed_note.expect("a note").to_string();
+            assert!(
+                note.contains(why) && note.contains("power-cycled"),
+                "{note}"
+            );
+            assert_eq!(sim.slot_power_cycles(), 2, "{why}");
+            reads_work(&sim, &mut sd);
+        }
+    }
+
+    #[test]
+    fn a_card_without_uhs_runs_high_speed_and_says_why() {
+        let (sim, mut sd) = start(HostSpec::emmc2(), sdhc(), Faults::default(), BusMode::Ddr50);
+        let info = *sd.info();
+        assert_eq!(info.bus_mode, BusMode::HighSpeed);
+        assert!(matches!(info.speed_note, Some(SpeedNote::No1v8 { .. })));
+        assert!(!names(&sim).contains(&"CMD11".to_string()));
+        reads_work(&sim, &mut sd);
+    }
+
+    /// CRC errors at DDR50: the bus steps down to High Speed (SDR25 at 1.8 V after the card is
+    /// power-cycled and identified again) and the read completes.
+    #[test]
+    fn crc_errors_at_ddr50_step_down() {
+        let faults = Faults {
+            crc_above_hz: Some(30e6),
+            ..Faults::default()
+        };
+        let (sim, mut sd) = start(HostSpec::emmc2(), uhs_card(), faults, BusMode::Ddr50);
+        assert_eq!(sd.info().bus_mode, BusMode::Ddr50);
+        let got = read_blocks(&mut sd, 123, 16).unwrap();
+        assert!(got == sim.expected(123, 16));
+        // DDR50 -> High Speed still runs at 50 MHz: the errors come back, and it steps again.
+        let info = *sd.info();
+        assert_eq!(info.bus_mode, BusMode::DefaultSpeed);
+        assert_eq!(sd.stats().step_downs, 2);
+        reads_work(&sim, &mut sd);
+    }
+}
+
 mod sunxi {
     use super::*;
     use drivers::sunxi_mmc::Config;

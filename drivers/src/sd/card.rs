@@ -217,8 +217,11 @@ pub struct CardInfo {
     pub bus_width: u8,
     /// The bus timing card and host run in.
     pub bus_mode: BusMode,
-    /// Why the bus runs no faster, when the card or host could not take a faster mode.
+    /// Why the bus runs no faster than the driver's limit, when the card or host could not take
+    /// a faster mode.
     pub speed_note: Option<SpeedNote>,
+    /// The card signals at 1.8 V (it accepted S18R and the voltage switch succeeded).
+    pub signal_1v8: bool,
 }
 
 impl CardInfo {

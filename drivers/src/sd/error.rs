@@ -210,6 +210,14 @@ pub enum Cause {
     /// Allwinner: PLL_PERIPH0, the source above 24 MHz, is off or not locked (`ctrl`: its
     /// control register).
     PllOff { ctrl: u32 },
+    /// The host cannot do `what` (a driver asked of a controller that lacks it).
+    Unsupported { what: &'static str },
+    /// The signal voltage switch went wrong at `stage`: the DAT lines (PRESENT_STATE bits 23:20,
+    /// `dat`) were not as the SD spec wants them, or the 1.8 V enable did not stay set.
+    VoltageSwitch { stage: &'static str, dat: u8 },
+    /// Tuning (CMD19) did not converge in `tries` blocks (host control 2 execute tuning still set,
+    /// or the sampling clock not selected).
+    Tuning { tries: u32, host_control2: u32 },
 }
 
 impl Cause {
@@ -387,6 +395,18 @@ impl fmt::Display for Cause {
             Cause::PllOff { ctrl } => write!(
                 f,
                 "PLL_PERIPH0 is off or not locked (PLL_PERIPH0_CTRL {ctrl:#010x})"
+            ),
+            Cause::Unsupported { what } => write!(f, "the controller cannot {what}"),
+            Cause::VoltageSwitch { stage, dat } => write!(
+                f,
+                "signal voltage switch: {stage} (DAT[3:0] {dat:#06b})"
+            ),
+            Cause::Tuning {
+                tries,
+                host_control2,
+            } => write!(
+                f,
+                "tuning did not converge in {tries} CMD19 blocks (HOST_CONTROL2 {host_control2:#06x})"
             ),
         }
     }

@@ -87,6 +87,10 @@ const CSD_TMP_WRITE_PROTECT: u32 = 12;
 const OCR_POWERED_UP: u32 = 1 << 31;
 /// OCR CCS (card capacity status) / ACMD41 argument HCS (host capacity support).
 const OCR_CCS: u32 = 1 << 30;
+/// ACMD41 argument S18R (the host asks for 1.8 V signalling) / OCR S18A (the card accepts).
+const OCR_S18: u32 = 1 << 24;
+/// ACMD41 argument XPC: the host supplies more than 150 mA (needed for SDR50 and faster).
+const OCR_XPC: u32 = 1 << 28;
 /// VDD window 2.7-3.6 V.
 const OCR_VDD_27_36: u32 = 0x00FF_8000;
 /// CMD8 argument: VHS 2.7-3.6 V, check pattern 0xAA.
@@ -145,6 +149,10 @@ const SEND_RELATIVE_ADDR: Command = Command::new(Cmd::new(3), Resp::R6);
 const SELECT_CARD: Command = Command::new(Cmd::new(7), Resp::R1b);
 /// SWITCH_FUNC: check or switch a card function; a 64-byte status block comes back on DAT.
 pub(crate) const SWITCH_FUNC: Command = Command::new(Cmd::new(6), Resp::R1).data();
+/// VOLTAGE_SWITCH: the card switches its signalling to 1.8 V (after ACMD41 with S18A).
+const VOLTAGE_SWITCH: Command = Command::new(Cmd::new(11), Resp::R1);
+/// SEND_TUNING_BLOCK: a 64-byte known pattern on 4 lines, for the host to tune its sampling.
+pub(crate) const SEND_TUNING_BLOCK: Command = Command::new(Cmd::new(19), Resp::R1).data();
 const SEND_IF_COND: Command = Command::new(Cmd::new(8), Resp::R7);
 const SEND_CSD: Command = Command::new(Cmd::new(9), Resp::R2);
 pub(crate) const STOP_TRANSMISSION: Command = Command {
@@ -163,11 +171,13 @@ const SD_SEND_OP_COND: Command = Command::new(Cmd::acmd(41), Resp::R3);
 
 /// Every command a driver sends unless asked to write. None writes, erases, locks or programs the
 /// card (CMD6 changes only the bus timing, and only in switch mode).
-pub const READ_ONLY_COMMANDS: [Cmd; 15] = [
+pub const READ_ONLY_COMMANDS: [Cmd; 17] = [
     GO_IDLE_STATE.cmd,
     ALL_SEND_CID.cmd,
     SEND_RELATIVE_ADDR.cmd,
     SWITCH_FUNC.cmd,
+    VOLTAGE_SWITCH.cmd,
+    SEND_TUNING_BLOCK.cmd,
     SELECT_CARD.cmd,
     SEND_IF_COND.cmd,
     SEND_CSD.cmd,
@@ -192,7 +202,7 @@ pub const WRITE_COMMANDS: [Cmd; 2] = [WRITE_BLOCK.cmd, WRITE_MULTIPLE_BLOCK.cmd]
 
 /// Every command a driver can send: [`READ_ONLY_COMMANDS`] and [`WRITE_COMMANDS`]. No erase,
 /// lock, CSD program or write-protect command.
-pub const COMMANDS: [Cmd; 17] = {
+pub const COMMANDS: [Cmd; 19] = {
     const R: usize = READ_ONLY_COMMANDS.len();
     let mut all = [READ_ONLY_COMMANDS[0]; R + 2];
     let mut i = 0;
@@ -312,12 +322,35 @@ pub(crate) trait Host {
     /// controller is left ready for the next command (the card may still be sending: the caller
     /// recovers it).
     fn read_register(&mut self, c: Command, arg: u32, buf: &mut [u8]) -> Result<u32, Cause>;
-    /// The fastest clock at or below 50 MHz the host can give in High Speed timing, or why it
-    /// cannot beat Default Speed.
-    fn high_speed_clock(&mut self) -> Result<u32, SpeedNote>;
-    /// Put the host in High Speed timing (its high-speed enable) at the clock of
-    /// [`Host::high_speed_clock`]; returns the clock.
-    fn enter_high_speed(&mut self) -> Result<u32, Cause>;
+    /// The clock the host would run `mode` at (the fastest at or below the mode's limit), or why
+    /// it cannot run the mode (or no faster than the mode below it).
+    fn mode_clock(&mut self, mode: BusMode) -> Result<u32, SpeedNote>;
+    /// Put the host in `mode`'s timing at the clock of [`Host::mode_clock`]; returns the clock.
+    fn enter_mode(&mut self, mode: BusMode) -> Result<u32, Cause>;
+    /// Does `mode` need tuning on this host (SDR104 always; SDR50 if the host says so)?
+    fn needs_tuning(&mut self, mode: BusMode) -> bool {
+        mode.needs_tuning()
+    }
+    /// Tune the sampling point (CMD19 blocks until the host reports it tuned).
+    fn tune(&mut self) -> Result<(), Cause> {
+        Err(Cause::Unsupported { what: "tune" })
+    }
+    /// Can host and slot switch the signalling to 1.8 V (UHS-I), and may the driver try?
+    fn can_signal_1v8(&mut self) -> bool {
+        false
+    }
+    /// After the card answered CMD11: the host's side of the switch to 1.8 V.
+    fn switch_to_1v8(&mut self) -> Result<(), Cause> {
+        Err(Cause::Unsupported {
+            what: "switch to 1.8 V",
+        })
+    }
+    /// Power the card off and on again, back at 3.3 V signalling and the identification clock.
+    fn power_cycle(&mut self) -> Result<(), Cause> {
+        Err(Cause::Unsupported {
+            what: "power-cycle the card",
+        })
+    }
     /// The speed the driver may use, kept across re-initialisations.
     fn speed_cap(&mut self) -> &mut SpeedCap;
 }
@@ -383,8 +416,11 @@ fn cmd_r1<H: Host>(h: &mut H, c: Command, arg: u32) -> Result<u32, (Step, Cause)
 /// 31), at most [`ACMD41_TIMEOUT_US`]; returns the OCR. `sd_v2`: the card answered CMD8 (so
 /// HCS is offered, and a card is known to be there). No response to the first CMD55 from a card
 /// that did not answer CMD8 either means no card: [`Cause::NoCard`].
-fn power_up<H: Host>(h: &mut H, sd_v2: bool) -> Result<u32, (Step, Cause)> {
-    let arg = OCR_VDD_27_36 | if sd_v2 { OCR_CCS } else { 0 };
+fn power_up<H: Host>(h: &mut H, sd_v2: bool, s18r: bool) -> Result<u32, (Step, Cause)> {
+    let mut arg = OCR_VDD_27_36 | if sd_v2 { OCR_CCS } else { 0 };
+    if s18r {
+        arg |= OCR_S18 | OCR_XPC;
+    }
     let start = h.now_us();
     let max_polls = ACMD41_TIMEOUT_US / ACMD41_POLL_US as u64 + 2;
     let mut ocr = 0;
@@ -439,9 +475,7 @@ fn relative_address<H: Host>(h: &mut H) -> Result<u16, (Step, Cause)> {
 /// in the card's part of [`Host::info_mut`] (not `blocks`, which the caller sets last) and
 /// returns the CSD, for the data clock and the capacity.
 pub(crate) fn identify<H: Host>(h: &mut H, four_bit: bool) -> Result<Csd, (Step, Cause)> {
-    cmd(h, GO_IDLE_STATE, 0)?;
-    let sd_v2 = interface_condition(h)?;
-    let ocr = power_up(h, sd_v2)?;
+    let (sd_v2, ocr, note) = wake(h)?;
     let high_capacity = sd_v2 && ocr & OCR_CCS != 0;
 
     let cid = cmd(h, ALL_SEND_CID, 0)?;
@@ -453,6 +487,7 @@ pub(crate) fn identify<H: Host>(h: &mut H, four_bit: bool) -> Result<Csd, (Step,
     info.sd_v2 = sd_v2;
     info.high_capacity = high_capacity;
     info.ocr = ocr;
+    info.speed_note = note;
     info.rca = rca;
     info.cid = cid;
     info.csd = csd_raw;
@@ -470,54 +505,106 @@ pub(crate) fn identify<H: Host>(h: &mut H, four_bit: bool) -> Result<Csd, (Step,
 }
 
 /// Bring the bus up to the fastest mode the card, the host and the driver's [`SpeedCap`] allow,
-/// after [`identify`] and with the Default Speed data clock running: today High Speed, by CMD6 in
-/// check mode (the card lists the access modes it supports), CMD6 in switch mode (it answers the
-/// function it switched to), then the host's high-speed timing and a clock of up to 50 MHz. Each
-/// status block is read whole. A card or host that cannot stays at Default Speed, and
-/// [`CardInfo::speed_note`] says why; only a failure to set the host's clock is an error.
+/// after [`identify`] and with the Default Speed data clock running. CMD6 in check mode lists the
+/// access modes the card supports (its 64-byte status block read whole); the modes are tried
+/// fastest first ([`BusMode::FASTEST_FIRST`]; the UHS-I ones only when the card signals at 1.8
+/// V): the host's clock for it must beat the mode below, the card must offer it, CMD6 in switch
+/// mode must answer it, then the host's timing and clock, then tuning where the mode needs it.
+/// [`CardInfo::speed_note`] says why the bus runs no faster than the driver's limit; only a
+/// failure to set the host's clock is an error.
 pub(crate) fn raise_speed<H: Host>(h: &mut H, csd_ccc: u16) -> Result<(), (Step, Cause)> {
     let cap = *h.speed_cap();
+    let woke = h.info_mut().speed_note.take();
+    h.info_mut().bus_mode = BusMode::DefaultSpeed;
+    let (reached, why) = faster_mode(h, csd_ccc, cap.limit, woke)?;
     let info = h.info_mut();
-    info.bus_mode = BusMode::DefaultSpeed;
-    info.speed_note = None;
-    if cap.limit < BusMode::HighSpeed {
-        info.speed_note = Some(
-            cap.stepped
-                .unwrap_or(SpeedNote::Configured { limit: cap.limit }),
-        );
-        return Ok(());
+    // A note when the bus runs below the limit, or at Default Speed whatever the limit.
+    let short = reached.is_none_or(|(mode, _)| mode < cap.limit);
+    if let Some((mode, hz)) = reached {
+        info.bus_mode = mode;
+        info.data_clock_hz = hz;
     }
-    match switch_high_speed(h, csd_ccc) {
-        Ok(()) => {}
-        Err(note) => {
-            h.info_mut().speed_note = Some(note);
-            return Ok(());
-        }
-    }
-    let hz = h.enter_high_speed().map_err(|c| (Step::Clock, c))?;
-    let info = h.info_mut();
-    info.bus_mode = BusMode::HighSpeed;
-    info.data_clock_hz = hz;
+    info.speed_note = cap.stepped.or(if short { why } else { None });
     Ok(())
 }
 
-/// CMD6 check, then switch to High Speed, on the card's side; `Err` says why not (the card is left
-/// in the transfer state at Default Speed).
-fn switch_high_speed<H: Host>(h: &mut H, csd_ccc: u16) -> Result<(), SpeedNote> {
+/// A mode above Default Speed reached, and its clock.
+type Reached = Option<(BusMode, u32)>;
+
+/// The modes above Default Speed tried fastest first, up to `limit`: the mode reached and its
+/// clock (`None`: Default Speed, card and host put back there), and the first reason a faster
+/// one was not (`woke`: why the card does not signal at 1.8 V, if it does not).
+fn faster_mode<H: Host>(
+    h: &mut H,
+    csd_ccc: u16,
+    limit: BusMode,
+    woke: Option<SpeedNote>,
+) -> Result<(Reached, Option<SpeedNote>), (Step, Cause)> {
+    if limit < BusMode::HighSpeed {
+        return Ok((None, Some(SpeedNote::Configured { limit })));
+    }
     if csd_ccc & CCC_SWITCH == 0 {
-        return Err(SpeedNote::NoSwitchClass { ccc: csd_ccc });
+        return Ok((None, Some(SpeedNote::NoSwitchClass { ccc: csd_ccc })));
     }
-    // Decide on the host first: no point switching the card for a clock the host cannot beat.
-    h.high_speed_clock()?;
-    let check =
-        switch_status(h, switch_check_arg(0)).map_err(|cause| SpeedNote::CheckFailed { cause })?;
-    let mode = BusMode::HighSpeed;
-    if !check.supports(mode) {
-        return Err(SpeedNote::NotOffered {
-            mode,
-            support: check.group1_support,
-        });
+    let uhs = h.info_mut().signal_1v8;
+    let mut why = match (uhs, limit.is_uhs()) {
+        (false, true) => Some(woke.unwrap_or(SpeedNote::HostLacks { mode: limit })),
+        _ => None,
+    };
+    let mut check: Option<SwitchStatus> = None;
+    let mut switched = false;
+    for mode in BusMode::FASTEST_FIRST {
+        if mode > limit || (mode.is_uhs() && !uhs) {
+            continue;
+        }
+        if let Err(note) = h.mode_clock(mode) {
+            why.get_or_insert(note);
+            continue;
+        }
+        let status = match check {
+            Some(s) => s,
+            None => match switch_status(h, switch_check_arg(0)) {
+                Ok(s) => *check.insert(s),
+                Err(cause) => {
+                    why.get_or_insert(SpeedNote::CheckFailed { cause });
+                    break;
+                }
+            },
+        };
+        if !status.supports(mode) {
+            why.get_or_insert(SpeedNote::NotOffered {
+                mode,
+                support: status.group1_support,
+            });
+            continue;
+        }
+        if let Err(note) = switch_to(h, mode) {
+            why.get_or_insert(note);
+            continue;
+        }
+        switched = true;
+        let hz = h.enter_mode(mode).map_err(|c| (Step::Clock, c))?;
+        if h.needs_tuning(mode) {
+            if let Err(cause) = h.tune() {
+                why.get_or_insert(SpeedNote::TuningFailed { mode, cause });
+                continue;
+            }
+        }
+        return Ok((Some((mode, hz)), why));
     }
+    if switched {
+        // A mode was switched to and then failed: card and host back to Default Speed (SDR12).
+        let _ = switch_to(h, BusMode::DefaultSpeed);
+        let hz = h
+            .enter_mode(BusMode::DefaultSpeed)
+            .map_err(|c| (Step::Clock, c))?;
+        h.info_mut().data_clock_hz = hz;
+    }
+    Ok((None, why))
+}
+
+/// CMD6 in switch mode to `mode`'s access function; `Err` says why the card is not in it.
+fn switch_to<H: Host>(h: &mut H, mode: BusMode) -> Result<(), SpeedNote> {
     let set = switch_status(h, switch_set_arg(mode.function()))
         .map_err(|cause| SpeedNote::SwitchFailed { mode, cause })?;
     if set.group1_result != mode.function() {
@@ -549,6 +636,41 @@ fn switch_status<H: Host>(h: &mut H, arg: u32) -> Result<SwitchStatus, Cause> {
 /// The CSD's command classes (CCC, bits 95:84).
 pub(crate) fn csd_ccc(info: &CardInfo) -> u16 {
     ((r2_register(&info.csd) >> 84) & 0xFFF) as u16
+}
+
+/// CMD0, CMD8 and ACMD41 until the card is ready, asking for 1.8 V when the host can switch to it;
+/// when the card accepts (S18A), CMD11 and the host's switch. A failed switch power-cycles the
+/// card and wakes it again at 3.3 V. Returns (CMD8 answered, the OCR, why there is no UHS-I).
+fn wake<H: Host>(h: &mut H) -> Result<(bool, u32, Option<SpeedNote>), (Step, Cause)> {
+    cmd(h, GO_IDLE_STATE, 0)?;
+    let sd_v2 = interface_condition(h)?;
+    let s18r = sd_v2 && h.can_signal_1v8();
+    let ocr = power_up(h, sd_v2, s18r)?;
+    h.info_mut().signal_1v8 = false;
+    if !s18r {
+        return Ok((sd_v2, ocr, None));
+    }
+    if ocr & OCR_S18 == 0 || ocr & OCR_CCS == 0 {
+        return Ok((sd_v2, ocr, Some(SpeedNote::No1v8 { ocr })));
+    }
+    let switched = cmd_r1(h, VOLTAGE_SWITCH, 0)
+        .map_err(|(_, c)| c)
+        .and_then(|_| h.switch_to_1v8());
+    match switched {
+        Ok(()) => {
+            h.info_mut().signal_1v8 = true;
+            Ok((sd_v2, ocr, None))
+        }
+        Err(cause) => {
+            // The card may be holding its lines low for ever: only power brings it back.
+            h.power_cycle()
+                .map_err(|c| (Step::Command(VOLTAGE_SWITCH.cmd), c))?;
+            cmd(h, GO_IDLE_STATE, 0)?;
+            let sd_v2 = interface_condition(h)?;
+            let ocr = power_up(h, sd_v2, false)?;
+            Ok((sd_v2, ocr, Some(SpeedNote::VoltageSwitch { cause })))
+        }
+    }
 }
 
 /// The data clock to ask for: `configured` (0 = the default-speed limit) capped at

@@ -62,7 +62,9 @@ impl BusMode {
         matches!(self, BusMode::Sdr50 | BusMode::Ddr50 | BusMode::Sdr104)
     }
 
-    /// The CMD6 group 1 (access mode) function number of the mode.
+    /// The CMD6 group 1 (access mode) function number of the mode: Default / SDR12 0, High Speed
+    /// / SDR25 1, SDR50 2, SDR104 3, DDR50 4. SDHCI v3's UHS mode select (host control 2 bits
+    /// 2:0) numbers them the same way.
     pub const fn function(self) -> u8 {
         match self {
             BusMode::DefaultSpeed => 0,
@@ -72,6 +74,21 @@ impl BusMode {
             BusMode::Ddr50 => 4,
         }
     }
+
+    /// Does the mode need the sampling point tuned (CMD19) before data moves? SDR104 always;
+    /// SDR50 when the host says so (its capabilities), which the host decides.
+    pub const fn needs_tuning(self) -> bool {
+        matches!(self, BusMode::Sdr104)
+    }
+
+    /// The modes above Default Speed, fastest first: the order [`super::raise_speed`] tries them
+    /// in (DDR50 before SDR50: the same 50 MB/s, without tuning).
+    pub const FASTEST_FIRST: [BusMode; 4] = [
+        BusMode::Sdr104,
+        BusMode::Ddr50,
+        BusMode::Sdr50,
+        BusMode::HighSpeed,
+    ];
 
     /// The next slower mode to try after this one failed; `None` from Default Speed.
     pub const fn step_down(self) -> Option<BusMode> {
@@ -181,6 +198,14 @@ pub enum SpeedNote {
     /// Allwinner: PLL_PERIPH0, the clock source above 24 MHz, is off (`ctrl`: its control
     /// register; U-Boot's SPL normally leaves it at 600 MHz).
     PllOff { ctrl: u32 },
+    /// The card did not accept 1.8 V signalling (no S18A in its OCR: not a UHS-I card, or it was
+    /// already switched), so no UHS-I mode.
+    No1v8 { ocr: u32 },
+    /// The switch to 1.8 V signalling failed (`cause`); the card was power-cycled and runs at 3.3
+    /// V.
+    VoltageSwitch { cause: Cause },
+    /// Tuning the sampling point for `mode` failed.
+    TuningFailed { mode: BusMode, cause: Cause },
     /// The mode ran and failed (`cause`, e.g. CRC errors): the driver stepped down from it and
     /// initialised the card again.
     SteppedDown { from: BusMode, cause: Cause },
@@ -221,6 +246,15 @@ impl fmt::Display for SpeedNote {
                 f,
                 "PLL_PERIPH0, the clock above 24 MHz, is off or unlocked (PLL_PERIPH0_CTRL {ctrl:#010x})"
             ),
+            SpeedNote::No1v8 { ocr } => write!(
+                f,
+                "the card did not accept 1.8 V signalling (OCR {ocr:#010x} lacks S18A), so no UHS-I"
+            ),
+            SpeedNote::VoltageSwitch { cause } => write!(
+                f,
+                "the switch to 1.8 V failed ({cause}); the card was power-cycled back to 3.3 V"
+            ),
+            SpeedNote::TuningFailed { mode, cause } => write!(f, "tuning for {mode} failed: {cause}"),
             SpeedNote::SteppedDown { from, cause } => {
                 write!(f, "stepped down from {from} after: {cause}")
             }

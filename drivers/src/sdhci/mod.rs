@@ -124,6 +124,7 @@
 
 mod divider;
 pub mod regs;
+mod uhs;
 
 pub use crate::sd::{
     is_allowed, is_read_only, parse_cid, parse_csd, r2_register, state_name, tran_speed_hz,
@@ -132,6 +133,7 @@ pub use crate::sd::{
     ID_CLOCK_MAX_HZ, PROGRAM_POLL_US, PROGRAM_TIMEOUT_US, READ_ONLY_COMMANDS, WRITE_COMMANDS,
 };
 pub use divider::{clock_divider, Divider};
+pub use uhs::{NoSlot, Slot, POWER_OFF_US, SIGNAL_CLOCK_US, SIGNAL_SETTLE_US, TUNING_TRIES};
 
 use core::fmt;
 
@@ -295,18 +297,21 @@ impl Way {
 }
 
 /// The SD card behind an SDHCI controller, as a [`BlockDevice`].
-pub struct Sdhci<R: Regs, C: Clock> {
+pub struct Sdhci<R: Regs, C: Clock, S: Slot = NoSlot> {
     regs: R,
     clock: C,
+    slot: S,
     config: Config,
     info: CardInfo,
+    /// The Default Speed data clock target found at identification (for going back to it).
+    default_hz: u32,
     /// SD clock now running (0 = off), for the Arasan write delay.
     sd_clock_hz: u32,
     speed: SpeedCap,
     stats: Stats,
 }
 
-impl<R: Regs, C: Clock> fmt::Debug for Sdhci<R, C> {
+impl<R: Regs, C: Clock, S: Slot> fmt::Debug for Sdhci<R, C, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sdhci")
             .field("config", &self.config)
@@ -323,12 +328,22 @@ impl<R: Regs, C: Clock> Sdhci<R, C> {
         Self::with_config(regs, clock, Config::new(base_clock_hz))
     }
 
-    /// [`Sdhci::init`] with explicit settings.
+    /// [`Sdhci::init`] with explicit settings, in a slot of fixed 3.3 V ([`NoSlot`]).
     pub fn with_config(regs: R, clock: C, config: Config) -> Result<Self, SdError> {
+        Self::with_slot(regs, clock, config, NoSlot)
+    }
+}
+
+impl<R: Regs, C: Clock, S: Slot> Sdhci<R, C, S> {
+    /// [`Sdhci::with_config`] in a slot whose I/O rail and card power the board controls: UHS-I
+    /// when [`Config::max_bus_mode`] asks for it and host and card can.
+    pub fn with_slot(regs: R, clock: C, config: Config, slot: S) -> Result<Self, SdError> {
         let mut sd = Sdhci {
             regs,
             clock,
+            slot,
             config,
+            default_hz: DATA_CLOCK_MAX_HZ,
             info: CardInfo::default(),
             sd_clock_hz: 0,
             speed: SpeedCap::new(config.max_bus_mode),
@@ -354,6 +369,10 @@ impl<R: Regs, C: Clock> Sdhci<R, C> {
 
     pub fn into_parts(self) -> (R, C) {
         (self.regs, self.clock)
+    }
+
+    pub fn slot_mut(&mut self) -> &mut S {
+        &mut self.slot
     }
 
     // ---- register access and waits ----
@@ -549,6 +568,7 @@ impl<R: Regs, C: Clock> Sdhci<R, C> {
             ..CardInfo::default()
         };
 
+        self.slot_to_3v3();
         self.reset(SRST_ALL).map_err(|c| (Step::Reset, c))?;
         self.write(INT_SIGNAL_ENABLE, 0);
         self.write(INT_STATUS_ENABLE, INT_ENABLED);
@@ -577,19 +597,11 @@ impl<R: Regs, C: Clock> Sdhci<R, C> {
         ))?;
         self.set_clock(d).map_err(|c| (Step::Clock, c))?;
         self.info.data_clock_hz = d.hz;
+        self.default_hz = target;
         sd::raise_speed(self, sd::csd_ccc(&self.info))?;
         // Set last: a failed bring-up leaves a card of no blocks, so reads fail their range check.
         self.info.blocks = csd.blocks;
         Ok(())
-    }
-
-    /// The High Speed divider: the fastest clock at or below 50 MHz from the base clock.
-    fn high_speed_divider(&self) -> Option<Divider> {
-        clock_divider(
-            self.info.base_clock_hz,
-            HS_CLOCK_MAX_HZ,
-            self.info.host_version,
-        )
     }
 
     // ---- reads and writes ----
@@ -683,7 +695,7 @@ impl<R: Regs, C: Clock> Sdhci<R, C> {
     }
 }
 
-impl<R: Regs, C: Clock> Host for Sdhci<R, C> {
+impl<R: Regs, C: Clock, S: Slot> Host for Sdhci<R, C, S> {
     sd::host_fields!();
 
     fn issue(&mut self, c: Command, arg: u32, xfer: Option<Xfer>) -> Result<[u32; 4], Cause> {
@@ -786,31 +798,32 @@ impl<R: Regs, C: Clock> Host for Sdhci<R, C> {
         }
     }
 
-    fn high_speed_clock(&mut self) -> Result<u32, SpeedNote> {
-        let best = self.high_speed_divider().map_or(0, |d| d.hz);
-        if best <= self.info.data_clock_hz {
-            return Err(SpeedNote::HostClock {
-                base_hz: self.info.base_clock_hz,
-                best_hz: best,
-            });
-        }
-        Ok(best)
+    fn mode_clock(&mut self, mode: BusMode) -> Result<u32, SpeedNote> {
+        self.mode_clock_for(mode)
     }
 
-    /// The high-speed enable (unless [`Config::high_speed_bit`] is off), then the clock: Linux's
-    /// order (timing, then clock).
-    fn enter_high_speed(&mut self) -> Result<u32, Cause> {
-        let d = self.high_speed_divider().ok_or(Cause::Divider {
-            base_hz: self.info.base_clock_hz,
-            target_hz: HS_CLOCK_MAX_HZ,
-            host_version: self.info.host_version,
-        })?;
-        if self.config.high_speed_bit {
-            let hc = self.regs.read32(HOST_CONTROL) & 0xFFFF;
-            self.write(HOST_CONTROL, hc | HC_HIGH_SPEED);
-        }
-        self.set_clock(d)?;
-        Ok(d.hz)
+    fn enter_mode(&mut self, mode: BusMode) -> Result<u32, Cause> {
+        self.enter_mode_at(mode)
+    }
+
+    fn needs_tuning(&mut self, mode: BusMode) -> bool {
+        self.tuning_needed(mode)
+    }
+
+    fn tune(&mut self) -> Result<(), Cause> {
+        self.tune_sampling()
+    }
+
+    fn can_signal_1v8(&mut self) -> bool {
+        self.uhs_possible()
+    }
+
+    fn switch_to_1v8(&mut self) -> Result<(), Cause> {
+        self.signal_1v8()
+    }
+
+    fn power_cycle(&mut self) -> Result<(), Cause> {
+        self.cycle_power()
     }
 
     /// Reset both lines and clear the status.
@@ -839,4 +852,4 @@ impl<R: Regs, C: Clock> Host for Sdhci<R, C> {
     }
 }
 
-sd::block_device!(Sdhci);
+sd::block_device!(Sdhci, S: Slot);

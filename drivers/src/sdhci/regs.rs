@@ -121,10 +121,34 @@ pub const INT_ENABLED: u32 = INT_CMD_COMPLETE
     | INT_BUFFER_READ_READY
     | (0x03FF << 16);
 
+// Host control 2 (AUTO_CMD_ERR_HOST_CONTROL2 bits 31:16).
+/// UHS mode select (host control 2 bits 2:0): SDR12 0, SDR25 1, SDR50 2, SDR104 3, DDR50 4.
+pub const HC2_UHS_MODE_SHIFT: u32 = 16;
+pub const HC2_UHS_MODE_MASK: u32 = 0x7 << 16;
+/// 1.8 V signalling enable (host control 2 bit 3).
+pub const HC2_SIGNAL_1V8: u32 = 1 << 19;
+/// Execute tuning (host control 2 bit 6): set to start, the host clears it when done.
+pub const HC2_EXECUTE_TUNING: u32 = 1 << 22;
+/// Sampling clock select (host control 2 bit 7): set by the host when tuning succeeded.
+pub const HC2_SAMPLING_CLOCK: u32 = 1 << 23;
+
+/// Present state: the DAT[3:0] line levels (bits 23:20).
+pub const PS_DAT_LEVEL_SHIFT: u32 = 20;
+
 // Capabilities (low word).
 /// Base clock in MHz: bits 15:8 on v3, 13:8 on v1/v2 (0 = ask another way).
 pub const CAPS_BASE_CLOCK_SHIFT: u32 = 8;
+pub const CAPS_ADMA2: u32 = 1 << 19;
+pub const CAPS_HIGH_SPEED: u32 = 1 << 21;
 pub const CAPS_VOLTAGE_3V3: u32 = 1 << 24;
+pub const CAPS_VOLTAGE_1V8: u32 = 1 << 26;
+
+// Capabilities, high word (CAPABILITIES_1, v3).
+pub const CAPS1_SDR50: u32 = 1 << 0;
+pub const CAPS1_SDR104: u32 = 1 << 1;
+pub const CAPS1_DDR50: u32 = 1 << 2;
+/// SDR50 needs tuning too.
+pub const CAPS1_TUNING_SDR50: u32 = 1 << 13;
 
 /// Host controller spec version field (bits 23:16 of SLOT_STATUS_VERSION): 0 = 1.00, 1 = 2.00,
 /// 2 = 3.00, 3+ = 4.x (handled as 3.00).

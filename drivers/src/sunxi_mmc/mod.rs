@@ -624,19 +624,24 @@ impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
     fn bring_up(&mut self) -> Result<(), (Step, Cause)> {
         self.init_controller()?;
         let csd = sd::identify(self, self.config.four_bit)?;
-        // Default Speed from OSC24M: at most 24 MHz with the CCU.
-        let target = sd::data_clock_target(self.config.data_clock_hz, &csd);
-        let target = match self.ccu {
-            Some(_) => target.min(ccu::OSC24M_HZ),
-            None => target,
-        };
-        let hz = self.set_clock(target).map_err(|c| (Step::Clock, c))?;
+        let hz = self
+            .set_clock(self.default_target(&csd))
+            .map_err(|c| (Step::Clock, c))?;
         self.info.data_clock_hz = hz;
         sd::raise_speed(self, sd::csd_ccc(&self.info))?;
         // Set last: a failed bring-up leaves a card of no blocks, so requests fail their range
         // check.
         self.info.blocks = csd.blocks;
         Ok(())
+    }
+
+    /// The Default Speed data clock to ask for: from OSC24M, so at most 24 MHz with the CCU.
+    fn default_target(&self, csd: &sd::Csd) -> u32 {
+        let target = sd::data_clock_target(self.config.data_clock_hz, csd);
+        match self.ccu {
+            Some(_) => target.min(ccu::OSC24M_HZ),
+            None => target,
+        }
     }
 
     /// The CMD register value for `c` (without the start bit).
@@ -980,9 +985,12 @@ impl<R: Regs, C: Clock, D: DmaMemory> Host for SunxiMmc<R, C, D> {
         r
     }
 
-    /// With the CCU: 50 MHz from PLL_PERIPH0 (600 MHz / 12 as U-Boot's SPL sets it up); without
-    /// it, CLKCR's divider from the module clock as found.
-    fn high_speed_clock(&mut self) -> Result<u32, SpeedNote> {
+    /// High Speed only (no 1.8 V here). With the CCU: 50 MHz from PLL_PERIPH0 (600 MHz / 12 as
+    /// U-Boot's SPL sets it up); without it, CLKCR's divider from the module clock as found.
+    fn mode_clock(&mut self, mode: BusMode) -> Result<u32, SpeedNote> {
+        if mode != BusMode::HighSpeed {
+            return Err(SpeedNote::HostLacks { mode });
+        }
         let (base_hz, best) = match self.ccu.as_mut() {
             Some(ccu) => match ccu_module_clock(ccu, HS_CLOCK_MAX_HZ) {
                 Ok(m) => (m.hz * m.m as u32, m.hz),
@@ -1008,7 +1016,11 @@ impl<R: Regs, C: Clock, D: DmaMemory> Host for SunxiMmc<R, C, D> {
 
     /// The controller has no timing switch for High Speed on the H3 (Linux binds its MMC0 as
     /// `sun7i-a20-mmc`, without the new timing mode): only the clock and its phase delays change.
-    fn enter_high_speed(&mut self) -> Result<u32, Cause> {
+    fn enter_mode(&mut self, mode: BusMode) -> Result<u32, Cause> {
+        if mode != BusMode::HighSpeed {
+            let csd = self.info.csd()?;
+            return self.set_clock(self.default_target(&csd));
+        }
         let hz = self.set_clock(HS_CLOCK_MAX_HZ)?;
         if let Some(ccu) = self.ccu.as_mut() {
             // The card clock's source is PLL_PERIPH0 now.

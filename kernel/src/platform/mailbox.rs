@@ -17,8 +17,11 @@ pub fn open() -> Mailbox {
         invalidate: Cpu::dcache_invalidate,
     };
     // SAFETY: MAILBOX_BASE is this board's mailbox block, mapped as device memory. Calls are made
-    // from core 0 during bring-up only, one mailbox value at a time, so BUFFER has one user; it is
-    // kernel RAM, identity-mapped below 4 GiB; the cache operations are the architecture's.
+    // one at a time, so BUFFER has one user: from core 0 during bring-up and when the run sets
+    // the ARM clock (before any read is handed to another core), and by the card slot's power
+    // and 1.8 V lines, from inside a card request, which one core at a time makes (the card has
+    // one owner); BUFFER is kernel RAM, identity-mapped below 4 GiB; the cache operations are the
+    // architecture's.
     unsafe {
         let regs = Mmio::new(board::MAILBOX_BASE, MAILBOX_BLOCK_SIZE).with_barrier(Cpu::io_barrier);
         Mailbox::new(regs, &BUFFER, cache)

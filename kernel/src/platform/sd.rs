@@ -16,12 +16,14 @@ use drivers::bcm2835::gpio::{self, GpioKind, GPIO_BLOCK_SIZE};
 use drivers::bcm2835::mailbox::{ClockSource, Mailbox, SD_POWER_DEVICE};
 use drivers::mmio::Mmio;
 use drivers::sd::BusMode;
-use drivers::sdhci::{self, Sdhci, REGISTER_BLOCK_SIZE};
+use drivers::sdhci::{self, Sdhci, Slot, REGISTER_BLOCK_SIZE};
 use drivers::sunxi_mmc::{self, SunxiMmc};
 
-/// The Pi 4's firmware GPIO that selects 1.8 V signalling for the card slot (expander GPIO 4):
-/// 0 keeps the slot at 3.3 V, what this driver signals at (Circle's emmc.cpp, RASPPI 4).
+/// The Pi 4's firmware GPIO that selects 1.8 V signalling for the card slot (expander GPIO 4,
+/// Linux's `sd_io_1v8_reg`): 0 = 3.3 V (Circle's emmc.cpp, RASPPI 4), 1 = 1.8 V.
 const SD_VOLTAGE_SELECT_GPIO: u32 = 128 + 4;
+/// The Pi 4's firmware GPIO that powers the card (expander GPIO 6, Linux's `sd_vcc_reg`).
+const SD_POWER_GPIO: u32 = 128 + 6;
 /// Time for the regulator to settle after the select (Circle waits 5 ms).
 const SD_VOLTAGE_SETTLE_US: u32 = 5_000;
 
@@ -37,7 +39,29 @@ impl drivers::sdhci::Clock for TimerClock {
     }
 }
 
-pub type Card = Sdhci<Mmio, TimerClock>;
+pub type Card = Sdhci<Mmio, TimerClock, PiSlot>;
+
+/// The Pi's card slot as the SDHCI driver's [`Slot`]: on the Pi 4 the I/O rail's 1.8 V select
+/// and the card's power are lines of the firmware's GPIO expander (set through the mailbox). The
+/// driver asks for them only on a controller configured for UHS-I (EMMC2).
+pub struct PiSlot(Mailbox);
+
+impl Slot for PiSlot {
+    fn set_signal_1v8(&mut self, on: bool) -> bool {
+        self.0
+            .set_firmware_gpio(SD_VOLTAGE_SELECT_GPIO, on as u32)
+            .is_ok()
+    }
+
+    fn power_cycle(&mut self, off_us: u32) {
+        // A firmware that refuses leaves the power as it was; the identification that follows
+        // says whether the card answers.
+        let _ = self.0.set_firmware_gpio(SD_POWER_GPIO, 0);
+        super::time::wait_us(off_us);
+        let _ = self.0.set_firmware_gpio(SD_POWER_GPIO, 1);
+        super::time::wait_us(SD_VOLTAGE_SETTLE_US);
+    }
+}
 /// The Allwinner SD/MMC host's card, read through its IDMAC.
 pub type SunxiCard = SunxiMmc<Mmio, TimerClock, CpuDma>;
 
@@ -79,11 +103,13 @@ fn controller_name(clock_id: u32) -> &'static str {
 }
 
 /// The driver's settings for the controller with VideoCore clock id `clock_id` and base clock
-/// `rate`: High Speed everywhere, without the high-speed enable bit on the Arasan "EMMC", which
-/// has none (Linux's `SDHCI_QUIRK_NO_HISPD_BIT` for it).
+/// `rate`: up to the slot's best mode ([`best_mode`]: UHS-I DDR50 on EMMC2, as Linux runs it;
+/// High Speed on the Arasan "EMMC", without the high-speed enable bit it lacks, Linux's
+/// `SDHCI_QUIRK_NO_HISPD_BIT`).
 fn config(clock_id: u32, rate: u32) -> sdhci::Config {
     sdhci::Config {
         high_speed_bit: clock_id != EMMC_CLOCK_ID,
+        max_bus_mode: best_mode(clock_id),
         ..sdhci::Config::new(rate)
     }
 }
@@ -132,7 +158,8 @@ pub fn open(mb: &mut Mailbox) -> Result<(Card, BusMode), String> {
         let (rate, source) = mb.sd_base_clock(id);
         // SAFETY: `base` is an SD host controller of this board, device-mapped, used only here.
         let regs = unsafe { Mmio::new(base, REGISTER_BLOCK_SIZE) }.with_barrier(Cpu::io_barrier);
-        match Sdhci::with_config(regs, TimerClock, config(id, rate)) {
+        let slot = PiSlot(super::mailbox::open());
+        match Sdhci::with_slot(regs, TimerClock, config(id, rate), slot) {
             Ok(card) => {
                 print_card(&card, name, base, source);
                 return Ok((card, best_mode(id)));

@@ -11,10 +11,17 @@
 //! or switch mode; the card answers R1 and then sends a 64-byte status block ([`Card::register`])
 //! with its group 1 support bits (Default, and High Speed unless [`CardSpec::high_speed`] is off),
 //! the function each group would switch to (or switched to; 0xF for one it refuses) and version
-//! 1 busy bits. A switch to High Speed sets [`Card::hs_active`]: only then may the host clock it
-//! above 25 MHz (the host simulators check). A card of [`CardSpec::cmd6`] = false treats CMD6 as
+//! 1 busy bits. A switch sets [`Card::access_mode`]: only then may the host clock it above 25 MHz
+//! ([`Card::max_clock_hz`]; the host simulators check). A card of [`CardSpec::cmd6`] = false treats CMD6 as
 //! illegal (with [`CardSpec::ccc_switch`] = false its CSD says so too, as an SD 1.0 card's does);
 //! [`CardSpec::refuse_switch`] makes it answer 0xF to a switch it offered.
+//!
+//! UHS-I ([`CardSpec::uhs`]): ACMD41 with S18R gets S18A in the OCR (SDHC only); CMD11 in "ready"
+//! makes the card hold CMD and DAT low ([`Card::switching`]) until the host restarts the clock at
+//! 1.8 V, when it signals at 1.8 V ([`Card::signal_1v8`]; never, with
+//! [`CardSpec::voltage_switch_fails`]: only a power cycle brings it back). At 1.8 V CMD6 offers
+//! SDR50, SDR104 and DDR50 too ([`Card::access_mode`] is the group 1 function in force), and
+//! CMD19 sends the 64-byte tuning block.
 #![allow(dead_code)]
 
 use drivers::block::BlockDevice;
@@ -89,6 +96,10 @@ pub struct CardSpec {
     pub high_speed: bool,
     /// A switch to a supported function is answered with 0xF (refused) all the same.
     pub refuse_switch: bool,
+    /// A UHS-I card: it accepts 1.8 V (S18A) and, at 1.8 V, offers SDR50, SDR104 and DDR50.
+    pub uhs: bool,
+    /// After CMD11 the card never releases its lines (a failed voltage switch).
+    pub voltage_switch_fails: bool,
 }
 
 impl CardSpec {
@@ -104,6 +115,8 @@ impl CardSpec {
             ccc_switch: true,
             high_speed: true,
             refuse_switch: false,
+            uhs: false,
+            voltage_switch_fails: false,
         }
     }
 
@@ -157,9 +170,15 @@ pub struct Card {
     pub csd: [u8; 16],
     /// A register block to send in the data state before any data block (CMD6's status).
     pub register: Option<Vec<u8>>,
-    /// The card switched to High Speed timing (CMD6 group 1 function 1); cleared by CMD0 and
-    /// power cycles.
-    pub hs_active: bool,
+    /// The group 1 (access mode) function in force: 0 Default / SDR12, 1 High Speed / SDR25,
+    /// 2 SDR50, 3 SDR104, 4 DDR50; back to 0 at CMD0 and power cycles.
+    pub access_mode: u8,
+    /// ACMD41 answered S18A: CMD11 may follow.
+    pub s18a: bool,
+    /// After CMD11, until the clock restarts at 1.8 V: CMD and DAT held low.
+    pub switching: bool,
+    /// The card signals at 1.8 V (until power is cut).
+    pub signal_1v8: bool,
     /// CMD6 switch commands that changed the access mode.
     pub switches: u32,
 }
@@ -209,7 +228,10 @@ impl Card {
             cid,
             csd,
             register: None,
-            hs_active: false,
+            access_mode: 0,
+            s18a: false,
+            switching: false,
+            signal_1v8: false,
             switches: 0,
         }
     }
@@ -255,7 +277,45 @@ impl Card {
         self.recv = None;
         self.prg_until = None;
         self.register = None;
-        self.hs_active = false;
+        self.access_mode = 0;
+        self.s18a = false;
+        if !self.powered {
+            self.switching = false;
+            self.signal_1v8 = false;
+        }
+    }
+
+    /// The fastest clock the access mode in force allows.
+    pub fn max_clock_hz(&self) -> f64 {
+        match self.access_mode {
+            0 => 25e6,
+            1 | 4 => 50e6,
+            2 => 100e6,
+            _ => 208e6,
+        }
+    }
+
+    /// Data on both clock edges (DDR50).
+    pub fn ddr(&self) -> bool {
+        self.access_mode == 4
+    }
+
+    /// Does group 1 function `f` exist on this card now?
+    fn offers(&self, f: u8) -> bool {
+        match f {
+            0 => true,
+            1 => self.spec.high_speed,
+            2..=4 => self.spec.uhs && self.signal_1v8,
+            _ => false,
+        }
+    }
+
+    /// The clock restarted with the host's I/O at 1.8 V (`v18`): a card switching completes.
+    pub fn clock_restarted(&mut self, v18: bool) {
+        if self.switching && v18 && !self.spec.voltage_switch_fails {
+            self.switching = false;
+            self.signal_1v8 = true;
+        }
     }
 
     /// The CMD6 status block for argument `arg` (and, in switch mode, the switch made).
@@ -265,11 +325,14 @@ impl Card {
         // Bits 511:496: 100 mA.
         b[0..2].copy_from_slice(&100u16.to_be_bytes());
         // Support bits of groups 6 down to 1 (bytes 2..14): the default function (bit 0) and
-        // bit 15 (reserved set by real cards) in every group; High Speed in group 1.
+        // bit 15 (reserved set by real cards) in every group; the access modes in group 1.
         for g in 0..6 {
             let mut bits = 0x8001u16;
-            if g == 0 && self.spec.high_speed {
-                bits |= 1 << 1;
+            if g == 0 {
+                bits |= (1..=4)
+                    .filter(|&f| self.offers(f))
+                    .map(|f| 1 << f)
+                    .sum::<u16>();
             }
             let at = 12 - 2 * g;
             b[at..at + 2].copy_from_slice(&bits.to_be_bytes());
@@ -277,15 +340,15 @@ impl Card {
         // Result nibbles: group 1 in byte 16's low nibble, group 2 its high nibble, ...
         for g in 0..6 {
             let f = ((arg >> (4 * g)) & 0xF) as u8;
-            let current = if g == 0 && self.hs_active { 1 } else { 0 };
-            let supported = f == 0 || (g == 0 && f == 1 && self.spec.high_speed);
+            let current = if g == 0 { self.access_mode } else { 0 };
+            let supported = f == 0 || (g == 0 && self.offers(f));
             let result = match f {
                 0xF => current,
                 _ if !supported || (switch && self.spec.refuse_switch && f != current) => 0xF,
                 _ => f,
             };
             if switch && g == 0 && result != 0xF && result != current {
-                self.hs_active = result == 1;
+                self.access_mode = result;
                 self.switches += 1;
             }
             b[16 - g / 2] |= result << (4 * (g % 2));
@@ -353,6 +416,25 @@ impl Card {
                 }
                 Some(Answer::Short(arg & 0xFFF))
             }
+            (false, 11) => {
+                if st != Ready || !self.s18a {
+                    return illegal(self);
+                }
+                let s = self.status(st, 0);
+                self.switching = true;
+                Some(Answer::Short(s))
+            }
+            (false, 19) => {
+                if st != Tran || !self.signal_1v8 {
+                    return illegal(self);
+                }
+                let s = self.status(st, 0);
+                self.register = Some(tuning_block());
+                self.state = Data;
+                self.stream = None;
+                self.single = true;
+                Some(Answer::Short(s))
+            }
             (false, 6) => {
                 if st != Tran || !self.spec.cmd6 {
                     return illegal(self);
@@ -390,6 +472,12 @@ impl Card {
                         ocr |= 1 << 31;
                         if self.ccs {
                             ocr |= 1 << 30;
+                        }
+                        // S18R asked, a UHS-I SDHC card not yet at 1.8 V: S18A.
+                        self.s18a =
+                            arg & (1 << 24) != 0 && self.spec.uhs && self.ccs && !self.signal_1v8;
+                        if self.s18a {
+                            ocr |= 1 << 24;
                         }
                     }
                 }
@@ -527,6 +615,8 @@ pub fn expected_response(index: u8, app: bool) -> Option<(u16, bool, bool)> {
         (false, 3)
         | (false, 6)
         | (false, 8)
+        | (false, 11)
+        | (false, 19)
         | (false, 13)
         | (false, 16)
         | (false, 17)
@@ -536,6 +626,30 @@ pub fn expected_response(index: u8, app: bool) -> Option<(u16, bool, bool)> {
         | (false, 55) => R1,
         _ => return None,
     })
+}
+
+/// What CMD19 sends: 64 bytes standing for the SD spec's 4-bit tuning pattern (the host compares
+/// it itself; the bytes do not matter to the simulators).
+pub fn tuning_block() -> Vec<u8> {
+    const P: [u32; 16] = [
+        0xff0f_ff00,
+        0xffcc_c3cc,
+        0xc33c_cff3,
+        0xfefe_ffdd,
+        0xffdf_fedd,
+        0xbbff_ffee,
+        0xfffd_ffbf,
+        0xffed_efbb,
+        0xdbde_ffff,
+        0xddef_ddbb,
+        0xfbbf_ffff,
+        0xbffd_fde7,
+        0xdeff_bbef,
+        0x6bf7_fdcf,
+        0xfbbf_dfff,
+        0xbd7f_fbf7,
+    ];
+    P.iter().flat_map(|w| w.to_be_bytes()).collect()
 }
 
 /// The CID: manufacturer 0x1B, OEM "SM", product "LMSIM", revision 1.0, serial 0x12345678,

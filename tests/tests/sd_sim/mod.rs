@@ -36,6 +36,20 @@
 //! control 1's high-speed enable set; [`HostSpec::no_hispd_bit`] models the BCM2835 Arasan, where
 //! setting that bit is the violation (Linux's `SDHCI_QUIRK_NO_HISPD_BIT`).
 //!
+//! UHS-I ([`HostSpec::uhs`]: capabilities with 1.8 V and SDR50 / SDR104 / DDR50): the I/O
+//! voltage is host control 2's 1.8 V enable and, with [`HostSpec::external_regulator`] (the Pi
+//! 4), the slot's regulator, which the driver switches through [`SimSlot`] (the board's hook, as
+//! are the card's power cycles). PRESENT_STATE bits 23:20 read the DAT lines: low while a card
+//! switches after CMD11. The clock restarting with the I/O at 1.8 V, at least 5 ms after the
+//! enable, completes the card's switch. A command to a card at another signalling voltage than
+//! the host's, a clock above the card's access mode, a UHS clock without host control 2's
+//! matching UHS mode, or data in SDR104 (SDR50 too when the capabilities ask for tuning)
+//! without a tuned sampling clock are violations (the untuned data also get CRC errors). DDR50
+//! moves a block in half the clocks. Tuning: with host control 2's execute tuning set, CMD19's
+//! block raises buffer read ready and is consumed by the host; after [`HostSpec::tuning_blocks`]
+//! blocks the host clears execute tuning and selects the tuned sampling clock (never, with
+//! [`Faults::tuning_fails`]).
+//!
 //! Time is virtual: every register access costs 200 ns, `delay_us` adds its microseconds, and
 //! commands, blocks, resets and clock stabilisation take the time they would at the current SD
 //! clock. Nothing happens in wall-clock time, so the tests are deterministic.
@@ -58,7 +72,7 @@
 #![allow(dead_code)]
 
 pub use super::sd_card_sim::*;
-use drivers::sdhci::{Clock, Config, Regs, Sdhci};
+use drivers::sdhci::{Clock, Config, Regs, Sdhci, Slot};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -133,6 +147,16 @@ pub struct HostSpec {
     /// The controller has no high-speed enable bit (the BCM2835 Arasan): setting host control 1
     /// bit 2 is a violation, and High Speed runs without it.
     pub no_hispd_bit: bool,
+    /// UHS-I capabilities: 1.8 V in CAPABILITIES, these CAPABILITIES_1 bits (SDR50 bit 0, SDR104
+    /// bit 1, DDR50 bit 2, tuning for SDR50 bit 13); 0: none.
+    pub uhs: u32,
+    /// The 1.8 V I/O rail is a regulator outside the controller ([`SimSlot`]): host control 2's
+    /// enable alone does not switch it (the Pi 4's EMMC2).
+    pub external_regulator: bool,
+    /// The board refuses to switch the regulator.
+    pub regulator_refuses: bool,
+    /// CMD19 blocks until tuning completes.
+    pub tuning_blocks: u32,
 }
 
 impl HostSpec {
@@ -150,6 +174,20 @@ impl HostSpec {
             early_write_complete: false,
             card_detect: true,
             no_hispd_bit: false,
+            uhs: 0,
+            external_regulator: false,
+            regulator_refuses: false,
+            tuning_blocks: 4,
+        }
+    }
+
+    /// The Pi 4's EMMC2 as this simulator sees it: SDHCI 3.00 on a 100 MHz base clock, DDR50 and
+    /// SDR50 in its capabilities, the 1.8 V rail on an external regulator.
+    pub fn emmc2() -> HostSpec {
+        HostSpec {
+            uhs: 0b101 | 1 << 1,
+            external_regulator: true,
+            ..HostSpec::v3(100_000_000)
         }
     }
 
@@ -162,8 +200,11 @@ impl HostSpec {
 
     fn caps(&self) -> u32 {
         // QEMU's BCM2835 capabilities without the clock fields: max block 1024, high speed, 3.3 V
-        // and 1.8 V; no DMA.
-        let mut caps = 0x0521_0080;
+        // (1.8 V only with UHS); no DMA.
+        let mut caps = 0x0121_0080;
+        if self.uhs != 0 {
+            caps |= 1 << 26;
+        }
         if self.caps_base_clock {
             let mhz = self.base_clock_hz / 1_000_000;
             let mask = if self.version >= 2 { 0xFF } else { 0x3F };
@@ -199,6 +240,8 @@ pub struct Faults {
     /// Every data block sent while the SD clock is above this many Hz has a data CRC error (a
     /// board whose traces cannot carry the clock).
     pub crc_above_hz: Option<f64>,
+    /// Tuning never completes (execute tuning stays set).
+    pub tuning_fails: bool,
 }
 
 /// A command seen on the bus.
@@ -279,6 +322,14 @@ pub struct State {
     errint_en: u16,
     sig_en: u32,
     host2: u32,
+    /// The slot's external 1.8 V regulator is on.
+    regulator_1v8: bool,
+    /// When the host's I/O last went to 1.8 V.
+    v18_since: Option<u64>,
+    /// CMD19 blocks taken by the tuning engine since execute tuning was set.
+    tuning_seen: u32,
+    /// Power cycles through the slot.
+    pub slot_power_cycles: u32,
     reset_until: u64,
     reset_bits: u8,
     stable_at: Option<u64>,
@@ -317,6 +368,34 @@ pub struct SimRegs(Rc<RefCell<State>>);
 /// The virtual clock, for the driver.
 #[derive(Debug)]
 pub struct SimClock(Rc<RefCell<State>>);
+
+/// The board's side of the slot, for the driver: the external 1.8 V regulator and the card's
+/// power.
+#[derive(Debug)]
+pub struct SimSlot(Rc<RefCell<State>>);
+
+impl Slot for SimSlot {
+    fn set_signal_1v8(&mut self, on: bool) -> bool {
+        let mut s = self.0.borrow_mut();
+        if on && s.host.regulator_refuses {
+            return false;
+        }
+        let before = s.io_1v8();
+        s.regulator_1v8 = on;
+        s.note_io(before);
+        true
+    }
+
+    fn power_cycle(&mut self, off_us: u32) {
+        let mut s = self.0.borrow_mut();
+        s.slot_power_cycles += 1;
+        s.card.powered = false;
+        s.card.power_cycle();
+        s.now_ns += off_us as u64 * 1000;
+        s.card.powered = s.power & 1 != 0;
+        s.advance();
+    }
+}
 
 impl Regs for SimRegs {
     fn read32(&mut self, off: usize) -> u32 {
@@ -369,6 +448,10 @@ impl Sim {
             errint_en: 0,
             sig_en: 0,
             host2: 0,
+            regulator_1v8: false,
+            v18_since: None,
+            tuning_seen: 0,
+            slot_power_cycles: 0,
             reset_until: 0,
             reset_bits: 0,
             stable_at: None,
@@ -398,6 +481,25 @@ impl Sim {
 
     pub fn clock(&self) -> SimClock {
         SimClock(self.0.clone())
+    }
+
+    pub fn slot(&self) -> SimSlot {
+        SimSlot(self.0.clone())
+    }
+
+    /// The card signals at 1.8 V.
+    pub fn card_1v8(&self) -> bool {
+        self.0.borrow().card.signal_1v8
+    }
+
+    /// The card's group 1 access mode (0 Default, 1 High Speed, 2 SDR50, 3 SDR104, 4 DDR50).
+    pub fn card_access_mode(&self) -> u8 {
+        self.0.borrow().card.access_mode
+    }
+
+    /// Power cycles the driver asked of the slot.
+    pub fn slot_power_cycles(&self) -> u32 {
+        self.0.borrow().slot_power_cycles
     }
 
     /// Run `f` on the state (e.g. to change faults in the middle of a test).
@@ -484,7 +586,7 @@ impl Sim {
 
     /// The card runs in High Speed timing (it switched with CMD6 since its last reset).
     pub fn card_high_speed(&self) -> bool {
-        self.0.borrow().card.hs_active
+        self.0.borrow().card.access_mode == 1
     }
 
     /// CMD6 switches that changed the card's access mode.
@@ -532,6 +634,36 @@ impl State {
     fn violation(&mut self, what: String) {
         let at = self.now_ns / 1000;
         self.violations.push(format!("at {at} us: {what}"));
+    }
+
+    /// The host's I/O signals at 1.8 V: host control 2's enable and, with an external
+    /// regulator, the regulator.
+    fn io_1v8(&self) -> bool {
+        self.host2 & (1 << 19) != 0 && (!self.host.external_regulator || self.regulator_1v8)
+    }
+
+    /// The I/O voltage may have changed (it was 1.8 V if `before`): note when it went to 1.8 V.
+    fn note_io(&mut self, before: bool) {
+        match (before, self.io_1v8()) {
+            (false, true) => self.v18_since = Some(self.now_ns),
+            (_, false) => self.v18_since = None,
+            _ => {}
+        }
+    }
+
+    /// Data in a mode that needs tuning, without a tuned sampling clock.
+    fn untuned(&self) -> bool {
+        let needs = self.card.access_mode == 3
+            || (self.card.access_mode == 2 && self.host.uhs & (1 << 13) != 0);
+        needs && self.host2 & (1 << 23) == 0
+    }
+
+    /// The host's tuning engine takes a CMD19 block: after enough, tuned (unless it fails).
+    fn tuning_block_taken(&mut self) {
+        self.tuning_seen += 1;
+        if self.tuning_seen >= self.host.tuning_blocks && !self.faults.tuning_fails {
+            self.host2 = (self.host2 & !(1 << 22)) | 1 << 23;
+        }
     }
 
     fn divisor(&mut self) -> u32 {
@@ -809,8 +941,9 @@ impl State {
     /// start and end bits.
     fn block_ns(&self) -> u64 {
         let width = if self.hostctl & 2 != 0 { 4 } else { 1 };
+        let edges = if self.card.ddr() { 2 } else { 1 };
         let bits = (self.blksize & 0xFFF).max(4) as u64 * 8;
-        self.clocks_ns(bits / width + 16 + 2)
+        self.clocks_ns(bits / width / edges + 16 + 2)
     }
 
     /// Blocks arrive, faults fire, the data timeout counts.
@@ -826,8 +959,17 @@ impl State {
             }
             x.next_at = None;
             if let Some(reg) = self.card.register.take() {
-                // A register block (CMD6's status); the card is back in "tran" after it.
+                // A register block (CMD6's status, CMD19's tuning block); the card is back in
+                // "tran" after it.
                 self.card.state = CardState::Tran;
+                if self.host2 & (1 << 22) != 0 {
+                    // Tuning: the host compares the block itself; nothing to read.
+                    self.xfer = None;
+                    self.dat_inhibit = false;
+                    self.tuning_block_taken();
+                    self.set_norm(N_BRR);
+                    return;
+                }
                 let x = self.xfer.as_mut().unwrap();
                 x.buf = Some(reg);
                 x.pos = 0;
@@ -859,7 +1001,15 @@ impl State {
             match deliver {
                 Some((lba, k)) => {
                     let too_fast = self.faults.crc_above_hz.is_some_and(|hz| clock > hz);
+                    let untuned = self.untuned();
+                    if untuned {
+                        self.violation(format!(
+                            "block {lba} in access mode {} without a tuned sampling clock",
+                            self.card.access_mode
+                        ));
+                    }
                     if too_fast
+                        || untuned
                         || self.faults.bad_lbas.contains(&lba)
                         || self.faults.data_crc_at.contains(&k)
                     {
@@ -894,6 +1044,10 @@ impl State {
 
     fn present(&self) -> u32 {
         let mut p = 0x01FF_0000; // card inserted, stable, detect, write enabled, DAT/CMD lines high
+        if self.card.switching && self.card.powered {
+            // After CMD11 the card holds CMD and DAT[3:0] low.
+            p &= !(0x1F << 20);
+        }
         if !self.host.card_detect || !self.card.spec.inserted {
             p &= !((1 << 16) | (1 << 18));
         }
@@ -964,7 +1118,8 @@ impl State {
             R_SIG_EN => self.sig_en,
             R_HOST2 => self.host2,
             R_CAPS => self.host.caps(),
-            R_CAPS1 | R_MAXCURR => 0,
+            R_CAPS1 => self.host.uhs,
+            R_MAXCURR => 0,
             R_VERSION => (0x99 << 24) | (self.host.version as u32) << 16,
             _ => {
                 self.violation(format!("read of unmodelled register {off:#x}"));
@@ -1072,13 +1227,30 @@ impl State {
         if ident && !(100_000.0..=400_000.0).contains(&clock) {
             self.violation(format!("{name} in identification mode at {clock} Hz"));
         }
-        if clock > 25_000_000.0 && !self.card.hs_active {
+        if clock > self.card.max_clock_hz() {
             self.violation(format!(
-                "{name} at {clock} Hz, above default speed, to a card not switched to High Speed"
+                "{name} at {clock} Hz, above the card's access mode {}",
+                self.card.access_mode
             ));
         }
-        if clock > 50_000_000.0 {
-            self.violation(format!("{name} at {clock} Hz, above High Speed"));
+        if self.card.switching {
+            self.violation(format!("{name} while the card switches to 1.8 V"));
+        } else if self.card.powered && self.card.signal_1v8 != self.io_1v8() {
+            self.violation(format!(
+                "{name} with the host at {} V to a card at {} V",
+                if self.io_1v8() { "1.8" } else { "3.3" },
+                if self.card.signal_1v8 { "1.8" } else { "3.3" }
+            ));
+        }
+        let uhs_select = (self.host2 >> 16) & 7;
+        if self.card.signal_1v8
+            && clock > 25_000_000.0
+            && uhs_select != self.card.access_mode as u32
+        {
+            self.violation(format!(
+                "{name} at {clock} Hz with UHS mode {uhs_select} for access mode {}",
+                self.card.access_mode
+            ));
         }
         if clock > 25_000_000.0 && !self.host.no_hispd_bit && self.hostctl & 4 == 0 {
             self.violation(format!(
@@ -1111,7 +1283,7 @@ impl State {
                     self.violation(format!("{name} while the card is still programming"));
                 }
             }
-            let want = if index == 6 && !self.card.app {
+            let want = if matches!(index, 6 | 19) && !self.card.app {
                 64
             } else {
                 512
@@ -1237,7 +1409,14 @@ impl State {
                 self.errint &= self.errint_en;
             }
             R_SIG_EN => self.sig_en = v,
-            R_HOST2 => self.host2 = v,
+            R_HOST2 => {
+                let before = self.io_1v8();
+                if v & (1 << 22) != 0 && self.host2 & (1 << 22) == 0 {
+                    self.tuning_seen = 0;
+                }
+                self.host2 = v & 0xFFFF_0000;
+                self.note_io(before);
+            }
             _ => self.violation(format!("write of {v:#x} to {off:#x}")),
         }
     }
@@ -1290,6 +1469,15 @@ impl State {
             self.stable_at = None;
         } else if old & 1 == 0 || self.stable_at.is_none() {
             self.stable_at = Some(self.now_ns + CLOCK_STABLE_NS);
+        }
+        if new & 4 != 0 && !sd_on_before && self.card.switching {
+            // The clock restarts after CMD11: the card switches if the I/O has been at 1.8 V for
+            // the 5 ms the spec asks.
+            let settled = self.v18_since.is_some_and(|t| self.now_ns >= t + 5_000_000);
+            if self.io_1v8() && !settled {
+                self.violation("SD clock restarted less than 5 ms after the 1.8 V switch".into());
+            }
+            self.card.clock_restarted(self.io_1v8() && settled);
         }
         if new & 4 != 0 && !sd_on_before && !self.internal_stable() {
             self.violation("SD clock enabled before the internal clock is stable".into());

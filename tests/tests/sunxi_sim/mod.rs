@@ -535,7 +535,7 @@ impl Sim {
 
     /// The card runs in High Speed timing (it switched with CMD6 since its last reset).
     pub fn card_high_speed(&self) -> bool {
-        self.0.borrow().card.hs_active
+        self.0.borrow().card.access_mode == 1
     }
 
     /// CMD6 switches that changed the card's access mode.
@@ -769,12 +769,11 @@ impl State {
             self.violation(format!("CMD{index} with the card clock off"));
         } else if ident && !(100_000..=400_000).contains(&hz) {
             self.violation(format!("identification CMD{index} at {hz} Hz"));
-        } else if hz > 25_000_000 && !self.card.hs_active {
+        } else if hz as f64 > self.card.max_clock_hz() {
             self.violation(format!(
-                "CMD{index} at {hz} Hz to a card not switched to High Speed"
+                "CMD{index} at {hz} Hz, above the card's access mode {}",
+                self.card.access_mode
             ));
-        } else if hz > 50_000_000 {
-            self.violation(format!("CMD{index} at {hz} Hz, above High Speed"));
         }
     }
 

@@ -226,6 +226,21 @@ impl<R: Regs> Mailbox<R> {
         Ok(())
     }
 
+    /// Power `device` off and wait until it is (SET_POWER_STATE with the on bit clear): with
+    /// [`Mailbox::power_on`], the card's power cycle. A missing device, or one left on, is
+    /// [`MailboxError::Refused`].
+    pub fn power_off(&mut self, device: u32) -> Result<(), MailboxError> {
+        let tag = tags::SET_POWER_STATE;
+        let r = self.call(tag, &[device, POWER_WAIT], 2)?;
+        if r[1] & POWER_NO_DEVICE != 0 || r[1] & POWER_ON != 0 {
+            return Err(MailboxError::Refused {
+                tag,
+                answer: [r[0], r[1]],
+            });
+        }
+        Ok(())
+    }
+
     /// Drive the firmware-owned GPIO `gpio` (128 + n: the Pi 4's expander) to `state`
     /// (SET_GPIO_STATE). The answer's first word is a status, 0 = done (Linux's
     /// gpio-raspberrypi-exp.c); anything else is [`MailboxError::Refused`].

@@ -247,6 +247,12 @@ fn power_and_gpio_report_refusals() {
     assert_eq!(mb.power_on(SD_POWER_DEVICE), Ok(()));
     assert_eq!(mb.set_firmware_gpio(128 + 4, 0), Ok(()));
     assert_eq!(fw.borrow().powered, [0]);
+    assert_eq!(mb.power_off(SD_POWER_DEVICE), Ok(()));
+    assert_eq!(
+        fw.borrow().log.last().unwrap(),
+        &(tags::SET_POWER_STATE, vec![0, 2]),
+        "off + wait"
+    );
     assert_eq!(fw.borrow().gpios.get(&132), Some(&0));
     assert_eq!(
         fw.borrow().log[0],
