@@ -136,6 +136,47 @@ fn be32(b: &[u8], off: usize) -> Option<u32> {
     Some(u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
 }
 
+/// One window of a bus's `dma-ranges`: bus addresses `bus .. bus + size` reach physical
+/// `phys .. phys + size`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DmaRange {
+    pub bus: u64,
+    pub phys: u64,
+    pub size: u64,
+}
+
+impl DmaRange {
+    /// The bus address of physical `[addr, addr + len)`, if the window holds all of it.
+    pub fn bus_address(&self, addr: u64, len: u64) -> Option<u64> {
+        let off = addr.checked_sub(self.phys)?;
+        (off.checked_add(len)? <= self.size).then(|| self.bus + off)
+    }
+}
+
+/// The first window of a `dma-ranges` value whose child addresses take 2 cells and sizes 1 (the
+/// Pi 4's `emmc2bus`), with parent addresses of 2 cells (20-byte entries: the 64-bit tree) or 1
+/// (16-byte entries). `None` for any other length.
+pub fn dma_range(v: &[u8]) -> Option<DmaRange> {
+    let cell = |i: usize| {
+        v.get(4 * i..4 * i + 4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as u64)
+    };
+    let parent_cells = if !v.is_empty() && v.len().is_multiple_of(20) {
+        2
+    } else if !v.is_empty() && v.len().is_multiple_of(16) {
+        1
+    } else {
+        return None;
+    };
+    let bus = cell(0)? << 32 | cell(1)?;
+    let phys = match parent_cells {
+        2 => cell(2)? << 32 | cell(3)?,
+        _ => cell(2)?,
+    };
+    let size = cell(2 + parent_cells)?;
+    Some(DmaRange { bus, phys, size })
+}
+
 /// A value of one or two cells (4 or 8 bytes) as a number.
 pub fn cells(v: &[u8]) -> Option<u64> {
     match v.len() {

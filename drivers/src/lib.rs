@@ -40,6 +40,7 @@ extern crate alloc;
 
 pub mod bcm2835;
 pub mod block;
+pub mod dma;
 pub mod fat;
 pub mod fdt;
 pub mod mmio;

@@ -7,6 +7,7 @@
 //! the read-only set.
 
 mod fat_common;
+mod dma_mem;
 mod sd_card_sim;
 mod sd_sim;
 

@@ -7,6 +7,7 @@
 //! working card at a lower mode (and a note saying why) or a clear error; the simulators check
 //! that no command ever went above the card's mode.
 
+mod dma_mem;
 mod sd_card_sim;
 mod sd_sim;
 mod sunxi_sim;

@@ -9,6 +9,7 @@
 //! simulator saw no protocol violation and only commands of the driver's set.
 
 mod fat_common;
+mod dma_mem;
 mod sd_card_sim;
 mod sd_sim;
 

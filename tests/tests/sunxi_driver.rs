@@ -11,6 +11,7 @@
 //! and then named, a transfer that never ends, writes still through the FIFO, PIO when DMA is off
 //! or the memory out of reach, and garbage in IDST.
 
+mod dma_mem;
 mod sd_card_sim;
 mod sunxi_sim;
 

@@ -311,3 +311,28 @@ fn corrupted_blobs_never_panic() {
         }
     }
 }
+
+#[test]
+fn dma_ranges_of_the_pi_4s_emmc2bus() {
+    let cells = |c: &[u32]| c.iter().flat_map(|w| w.to_be_bytes()).collect::<Vec<u8>>();
+    // The B0 stepping's window (bcm2711.dtsi): bus 0xc0000000 reaches the first GiB.
+    let b0 = dma_range(&cells(&[0, 0xc000_0000, 0, 0, 0x4000_0000])).unwrap();
+    assert_eq!(
+        b0,
+        DmaRange {
+            bus: 0xc000_0000,
+            phys: 0,
+            size: 0x4000_0000
+        }
+    );
+    assert_eq!(b0.bus_address(0x1000, 0x1000), Some(0xc000_1000));
+    assert_eq!(b0.bus_address(0x3fff_f000, 0x2000), None, "past the window");
+    // What the firmware writes for the C0 stepping: 1:1 below 0xfc000000.
+    let c0 = dma_range(&cells(&[0, 0, 0, 0, 0xfc00_0000])).unwrap();
+    assert_eq!(c0.bus_address(0x8000_0000, 4096), Some(0x8000_0000));
+    // A 32-bit tree's parent address of one cell.
+    let one = dma_range(&cells(&[0, 0xc000_0000, 0, 0x4000_0000])).unwrap();
+    assert_eq!((one.bus, one.phys, one.size), (0xc000_0000, 0, 0x4000_0000));
+    assert_eq!(dma_range(&[0; 12]), None);
+    assert_eq!(dma_range(&[]), None);
+}

@@ -215,6 +215,10 @@ pub enum Cause {
     /// The signal voltage switch went wrong at `stage`: the DAT lines (PRESENT_STATE bits 23:20,
     /// `dat`) were not as the SD spec wants them, or the 1.8 V enable did not stay set.
     VoltageSwitch { stage: &'static str, dat: u8 },
+    /// SDHCI: the ADMA2 engine stopped on an error (ERR_INT_STAT `err_status` with its ADMA
+    /// error bit; `adma_status` the ADMA error status register: the state it stopped in and a
+    /// length mismatch).
+    Adma { adma_status: u32, err_status: u16 },
     /// Tuning (CMD19) did not converge in `tries` blocks (host control 2 execute tuning still set,
     /// or the sampling clock not selected).
     Tuning { tries: u32, host_control2: u32 },
@@ -397,6 +401,21 @@ impl fmt::Display for Cause {
                 "PLL_PERIPH0 is off or not locked (PLL_PERIPH0_CTRL {ctrl:#010x})"
             ),
             Cause::Unsupported { what } => write!(f, "the controller cannot {what}"),
+            Cause::Adma {
+                adma_status,
+                err_status,
+            } => {
+                let state = match adma_status & 3 {
+                    0 => "stop (ST_STOP)",
+                    1 => "fetching a descriptor (ST_FDS)",
+                    _ => "transferring data (ST_TFR)",
+                };
+                write!(
+                    f,
+                    "ADMA2 error while {state}{} (ADMA error status {adma_status:#x}, ERR_INT_STAT {err_status:#06x})",
+                    if adma_status & 4 != 0 { ", length mismatch" } else { "" }
+                )
+            }
             Cause::VoltageSwitch { stage, dat } => write!(
                 f,
                 "signal voltage switch: {stage} (DAT[3:0] {dat:#06b})"

@@ -12,6 +12,7 @@
 
 mod card;
 mod error;
+pub(crate) mod queue;
 mod speed;
 
 pub use card::{
@@ -229,6 +230,8 @@ pub(crate) struct Xfer {
     pub block_len: u16,
     /// Host to card.
     pub write: bool,
+    /// The host's DMA engine moves the data (else the CPU, through the data port or FIFO).
+    pub dma: bool,
 }
 
 /// A failed read or write attempt: which command, at which block.
@@ -703,6 +706,17 @@ pub(crate) fn begin_transfer<H: Host>(
     start: u64,
     blocks: u32,
 ) -> Result<Command, Failure> {
+    begin_transfer_with(h, d, start, blocks, false)
+}
+
+/// [`begin_transfer`], the data moved by the host's DMA engine when `dma`.
+pub(crate) fn begin_transfer_with<H: Host>(
+    h: &mut H,
+    d: &Direction,
+    start: u64,
+    blocks: u32,
+    dma: bool,
+) -> Result<Command, Failure> {
     let c = d.command(blocks);
     let fail = |cause: Cause| Failure {
         cmd: c.cmd,
@@ -714,6 +728,7 @@ pub(crate) fn begin_transfer<H: Host>(
         blocks: blocks.min(u16::MAX as u32) as u16,
         block_len: BLOCK_SIZE as u16,
         write: d.write,
+        dma,
     };
     let r1 = h.issue(c, arg, Some(xfer)).map_err(fail)?[0];
     if r1 & R1_ERRORS != 0 {
@@ -797,7 +812,7 @@ fn step_down<H: Host>(h: &mut H, cause: Cause) -> bool {
 /// the next try (and the re-initialisation before the last). Returns false when a write left the
 /// card still programming: the next try must start with re-initialising it (a write command
 /// would be illegal in that state).
-fn recover<H: Host>(h: &mut H, write: bool) -> bool {
+pub(crate) fn recover<H: Host>(h: &mut H, write: bool) -> bool {
     h.reset_lines();
     let rca = (h.info_mut().rca as u32) << 16;
     let busy = match h.issue(SEND_STATUS, rca, None) {

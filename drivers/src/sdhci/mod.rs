@@ -122,22 +122,26 @@
 //! [`Regs::barrier`] before their first register access and after their last (the BCM2835
 //! peripherals guide, section 1.3; see [`crate::mmio`]).
 
+mod adma;
 mod divider;
 pub mod regs;
 mod uhs;
 
+pub use crate::dma::{DmaMemory, NoDma, DMA_ALIGN};
+pub use crate::sd::queue::QUEUE_DEPTH;
 pub use crate::sd::{
     is_allowed, is_read_only, parse_cid, parse_csd, r2_register, state_name, tran_speed_hz,
     BusMode, CardInfo, Cause, Cid, Clock, Cmd, Csd, SdError, SpeedNote, Step, Wait, WriteProtect,
     ACMD41_POLL_US, ACMD41_TIMEOUT_US, COMMANDS, DATA_CLOCK_MAX_HZ, HS_CLOCK_MAX_HZ,
     ID_CLOCK_MAX_HZ, PROGRAM_POLL_US, PROGRAM_TIMEOUT_US, READ_ONLY_COMMANDS, WRITE_COMMANDS,
 };
+pub use adma::{ADMA_BOUNCE_BYTES, ADMA_DESCRIPTORS, ADMA_DESC_BYTES, ADMA_MAX_BYTES};
 pub use divider::{clock_divider, Divider};
 pub use uhs::{NoSlot, Slot, POWER_OFF_US, SIGNAL_CLOCK_US, SIGNAL_SETTLE_US, TUNING_TRIES};
 
 use core::fmt;
 
-use crate::block::{BlockDevice, WriteBlocks, BLOCK_SIZE};
+use crate::block::{BlockDevice, Submitted, WriteBlocks, BLOCK_SIZE};
 pub use crate::mmio::{Mmio, Regs};
 use crate::sd::{self, Command, Direction, Failure, Host, Resp, SpeedCap, Xfer, READ, WRITE};
 use regs::*;
@@ -262,6 +266,8 @@ pub struct Stats {
     pub reinits: u64,
     /// Bus modes given up after CRC errors (each followed by a re-initialisation).
     pub step_downs: u64,
+    /// Read commands whose data the ADMA2 engine moved.
+    pub dma_transfers: u64,
     /// SRST_CMD resets.
     pub cmd_line_resets: u64,
     /// SRST_DAT resets.
@@ -297,10 +303,16 @@ impl Way {
 }
 
 /// The SD card behind an SDHCI controller, as a [`BlockDevice`].
-pub struct Sdhci<R: Regs, C: Clock, S: Slot = NoSlot> {
+pub struct Sdhci<R: Regs, C: Clock, S: Slot = NoSlot, D: DmaMemory = NoDma> {
     regs: R,
     clock: C,
     slot: S,
+    dma: D,
+    /// The ADMA2 table and bounce buffer; `None`: PIO only.
+    area: Option<adma::AdmaArea>,
+    /// Where the running ADMA2 transfer writes.
+    dma_target: Option<adma::Target>,
+    queue: sd::queue::ReadQueue,
     config: Config,
     info: CardInfo,
     /// The Default Speed data clock target found at identification (for going back to it).
@@ -311,7 +323,7 @@ pub struct Sdhci<R: Regs, C: Clock, S: Slot = NoSlot> {
     stats: Stats,
 }
 
-impl<R: Regs, C: Clock, S: Slot> fmt::Debug for Sdhci<R, C, S> {
+impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> fmt::Debug for Sdhci<R, C, S, D> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sdhci")
             .field("config", &self.config)
@@ -338,10 +350,23 @@ impl<R: Regs, C: Clock, S: Slot> Sdhci<R, C, S> {
     /// [`Sdhci::with_config`] in a slot whose I/O rail and card power the board controls: UHS-I
     /// when [`Config::max_bus_mode`] asks for it and host and card can.
     pub fn with_slot(regs: R, clock: C, config: Config, slot: S) -> Result<Self, SdError> {
+        Sdhci::with_dma(regs, clock, config, slot, NoDma)
+    }
+}
+
+impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> Sdhci<R, C, S, D> {
+    /// [`Sdhci::with_slot`] with reads by ADMA2 when the controller reports it and `dma` gives the
+    /// driver's area a bus address ([`Sdhci::dma_active`] says), queued
+    /// ([`BlockDevice::queue_depth`] [`QUEUE_DEPTH`]).
+    pub fn with_dma(regs: R, clock: C, config: Config, slot: S, dma: D) -> Result<Self, SdError> {
         let mut sd = Sdhci {
             regs,
             clock,
             slot,
+            dma,
+            area: None,
+            dma_target: None,
+            queue: sd::queue::ReadQueue::new(),
             config,
             default_hz: DATA_CLOCK_MAX_HZ,
             info: CardInfo::default(),
@@ -442,7 +467,7 @@ impl<R: Regs, C: Clock, S: Slot> Sdhci<R, C, S> {
                 return Ok(s);
             }
             if err != 0 || s & INT_ERROR != 0 {
-                return Err(Cause::Error { err_status: err });
+                return Err(self.error_cause(err));
             }
             polls += 1;
             let waited = self.clock.now_us().saturating_sub(start);
@@ -450,6 +475,18 @@ impl<R: Regs, C: Clock, S: Slot> Sdhci<R, C, S> {
                 return Err(self.timeout(wait, waited));
             }
         }
+    }
+
+    /// The cause for error status bits `err`: an ADMA error with the engine's own status.
+    fn error_cause(&mut self, err: u16) -> Cause {
+        if err & ERR_ADMA != 0 {
+            let adma_status = self.regs.read32(ADMA_ERROR_STATUS) & 0x7;
+            return Cause::Adma {
+                adma_status,
+                err_status: err,
+            };
+        }
+        Cause::Error { err_status: err }
     }
 
     /// Software reset of `bit` (SRST_ALL, SRST_CMD or SRST_DAT), waiting for it to clear.
@@ -520,6 +557,9 @@ impl<R: Regs, C: Clock, S: Slot> Sdhci<R, C, S> {
     /// (if configured) auto CMD12.
     fn transfer_mode(&self, x: Xfer) -> u32 {
         let mut mode = if x.write { 0 } else { TM_READ };
+        if x.dma {
+            mode |= TM_DMA;
+        }
         if x.blocks > 1 {
             mode |= TM_MULTI_BLOCK | TM_BLOCK_COUNT_EN;
             if self.config.auto_cmd12 {
@@ -540,6 +580,10 @@ impl<R: Regs, C: Clock, S: Slot> Sdhci<R, C, S> {
     fn init_controller(&mut self) -> Result<(), (Step, Cause)> {
         let version = ((self.regs.read32(SLOT_STATUS_VERSION) >> VERSION_SHIFT) & 0xFF) as u8;
         let caps = self.regs.read32(CAPABILITIES);
+        if D::ENABLED && caps & CAPS_ADMA2 != 0 && self.area.is_none() {
+            // Once, at the first initialisation; `None` (PIO) if the controller cannot reach it.
+            self.area = adma::AdmaArea::new(&mut self.dma);
+        }
         let base_hz = if self.config.base_clock_hz != 0 {
             self.config.base_clock_hz
         } else {
@@ -643,8 +687,12 @@ impl<R: Regs, C: Clock, S: Slot> Sdhci<R, C, S> {
         Ok(last)
     }
 
-    /// One read command for `buf.len() / 512` (1..=65535) blocks from `start`.
+    /// One read command for `buf.len() / 512` (1..=65535) blocks from `start`: by ADMA2 when the
+    /// buffer can go that way, else through the data port.
     fn read_once(&mut self, start: u64, buf: &mut [u8]) -> Result<(), Failure> {
+        if let Some(r) = self.read_once_adma(start, buf) {
+            return r;
+        }
         let blocks = (buf.len() / BLOCK_SIZE) as u32;
         let last = self.transfer(&READ, start, blocks, |sd, i| {
             let block = &mut buf[i * BLOCK_SIZE..(i + 1) * BLOCK_SIZE];
@@ -695,7 +743,7 @@ impl<R: Regs, C: Clock, S: Slot> Sdhci<R, C, S> {
     }
 }
 
-impl<R: Regs, C: Clock, S: Slot> Host for Sdhci<R, C, S> {
+impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> Host for Sdhci<R, C, S, D> {
     sd::host_fields!();
 
     fn issue(&mut self, c: Command, arg: u32, xfer: Option<Xfer>) -> Result<[u32; 4], Cause> {
@@ -767,6 +815,7 @@ impl<R: Regs, C: Clock, S: Slot> Host for Sdhci<R, C, S> {
             blocks: 1,
             block_len: buf.len() as u16,
             write: false,
+            dma: false,
         };
         let r1 = self.issue(c, arg, Some(xfer))?[0];
         let r = self
@@ -852,4 +901,62 @@ impl<R: Regs, C: Clock, S: Slot> Host for Sdhci<R, C, S> {
     }
 }
 
-sd::block_device!(Sdhci, S: Slot);
+impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> BlockDevice for Sdhci<R, C, S, D> {
+    type Error = SdError;
+
+    fn num_blocks(&self) -> u64 {
+        self.info.blocks
+    }
+
+    /// Read whole blocks: queued reads first finished, then checked against the capacity,
+    /// split into commands of at most `Config::max_blocks_per_command` blocks (by ADMA2 where
+    /// it can), each tried up to `Config::tries` times.
+    fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), SdError> {
+        sd::queue::drain(self);
+        let per = self.config.max_blocks_per_command;
+        sd::read_request(self, lba, buf, per, Self::read_once)
+    }
+
+    /// [`QUEUE_DEPTH`] with ADMA2, else 0 (reads are synchronous).
+    fn queue_depth(&self) -> usize {
+        if self.area.is_some() {
+            QUEUE_DEPTH
+        } else {
+            0
+        }
+    }
+
+    /// With ADMA2, queue the read (its data land while the caller goes on); else read now.
+    unsafe fn submit_read(
+        &mut self,
+        lba: u64,
+        buf: *mut u8,
+        len: usize,
+    ) -> Result<Submitted, SdError> {
+        if self.area.is_none() {
+            // SAFETY: the caller guarantees `buf` is valid for `len` bytes of writes.
+            let b = unsafe { core::slice::from_raw_parts_mut(buf, len) };
+            self.read_blocks(lba, b)?;
+            return Ok(Submitted::Done);
+        }
+        // SAFETY: the caller's guarantee for `buf`, passed on.
+        sd::fenced(self, |sd| unsafe { sd::queue::submit(sd, lba, buf, len) })
+    }
+
+    fn poll_read(&mut self) -> Option<(u16, Result<(), SdError>)> {
+        self.area.as_ref()?;
+        sd::fenced(self, sd::queue::poll)
+    }
+}
+
+impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> WriteBlocks for Sdhci<R, C, S, D> {
+    /// Write whole blocks (queued reads first finished): checked against the capacity and the
+    /// card's write protection (nothing is sent to a protected card), split into commands of at
+    /// most `Config::max_blocks_per_command` blocks, each tried up to `Config::tries` times and
+    /// finished only when the card has programmed it (synchronous).
+    fn write_blocks(&mut self, lba: u64, buf: &[u8]) -> Result<(), SdError> {
+        sd::queue::drain(self);
+        let per = self.config.max_blocks_per_command;
+        sd::write_request(self, lba, buf, per, Self::write_once)
+    }
+}

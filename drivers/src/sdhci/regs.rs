@@ -32,6 +32,11 @@ pub const INT_SIGNAL_ENABLE: usize = 0x38;
 pub const AUTO_CMD_ERR_HOST_CONTROL2: usize = 0x3C;
 /// Capabilities, low word.
 pub const CAPABILITIES: usize = 0x40;
+/// ADMA error status: bits 1:0 the state the engine stopped in, bit 2 length mismatch.
+pub const ADMA_ERROR_STATUS: usize = 0x54;
+/// ADMA system address (the descriptor table), low and high words.
+pub const ADMA_ADDRESS: usize = 0x58;
+pub const ADMA_ADDRESS_HI: usize = 0x5C;
 /// Capabilities, high word (v3).
 pub const CAPABILITIES_1: usize = 0x44;
 /// Slot interrupt status (bits 15:0) | host controller version (31:16: spec version in 23:16).
@@ -70,6 +75,9 @@ pub const PS_WRITE_ENABLED: u32 = 1 << 19;
 // Host control 1 and power control (HOST_CONTROL word).
 pub const HC_DATA_4BIT: u32 = 1 << 1;
 pub const HC_HIGH_SPEED: u32 = 1 << 2;
+/// DMA select (host control 1 bits 4:3): 0 SDMA, 0b10 ADMA2 32-bit.
+pub const HC_DMA_SELECT_MASK: u32 = 0b11 << 3;
+pub const HC_DMA_ADMA2_32: u32 = 0b10 << 3;
 pub const PWR_ON: u32 = 1 << 8;
 /// SD bus voltage select 3.3 V (0b111 in bits 11:9).
 pub const PWR_3V3: u32 = 0b111 << 9;

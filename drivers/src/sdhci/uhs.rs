@@ -60,7 +60,7 @@ fn clock_to_beat(mode: BusMode) -> u32 {
     }
 }
 
-impl<R: Regs, C: Clock, S: Slot> Sdhci<R, C, S> {
+impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> Sdhci<R, C, S, D> {
     /// Can this controller run `mode` at all (its capabilities, the slot)?
     fn host_runs(&mut self, mode: BusMode) -> bool {
         if !mode.is_uhs() {
@@ -212,6 +212,7 @@ impl<R: Regs, C: Clock, S: Slot> Sdhci<R, C, S> {
             blocks: 1,
             block_len: sd::SWITCH_STATUS_BYTES as u16,
             write: false,
+            dma: false,
         };
         let mut last = 0;
         for tries in 1..=TUNING_TRIES {

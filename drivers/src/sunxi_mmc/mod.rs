@@ -973,6 +973,7 @@ impl<R: Regs, C: Clock, D: DmaMemory> Host for SunxiMmc<R, C, D> {
             blocks: 1,
             block_len: buf.len() as u16,
             write: false,
+            dma: false,
         };
         let r = self.send(c, arg, Some(xfer)).and_then(|resp| {
             self.read_fifo_block(buf, 0)?;

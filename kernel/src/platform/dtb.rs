@@ -21,6 +21,9 @@ pub struct DtInfo {
     pub addr: usize,
     pub ram: RamBlocks,
     pub timebase: Option<u64>,
+    /// The Pi 4's `emmc2bus` DMA window (the firmware rewrites it for the BCM2711's C0
+    /// stepping).
+    pub emmc2_dma: Option<fdt::DmaRange>,
     isa: [u8; ISA_MAX],
     isa_len: usize,
 }
@@ -121,6 +124,10 @@ pub fn read(addr: usize) -> Result<DtInfo, DtReadError> {
             .property(&["cpus"], "timebase-frequency")
             .map_err(bad)?
             .and_then(fdt::cells),
+        emmc2_dma: t
+            .property(&["emmc2bus"], "dma-ranges")
+            .map_err(bad)?
+            .and_then(fdt::dma_range),
         isa: [0; ISA_MAX],
         isa_len: 0,
     };

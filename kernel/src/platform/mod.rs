@@ -119,6 +119,9 @@ extern "C" fn lmboot_main(dtb_addr: usize, core: usize) -> ! {
     if let Some(hz) = dt.as_ref().and_then(|d| d.timebase) {
         time::set_timebase(hz);
     }
+    if let Some(w) = dt.as_ref().and_then(|d| d.emmc2_dma) {
+        sd::set_emmc2_dma(w);
+    }
     let (ram, source) = ThisBoard::ram(dt.as_ref());
     start_heap(&ram, source);
     if let Some(line) = Cpu::detect_features(dt.as_ref().and_then(|d| d.isa())) {

@@ -12,8 +12,11 @@ use crate::arch::{Arch, Cpu};
 use crate::board;
 use alloc::format;
 use alloc::string::String;
+use core::sync::atomic::{AtomicU64, Ordering};
 use drivers::bcm2835::gpio::{self, GpioKind, GPIO_BLOCK_SIZE};
 use drivers::bcm2835::mailbox::{ClockSource, Mailbox, SD_POWER_DEVICE};
+use drivers::dma::DmaMemory;
+use drivers::fdt::DmaRange;
 use drivers::mmio::Mmio;
 use drivers::sd::BusMode;
 use drivers::sdhci::{self, Sdhci, Slot, REGISTER_BLOCK_SIZE};
@@ -39,7 +42,48 @@ impl drivers::sdhci::Clock for TimerClock {
     }
 }
 
-pub type Card = Sdhci<Mmio, TimerClock, PiSlot>;
+pub type Card = Sdhci<Mmio, TimerClock, PiSlot, PiDma>;
+
+/// The Pi 4's EMMC2 DMA window as the device tree gives it (`emmc2bus`'s `dma-ranges`): bus
+/// base, physical base, size; the BCM2711 B0 stepping's (bus 0xc0000000 for the first GiB,
+/// bcm2711.dtsi) until a tree says otherwise.
+static EMMC2_DMA: [AtomicU64; 3] = [
+    AtomicU64::new(0xc000_0000),
+    AtomicU64::new(0),
+    AtomicU64::new(0x4000_0000),
+];
+
+/// Take the device tree's EMMC2 DMA window (the firmware edits it for the C0 stepping).
+pub fn set_emmc2_dma(w: DmaRange) {
+    for (a, v) in EMMC2_DMA.iter().zip([w.bus, w.phys, w.size]) {
+        a.store(v, Ordering::Relaxed);
+    }
+}
+
+/// RAM as the EMMC2's ADMA2 engine sees it: bus addresses through the `emmc2bus` window (memory
+/// outside it: no DMA, the driver reads by PIO or through its bounce buffer), and a data cache
+/// not coherent with the controller (clean by address before it reads, invalidate before and
+/// after it writes).
+#[derive(Debug)]
+pub struct PiDma;
+
+impl DmaMemory for PiDma {
+    fn bus_address(&mut self, addr: usize, len: usize) -> Option<u32> {
+        let [bus, phys, size] = EMMC2_DMA.each_ref().map(|a| a.load(Ordering::Relaxed));
+        let w = DmaRange { bus, phys, size };
+        u32::try_from(w.bus_address(addr as u64, len as u64)?).ok()
+    }
+
+    fn to_device(&mut self, addr: usize, len: usize) {
+        Cpu::dcache_clean(addr, len);
+    }
+
+    unsafe fn from_device(&mut self, addr: usize, len: usize) {
+        // SAFETY: the driver's promise (DmaMemory::from_device): whole cache lines of memory
+        // the transfer owns, which nothing references.
+        unsafe { Cpu::dcache_invalidate(addr, len) }
+    }
+}
 
 /// The Pi's card slot as the SDHCI driver's [`Slot`]: on the Pi 4 the I/O rail's 1.8 V select
 /// and the card's power are lines of the firmware's GPIO expander (set through the mailbox). The
@@ -159,7 +203,7 @@ pub fn open(mb: &mut Mailbox) -> Result<(Card, BusMode), String> {
         // SAFETY: `base` is an SD host controller of this board, device-mapped, used only here.
         let regs = unsafe { Mmio::new(base, REGISTER_BLOCK_SIZE) }.with_barrier(Cpu::io_barrier);
         let slot = PiSlot(super::mailbox::open());
-        match Sdhci::with_slot(regs, TimerClock, config(id, rate), slot) {
+        match Sdhci::with_dma(regs, TimerClock, config(id, rate), slot, PiDma) {
             Ok(card) => {
                 print_card(&card, name, base, source);
                 return Ok((card, best_mode(id)));
@@ -194,10 +238,15 @@ pub fn open_sunxi() -> Result<SunxiCard, String> {
     Ok(card)
 }
 
-/// The card lines: controller, capacity, clocks, bus width and how data moves (PIO: the polled
-/// data port), then the CID and CSD.
+/// The card lines: controller, capacity, clocks, bus mode and width and how data moves (PIO: the
+/// polled data port; ADMA2: the controller's DMA engine, reads queued), then the CID and CSD.
 fn print_card(card: &Card, name: &str, base: usize, source: ClockSource) {
-    print_info(card.info(), name, base, source, "PIO");
+    let mode = if card.dma_active() {
+        "ADMA2, reads queued"
+    } else {
+        "PIO"
+    };
+    print_info(card.info(), name, base, source, mode);
 }
 
 /// `hz` as MHz with one decimal when it has one ("50 MHz", "41.6 MHz").

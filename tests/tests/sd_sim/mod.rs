@@ -71,6 +71,7 @@
 //! receives, a card that refuses writes (WP_VIOLATION), and a card that never finishes programming.
 #![allow(dead_code)]
 
+use super::dma_mem::{DmaRam, MemOp, SimDmaOf};
 pub use super::sd_card_sim::*;
 use drivers::sdhci::{Clock, Config, Regs, Sdhci, Slot};
 use std::cell::RefCell;
@@ -106,6 +107,12 @@ const E_CMD_TIMEOUT: u16 = 1 << 0;
 const E_CMD_CRC: u16 = 1 << 1;
 const E_DATA_TIMEOUT: u16 = 1 << 4;
 const E_DATA_CRC: u16 = 1 << 5;
+const E_ADMA: u16 = 1 << 9;
+const R_ADMA_ERR: usize = 0x54;
+const R_ADMA_ADDR: usize = 0x58;
+const R_ADMA_ADDR_HI: usize = 0x5C;
+/// The first bus address [`SimDma`] hands out.
+pub const BUS_BASE: u32 = 0x4000_0000;
 
 /// Cost of one register access.
 pub const ACCESS_NS: u64 = 200;
@@ -157,6 +164,8 @@ pub struct HostSpec {
     pub regulator_refuses: bool,
     /// CMD19 blocks until tuning completes.
     pub tuning_blocks: u32,
+    /// ADMA2 in the capabilities (bit 19), and the engine behind it.
+    pub adma: bool,
 }
 
 impl HostSpec {
@@ -178,6 +187,7 @@ impl HostSpec {
             external_regulator: false,
             regulator_refuses: false,
             tuning_blocks: 4,
+            adma: false,
         }
     }
 
@@ -204,6 +214,9 @@ impl HostSpec {
         let mut caps = 0x0121_0080;
         if self.uhs != 0 {
             caps |= 1 << 26;
+        }
+        if self.adma {
+            caps |= 1 << 19;
         }
         if self.caps_base_clock {
             let mhz = self.base_clock_hz / 1_000_000;
@@ -242,6 +255,10 @@ pub struct Faults {
     pub crc_above_hz: Option<f64>,
     /// Tuning never completes (execute tuning stays set).
     pub tuning_fails: bool,
+    /// 0-based indices (over all ADMA transfers) of transfers that end in an ADMA error.
+    pub adma_error_at: Vec<u64>,
+    /// Every ADMA transfer ends in an ADMA error.
+    pub adma_error_always: bool,
 }
 
 /// A command seen on the bus.
@@ -278,9 +295,34 @@ struct Pending {
     data: bool,
 }
 
+/// What the card's next block turned out to be.
+enum Fetched {
+    Block(Vec<u8>),
+    /// Consumed by the host's tuning engine.
+    Taken,
+    /// A CRC error: the transfer ended.
+    Failed,
+    /// No block: the transfer stalls.
+    Nothing,
+}
+
+/// Where the ADMA2 engine is in its descriptor table.
+#[derive(Debug, Clone, Copy)]
+struct AdmaPos {
+    /// Bus address of the next descriptor.
+    desc: u32,
+    /// Bytes left in the current descriptor, at `addr`.
+    left: usize,
+    addr: u32,
+    /// The current descriptor has the end bit.
+    ended: bool,
+}
+
 /// A data transfer in the controller.
 #[derive(Debug)]
 struct Xfer {
+    /// Moved by the ADMA2 engine.
+    adma: Option<AdmaPos>,
     /// Host to card.
     write: bool,
     multi: bool,
@@ -330,6 +372,13 @@ pub struct State {
     tuning_seen: u32,
     /// Power cycles through the slot.
     pub slot_power_cycles: u32,
+    /// The memory the ADMA2 engine sees.
+    dma: DmaRam,
+    adma_addr: u32,
+    /// ADMA error status (bits 1:0 state, bit 2 length mismatch).
+    adma_err: u32,
+    /// ADMA transfers started.
+    pub dma_transfers: u64,
     reset_until: u64,
     reset_bits: u8,
     stable_at: Option<u64>,
@@ -368,6 +417,11 @@ pub struct SimRegs(Rc<RefCell<State>>);
 /// The virtual clock, for the driver.
 #[derive(Debug)]
 pub struct SimClock(Rc<RefCell<State>>);
+
+/// The memory the simulated ADMA2 engine sees, as the driver's [`DmaMemory`] ([`DmaRam`]).
+pub type SimDma = SimDmaOf<State>;
+
+super::dma_mem::has_dma_ram!(State);
 
 /// The board's side of the slot, for the driver: the external 1.8 V regulator and the card's
 /// power.
@@ -452,6 +506,10 @@ impl Sim {
             v18_since: None,
             tuning_seen: 0,
             slot_power_cycles: 0,
+            dma: DmaRam::new(BUS_BASE),
+            adma_addr: 0,
+            adma_err: 0,
+            dma_transfers: 0,
             reset_until: 0,
             reset_bits: 0,
             stable_at: None,
@@ -485,6 +543,26 @@ impl Sim {
 
     pub fn slot(&self) -> SimSlot {
         SimSlot(self.0.clone())
+    }
+
+    pub fn dma(&self) -> SimDma {
+        SimDmaOf(self.0.clone())
+    }
+
+    /// What the driver asked of the DMA memory, in order.
+    pub fn mem_ops(&self) -> Vec<MemOp> {
+        self.0.borrow().dma.ops.clone()
+    }
+
+    /// ADMA transfers started.
+    pub fn dma_transfers(&self) -> u64 {
+        self.0.borrow().dma_transfers
+    }
+
+    /// Let `us` microseconds pass with no register access (the CPU computing).
+    pub fn pass_us(&self, us: u64) {
+        let mut s = self.0.borrow_mut();
+        s.now_ns += us * 1000;
     }
 
     /// The card signals at 1.8 V.
@@ -906,6 +984,7 @@ impl State {
                     // A write: the buffer is empty, the host may fill it.
                     let multi = self.trnmod & (1 << 5) != 0;
                     self.xfer = Some(Xfer {
+                        adma: None,
                         write: true,
                         multi,
                         auto12: multi && self.trnmod & (1 << 2) != 0,
@@ -921,7 +1000,30 @@ impl State {
                     let multi = self.trnmod & (1 << 5) != 0;
                     let remaining = if multi { self.blkcnt as u32 } else { 1 };
                     let first = self.now_ns + NAC_NS + self.block_ns();
+                    let adma = (self.trnmod & 1 != 0).then(|| {
+                        self.dma_transfers += 1;
+                        self.dma.ops.push(MemOp::Transfer { blocks: remaining });
+                        AdmaPos {
+                            desc: self.adma_addr,
+                            left: 0,
+                            addr: 0,
+                            ended: false,
+                        }
+                    });
+                    let fail = adma.is_some()
+                        && (self.faults.adma_error_always
+                            || self
+                                .faults
+                                .adma_error_at
+                                .contains(&(self.dma_transfers - 1)));
+                    if fail {
+                        // A bus error on the first descriptor fetch.
+                        self.adma_err = 1;
+                        self.set_err(E_ADMA);
+                        return;
+                    }
                     self.xfer = Some(Xfer {
+                        adma,
                         write: false,
                         data: None,
                         multi,
@@ -950,6 +1052,10 @@ impl State {
     fn advance_data(&mut self) {
         let now = self.now_ns;
         let Some(x) = self.xfer.as_mut() else { return };
+        if x.adma.is_some() {
+            self.advance_adma();
+            return;
+        }
         if x.buf.is_some() || x.remaining == 0 {
             return;
         }
@@ -958,80 +1064,25 @@ impl State {
                 return;
             }
             x.next_at = None;
-            if let Some(reg) = self.card.register.take() {
-                // A register block (CMD6's status, CMD19's tuning block); the card is back in
-                // "tran" after it.
-                self.card.state = CardState::Tran;
-                if self.host2 & (1 << 22) != 0 {
-                    // Tuning: the host compares the block itself; nothing to read.
-                    self.xfer = None;
-                    self.dat_inhibit = false;
-                    self.tuning_block_taken();
+            match self.fetch_block(at) {
+                Fetched::Block(data) => {
+                    let x = self.xfer.as_mut().unwrap();
+                    x.buf = Some(data);
+                    x.pos = 0;
                     self.set_norm(N_BRR);
                     return;
                 }
-                let x = self.xfer.as_mut().unwrap();
-                x.buf = Some(reg);
-                x.pos = 0;
-                self.set_norm(N_BRR);
-                return;
-            }
-            // Fetch a block from the card.
-            let clock = self.sd_clock_hz();
-            let card = &mut self.card;
-            let deliver = match card.stream {
-                Some(lba) if !card.dead && lba < card.blocks() => {
-                    let k = self.blocks_sent;
-                    if self.faults.die_after_blocks.is_some_and(|n| k >= n) {
-                        card.dead = true;
-                        None
-                    } else {
-                        self.blocks_sent += 1;
-                        if card.single {
-                            card.state = CardState::Tran;
-                            card.stream = None;
-                        } else {
-                            card.stream = Some(lba + 1);
-                        }
-                        Some((lba, k))
-                    }
-                }
-                _ => None,
-            };
-            match deliver {
-                Some((lba, k)) => {
-                    let too_fast = self.faults.crc_above_hz.is_some_and(|hz| clock > hz);
-                    let untuned = self.untuned();
-                    if untuned {
-                        self.violation(format!(
-                            "block {lba} in access mode {} without a tuned sampling clock",
-                            self.card.access_mode
-                        ));
-                    }
-                    if too_fast
-                        || untuned
-                        || self.faults.bad_lbas.contains(&lba)
-                        || self.faults.data_crc_at.contains(&k)
-                    {
-                        self.set_err(E_DATA_CRC);
-                        // The transfer stops; DAT stays inhibited until SRST_DAT.
-                        self.xfer = None;
-                    } else {
-                        let data = self.card.block(lba);
-                        let x = self.xfer.as_mut().unwrap();
-                        x.buf = Some(data);
-                        x.pos = 0;
-                        self.set_norm(N_BRR);
-                    }
-                    return;
-                }
-                None => {
-                    let x = self.xfer.as_mut().unwrap();
-                    x.stalled_since = Some(at);
-                }
+                Fetched::Taken | Fetched::Failed => return,
+                Fetched::Nothing => {}
             }
         }
-        let x = self.xfer.as_mut().unwrap();
+        self.check_stall(now);
+    }
+
+    /// A transfer waiting for a block that never comes ends in a data timeout after the host's
+    /// limit (never, on a silent host).
+    fn check_stall(&mut self, now: u64) {
+        let Some(x) = self.xfer.as_mut() else { return };
         if let (Some(since), Some(limit), false) =
             (x.stalled_since, self.host.data_timeout_us, self.host.silent)
         {
@@ -1040,6 +1091,162 @@ impl State {
                 self.set_err(E_DATA_TIMEOUT);
             }
         }
+    }
+
+    /// The card's next block of the read transfer, due at `at`: a register block, a data block,
+    /// a CRC error (the transfer ended) or nothing (the transfer stalls from `at`).
+    fn fetch_block(&mut self, at: u64) -> Fetched {
+        if let Some(reg) = self.card.register.take() {
+            // A register block (CMD6's status, CMD19's tuning block); the card is back in
+            // "tran" after it.
+            self.card.state = CardState::Tran;
+            if self.host2 & (1 << 22) != 0 {
+                // Tuning: the host compares the block itself; nothing to read.
+                self.xfer = None;
+                self.dat_inhibit = false;
+                self.tuning_block_taken();
+                self.set_norm(N_BRR);
+                return Fetched::Taken;
+            }
+            return Fetched::Block(reg);
+        }
+        let clock = self.sd_clock_hz();
+        let card = &mut self.card;
+        let deliver = match card.stream {
+            Some(lba) if !card.dead && lba < card.blocks() => {
+                let k = self.blocks_sent;
+                if self.faults.die_after_blocks.is_some_and(|n| k >= n) {
+                    card.dead = true;
+                    None
+                } else {
+                    self.blocks_sent += 1;
+                    if card.single {
+                        card.state = CardState::Tran;
+                        card.stream = None;
+                    } else {
+                        card.stream = Some(lba + 1);
+                    }
+                    Some((lba, k))
+                }
+            }
+            _ => None,
+        };
+        let Some((lba, k)) = deliver else {
+            if let Some(x) = self.xfer.as_mut() {
+                x.stalled_since = Some(at);
+            }
+            return Fetched::Nothing;
+        };
+        let too_fast = self.faults.crc_above_hz.is_some_and(|hz| clock > hz);
+        let untuned = self.untuned();
+        if untuned {
+            self.violation(format!(
+                "block {lba} in access mode {} without a tuned sampling clock",
+                self.card.access_mode
+            ));
+        }
+        if too_fast
+            || untuned
+            || self.faults.bad_lbas.contains(&lba)
+            || self.faults.data_crc_at.contains(&k)
+        {
+            self.set_err(E_DATA_CRC);
+            // The transfer stops; DAT stays inhibited until SRST_DAT.
+            self.xfer = None;
+            return Fetched::Failed;
+        }
+        Fetched::Block(self.card.block(lba))
+    }
+
+    /// The ADMA2 engine: every block due by now goes to memory through the descriptor table,
+    /// one block time after the other (the CPU takes no part); the last ends the transfer.
+    fn advance_adma(&mut self) {
+        let now = self.now_ns;
+        loop {
+            let Some(x) = self.xfer.as_mut() else { return };
+            let Some(at) = x.next_at.filter(|&t| t <= now) else {
+                break;
+            };
+            x.next_at = None;
+            let data = match self.fetch_block(at) {
+                Fetched::Block(d) => d,
+                Fetched::Taken | Fetched::Failed => return,
+                Fetched::Nothing => break,
+            };
+            if let Err(state) = self.adma_store(&data) {
+                // ADMA error: the engine stops; DAT stays inhibited until SRST_DAT.
+                self.adma_err = state;
+                self.set_err(E_ADMA);
+                self.xfer = None;
+                return;
+            }
+            let next = at + self.block_ns();
+            let x = self.xfer.as_mut().unwrap();
+            x.remaining -= 1;
+            if x.remaining > 0 {
+                x.next_at = Some(next);
+                continue;
+            }
+            self.end_read();
+            return;
+        }
+        self.check_stall(now);
+    }
+
+    /// The last block of a read is out: the controller's CMD12 (auto CMD12), DAT free, transfer
+    /// complete.
+    fn end_read(&mut self) {
+        let auto12 = self.xfer.take().is_some_and(|x| x.auto12);
+        if auto12 {
+            self.bus_command(12, 0, true, 0);
+        }
+        self.dat_inhibit = false;
+        self.set_norm(N_TC);
+    }
+
+    /// Store one block at the ADMA engine's place in its table; `Err` = the ADMA error status
+    /// (1 = fetching a descriptor, 3 = transferring; bit 2 = length mismatch).
+    fn adma_store(&mut self, data: &[u8]) -> Result<(), u32> {
+        let mut done = 0;
+        while done < data.len() {
+            let mut st = self.xfer.as_ref().and_then(|x| x.adma).ok_or(1u32)?;
+            if st.left == 0 {
+                if st.ended {
+                    return Err(3 | 4);
+                }
+                let raw = self.dma.bus(st.desc, 8).map(|d| d.to_vec()).ok_or(1u32)?;
+                let attr = u32::from_le_bytes(raw[0..4].try_into().unwrap());
+                let addr = u32::from_le_bytes(raw[4..8].try_into().unwrap());
+                if attr & 1 == 0 || (attr >> 4) & 3 != 0b10 {
+                    self.violation(format!(
+                        "ADMA descriptor at {:#x}: attributes {attr:#x}",
+                        st.desc
+                    ));
+                    return Err(1);
+                }
+                st.left = match attr >> 16 {
+                    0 => 65536,
+                    n => n as usize,
+                };
+                st.addr = addr;
+                st.ended = attr & 2 != 0;
+                st.desc += 8;
+            }
+            let n = (data.len() - done).min(st.left);
+            let Some(mem) = self.dma.bus(st.addr, n) else {
+                self.violation(format!(
+                    "ADMA data at bus {:#x}+{n} outside memory",
+                    st.addr
+                ));
+                return Err(3);
+            };
+            mem.copy_from_slice(&data[done..done + n]);
+            st.addr += n as u32;
+            st.left -= n;
+            done += n;
+            self.xfer.as_mut().unwrap().adma = Some(st);
+        }
+        Ok(())
     }
 
     fn present(&self) -> u32 {
@@ -1119,6 +1326,9 @@ impl State {
             R_HOST2 => self.host2,
             R_CAPS => self.host.caps(),
             R_CAPS1 => self.host.uhs,
+            R_ADMA_ERR => self.adma_err,
+            R_ADMA_ADDR => self.adma_addr,
+            R_ADMA_ADDR_HI => 0,
             R_MAXCURR => 0,
             R_VERSION => (0x99 << 24) | (self.host.version as u32) << 16,
             _ => {
@@ -1144,13 +1354,7 @@ impl State {
             x.buf = None;
             x.remaining -= 1;
             if x.remaining == 0 {
-                let auto12 = x.auto12;
-                self.xfer = None;
-                if auto12 {
-                    self.bus_command(12, 0, true, 0);
-                }
-                self.dat_inhibit = false;
-                self.set_norm(N_TC);
+                self.end_read();
             } else {
                 x.next_at = Some(next_block_at);
             }
@@ -1211,8 +1415,15 @@ impl State {
             self.violation(format!("{name} issued while the DAT line is inhibited"));
             return;
         }
-        if self.trnmod & 1 != 0 {
-            self.violation(format!("{name} with DMA enabled"));
+        if self.trnmod & 1 != 0 && !(self.host.adma && data && self.trnmod & (1 << 4) != 0) {
+            self.violation(format!(
+                "{name} with DMA enabled (only ADMA2 reads are modelled)"
+            ));
+        }
+        if self.trnmod & 1 != 0 && (self.hostctl >> 3) & 3 != 0b10 {
+            self.violation(format!(
+                "{name} with DMA but host control 1 not selecting ADMA2"
+            ));
         }
         if self.sig_en != 0 {
             self.violation(format!(
@@ -1409,6 +1620,9 @@ impl State {
                 self.errint &= self.errint_en;
             }
             R_SIG_EN => self.sig_en = v,
+            R_ADMA_ADDR => self.adma_addr = v,
+            R_ADMA_ADDR_HI if v != 0 => self.violation(format!("ADMA address high word {v:#x}")),
+            R_ADMA_ADDR_HI => {}
             R_HOST2 => {
                 let before = self.io_1v8();
                 if v & (1 << 22) != 0 && self.host2 & (1 << 22) == 0 {

@@ -51,8 +51,10 @@
 //! one, and garbage: RINT, STATUS and IDST read as pseudo-random values.
 #![allow(dead_code)]
 
+pub use super::dma_mem::MemOp;
+use super::dma_mem::{DmaRam, SimDmaOf};
 pub use super::sd_card_sim::*;
-use drivers::sunxi_mmc::{Clock, Config, DmaMemory, NoDma, Regs, SunxiMmc, DMA_ALIGN};
+use drivers::sunxi_mmc::{Clock, Config, DmaMemory, NoDma, Regs, SunxiMmc};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
@@ -204,54 +206,6 @@ struct Xfer {
     buf: Vec<u8>,
 }
 
-/// What the driver asked of the memory ([`SimDma`]'s record).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MemOp {
-    /// `bus_address(addr, len)` and its answer.
-    Map { addr: usize, len: usize, bus: u32 },
-    /// `to_device(addr, len)`: cleaned, the IDMAC now sees the CPU's bytes.
-    Clean { addr: usize, len: usize },
-    /// `from_device(addr, len)`: invalidated, the CPU now sees the memory's bytes.
-    Invalidate { addr: usize, len: usize },
-    /// The IDMAC started a transfer (a data command went out in DMA mode).
-    Transfer { blocks: u32 },
-}
-
-/// A host range the driver got a bus address for, and the memory behind it.
-#[derive(Debug)]
-struct Window {
-    host: usize,
-    bus: u32,
-    mem: Vec<u8>,
-}
-
-/// The memory the IDMAC sees.
-#[derive(Debug, Default)]
-struct DmaRam {
-    windows: Vec<Window>,
-    next_bus: u32,
-    ops: Vec<MemOp>,
-}
-
-impl DmaRam {
-    /// The window and offset holding host bytes `[addr, addr + len)`.
-    fn host(&mut self, addr: usize, len: usize) -> Option<(&mut Window, usize)> {
-        self.windows.iter_mut().find_map(|w| {
-            let off = addr.checked_sub(w.host)?;
-            (off.checked_add(len)? <= w.mem.len()).then_some((w, off))
-        })
-    }
-
-    /// The memory at bus addresses `[bus, bus + len)`.
-    fn bus(&mut self, bus: u32, len: usize) -> Option<&mut [u8]> {
-        self.windows.iter_mut().find_map(|w| {
-            let off = bus.checked_sub(w.bus)? as usize;
-            let end = off.checked_add(len)?;
-            w.mem.get_mut(off..end)
-        })
-    }
-}
-
 /// The whole simulated machine.
 #[derive(Debug)]
 pub struct State {
@@ -308,64 +262,9 @@ pub struct SimRegs {
 pub struct SimClock(Rc<RefCell<State>>);
 
 /// The memory the simulated IDMAC sees, as the driver's [`DmaMemory`] (see the module doc).
-#[derive(Debug)]
-pub struct SimDma(Rc<RefCell<State>>);
+pub type SimDma = SimDmaOf<State>;
 
-impl DmaMemory for SimDma {
-    fn bus_address(&mut self, addr: usize, len: usize) -> Option<u32> {
-        let mut s = self.0.borrow_mut();
-        let ram = &mut s.dma;
-        let bus = match ram.host(addr, len) {
-            Some((w, off)) => w.bus + off as u32,
-            None => {
-                let bus = ram.next_bus;
-                let span = u32::try_from(len.next_multiple_of(1 << 16)).ok()?;
-                ram.next_bus = bus.checked_add(span)?;
-                ram.windows.push(Window {
-                    host: addr,
-                    bus,
-                    mem: vec![0; len],
-                });
-                bus
-            }
-        };
-        ram.ops.push(MemOp::Map { addr, len, bus });
-        Some(bus)
-    }
-
-    fn to_device(&mut self, addr: usize, len: usize) {
-        let mut s = self.0.borrow_mut();
-        s.dma.ops.push(MemOp::Clean { addr, len });
-        match s.dma.host(addr, len) {
-            Some((w, off)) => {
-                // SAFETY: the driver passes bytes of its own memory, inside a range it mapped.
-                let src = unsafe { std::slice::from_raw_parts(addr as *const u8, len) };
-                w.mem[off..off + len].copy_from_slice(src);
-            }
-            None => s.violation(format!("to_device({addr:#x}, {len}) outside mapped memory")),
-        }
-    }
-
-    unsafe fn from_device(&mut self, addr: usize, len: usize) {
-        let mut s = self.0.borrow_mut();
-        s.dma.ops.push(MemOp::Invalidate { addr, len });
-        if addr % DMA_ALIGN != 0 || len % DMA_ALIGN != 0 {
-            s.violation(format!(
-                "from_device({addr:#x}, {len}) not on whole {DMA_ALIGN}-byte cache lines"
-            ));
-        }
-        match s.dma.host(addr, len) {
-            Some((w, off)) => {
-                // SAFETY: the caller's promise: memory it owns and holds no reference into.
-                let dst = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, len) };
-                dst.copy_from_slice(&w.mem[off..off + len]);
-            }
-            None => s.violation(format!(
-                "from_device({addr:#x}, {len}) outside mapped memory"
-            )),
-        }
-    }
-}
+super::dma_mem::has_dma_ram!(State);
 
 impl Regs for SimRegs {
     fn read32(&mut self, off: usize) -> u32 {
@@ -452,10 +351,7 @@ impl Sim {
             dlba: 0,
             idst: 0,
             idie: 0,
-            dma: DmaRam {
-                next_bus: BUS_BASE,
-                ..DmaRam::default()
-            },
+            dma: DmaRam::new(BUS_BASE),
             dma_transfers: 0,
         })))
     }
@@ -480,7 +376,7 @@ impl Sim {
 
     /// The memory the IDMAC sees, for the driver.
     pub fn dma(&self) -> SimDma {
-        SimDma(self.0.clone())
+        SimDmaOf(self.0.clone())
     }
 
     /// What the driver asked of the memory so far.
@@ -499,8 +395,7 @@ impl Sim {
 
     /// The bus address of host address `addr`, if mapped.
     pub fn bus_of(&self, addr: usize) -> Option<u32> {
-        let mut s = self.0.borrow_mut();
-        s.dma.host(addr, 0).map(|(w, off)| w.bus + off as u32)
+        self.0.borrow_mut().dma.bus_of(addr)
     }
 
     pub fn log(&self) -> Vec<BusCmd> {

@@ -1,0 +1,178 @@
+//! The memory a simulated DMA engine sees, apart from the host's: windows of a bus space, one per
+//! host range the driver asked a bus address for (`bus_address`), filled from the host's bytes
+//! on a clean (`to_device`) and copied back to them on an invalidate (`from_device`). A driver
+//! that forgets to clean its descriptors has the engine read stale ones; one that forgets to
+//! invalidate reads stale data. Every call is recorded.
+#![allow(dead_code)]
+
+use drivers::dma::{DmaMemory, DMA_ALIGN};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// A simulator's state that has a [`DmaRam`] and records violations.
+pub trait HasDmaRam {
+    fn ram(&mut self) -> &mut DmaRam;
+    fn violation(&mut self, what: String);
+}
+
+/// [`HasDmaRam`] for a simulator state with a `dma: DmaRam` field and a `violation` method.
+macro_rules! has_dma_ram {
+    ($t:ty) => {
+        impl $crate::dma_mem::HasDmaRam for $t {
+            fn ram(&mut self) -> &mut $crate::dma_mem::DmaRam {
+                &mut self.dma
+            }
+
+            fn violation(&mut self, what: String) {
+                <$t>::violation(self, what)
+            }
+        }
+    };
+}
+pub(crate) use has_dma_ram;
+
+/// The bus memory of a simulator's state `S`, as the driver's [`DmaMemory`].
+#[derive(Debug)]
+pub struct SimDmaOf<S>(pub Rc<RefCell<S>>);
+
+impl<S: HasDmaRam> DmaMemory for SimDmaOf<S> {
+    fn bus_address(&mut self, addr: usize, len: usize) -> Option<u32> {
+        self.0.borrow_mut().ram().map(addr, len)
+    }
+
+    fn to_device(&mut self, addr: usize, len: usize) {
+        let mut s = self.0.borrow_mut();
+        if let Err(v) = s.ram().clean(addr, len) {
+            s.violation(v);
+        }
+    }
+
+    unsafe fn from_device(&mut self, addr: usize, len: usize) {
+        let mut s = self.0.borrow_mut();
+        // SAFETY: the driver's promise, passed on.
+        if let Err(v) = unsafe { s.ram().invalidate(addr, len, DMA_ALIGN) } {
+            s.violation(v);
+        }
+    }
+}
+
+/// What the driver asked of the memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemOp {
+    /// `bus_address(addr, len)` and its answer.
+    Map { addr: usize, len: usize, bus: u32 },
+    /// `to_device(addr, len)`: cleaned, the engine now sees the CPU's bytes.
+    Clean { addr: usize, len: usize },
+    /// `from_device(addr, len)`: invalidated, the CPU now sees the memory's bytes.
+    Invalidate { addr: usize, len: usize },
+    /// The engine started a transfer.
+    Transfer { blocks: u32 },
+}
+
+/// A host range with a bus address, and the memory behind it.
+#[derive(Debug)]
+struct Window {
+    host: usize,
+    bus: u32,
+    mem: Vec<u8>,
+}
+
+/// The bus memory.
+#[derive(Debug)]
+pub struct DmaRam {
+    windows: Vec<Window>,
+    next_bus: u32,
+    pub ops: Vec<MemOp>,
+}
+
+impl DmaRam {
+    /// An empty bus space whose first window starts at `base`.
+    pub fn new(base: u32) -> DmaRam {
+        DmaRam {
+            windows: Vec::new(),
+            next_bus: base,
+            ops: Vec::new(),
+        }
+    }
+
+    /// The window and offset holding host bytes `[addr, addr + len)`.
+    fn host(&mut self, addr: usize, len: usize) -> Option<(&mut Window, usize)> {
+        self.windows.iter_mut().find_map(|w| {
+            let off = addr.checked_sub(w.host)?;
+            (off.checked_add(len)? <= w.mem.len()).then_some((w, off))
+        })
+    }
+
+    /// The bus address of host address `addr`, if mapped.
+    pub fn bus_of(&mut self, addr: usize) -> Option<u32> {
+        self.host(addr, 0).map(|(w, off)| w.bus + off as u32)
+    }
+
+    /// The memory at bus addresses `[bus, bus + len)`.
+    pub fn bus(&mut self, bus: u32, len: usize) -> Option<&mut [u8]> {
+        self.windows.iter_mut().find_map(|w| {
+            let off = bus.checked_sub(w.bus)? as usize;
+            let end = off.checked_add(len)?;
+            w.mem.get_mut(off..end)
+        })
+    }
+
+    /// `bus_address`: the window holding the range, or a new one (64 KiB-aligned in the bus
+    /// space).
+    pub fn map(&mut self, addr: usize, len: usize) -> Option<u32> {
+        let bus = match self.host(addr, len) {
+            Some((w, off)) => w.bus + off as u32,
+            None => {
+                let bus = self.next_bus;
+                let span = u32::try_from(len.next_multiple_of(1 << 16)).ok()?;
+                self.next_bus = bus.checked_add(span)?;
+                self.windows.push(Window {
+                    host: addr,
+                    bus,
+                    mem: vec![0; len],
+                });
+                bus
+            }
+        };
+        self.ops.push(MemOp::Map { addr, len, bus });
+        Some(bus)
+    }
+
+    /// `to_device`: the host's bytes into the window; `Err` names a range never mapped.
+    pub fn clean(&mut self, addr: usize, len: usize) -> Result<(), String> {
+        self.ops.push(MemOp::Clean { addr, len });
+        let (w, off) = self
+            .host(addr, len)
+            .ok_or_else(|| format!("to_device({addr:#x}, {len}) outside mapped memory"))?;
+        // SAFETY: the driver passes bytes of its own memory, inside a range it mapped.
+        let src = unsafe { std::slice::from_raw_parts(addr as *const u8, len) };
+        w.mem[off..off + len].copy_from_slice(src);
+        Ok(())
+    }
+
+    /// `from_device`: the window's bytes back to the host; `Err` names a range not on whole
+    /// `line`-byte cache lines or never mapped.
+    ///
+    /// # Safety
+    /// As the driver's promise: memory it owns and holds no reference into.
+    pub unsafe fn invalidate(
+        &mut self,
+        addr: usize,
+        len: usize,
+        line: usize,
+    ) -> Result<(), String> {
+        self.ops.push(MemOp::Invalidate { addr, len });
+        if !addr.is_multiple_of(line) || !len.is_multiple_of(line) {
+            return Err(format!(
+                "from_device({addr:#x}, {len}) not on whole {line}-byte cache lines"
+            ));
+        }
+        let (w, off) = self
+            .host(addr, len)
+            .ok_or_else(|| format!("from_device({addr:#x}, {len}) outside mapped memory"))?;
+        // SAFETY: the caller's promise.
+        let dst = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, len) };
+        dst.copy_from_slice(&w.mem[off..off + len]);
+        Ok(())
+    }
+}
