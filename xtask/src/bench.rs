@@ -2,8 +2,8 @@
 //! each kernel set and 1 or 4 cores; a markdown table and an SVG bar chart under `results/`.
 
 use crate::{
-    board, build_kernel, card_image, ensure_model, qemu_command, workspace_root, Board, QemuOpts,
-    Settings,
+    board, build_kernel, card_image, cargo, ensure_model, qemu_command, run_quiet, workspace_root,
+    Board, QemuOpts, Settings,
 };
 use std::fmt::Write as _;
 use std::fs;
@@ -706,5 +706,113 @@ pub fn readahead(n: usize) -> Result<String, String> {
     }
     let _ = writeln!(md, "\nUnder -icount the guest clock advances with instructions, and waiting cores spin, so a read the cores wait for costs guest time while one that completes during computation does not. The throttle runs on the host's clock, so 25 MB/s is the host-time rate, not the rate the guest measures.");
     write_results("readahead", &md, None)?;
+    Ok(md)
+}
+
+/// `--only card`: the SD bus per host and mode from the register-level simulators (the
+/// `card_bench` test: bus time per 256 KiB page, register accesses per MB), and the CPU
+/// instructions per MB the kernel spends loading from QEMU's SD hosts under `-icount`, with DMA
+/// and with it compiled out (`LMBOOT_SD_PIO=1`). Writes `results/card.md`.
+pub fn card() -> Result<String, String> {
+    let sim = workspace_root().join("target").join("card-sim.md");
+    let mut c = cargo();
+    c.args([
+        "test",
+        "--release",
+        "-p",
+        "lmboot-tests",
+        "--test",
+        "card_bench",
+        "--",
+        "--ignored",
+    ])
+    .env("LMBOOT_CARD_BENCH", &sim);
+    run_quiet(c, "the card bus benchmark (card_bench)")?;
+    let mut md = fs::read_to_string(&sim).map_err(|e| format!("{}: {e}", sim.display()))?;
+    md.push_str(&card_instructions()?);
+    write_results("card", &md, None)?;
+    Ok(md)
+}
+
+/// Instructions per MB read while loading 16 MiB of the default model, per QEMU SD host, with
+/// and without DMA.
+fn card_instructions() -> Result<String, String> {
+    let model = ensure_model()?;
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "\n## CPU instructions per MB read (QEMU, -icount shift=0, loading 16 MiB)\n"
+    );
+    let _ = writeln!(
+        md,
+        "| board (QEMU machine) | data path | instructions / MB | card line |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|");
+    for (name, pio) in [
+        ("orangepi-h3", false),
+        ("orangepi-h3", true),
+        ("rpi3", false),
+        ("rpi4", false),
+    ] {
+        let b = board(name)?;
+        std::env::set_var("LMBOOT_SD_PIO", if pio { "1" } else { "0" });
+        let kernel = build_kernel(&b, true);
+        std::env::remove_var("LMBOOT_SD_PIO");
+        let kernel = kernel?;
+        let settings = Settings {
+            n: 1,
+            cache: "16M".into(),
+            selftest: Some("panic".into()),
+            ..Default::default()
+        };
+        let img = workspace_root()
+            .join("target")
+            .join(format!("bench-card-{name}-{pio}.img"));
+        card_image(&b, Some(&kernel), &settings, &model, &img)?;
+        let q = QemuOpts {
+            icount: true,
+            ..Default::default()
+        };
+        eprintln!(
+            "xtask: bench: card, {name}{}",
+            if pio { " (PIO build)" } else { "" }
+        );
+        // `selftest = panic` stops right after loading: a non-zero exit is expected.
+        let out = qemu_command(&b, &kernel, &img, &q)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("QEMU: {e}"))?;
+        let uart = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+        let per_mb = uart
+            .lines()
+            .find_map(|l| l.strip_prefix("load: "))
+            .and_then(|l| l.split(", ").nth(1))
+            .and_then(|l| l.split(' ').next())
+            .ok_or_else(|| format!("{name}: no load line in:\n{uart}"))?;
+        let card = uart
+            .lines()
+            .find(|l| l.starts_with("card: SD at"))
+            .unwrap_or("")
+            .rsplit("; ")
+            .next()
+            .unwrap_or("");
+        let machine = b
+            .qemu_args
+            .iter()
+            .skip_while(|a| *a != "-M")
+            .nth(1)
+            .cloned();
+        let _ = writeln!(
+            md,
+            "| {name} ({}) | {} | {per_mb} | {card} |",
+            machine.unwrap_or_default(),
+            if pio {
+                "PIO (DMA compiled out)"
+            } else {
+                "as built"
+            }
+        );
+    }
+    let _ = writeln!(md, "\nQEMU's count is of every core: the others wait (WFE/WFI) while core 0 loads. QEMU's raspi machines model no SDHCI DMA (their capabilities report none), so the Pi rows are programmed I/O; the Pi 4's ADMA2 runs only in the simulator (table above).");
     Ok(md)
 }

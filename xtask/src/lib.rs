@@ -139,13 +139,13 @@ pub fn board(name: &str) -> Result<Board, String> {
     })
 }
 
-fn cargo() -> Command {
+pub(crate) fn cargo() -> Command {
     let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     c.current_dir(workspace_root());
     c
 }
 
-fn run_quiet(mut c: Command, what: &str) -> Result<(), String> {
+pub(crate) fn run_quiet(mut c: Command, what: &str) -> Result<(), String> {
     let out = c.output().map_err(|e| format!("{what}: {e}"))?;
     if !out.status.success() {
         return Err(format!(

@@ -33,7 +33,10 @@ commands:
                   cortex-a55, sifive-x280) beside llama.cpp's loops: results/mca.md (needs LLVM 19;
                   only with --only mca); instructions per token of Gemma-3-270M and
                   Qwen2.5-Coder-0.5B (NEON, SDOT, RVV 256; 1 and 4 cores): results/models.md
-                  [--only instructions|batches|cache|readahead|mca|models]
+                  the SD bus per host and mode (simulators: time per 256 KiB page, register
+                  accesses per MB) and QEMU's instructions per MB read with DMA and PIO:
+                  results/card.md
+                  [--only instructions|batches|cache|readahead|mca|models|card]
   fidelity        the error budget: mean KL from the float64 reference on every golden case with
                   each approximation made exact in turn (lmboot-host --exact): results/fidelity.md
   fuzz            run each fuzz target (gguf, fat, tokenizer, config) with cargo-fuzz on nightly
@@ -844,13 +847,14 @@ fn number<T: std::str::FromStr>(
 }
 
 /// The parts of `cargo xtask bench` (`--only PART`); `mca` runs only when asked for.
-const BENCH_PARTS: [&str; 6] = [
+const BENCH_PARTS: [&str; 7] = [
     "instructions",
     "batches",
     "cache",
     "readahead",
     "mca",
     "models",
+    "card",
 ];
 
 fn bench(args: &[String]) -> Result<i32, String> {
@@ -899,6 +903,10 @@ fn bench(args: &[String]) -> Result<i32, String> {
     if want("models") {
         println!("{}", xtask::bench::models(n.min(4))?);
         eprintln!("xtask: wrote results/models.md");
+    }
+    if want("card") {
+        println!("{}", xtask::bench::card()?);
+        eprintln!("xtask: wrote results/card.md");
     }
     Ok(0)
 }

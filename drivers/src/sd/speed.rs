@@ -81,7 +81,7 @@ impl BusMode {
         matches!(self, BusMode::Sdr104)
     }
 
-    /// The modes above Default Speed, fastest first: the order [`super::raise_speed`] tries them
+    /// The modes above Default Speed, fastest first: the order the shared bring-up tries them
     /// in (DDR50 before SDR50: the same 50 MB/s, without tuning).
     pub const FASTEST_FIRST: [BusMode; 4] = [
         BusMode::Sdr104,

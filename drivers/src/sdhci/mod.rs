@@ -1,7 +1,9 @@
 //! SD host controller (SDHCI) driver: reads SD cards through the Raspberry Pi's Arasan "EMMC"
 //! controller (Pi 3 / Zero 2 W at `0x3F30_0000`, Pi 4 legacy `0xFE30_0000`, where QEMU's raspi3b
 //! and raspi4b attach `-drive if=sd`) and other SDHCI v2/v3 controllers such as the Pi 4's EMMC2.
-//! Reads, and block writes when asked ([`WriteBlocks`]); polled, programmed I/O.
+//! Reads, and block writes when asked ([`WriteBlocks`]); polled; High Speed on every host, UHS-I
+//! (DDR50, SDR50, SDR104) on SDHCI v3 hosts in a slot that switches to 1.8 V ([`Slot`]), ADMA2
+//! reads where the host has it.
 //!
 //! # Design
 //!
@@ -21,14 +23,24 @@
 //!   write: QEMU honours only a single bit). While the SD clock runs at 400 kHz or less, every
 //!   write is followed by a delay of four SD clocks (Linux's sdhci-iproc does the same: the Arasan
 //!   may lose a write that follows another within two SD clocks).
-//! - **Polled, no DMA.** Status is read from INT_STATUS (NORM_INT_STAT | ERR_INT_STAT << 16) with
-//!   the wanted bits enabled in INT_STATUS_ENABLE and all signal enables off; data is read from the
-//!   0x20 data port in 32-bit words when BUFFER_READ_READY is set (written to it when
-//!   BUFFER_WRITE_READY is). DMA is not used: the data goes
-//!   through the CPU anyway (it lands in the page cache and is parsed), DMA would need cache
-//!   maintenance around every transfer (clean/invalidate by VA, bus addresses that differ from
-//!   ARM physical addresses on the Pi), and the legacy controller's SDMA stops at buffer
-//!   boundaries and has board-specific quirks. A later change may add ADMA2 for EMMC2.
+//! - **Polled; ADMA2 where the host has it.** Status is read from INT_STATUS (NORM_INT_STAT |
+//!   ERR_INT_STAT << 16) with the wanted bits enabled in INT_STATUS_ENABLE and all signal enables
+//!   off. On a host whose capabilities report ADMA2 (the Pi 4's EMMC2), given a [`DmaMemory`]
+//!   ([`Sdhci::with_dma`]: the board's bus addresses and cache maintenance), reads go by the
+//!   ADMA2 engine and are queued like virtio-blk's ([`BlockDevice::queue_depth`]
+//!   [`QUEUE_DEPTH`]; the module `adma` says how). Everything else (writes, registers, hosts
+//!   without ADMA2 such as the BCM2835 Arasan, buffers the controller cannot reach and too big
+//!   for the bounce buffer) moves through the 0x20 data port in 32-bit words when
+//!   BUFFER_READ_READY is set (written to it when BUFFER_WRITE_READY is).
+//! - **The Arasan "EMMC" keeps programmed I/O.** It has no DMA of its own; Linux feeds it through
+//!   the BCM2835 system DMA controller (DREQ 11). This driver does not: the runtime gives the
+//!   card a core of its own while the others compute (`io_core`), so the words the CPU moves
+//!   cost that core, not the forward pass. In the simulator's model a 256 KiB page at High Speed
+//!   (41.7 MHz) takes 12.9 ms of bus time and 26.1 ms with the CPU draining the port
+//!   (`cargo xtask bench --only card`); with the I/O core reading ahead, that time hides behind
+//!   compute as long as compute per page is longer. What the system DMA controller would buy is
+//!   that core back for compute (a quarter of a Pi 3's), measured nowhere yet: no QEMU machine
+//!   paces the BCM2835 DMA controller with the SD host's DREQ.
 //! - **A closed command set.** The driver sends only the commands in [`COMMANDS`]: the
 //!   [`READ_ONLY_COMMANDS`] and the two block writes [`WRITE_COMMANDS`] (CMD24/25), which only
 //!   [`WriteBlocks::write_blocks`] sends. The one function that issues commands refuses anything
@@ -64,6 +76,13 @@
 //!    (not on the BCM2835 Arasan: [`Config::high_speed_bit`]) and the fastest divider at or below
 //!    50 MHz (100 MHz / 2 on EMMC2, 250 MHz / 6 = 41.7 MHz on a Pi 3's EMMC). Anything else
 //!    leaves the card at Default Speed with [`CardInfo::speed_note`] saying why.
+//!
+//! UHS-I (see the module `uhs`): on a v3 host reporting 1.8 V with a [`Slot`] that switches the
+//! rail and [`Config::max_bus_mode`] above High Speed, ACMD41 asks for 1.8 V (S18R, XPC); a card
+//! answering S18A gets CMD11 and the host's voltage switch before CMD2; then CMD6 offers SDR50,
+//! SDR104 and DDR50, tried fastest first (DDR50 before SDR50: the same 50 MB/s without tuning),
+//! with host control 2's UHS mode and, for SDR104 (and SDR50 when the capabilities ask), tuning by
+//! CMD19. A failed switch power-cycles the card back to 3.3 V; failed tuning tries the next mode.
 //!
 //! Two CRC errors in a row on one request above Default Speed step the bus down: the mode is
 //! capped one lower for this driver, the card is initialised again and the request gets its tries
@@ -110,8 +129,10 @@
 //!
 //! # Not covered
 //!
-//! UHS-I and 1.8 V signalling, SDUC (CSD v3), 8-bit eMMC, card interrupts,
-//! erase before write (ACMD23), the card's write-protect groups. Board setup belongs to the caller:
+//! SDUC (CSD v3), 8-bit eMMC, card interrupts, erase before write (ACMD23), the card's
+//! write-protect groups, SDMA and 64-bit ADMA2, writes by DMA, the driver-strength and
+//! current-limit function groups of CMD6 (UHS-I runs with the card's defaults), the BCM2835's
+//! other SD host ("sdhost", which Linux uses on the Pi 3 for 50 MHz). Board setup belongs to the caller:
 //! on a Pi 3 / Zero 2 W the card slot must be routed to this controller (GPIO 48-53 to ALT3; the
 //! firmware routes it to SDHOST) and on a Pi the card power and the base clock come from the
 //! firmware mailbox.

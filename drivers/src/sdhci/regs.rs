@@ -140,7 +140,7 @@ pub const HC2_EXECUTE_TUNING: u32 = 1 << 22;
 /// Sampling clock select (host control 2 bit 7): set by the host when tuning succeeded.
 pub const HC2_SAMPLING_CLOCK: u32 = 1 << 23;
 
-/// Present state: the DAT[3:0] line levels (bits 23:20).
+/// Present state: the DAT\[3:0\] line levels (bits 23:20).
 pub const PS_DAT_LEVEL_SHIFT: u32 = 20;
 
 // Capabilities (low word).

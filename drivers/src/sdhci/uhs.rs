@@ -18,7 +18,7 @@ use super::*;
 
 /// Wait after the 1.8 V enable (and the regulator) before the clock runs again.
 pub const SIGNAL_SETTLE_US: u32 = 5_000;
-/// Wait after the clock runs again before DAT[3:0] must be high.
+/// Wait after the clock runs again before DAT\[3:0\] must be high.
 pub const SIGNAL_CLOCK_US: u32 = 1_000;
 /// The card's power is off this long in a power cycle.
 pub const POWER_OFF_US: u32 = 10_000;

@@ -449,6 +449,8 @@ fn load<'s, P: Parallel + ?Sized>(
     out: &mut Out<'_>,
 ) -> Result<Loaded<'s>, RunError> {
     let t_load = (env.clock_ns)();
+    let counter =
+        measure::InstructionCounter::new(env.instructions.map(|(f, b)| (f as &dyn Fn() -> u64, b)));
     let mut last = 0;
     let opts = Options {
         readahead: cfg.readahead,
@@ -458,6 +460,7 @@ fn load<'s, P: Parallel + ?Sized>(
     let page = cfg.page_bytes;
     let mut cache = PageCache::for_ranges(src, capacity, page, opts, wanted, &mut |done, total| {
         tick();
+        counter.sample();
         let pct = (done * 100).checked_div(total).unwrap_or(100);
         if pct >= last + 10 || done == total {
             last = pct;
@@ -472,6 +475,7 @@ fn load<'s, P: Parallel + ?Sized>(
         .map(|r| r.1)
         .sum();
     let load_ns = (env.clock_ns)() - t_load;
+    counter.sample();
     cache.set_clock(env.clock_ns);
     let _ = writeln!(
         out,
@@ -487,6 +491,11 @@ fn load<'s, P: Parallel + ?Sized>(
             n => format!("{n} pages"),
         }
     );
+    let mb = cache.resident_bytes() / 1_000_000;
+    if let (Some(n), true) = (counter.total().filter(|&n| n > 0), mb > 0) {
+        // Under QEMU's -icount the count is of every core; the others wait in WFE/WFI.
+        let _ = writeln!(out, "load: {n} instructions, {} per MB read", n / mb);
+    }
     Ok((cache, load_ns))
 }
 

@@ -379,6 +379,10 @@ pub struct State {
     adma_err: u32,
     /// ADMA transfers started.
     pub dma_transfers: u64,
+    /// Time the bus was busy, by the clock model: command and response bits, the card's access
+    /// time before a read's first block, each block's bits (on 4 lines, both edges in DDR50),
+    /// CRC and start and end bits.
+    pub bus_ns: u64,
     reset_until: u64,
     reset_bits: u8,
     stable_at: Option<u64>,
@@ -401,6 +405,8 @@ pub struct State {
     commands_seen: u64,
     /// Register accesses made outside a pair of barriers (the driver's entry and exit).
     pub unfenced: u64,
+    /// Register accesses (reads and writes), the CPU's share of the work.
+    pub accesses: u64,
     /// Barriers seen; an odd count means inside an operation.
     pub barriers: u64,
 }
@@ -510,6 +516,7 @@ impl Sim {
             adma_addr: 0,
             adma_err: 0,
             dma_transfers: 0,
+            bus_ns: 0,
             reset_until: 0,
             reset_bits: 0,
             stable_at: None,
@@ -528,6 +535,7 @@ impl Sim {
             blocks_received: 0,
             commands_seen: 0,
             unfenced: 0,
+            accesses: 0,
             barriers: 0,
         };
         Sim(Rc::new(RefCell::new(state)))
@@ -552,6 +560,21 @@ impl Sim {
     /// What the driver asked of the DMA memory, in order.
     pub fn mem_ops(&self) -> Vec<MemOp> {
         self.0.borrow().dma.ops.clone()
+    }
+
+    /// Nanoseconds the bus has been busy so far (see [`State::bus_ns`]).
+    pub fn bus_ns(&self) -> u64 {
+        self.0.borrow().bus_ns
+    }
+
+    /// Register accesses so far.
+    pub fn accesses(&self) -> u64 {
+        self.0.borrow().accesses
+    }
+
+    /// Nanoseconds of virtual time so far.
+    pub fn now_ns(&self) -> u64 {
+        self.0.borrow().now_ns
     }
 
     /// ADMA transfers started.
@@ -1000,6 +1023,7 @@ impl State {
                     let multi = self.trnmod & (1 << 5) != 0;
                     let remaining = if multi { self.blkcnt as u32 } else { 1 };
                     let first = self.now_ns + NAC_NS + self.block_ns();
+                    self.bus_ns += NAC_NS;
                     let adma = (self.trnmod & 1 != 0).then(|| {
                         self.dma_transfers += 1;
                         self.dma.ops.push(MemOp::Transfer { blocks: remaining });
@@ -1108,6 +1132,7 @@ impl State {
                 self.set_norm(N_BRR);
                 return Fetched::Taken;
             }
+            self.bus_ns += self.block_ns();
             return Fetched::Block(reg);
         }
         let clock = self.sd_clock_hz();
@@ -1155,6 +1180,7 @@ impl State {
             self.xfer = None;
             return Fetched::Failed;
         }
+        self.bus_ns += self.block_ns();
         Fetched::Block(self.card.block(lba))
     }
 
@@ -1287,6 +1313,7 @@ impl State {
 
     fn read(&mut self, off: usize) -> u32 {
         self.now_ns += ACCESS_NS;
+        self.accesses += 1;
         self.advance();
         self.unfenced += u64::from(self.barriers.is_multiple_of(2));
         if !off.is_multiple_of(4) {
@@ -1377,6 +1404,7 @@ impl State {
             if let Some(Answer::Short(v)) = answer {
                 self.resp[3] = v;
             }
+            self.bus_ns += self.clocks_ns(48 + 2 + 48);
         }
         self.log.push(BusCmd {
             index,
@@ -1533,6 +1561,7 @@ impl State {
             (1, _) => 48 + 2 + 136,
             _ => 48 + 2 + 48,
         };
+        self.bus_ns += self.clocks_ns(clocks);
         self.cmd_inhibit = true;
         if data || rtype == 3 {
             self.dat_inhibit = true;
@@ -1548,6 +1577,7 @@ impl State {
 
     fn write(&mut self, off: usize, v: u32) {
         self.now_ns += ACCESS_NS;
+        self.accesses += 1;
         self.advance();
         self.unfenced += u64::from(self.barriers.is_multiple_of(2));
         if !off.is_multiple_of(4) {

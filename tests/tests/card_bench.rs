@@ -1,0 +1,222 @@
+//! `cargo xtask bench --only card` (ignored by `cargo test`): for each SD host and bus mode, the
+//! time one 256 KiB page takes, from the register-level simulators' clock model (SD clock cycles
+//! per block on 4 lines, both edges in DDR50; command and response bits; the card's access time
+//! before the first block), beside the simulated time of the whole read (which adds the CPU's
+//! register accesses at the model's 200 ns each: with programmed I/O it drains every word), and
+//! the register accesses per MB (the CPU's share: programmed I/O against DMA). The rows marked
+//! "today" are the drivers as they were before the bus modes (Default Speed). Writes the table to
+//! `$LMBOOT_CARD_BENCH` (a file) or prints it.
+//!
+//! What this shows and what it cannot: the bus time follows from the clock, the bus width and
+//! the command overheads the model charges; a real card's access time, a real controller's
+//! FIFO depth and a real CPU's cost per register access differ, and no simulator or QEMU run
+//! shows whether a given board's traces carry 50 MHz. The time per page on hardware can only be
+//! measured on hardware.
+
+mod dma_mem;
+mod sd_card_sim;
+mod sd_sim;
+
+use drivers::block::BlockDevice;
+use drivers::sd::BusMode;
+use drivers::sdhci::{Config, Sdhci};
+use sd_card_sim::read_blocks;
+use sd_sim::{check_no_violations, HostSpec, Sim};
+use std::fmt::Write;
+
+const PAGE_BLOCKS: usize = 512;
+
+/// One row: what it is, and the figures of one page read.
+struct Row {
+    host: &'static str,
+    what: String,
+    bus_ms: f64,
+    sim_ms: f64,
+    commands: usize,
+    accesses_per_mb: f64,
+    mode: BusMode,
+}
+
+/// Read one page (after one read to warm up) and take its figures: synchronously, or queued
+/// (`submit_read`, then `poll_read` every 100 us of computing) when the device queues.
+fn page<D: BlockDevice>(sim: &Sim, sd: &mut D) -> (f64, f64, usize, f64)
+where
+    D::Error: std::fmt::Debug,
+{
+    read_blocks(sd, 7, 8).unwrap();
+    sim.clear_log();
+    let (bus0, t0, a0) = (sim.bus_ns(), sim.now_ns(), sim.accesses());
+    let mut got = vec![0u8; PAGE_BLOCKS * 512 + 64];
+    let at = got.as_ptr().align_offset(64);
+    let buf = &mut got[at..at + PAGE_BLOCKS * 512];
+    if sd.queue_depth() > 0 {
+        // SAFETY: `buf` lives and is untouched until the read is reported below.
+        unsafe { sd.submit_read(4096, buf.as_mut_ptr(), buf.len()) }.unwrap();
+        let done = loop {
+            // The CPU computes for 100 us at a time between polls.
+            sim.pass_us(100);
+            if let Some((_, r)) = sd.poll_read() {
+                break r;
+            }
+        };
+        done.unwrap();
+    } else {
+        sd.read_blocks(4096, buf).unwrap();
+    }
+    assert!(*buf == sim.expected(4096, PAGE_BLOCKS as u64), "page data");
+    check_no_violations(sim);
+    let cmds = sim.log().iter().filter(|c| !c.auto).count();
+    let mb = (PAGE_BLOCKS * 512) as f64 / 1e6;
+    (
+        (sim.bus_ns() - bus0) as f64 / 1e6,
+        (sim.now_ns() - t0) as f64 / 1e6,
+        cmds,
+        (sim.accesses() - a0) as f64 / mb,
+    )
+}
+
+/// The SDHCI rows: the Arasan of the Pi 2 / 3 / Zero 2 W, the Pi 4's EMMC2.
+fn sdhci_rows() -> Vec<Row> {
+    let arasan = HostSpec {
+        no_hispd_bit: true,
+        caps_base_clock: false,
+        ..HostSpec::v3(250_000_000)
+    };
+    let emmc2 = HostSpec {
+        adma: true,
+        ..HostSpec::emmc2()
+    };
+    let uhs_card = sd_card_sim::CardSpec {
+        uhs: true,
+        ..sd_sim::sdhc()
+    };
+    // (host name, host, limit, high-speed bit, ADMA2, label)
+    let cases = [
+        (
+            "Pi 2 / 3 / Zero 2 W (Arasan EMMC, 250 MHz)",
+            arasan,
+            BusMode::DefaultSpeed,
+            false,
+            false,
+            "today: Default Speed, PIO",
+        ),
+        (
+            "Pi 2 / 3 / Zero 2 W (Arasan EMMC, 250 MHz)",
+            arasan,
+            BusMode::HighSpeed,
+            false,
+            false,
+            "High Speed, PIO",
+        ),
+        (
+            "Pi 4 (EMMC2, 100 MHz)",
+            emmc2,
+            BusMode::DefaultSpeed,
+            true,
+            false,
+            "today: Default Speed, PIO",
+        ),
+        (
+            "Pi 4 (EMMC2, 100 MHz)",
+            emmc2,
+            BusMode::HighSpeed,
+            true,
+            false,
+            "High Speed, PIO",
+        ),
+        (
+            "Pi 4 (EMMC2, 100 MHz)",
+            emmc2,
+            BusMode::Ddr50,
+            true,
+            false,
+            "DDR50, PIO",
+        ),
+        (
+            "Pi 4 (EMMC2, 100 MHz)",
+            emmc2,
+            BusMode::HighSpeed,
+            true,
+            true,
+            "High Speed, ADMA2",
+        ),
+        (
+            "Pi 4 (EMMC2, 100 MHz)",
+            emmc2,
+            BusMode::Ddr50,
+            true,
+            true,
+            "DDR50, ADMA2",
+        ),
+    ];
+    let mut rows = Vec::new();
+    for (name, host, limit, hs_bit, adma, label) in cases {
+        let sim = Sim::new(host, uhs_card.clone(), sd_sim::Faults::default());
+        let config = Config {
+            max_bus_mode: limit,
+            high_speed_bit: hs_bit,
+            ..Config::new(host.base_clock_hz)
+        };
+        let figures = if adma {
+            let mut sd =
+                Sdhci::with_dma(sim.regs(), sim.clock(), config, sim.slot(), sim.dma()).unwrap();
+            assert!(sd.dma_active());
+            (page(&sim, &mut sd), sd.info().bus_mode)
+        } else {
+            let mut sd = Sdhci::with_slot(sim.regs(), sim.clock(), config, sim.slot()).unwrap();
+            (page(&sim, &mut sd), sd.info().bus_mode)
+        };
+        let ((bus_ms, sim_ms, commands, accesses_per_mb), mode) = figures;
+        assert_eq!(mode, limit, "{name}: {label}");
+        rows.push(Row {
+            host: name,
+            what: label.to_string(),
+            bus_ms,
+            sim_ms,
+            commands,
+            accesses_per_mb,
+            mode,
+        });
+    }
+    rows
+}
+
+fn table(rows: &[Row]) -> String {
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "# The card bus: one 256 KiB page per host and mode (register-level simulators)\n"
+    );
+    let _ = writeln!(md, "| host | mode, data path | bus time / page (ms) | vs today | simulated read (ms) | read commands / page | register accesses / MB |");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
+    let mut today = 0.0;
+    for r in rows {
+        if r.what.starts_with("today") {
+            today = r.bus_ms;
+        }
+        let _ = writeln!(
+            md,
+            "| {} | {} ({}) | {:.2} | {:.3}x | {:.2} | {} | {:.0} |",
+            r.host,
+            r.what,
+            r.mode,
+            r.bus_ms,
+            r.bus_ms / today,
+            r.sim_ms,
+            r.commands,
+            r.accesses_per_mb
+        );
+    }
+    md
+}
+
+#[test]
+#[ignore = "a benchmark: cargo xtask bench --only card"]
+fn card_bus_time_per_page() {
+    let rows = sdhci_rows();
+    let md = table(&rows);
+    match std::env::var_os("LMBOOT_CARD_BENCH") {
+        Some(path) => std::fs::write(path, &md).unwrap(),
+        None => println!("{md}"),
+    }
+}
