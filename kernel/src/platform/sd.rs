@@ -100,12 +100,16 @@ impl Slot for PiSlot {
             .is_ok()
     }
 
+    /// The firmware's power tag for the SD card (as Circle powers it) and the expander's card
+    /// power line (as Linux's `sd_vcc_reg` switches it), off, then on.
     fn power_cycle(&mut self, off_us: u32) {
         // A firmware that refuses leaves the power as it was; the identification that follows
         // says whether the card answers.
+        let _ = self.0.power_off(SD_POWER_DEVICE);
         let _ = self.0.set_firmware_gpio(SD_POWER_GPIO, 0);
         super::time::wait_us(off_us);
         let _ = self.0.set_firmware_gpio(SD_POWER_GPIO, 1);
+        let _ = self.0.power_on(SD_POWER_DEVICE);
         super::time::wait_us(SD_VOLTAGE_SETTLE_US);
     }
 }
