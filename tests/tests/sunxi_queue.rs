@@ -433,6 +433,40 @@ fn a_missing_invalidate_shows_as_stale_data() {
 }
 
 #[test]
+fn garbage_status_during_queued_reads_gives_errors_not_hangs() {
+    for seed in 1..20u64 {
+        let (sim, mut sd) = hardware();
+        sim.set_faults(Faults {
+            garbage: Some(seed * 0x9E37_79B9),
+            ..Faults::default()
+        });
+        let t0 = sim.now_us();
+        // Each submit is queued, done or refused (a failed re-initialisation leaves a card of no
+        // blocks); every queued one is reported.
+        let mut bufs = Vec::new();
+        let mut want = Vec::new();
+        for (lba, blocks, misalign) in [(10, 64, 0), (500, 200, 8), (900, 8, 0)] {
+            let mut buf = TestBuf::new(blocks * 512, misalign);
+            // SAFETY: the buffer lives (in `bufs`) until every queued tag is polled.
+            if let Ok(Submitted::Queued(t)) = unsafe { sd.submit_read(lba, buf.ptr(), buf.len()) } {
+                want.push(t);
+            }
+            bufs.push(buf);
+        }
+        let mut tags: Vec<_> = poll_all(&mut sd, want.len()).iter().map(|g| g.0).collect();
+        tags.sort();
+        want.sort();
+        assert_eq!(tags, want, "seed {seed}");
+        assert!(sim.now_us() - t0 < 120_000_000, "seed {seed}");
+        // And the driver recovers once the registers make sense again.
+        sim.set_faults(Faults::default());
+        sd.reinit().unwrap();
+        let reads = queue_reads(&mut sd, [(10, 64, 0), (500, 200, 8)]);
+        all_land(&sim, &mut sd, &reads);
+    }
+}
+
+#[test]
 fn without_dma_reads_are_synchronous() {
     let (sim, mut sd) = start(HostSpec::qemu(), sdhc(), Faults::default(), Config::new());
     assert_eq!(sd.queue_depth(), 0);

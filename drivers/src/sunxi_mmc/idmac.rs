@@ -14,9 +14,9 @@ use super::{
 };
 use crate::sd::{self, Failure, READ};
 
-/// Time allowed per block of a DMA read on top of [`BLOCK_TIMEOUT_US`], at least: a card slower
-/// than 0.5 MB/s is taken for a stuck one (four times the block's time on the bus, when that is
-/// longer, at a slow data clock).
+/// The least time a DMA read is given per block, on top of [`BLOCK_TIMEOUT_US`] (four times the
+/// block's time on the bus when that is longer, at a slow data clock): a card slower than
+/// 0.5 MB/s is taken for a stuck one.
 pub const DMA_BLOCK_US: u64 = 1_000;
 
 /// A DMA read command under way: its blocks, where they go, and when they must be there.
@@ -174,7 +174,8 @@ impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
             return Some(Ok(()));
         };
         let now = self.clock.now_us();
-        (now >= c.deadline_us).then(|| Err(Host::timeout(self, wait, now - c.started_us)))
+        let waited = now.saturating_sub(c.started_us);
+        (now >= c.deadline_us).then(|| Err(Host::timeout(self, wait, waited)))
     }
 
     /// Wait for `c` to end ([`SunxiMmc::dma_check`]): bounded by its deadline and, in case the
