@@ -463,6 +463,7 @@ fn garbage_status_during_queued_reads_gives_errors_not_hangs() {
         sd.reinit().unwrap();
         let reads = queue_reads(&mut sd, [(10, 64, 0), (500, 200, 8)]);
         all_land(&sim, &mut sd, &reads);
+        check_no_violations(&sim);
     }
 }
 
