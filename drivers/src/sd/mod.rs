@@ -1057,41 +1057,6 @@ macro_rules! host_fields {
 }
 pub(crate) use host_fields;
 
-/// [`BlockDevice`](crate::block::BlockDevice) and [`WriteBlocks`](crate::block::WriteBlocks) for
-/// driver `$t<R, C>` (or `$t<R, C, G>` with `G: $bound`, when given) with fields `info` and
-/// `config.max_blocks_per_command` and methods `read_once` / `write_once` (one command with its
-/// data): the requests of [`read_request`] and [`write_request`].
-macro_rules! block_device {
-    ($t:ident $(, $g:ident: $bound:path)?) => {
-        impl<R: Regs, C: Clock $(, $g: $bound)?> BlockDevice for $t<R, C $(, $g)?> {
-            type Error = SdError;
-
-            fn num_blocks(&self) -> u64 {
-                self.info.blocks
-            }
-
-            /// Read whole blocks: checked against the capacity, split into commands of at most
-            /// `Config::max_blocks_per_command` blocks, each tried up to `Config::tries` times.
-            fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), SdError> {
-                let per = self.config.max_blocks_per_command;
-                $crate::sd::read_request(self, lba, buf, per, Self::read_once)
-            }
-        }
-
-        impl<R: Regs, C: Clock $(, $g: $bound)?> WriteBlocks for $t<R, C $(, $g)?> {
-            /// Write whole blocks: checked against the capacity and the card's write protection
-            /// (nothing is sent to a protected card), split into commands of at most
-            /// `Config::max_blocks_per_command` blocks, each tried up to `Config::tries` times
-            /// and finished only when the card has programmed it (synchronous).
-            fn write_blocks(&mut self, lba: u64, buf: &[u8]) -> Result<(), SdError> {
-                let per = self.config.max_blocks_per_command;
-                $crate::sd::write_request(self, lba, buf, per, Self::write_once)
-            }
-        }
-    };
-}
-pub(crate) use block_device;
-
 /// The public accessors every driver has alike (`reinit`, `info`, `config`, `stats`), over its
 /// fields `info`, `config` (of type `$config`) and `stats` (`$stats`): used inside the driver's
 /// inherent `impl`.

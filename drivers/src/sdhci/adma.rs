@@ -26,7 +26,7 @@ use core::sync::atomic::{compiler_fence, Ordering};
 
 use super::*;
 use crate::dma::{DmaMemory, DMA_ALIGN};
-use crate::sd::queue::{DmaReads, Queued, ReadQueue};
+use crate::sd::queue::{DmaCmd, DmaReads, ReadQueue};
 
 /// Bytes one descriptor moves at most (a power of two below the 16-bit length field's 65536).
 pub const ADMA_DESC_BYTES: usize = 32 << 10;
@@ -123,146 +123,100 @@ impl Drop for AdmaArea {
     }
 }
 
-/// Where one transfer's data land: its CPU address, bus address and length (whole cache lines),
-/// and whether it is the bounce buffer.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Target {
-    cpu: usize,
-    bus: u32,
-    span: usize,
-    bounced: bool,
-}
-
 impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> Sdhci<R, C, S, D> {
-    /// Where a read of `len` bytes into `buf` goes by DMA, if it can.
-    fn target(&mut self, buf: *mut u8, len: usize) -> Option<Target> {
+    /// The next command of at most `len` bytes into `dst`: straight into it when it is whole
+    /// cache lines the controller reaches, up to [`ADMA_MAX_BYTES`]; else through the bounce
+    /// buffer, up to [`ADMA_BOUNCE_BYTES`]; never above `max_blocks_per_command`. Returns the
+    /// engine's bus address, the CPU address it writes, and the bytes.
+    fn plan(&mut self, dst: usize, len: usize) -> Option<(u32, usize, usize)> {
         let area = self.area.as_ref()?;
-        if len == 0 || len > ADMA_MAX_BYTES {
-            return None;
-        }
-        let cpu = buf as usize;
-        if cpu.is_multiple_of(DMA_ALIGN) && len.is_multiple_of(DMA_ALIGN) {
-            let bus = self.dma.bus_address(cpu, len);
-            if let Some(bus) = bus.filter(|b| b.is_multiple_of(4)) {
-                if bus.checked_add(len as u32 - 1).is_some() {
-                    let (bounced, span) = (false, len);
-                    return Some(Target {
-                        cpu,
-                        bus,
-                        span,
-                        bounced,
-                    });
-                }
+        let (bounce, bounce_bus) = (area.bounce(), area.bus + TABLE_BYTES as u32);
+        let per = self.config.max_blocks_per_command.max(1) as usize * BLOCK_SIZE;
+        let direct = len.min(ADMA_MAX_BYTES).min(per);
+        if dst.is_multiple_of(DMA_ALIGN) && direct.is_multiple_of(DMA_ALIGN) && direct > 0 {
+            let bus = self.dma.bus_address(dst, direct);
+            let fits = |b: &u32| b.is_multiple_of(4) && b.checked_add(direct as u32 - 1).is_some();
+            if let Some(bus) = bus.filter(fits) {
+                return Some((bus, dst, direct));
             }
         }
-        (len <= ADMA_BOUNCE_BYTES).then(|| Target {
-            cpu: area.bounce(),
-            bus: area.bus + TABLE_BYTES as u32,
-            span: len.next_multiple_of(DMA_ALIGN),
-            bounced: true,
-        })
+        Some((bounce_bus, bounce, len.min(ADMA_BOUNCE_BYTES).min(per)))
     }
 
-    /// Set up the table and caches for `t` and issue the read of `blocks` at `lba`.
-    fn start_adma(&mut self, t: Target, lba: u64, blocks: u32) -> Result<(), Failure> {
-        let Some(area) = self.area.as_mut() else {
-            return Err(Failure {
-                cmd: READ.command(blocks).cmd,
-                lba,
-                cause: Cause::Unsupported { what: "ADMA2" },
-            });
+    /// Deadline for a read of `blocks`: the card's access time, then 1 ms a block (a card
+    /// slower than 0.5 MB/s is taken for a stuck one).
+    fn adma_timeout_us(blocks: u32) -> u64 {
+        BLOCK_TIMEOUT_US.saturating_add(1_000u64.saturating_mul(blocks as u64))
+    }
+
+    /// [`DmaReads::start_read`]: the table written and cleaned, the destination invalidated,
+    /// ADMA_ADDRESS and host control 1's DMA select set, the command issued with DMA.
+    fn start_adma(&mut self, lba: u64, dst: usize, len: usize) -> Result<DmaCmd, Failure> {
+        let no_dma = |blocks: u32| Failure {
+            cmd: READ.command(blocks).cmd,
+            lba,
+            cause: Cause::Unsupported { what: "ADMA2" },
         };
-        let table_len = area.write_table(t.bus, blocks as usize * BLOCK_SIZE);
+        let (bus, target, bytes) = self.plan(dst, len).ok_or_else(|| no_dma(1))?;
+        let blocks = (bytes / BLOCK_SIZE) as u32;
+        let now = self.clock.now_us();
+        let timeout = Self::adma_timeout_us(blocks);
+        let c = DmaCmd::new(lba, dst, target, bytes, now, timeout);
+        let area = self.area.as_mut().ok_or_else(|| no_dma(blocks))?;
+        let table_len = area.write_table(bus, bytes);
         let (table, table_bus) = (area.table(), area.bus);
         self.dma.to_device(table, table_len);
-        // SAFETY: whole cache lines (`span`, aligned start) of a buffer this transfer owns: the
-        // bounce buffer, or the caller's, lent to the device until it is reported.
-        unsafe { self.dma.from_device(t.cpu, t.span) };
+        // SAFETY: whole cache lines (an aligned start, whole blocks) of a buffer this transfer
+        // owns: the bounce buffer, or the caller's, lent to the device until it is reported.
+        unsafe { self.dma.from_device(c.target, bytes) };
         self.write(ADMA_ADDRESS, table_bus);
         self.write(ADMA_ADDRESS_HI, 0);
         let hc = self.regs.read32(HOST_CONTROL) & 0xFFFF & !HC_DMA_SELECT_MASK;
         self.write(HOST_CONTROL, hc | HC_DMA_ADMA2_32);
-        self.dma_target = Some(t);
         sd::begin_transfer_with(self, &READ, lba, blocks, true)?;
-        Ok(())
+        Ok(c)
     }
 
-    /// Transfer complete (Ok), an error (the lines reset), or not yet (None; a timeout once
-    /// `started_us` is `deadline_us` ago).
-    fn check_adma(
-        &mut self,
-        lba: u64,
-        blocks: u32,
-        started_us: u64,
-    ) -> Option<Result<(), Failure>> {
-        let fail = |cause| Failure {
-            cmd: READ.command(blocks).cmd,
-            lba,
-            cause,
-        };
+    /// [`DmaReads::check_read`]: transfer complete, an error (with the ADMA error status), the
+    /// deadline passed, or `None`. Never waits.
+    fn check_adma(&mut self, c: &DmaCmd) -> Option<Result<(), Cause>> {
         let s = self.regs.read32(INT_STATUS);
         let err = (s >> 16) as u16;
         if err != 0 || s & INT_ERROR != 0 {
-            let cause = self.error_cause(err);
-            self.reset_after(cause, true);
-            self.dma_target = None;
-            return Some(Err(fail(cause)));
+            return Some(Err(self.error_cause(err)));
         }
         if s & INT_TRANSFER_COMPLETE != 0 {
             self.write(INT_STATUS, INT_TRANSFER_COMPLETE);
             return Some(Ok(()));
         }
-        let deadline = BLOCK_TIMEOUT_US.saturating_mul(blocks as u64);
-        let waited = self.clock.now_us().saturating_sub(started_us);
-        if waited >= deadline {
-            let cause = self.timeout(Wait::TransferComplete, waited);
+        let now = self.clock.now_us();
+        let waited = now.saturating_sub(c.started_us);
+        (now >= c.deadline_us).then(|| Err(self.timeout(Wait::TransferComplete, waited)))
+    }
+
+    /// [`DmaReads::complete_read`]: on success the destination invalidated again (lines the CPU
+    /// may have fetched meanwhile) and, bounced, copied out; CMD12 from the driver when auto
+    /// CMD12 is off; the counters. On failure the lines reset.
+    fn complete_adma(&mut self, c: &DmaCmd, r: Result<(), Cause>) -> Result<(), Failure> {
+        if let Err(cause) = r {
             self.reset_after(cause, true);
-            self.dma_target = None;
-            return Some(Err(fail(cause)));
+            return Err(c.failure(cause));
         }
-        None
-    }
-
-    /// After a transfer into `dst` (`len` bytes): the caches, the copy out of the bounce buffer.
-    fn finish_adma(&mut self, dst: *mut u8, len: usize) {
-        let Some(t) = self.dma_target.take() else {
-            return;
-        };
         // SAFETY: as in `start_adma`: whole cache lines of a buffer the transfer owned.
-        unsafe { self.dma.from_device(t.cpu, t.span) };
-        if t.bounced {
+        unsafe { self.dma.from_device(c.target, c.bytes()) };
+        if c.bounced() {
             if let Some(area) = self.area.as_ref() {
-                area.copy_out(dst, len);
+                area.copy_out(c.dst as *mut u8, c.bytes());
             }
         }
+        // The engine's writes are not the compiler's: no read of the buffer may move above here.
         compiler_fence(Ordering::SeqCst);
+        if c.blocks > 1 && !self.config.auto_cmd12 {
+            sd::stop(self, c.lba + c.blocks as u64 - 1)?;
+        }
         self.stats.dma_transfers += 1;
-        self.stats.blocks_read += (len / BLOCK_SIZE) as u64;
-    }
-
-    /// One read command by ADMA2 when `buf` can go that way (`None`: use PIO), waiting for it.
-    pub(super) fn read_once_adma(
-        &mut self,
-        start: u64,
-        buf: &mut [u8],
-    ) -> Option<Result<(), Failure>> {
-        let (ptr, len) = (buf.as_mut_ptr(), buf.len());
-        let t = self.target(ptr, len)?;
-        let blocks = (len / BLOCK_SIZE) as u32;
-        let begun = self.clock.now_us();
-        if let Err(f) = self.start_adma(t, start, blocks) {
-            self.dma_target = None;
-            return Some(Err(f));
-        }
-        loop {
-            match self.check_adma(start, blocks, begun) {
-                None => continue,
-                Some(Ok(())) => break,
-                Some(Err(f)) => return Some(Err(f)),
-            }
-        }
-        self.finish_adma(ptr, len);
-        Some(Ok(()))
+        self.stats.blocks_read += c.blocks as u64;
+        Ok(())
     }
 
     /// Do reads go by ADMA2?
@@ -276,34 +230,26 @@ impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> DmaReads for Sdhci<R, C, S, D> {
         &mut self.queue
     }
 
-    fn dma_fits(&mut self, r: &Queued) -> bool {
-        self.target(r.buf, r.len).is_some()
+    fn dma_on(&self) -> bool {
+        self.area.is_some()
     }
 
-    fn dma_start(&mut self, r: &Queued) -> Result<(), Failure> {
-        let blocks = (r.len / BLOCK_SIZE) as u32;
-        let Some(t) = self.target(r.buf, r.len) else {
-            return Err(Failure {
-                cmd: READ.command(blocks).cmd,
-                lba: r.lba,
-                cause: Cause::Unsupported {
-                    what: "reach this buffer by DMA",
-                },
-            });
-        };
-        let started = self.start_adma(t, r.lba, blocks);
-        if started.is_err() {
-            self.dma_target = None;
-        }
-        started
+    fn start_read(&mut self, lba: u64, dst: usize, len: usize) -> Result<DmaCmd, Failure> {
+        self.start_adma(lba, dst, len)
     }
 
-    fn dma_check(&mut self, r: &Queued, started_us: u64) -> Option<Result<(), Failure>> {
-        self.check_adma(r.lba, (r.len / BLOCK_SIZE) as u32, started_us)
+    const WAIT: Wait = Wait::TransferComplete;
+
+    fn check_read(&mut self, c: &DmaCmd) -> Option<Result<(), Cause>> {
+        self.check_adma(c)
     }
 
-    fn dma_finish(&mut self, r: &Queued) {
-        self.finish_adma(r.buf, r.len);
+    fn complete_read(&mut self, c: &DmaCmd, r: Result<(), Cause>) -> Result<(), Failure> {
+        self.complete_adma(c, r)
+    }
+
+    fn read_once(&mut self, start: u64, buf: &mut [u8]) -> Result<(), Failure> {
+        Sdhci::read_once(self, start, buf)
     }
 
     fn read_now(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), SdError> {

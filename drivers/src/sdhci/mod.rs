@@ -162,7 +162,7 @@ pub use uhs::{NoSlot, Slot, POWER_OFF_US, SIGNAL_CLOCK_US, SIGNAL_SETTLE_US, TUN
 
 use core::fmt;
 
-use crate::block::{BlockDevice, Submitted, WriteBlocks, BLOCK_SIZE};
+use crate::block::{BlockDevice, WriteBlocks, BLOCK_SIZE};
 pub use crate::mmio::{Mmio, Regs};
 use crate::sd::{self, Command, Direction, Failure, Host, Resp, SpeedCap, Xfer, READ, WRITE};
 use regs::*;
@@ -331,8 +331,6 @@ pub struct Sdhci<R: Regs, C: Clock, S: Slot = NoSlot, D: DmaMemory = NoDma> {
     dma: D,
     /// The ADMA2 table and bounce buffer; `None`: PIO only.
     area: Option<adma::AdmaArea>,
-    /// Where the running ADMA2 transfer writes.
-    dma_target: Option<adma::Target>,
     queue: sd::queue::ReadQueue,
     config: Config,
     info: CardInfo,
@@ -386,7 +384,6 @@ impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> Sdhci<R, C, S, D> {
             slot,
             dma,
             area: None,
-            dma_target: None,
             queue: sd::queue::ReadQueue::new(),
             config,
             default_hz: DATA_CLOCK_MAX_HZ,
@@ -711,8 +708,8 @@ impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> Sdhci<R, C, S, D> {
     /// One read command for `buf.len() / 512` (1..=65535) blocks from `start`: by ADMA2 when the
     /// buffer can go that way, else through the data port.
     fn read_once(&mut self, start: u64, buf: &mut [u8]) -> Result<(), Failure> {
-        if let Some(r) = self.read_once_adma(start, buf) {
-            return r;
+        if self.area.is_some() {
+            return sd::queue::read_once_dma(self, start, buf);
         }
         let blocks = (buf.len() / BLOCK_SIZE) as u32;
         let last = self.transfer(&READ, start, blocks, |sd, i| {
@@ -922,62 +919,4 @@ impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> Host for Sdhci<R, C, S, D> {
     }
 }
 
-impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> BlockDevice for Sdhci<R, C, S, D> {
-    type Error = SdError;
-
-    fn num_blocks(&self) -> u64 {
-        self.info.blocks
-    }
-
-    /// Read whole blocks: queued reads first finished, then checked against the capacity,
-    /// split into commands of at most `Config::max_blocks_per_command` blocks (by ADMA2 where
-    /// it can), each tried up to `Config::tries` times.
-    fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), SdError> {
-        sd::queue::drain(self);
-        let per = self.config.max_blocks_per_command;
-        sd::read_request(self, lba, buf, per, Self::read_once)
-    }
-
-    /// [`QUEUE_DEPTH`] with ADMA2, else 0 (reads are synchronous).
-    fn queue_depth(&self) -> usize {
-        if self.area.is_some() {
-            QUEUE_DEPTH
-        } else {
-            0
-        }
-    }
-
-    /// With ADMA2, queue the read (its data land while the caller goes on); else read now.
-    unsafe fn submit_read(
-        &mut self,
-        lba: u64,
-        buf: *mut u8,
-        len: usize,
-    ) -> Result<Submitted, SdError> {
-        if self.area.is_none() {
-            // SAFETY: the caller guarantees `buf` is valid for `len` bytes of writes.
-            let b = unsafe { core::slice::from_raw_parts_mut(buf, len) };
-            self.read_blocks(lba, b)?;
-            return Ok(Submitted::Done);
-        }
-        // SAFETY: the caller's guarantee for `buf`, passed on.
-        sd::fenced(self, |sd| unsafe { sd::queue::submit(sd, lba, buf, len) })
-    }
-
-    fn poll_read(&mut self) -> Option<(u16, Result<(), SdError>)> {
-        self.area.as_ref()?;
-        sd::fenced(self, sd::queue::poll)
-    }
-}
-
-impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> WriteBlocks for Sdhci<R, C, S, D> {
-    /// Write whole blocks (queued reads first finished): checked against the capacity and the
-    /// card's write protection (nothing is sent to a protected card), split into commands of at
-    /// most `Config::max_blocks_per_command` blocks, each tried up to `Config::tries` times and
-    /// finished only when the card has programmed it (synchronous).
-    fn write_blocks(&mut self, lba: u64, buf: &[u8]) -> Result<(), SdError> {
-        sd::queue::drain(self);
-        let per = self.config.max_blocks_per_command;
-        sd::write_request(self, lba, buf, per, Self::write_once)
-    }
-}
+sd::queue::queued_block_device!(Sdhci, S: Slot, D: DmaMemory);

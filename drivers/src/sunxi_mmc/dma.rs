@@ -1,6 +1,6 @@
 //! The memory side of the DMA read path: the [`DmaMemory`] hook the platform supplies (cache
 //! maintenance and bus addresses; the driver has no architecture code) and the driver's own DMA
-//! area, one heap allocation holding the IDMAC's descriptor chain and the bounce buffer it fills.
+//! area, one heap allocation holding the IDMAC's descriptor chain and the bounce buffer.
 //!
 //! The area is allocated once, aligned to [`DMA_ALIGN`] and made of whole cache lines: the
 //! descriptors in the first lines, the bounce buffer after them, so invalidating the buffer never
@@ -8,6 +8,10 @@
 //! move between requests; its bus address is taken once, when it is allocated. The CPU reaches it
 //! only through raw pointers (volatile stores for the descriptors, a copy out of the buffer after
 //! the transfer), never through a reference the controller's writes could invalidate.
+//!
+//! A chain points either into the bounce buffer or straight into the caller's buffer (whole cache
+//! lines with a bus address, see [`DmaMemory::from_device`]): [`DMA_DESCRIPTORS`] descriptors of
+//! [`DMA_DESC_BYTES`] cover [`DMA_MAX_BYTES`], the most one command moves.
 
 use alloc::alloc::{alloc_zeroed, dealloc, Layout};
 use core::ptr::NonNull;
@@ -15,18 +19,29 @@ use core::sync::atomic::{compiler_fence, Ordering};
 
 use super::regs::desc;
 
-/// Cache line size the DMA area and every [`DmaMemory::from_device`] range are aligned to (the
-/// Cortex-A7's 64 bytes; a multiple of smaller lines).
+/// Cache line size the DMA area, a buffer the IDMAC writes directly and every
+/// [`DmaMemory::from_device`] range are aligned to (the Cortex-A7's 64 bytes; a multiple of
+/// smaller lines).
 pub const DMA_ALIGN: usize = 64;
-/// Bytes of the bounce buffer: the most one DMA read command moves (128 blocks).
+/// Bytes of the bounce buffer: the most one DMA read command moves when the caller's buffer cannot
+/// take the data directly (128 blocks).
 pub const DMA_BUFFER_BYTES: usize = 64 << 10;
 /// Blocks of the bounce buffer.
 pub const DMA_BUFFER_BLOCKS: u16 = (DMA_BUFFER_BYTES / crate::block::BLOCK_SIZE) as u16;
-/// Bytes of one descriptor's buffer: 4 KiB fits every variant's size field (13 bits on the A10,
-/// 16 on the H3) without the "0 means the maximum" case.
+/// The most one DMA read command moves straight into the caller's buffer: 1 MiB, the largest
+/// request the page cache makes (a page, or an extent piece of one).
+pub const DMA_MAX_BYTES: usize = 1 << 20;
+/// Blocks of [`DMA_MAX_BYTES`].
+pub const DMA_MAX_BLOCKS: u16 = (DMA_MAX_BYTES / crate::block::BLOCK_SIZE) as u16;
+/// Bytes of one descriptor's buffer. The size field is 16 bits on the H3 (Linux binds its MMC0 as
+/// `sun7i-a20-mmc`, `idma_des_size_bits = 16`; QEMU's model takes up to 64 KiB) but 13 bits on the
+/// A10, and its value 0 means "the maximum" to Linux and QEMU where Allwinner's manual says
+/// "skip this buffer". 4 KiB is far below every limit and never 0: 256 descriptors (4 KiB of
+/// chain, allocated once) cover 1 MiB, and the IDMAC fetches one 16-byte descriptor per 4 KiB of
+/// data, a cost lost in the card's transfer time.
 pub const DMA_DESC_BYTES: usize = 4096;
-/// Descriptors the bounce buffer needs.
-pub const DMA_DESCRIPTORS: usize = DMA_BUFFER_BYTES / DMA_DESC_BYTES;
+/// Descriptors of the chain: enough for [`DMA_MAX_BYTES`].
+pub const DMA_DESCRIPTORS: usize = DMA_MAX_BYTES / DMA_DESC_BYTES;
 /// Bytes of the descriptor chain, in whole cache lines.
 const DESC_AREA: usize = (DMA_DESCRIPTORS * desc::SIZE).next_multiple_of(DMA_ALIGN);
 /// Bytes of the whole area.
@@ -40,8 +55,9 @@ pub trait DmaMemory {
     const ENABLED: bool = true;
 
     /// The bus address the controller uses for the CPU's `[addr, addr + len)`, contiguous; `None`
-    /// if the controller cannot reach all of it (then the driver stays on PIO). Identity on the
-    /// H3. Called once, for the whole DMA area.
+    /// if the controller cannot reach all of it. Identity on the H3. Called once for the driver's
+    /// DMA area (`None`: the driver stays on PIO), and for each read command that could go
+    /// straight into the caller's buffer (`None`: that command goes through the bounce buffer).
     fn bus_address(&mut self, addr: usize, len: usize) -> Option<u32>;
 
     /// The CPU wrote `[addr, addr + len)` and the controller is about to read it: clean (write
@@ -49,13 +65,17 @@ pub trait DmaMemory {
     fn to_device(&mut self, addr: usize, len: usize);
 
     /// The controller writes (or wrote) `[addr, addr + len)`: invalidate the data cache over it,
-    /// discarding what the CPU has cached, so the CPU reads memory. Called for the bounce buffer
-    /// before each transfer (no dirty line may be written back over the controller's data) and
-    /// after it (drop lines fetched in between).
+    /// discarding what the CPU has cached, so the CPU reads memory. Called for the destination of
+    /// each transfer (the bounce buffer, or the caller's buffer) before it (no dirty line may be
+    /// written back over the controller's data) and after it (drop lines fetched in between).
     ///
     /// # Safety
-    /// The driver calls it only on whole cache lines ([`DMA_ALIGN`]) of its own DMA area, which no
-    /// reference points into; an implementation may rely on that.
+    /// The driver calls it only on whole cache lines ([`DMA_ALIGN`]: start and length) of memory
+    /// it holds exclusively and that no live reference is read or written through while the
+    /// controller writes it: its own DMA area, or the caller's buffer of a read while the driver
+    /// holds it for the transfer (a `&mut [u8]` given to `read_blocks`, or the buffer of a
+    /// `submit_read` not yet reported). An implementation may rely on that: discarding the lines
+    /// loses nothing anyone else wrote.
     unsafe fn from_device(&mut self, addr: usize, len: usize);
 }
 
@@ -81,6 +101,9 @@ pub(super) struct DmaArea {
     ptr: NonNull<u8>,
     /// The bus address of `ptr`.
     bus: u32,
+    /// A chain is handed to the IDMAC and not yet taken back: if the driver is dropped now, the
+    /// area is leaked rather than freed, since the IDMAC may still read it.
+    pub busy: bool,
 }
 
 // SAFETY: the area is memory the driver owns alone; nothing in it is tied to a thread.
@@ -98,10 +121,13 @@ impl DmaArea {
         // SAFETY: the layout has a non-zero size.
         let ptr = NonNull::new(unsafe { alloc_zeroed(Self::layout()) })?;
         // Freed by its drop if the controller cannot reach it.
-        let mut area = DmaArea { ptr, bus: 0 };
+        let mut area = DmaArea {
+            ptr,
+            bus: 0,
+            busy: false,
+        };
         area.bus = mem.bus_address(area.desc_addr(), AREA_BYTES)?;
-        let fits = area.bus % 4 == 0 && area.bus.checked_add(AREA_BYTES as u32 - 1).is_some();
-        fits.then_some(area)
+        bus_range_fits(area.bus, AREA_BYTES).then_some(area)
     }
 
     /// CPU address of the first descriptor.
@@ -119,12 +145,18 @@ impl DmaArea {
         self.desc_addr() + DESC_AREA
     }
 
-    /// Write the chain for a transfer of `bytes` (1..=[`DMA_BUFFER_BYTES`]) into the bounce
-    /// buffer: [`DMA_DESC_BYTES`] per descriptor, each owned by the IDMAC, chained, the first
-    /// marked first, the last marked last with its completion status on. Returns the bytes of
-    /// the chain written, to clean.
-    pub fn write_chain(&mut self, bytes: usize) -> usize {
-        let bytes = bytes.clamp(1, DMA_BUFFER_BYTES);
+    /// Bus address of the bounce buffer.
+    pub fn buffer_bus(&self) -> u32 {
+        self.bus + DESC_AREA as u32
+    }
+
+    /// Write the chain for a transfer of `bytes` (1..=[`DMA_MAX_BYTES`]) to bus address `target`
+    /// (the bounce buffer's, or the caller's buffer's: contiguous, `bytes` long):
+    /// [`DMA_DESC_BYTES`] per descriptor, each owned by the IDMAC, chained, the first marked
+    /// first, the last marked last with its completion status on. Returns the bytes of the chain
+    /// written, to clean.
+    pub fn write_chain(&mut self, target: u32, bytes: usize) -> usize {
+        let bytes = bytes.clamp(1, DMA_MAX_BYTES);
         let n = bytes.div_ceil(DMA_DESC_BYTES);
         let base = self.ptr.as_ptr().cast::<u32>();
         for i in 0..n {
@@ -139,7 +171,7 @@ impl DmaArea {
                 desc::DISABLE_INT
             };
             let size = (bytes - i * DMA_DESC_BYTES).min(DMA_DESC_BYTES);
-            let buffer = self.bus + (DESC_AREA + i * DMA_DESC_BYTES) as u32;
+            let buffer = target.wrapping_add((i * DMA_DESC_BYTES) as u32);
             let next = if last {
                 0
             } else {
@@ -154,23 +186,34 @@ impl DmaArea {
         n * desc::SIZE
     }
 
-    /// Copy the first `dst.len()` (at most [`DMA_BUFFER_BYTES`]) bytes of the bounce buffer out,
+    /// Copy the first `len` (at most [`DMA_BUFFER_BYTES`]) bytes of the bounce buffer to `dst`,
     /// after the transfer and the invalidate.
-    pub fn copy_out(&self, dst: &mut [u8]) {
-        let len = dst.len().min(DMA_BUFFER_BYTES);
+    ///
+    /// # Safety
+    /// `dst` must be valid for `len` bytes of writes and not overlap the area.
+    pub unsafe fn copy_out(&self, dst: *mut u8, len: usize) {
+        let len = len.min(DMA_BUFFER_BYTES);
         // The controller's writes are not the compiler's: no read of the buffer may move above
         // the waits for the end of the transfer.
         compiler_fence(Ordering::SeqCst);
-        // SAFETY: `len` bytes from the buffer's start stay inside the area; `dst` is another
-        // allocation (the caller's), and the area is never borrowed.
-        unsafe {
-            core::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(DESC_AREA), dst.as_mut_ptr(), len)
-        };
+        // SAFETY: `len` bytes from the buffer's start stay inside the area, which is never
+        // borrowed; the caller guarantees `dst`.
+        unsafe { core::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(DESC_AREA), dst, len) };
     }
+}
+
+/// Can the IDMAC take `len` bytes from bus address `bus`: word-aligned, below 4 GiB to the end?
+pub(super) fn bus_range_fits(bus: u32, len: usize) -> bool {
+    let last = u32::try_from(len.max(1) - 1).ok();
+    bus.is_multiple_of(4) && last.is_some_and(|l| bus.checked_add(l).is_some())
 }
 
 impl Drop for DmaArea {
     fn drop(&mut self) {
+        if self.busy {
+            // The IDMAC may still fetch descriptors from it: never hand the memory back.
+            return;
+        }
         // SAFETY: allocated in `new` with this layout, freed once.
         unsafe { dealloc(self.ptr.as_ptr(), Self::layout()) };
     }

@@ -2,7 +2,9 @@
 //! (Orange Pi Zero, One, PC: MMC0 at [`MMC0_BASE`], the card slot; QEMU's `-M orangepi-pc`
 //! attaches `-drive if=sd` there). Reads, and block writes when asked ([`WriteBlocks`]); polled.
 //! Data moves by programmed I/O through the FIFO, or, for reads when a [`DmaMemory`] is given
-//! ([`SunxiMmc::init_dma`]), through the controller's internal DMA controller (IDMAC).
+//! ([`SunxiMmc::init_dma`]), through the controller's internal DMA controller (IDMAC): a page
+//! in one command straight into the caller's buffer, and queued ([`BlockDevice::submit_read`])
+//! so the IDMAC moves it while the cores compute.
 //!
 //! # Design
 //!
@@ -88,29 +90,49 @@
 //!
 //! With a [`DmaMemory`] (the platform's bus addresses and cache maintenance: the driver has no
 //! architecture code; [`NoDma`] is the FIFO path), the driver allocates once a
-//! [`DMA_ALIGN`]-aligned area of whole cache lines: [`DMA_DESCRIPTORS`] descriptors, then a
-//! [`DMA_BUFFER_BYTES`] bounce buffer, so the caller's buffer may sit anywhere. A command then
-//! moves at most [`DMA_BUFFER_BLOCKS`] blocks (`max_blocks_per_command` is capped to that). If the
-//! area cannot be allocated or has no 32-bit bus address, reads stay on PIO
-//! ([`SunxiMmc::dma_active`]). A read command:
+//! [`DMA_ALIGN`]-aligned area of whole cache lines: [`DMA_DESCRIPTORS`] descriptors of
+//! [`DMA_DESC_BYTES`] (4 KiB: below the 16-bit size field of the H3 and the 13-bit one of the
+//! A10, and never the value 0 that Linux and QEMU read as "the maximum"; see [`DMA_DESC_BYTES`]),
+//! enough for [`DMA_MAX_BYTES`] (1 MiB, the largest request of the page cache), then a
+//! [`DMA_BUFFER_BYTES`] bounce buffer. If the area cannot be allocated or has no 32-bit bus
+//! address, reads stay on PIO ([`SunxiMmc::dma_active`]).
 //!
-//! 1. The chain: a descriptor per [`DMA_DESC_BYTES`] of the transfer (config OWN | CHAIN, FIRST on
-//!    the first, LAST and end of ring on the last, "disable interrupt" on the others; the buffer
+//! Where a command's data go: straight into the caller's buffer when its start is a whole cache
+//! line ([`DMA_ALIGN`]; its length, whole blocks, always is) and [`DmaMemory::bus_address`] gives
+//! the command's part of it a 32-bit bus address. Then a read of up to 1 MiB is one command
+//! (`max_blocks_per_command` defaults to [`DEFAULT_MAX_BLOCKS_PER_COMMAND`] = 2048 blocks): a
+//! 256 KiB page is one CMD18 with auto stop. Otherwise through the bounce buffer, a command per
+//! [`DMA_BUFFER_BYTES`] and a copy. A read command:
+//!
+//! 1. The chain: a descriptor per 4 KiB of the destination (config OWN | CHAIN, FIRST on the
+//!    first, LAST and end of ring on the last, "disable interrupt" on the others; the buffer
 //!    size; the buffer's bus address; the next descriptor's), cleaned with
-//!    [`DmaMemory::to_device`]; the bounce buffer invalidated ([`DmaMemory::from_device`]) so no
+//!    [`DmaMemory::to_device`]; the destination invalidated ([`DmaMemory::from_device`]) so no
 //!    dirty line lands on what the controller writes.
 //! 2. GCTRL = DMA enable ("access by AHB" clear) with a DMA reset, waited for; DMAC soft reset;
 //!    IDST cleared; IDIE receive interrupt (the interrupt stays off at GCTRL); DLBA = the chain;
 //!    DMAC = fixed burst | IDMAC on (Linux's `sunxi_mmc_start_dma`).
-//! 3. The command as for PIO (CMD17, or CMD18 with auto stop), then IDST receive interrupt (IDST
-//!    error bits are [`Cause::Idmac`], RINT's [`Cause::Rint`]), then RINT data over (and auto
-//!    command done), each with a deadline of [`BLOCK_TIMEOUT_US`] per block.
-//! 4. IDST cleared, the IDMAC off, GCTRL back to "access by AHB" with a DMA reset; the bounce
-//!    buffer invalidated again and copied out.
+//! 3. The command as for PIO (CMD17, or CMD18 with auto stop), its R1 checked.
+//! 4. The end: IDST receive interrupt (IDST error bits are [`Cause::Idmac`], RINT's
+//!    [`Cause::Rint`]) and RINT data over (and auto command done), before a deadline of
+//!    [`BLOCK_TIMEOUT_US`] plus, per block, [`DMA_BLOCK_US`] or four times its time on the bus.
+//! 5. IDST cleared, the IDMAC off, GCTRL back to "access by AHB" with a DMA reset; the
+//!    destination invalidated again (and the bounce buffer copied out).
 //!
 //! Any failure resets the controller (the IDMAC with it: GCTRL DMA reset, DMAC soft reset) and
 //! names the command's first LBA; the shared retries and recovery follow, as for PIO. Writes stay
 //! on PIO (they are rare: the prompt cache), as does everything during initialisation.
+//!
+//! Queued reads: with DMA, [`BlockDevice::queue_depth`] is [`QUEUE_DEPTH`]. `submit_read` checks
+//! the request and starts its command at once if the controller is idle, else keeps it in a
+//! fixed array of [`QUEUE_SLOTS`] (all taken: the request is read at once, after the queue);
+//! `poll_read` never waits: a command that has ended is finished (steps 4 and 5) and the next
+//! started, and a finished request reported with its tag. A failed command resets the controller
+//! and the rest of its request is read at once through the shared retries (the failed command
+//! counting as the first try); `read_blocks` and `write_blocks` first let every queued read end,
+//! keeping the outcomes for `poll_read`. The runtime then needs no I/O core for the card. Drop
+//! the driver only once every tag is reported: a driver dropped with a command running leaks its
+//! DMA area rather than free memory the IDMAC may still read.
 //!
 //! # What QEMU's model does differently from hardware
 //!
@@ -126,26 +148,33 @@
 //! and ignored; QEMU's H3 CCU model is a plain register file (PLL lock bits excepted), which the
 //! driver's CCU writes land in harmlessly. Its IDMAC moves a whole transfer when CMD is written
 //! (IDST and RINT data over are set before the driver first looks), ignores DMAC (its soft reset
-//! bit reads back as written) and takes descriptors of up to 64 KiB.
+//! bit reads back as written) and takes descriptors of up to 64 KiB. So under QEMU a queued read
+//! has ended by the time `submit_read` returns, and `poll_read` reports it at once; on hardware
+//! the data take their time on the bus (about 21 us per block at 50 MHz on 4 lines, 11 ms for a
+//! 256 KiB page) while the cores compute.
 //!
 //! # Not covered
 //!
-//! UHS-I, 1.8 V, eMMC and 8-bit buses,
-//! DMA writes, DMA straight into the caller's buffer, interrupts, SDUC, erase, the card's write-protect groups. Pin muxing (PF0-PF5 to
-//! function 2) and card power are the board's: U-Boot has done both on a real board, QEMU needs
-//! neither.
+//! UHS-I, 1.8 V, eMMC and 8-bit buses, DMA writes, interrupts (the queue is polled), several
+//! commands in flight at once (the controller runs one; the others wait in the queue), DMA into a
+//! buffer that is not cache-line aligned (it is bounced), SDUC, erase, the card's write-protect
+//! groups. Pin muxing (PF0-PF5 to function 2) and card power are the board's: U-Boot has done both
+//! on a real board, QEMU needs neither.
 //!
 //! # Barriers
 //!
-//! [`SunxiMmc::init`], [`BlockDevice::read_blocks`] and [`WriteBlocks::write_blocks`] call
-//! [`Regs::barrier`] on the controller before their first register access and after their last
-//! (see [`crate::mmio`]).
+//! [`SunxiMmc::init`], [`BlockDevice::read_blocks`], [`WriteBlocks::write_blocks`],
+//! [`BlockDevice::submit_read`] and [`BlockDevice::poll_read`] (when they touch the controller)
+//! call [`Regs::barrier`] on the controller before their first register access and after their
+//! last (see [`crate::mmio`]).
 
 mod dma;
+mod idmac;
 pub mod regs;
 
 use crate::block::{BlockDevice, WriteBlocks, BLOCK_SIZE};
 pub use crate::mmio::{Mmio, Regs};
+pub use crate::sd::queue::{QUEUE_DEPTH, SLOTS as QUEUE_SLOTS};
 use crate::sd::{self, Command, Direction, Failure, Host, Resp, SpeedCap, Xfer, READ, WRITE};
 pub use crate::sd::{
     BusMode, CardInfo, Cause, Clock, Cmd, HostKind, SdError, SpeedNote, Step, Wait, WriteProtect,
@@ -155,8 +184,9 @@ pub use crate::sd::{
 use dma::DmaArea;
 pub use dma::{
     DmaMemory, NoDma, DMA_ALIGN, DMA_BUFFER_BLOCKS, DMA_BUFFER_BYTES, DMA_DESCRIPTORS,
-    DMA_DESC_BYTES,
+    DMA_DESC_BYTES, DMA_MAX_BLOCKS, DMA_MAX_BYTES,
 };
+pub use idmac::DMA_BLOCK_US;
 use regs::*;
 
 /// MMC0 (the card slot) on the H3 / H2+.
@@ -185,8 +215,9 @@ pub const WRITE_TIMEOUT_US: u64 = 750_000;
 pub const POWER_UP_US: u32 = 1_000;
 /// Time the controller is held in reset in the CCU.
 pub const CCU_RESET_US: u32 = 10;
-/// Default limit of blocks per read or write command.
-pub const DEFAULT_MAX_BLOCKS_PER_COMMAND: u16 = 1024;
+/// Default limit of blocks per read or write command: 1 MiB, the largest request the page cache
+/// makes, in one command.
+pub const DEFAULT_MAX_BLOCKS_PER_COMMAND: u16 = DMA_MAX_BLOCKS;
 /// The data clock by default: OSC24M undivided.
 pub const DEFAULT_DATA_CLOCK_HZ: u32 = 24_000_000;
 /// TIMEOUT: data timeout 0xFFFFFF card clocks, response timeout 0x40 (Linux's value).
@@ -380,6 +411,10 @@ pub struct Stats {
     pub clock_updates: u64,
     /// Read commands whose data the IDMAC moved.
     pub dma_transfers: u64,
+    /// Of those, the commands whose data went through the bounce buffer.
+    pub bounce_transfers: u64,
+    /// Reads taken into the queue ([`BlockDevice::submit_read`] answered `Queued`).
+    pub queued_reads: u64,
 }
 
 /// The SD card behind an Allwinner SD/MMC controller, as a [`BlockDevice`]; reads through the
@@ -396,6 +431,8 @@ pub struct SunxiMmc<R: Regs, C: Clock, D: DmaMemory = NoDma> {
     dma: D,
     /// The descriptors and bounce buffer; `None`: PIO only.
     area: Option<DmaArea>,
+    /// Queued reads (with DMA).
+    queue: crate::sd::queue::ReadQueue,
 }
 
 impl<R: Regs, C: Clock> SunxiMmc<R, C> {
@@ -420,7 +457,8 @@ impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
     }
 
     /// [`SunxiMmc::init_dma`] with explicit settings. With DMA, a command moves at most
-    /// [`DMA_BUFFER_BLOCKS`] blocks (`max_blocks_per_command` is capped to that).
+    /// [`DMA_MAX_BLOCKS`] blocks straight into the caller's buffer, [`DMA_BUFFER_BLOCKS`] through
+    /// the bounce buffer (`max_blocks_per_command` is capped to the first).
     pub fn with_config_dma(
         regs: R,
         ccu: Option<R>,
@@ -434,7 +472,7 @@ impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
             None
         };
         if area.is_some() {
-            config.max_blocks_per_command = config.max_blocks_per_command.min(DMA_BUFFER_BLOCKS);
+            config.max_blocks_per_command = config.max_blocks_per_command.min(DMA_MAX_BLOCKS);
         }
         let mut sd = SunxiMmc {
             regs,
@@ -446,6 +484,7 @@ impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
             stats: Stats::default(),
             dma,
             area,
+            queue: crate::sd::queue::ReadQueue::new(),
         };
         sd.reinit()?;
         Ok(sd)
@@ -466,7 +505,10 @@ impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
         &mut self.clock
     }
 
-    pub fn into_parts(self) -> (R, Option<R>, C) {
+    /// The registers and clock back, once every queued read has ended (their outcomes are
+    /// dropped: poll them first to see them).
+    pub fn into_parts(mut self) -> (R, Option<R>, C) {
+        sd::queue::drain(&mut self);
         (self.regs, self.ccu, self.clock)
     }
 
@@ -545,7 +587,9 @@ impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
         self.regs.write32(DMAC, 0);
         self.regs.write32(IDST, IDST_ALL);
         self.regs.write32(IDIE, 0);
-        if self.area.is_some() {
+        if let Some(area) = self.area.as_mut() {
+            // The IDMAC is reset: it reads no descriptor any more.
+            area.busy = false;
             self.regs.write32(FTRGLEVEL, FTRGLEVEL_DMA);
         }
         self.regs.write32(IMASK, 0);
@@ -725,10 +769,7 @@ impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
 
     /// The end of a transfer: RINT data over (and auto command done with auto stop), cleared.
     fn wait_data_over(&mut self, blocks: u32, timeout_us: u64) -> Result<(), Cause> {
-        let mut want = RINT_DATA_OVER;
-        if blocks > 1 && self.config.auto_stop {
-            want |= RINT_AUTO_COMMAND_DONE;
-        }
+        let want = self.data_over_bits(blocks);
         self.wait_rint(want, timeout_us, Wait::TransferComplete)?;
         self.regs.write32(RINT, u32::MAX);
         Ok(())
@@ -799,107 +840,12 @@ impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
         Ok(lba)
     }
 
-    /// Before a DMA read of `bytes` (at most the bounce buffer): the descriptor chain written and
-    /// cleaned, the buffer invalidated, GCTRL in DMA mode with a DMA reset, the IDMAC reset and
-    /// started on the chain.
-    fn start_dma(&mut self, bytes: usize) -> Result<(), Cause> {
-        let Some(area) = self.area.as_mut() else {
-            return Ok(());
-        };
-        let chain = area.write_chain(bytes);
-        let (desc, buffer, dlba) = (area.desc_addr(), area.buffer_addr(), area.desc_bus());
-        self.dma.to_device(desc, chain);
-        // SAFETY: whole cache lines of the bounce buffer (its start is aligned), which is ours.
-        unsafe {
-            self.dma
-                .from_device(buffer, bytes.next_multiple_of(DMA_ALIGN))
-        };
-        self.gctrl_reset(GCTRL_DMA_ENABLE, GCTRL_DMA_RESET)?;
-        self.regs.write32(DMAC, DMAC_SOFT_RESET);
-        self.regs.write32(IDST, IDST_ALL);
-        self.regs.write32(IDIE, IDST_RX_INT);
-        self.regs.write32(DLBA, dlba);
-        self.regs.write32(DMAC, DMAC_FIXED_BURST | DMAC_IDMA_ON);
-        Ok(())
-    }
-
-    /// Wait for the IDMAC to have written the last buffer (IDST receive interrupt), watching IDST
-    /// and RINT for errors.
-    fn wait_dma(&mut self, timeout_us: u64) -> Result<(), Cause> {
-        self.poll(timeout_us, Wait::DmaDone, |r| {
-            let rint = r.read32(RINT);
-            if rint & RINT_ERRORS != 0 {
-                return Some(Err(Cause::Rint { rint }));
-            }
-            let idst = r.read32(IDST);
-            if idst & IDST_ERRORS != 0 {
-                return Some(Err(Cause::Idmac { idst, rint }));
-            }
-            (idst & IDST_RX_INT != 0).then_some(Ok(()))
-        })
-    }
-
-    /// After a DMA read: the IDMAC stopped and its status cleared, GCTRL back in PIO mode with a
-    /// DMA reset.
-    fn stop_dma(&mut self) -> Result<(), Cause> {
-        self.regs.write32(IDST, IDST_ALL);
-        self.regs.write32(IDIE, 0);
-        self.regs.write32(DMAC, 0);
-        self.gctrl_reset(GCTRL_ACCESS_BY_AHB, GCTRL_DMA_RESET)
-    }
-
-    /// One read command through the IDMAC for the blocks of `buf` (at most the bounce buffer) at
-    /// `start`: the chain and the IDMAC set up, the command, the IDMAC's receive interrupt, data
-    /// over, the IDMAC stopped, the buffer invalidated and copied out; CMD12 from the driver when
-    /// auto stop is off. A failure resets the controller (the IDMAC with it) and names `start`:
-    /// which block failed is not known.
-    fn read_once_dma(&mut self, start: u64, buf: &mut [u8]) -> Result<(), Failure> {
-        // max_blocks_per_command is capped to the bounce buffer.
-        debug_assert!(buf.len() <= DMA_BUFFER_BYTES);
-        let blocks = (buf.len() / BLOCK_SIZE) as u32;
-        let cmd = READ.command(blocks).cmd;
-        let fail = |cause| Failure {
-            cmd,
-            lba: start,
-            cause,
-        };
-        if let Err(cause) = self.start_dma(buf.len()) {
-            self.reset_after_error();
-            return Err(fail(cause));
-        }
-        sd::begin_transfer(self, &READ, start, blocks)?;
-        let timeout = BLOCK_TIMEOUT_US.saturating_mul(blocks as u64);
-        let r = self
-            .wait_dma(timeout)
-            .and_then(|()| self.wait_data_over(blocks, timeout))
-            .and_then(|()| self.stop_dma());
-        if let Err(cause) = r {
-            self.reset_after_error();
-            return Err(fail(cause));
-        }
-        if let Some(area) = self.area.as_ref() {
-            let buffer = area.buffer_addr();
-            // SAFETY: whole cache lines of the bounce buffer, which is ours.
-            unsafe {
-                self.dma
-                    .from_device(buffer, buf.len().next_multiple_of(DMA_ALIGN))
-            };
-            area.copy_out(buf);
-        }
-        let last = start + blocks as u64 - 1;
-        if blocks > 1 && !self.config.auto_stop {
-            sd::stop(self, last)?;
-        }
-        self.stats.dma_transfers += 1;
-        self.stats.blocks_read += blocks as u64;
-        Ok(())
-    }
-
-    /// One read command for the `buf.len() / 512` blocks of `buf` from `start`: through the IDMAC
-    /// when DMA is on, else through the FIFO.
+    /// Read the `buf.len() / 512` blocks of `buf` from `start`: through the IDMAC when DMA is on
+    /// (one command straight into `buf` when it can take the data, else as many as the bounce
+    /// buffer needs), else one command through the FIFO.
     fn read_once(&mut self, start: u64, buf: &mut [u8]) -> Result<(), Failure> {
         if self.area.is_some() {
-            return self.read_once_dma(start, buf);
+            return sd::queue::read_once_dma(self, start, buf);
         }
         let blocks = (buf.len() / BLOCK_SIZE) as u32;
         self.transfer(&READ, start, blocks, |sd, i| {
@@ -1050,7 +996,54 @@ impl<R: Regs, C: Clock, D: DmaMemory> Host for SunxiMmc<R, C, D> {
     }
 }
 
-sd::block_device!(SunxiMmc, D: DmaMemory);
+// Reads synchronous or queued (with DMA, see `crate::sd::queue`); writes synchronous through
+// the FIFO. A synchronous request first lets every queued read end.
+sd::queue::queued_block_device!(SunxiMmc, D: DmaMemory);
+
+impl<R: Regs, C: Clock, D: DmaMemory> sd::queue::DmaReads for SunxiMmc<R, C, D> {
+    fn queue(&mut self) -> &mut sd::queue::ReadQueue {
+        &mut self.queue
+    }
+
+    fn dma_on(&self) -> bool {
+        self.area.is_some()
+    }
+
+    fn start_read(
+        &mut self,
+        lba: u64,
+        dst: usize,
+        len: usize,
+    ) -> Result<sd::queue::DmaCmd, Failure> {
+        self.start_dma_read(lba, dst, len)
+    }
+
+    const WAIT: Wait = Wait::DmaDone;
+
+    fn check_read(&mut self, c: &sd::queue::DmaCmd) -> Option<Result<(), Cause>> {
+        self.dma_check(c)
+    }
+
+    fn complete_read(
+        &mut self,
+        c: &sd::queue::DmaCmd,
+        r: Result<(), Cause>,
+    ) -> Result<(), Failure> {
+        self.complete_dma_read(c, r)
+    }
+
+    fn read_once(&mut self, start: u64, buf: &mut [u8]) -> Result<(), Failure> {
+        SunxiMmc::read_once(self, start, buf)
+    }
+
+    fn read_now(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), SdError> {
+        SunxiMmc::read_now(self, lba, buf)
+    }
+
+    fn note_queued(&mut self) {
+        self.stats.queued_reads += 1;
+    }
+}
 
 #[cfg(test)]
 mod tests {

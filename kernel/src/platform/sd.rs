@@ -118,8 +118,9 @@ pub type SunxiCard = SunxiMmc<Mmio, TimerClock, CpuDma>;
 
 /// RAM as the Allwinner SD/MMC host's IDMAC sees it: bus addresses are physical ones, which the
 /// identity map makes the CPU's (RAM sits below 4 GiB on the H3), and the data cache is not
-/// coherent with the controller, so the driver's descriptors are cleaned and its bounce buffer
-/// invalidated by address.
+/// coherent with the controller, so the driver's descriptors are cleaned, and the destination of
+/// each read (its bounce buffer, or the caller's cache-aligned buffer the IDMAC fills directly:
+/// a page of the page cache) is invalidated by address before and after the transfer.
 #[derive(Debug)]
 pub struct CpuDma;
 
@@ -143,7 +144,8 @@ impl sunxi_mmc::DmaMemory for CpuDma {
 
     unsafe fn from_device(&mut self, addr: usize, len: usize) {
         // SAFETY: the driver's promise (DmaMemory::from_device): whole cache lines of its own DMA
-        // area, which nothing references.
+        // area or of a read's destination it holds exclusively, which nothing reads or writes
+        // meanwhile; discarding their lines loses no one's data.
         unsafe { Cpu::dcache_invalidate(addr, len) }
     }
 }
@@ -233,8 +235,8 @@ pub fn open(mb: &mut Mailbox) -> Result<(Card, BusMode), String> {
 }
 
 /// Bring up the Allwinner SD/MMC host at the board's base (the card slot), clocked from the 24 MHz
-/// oscillator through the board's clock controller; reads through its IDMAC (the card line says
-/// "IDMA", or "PIO" if the driver could not use it), writes through its FIFO.
+/// oscillator through the board's clock controller; reads through its IDMAC, queued (the card
+/// line says "IDMA", or "PIO" if the driver could not use it), writes through its FIFO.
 pub fn open_sunxi() -> Result<SunxiCard, String> {
     let base = board::BLOCK_BASES[0];
     // SAFETY: the board's SD/MMC host and clock controller, device-mapped, used only by this

@@ -20,7 +20,6 @@
 //!
 //! Counters record hits, misses, bytes read, refills, pages read ahead, and stall time.
 
-use alloc::boxed::Box;
 use alloc::string::ToString;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -30,6 +29,7 @@ use inference::fit::{self, TooLarge};
 use inference::storage::{check_range, Storage, StorageError};
 use pinned::Pinned;
 
+mod aligned;
 mod pinned;
 
 #[cfg(feature = "std")]
@@ -71,6 +71,9 @@ struct Window<F> {
     src: F,
     /// `slots * page` bytes. A raw allocation, not a `Vec`: the device writes into loading slots
     /// while the cache reads others, so no reference ever spans more than one ready slot.
+    /// Owns the slots' memory (its start is `mem`), page-aligned for the card's DMA; freed
+    /// after `Drop` has let the reads in flight end.
+    _slots: aligned::AlignedBuf,
     mem: *mut u8,
     mem_len: usize,
     /// Page index held by each slot.
@@ -277,10 +280,6 @@ impl<F: FileSource> Drop for PageCache<F> {
                 }
                 None => core::hint::spin_loop(),
             }
-        }
-        if w.mem_len > 0 {
-            // SAFETY: allocated in `with_options` as a boxed slice of exactly `mem_len` bytes.
-            drop(unsafe { Box::from_raw(core::ptr::slice_from_raw_parts_mut(w.mem, w.mem_len)) });
         }
     }
 }
@@ -532,13 +531,15 @@ impl<F: FileSource> PageCache<F> {
             }
         }
         let mem_len = slots * page;
-        let mem = Box::into_raw(vec![0u8; mem_len].into_boxed_slice()) as *mut u8;
+        let mut buf = aligned::AlignedBuf::zeroed(mem_len);
+        let mem = buf.as_mut_ptr();
         Ok(Self {
             len,
             page,
             pinned,
             window: spin::Mutex::new(Window {
                 src,
+                _slots: buf,
                 mem,
                 mem_len,
                 tag: vec![None; slots],

@@ -2,14 +2,13 @@
 //! the file's first bytes (the forward pass reads the file front to back, so a prefix is as good as
 //! any part); a board of a ring pins the tensors of its own part, wherever they lie in the file.
 
-use alloc::boxed::Box;
-use alloc::vec;
+use super::aligned::AlignedBuf;
 use alloc::vec::Vec;
 
 /// Sorted, disjoint runs `(start, bytes)` of the file, each starting on a page boundary.
 #[derive(Debug, Default)]
 pub(super) struct Pinned {
-    runs: Vec<(u64, Box<[u8]>)>,
+    runs: Vec<(u64, AlignedBuf)>,
 }
 
 /// Which runs of a file of `len` bytes to pin with `budget` bytes: the `wanted` ranges in order,
@@ -57,7 +56,7 @@ impl Pinned {
         Self {
             runs: plan
                 .iter()
-                .map(|&(s, n)| (s, vec![0u8; n as usize].into_boxed_slice()))
+                .map(|&(s, n)| (s, AlignedBuf::zeroed(n as usize)))
                 .collect(),
         }
     }

@@ -13,23 +13,14 @@ use std::rc::Rc;
 pub trait HasDmaRam {
     fn ram(&mut self) -> &mut DmaRam;
     fn violation(&mut self, what: String);
+    /// Windows mapped from now on have no memory behind them: the engine finds nothing at
+    /// their bus addresses (a board whose bus addresses are wrong).
+    fn unbacked(&self) -> bool {
+        false
+    }
+    /// Bring the engine up to now before the CPU looks at memory (a timed engine).
+    fn settle(&mut self) {}
 }
-
-/// [`HasDmaRam`] for a simulator state with a `dma: DmaRam` field and a `violation` method.
-macro_rules! has_dma_ram {
-    ($t:ty) => {
-        impl $crate::dma_mem::HasDmaRam for $t {
-            fn ram(&mut self) -> &mut $crate::dma_mem::DmaRam {
-                &mut self.dma
-            }
-
-            fn violation(&mut self, what: String) {
-                <$t>::violation(self, what)
-            }
-        }
-    };
-}
-pub(crate) use has_dma_ram;
 
 /// The bus memory of a simulator's state `S`, as the driver's [`DmaMemory`].
 #[derive(Debug)]
@@ -37,7 +28,9 @@ pub struct SimDmaOf<S>(pub Rc<RefCell<S>>);
 
 impl<S: HasDmaRam> DmaMemory for SimDmaOf<S> {
     fn bus_address(&mut self, addr: usize, len: usize) -> Option<u32> {
-        self.0.borrow_mut().ram().map(addr, len)
+        let mut s = self.0.borrow_mut();
+        let backed = !s.unbacked();
+        s.ram().map(addr, len, backed)
     }
 
     fn to_device(&mut self, addr: usize, len: usize) {
@@ -49,6 +42,7 @@ impl<S: HasDmaRam> DmaMemory for SimDmaOf<S> {
 
     unsafe fn from_device(&mut self, addr: usize, len: usize) {
         let mut s = self.0.borrow_mut();
+        s.settle();
         // SAFETY: the driver's promise, passed on.
         if let Err(v) = unsafe { s.ram().invalidate(addr, len, DMA_ALIGN) } {
             s.violation(v);
@@ -75,6 +69,9 @@ struct Window {
     host: usize,
     bus: u32,
     mem: Vec<u8>,
+    /// The engine finds memory at `bus` (not so for a window mapped while
+    /// [`HasDmaRam::unbacked`]).
+    backed: bool,
 }
 
 /// The bus memory.
@@ -110,27 +107,31 @@ impl DmaRam {
 
     /// The memory at bus addresses `[bus, bus + len)`.
     pub fn bus(&mut self, bus: u32, len: usize) -> Option<&mut [u8]> {
-        self.windows.iter_mut().find_map(|w| {
+        self.windows.iter_mut().filter(|w| w.backed).find_map(|w| {
             let off = bus.checked_sub(w.bus)? as usize;
             let end = off.checked_add(len)?;
             w.mem.get_mut(off..end)
         })
     }
 
-    /// `bus_address`: the window holding the range, or a new one (64 KiB-aligned in the bus
-    /// space).
-    pub fn map(&mut self, addr: usize, len: usize) -> Option<u32> {
-        let bus = match self.host(addr, len) {
+    /// `bus_address`: the window holding the range (of the same backing), or a new one
+    /// (64 KiB-aligned in the bus space), looked up first from then on: it shadows older
+    /// windows over the same bytes.
+    pub fn map(&mut self, addr: usize, len: usize, backed: bool) -> Option<u32> {
+        let found = self.host(addr, len).filter(|(w, _)| w.backed == backed);
+        let bus = match found {
             Some((w, off)) => w.bus + off as u32,
             None => {
                 let bus = self.next_bus;
                 let span = u32::try_from(len.next_multiple_of(1 << 16)).ok()?;
                 self.next_bus = bus.checked_add(span)?;
-                self.windows.push(Window {
+                let w = Window {
                     host: addr,
                     bus,
                     mem: vec![0; len],
-                });
+                    backed,
+                };
+                self.windows.insert(0, w);
                 bus
             }
         };
@@ -170,6 +171,9 @@ impl DmaRam {
         let (w, off) = self
             .host(addr, len)
             .ok_or_else(|| format!("from_device({addr:#x}, {len}) outside mapped memory"))?;
+        if !w.backed {
+            return Ok(());
+        }
         // SAFETY: the caller's promise.
         let dst = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, len) };
         dst.copy_from_slice(&w.mem[off..off + len]);

@@ -71,7 +71,7 @@
 //! receives, a card that refuses writes (WP_VIOLATION), and a card that never finishes programming.
 #![allow(dead_code)]
 
-use super::dma_mem::{DmaRam, MemOp, SimDmaOf};
+use super::dma_mem::{DmaRam, HasDmaRam, MemOp, SimDmaOf};
 pub use super::sd_card_sim::*;
 use drivers::sdhci::{Clock, Config, Regs, Sdhci, Slot};
 use std::cell::RefCell;
@@ -427,7 +427,15 @@ pub struct SimClock(Rc<RefCell<State>>);
 /// The memory the simulated ADMA2 engine sees, as the driver's [`DmaMemory`] ([`DmaRam`]).
 pub type SimDma = SimDmaOf<State>;
 
-super::dma_mem::has_dma_ram!(State);
+impl HasDmaRam for State {
+    fn ram(&mut self) -> &mut DmaRam {
+        &mut self.dma
+    }
+
+    fn violation(&mut self, what: String) {
+        State::violation(self, what)
+    }
+}
 
 /// The board's side of the slot, for the driver: the external 1.8 V regulator and the card's
 /// power.
