@@ -260,6 +260,11 @@ pub struct State {
     pub log: Vec<BusCmd>,
     pub violations: Vec<String>,
     blocks_sent: u64,
+    /// Time the bus was busy, by the clock model: command bits, the access time before an IDMAC
+    /// read's first block, each block's bits on the lines in use with CRC, start and end bits.
+    bus_ns: u64,
+    /// Register accesses (controller and CCU), the CPU's share of the work.
+    accesses: u64,
     commands_seen: u64,
     pub barriers: u64,
     ftrglevel: u32,
@@ -333,6 +338,7 @@ impl Regs for SimRegs {
     fn read32(&mut self, off: usize) -> u32 {
         let mut s = self.state.borrow_mut();
         s.now_ns += ACCESS_NS;
+        s.accesses += 1;
         if self.ccu {
             return s.ccu.get(&off).copied().unwrap_or(0);
         }
@@ -342,6 +348,7 @@ impl Regs for SimRegs {
     fn write32(&mut self, off: usize, v: u32) {
         let mut s = self.state.borrow_mut();
         s.now_ns += ACCESS_NS;
+        s.accesses += 1;
         if self.ccu {
             s.ccu.insert(off, v);
             return;
@@ -407,6 +414,8 @@ impl Sim {
             log: Vec::new(),
             violations: Vec::new(),
             blocks_sent: 0,
+            bus_ns: 0,
+            accesses: 0,
             commands_seen: 0,
             barriers: 0,
             ftrglevel: 0x000F_0000,
@@ -490,6 +499,21 @@ impl Sim {
 
     pub fn clear_log(&self) {
         self.0.borrow_mut().log.clear();
+    }
+
+    /// Nanoseconds the bus has been busy so far (see `State::bus_ns`).
+    pub fn bus_ns(&self) -> u64 {
+        self.0.borrow().bus_ns
+    }
+
+    /// Register accesses so far.
+    pub fn accesses(&self) -> u64 {
+        self.0.borrow().accesses
+    }
+
+    /// Let `us` microseconds pass with no register access (the CPU computing).
+    pub fn pass_us(&self, us: u64) {
+        self.0.borrow_mut().now_ns += us * 1000;
     }
 
     pub fn now_us(&self) -> u64 {
@@ -802,7 +826,9 @@ impl State {
         let data = v & (1 << 9) != 0;
         let arg = self.arg;
         let answer = self.bus_command(index, arg, false);
-        self.now_ns += self.bits_ns(if v & (1 << 7) != 0 { 184 } else { 96 }, 1);
+        let cmd_ns = self.bits_ns(if v & (1 << 7) != 0 { 184 } else { 96 }, 1);
+        self.now_ns += cmd_ns;
+        self.bus_ns += cmd_ns;
         let Some(answer) = answer else {
             if v & (1 << 6) == 0 {
                 self.rint |= RINT_COMMAND_DONE;
@@ -906,6 +932,7 @@ impl State {
             4096 + 16 + 2
         };
         let block_ns = clocks * 1_000_000_000 / self.card_clock_hz().max(1) as u64;
+        self.bus_ns += READ_ACCESS_NS;
         self.dma_run = Some(DmaRun {
             desc: self.dlba,
             in_desc: 0,
@@ -1081,8 +1108,10 @@ impl State {
         } else {
             self.card.stream = Some(lba + 1);
         }
+        let block_ns = self.bits_ns(512 * 8 + 16, lines);
+        self.bus_ns += block_ns;
         if !timed {
-            self.now_ns += self.bits_ns(512 * 8 + 16, lines);
+            self.now_ns += block_ns;
         }
         let too_fast = self
             .faults
