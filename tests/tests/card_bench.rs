@@ -38,6 +38,21 @@ struct Row {
     mode: BusMode,
 }
 
+impl Row {
+    fn new(host: &'static str, what: &str, f: (f64, f64, usize, f64), mode: BusMode) -> Row {
+        let (bus_ms, sim_ms, commands, accesses_per_mb) = f;
+        Row {
+            host,
+            what: what.to_string(),
+            bus_ms,
+            sim_ms,
+            commands,
+            accesses_per_mb,
+            mode,
+        }
+    }
+}
+
 /// What the bench reads of a simulator.
 trait Counters {
     /// (bus ns, virtual ns, register accesses) so far.
@@ -222,17 +237,9 @@ fn sdhci_rows() -> Vec<Row> {
             let mut sd = Sdhci::with_slot(sim.regs(), sim.clock(), config, sim.slot()).unwrap();
             (page(&sim, &mut sd), sd.info().bus_mode)
         };
-        let ((bus_ms, sim_ms, commands, accesses_per_mb), mode) = figures;
+        let (f, mode) = figures;
         assert_eq!(mode, limit, "{name}: {label}");
-        rows.push(Row {
-            host: name,
-            what: label.to_string(),
-            bus_ms,
-            sim_ms,
-            commands,
-            accesses_per_mb,
-            mode,
-        });
+        rows.push(Row::new(name, label, f, mode));
     }
     rows
 }
@@ -271,16 +278,7 @@ fn sunxi_rows() -> Vec<Row> {
             (sim, f, sd.info().bus_mode)
         };
         drop(sim);
-        let (bus_ms, sim_ms, commands, accesses_per_mb) = figures;
-        rows.push(Row {
-            host: "Orange Pi (Allwinner H3 SD/MMC)",
-            what: label.to_string(),
-            bus_ms,
-            sim_ms,
-            commands,
-            accesses_per_mb,
-            mode,
-        });
+        rows.push(Row::new("Orange Pi (Allwinner H3 SD/MMC)", label, figures, mode));
     }
     rows
 }
