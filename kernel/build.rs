@@ -13,7 +13,6 @@ const STACK_SIZE: u64 = 512 * 1024;
 fn main() {
     println!("cargo:rerun-if-env-changed=LMBOOT_BOARD");
     println!("cargo:rerun-if-env-changed=LMBOOT_QEMU");
-    println!("cargo:rerun-if-env-changed=LMBOOT_SD_PIO");
     println!("cargo:rerun-if-changed=build.rs");
     let os = env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
@@ -57,10 +56,6 @@ fn main() {
         out.join("link.ld").display()
     );
     println!("cargo:rustc-env=LMBOOT_STACK_SIZE={STACK_SIZE}");
-    // A benchmark build (`cargo xtask bench --only card`): the SD hosts' DMA off, to count what
-    // programmed I/O costs.
-    let pio = env::var("LMBOOT_SD_PIO").is_ok_and(|v| v == "1");
-    println!("cargo:rustc-env=LMBOOT_SD_PIO={}", pio as u8);
 }
 
 /// Stop the build with `message` (the file, the key and its line), without a backtrace.

@@ -66,42 +66,54 @@ trait Counters {
 }
 
 impl Counters for Sim {
+    #[inline(never)]
     fn counters(&self) -> (u64, u64, u64) {
         (self.bus_ns(), self.now_ns(), self.accesses())
     }
+    #[inline(never)]
     fn pass_us(&self, us: u64) {
         Sim::pass_us(self, us)
     }
+    #[inline(never)]
     fn expected(&self, lba: u64, n: u64) -> Vec<u8> {
         Sim::expected(self, lba, n)
     }
+    #[inline(never)]
     fn commands(&self) -> usize {
         self.log().iter().filter(|c| !c.auto).count()
     }
+    #[inline(never)]
     fn clear(&self) {
         self.clear_log()
     }
+    #[inline(never)]
     fn clean(&self) {
         check_no_violations(self)
     }
 }
 
 impl Counters for sunxi_sim::Sim {
+    #[inline(never)]
     fn counters(&self) -> (u64, u64, u64) {
         (self.bus_ns(), self.now_ns(), self.accesses())
     }
+    #[inline(never)]
     fn pass_us(&self, us: u64) {
         sunxi_sim::Sim::pass_us(self, us)
     }
+    #[inline(never)]
     fn expected(&self, lba: u64, n: u64) -> Vec<u8> {
         sunxi_sim::Sim::expected(self, lba, n)
     }
+    #[inline(never)]
     fn commands(&self) -> usize {
         self.log().iter().filter(|c| !c.auto).count()
     }
+    #[inline(never)]
     fn clear(&self) {
         self.clear_log()
     }
+    #[inline(never)]
     fn clean(&self) {
         sunxi_sim::check_no_violations(self)
     }
@@ -278,7 +290,12 @@ fn sunxi_rows() -> Vec<Row> {
             (sim, f, sd.info().bus_mode)
         };
         drop(sim);
-        rows.push(Row::new("Orange Pi (Allwinner H3 SD/MMC)", label, figures, mode));
+        rows.push(Row::new(
+            "Orange Pi (Allwinner H3 SD/MMC)",
+            label,
+            figures,
+            mode,
+        ));
     }
     rows
 }
@@ -322,4 +339,105 @@ fn card_bus_time_per_page() {
         Some(path) => std::fs::write(path, &md).unwrap(),
         None => println!("{md}"),
     }
+}
+
+/// Pages each CPU-cost run reads.
+const CPU_PAGES: u64 = 64;
+
+/// Read [`CPU_PAGES`] pages through `sd` (queued when it queues, the CPU away 100 us between
+/// polls), in a function of its own so that `cargo xtask bench --only card` can count, with
+/// valgrind's callgrind (`--toggle-collect=*cpu_reads*`), the instructions spent in here and
+/// below it, and attribute them by source file: the driver's against the simulator's.
+#[inline(never)]
+fn cpu_reads<D: BlockDevice>(sim: &dyn Counters, sd: &mut D)
+where
+    D::Error: std::fmt::Debug,
+{
+    let mut raw = vec![0u8; PAGE_BLOCKS * 512 + 4096];
+    let at = raw.as_ptr().align_offset(4096);
+    let buf = &mut raw[at..at + PAGE_BLOCKS * 512];
+    for p in 0..CPU_PAGES {
+        let lba = 8192 + p * PAGE_BLOCKS as u64;
+        if sd.queue_depth() > 0 {
+            // SAFETY: `buf` lives and is untouched until the read is reported.
+            unsafe { sd.submit_read(lba, buf.as_mut_ptr(), buf.len()) }.unwrap();
+            while sd.poll_read().is_none() {
+                sim.pass_us(100);
+            }
+        } else {
+            sd.read_blocks(lba, buf).unwrap();
+        }
+    }
+    assert!(
+        *buf == sim.expected(
+            8192 + (CPU_PAGES - 1) * PAGE_BLOCKS as u64,
+            PAGE_BLOCKS as u64
+        )
+    );
+}
+
+/// The Pi 4's EMMC2 in DDR50, by PIO (`adma` false) or ADMA2.
+fn cpu_emmc2(adma: bool) {
+    let host = HostSpec {
+        adma: true,
+        ..HostSpec::emmc2()
+    };
+    let card = sd_card_sim::CardSpec {
+        uhs: true,
+        ..sd_sim::sdhc()
+    };
+    let sim = Sim::new(host, card, sd_sim::Faults::default());
+    let config = Config {
+        max_bus_mode: BusMode::Ddr50,
+        ..Config::new(host.base_clock_hz)
+    };
+    if adma {
+        let mut sd =
+            Sdhci::with_dma(sim.regs(), sim.clock(), config, sim.slot(), sim.dma()).unwrap();
+        cpu_reads(&sim, &mut sd);
+    } else {
+        let mut sd = Sdhci::with_slot(sim.regs(), sim.clock(), config, sim.slot()).unwrap();
+        cpu_reads(&sim, &mut sd);
+    }
+}
+
+/// The Allwinner host in High Speed, by PIO or the IDMAC.
+fn cpu_sunxi(dma: bool) {
+    let host = sunxi_sim::HostSpec::hardware();
+    let (card, faults, config) = (
+        sunxi_sim::sdhc(),
+        sunxi_sim::Faults::default(),
+        drivers::sunxi_mmc::Config::new(),
+    );
+    if dma {
+        let (sim, mut sd) = sunxi_sim::start_dma(host, card, faults, config);
+        cpu_reads(&sim, &mut sd);
+    } else {
+        let (sim, mut sd) = sunxi_sim::start(host, card, faults, config);
+        cpu_reads(&sim, &mut sd);
+    }
+}
+
+#[test]
+#[ignore = "a benchmark under callgrind: cargo xtask bench --only card"]
+fn cpu_emmc2_pio() {
+    cpu_emmc2(false)
+}
+
+#[test]
+#[ignore = "a benchmark under callgrind: cargo xtask bench --only card"]
+fn cpu_emmc2_adma2() {
+    cpu_emmc2(true)
+}
+
+#[test]
+#[ignore = "a benchmark under callgrind: cargo xtask bench --only card"]
+fn cpu_sunxi_pio() {
+    cpu_sunxi(false)
+}
+
+#[test]
+#[ignore = "a benchmark under callgrind: cargo xtask bench --only card"]
+fn cpu_sunxi_idma() {
+    cpu_sunxi(true)
 }

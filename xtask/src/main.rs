@@ -34,8 +34,8 @@ commands:
                   only with --only mca); instructions per token of Gemma-3-270M and
                   Qwen2.5-Coder-0.5B (NEON, SDOT, RVV 256; 1 and 4 cores): results/models.md
                   the SD bus per host and mode (simulators: time per 256 KiB page, register
-                  accesses per MB) and QEMU's instructions per MB read with DMA and PIO:
-                  results/card.md
+                  accesses per MB, the driver's instructions per MB by callgrind) and raspi3b's
+                  PIO instructions per MB under -icount: results/card.md
                   [--only instructions|batches|cache|readahead|mca|models|card]
   fidelity        the error budget: mean KL from the float64 reference on every golden case with
                   each approximation made exact in turn (lmboot-host --exact): results/fidelity.md

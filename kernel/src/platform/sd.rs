@@ -69,9 +69,6 @@ pub struct PiDma;
 
 impl DmaMemory for PiDma {
     fn bus_address(&mut self, addr: usize, len: usize) -> Option<u32> {
-        if PIO_ONLY {
-            return None;
-        }
         let [bus, phys, size] = EMMC2_DMA.each_ref().map(|a| a.load(Ordering::Relaxed));
         let w = DmaRange { bus, phys, size };
         u32::try_from(w.bus_address(addr as u64, len as u64)?).ok()
@@ -124,15 +121,8 @@ pub type SunxiCard = SunxiMmc<Mmio, TimerClock, CpuDma>;
 #[derive(Debug)]
 pub struct CpuDma;
 
-/// A benchmark build with the SD hosts' DMA off (`LMBOOT_SD_PIO=1`): no bus addresses, so the
-/// drivers read by programmed I/O.
-const PIO_ONLY: bool = matches!(env!("LMBOOT_SD_PIO").as_bytes(), b"1");
-
 impl sunxi_mmc::DmaMemory for CpuDma {
     fn bus_address(&mut self, addr: usize, len: usize) -> Option<u32> {
-        if PIO_ONLY {
-            return None;
-        }
         let last = addr.checked_add(len.max(1) - 1)?;
         u32::try_from(last).ok()?;
         u32::try_from(addr).ok()

@@ -27,12 +27,14 @@ pub trait HasDmaRam {
 pub struct SimDmaOf<S>(pub Rc<RefCell<S>>);
 
 impl<S: HasDmaRam> DmaMemory for SimDmaOf<S> {
+    #[inline(never)]
     fn bus_address(&mut self, addr: usize, len: usize) -> Option<u32> {
         let mut s = self.0.borrow_mut();
         let backed = !s.unbacked();
         s.ram().map(addr, len, backed)
     }
 
+    #[inline(never)]
     fn to_device(&mut self, addr: usize, len: usize) {
         let mut s = self.0.borrow_mut();
         if let Err(v) = s.ram().clean(addr, len) {
@@ -40,6 +42,7 @@ impl<S: HasDmaRam> DmaMemory for SimDmaOf<S> {
         }
     }
 
+    #[inline(never)]
     unsafe fn from_device(&mut self, addr: usize, len: usize) {
         let mut s = self.0.borrow_mut();
         s.settle();

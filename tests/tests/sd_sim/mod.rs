@@ -443,6 +443,7 @@ impl HasDmaRam for State {
 pub struct SimSlot(Rc<RefCell<State>>);
 
 impl Slot for SimSlot {
+    #[inline(never)]
     fn set_signal_1v8(&mut self, on: bool) -> bool {
         let mut s = self.0.borrow_mut();
         if on && s.host.regulator_refuses {
@@ -454,6 +455,7 @@ impl Slot for SimSlot {
         true
     }
 
+    #[inline(never)]
     fn power_cycle(&mut self, off_us: u32) {
         let mut s = self.0.borrow_mut();
         s.slot_power_cycles += 1;
@@ -466,26 +468,31 @@ impl Slot for SimSlot {
 }
 
 impl Regs for SimRegs {
+    #[inline(never)]
     fn read32(&mut self, off: usize) -> u32 {
         self.0.borrow_mut().read(off)
     }
 
+    #[inline(never)]
     fn write32(&mut self, off: usize, v: u32) {
         self.0.borrow_mut().write(off, v)
     }
 
+    #[inline(never)]
     fn barrier(&mut self) {
         self.0.borrow_mut().barriers += 1;
     }
 }
 
 impl Clock for SimClock {
+    #[inline(never)]
     fn now_us(&mut self) -> u64 {
         let mut s = self.0.borrow_mut();
         s.now_ns += NOW_NS;
         s.now_ns / 1000
     }
 
+    #[inline(never)]
     fn delay_us(&mut self, us: u32) {
         let mut s = self.0.borrow_mut();
         s.now_ns += us as u64 * 1000;

@@ -335,6 +335,7 @@ impl HasDmaRam for State {
 }
 
 impl Regs for SimRegs {
+    #[inline(never)]
     fn read32(&mut self, off: usize) -> u32 {
         let mut s = self.state.borrow_mut();
         s.now_ns += ACCESS_NS;
@@ -345,6 +346,7 @@ impl Regs for SimRegs {
         s.read(off)
     }
 
+    #[inline(never)]
     fn write32(&mut self, off: usize, v: u32) {
         let mut s = self.state.borrow_mut();
         s.now_ns += ACCESS_NS;
@@ -356,18 +358,21 @@ impl Regs for SimRegs {
         s.write(off, v)
     }
 
+    #[inline(never)]
     fn barrier(&mut self) {
         self.state.borrow_mut().barriers += 1;
     }
 }
 
 impl Clock for SimClock {
+    #[inline(never)]
     fn now_us(&mut self) -> u64 {
         let mut s = self.0.borrow_mut();
         s.now_ns += 20;
         s.now_ns / 1000
     }
 
+    #[inline(never)]
     fn delay_us(&mut self, us: u32) {
         self.0.borrow_mut().now_ns += us as u64 * 1000;
     }
