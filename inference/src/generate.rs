@@ -171,7 +171,7 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
         Ok(())
     }
 
-    fn forwarded(&self) {
+    pub(crate) fn forwarded(&self) {
         if let Some(f) = self.on_forward {
             f()
         }
@@ -195,6 +195,32 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
             self.forwarded();
         }
         Ok(())
+    }
+
+    /// Feed `prompt` and record it in the sampler: the report so far, the start time and the
+    /// time after the prompt.
+    pub(crate) fn prefill(
+        &self,
+        st: &mut RunState,
+        sampler: &mut Sampler,
+        prompt: &[u32],
+        clock: &dyn Fn() -> u64,
+    ) -> Result<(GenReport, u64, u64), GenError> {
+        if prompt.is_empty() {
+            return Err(GenError::EmptyPrompt);
+        }
+        let t0 = clock();
+        let mut rep = GenReport {
+            prompt_tokens: prompt.len(),
+            ..Default::default()
+        };
+        self.feed(st, prompt)?;
+        for &t in prompt {
+            sampler.accept(t);
+        }
+        let t1 = clock();
+        rep.prefill_time = t1.wrapping_sub(t0);
+        Ok((rep, t0, t1))
     }
 
     /// Run `prompt`, then generate up to `max_tokens`, calling `on_token(id)` for each new token
@@ -231,20 +257,13 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
         mut filter: Option<&mut dyn LogitsFilter>,
         on_token: &mut dyn FnMut(u32) -> bool,
     ) -> Result<GenReport, GenError> {
-        if prompt.is_empty() {
-            return Err(GenError::EmptyPrompt);
-        }
-        let t0 = clock();
-        let mut rep = GenReport {
-            prompt_tokens: prompt.len(),
-            ..Default::default()
+        let (mut rep, t0, t1) = self.prefill(st, sampler, prompt, clock)?;
+        let stops = Stops {
+            max_tokens,
+            is_end,
+            clock,
+            t0,
         };
-        self.feed(st, prompt)?;
-        for &t in prompt {
-            sampler.accept(t);
-        }
-        let t1 = clock();
-        rep.prefill_time = t1.wrapping_sub(t0);
         while rep.generated < max_tokens {
             let mut complete = false;
             let tok = match filter.as_deref_mut() {
@@ -265,24 +284,9 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
                     tok
                 }
             };
-            if rep.generated == 0 {
-                rep.first_token_time = clock().wrapping_sub(t0);
-            }
-            if is_end(tok) {
-                rep.stop = Some(StopReason::EndToken(tok));
-                break;
-            }
-            rep.generated += 1;
-            sampler.accept(tok);
-            if !on_token(tok) || complete {
-                rep.stop = Some(StopReason::Stopped);
-                break;
-            }
-            if rep.generated == max_tokens {
-                break;
-            }
-            if st.pos >= st.ctx() {
-                rep.stop = Some(StopReason::ContextFull);
+            let at = (st.pos, st.ctx());
+            if let Some(stop) = stops.take(&mut rep, sampler, on_token, tok, complete, at) {
+                rep.stop = Some(stop);
                 break;
             }
             self.pass(st, &[tok], true)?;
@@ -291,5 +295,47 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
         rep.stop.get_or_insert(StopReason::MaxTokens);
         rep.gen_time = clock().wrapping_sub(t1);
         Ok(rep)
+    }
+}
+
+/// How a generation ends, checked after each drawn token in the same order by every loop (the
+/// plain one above and the speculative one in [`crate::speculate`]), so both stop alike.
+#[derive(Clone, Copy)]
+pub(crate) struct Stops<'f> {
+    pub max_tokens: usize,
+    pub is_end: &'f dyn Fn(u32) -> bool,
+    pub clock: &'f dyn Fn() -> u64,
+    /// When generation started (for the first token's time).
+    pub t0: u64,
+}
+
+impl Stops<'_> {
+    /// Take the drawn `tok`: an end token stops unreported; any other is counted, recorded in
+    /// the sampler and reported, then the callback, a complete filter, the token limit and a full
+    /// context (`pos` of `ctx` positions filled, `tok` not yet fed) may stop generation.
+    pub fn take(
+        &self,
+        rep: &mut GenReport,
+        sampler: &mut Sampler,
+        on_token: &mut dyn FnMut(u32) -> bool,
+        tok: u32,
+        complete: bool,
+        (pos, ctx): (usize, usize),
+    ) -> Option<StopReason> {
+        if rep.generated == 0 {
+            rep.first_token_time = (self.clock)().wrapping_sub(self.t0);
+        }
+        if (self.is_end)(tok) {
+            return Some(StopReason::EndToken(tok));
+        }
+        rep.generated += 1;
+        sampler.accept(tok);
+        if !on_token(tok) || complete {
+            return Some(StopReason::Stopped);
+        }
+        if rep.generated == self.max_tokens {
+            return Some(StopReason::MaxTokens);
+        }
+        (pos >= ctx).then_some(StopReason::ContextFull)
     }
 }

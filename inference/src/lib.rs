@@ -24,6 +24,7 @@ pub mod ops;
 pub mod parallel;
 pub mod quant;
 pub mod sampler;
+pub mod speculate;
 pub mod storage;
 pub mod tokenizer;
 

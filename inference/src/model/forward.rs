@@ -8,7 +8,7 @@
 //! online-softmax attention, token i over positions up to its own (the causal mask inside the
 //! batch), or over its window on a sliding-window layer → output projection [→ RMSNorm] → residual
 //! → RMSNorm → gated feed-forward (SiLU or GELU) [→ RMSNorm] → residual] → final RMSNorm → output
-//! head (last token only). Every matrix is read
+//! head (last token only, or every token when checking draft tokens). Every matrix is read
 //! from the storage once per batch through `matmat`, its rows split across the workers of a
 //! [`Parallel`] pool, each weight block decoded once for all B tokens. Every value a token gets is
 //! computed exactly as in a one-token pass (same operations, same order), so a batched prompt
@@ -137,6 +137,9 @@ pub struct RunState {
     batch: usize,
     /// Scores over the vocabulary. `[vocab]`
     pub logits: Vec<f32>,
+    /// Scores over the vocabulary after every token of the last batch, for checking draft tokens
+    /// (empty unless [`RunState::keep_row_logits`] asked for them). `[B][vocab]`
+    row_logits: Vec<f32>,
     /// Quantized activations of the current matmul input: one set for `dim`-wide inputs and one for
     /// the feed-forward hidden vector.
     acts_dim: ActSet,
@@ -149,6 +152,9 @@ pub struct RunState {
     rope_local: Option<RopeTable>,
     /// Next position to fill (tokens processed so far).
     pub pos: usize,
+    /// One past the highest position written since the last [`RunState::reset`] (how far back a
+    /// [`RunState::rollback`] may go without a window ring having lost what it needs).
+    top: usize,
     /// The error budget's switches (all off in a normal run) and the f32 K/V they may keep.
     exact: Exact,
     kv32: Option<Kv32>,
@@ -291,6 +297,7 @@ impl RunState {
             mm: vec![0.0; if b > 1 { b * mm_rows } else { 0 }],
             batch: b,
             logits: vec![0.0; if part.ends { c.vocab } else { 0 }],
+            row_logits: Vec::new(),
             acts_dim: ActSet::new(b * c.dim.max(c.q_dim())),
             acts_ffn: ActSet::new(b * c.ffn_dim),
             scratch: (0..workers).map(|_| vec![0u8; scratch_bytes]).collect(),
@@ -298,6 +305,7 @@ impl RunState {
             rope: rope_table(model, ctx, c.rope_base),
             rope_local: c.swa.map(|s| rope_table(model, ctx, s.rope_base)),
             pos: 0,
+            top: 0,
             exact: Exact::default(),
             kv32: None,
         })
@@ -315,7 +323,8 @@ impl RunState {
             + f(&self.hb)
             + f(&self.hb2)
             + f(&self.mm)
-            + f(&self.logits);
+            + f(&self.logits)
+            + f(&self.row_logits);
         let other = bufs
             + self.acts_dim.bytes()
             + self.acts_ffn.bytes()
@@ -345,6 +354,49 @@ impl RunState {
     /// Forget the conversation (positions restart at 0; the cache is overwritten as it refills).
     pub fn reset(&mut self) {
         self.pos = 0;
+        self.top = 0;
+    }
+
+    /// Bytes [`RunState::keep_row_logits`] adds for batches of `batch`: the scores of every row.
+    pub fn row_logits_bytes(model: &Model, batch: usize) -> u64 {
+        fit::bytes(batch as u64, model.config.vocab as u64 * 4)
+    }
+
+    /// Keep the logits of every token of a batch (`[B][vocab]`), for [`Model::forward_rows`]; the
+    /// buffer is allocated here, once, so that runs that never check drafts do not pay for it.
+    pub fn keep_row_logits(&mut self, model: &Model) -> Result<(), ModelError> {
+        let bytes = Self::row_logits_bytes(model, self.batch);
+        let len = fit::fit(bytes, || {
+            alloc::format!("the logits of batches of {} tokens", self.batch)
+        })? / 4;
+        if self.row_logits.len() != len {
+            self.row_logits = vec![0.0; len];
+        }
+        Ok(())
+    }
+
+    /// The scores over the vocabulary after token `row` of the last [`Model::forward_rows`] pass
+    /// (`None` past the batch, or without [`RunState::keep_row_logits`]).
+    pub fn row_logits(&self, row: usize, vocab: usize) -> Option<&[f32]> {
+        self.row_logits.get(row * vocab..(row + 1) * vocab)
+    }
+
+    /// Go back to position `pos`, as if only the tokens before it had been fed (the rejected
+    /// draft tokens of a check are forgotten; their cache rows are overwritten as it refills).
+    /// At most [`MAX_BATCH`] positions below the highest one written since the last reset: a
+    /// sliding-window ring holds its window and `MAX_BATCH - 1` more positions, so the positions
+    /// `pos` and later attend to are all still in it.
+    pub fn rollback(&mut self, pos: usize) -> Result<(), ModelError> {
+        let top = self.top.max(self.pos);
+        if pos > self.pos || top - pos > MAX_BATCH {
+            return Err(ModelError::Rollback {
+                to: pos,
+                pos: self.pos,
+                top,
+            });
+        }
+        self.pos = pos;
+        Ok(())
     }
 }
 
@@ -465,6 +517,8 @@ struct Pass<'a, S: ?Sized, P: ?Sized> {
     k: &'a Kernels,
     layers: Range<usize>,
     want_logits: bool,
+    /// The logits of every token of the batch (into `row_logits`), not only of the last.
+    rows: bool,
     tick: Option<&'a dyn Fn()>,
 }
 
@@ -514,16 +568,52 @@ impl Model {
     {
         let c = &self.config;
         check_pass(c, st, Input::Tokens(tokens), tokens.len())?;
-        let pass = Pass {
+        self.whole_pass((src, pool, k), want_logits, false)
+            .run(st, Input::Tokens(tokens))
+    }
+
+    /// A pass over every layer, with the logits of the last token, of every token, or none.
+    fn whole_pass<'p, S: ?Sized, P: ?Sized>(
+        &'p self,
+        (src, pool, k): (&'p S, &'p P, &'p Kernels),
+        want_logits: bool,
+        rows: bool,
+    ) -> Pass<'p, S, P> {
+        Pass {
             model: self,
             src,
             pool,
             k,
-            layers: 0..c.n_layer,
+            layers: 0..self.config.n_layer,
             want_logits,
+            rows,
             tick: None,
-        };
-        pass.run(st, Input::Tokens(tokens))
+        }
+    }
+
+    /// [`Model::forward_batch`] that leaves the logits after every one of `tokens` in the run
+    /// state ([`RunState::row_logits`], which [`RunState::keep_row_logits`] must have allocated),
+    /// to check draft tokens in one pass. Each row is bit for bit the logits of feeding the tokens
+    /// one at a time with [`Model::forward`].
+    pub fn forward_rows<S, P>(
+        &self,
+        st: &mut RunState,
+        src: &S,
+        pool: &P,
+        k: &Kernels,
+        tokens: &[u32],
+    ) -> Result<(), ModelError>
+    where
+        S: Storage + Sync + ?Sized,
+        P: Parallel + ?Sized,
+    {
+        let c = &self.config;
+        check_pass(c, st, Input::Tokens(tokens), tokens.len())?;
+        if st.row_logits.len() < tokens.len() * c.vocab {
+            return Err(ModelError::NoRowLogits);
+        }
+        self.whole_pass((src, pool, k), true, true)
+            .run(st, Input::Tokens(tokens))
     }
 
     /// Run the layers of `part` over `input` at the next positions, calling `tick` between matrix
@@ -569,6 +659,7 @@ impl Model {
             k,
             layers: part.layers.clone(),
             want_logits: want_logits && part.is_whole(c.n_layer),
+            rows: false,
             tick,
         };
         pass.run(st, input)
@@ -598,6 +689,7 @@ impl Model {
             k,
             layers: self.config.n_layer..self.config.n_layer,
             want_logits: true,
+            rows: false,
             tick: None,
         };
         pass.logits(st, row)
@@ -642,7 +734,8 @@ where
 
     /// `out = W · x` for each column of `acts`, W's rows split across the pool's workers. `out`
     /// is `[cols][rows]` (one output vector per token); a batch is computed into `mm` as
-    /// `[rows][cols]` (each worker a contiguous range of rows) and then laid out per token.
+    /// `[rows][cols]` (each worker a contiguous range of rows) and then laid out per token, in
+    /// as many steps as `mm` needs (one, but for the output head of [`Model::forward_rows`]).
     fn matmul(
         &self,
         w: &TensorInfo,
@@ -659,15 +752,21 @@ where
             return Ok(());
         }
         let rows = out.len() / cols;
-        let mm = mm
-            .get_mut(..rows * cols)
-            .ok_or_else(|| ModelError::Matvec("batch buffer too small".into()))?;
-        par_chunks(self.pool, mm, cols, scratch, |r, part, s| {
-            matmat(k, src, w, r.start / cols..r.end / cols, acts, part, s)
-        })?;
-        for (c, o) in out.chunks_exact_mut(rows).enumerate() {
-            for (r, v) in o.iter_mut().enumerate() {
-                *v = mm[r * cols + c];
+        let step = (mm.len() / cols).min(rows);
+        if step == 0 {
+            return Err(ModelError::Matvec("batch buffer too small".into()));
+        }
+        for first in (0..rows).step_by(step) {
+            let n = step.min(rows - first);
+            let mm = &mut mm[..n * cols];
+            par_chunks(self.pool, mm, cols, scratch, |r, part, s| {
+                let r = first + r.start / cols..first + r.end / cols;
+                matmat(k, src, w, r, acts, part, s)
+            })?;
+            for (c, o) in out.chunks_exact_mut(rows).enumerate() {
+                for (r, v) in o[first..first + n].iter_mut().enumerate() {
+                    *v = mm[r * cols + c];
+                }
             }
         }
         Ok(())
@@ -700,10 +799,38 @@ where
             self.ffn(st, l, b)?;
         }
         st.pos += b;
-        if self.want_logits {
-            self.logits(st, b - 1)?;
+        st.top = st.top.max(st.pos);
+        match (self.want_logits, self.rows) {
+            (true, false) => self.logits(st, b - 1),
+            (true, true) => self.row_logits(st, b),
+            (false, _) => Ok(()),
         }
-        Ok(())
+    }
+
+    /// row_logits[i] = output · rmsnorm(x[i]) * output_norm, for the batch's `b` tokens, the
+    /// output head read once for all of them                       row_logits: [B][vocab]
+    fn row_logits(&self, st: &mut RunState, b: usize) -> Result<(), ModelError> {
+        let (c, w) = (&self.model.config, &self.model.weights);
+        self.norm(st, &w.output_norm, b);
+        let RunState {
+            xb,
+            acts_dim,
+            row_logits,
+            mm,
+            scratch,
+            exact: switches,
+            ..
+        } = st;
+        let x = &xb[..b * c.dim];
+        let out = row_logits
+            .get_mut(..b * c.vocab)
+            .ok_or(ModelError::NoRowLogits)?;
+        if switches.acts[7] {
+            exact::product(self.src, &w.output, x, b, out, &mut scratch[0])?;
+            return Ok(());
+        }
+        let a = acts_dim.for_weight(self.k, self.pool, &w.output, x, b)?;
+        self.matmul(&w.output, &a, out, mm, scratch)
     }
 
     /// logits = output · rmsnorm(x[row]) * output_norm                logits: [vocab]

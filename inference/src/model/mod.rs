@@ -189,6 +189,16 @@ pub enum ModelError {
     },
     /// Something the model or the run needs in memory cannot be held on this board.
     TooLarge(TooLarge),
+    /// A pass asked for the logits of every token, but the run state keeps no buffer for them
+    /// (`RunState::keep_row_logits`).
+    NoRowLogits,
+    /// A rollback to position `to` from `pos`, with positions up to `top` written: later than
+    /// `pos`, or further back than a window ring keeps.
+    Rollback {
+        to: usize,
+        pos: usize,
+        top: usize,
+    },
 }
 
 impl fmt::Display for ModelError {
@@ -256,6 +266,15 @@ impl fmt::Display for ModelError {
                 layers.start, layers.end
             ),
             ModelError::TooLarge(e) => write!(f, "{e}"),
+            ModelError::NoRowLogits => write!(
+                f,
+                "a pass asked for the logits of every token, but the run state keeps none"
+            ),
+            ModelError::Rollback { to, pos, top } => write!(
+                f,
+                "cannot roll back to position {to} from {pos} (positions up to {top} written; at most {} back)",
+                crate::quant::MAX_BATCH
+            ),
         }
     }
 }
