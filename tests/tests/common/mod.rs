@@ -106,6 +106,7 @@ pub fn tensor_f32<S: Storage>(src: &S, g: &Gguf, name: &str) -> Vec<f32> {
 
 pub mod boot;
 pub mod golden;
+pub mod models;
 pub mod synth;
 
 /// The weight-type fixtures in `shared/fixtures/quant`: file stem and type.
