@@ -96,7 +96,8 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
     /// [`Engine::generate`] with drafts from `draft` checked by the target, a round per pass:
     /// the same tokens, stop reason and final position as the plain loop, in fewer passes. Runs
     /// the plain loop when the sampler is not plain greedy or a ring runs the model. Allocates the
-    /// logits of every batch row ([`RunState::keep_row_logits`]) and the context, once.
+    /// logits of every batch row ([`RunState::keep_row_logits`], unless the caller kept fewer
+    /// rows: at most that many tokens are checked per pass) and the context, once.
     pub fn generate_speculative(
         &self,
         st: &mut RunState,
@@ -121,7 +122,9 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
             ));
         }
         let (rep, t0, t1) = self.prefill(st, sampler, prompt, clock)?;
-        st.keep_row_logits(self.model)?;
+        if st.rows_kept() == 0 {
+            st.keep_row_logits(self.model, st.batch())?;
+        }
         let mut run = Round {
             stops: Stops {
                 max_tokens,
@@ -164,7 +167,7 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
             // Drafts that fit the batch and the context, and can still be generated.
             let room = (run.stops.max_tokens - run.rep.generated)
                 .min(st.ctx() - base - 1)
-                .min(st.batch() - 1);
+                .min(st.rows_kept().max(1) - 1);
             let n = draft
                 .propose(&run.context, &mut run.batch[1..1 + room])?
                 .min(room);

@@ -78,7 +78,7 @@ fn every_row_of_a_pass_has_the_logits_of_one_token_at_a_time() {
             model.forward_rows(&mut st, &src, &SingleThread, &Kernels::best(), &toks[..2]),
             Err(ModelError::NoRowLogits)
         );
-        st.keep_row_logits(&model).unwrap();
+        st.keep_row_logits(&model, st.batch()).unwrap();
         let extra = RunState::row_logits_bytes(&model, 32) as usize;
         assert_eq!(st.bytes(), (before.0, before.1 + extra));
         // Passes of 1, 7, 32 and 50 (in two) rows.
@@ -132,7 +132,7 @@ fn rollback_forgets_rejected_candidates_bit_for_bit() {
         let ctx = 256;
         let mut plain = RunState::new(&model, ctx, 1).unwrap();
         let mut st = RunState::with_batch(&model, ctx, 1, 16).unwrap();
-        st.keep_row_logits(&model).unwrap();
+        st.keep_row_logits(&model, st.batch()).unwrap();
         // 100 positions first: gemma3's rings (window 5 + 63) have wrapped.
         let prompt = &truth[..100];
         one_at_a_time(&model, &src, &mut plain, prompt);
@@ -211,13 +211,30 @@ type Run = (Vec<u32>, GenReport, usize);
 fn generate<S: Storage + Sync>(
     model: &Model,
     src: &S,
-    (prompt, n, ctx): (&[u32], usize, usize),
+    job: (&[u32], usize, usize),
     is_end: &dyn Fn(u32) -> bool,
     draft: Option<&mut dyn Draft>,
 ) -> (Run, SpecStats) {
+    generate_with(model, src, job, is_end, draft, (SamplerConfig::greedy(), 0))
+}
+
+/// [`generate`] with sampler settings `cfg`, the run state keeping the logits of `rows` rows (0:
+/// as many as `generate_speculative` keeps by itself).
+fn generate_with<S: Storage + Sync>(
+    model: &Model,
+    src: &S,
+    (prompt, n, ctx): (&[u32], usize, usize),
+    is_end: &dyn Fn(u32) -> bool,
+    draft: Option<&mut dyn Draft>,
+    (cfg, rows): (SamplerConfig, usize),
+) -> (Run, SpecStats) {
     let engine = Engine::new(model, src, &SingleThread, Kernels::best());
     let mut st = RunState::with_batch(model, ctx, 1, 16).unwrap();
-    let mut sampler = Sampler::new(SamplerConfig::greedy(), model.config.vocab).unwrap();
+    if rows > 0 {
+        st.keep_row_logits(model, rows).unwrap();
+        assert_eq!(st.rows_kept(), rows);
+    }
+    let mut sampler = Sampler::new(cfg, model.config.vocab).unwrap();
     let mut out = vec![];
     let mut on = |t| {
         out.push(t);
@@ -388,50 +405,21 @@ fn a_full_context_stops_speculation_as_it_stops_the_plain_loop() {
 fn sampled_settings_fall_back_to_the_plain_loop() {
     let (bytes, model) = synthetic(&QWEN3);
     let src = SliceStorage::new(&bytes);
-    let engine = Engine::new(&model, &src, &SingleThread, Kernels::best());
     let cfg = SamplerConfig {
         seed: 7,
         ..SamplerConfig::default()
     };
     let prompt = tokens(30, 3, 2);
-    let mut runs = vec![];
-    for speculate in [false, true] {
-        let mut st = RunState::with_batch(&model, 200, 1, 16).unwrap();
-        let mut sampler = Sampler::new(cfg, VOCAB).unwrap();
-        let mut out = vec![];
-        let mut on = |t| {
-            out.push(t);
-            true
-        };
-        let never = |_: u32| false;
-        let mut lookup = Lookup {
-            max_n: 2,
-            max_draft: 4,
-        };
-        let passes = if speculate {
-            let (_, s) = engine
-                .generate_speculative(
-                    &mut st,
-                    &mut sampler,
-                    &prompt,
-                    40,
-                    &mut lookup,
-                    &never,
-                    &|| 0,
-                    &mut on,
-                )
-                .unwrap();
-            assert_eq!(s.accepted, 0);
-            s.passes
-        } else {
-            engine
-                .generate(&mut st, &mut sampler, &prompt, 40, &never, &|| 0, &mut on)
-                .unwrap();
-            39
-        };
-        runs.push((out, st.pos, passes));
-    }
-    assert_eq!(runs[0], runs[1]);
+    let never = |_: u32| false;
+    let job = (&prompt[..], 40, 200);
+    let (want, _) = generate_with(&model, &src, job, &never, None, (cfg, 0));
+    let mut lookup = Lookup {
+        max_n: 2,
+        max_draft: 4,
+    };
+    let (got, s) = generate_with(&model, &src, job, &never, Some(&mut lookup), (cfg, 0));
+    assert_eq!((got.0, got.2), (want.0, want.2));
+    assert_eq!((s.passes, s.drafted), (39, 0));
 }
 
 /// The default model, greedy on a code prompt that repeats itself: the same tokens as plain
@@ -467,7 +455,7 @@ fn speculative_greedy_is_plain_greedy_on_the_default_model() {
     let rows = &prompt[..12];
     let one = one_at_a_time(&model, &src, &mut st1, rows);
     let mut st = RunState::with_batch(&model, 64, 1, 12).unwrap();
-    st.keep_row_logits(&model).unwrap();
+    st.keep_row_logits(&model, st.batch()).unwrap();
     model
         .forward_rows(&mut st, &src, &SingleThread, &Kernels::best(), rows)
         .unwrap();
@@ -477,4 +465,24 @@ fn speculative_greedy_is_plain_greedy_on_the_default_model() {
             "row {i}"
         );
     }
+}
+
+/// A run state that keeps the logits of 3 rows checks at most 2 drafts a pass, with the same
+/// output.
+#[test]
+fn fewer_rows_kept_check_fewer_drafts() {
+    let (bytes, model) = synthetic(&QWEN3);
+    let src = SliceStorage::new(&bytes);
+    let never = |_: u32| false;
+    let prompt: Vec<u32> = (0..24).map(|i| [3, 8, 12, 3, 8, 30][i % 6]).collect();
+    let job = (&prompt[..], 40, 200);
+    let (want, _) = generate(&model, &src, job, &never, None);
+    let mut lookup = Lookup {
+        max_n: 3,
+        max_draft: 8,
+    };
+    let greedy = (SamplerConfig::greedy(), 3);
+    let (got, s) = generate_with(&model, &src, job, &never, Some(&mut lookup), greedy);
+    assert_eq!(got, want);
+    assert!(s.drafted <= 2 * s.passes && s.accepted > 0, "{s:?}");
 }

@@ -357,22 +357,34 @@ impl RunState {
         self.top = 0;
     }
 
-    /// Bytes [`RunState::keep_row_logits`] adds for batches of `batch`: the scores of every row.
-    pub fn row_logits_bytes(model: &Model, batch: usize) -> u64 {
-        fit::bytes(batch as u64, model.config.vocab as u64 * 4)
+    /// Bytes [`RunState::keep_row_logits`] adds for `rows` rows: the scores of each.
+    pub fn row_logits_bytes(model: &Model, rows: usize) -> u64 {
+        fit::bytes(rows as u64, model.config.vocab as u64 * 4)
     }
 
-    /// Keep the logits of every token of a batch (`[B][vocab]`), for [`Model::forward_rows`]; the
-    /// buffer is allocated here, once, so that runs that never check drafts do not pay for it.
-    pub fn keep_row_logits(&mut self, model: &Model) -> Result<(), ModelError> {
-        let bytes = Self::row_logits_bytes(model, self.batch);
+    /// Keep the logits of up to `rows` tokens of a batch (1 to the batch; `[rows][vocab]`), for
+    /// [`Model::forward_rows`] passes of as many tokens. The buffer is allocated here, once, so
+    /// that runs that never check drafts do not pay for it, and a board with a large vocabulary
+    /// pays only for the drafts it checks.
+    pub fn keep_row_logits(&mut self, model: &Model, rows: usize) -> Result<(), ModelError> {
+        let rows = rows.clamp(1, self.batch);
+        let bytes = Self::row_logits_bytes(model, rows);
         let len = fit::fit(bytes, || {
-            alloc::format!("the logits of batches of {} tokens", self.batch)
+            alloc::format!("the logits of {rows} tokens of a batch")
         })? / 4;
         if self.row_logits.len() != len {
             self.row_logits = vec![0.0; len];
         }
         Ok(())
+    }
+
+    /// Tokens whose logits a [`Model::forward_rows`] pass can keep (0 without
+    /// [`RunState::keep_row_logits`]).
+    pub fn rows_kept(&self) -> usize {
+        self.row_logits
+            .len()
+            .checked_div(self.logits.len())
+            .unwrap_or(0)
     }
 
     /// The scores over the vocabulary after token `row` of the last [`Model::forward_rows`] pass
