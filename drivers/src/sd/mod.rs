@@ -234,6 +234,19 @@ pub(crate) struct Xfer {
     pub dma: bool,
 }
 
+impl Xfer {
+    /// One block of `len` bytes from the card through the data port or FIFO: a register such as
+    /// CMD6's status or CMD19's tuning block.
+    pub const fn register(len: usize) -> Xfer {
+        Xfer {
+            blocks: 1,
+            block_len: len as u16,
+            write: false,
+            dma: false,
+        }
+    }
+}
+
 /// A failed read or write attempt: which command, at which block.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Failure {

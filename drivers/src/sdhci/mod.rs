@@ -829,12 +829,7 @@ impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> Host for Sdhci<R, C, S, D> {
     }
 
     fn read_register(&mut self, c: Command, arg: u32, buf: &mut [u8]) -> Result<u32, Cause> {
-        let xfer = Xfer {
-            blocks: 1,
-            block_len: buf.len() as u16,
-            write: false,
-            dma: false,
-        };
+        let xfer = Xfer::register(buf.len());
         let r1 = self.issue(c, arg, Some(xfer))?[0];
         let r = self
             .wait_int(

@@ -208,12 +208,7 @@ impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> Sdhci<R, C, S, D> {
     pub(super) fn tune_sampling(&mut self) -> Result<(), Cause> {
         let hc2 = self.host_control2() & !HC2_SAMPLING_CLOCK;
         self.write(AUTO_CMD_ERR_HOST_CONTROL2, hc2 | HC2_EXECUTE_TUNING);
-        let xfer = Xfer {
-            blocks: 1,
-            block_len: sd::SWITCH_STATUS_BYTES as u16,
-            write: false,
-            dma: false,
-        };
+        let xfer = Xfer::register(sd::SWITCH_STATUS_BYTES);
         let mut last = 0;
         for tries in 1..=TUNING_TRIES {
             self.issue(sd::SEND_TUNING_BLOCK, 0, Some(xfer))?;

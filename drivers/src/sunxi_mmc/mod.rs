@@ -915,12 +915,7 @@ impl<R: Regs, C: Clock, D: DmaMemory> Host for SunxiMmc<R, C, D> {
     }
 
     fn read_register(&mut self, c: Command, arg: u32, buf: &mut [u8]) -> Result<u32, Cause> {
-        let xfer = Xfer {
-            blocks: 1,
-            block_len: buf.len() as u16,
-            write: false,
-            dma: false,
-        };
+        let xfer = Xfer::register(buf.len());
         let r = self.send(c, arg, Some(xfer)).and_then(|resp| {
             self.read_fifo_block(buf, 0)?;
             self.wait_data_over(1, BLOCK_TIMEOUT_US)?;
