@@ -14,8 +14,8 @@ use inference::model::{Input, Model, Part, RunState};
 use inference::parallel::Parallel;
 use inference::{Kernels, Storage};
 
-/// How long a board that was told to stop keeps passing on what it has queued (the head's stop
-/// for the boards after it).
+/// How long, at most, a board that was told to stop keeps passing on what it has queued and what
+/// still comes (the head's stop for the boards after it, sent again if it was lost).
 const STOP_FLUSH_NS: u64 = super::node::STOP_NS;
 
 /// What the head told this board.
@@ -75,7 +75,7 @@ pub fn join<L: Link>(
         },
     );
     if let Err(RingError::Stopped) = &waited {
-        node.flush(STOP_FLUSH_NS);
+        node.linger(STOP_FLUSH_NS);
     }
     waited?;
     got.ok_or(RingError::Stopped)
@@ -137,7 +137,7 @@ where
         let batch = take_batch(&mut node.borrow_mut(), st, dim)?;
         let Some(b) = batch else {
             // Pass on what is queued (the head's stop for the boards after this one).
-            node.borrow_mut().flush(STOP_FLUSH_NS);
+            node.borrow_mut().linger(STOP_FLUSH_NS);
             return Ok(served);
         };
         if b.pos > st.pos {

@@ -11,6 +11,10 @@ use alloc::vec::Vec;
 /// How long a board that ends the run waits for its last messages (the stop) to be taken.
 pub const STOP_NS: u64 = 10_000_000_000;
 
+/// The quiet on the line in after which a stopped board stops passing frames on (longer than the
+/// head's first resend timeout, so a Stop sent again for the boards after it gets through).
+const LINGER_QUIET_NS: u64 = 3_000_000_000;
+
 /// A follower gives the head this many times the head's silence limit before it gives up.
 pub const FOLLOWER_PATIENCE: u64 = 10;
 
@@ -217,6 +221,27 @@ impl<L: Link> Node<L> {
             let before = self.ep.stats();
             if self.ep.pump(self.now()).is_err() {
                 break;
+            }
+            self.rest_if_idle(&before);
+        }
+    }
+
+    /// After this board's own Stop: keep passing frames on until everything queued is sent and
+    /// the line in has been quiet for [`LINGER_QUIET_NS`] (bounded by `ns`). A Stop for a later
+    /// board that was corrupt on the way in is sent again by the head after its timeout, and only
+    /// this board can pass the copy on: ending as soon as its own queue is empty would leave the
+    /// later boards running.
+    pub fn linger(&mut self, ns: u64) {
+        let end = self.now() + ns;
+        loop {
+            let now = self.now();
+            let heard = self.ep.last_upstream().map_or(u64::MAX, |t| now.saturating_sub(t));
+            if now >= end || (self.ep.idle() && heard >= LINGER_QUIET_NS) {
+                return;
+            }
+            let before = self.ep.stats();
+            if self.ep.pump(now).is_err() {
+                return;
             }
             self.rest_if_idle(&before);
         }
