@@ -312,6 +312,21 @@ impl Sampler {
         pool: &P,
         logits: &mut [f32],
     ) -> Result<u32, SamplerError> {
+        self.check_on(pool, logits, None).map(|(t, _)| t)
+    }
+
+    /// Check a guessed token `draft` against these logits, keeping the sampler's distribution:
+    /// `(token, whether it is the draft)`. Greedy takes the highest logit, the draft when it is
+    /// that. A draw takes the draft with its probability p(draft), otherwise draws from the
+    /// others in proportion to theirs: speculative sampling's min(1, p/q) with a draft that is a
+    /// certain guess (q(draft) = 1), so each token comes out with exactly its probability
+    /// (p(draft), or (1 - p(draft)) · p(t) / (1 - p(draft)) = p(t)). `None`: a plain draw.
+    pub fn check_on<P: Parallel + ?Sized>(
+        &mut self,
+        pool: &P,
+        logits: &mut [f32],
+        draft: Option<u32>,
+    ) -> Result<(u32, bool), SamplerError> {
         if logits.len() != self.vocab {
             return Err(SamplerError::WrongSize {
                 expected: self.vocab,
@@ -325,25 +340,50 @@ impl Sampler {
                 return Err(SamplerError::NanLogits { index });
             }
         }
-        if c.repeat_penalty != 1.0 {
-            for (i, &t) in self.recent.iter().enumerate() {
-                // Penalise each distinct token once.
-                if self.recent[..i].contains(&t) {
-                    continue;
-                }
-                if let Some(l) = logits.get_mut(t as usize) {
-                    *l = if *l > 0.0 {
-                        *l / c.repeat_penalty
-                    } else {
-                        *l * c.repeat_penalty
-                    };
-                }
+        self.penalize(logits);
+        if c.temperature <= 0.0 {
+            let t = par_greedy(pool, logits)?;
+            return Ok((t, Some(t) == draft));
+        }
+        let (keep, total) = self.distribution(logits)?;
+        let (cand, probs) = (&self.idx[..keep], &self.probs[..keep]);
+        let Some(d) = draft else {
+            return Ok((draw(cand, probs, total, None, &mut self.rng), false));
+        };
+        let pd = cand.iter().position(|&t| t == d).map_or(0.0, |i| probs[i]);
+        if self.rng.next_f64() * total < pd {
+            return Ok((d, true));
+        }
+        let skip = Some(d).filter(|_| keep > 1);
+        let rest = if skip.is_some() { total - pd } else { total };
+        Ok((draw(cand, probs, rest, skip, &mut self.rng), false))
+    }
+
+    /// Divide positive (multiply negative) logits of each distinct recent token by the penalty.
+    fn penalize(&self, logits: &mut [f32]) {
+        let c = &self.config;
+        if c.repeat_penalty == 1.0 {
+            return;
+        }
+        for (i, &t) in self.recent.iter().enumerate() {
+            // Penalise each distinct token once.
+            if self.recent[..i].contains(&t) {
+                continue;
+            }
+            if let Some(l) = logits.get_mut(t as usize) {
+                *l = if *l > 0.0 {
+                    *l / c.repeat_penalty
+                } else {
+                    *l * c.repeat_penalty
+                };
             }
         }
-        if c.temperature <= 0.0 {
-            return par_greedy(pool, logits);
-        }
+    }
 
+    /// The tokens a draw may give and their weights at the temperature: `idx[..keep]` (top-k
+    /// sorted by logit, then cut by top-p and min-p), `probs[..keep]`; `(keep, total weight)`.
+    fn distribution(&mut self, logits: &[f32]) -> Result<(usize, f64), SamplerError> {
+        let c = self.config;
         // Candidates: the top-k (or all), sorted by logit, highest first (ties: lower id first).
         let n = logits.len();
         let k = if c.top_k == 0 || c.top_k >= n {
@@ -384,22 +424,33 @@ impl Sampler {
                 .max(1);
         }
 
-        // Temperature, then a draw.
+        // Temperature.
         let inv_t = 1.0 / c.temperature as f64;
         let mut total = 0.0f64;
         for (p, &t) in probs[..keep].iter_mut().zip(cand.iter()) {
             *p = libm::exp((logits[t as usize] as f64 - max as f64) * inv_t);
             total += *p;
         }
-        let mut r = self.rng.next_f64() * total;
-        for (p, &t) in probs[..keep].iter().zip(cand.iter()) {
-            if r < *p {
-                return Ok(t);
-            }
-            r -= p;
-        }
-        Ok(cand[keep - 1])
+        Ok((keep, total))
     }
+}
+
+/// A draw from `cand` in proportion to `probs` (summing to `total`), never `skip` (whose weight
+/// `total` leaves out).
+fn draw(cand: &[u32], probs: &[f64], total: f64, skip: Option<u32>, rng: &mut Rng) -> u32 {
+    let mut r = rng.next_f64() * total;
+    let mut last = cand[0];
+    for (p, &t) in probs.iter().zip(cand) {
+        if Some(t) == skip {
+            continue;
+        }
+        if r < *p {
+            return t;
+        }
+        r -= p;
+        last = t;
+    }
+    last
 }
 
 /// `f32::total_cmp` as an integer: `key(a) < key(b)` exactly when `a.total_cmp(&b)` is `Less`.

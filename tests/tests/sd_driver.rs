@@ -6,8 +6,8 @@
 //! Every test ends by checking that the simulator saw no protocol violation and no command outside
 //! the read-only set.
 
-mod fat_common;
 mod dma_mem;
+mod fat_common;
 mod sd_card_sim;
 mod sd_sim;
 

@@ -8,8 +8,8 @@
 //! FAT file written in place over the simulated card. Every test ends by checking that the
 //! simulator saw no protocol violation and only commands of the driver's set.
 
-mod fat_common;
 mod dma_mem;
+mod fat_common;
 mod sd_card_sim;
 mod sd_sim;
 

@@ -12,7 +12,9 @@ use inference::model::{Model, ModelError, RunState};
 use inference::parallel::SingleThread;
 use inference::quant::MAX_BATCH;
 use inference::sampler::{Sampler, SamplerConfig};
-use inference::speculate::{Draft, Lookup, SpecStats};
+use inference::speculate::{
+    same_vocabulary, Draft, DraftShape, Drafts, Lookup, ModelDraft, SpecStats,
+};
 use inference::tokenizer::Tokenizer;
 use inference::{Gguf, Kernels, SliceStorage, Storage};
 
@@ -246,7 +248,17 @@ fn generate_with<S: Storage + Sync>(
             (r.unwrap(), SpecStats::default())
         }
         Some(d) => engine
-            .generate_speculative(&mut st, &mut sampler, prompt, n, d, is_end, &|| 0, &mut on)
+            .generate_speculative(
+                &mut st,
+                &mut sampler,
+                prompt,
+                n,
+                d,
+                is_end,
+                &|| 0,
+                None,
+                &mut on,
+            )
             .unwrap(),
     };
     ((out, rep, st.pos), stats)
@@ -270,22 +282,39 @@ impl Draft for Oracle {
     }
 }
 
-/// Speculative against plain on one model and prompt, with lookup and both oracles; the lookup
-/// run's counts.
+/// A draft model for a synthetic target: one layer, a narrower feed-forward (so its weights are
+/// not the target's first layer), the same vocabulary.
+fn draft_spec(spec: &Spec) -> Spec {
+    Spec {
+        layers: 1,
+        ffn: 32,
+        ..spec.clone()
+    }
+}
+
+const SHAPE: DraftShape = DraftShape {
+    ctx: 256,
+    batch: 8,
+    max_draft: 5,
+};
+
+/// Speculative against plain on one model and prompt, with lookup, both oracles, a self-draft of
+/// the first layer, the draft model `dm` and lookup then the self-draft; the lookup run's counts.
 fn check_equal<S: Storage + Sync>(
     name: &str,
-    model: &Model,
-    src: &S,
+    (model, src): (&Model, &S),
+    dm: (&Model, &SliceStorage),
     job: (&[u32], usize, usize),
     is_end: &dyn Fn(u32) -> bool,
 ) -> SpecStats {
     let (want, _) = generate(model, src, job, is_end, None);
     let mut text = job.0.to_vec();
     text.extend(&want.0);
-    let mut lookup = Lookup {
+    let lookup = Lookup {
         max_n: 3,
         max_draft: 8,
     };
+    let (mut lookup1, mut lookup2) = (lookup, lookup);
     let mut right = Oracle {
         text: text.clone(),
         k: 6,
@@ -296,11 +325,19 @@ fn check_equal<S: Storage + Sync>(
         k: 6,
         junk: true,
     };
+    let (k, one) = (Kernels::best(), &SingleThread);
+    let mut own = ModelDraft::first_layers(model, src, one, k, 1, SHAPE).unwrap();
+    let mut own2 = ModelDraft::first_layers(model, src, one, k, 1, SHAPE).unwrap();
+    let mut other = ModelDraft::model(dm.0, dm.1, one, k, SHAPE).unwrap();
+    let mut both = Drafts(vec![&mut lookup2, &mut own2]);
     let mut stats = vec![];
     for (what, d) in [
-        ("lookup", &mut lookup as &mut dyn Draft),
+        ("lookup", &mut lookup1 as &mut dyn Draft),
         ("oracle", &mut right),
         ("junk", &mut wrong),
+        ("self-draft", &mut own),
+        ("draft model", &mut other),
+        ("lookup + self-draft", &mut both),
     ] {
         let (got, s) = generate(model, src, job, is_end, Some(d));
         assert_eq!(got.0, want.0, "{name} with {what}: tokens");
@@ -324,9 +361,8 @@ fn check_equal<S: Storage + Sync>(
         );
     }
     eprintln!(
-        "{name}: lookup {:?}, {:.2} tokens per pass",
-        stats[0],
-        stats[0].tokens_per_pass()
+        "{name}: lookup {:?}, self-draft {:?}, draft model {:?}",
+        stats[0], stats[3], stats[4]
     );
     stats[0]
 }
@@ -337,6 +373,8 @@ fn speculative_greedy_is_plain_greedy_on_synthetic_models() {
     for spec in [LLAMA, QWEN3, GEMMA3] {
         let (bytes, model) = synthetic(&spec);
         let src = SliceStorage::new(&bytes);
+        let (dbytes, dmodel) = synthetic(&draft_spec(&spec));
+        let dm = (&dmodel, &SliceStorage::new(&dbytes));
         let repetitive: Vec<u32> = (0..48)
             .map(|i| [4, 9, 17, 23, 4, 9, 30, 2][i % 8])
             .collect();
@@ -348,7 +386,7 @@ fn speculative_greedy_is_plain_greedy_on_synthetic_models() {
             ("short", &vec![5]),
         ] {
             let name = format!("{} {what}", spec.arch);
-            let s = check_equal(&name, &model, &src, (prompt, 60, 200), &never);
+            let s = check_equal(&name, (&model, &src), dm, (prompt, 60, 200), &never);
             accepted += s.accepted;
             // An end token drawn mid-round: the third distinct token plain greedy makes.
             let (plain, _) = generate(&model, &src, (prompt, 60, 200), &never, None);
@@ -362,8 +400,8 @@ fn speculative_greedy_is_plain_greedy_on_synthetic_models() {
                 let is_end = move |t: u32| t == end;
                 check_equal(
                     &format!("{name}, end {end}"),
-                    &model,
-                    &src,
+                    (&model, &src),
+                    dm,
                     (prompt, 60, 200),
                     &is_end,
                 );
@@ -372,8 +410,8 @@ fn speculative_greedy_is_plain_greedy_on_synthetic_models() {
             for n in [0, 1, 2, 9] {
                 check_equal(
                     &format!("{name}, {n} tokens"),
-                    &model,
-                    &src,
+                    (&model, &src),
+                    dm,
                     (prompt, n, 200),
                     &never,
                 );
@@ -390,36 +428,153 @@ fn a_full_context_stops_speculation_as_it_stops_the_plain_loop() {
     for spec in [LLAMA, GEMMA3] {
         let (bytes, model) = synthetic(&spec);
         let src = SliceStorage::new(&bytes);
+        let (dbytes, dmodel) = synthetic(&draft_spec(&spec));
+        let dm = (&dmodel, &SliceStorage::new(&dbytes));
         let prompt = tokens(20, 5, 1);
         for ctx in [21, 22, 27, 33] {
             let name = format!("{} ctx {ctx}", spec.arch);
-            check_equal(&name, &model, &src, (&prompt, 100, ctx), &never);
+            check_equal(&name, (&model, &src), dm, (&prompt, 100, ctx), &never);
             let (plain, _) = generate(&model, &src, (&prompt, 100, ctx), &never, None);
             assert_eq!(plain.1.stop, Some(StopReason::ContextFull), "{name}");
         }
     }
 }
 
-/// Settings other than plain greedy run the plain loop: the same tokens, one per pass.
+/// Softmax of `logits` at temperature `t`, in f64.
+fn softmax(logits: &[f32], t: f64) -> Vec<f64> {
+    let max = logits.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
+    let e: Vec<f64> = logits
+        .iter()
+        .map(|&v| ((v as f64 - max) / t).exp())
+        .collect();
+    let sum: f64 = e.iter().sum();
+    e.iter().map(|v| v / sum).collect()
+}
+
+/// The exact distributions of the 2nd and 3rd sampled tokens after `prompt` at temperature `t`
+/// (no other filter), by feeding every first and second token (rolled back after each).
+fn exact_marginals(model: &Model, src: &SliceStorage, prompt: &[u32], t: f64) -> [Vec<f64>; 2] {
+    let mut st = RunState::with_batch(model, 64, 1, 16).unwrap();
+    feed(model, src, &mut st, prompt);
+    let p1 = softmax(&st.logits, t);
+    let (base, k) = (st.pos, Kernels::best());
+    let mut p2 = vec![0.0; VOCAB];
+    let mut p3 = vec![0.0; VOCAB];
+    for x in 0..VOCAB {
+        st.rollback(base).unwrap();
+        model
+            .forward(&mut st, src, &SingleThread, &k, x as u32, true)
+            .unwrap();
+        let q2 = softmax(&st.logits, t);
+        for y in 0..VOCAB {
+            p2[y] += p1[x] * q2[y];
+            st.rollback(base + 1).unwrap();
+            model
+                .forward(&mut st, src, &SingleThread, &k, y as u32, true)
+                .unwrap();
+            for (z, q3) in softmax(&st.logits, t).iter().enumerate() {
+                p3[z] += p1[x] * q2[y] * q3;
+            }
+        }
+    }
+    [p2, p3]
+}
+
+/// Pearson's chi-square of `counts` against the distribution `p` (bins expecting fewer than 5
+/// pooled), and its degrees of freedom.
+fn chi_square(counts: &[usize], p: &[f64]) -> (f64, usize) {
+    let n: usize = counts.iter().sum();
+    let (mut chi, mut bins, mut pool) = (0.0, 0, (0.0, 0.0));
+    for (&c, &q) in counts.iter().zip(p) {
+        let e = q * n as f64;
+        if e < 5.0 {
+            pool = (pool.0 + c as f64, pool.1 + e);
+        } else {
+            chi += (c as f64 - e).powi(2) / e;
+            bins += 1;
+        }
+    }
+    if pool.1 > 0.0 {
+        chi += (pool.0 - pool.1).powi(2) / pool.1;
+        bins += 1;
+    }
+    (chi, bins - 1)
+}
+
+/// The chi-square value exceeded with probability 1e-4 at `df` degrees of freedom
+/// (Wilson-Hilferty: (X/df)^(1/3) is close to normal; z = 3.719 is the normal's 1e-4 tail).
+fn chi_square_critical(df: usize) -> f64 {
+    let d = df as f64;
+    let v = 2.0 / (9.0 * d);
+    d * (1.0 - v + 3.719 * v.sqrt()).powi(3)
+}
+
+/// Sampling with drafts keeps the sampler's distribution: over 4000 seeds, the 2nd and 3rd
+/// tokens (each checked against a self-draft's guess, often taken and often not) follow the
+/// exact distributions computed by enumerating every earlier token. Each chi-square test fails a
+/// correct sampler with probability 1e-4 (two tests: at most 2e-4 for one seed set; the seeds
+/// are fixed, so the outcome is reproducible).
 #[test]
-fn sampled_settings_fall_back_to_the_plain_loop() {
+fn sampled_speculation_keeps_the_samplers_distribution() {
     let (bytes, model) = synthetic(&QWEN3);
     let src = SliceStorage::new(&bytes);
+    let t = 2.0;
+    let prompt = tokens(12, 3, 2);
+    let exact = exact_marginals(&model, &src, &prompt, t as f64);
+    let never = |_: u32| false;
+    let shape = DraftShape {
+        max_draft: 2,
+        ..SHAPE
+    };
+    let k = Kernels::best();
+    let mut own = ModelDraft::first_layers(&model, &src, &SingleThread, k, 1, shape).unwrap();
+    let mut counts = [vec![0usize; VOCAB], vec![0usize; VOCAB]];
+    let mut total = SpecStats::default();
+    for seed in 0..4000 {
+        let cfg = SamplerConfig {
+            temperature: t,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            seed,
+            ..SamplerConfig::default()
+        };
+        let job = (&prompt[..], 3, 64);
+        let (got, s) = generate_with(&model, &src, job, &never, Some(&mut own), (cfg, 0));
+        assert_eq!(got.0.len(), 3);
+        counts[0][got.0[1] as usize] += 1;
+        counts[1][got.0[2] as usize] += 1;
+        total.add(&s);
+    }
+    let rate = total.acceptance();
+    eprintln!("sampled with a self-draft: {total:?}, acceptance {rate:.3}");
+    assert!((0.1..0.9).contains(&rate), "{total:?}");
+    for (i, (c, p)) in counts.iter().zip(&exact).enumerate() {
+        let (chi, df) = chi_square(c, p);
+        let crit = chi_square_critical(df);
+        eprintln!(
+            "token {}: chi-square {chi:.1} at {df} df (1e-4 level: {crit:.1})",
+            i + 2
+        );
+        assert!(
+            chi < crit,
+            "token {}: chi-square {chi:.1} >= {crit:.1}",
+            i + 2
+        );
+    }
+    // The test can tell: the 3rd token's counts are far from the 2nd's distribution.
+    let (chi, df) = chi_square(&counts[1], &exact[0]);
+    assert!(chi > chi_square_critical(df), "no power: {chi:.1}");
+    // A seed gives the same tokens every time.
     let cfg = SamplerConfig {
-        seed: 7,
+        temperature: t,
+        seed: 11,
         ..SamplerConfig::default()
     };
-    let prompt = tokens(30, 3, 2);
-    let never = |_: u32| false;
-    let job = (&prompt[..], 40, 200);
-    let (want, _) = generate_with(&model, &src, job, &never, None, (cfg, 0));
-    let mut lookup = Lookup {
-        max_n: 2,
-        max_draft: 4,
-    };
-    let (got, s) = generate_with(&model, &src, job, &never, Some(&mut lookup), (cfg, 0));
-    assert_eq!((got.0, got.2), (want.0, want.2));
-    assert_eq!((s.passes, s.drafted), (39, 0));
+    let job = (&prompt[..], 20, 64);
+    let a = generate_with(&model, &src, job, &never, Some(&mut own), (cfg, 0));
+    let b = generate_with(&model, &src, job, &never, Some(&mut own), (cfg, 0));
+    assert_eq!(a, b);
 }
 
 /// The default model, greedy on a code prompt that repeats itself: the same tokens as plain
@@ -450,6 +605,25 @@ fn speculative_greedy_is_plain_greedy_on_the_default_model() {
     assert_eq!(got.0, want.0, "tokens");
     assert_eq!((got.1.stop, got.2), (want.1.stop, want.2));
     assert!(s.tokens_per_pass() > 1.0, "{s:?}");
+    // The first 24 of 30 layers as the draft, alone and after lookup (a model not trained to
+    // exit early drafts poorly from fewer: 0 of 150 guesses taken from 10 layers, 12 of 107 from
+    // 24, 29 of 40 from 29).
+    let (k, one) = (Kernels::best(), &SingleThread);
+    let shape = DraftShape {
+        ctx: 512,
+        batch: 16,
+        max_draft: 4,
+    };
+    let mut own = ModelDraft::first_layers(&model, &src, one, k, 24, shape).unwrap();
+    let (got, s) = generate(&model, &src, (&prompt, 40, 512), &is_end, Some(&mut own));
+    eprintln!("SmolLM2 code edit, self-draft of 24 layers: {s:?}");
+    assert_eq!(got.0, want.0, "tokens with the self-draft");
+    assert_eq!((got.1.stop, got.2), (want.1.stop, want.2));
+    assert!(s.accepted > 0, "{s:?}");
+    let mut both = Drafts(vec![&mut lookup, &mut own]);
+    let (got, s) = generate(&model, &src, (&prompt, 40, 512), &is_end, Some(&mut both));
+    eprintln!("SmolLM2 code edit, lookup then self-draft: {s:?}");
+    assert_eq!(got.0, want.0, "tokens with lookup then the self-draft");
 
     let mut st1 = RunState::new(&model, 64, 1).unwrap();
     let rows = &prompt[..12];
@@ -485,4 +659,22 @@ fn fewer_rows_kept_check_fewer_drafts() {
     let (got, s) = generate_with(&model, &src, job, &never, Some(&mut lookup), greedy);
     assert_eq!(got, want);
     assert!(s.drafted <= 2 * s.passes && s.accepted > 0, "{s:?}");
+}
+
+/// A draft model must share the target's tokenizer: another vocabulary is refused, naming the
+/// difference.
+#[test]
+fn a_draft_model_of_another_vocabulary_is_refused() {
+    let (src, g) = common::open(&common::model_path());
+    let smol = Tokenizer::from_gguf(&g, &src).unwrap();
+    let (qsrc, qg) = common::open(&common::named_model("qwen2.5-coder-0.5b"));
+    let qwen = Tokenizer::from_gguf(&qg, &qsrc).unwrap();
+    assert_eq!(same_vocabulary(&smol, &smol), Ok(()));
+    assert_eq!(same_vocabulary(&qwen, &qwen), Ok(()));
+    let e = same_vocabulary(&qwen, &smol).unwrap_err().to_string();
+    let want = format!("49152 tokens, the target has {}", qwen.vocab_size());
+    assert!(
+        e.contains("vocabulary is not the target's") && e.contains(&want),
+        "{e}"
+    );
 }

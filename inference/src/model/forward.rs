@@ -393,6 +393,11 @@ impl RunState {
         self.row_logits.get(row * vocab..(row + 1) * vocab)
     }
 
+    /// [`RunState::row_logits`], to be changed in place (penalties and filters before a draw).
+    pub fn row_logits_mut(&mut self, row: usize, vocab: usize) -> Option<&mut [f32]> {
+        self.row_logits.get_mut(row * vocab..(row + 1) * vocab)
+    }
+
     /// Go back to position `pos`, as if only the tokens before it had been fed (the rejected
     /// draft tokens of a check are forgotten; their cache rows are overwritten as it refills).
     /// At most [`MAX_BATCH`] positions below the highest one written since the last reset: a
@@ -578,10 +583,8 @@ impl Model {
         S: Storage + Sync + ?Sized,
         P: Parallel + ?Sized,
     {
-        let c = &self.config;
-        check_pass(c, st, Input::Tokens(tokens), tokens.len())?;
-        self.whole_pass((src, pool, k), want_logits, false)
-            .run(st, Input::Tokens(tokens))
+        let layers = self.config.n_layer;
+        self.forward_layers(st, (src, pool, k), tokens, layers, want_logits)
     }
 
     /// A pass over every layer, with the logits of the last token, of every token, or none.
@@ -619,13 +622,56 @@ impl Model {
         S: Storage + Sync + ?Sized,
         P: Parallel + ?Sized,
     {
-        let c = &self.config;
-        check_pass(c, st, Input::Tokens(tokens), tokens.len())?;
-        if st.row_logits.len() < tokens.len() * c.vocab {
+        if st.row_logits.len() < tokens.len() * self.config.vocab {
             return Err(ModelError::NoRowLogits);
         }
-        self.whole_pass((src, pool, k), true, true)
-            .run(st, Input::Tokens(tokens))
+        let layers = self.config.n_layer;
+        self.token_pass(st, (src, pool, k), tokens, layers, (true, true))
+    }
+
+    /// [`Model::forward_batch`] through the first `layers` layers only (1 to all), the output
+    /// head then reading the residual stream as it stands: a cheap draft of the whole model (a
+    /// self-draft). `st` needs a KV cache for those layers ([`RunState::for_part`]).
+    pub fn forward_layers<S, P>(
+        &self,
+        st: &mut RunState,
+        run: (&S, &P, &Kernels),
+        tokens: &[u32],
+        layers: usize,
+        want_logits: bool,
+    ) -> Result<(), ModelError>
+    where
+        S: Storage + Sync + ?Sized,
+        P: Parallel + ?Sized,
+    {
+        self.token_pass(st, run, tokens, layers, (want_logits, false))
+    }
+
+    /// A pass of `tokens` through the first `layers` layers, with the logits of the last token
+    /// (`(true, false)`), of every token (`(true, true)`) or none.
+    fn token_pass<S, P>(
+        &self,
+        st: &mut RunState,
+        run: (&S, &P, &Kernels),
+        tokens: &[u32],
+        layers: usize,
+        (want_logits, rows): (bool, bool),
+    ) -> Result<(), ModelError>
+    where
+        S: Storage + Sync + ?Sized,
+        P: Parallel + ?Sized,
+    {
+        let c = &self.config;
+        check_pass(c, st, Input::Tokens(tokens), tokens.len())?;
+        if layers == 0 || layers > c.n_layer {
+            return Err(ModelError::Part {
+                layers: 0..layers,
+                n_layer: c.n_layer,
+            });
+        }
+        let mut pass = self.whole_pass(run, want_logits, rows);
+        pass.layers = 0..layers;
+        pass.run(st, Input::Tokens(tokens))
     }
 
     /// Run the layers of `part` over `input` at the next positions, calling `tick` between matrix

@@ -235,7 +235,10 @@ impl<L: Link> Node<L> {
         let end = self.now() + ns;
         loop {
             let now = self.now();
-            let heard = self.ep.last_upstream().map_or(u64::MAX, |t| now.saturating_sub(t));
+            let heard = self
+                .ep
+                .last_upstream()
+                .map_or(u64::MAX, |t| now.saturating_sub(t));
             if now >= end || (self.ep.idle() && heard >= LINGER_QUIET_NS) {
                 return;
             }

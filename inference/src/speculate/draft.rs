@@ -1,0 +1,202 @@
+//! Drafts from a model: a smaller model of the same vocabulary (a draft model), or the target's
+//! own first layers and output head (a self-draft). Either keeps its own KV cache, synced with
+//! the context at each call: the positions it already holds are kept (its own accepted guesses
+//! included), the rest rolled back and fed again. It guesses greedily, so a draft is a certain
+//! guess, which [`crate::sampler::Sampler::check_on`] checks exactly at any temperature.
+
+use super::Draft;
+use crate::generate::GenError;
+use crate::model::{Model, ModelError, Part, RunState};
+use crate::parallel::Parallel;
+use crate::quant::Kernels;
+use crate::sampler::par_greedy;
+use crate::storage::Storage;
+use crate::tokenizer::Tokenizer;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+/// A model that drafts: its weights, the layers it runs and its own run state.
+pub struct ModelDraft<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> {
+    model: &'a Model,
+    src: &'a S,
+    pool: &'a P,
+    kernels: Kernels,
+    /// Layers run per draft token (all of a draft model's; the first L of a self-draft).
+    layers: usize,
+    st: RunState,
+    /// The tokens whose keys and values `st` holds, in order (`st.pos` of them).
+    fed: Vec<u32>,
+    /// Most tokens proposed at once.
+    max_draft: usize,
+}
+
+impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> fmt::Debug for ModelDraft<'_, S, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ModelDraft")
+            .field("layers", &self.layers)
+            .field("fed", &self.fed.len())
+            .field("max_draft", &self.max_draft)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How large a model draft's run state is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DraftShape {
+    /// Context positions (the target's).
+    pub ctx: usize,
+    /// Tokens per catch-up pass (a prompt is fed to the draft in batches of this many).
+    pub batch: usize,
+    /// Most tokens proposed at once.
+    pub max_draft: usize,
+}
+
+impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> ModelDraft<'a, S, P> {
+    /// A draft model: all of `model`'s layers, read from `src`.
+    pub fn model(
+        model: &'a Model,
+        src: &'a S,
+        pool: &'a P,
+        kernels: Kernels,
+        shape: DraftShape,
+    ) -> Result<Self, ModelError> {
+        Self::first_layers(model, src, pool, kernels, model.config.n_layer, shape)
+    }
+
+    /// A self-draft: the first `layers` layers of the target `model` (1 to all) and its output
+    /// head, with a KV cache for those layers only.
+    pub fn first_layers(
+        model: &'a Model,
+        src: &'a S,
+        pool: &'a P,
+        kernels: Kernels,
+        layers: usize,
+        shape: DraftShape,
+    ) -> Result<Self, ModelError> {
+        let n_layer = model.config.n_layer;
+        if layers == 0 || layers > n_layer {
+            return Err(ModelError::Part {
+                layers: 0..layers,
+                n_layer,
+            });
+        }
+        let part = Part {
+            layers: 0..layers,
+            ends: true,
+        };
+        let workers = pool.workers();
+        let st = RunState::for_part(model, shape.ctx, workers, shape.batch, &part)?;
+        Ok(ModelDraft {
+            model,
+            src,
+            pool,
+            kernels,
+            layers,
+            st,
+            fed: Vec::new(),
+            max_draft: shape.max_draft,
+        })
+    }
+
+    /// Bytes of its run state: (KV cache, everything else).
+    pub fn bytes(&self) -> (usize, usize) {
+        self.st.bytes()
+    }
+
+    /// Layers it runs per token.
+    pub fn layers(&self) -> usize {
+        self.layers
+    }
+
+    /// Bring the run state to `context` (at least one token), with the logits after its last
+    /// token: keep the common prefix, roll back the rest (or start over when a rollback cannot
+    /// go that far), feed what is new.
+    fn sync(&mut self, context: &[u32]) -> Result<(), GenError> {
+        let same = self.fed.iter().zip(context).take_while(|(a, b)| a == b);
+        // The last token is always fed again: its logits are the first guess.
+        let mut keep = same.count().min(context.len() - 1);
+        if self.st.rollback(keep).is_err() {
+            self.st.reset();
+            keep = 0;
+        }
+        self.fed.truncate(keep);
+        let new = &context[keep..];
+        let chunks = new.len().div_ceil(self.st.batch());
+        for (i, chunk) in new.chunks(self.st.batch()).enumerate() {
+            self.feed(chunk, i + 1 == chunks)?;
+        }
+        Ok(())
+    }
+
+    fn feed(&mut self, tokens: &[u32], want_logits: bool) -> Result<(), GenError> {
+        let run = (self.src, self.pool, &self.kernels);
+        self.model
+            .forward_layers(&mut self.st, run, tokens, self.layers, want_logits)?;
+        self.fed.extend_from_slice(tokens);
+        Ok(())
+    }
+}
+
+impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Draft for ModelDraft<'_, S, P> {
+    fn propose(&mut self, context: &[u32], out: &mut [u32]) -> Result<usize, GenError> {
+        // Room for the context and the guesses but the last (which is never fed).
+        let room = (self.st.ctx() + 1).saturating_sub(context.len());
+        let k = out.len().min(self.max_draft).min(room);
+        if k == 0 || context.is_empty() {
+            return Ok(0);
+        }
+        self.sync(context)?;
+        let vocab = self.model.config.vocab;
+        for i in 0..k {
+            let t = par_greedy(self.pool, &self.st.logits[..vocab])?;
+            out[i] = t;
+            if i + 1 < k {
+                self.feed(&[t], true)?;
+            }
+        }
+        Ok(k)
+    }
+}
+
+/// Why a draft model cannot draft for a target: their vocabularies differ.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VocabMismatch(pub String);
+
+impl fmt::Display for VocabMismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the draft model's vocabulary is not the target's: {} (a draft must share the target's tokenizer)",
+            self.0
+        )
+    }
+}
+
+/// Whether `draft`'s tokenizer gives every token the id `target`'s does: the same count, the same
+/// text of each, the same special ids.
+pub fn same_vocabulary(target: &Tokenizer, draft: &Tokenizer) -> Result<(), VocabMismatch> {
+    let (n, m) = (target.vocab_size(), draft.vocab_size());
+    if n != m {
+        return Err(VocabMismatch(alloc::format!(
+            "{m} tokens, the target has {n}"
+        )));
+    }
+    if let Some(id) = (0..n as u32).find(|&i| target.token_text(i) != draft.token_text(i)) {
+        let text = |t: &Tokenizer| {
+            String::from_utf8_lossy(t.token_text(id).unwrap_or_default()).into_owned()
+        };
+        return Err(VocabMismatch(alloc::format!(
+            "token {id} is {:?}, the target's is {:?}",
+            text(draft),
+            text(target)
+        )));
+    }
+    let (a, b) = (target.special_ids(), draft.special_ids());
+    if a != b {
+        return Err(VocabMismatch(alloc::format!(
+            "special ids {b:?}, the target's are {a:?}"
+        )));
+    }
+    Ok(())
+}

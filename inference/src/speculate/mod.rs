@@ -1,0 +1,295 @@
+//! Speculative decoding: several tokens per pass of the target model. A [`Draft`] source guesses
+//! the next tokens; one batched pass of the target over the last token and the guesses gives the
+//! logits after each of them ([`crate::model::Model::forward_rows`], each weight read once for
+//! all); the guesses are checked in order ([`Sampler::check_on`]) and the state is rolled back over
+//! those not taken ([`RunState::rollback`]). Since a batched pass is bit for bit a pass per token,
+//! greedy output is token for token that of plain greedy decoding, and sampled output has the
+//! plain sampler's distribution, in fewer passes over the weights: what counts when the weights
+//! stream from a card.
+//!
+//! Sources: [`Lookup`] (continuations found earlier in the context), [`ModelDraft`] (a draft
+//! model, or the target's own first layers and output head), and [`Drafts`] (several, the first
+//! with a guess wins). Each sees the whole context at each call and syncs its own state with it.
+
+mod draft;
+mod lookup;
+
+pub use draft::{same_vocabulary, DraftShape, ModelDraft, VocabMismatch};
+pub use lookup::{lookup, Lookup};
+
+use crate::generate::{Engine, GenError, GenReport, LogitsFilter, StopReason, Stops};
+use crate::model::{ModelError, RunState};
+use crate::parallel::Parallel;
+use crate::quant::MAX_BATCH;
+use crate::sampler::Sampler;
+use crate::storage::Storage;
+use alloc::vec::Vec;
+
+/// A source of draft tokens: guesses at what the target model generates next.
+pub trait Draft {
+    /// Up to `out.len()` tokens that may follow `context` (the prompt and every token generated
+    /// so far), written to the front of `out`; how many (0: no guess).
+    fn propose(&mut self, context: &[u32], out: &mut [u32]) -> Result<usize, GenError>;
+}
+
+/// Several sources, asked in order: the first that guesses anything gives the draft (e.g. lookup,
+/// free when the context repeats, then a model).
+pub struct Drafts<'d>(pub Vec<&'d mut dyn Draft>);
+
+impl core::fmt::Debug for Drafts<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Drafts({} sources)", self.0.len())
+    }
+}
+
+impl Draft for Drafts<'_> {
+    fn propose(&mut self, context: &[u32], out: &mut [u32]) -> Result<usize, GenError> {
+        for d in self.0.iter_mut() {
+            let n = d.propose(context, out)?;
+            if n > 0 {
+                return Ok(n);
+            }
+        }
+        Ok(0)
+    }
+}
+
+/// Counts of a speculative generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SpecStats {
+    /// Passes of the target model after the prompt.
+    pub passes: usize,
+    /// Draft tokens checked.
+    pub drafted: usize,
+    /// Draft tokens the target agreed with.
+    pub accepted: usize,
+}
+
+impl SpecStats {
+    /// Tokens each pass gave: its own next token and the drafts accepted (1 without speculation).
+    pub fn tokens_per_pass(&self) -> f32 {
+        (self.passes + self.accepted) as f32 / self.passes.max(1) as f32
+    }
+
+    /// Share of the checked draft tokens taken (0 when none was checked).
+    pub fn acceptance(&self) -> f32 {
+        self.accepted as f32 / self.drafted.max(1) as f32
+    }
+
+    /// Add another generation's counts (a chat's turns).
+    pub fn add(&mut self, o: &SpecStats) {
+        self.passes += o.passes;
+        self.drafted += o.drafted;
+        self.accepted += o.accepted;
+    }
+}
+
+impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
+    /// [`Engine::generate_filtered`] with drafts from `draft` checked by the target, a round per
+    /// pass: greedy, the same tokens, stop reason and final position as the plain loop; sampled,
+    /// the same distribution. Runs the plain loop when a ring runs the model. Allocates the
+    /// logits of every batch row ([`RunState::keep_row_logits`], unless the caller kept fewer
+    /// rows: at most that many tokens are checked per pass) and the context, once.
+    pub fn generate_speculative(
+        &self,
+        st: &mut RunState,
+        sampler: &mut Sampler,
+        prompt: &[u32],
+        max_tokens: usize,
+        draft: &mut dyn Draft,
+        is_end: &dyn Fn(u32) -> bool,
+        clock: &dyn Fn() -> u64,
+        filter: Option<&mut dyn LogitsFilter>,
+        on_token: &mut dyn FnMut(u32) -> bool,
+    ) -> Result<(GenReport, SpecStats), GenError> {
+        if self.remote.is_some() {
+            let start = st.pos + prompt.len();
+            let rep = self.generate_filtered(
+                st, sampler, prompt, max_tokens, is_end, clock, filter, on_token,
+            )?;
+            let passes = st.pos.saturating_sub(start);
+            let stats = SpecStats {
+                passes,
+                ..SpecStats::default()
+            };
+            return Ok((rep, stats));
+        }
+        let (rep, t0, t1) = self.prefill(st, sampler, prompt, clock)?;
+        if st.rows_kept() == 0 {
+            st.keep_row_logits(self.model, st.batch())?;
+        }
+        let mut run = Round {
+            stops: Stops {
+                max_tokens,
+                is_end,
+                clock,
+                t0,
+            },
+            rep,
+            stats: SpecStats::default(),
+            context: Vec::with_capacity(prompt.len() + max_tokens.min(st.ctx())),
+            batch: [0; MAX_BATCH],
+            filter,
+        };
+        run.context.extend_from_slice(prompt);
+        if max_tokens > 0 {
+            let at = (st.pos, st.ctx());
+            let (first, _, complete) = run.draw(self.pool, sampler, &mut st.logits, None, at)?;
+            self.rounds(&mut run, st, sampler, draft, (first, complete), on_token)?;
+        }
+        run.rep.stop.get_or_insert(StopReason::MaxTokens);
+        run.rep.gen_time = clock().wrapping_sub(t1);
+        Ok((run.rep, run.stats))
+    }
+
+    /// Rounds until a stop, from the target's token `next` (drawn, not yet taken; `complete`
+    /// when the filter said it completes the output): take it, ask for drafts, check them in one
+    /// pass, take those the target agrees with, roll back the rest.
+    fn rounds(
+        &self,
+        run: &mut Round<'_, '_>,
+        st: &mut RunState,
+        sampler: &mut Sampler,
+        draft: &mut dyn Draft,
+        mut next: (u32, bool),
+        on_token: &mut dyn FnMut(u32) -> bool,
+    ) -> Result<(), GenError> {
+        let vocab = self.model.config.vocab as u32;
+        loop {
+            let base = st.pos;
+            if let Some(stop) = run.take(sampler, on_token, next, (base, st.ctx())) {
+                run.rep.stop = Some(stop);
+                return Ok(());
+            }
+            // Drafts that fit the batch and the context, and can still be generated.
+            let room = (run.stops.max_tokens - run.rep.generated)
+                .min(st.ctx() - base - 1)
+                .min(st.rows_kept().max(1) - 1);
+            let n = draft
+                .propose(&run.context, &mut run.batch[1..1 + room])?
+                .min(room);
+            // A draft model with a wider output than the target's may guess past its vocabulary.
+            let n = run.batch[1..1 + n]
+                .iter()
+                .take_while(|&&t| t < vocab)
+                .count();
+            run.batch[0] = next.0;
+            let (src, pool, k) = (self.src, self.pool, &self.kernels);
+            let tokens = &run.batch[..1 + n];
+            self.model.forward_rows(st, src, pool, k, tokens)?;
+            self.forwarded();
+            run.stats.passes += 1;
+            run.stats.drafted += n;
+            match self.check(run, st, sampler, on_token, base, n)? {
+                Checked::Next(t, complete) => next = (t, complete),
+                Checked::Stop(stop, pos) => {
+                    st.rollback(pos)?;
+                    run.rep.stop = Some(stop);
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Walk the checked pass from position `base` (`n` drafts after the taken token): take each
+    /// draft the sampler keeps, then roll back past the last one taken.
+    fn check(
+        &self,
+        run: &mut Round<'_, '_>,
+        st: &mut RunState,
+        sampler: &mut Sampler,
+        on_token: &mut dyn FnMut(u32) -> bool,
+        base: usize,
+        n: usize,
+    ) -> Result<Checked, GenError> {
+        let (vocab, ctx) = (self.model.config.vocab, st.ctx());
+        let mut a = 0;
+        let next = loop {
+            let draft = (a < n).then(|| run.batch[1 + a]);
+            let row = st.row_logits_mut(a, vocab).ok_or(ModelError::NoRowLogits)?;
+            // The token drawn here goes to position base + a + 1.
+            let at = (base + a + 1, ctx);
+            let (t, kept, complete) = run.draw(self.pool, sampler, row, draft, at)?;
+            if !kept {
+                break (t, complete);
+            }
+            a += 1;
+            run.stats.accepted += 1;
+            // Draft `a` sits at position base + a; the plain loop would be there, not past it.
+            if let Some(stop) = run.take(sampler, on_token, (t, complete), (base + a, ctx)) {
+                return Ok(Checked::Stop(stop, base + a));
+            }
+        };
+        st.rollback(base + 1 + a)?;
+        Ok(Checked::Next(next.0, next.1))
+    }
+}
+
+/// What a checked pass gave.
+enum Checked {
+    /// The target's own next token (drawn, not yet taken), and whether it completes the output.
+    Next(u32, bool),
+    /// Generation stops, at this position.
+    Stop(StopReason, usize),
+}
+
+/// The state of a speculative generation across its rounds.
+struct Round<'f, 'g> {
+    stops: Stops<'f>,
+    rep: GenReport,
+    stats: SpecStats,
+    /// The prompt and the tokens taken so far, for the draft source.
+    context: Vec<u32>,
+    /// The pass being checked: the last token taken, then the drafts.
+    batch: [u32; MAX_BATCH],
+    filter: Option<&'g mut dyn LogitsFilter>,
+}
+
+impl Round<'_, '_> {
+    /// Draw the token after `logits` (to be fed at position `pos` of `ctx`), checking `draft` against it,
+    /// as the plain loop draws: the filter masks first and advances over the token:
+    /// `(token, whether it is the draft, whether it completes the output)`.
+    fn draw<P: Parallel + ?Sized>(
+        &mut self,
+        pool: &P,
+        sampler: &mut Sampler,
+        logits: &mut [f32],
+        draft: Option<u32>,
+        (pos, ctx): (usize, usize),
+    ) -> Result<(u32, bool, bool), GenError> {
+        let Some(f) = self.filter.as_deref_mut() else {
+            let (t, kept) = sampler.check_on(pool, logits, draft)?;
+            return Ok((t, kept, false));
+        };
+        // Tokens that can still be drawn: this one, then one per free position (as the plain
+        // loop counts them).
+        let left = self.stops.max_tokens - self.rep.generated;
+        let remaining = left.min(ctx.saturating_sub(pos) + 1);
+        f.apply(logits, remaining);
+        let (mut t, mut kept) = sampler.check_on(pool, logits, draft)?;
+        if logits.get(t as usize) == Some(&f32::NEG_INFINITY) {
+            // Only in a corner of the sampler's arithmetic: never break the filter.
+            t = crate::sampler::greedy(logits)?;
+            kept = Some(t) == draft;
+        }
+        let complete = !(self.stops.is_end)(t) && f.advance(t);
+        Ok((t, kept, complete))
+    }
+
+    /// [`Stops::take`], keeping the token in the context unless generation stops.
+    fn take(
+        &mut self,
+        sampler: &mut Sampler,
+        on_token: &mut dyn FnMut(u32) -> bool,
+        (tok, complete): (u32, bool),
+        at: (usize, usize),
+    ) -> Option<StopReason> {
+        let stop = self
+            .stops
+            .take(&mut self.rep, sampler, on_token, tok, complete, at);
+        if stop.is_none() {
+            self.context.push(tok);
+        }
+        stop
+    }
+}
