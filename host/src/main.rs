@@ -15,6 +15,7 @@
 
 mod pool;
 mod ringplan;
+mod spec;
 mod sweep;
 
 use inference::generate::{Engine, StopReason};
@@ -48,6 +49,15 @@ const USAGE: &str = "usage: lmboot-host --model FILE.gguf|NAME [options]
   --batch B              prompt tokens per forward pass, 1 to 64 (default 32); every B gives the
                          same logits, bit for bit
   --no-special           treat special-token text in the prompt as plain text
+  --lookup N             speculative decoding: guess from earlier text that ends like the last N
+                         tokens (1 to 8)
+  --self-draft L         speculative decoding: the model's first L layers guess
+  --draft FILE|NAME      speculative decoding: a smaller model of the same vocabulary guesses
+                         (sources given together are asked in that order: lookup, draft, self)
+  --draft-max K          most guesses checked per pass (1 to 63, default 8)
+  --speculate auto|off|K how many guesses to check: auto (default) measures what pays, off runs
+                         the plain loop, K always checks K; the output is the plain loop's either
+                         way (greedy: the same tokens; sampled: the same distribution)
   --pread                read weights with positioned reads instead of mmap
   --teacher GOLDEN.txt   teacher-forced run over a golden case's prompt_ids and generated_ids
   --dump-logits OUT.f32  with --teacher: write one row of logits per step
@@ -81,6 +91,7 @@ struct Args {
     info: bool,
     sweep: Option<String>,
     ring_plan: Option<String>,
+    spec: inference::speculate::SpecSettings,
 }
 
 fn fail(msg: impl std::fmt::Display) -> ! {
@@ -106,6 +117,7 @@ fn parse_args() -> Args {
         info: false,
         sweep: None,
         ring_plan: None,
+        spec: Default::default(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -126,6 +138,11 @@ fn parse_args() -> Args {
             _ => "",
         };
         a.given.mark(setting);
+        match spec::parse(&mut a.spec, &arg, &mut val) {
+            Ok(true) => continue,
+            Ok(false) => {}
+            Err(e) => fail(e),
+        }
         match arg.as_str() {
             "--model" | "-m" => a.model = Some(val("--model")),
             "--prompt" | "-p" => a.prompt = Some(val("--prompt")),
@@ -190,12 +207,12 @@ fn parse_args() -> Args {
 }
 
 /// The model file, memory-mapped: `resident` hands out slices of the mapping (zero-copy).
-struct MmapStorage {
+pub(crate) struct MmapStorage {
     map: memmap2::Mmap,
 }
 
 impl MmapStorage {
-    fn open(path: &std::path::Path) -> std::io::Result<Self> {
+    pub(crate) fn open(path: &std::path::Path) -> std::io::Result<Self> {
         let file = std::fs::File::open(path)?;
         // SAFETY: the mapping is read-only and private to this process; lmboot never writes the
         // model, and a concurrent writer to the file is outside what the runner supports.
@@ -292,26 +309,53 @@ fn run<S: Storage + Sync>(args: &Args, src: &S) -> Result<(), String> {
     let mut out = std::io::stdout().lock();
     let mut dec = StreamDecoder::new();
     let mut write_err = None;
-    let report = engine
-        .generate(
+    let mut on_token = |t| {
+        let mut ok = true;
+        dec.push(tok.token_to_piece(t), |s| {
+            if let Err(e) = out.write_all(s.as_bytes()).and_then(|_| out.flush()) {
+                write_err.get_or_insert(e);
+                ok = false;
+            }
+        });
+        ok
+    };
+    let is_end = |t| tok.is_eog(t);
+    let (report, spec_stats) = if args.spec.on() {
+        let draft = match &args.spec.draft {
+            Some(name) => Some(spec::DraftFile::open(name, &tok)?),
+            None => None,
+        };
+        let job = spec::Job {
+            prompt: &ids,
+            n: args.n,
+            is_end: &is_end,
+            clock: &clock,
+        };
+        let how = (&args.spec, draft.as_ref());
+        let (r, s) = spec::generate(
+            &engine,
             &mut st,
             &mut sampler,
-            &ids,
-            args.n,
-            &|t| tok.is_eog(t),
-            &clock,
-            &mut |t| {
-                let mut ok = true;
-                dec.push(tok.token_to_piece(t), |s| {
-                    if let Err(e) = out.write_all(s.as_bytes()).and_then(|_| out.flush()) {
-                        write_err.get_or_insert(e);
-                        ok = false;
-                    }
-                });
-                ok
-            },
-        )
-        .map_err(|e| e.to_string())?;
+            how,
+            job,
+            None,
+            &mut on_token,
+        )?;
+        (r, Some(s))
+    } else {
+        let r = engine
+            .generate(
+                &mut st,
+                &mut sampler,
+                &ids,
+                args.n,
+                &is_end,
+                &clock,
+                &mut on_token,
+            )
+            .map_err(|e| e.to_string())?;
+        (r, None)
+    };
     dec.finish(|s| {
         let _ = out.write_all(s.as_bytes());
     });
@@ -354,6 +398,9 @@ fn run<S: Storage + Sync>(args: &Args, src: &S) -> Result<(), String> {
         "runtime state: KV cache {} bytes ({ctx} positions, f16), other buffers {} bytes",
         kv, other
     );
+    if let Some(s) = spec_stats {
+        eprintln!("{}", spec::line(&model, &s, report.generated));
+    }
     Ok(())
 }
 

@@ -8,6 +8,7 @@
 use alloc::string::String;
 use core::fmt;
 use inference::sampler::{Given, SamplerConfig};
+use inference::speculate::{SpecSettings, MAX_LOOKUP};
 
 /// Longest line accepted.
 pub const MAX_LINE: usize = 4096;
@@ -110,6 +111,8 @@ pub struct Config {
     /// The ring's line rate (bits/s) on the board's link UART; `None` (`max`): the highest its
     /// clock makes, up to [`MAX_RING_BAUD`].
     pub ring_baud: Option<u32>,
+    /// Speculative decoding: `lookup`, `self_draft`, `draft`, `draft_max`, `speculate`.
+    pub spec: SpecSettings,
 }
 
 /// `ring = K/N`: board `board` (1 is the head: console, tokenizer, sampler) of `boards`, wired
@@ -154,6 +157,7 @@ impl Default for Config {
             arm_freq: ArmClock::Max,
             ring: None,
             ring_baud: None,
+            spec: SpecSettings::default(),
         }
     }
 }
@@ -223,7 +227,7 @@ impl fmt::Display for ConfigError {
     }
 }
 
-const KNOWN: &str = "model, prompt, system, mode, json, allow_write, prompt_cache, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, batch, cache, page, readahead, io_core, cores, special, kernels, measure_cores, selftest, arm_freq, ring, ring_baud";
+const KNOWN: &str = "model, prompt, system, mode, json, allow_write, prompt_cache, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, batch, cache, page, readahead, io_core, cores, special, kernels, measure_cores, selftest, arm_freq, ring, ring_baud, lookup, self_draft, draft, draft_max, speculate";
 
 /// `ring = K/N` (`off` or `1/1`: alone).
 fn ring_place(f: &Field<'_>) -> Result<Option<RingPlace>, ConfigError> {
@@ -501,6 +505,23 @@ fn set(c: &mut Config, f: &Field<'_>) -> Result<(), ConfigError> {
                 _ => return Err(f.bad("auto, on or off")),
             }
         }
+        "lookup" => c.spec.lookup = f.int(0, MAX_LOOKUP as u64, "0 (off) to 8 tokens")? as usize,
+        "self_draft" => {
+            c.spec.self_draft =
+                f.int(0, 1 << 10, "0 (off), or 1 to the model's layers less one")? as usize
+        }
+        "draft" => {
+            c.spec.draft = match v {
+                "off" | "none" => None,
+                p if p.starts_with('/') => Some(p.into()),
+                _ => return Err(f.bad("off, or a path on the card starting with /")),
+            }
+        }
+        "draft_max" => c.spec.draft_max = f.int(1, 63, "1 to 63 guesses")? as usize,
+        "speculate" => {
+            c.spec.mode = SpecSettings::parse_mode(v)
+                .ok_or_else(|| f.bad("auto, off, or 1 to 63 guesses every pass"))?
+        }
         "measure_cores" => c.measure_cores = Some(f.int(1, 16, "1 to 16")? as usize),
         "ring" => c.ring = ring_place(f)?,
         "ring_baud" => {
@@ -664,6 +685,11 @@ mod tests {
             (b"arm_freq = 2401", 1, "600 to 2400"),
             (b"arm_freq = 1.2", 1, "600 to 2400"),
             (b"arm_freq = -1", 1, "600 to 2400"),
+            (b"lookup = 9", 1, "0 (off) to 8 tokens"),
+            (b"draft = draft.gguf", 1, "starting with /"),
+            (b"draft_max = 0", 1, "1 to 63 guesses"),
+            (b"speculate = 64", 1, "auto, off, or 1 to 63"),
+            (b"speculate = always", 1, "auto, off, or 1 to 63"),
         ];
         for (text, line, needle) in cases {
             let e = Config::parse(text).unwrap_err();
@@ -680,5 +706,24 @@ mod tests {
             Config::parse(&long).unwrap_err().kind,
             ConfigErrorKind::LineTooLong { .. }
         ));
+    }
+
+    #[test]
+    fn speculation_settings() {
+        use inference::speculate::SpecMode;
+        let c =
+            Config::parse(b"lookup = 3\nself_draft = 4\ndraft = /d.gguf\ndraft_max = 6\n").unwrap();
+        let s = &c.spec;
+        assert_eq!((s.lookup, s.self_draft, s.draft_max), (3, 4, 6));
+        assert_eq!(
+            (s.draft.as_deref(), s.mode),
+            (Some("/d.gguf"), SpecMode::Auto)
+        );
+        assert!(s.on() && s.max_guesses() == 6);
+        let c = Config::parse(b"lookup = 3\nspeculate = off").unwrap();
+        assert!(!c.spec.on());
+        let c = Config::parse(b"lookup = 3\nspeculate = 5").unwrap();
+        assert_eq!((c.spec.mode, c.spec.max_guesses()), (SpecMode::Fixed(5), 5));
+        assert!(!Config::default().spec.on());
     }
 }

@@ -13,7 +13,7 @@ use inference::parallel::SingleThread;
 use inference::quant::MAX_BATCH;
 use inference::sampler::{Sampler, SamplerConfig};
 use inference::speculate::{
-    same_vocabulary, Draft, DraftShape, Drafts, Lookup, ModelDraft, SpecStats,
+    same_vocabulary, Draft, DraftShape, Drafts, Lookup, ModelDraft, Planner, SpecStats, Speculation,
 };
 use inference::tokenizer::Tokenizer;
 use inference::{Gguf, Kernels, SliceStorage, Storage};
@@ -247,19 +247,23 @@ fn generate_with<S: Storage + Sync>(
             let r = engine.generate(&mut st, &mut sampler, prompt, n, is_end, &|| 0, &mut on);
             (r.unwrap(), SpecStats::default())
         }
-        Some(d) => engine
-            .generate_speculative(
-                &mut st,
-                &mut sampler,
-                prompt,
-                n,
-                d,
-                is_end,
-                &|| 0,
-                None,
-                &mut on,
-            )
-            .unwrap(),
+        Some(d) => {
+            let mut spec = Speculation::new(d, Planner::fixed(MAX_BATCH - 1));
+            let f = None;
+            engine
+                .generate_speculative(
+                    &mut st,
+                    &mut sampler,
+                    prompt,
+                    n,
+                    &mut spec,
+                    is_end,
+                    &|| 0,
+                    f,
+                    &mut on,
+                )
+                .unwrap()
+        }
     };
     ((out, rep, st.pos), stats)
 }
@@ -329,7 +333,7 @@ fn check_equal<S: Storage + Sync>(
     let mut own = ModelDraft::first_layers(model, src, one, k, 1, SHAPE).unwrap();
     let mut own2 = ModelDraft::first_layers(model, src, one, k, 1, SHAPE).unwrap();
     let mut other = ModelDraft::model(dm.0, dm.1, one, k, SHAPE).unwrap();
-    let mut both = Drafts(vec![&mut lookup2, &mut own2]);
+    let mut both = Drafts(vec![Box::new(&mut lookup2), Box::new(&mut own2)]);
     let mut stats = vec![];
     for (what, d) in [
         ("lookup", &mut lookup1 as &mut dyn Draft),
@@ -620,7 +624,7 @@ fn speculative_greedy_is_plain_greedy_on_the_default_model() {
     assert_eq!(got.0, want.0, "tokens with the self-draft");
     assert_eq!((got.1.stop, got.2), (want.1.stop, want.2));
     assert!(s.accepted > 0, "{s:?}");
-    let mut both = Drafts(vec![&mut lookup, &mut own]);
+    let mut both = Drafts(vec![Box::new(&mut lookup), Box::new(&mut own)]);
     let (got, s) = generate(&model, &src, (&prompt, 40, 512), &is_end, Some(&mut both));
     eprintln!("SmolLM2 code edit, lookup then self-draft: {s:?}");
     assert_eq!(got.0, want.0, "tokens with lookup then the self-draft");

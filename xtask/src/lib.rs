@@ -327,7 +327,18 @@ pub struct Settings {
     pub extra: Vec<(String, String)>,
     /// Size of the preallocated prompt-cache file on the card (0: none).
     pub prompt_cache_bytes: u64,
+    /// Speculative decoding (`--lookup N`, `--self-draft L`, `--draft-max K`, `--speculate
+    /// auto|off|K`): `lmboot.txt`'s keys and `lmboot-host`'s flags, as given (unset: left out).
+    pub spec: Vec<(&'static str, String)>,
 }
+
+/// The speculation flags: (flag, `lmboot.txt` key).
+pub const SPEC_FLAGS: [(&str, &str); 4] = [
+    ("--lookup", "lookup"),
+    ("--self-draft", "self_draft"),
+    ("--draft-max", "draft_max"),
+    ("--speculate", "speculate"),
+];
 
 impl Default for Settings {
     fn default() -> Self {
@@ -349,6 +360,7 @@ impl Default for Settings {
             selftest: None,
             extra: Vec::new(),
             prompt_cache_bytes: 4 << 20,
+            spec: Vec::new(),
         }
     }
 }
@@ -387,6 +399,10 @@ impl Settings {
                     )
                 }
                 "--no-special" => s.special = false,
+                flag if SPEC_FLAGS.iter().any(|(f, _)| *f == flag) => {
+                    let f = SPEC_FLAGS.iter().find(|(f, _)| *f == flag).unwrap().0;
+                    s.spec.push((f, val()?));
+                }
                 "--set" => {
                     let kv = val()?;
                     let (k, v) = kv
@@ -428,6 +444,10 @@ impl Settings {
         if !self.special {
             v.push("--no-special".into());
         }
+        for (flag, value) in &self.spec {
+            v.push(flag.to_string());
+            v.push(value.clone());
+        }
         v
     }
 
@@ -456,6 +476,13 @@ impl Settings {
         }
         if let Some(n) = self.measure_cores {
             t.push_str(&format!("measure_cores = {n}\n"));
+        }
+        for (flag, v) in &self.spec {
+            let key = SPEC_FLAGS
+                .iter()
+                .find(|(f, _)| f == flag)
+                .map_or("", |(_, k)| *k);
+            t.push_str(&format!("{key} = {v}\n"));
         }
         for (k, v) in &self.extra {
             t.push_str(&format!("{k} = {}\n", image::escape(v)));

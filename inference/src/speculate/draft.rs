@@ -74,19 +74,28 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> ModelDraft<'a, S, P> 
         layers: usize,
         shape: DraftShape,
     ) -> Result<Self, ModelError> {
+        let st = draft_state(model, layers, shape, pool.workers())?;
+        Self::with_state(model, src, pool, kernels, (layers, shape.max_draft), st)
+    }
+
+    /// [`ModelDraft::first_layers`] in a run state made by [`draft_state`], guessing at
+    /// most `max_draft` tokens at once.
+    pub fn with_state(
+        model: &'a Model,
+        src: &'a S,
+        pool: &'a P,
+        kernels: Kernels,
+        (layers, max_draft): (usize, usize),
+        mut st: RunState,
+    ) -> Result<Self, ModelError> {
         let n_layer = model.config.n_layer;
-        if layers == 0 || layers > n_layer {
+        if layers == 0 || layers > n_layer || st.logits.len() != model.config.vocab {
             return Err(ModelError::Part {
                 layers: 0..layers,
                 n_layer,
             });
         }
-        let part = Part {
-            layers: 0..layers,
-            ends: true,
-        };
-        let workers = pool.workers();
-        let st = RunState::for_part(model, shape.ctx, workers, shape.batch, &part)?;
+        st.reset();
         Ok(ModelDraft {
             model,
             src,
@@ -95,8 +104,13 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> ModelDraft<'a, S, P> 
             layers,
             st,
             fed: Vec::new(),
-            max_draft: shape.max_draft,
+            max_draft,
         })
+    }
+
+    /// Its run state back (to keep for the next generation).
+    pub fn into_state(self) -> RunState {
+        self.st
     }
 
     /// Bytes of its run state: (KV cache, everything else).
@@ -157,6 +171,21 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Draft for ModelDraft<'_, 
         }
         Ok(k)
     }
+}
+
+/// The run state a draft of `model`'s first `layers` layers needs (allocated before the page
+/// cache takes the rest of the memory, on a board).
+pub fn draft_state(
+    model: &Model,
+    layers: usize,
+    shape: DraftShape,
+    workers: usize,
+) -> Result<RunState, ModelError> {
+    let part = Part {
+        layers: 0..layers.min(model.config.n_layer),
+        ends: true,
+    };
+    RunState::for_part(model, shape.ctx, workers, shape.batch, &part)
 }
 
 /// Why a draft model cannot draft for a target: their vocabularies differ.

@@ -13,9 +13,13 @@
 
 mod draft;
 mod lookup;
+pub mod plan;
+mod speculator;
 
-pub use draft::{same_vocabulary, DraftShape, ModelDraft, VocabMismatch};
+pub use draft::{draft_state, same_vocabulary, DraftShape, ModelDraft, VocabMismatch};
 pub use lookup::{lookup, Lookup};
+pub use plan::{PassCost, Planner};
+pub use speculator::Speculator;
 
 use crate::generate::{Engine, GenError, GenReport, LogitsFilter, StopReason, Stops};
 use crate::model::{ModelError, RunState};
@@ -34,7 +38,13 @@ pub trait Draft {
 
 /// Several sources, asked in order: the first that guesses anything gives the draft (e.g. lookup,
 /// free when the context repeats, then a model).
-pub struct Drafts<'d>(pub Vec<&'d mut dyn Draft>);
+pub struct Drafts<'d>(pub Vec<alloc::boxed::Box<dyn Draft + 'd>>);
+
+impl<D: Draft + ?Sized> Draft for &mut D {
+    fn propose(&mut self, context: &[u32], out: &mut [u32]) -> Result<usize, GenError> {
+        (**self).propose(context, out)
+    }
+}
 
 impl core::fmt::Debug for Drafts<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -51,6 +61,128 @@ impl Draft for Drafts<'_> {
             }
         }
         Ok(0)
+    }
+}
+
+/// How many guesses to check per pass (`speculate = auto|off|K`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpecMode {
+    /// The plain loop.
+    Off,
+    /// As many as pay for themselves ([`Planner::auto`]).
+    Auto,
+    /// Always this many (at most the sources give).
+    Fixed(usize),
+}
+
+/// The speculation settings every runner takes (`lmboot.txt` keys, `lmboot-host` flags).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecSettings {
+    /// `lookup = N`: guesses from earlier text ending like the last N tokens (0: off).
+    pub lookup: usize,
+    /// `self_draft = L`: the target's first L layers guess (0: off).
+    pub self_draft: usize,
+    /// `draft = FILE`: a draft model of the target's vocabulary.
+    pub draft: Option<alloc::string::String>,
+    /// `draft_max = K`: most guesses per pass.
+    pub draft_max: usize,
+    /// `speculate = auto|off|K`.
+    pub mode: SpecMode,
+}
+
+/// Longest tail `lookup` may search for.
+pub const MAX_LOOKUP: usize = 8;
+/// Default of `draft_max`.
+pub const DRAFT_MAX: usize = 8;
+
+impl Default for SpecSettings {
+    fn default() -> Self {
+        SpecSettings {
+            lookup: 0,
+            self_draft: 0,
+            draft: None,
+            draft_max: DRAFT_MAX,
+            mode: SpecMode::Auto,
+        }
+    }
+}
+
+impl SpecSettings {
+    /// Whether a source is named and speculation is not off.
+    pub fn on(&self) -> bool {
+        self.mode != SpecMode::Off
+            && (self.lookup > 0 || self.self_draft > 0 || self.draft.is_some())
+    }
+
+    /// The most guesses a pass may check, and so the rows of logits it keeps, less one.
+    pub fn max_guesses(&self) -> usize {
+        match self.mode {
+            SpecMode::Fixed(k) => k,
+            _ => self.draft_max,
+        }
+        .min(MAX_BATCH - 1)
+    }
+
+    /// The planner these settings ask for; `prior` stands for the pass costs until measured.
+    pub fn planner(&self, prior: Option<PassCost>) -> Planner {
+        match self.mode {
+            SpecMode::Fixed(k) => Planner::fixed(k),
+            _ => Planner::auto(self.max_guesses(), prior),
+        }
+    }
+
+    /// `speculate`'s value: `auto`, `off`, or K (1 to 63) guesses every pass.
+    pub fn parse_mode(v: &str) -> Option<SpecMode> {
+        match v {
+            "auto" => Some(SpecMode::Auto),
+            "off" => Some(SpecMode::Off),
+            _ => match v.parse::<usize>() {
+                Ok(0) => Some(SpecMode::Off),
+                Ok(k) if k < MAX_BATCH => Some(SpecMode::Fixed(k)),
+                _ => None,
+            },
+        }
+    }
+
+    /// A self-draft of `self.self_draft` layers fits a model of `n_layer` layers (fewer than
+    /// all: the whole model is no draft).
+    pub fn check_self_draft(&self, n_layer: usize) -> Result<(), alloc::string::String> {
+        if self.self_draft >= n_layer {
+            return Err(alloc::format!(
+                "self_draft = {}: the model has {n_layer} layers (a draft of its first 1 to {})",
+                self.self_draft,
+                n_layer.saturating_sub(1)
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A draft source and how much of it to check per pass, kept across generations (a chat's
+/// turns): the planner's measurements and the counts carry over.
+pub struct Speculation<'d> {
+    pub draft: &'d mut dyn Draft,
+    pub plan: Planner,
+    /// Counts over every generation run with it.
+    pub stats: SpecStats,
+}
+
+impl<'d> Speculation<'d> {
+    pub fn new(draft: &'d mut dyn Draft, plan: Planner) -> Self {
+        Speculation {
+            draft,
+            plan,
+            stats: SpecStats::default(),
+        }
+    }
+}
+
+impl core::fmt::Debug for Speculation<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Speculation")
+            .field("plan", &self.plan)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
     }
 }
 
@@ -84,19 +216,35 @@ impl SpecStats {
     }
 }
 
+impl core::fmt::Display for SpecStats {
+    /// `2.31 tokens per target pass, 62% of 211 guesses taken` (the start of the `speculation:`
+    /// line every runner prints).
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "{:.2} tokens per target pass, {:.0}% of {} guesses taken",
+            self.tokens_per_pass(),
+            self.acceptance() * 100.0,
+            self.drafted
+        )
+    }
+}
+
 impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
-    /// [`Engine::generate_filtered`] with drafts from `draft` checked by the target, a round per
-    /// pass: greedy, the same tokens, stop reason and final position as the plain loop; sampled,
-    /// the same distribution. Runs the plain loop when a ring runs the model. Allocates the
-    /// logits of every batch row ([`RunState::keep_row_logits`], unless the caller kept fewer
-    /// rows: at most that many tokens are checked per pass) and the context, once.
+    /// [`Engine::generate_filtered`] with guesses from `spec`'s draft checked by the target, a
+    /// round per pass, as many as its planner chooses: greedy, the same tokens, stop reason and
+    /// final position as the plain loop; sampled, the same distribution. Runs the plain loop when
+    /// a ring runs the model. Allocates the logits of every batch row
+    /// ([`RunState::keep_row_logits`], unless the caller kept fewer rows: at most that many
+    /// tokens are checked per pass) and the context, once. Returns this generation's counts
+    /// (`spec.stats` adds them up).
     pub fn generate_speculative(
         &self,
         st: &mut RunState,
         sampler: &mut Sampler,
         prompt: &[u32],
         max_tokens: usize,
-        draft: &mut dyn Draft,
+        spec: &mut Speculation<'_>,
         is_end: &dyn Fn(u32) -> bool,
         clock: &dyn Fn() -> u64,
         filter: Option<&mut dyn LogitsFilter>,
@@ -112,9 +260,12 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
                 passes,
                 ..SpecStats::default()
             };
+            spec.stats.add(&stats);
             return Ok((rep, stats));
         }
         let (rep, t0, t1) = self.prefill(st, sampler, prompt, clock)?;
+        let passes = prompt.len().div_ceil(st.batch().max(1));
+        spec.plan.prompt(prompt.len(), passes, t1.wrapping_sub(t0));
         if st.rows_kept() == 0 {
             st.keep_row_logits(self.model, st.batch())?;
         }
@@ -135,10 +286,11 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
         if max_tokens > 0 {
             let at = (st.pos, st.ctx());
             let (first, _, complete) = run.draw(self.pool, sampler, &mut st.logits, None, at)?;
-            self.rounds(&mut run, st, sampler, draft, (first, complete), on_token)?;
+            self.rounds(&mut run, st, sampler, spec, (first, complete), on_token)?;
         }
         run.rep.stop.get_or_insert(StopReason::MaxTokens);
         run.rep.gen_time = clock().wrapping_sub(t1);
+        spec.stats.add(&run.stats);
         Ok((run.rep, run.stats))
     }
 
@@ -150,11 +302,12 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
         run: &mut Round<'_, '_>,
         st: &mut RunState,
         sampler: &mut Sampler,
-        draft: &mut dyn Draft,
+        spec: &mut Speculation<'_>,
         mut next: (u32, bool),
         on_token: &mut dyn FnMut(u32) -> bool,
     ) -> Result<(), GenError> {
         let vocab = self.model.config.vocab as u32;
+        let clock = run.stops.clock;
         loop {
             let base = st.pos;
             if let Some(stop) = run.take(sampler, on_token, next, (base, st.ctx())) {
@@ -165,22 +318,34 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
             let room = (run.stops.max_tokens - run.rep.generated)
                 .min(st.ctx() - base - 1)
                 .min(st.rows_kept().max(1) - 1);
-            let n = draft
-                .propose(&run.context, &mut run.batch[1..1 + room])?
-                .min(room);
+            let k = spec.plan.choose(room);
+            let t0 = clock();
+            let n = match k {
+                0 => 0,
+                k => spec
+                    .draft
+                    .propose(&run.context, &mut run.batch[1..1 + k])?
+                    .min(k),
+            };
             // A draft model with a wider output than the target's may guess past its vocabulary.
             let n = run.batch[1..1 + n]
                 .iter()
                 .take_while(|&&t| t < vocab)
                 .count();
+            let t1 = clock();
+            spec.plan.drafted(n, t1.wrapping_sub(t0));
             run.batch[0] = next.0;
-            let (src, pool, k) = (self.src, self.pool, &self.kernels);
+            let (src, pool, kernels) = (self.src, self.pool, &self.kernels);
             let tokens = &run.batch[..1 + n];
-            self.model.forward_rows(st, src, pool, k, tokens)?;
+            self.model.forward_rows(st, src, pool, kernels, tokens)?;
             self.forwarded();
+            spec.plan.pass(1 + n, clock().wrapping_sub(t1));
             run.stats.passes += 1;
             run.stats.drafted += n;
-            match self.check(run, st, sampler, on_token, base, n)? {
+            let before = run.stats.accepted;
+            let checked = self.check(run, st, sampler, on_token, base, n)?;
+            spec.plan.checked(n, run.stats.accepted - before);
+            match checked {
                 Checked::Next(t, complete) => next = (t, complete),
                 Checked::Stop(stop, pos) => {
                     st.rollback(pos)?;

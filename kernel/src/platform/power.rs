@@ -15,6 +15,12 @@ pub fn exit(code: u32) -> ! {
             // SAFETY: QEMU's test finisher (board description); writing it ends the emulation
             // with the status.
             unsafe { core::ptr::write_volatile(TEST_FINISHER as *mut u32, v) };
+            // QEMU only queues the shutdown: the core runs on until its main loop takes it. A
+            // power-off through the firmware now (OpenSBI's syscon-poweroff writes the finisher's
+            // "pass") could replace the status before then, so this core just waits.
+            loop {
+                Cpu::wait();
+            }
         } else {
             // Built for QEMU: report the status whatever the board does on hardware.
             Cpu::power_off(Cpu::QEMU_EXIT, code);

@@ -68,6 +68,8 @@ pub enum RunError {
     Generate(GenError),
     /// The chat stopped on a model or device error.
     Chat(String),
+    /// The speculation settings do not fit the model (`self_draft`, `draft`).
+    Speculation(String),
     /// `ring = K/N` on a board without a link UART, or the link cannot run at `ring_baud`.
     RingLink(String),
     /// The ring of boards failed (the message names the board and the cause).
@@ -123,6 +125,7 @@ impl fmt::Display for RunError {
             Prompt(e) => write!(f, "generation: {e}"),
             Generate(e) => write!(f, "generation: {e}"),
             Chat(e) => write!(f, "generation: {e}"),
+            Speculation(e) => write!(f, "{CONFIG_PATH}: {e}"),
             RingLink(e) => write!(f, "{CONFIG_PATH}: ring: {e}"),
             Ring(e) => write!(f, "ring: {e}"),
         }

@@ -101,7 +101,12 @@ where
         return Ok(());
     }
     let size = m.gguf_len;
-    let (mut st, ctx, capacity) = size_buffers(cfg, &m.model, cores, size, env, &mut out)?;
+    let Buffers {
+        mut st,
+        draft,
+        ctx,
+        capacity,
+    } = size_buffers(cfg, &m.model, cores, size, env, &mut out)?;
 
     // Declaration order is drop order reversed: the cache (declared last) waits for the reads in
     // flight, then the serving core stops, then the shared source goes.
@@ -130,7 +135,7 @@ where
         card_rate,
         remote: None,
     };
-    if model_run.run(&cache, &mut st, env, &mut out)? {
+    if model_run.run(&cache, (&mut st, draft), env, &mut out)? {
         return Ok(());
     }
     let _ = writeln!(
@@ -160,7 +165,7 @@ impl ModelRun<'_> {
     pub(crate) fn run<F: FileSource + Send, P: Parallel + ?Sized>(
         &self,
         cache: &PageCache<F>,
-        st: &mut RunState,
+        (st, draft): (&mut RunState, Option<RunState>),
         env: &Env<'_, P>,
         out: &mut Out<'_>,
     ) -> Result<bool, RunError> {
@@ -189,7 +194,7 @@ impl ModelRun<'_> {
             card_rate: self.card_rate,
             remote: self.remote,
         };
-        generate::run(&g, st, env, out)?;
+        generate::run(&g, (st, draft), env, out)?;
         Ok(false)
     }
 }
@@ -308,7 +313,7 @@ fn size_buffers<P: Parallel + ?Sized>(
     size: u64,
     env: &Env<'_, P>,
     out: &mut Out<'_>,
-) -> Result<(RunState, usize, u64), RunError> {
+) -> Result<Buffers, RunError> {
     let ctx = cfg.ctx.min(model.config.train_ctx);
     let batch = cfg
         .batch
@@ -317,7 +322,9 @@ fn size_buffers<P: Parallel + ?Sized>(
     let whole = inference::model::Part::whole(model.config.n_layer);
     let (kv, buffers) =
         RunState::size_of(model, ctx, workers, batch, &whole).map_err(RunError::Buffers)?;
+    let spec = speculation_bytes(cfg, model, (ctx, workers, batch))?;
     let heap = (env.heap_free)();
+    let buffers = buffers.saturating_add(spec);
     if kv.saturating_add(buffers).saturating_add(HEAP_MARGIN) > heap {
         return Err(RunError::NoRoom {
             ctx,
@@ -326,21 +333,104 @@ fn size_buffers<P: Parallel + ?Sized>(
             free: heap,
         });
     }
-    let st = RunState::with_batch(model, ctx, workers, batch).map_err(RunError::Buffers)?;
+    let mut st = RunState::with_batch(model, ctx, workers, batch).map_err(RunError::Buffers)?;
+    let draft = speculation_buffers(cfg, model, &mut st, (ctx, workers, batch))?;
     let (kv_bytes, buf_bytes) = st.bytes();
     let free = (env.heap_free)();
     let auto = free.saturating_sub(HEAP_MARGIN);
     let capacity = cfg.cache_bytes.unwrap_or(auto).min(auto).min(size);
+    let spec_note = match (&draft, cfg.spec.on()) {
+        (Some(d), _) => format!(
+            ", speculation {} KiB (logits of {} rows, the first {} layers' KV cache and buffers {} KiB)",
+            (RunState::row_logits_bytes(model, cfg.spec.max_guesses() + 1) >> 10),
+            cfg.spec.max_guesses() + 1,
+            cfg.spec.self_draft,
+            (d.bytes().0 + d.bytes().1) >> 10
+        ),
+        (None, true) => format!(
+            ", speculation {} KiB (logits of {} rows)",
+            RunState::row_logits_bytes(model, cfg.spec.max_guesses() + 1) >> 10,
+            cfg.spec.max_guesses() + 1
+        ),
+        (None, false) => String::new(),
+    };
     let _ = writeln!(
         out,
-        "memory: KV cache {} KiB ({ctx} positions), buffers {} KiB (prompt batches of {batch}), heap free {} MiB, page cache {} MiB of a {} MiB model",
+        "memory: KV cache {} KiB ({ctx} positions), buffers {} KiB (prompt batches of {batch}){spec_note}, heap free {} MiB, page cache {} MiB of a {} MiB model",
         kv_bytes >> 10,
         buf_bytes >> 10,
         free >> 20,
         capacity >> 20,
         size >> 20
     );
-    Ok((st, ctx, capacity))
+    Ok(Buffers {
+        st,
+        draft,
+        ctx,
+        capacity,
+    })
+}
+
+/// What [`size_buffers`] made: the run state, a self-draft's run state, the context length and
+/// the page cache's share of the heap.
+struct Buffers {
+    st: RunState,
+    draft: Option<RunState>,
+    ctx: usize,
+    capacity: u64,
+}
+
+/// Bytes speculation adds (`cfg.spec`): the logits of each row a pass checks, and a self-draft's
+/// KV cache and buffers; 0 when it is off. A self-draft as deep as the model is refused.
+fn speculation_bytes(
+    cfg: &Config,
+    model: &Model,
+    (ctx, workers, batch): (usize, usize, usize),
+) -> Result<u64, RunError> {
+    let s = &cfg.spec;
+    if !s.on() {
+        return Ok(0);
+    }
+    s.check_self_draft(model.config.n_layer)
+        .map_err(RunError::Speculation)?;
+    let rows = RunState::row_logits_bytes(model, s.max_guesses() + 1);
+    if s.self_draft == 0 {
+        return Ok(rows);
+    }
+    let part = inference::model::Part {
+        layers: 0..s.self_draft,
+        ends: true,
+    };
+    let (kv, bufs) =
+        RunState::size_of(model, ctx, workers, batch, &part).map_err(RunError::Buffers)?;
+    Ok(rows.saturating_add(kv).saturating_add(bufs))
+}
+
+/// Allocate what [`speculation_bytes`] counted: the rows of logits in `st`, and a self-draft's
+/// run state (returned).
+fn speculation_buffers(
+    cfg: &Config,
+    model: &Model,
+    st: &mut RunState,
+    (ctx, workers, batch): (usize, usize, usize),
+) -> Result<Option<RunState>, RunError> {
+    let s = &cfg.spec;
+    if !s.on() {
+        return Ok(None);
+    }
+    st.keep_row_logits(model, s.max_guesses() + 1)
+        .map_err(RunError::Buffers)?;
+    if s.self_draft == 0 {
+        return Ok(None);
+    }
+    let shape = inference::speculate::DraftShape {
+        ctx,
+        batch,
+        max_draft: s.max_guesses(),
+    };
+    let d = inference::speculate::draft_state(model, s.self_draft, shape, workers)
+        .map_err(RunError::Buffers)?;
+    Ok(Some(d))
 }
 
 /// Prompt tokens per forward pass when `batch = auto`: up to [`AUTO_BATCH`], as many as fit in a

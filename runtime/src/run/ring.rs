@@ -233,7 +233,7 @@ where
                         card_rate: 0,
                         remote: Some(&head),
                     };
-                    model_run.run(cache, &mut st, env, out).map(|_| ())
+                    model_run.run(cache, (&mut st, None), env, out).map(|_| ())
                 })
             }
             Err(e) => Err(e),

@@ -1,0 +1,254 @@
+//! How many draft tokens to check per pass, from measured costs. A checking pass of `b` tokens
+//! costs about `fixed + b · per_token`: `fixed` is what a pass pays once (weights read from the
+//! card and decoded), `per_token` what each token adds (the arithmetic). Drafting costs `draft`
+//! per guessed token. If each guess is taken with probability `α` (while the ones before it
+//! were), `k` guesses give `1 + α + … + α^k` tokens per pass, so the planner picks the `k` with
+//! the most tokens per second:
+//!
+//!     k* = argmax over 0 ≤ k ≤ max of (1 − α^(k+1)) / (1 − α) / (fixed + (k + 1) · per_token + k · draft)
+//!
+//! With the weights in RAM on a board whose passes are arithmetic, `fixed` is small against
+//! `per_token` and `k* = 0`: no speculation, the plain loop's cost. Streaming from a card makes
+//! `fixed` large and long drafts cheap. The costs are fitted to the passes as they run (least
+//! squares over recent passes and the prompt's batches), from a prior (e.g. the boot profile)
+//! until two batch sizes have been seen; `α` is counted over recent rounds. While `k* = 0` a
+//! round of one guess is still tried every [`PROBE_EVERY`] rounds, so a context that starts to
+//! repeat itself is noticed.
+
+/// Costs of a checking pass in the clock's units (nanoseconds on every platform here).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PassCost {
+    /// Paid once per pass.
+    pub fixed: f64,
+    /// Added per token of the pass.
+    pub per_token: f64,
+}
+
+/// Rounds between probes of one guess while the planner finds drafting a loss.
+pub const PROBE_EVERY: usize = 16;
+
+/// Weight of the past against a new observation (per observation).
+const DECAY: f64 = 0.95;
+
+/// Chooses the draft length of each round.
+#[derive(Debug, Clone)]
+pub struct Planner {
+    /// Most guesses per pass.
+    max: usize,
+    /// Fixed: always `max` guesses (tests, and a user who knows best).
+    fixed: bool,
+    prior: Option<PassCost>,
+    /// Decayed sums over passes for the fit `t = fixed + b · per_token`: weight, b, b², t, b·t.
+    fit: [f64; 5],
+    /// Decayed drafting time and guesses.
+    draft: [f64; 2],
+    /// Decayed guesses taken and rounds that ended on a rejected guess.
+    taken: [f64; 2],
+    /// Rounds since the last one with a guess while `k* = 0`.
+    idle: usize,
+}
+
+impl Planner {
+    /// Always `max` guesses per pass.
+    pub fn fixed(max: usize) -> Planner {
+        Planner {
+            fixed: true,
+            ..Planner::auto(max, None)
+        }
+    }
+
+    /// At most `max` guesses per pass, as many as pay for themselves; `prior` stands for the
+    /// pass costs until they are measured.
+    pub fn auto(max: usize, prior: Option<PassCost>) -> Planner {
+        Planner {
+            max,
+            fixed: false,
+            prior,
+            fit: [0.0; 5],
+            draft: [0.0; 2],
+            // One guess taken and one refused: α = 1/2 before anything is seen.
+            taken: [1.0, 1.0],
+            idle: 0,
+        }
+    }
+
+    /// Most guesses per pass.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// A pass of `b` tokens took `t`.
+    pub fn pass(&mut self, b: usize, t: u64) {
+        self.passes(b as f64, t as f64, 1.0);
+    }
+
+    /// The prompt: `tokens` in `passes` passes took `t` (one observation of the mean pass).
+    pub fn prompt(&mut self, tokens: usize, passes: usize, t: u64) {
+        if passes > 0 {
+            let n = passes as f64;
+            self.passes(tokens as f64 / n, t as f64 / n, n);
+        }
+    }
+
+    fn passes(&mut self, b: f64, t: f64, weight: f64) {
+        let f = &mut self.fit;
+        for s in f.iter_mut() {
+            *s *= DECAY;
+        }
+        f[0] += weight;
+        f[1] += weight * b;
+        f[2] += weight * b * b;
+        f[3] += weight * t;
+        f[4] += weight * b * t;
+    }
+
+    /// Guessing `n` tokens took `t`.
+    pub fn drafted(&mut self, n: usize, t: u64) {
+        if n > 0 {
+            self.draft = [
+                self.draft[0] * DECAY + t as f64,
+                self.draft[1] * DECAY + n as f64,
+            ];
+        }
+    }
+
+    /// A round checked `n` guesses and took the first `a`.
+    pub fn checked(&mut self, n: usize, a: usize) {
+        if n > 0 {
+            let refused = if a < n { 1.0 } else { 0.0 };
+            self.taken = [
+                self.taken[0] * DECAY + a as f64,
+                self.taken[1] * DECAY + refused,
+            ];
+        }
+    }
+
+    /// The chance that a guess is taken once the ones before it were.
+    pub fn acceptance(&self) -> f64 {
+        self.taken[0] / (self.taken[0] + self.taken[1])
+    }
+
+    /// The pass costs as fitted (the prior until two batch sizes have been seen; without a prior,
+    /// no amortization: every token costs the whole mean pass).
+    pub fn cost(&self) -> PassCost {
+        let [n, sb, sbb, st, sbt] = self.fit;
+        let spread = n * sbb - sb * sb;
+        if n > 0.0 && spread > 1e-6 * n * n {
+            let per_token = ((n * sbt - sb * st) / spread).max(0.0);
+            let fixed = ((st - per_token * sb) / n).max(0.0);
+            return PassCost { fixed, per_token };
+        }
+        match (self.prior, n > 0.0) {
+            (Some(p), _) => p,
+            (None, true) => PassCost {
+                fixed: 0.0,
+                per_token: st / sb.max(1e-9),
+            },
+            (None, false) => PassCost {
+                fixed: 1.0,
+                per_token: 0.0,
+            },
+        }
+    }
+
+    /// Drafting time per guess (0 until measured).
+    pub fn draft_cost(&self) -> f64 {
+        self.draft[0] / self.draft[1].max(1e-9)
+    }
+
+    /// Guesses to check in the next pass, at most `room`.
+    pub fn choose(&mut self, room: usize) -> usize {
+        let room = room.min(self.max);
+        if self.fixed || room == 0 {
+            return room;
+        }
+        let k = best_length(self.cost(), self.draft_cost(), self.acceptance(), room);
+        if k > 0 {
+            self.idle = 0;
+            return k;
+        }
+        self.idle += 1;
+        if self.idle >= PROBE_EVERY {
+            self.idle = 0;
+            return 1;
+        }
+        0
+    }
+}
+
+/// Expected tokens per pass from `k` guesses each taken with probability `alpha` in turn.
+pub fn tokens_per_pass(alpha: f64, k: usize) -> f64 {
+    let mut sum = 0.0;
+    let mut p = 1.0;
+    for _ in 0..=k {
+        sum += p;
+        p *= alpha;
+    }
+    sum
+}
+
+/// The draft length up to `max` with the most tokens per unit of time.
+pub fn best_length(cost: PassCost, draft: f64, alpha: f64, max: usize) -> usize {
+    let rate = |k: usize| {
+        let t = cost.fixed + (k + 1) as f64 * cost.per_token + k as f64 * draft;
+        tokens_per_pass(alpha, k) / t.max(1e-9)
+    };
+    // Ties go to the shorter draft (the plain loop first).
+    (0..=max).fold(0, |best, k| if rate(k) > rate(best) { k } else { best })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec::Vec;
+
+    #[test]
+    fn compute_bound_passes_do_not_speculate_and_streamed_ones_do() {
+        // Weights in RAM: a token of arithmetic costs as much as the pass's fixed part.
+        let ram = PassCost {
+            fixed: 1.0,
+            per_token: 1.0,
+        };
+        assert_eq!(best_length(ram, 0.0, 0.3, 16), 0);
+        // Streamed: the card's time dwarfs the arithmetic.
+        let card = PassCost {
+            fixed: 100.0,
+            per_token: 1.0,
+        };
+        let k = best_length(card, 0.0, 0.7, 16);
+        assert!((8..=16).contains(&k), "{k}");
+        // A draft model's cost per guess pulls the length down.
+        assert!(best_length(card, 20.0, 0.7, 16) < k);
+        assert_eq!(tokens_per_pass(0.5, 2), 1.75);
+    }
+
+    #[test]
+    fn the_fit_recovers_the_costs_and_the_planner_probes() {
+        let mut p = Planner::auto(8, None);
+        // Prompt: 64 tokens in 2 passes of 32, at 100 + 5 per token.
+        p.prompt(64, 2, 2 * (100 + 32 * 5));
+        for _ in 0..3 {
+            p.pass(1, 105);
+        }
+        let c = p.cost();
+        assert!(
+            (c.fixed - 100.0).abs() < 1e-6 && (c.per_token - 5.0).abs() < 1e-6,
+            "{c:?}"
+        );
+        // Guesses always refused: α falls and drafting stops, but for a probe now and then.
+        for _ in 0..100 {
+            p.checked(4, 0);
+        }
+        assert!(p.acceptance() < 0.05);
+        let lengths: Vec<usize> = (0..2 * PROBE_EVERY).map(|_| p.choose(8)).collect();
+        assert_eq!(lengths.iter().filter(|&&k| k == 1).count(), 2);
+        assert!(lengths.iter().all(|&k| k <= 1));
+        // Guesses taken: long drafts pay.
+        for _ in 0..100 {
+            p.checked(4, 4);
+        }
+        assert!(p.choose(8) >= 6);
+        assert_eq!(p.choose(3), 3);
+        assert_eq!(Planner::fixed(5).choose(9), 5);
+    }
+}

@@ -1,0 +1,102 @@
+//! The sources a [`SpecSettings`] names, kept across generations (a chat's turns): lookup, a
+//! draft model, a self-draft, asked in that order, and the planner that measures what pays.
+
+use super::{
+    Draft, Drafts, Lookup, ModelDraft, PassCost, Planner, SpecSettings, SpecStats, Speculation,
+};
+use crate::generate::{Engine, GenError, GenReport, LogitsFilter};
+use crate::model::RunState;
+use crate::parallel::Parallel;
+use crate::sampler::Sampler;
+use crate::storage::Storage;
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
+/// Speculative generation as configured: the sources, the planner, the counts so far.
+pub struct Speculator<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> {
+    lookup: Option<Lookup>,
+    /// A draft model (its storage may be another file's: hence behind `dyn`).
+    model: Option<Box<dyn Draft + 'a>>,
+    own: Option<ModelDraft<'a, S, P>>,
+    plan: Planner,
+    /// Counts over every generation so far.
+    pub stats: SpecStats,
+}
+
+impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Speculator<'a, S, P> {
+    /// The sources `s` names: lookup from its settings, the draft model and the self-draft as
+    /// made by the caller (they need storage and memory the caller owns); `prior` stands for the
+    /// pass costs until they are measured.
+    pub fn new(
+        s: &SpecSettings,
+        model: Option<Box<dyn Draft + 'a>>,
+        own: Option<ModelDraft<'a, S, P>>,
+        prior: Option<PassCost>,
+    ) -> Self {
+        Speculator {
+            lookup: (s.lookup > 0).then_some(Lookup {
+                max_n: s.lookup,
+                max_draft: s.max_guesses(),
+            }),
+            model,
+            own,
+            plan: s.planner(prior),
+            stats: SpecStats::default(),
+        }
+    }
+
+    /// The planner (its measurements so far).
+    pub fn plan(&self) -> &Planner {
+        &self.plan
+    }
+
+    /// [`Engine::generate_speculative`] with these sources; this generation's counts.
+    pub fn generate(
+        &mut self,
+        engine: &Engine<'_, S, P>,
+        st: &mut RunState,
+        sampler: &mut Sampler,
+        (prompt, max_tokens): (&[u32], usize),
+        (is_end, clock): (&dyn Fn(u32) -> bool, &dyn Fn() -> u64),
+        filter: Option<&mut dyn LogitsFilter>,
+        on_token: &mut dyn FnMut(u32) -> bool,
+    ) -> Result<(GenReport, SpecStats), GenError> {
+        let mut sources: Vec<Box<dyn Draft + '_>> = Vec::with_capacity(3);
+        if let Some(l) = self.lookup.as_mut() {
+            sources.push(Box::new(l));
+        }
+        if let Some(m) = self.model.as_mut() {
+            sources.push(Box::new(&mut **m));
+        }
+        if let Some(o) = self.own.as_mut() {
+            sources.push(Box::new(o));
+        }
+        let mut all = Drafts(sources);
+        let plan = core::mem::replace(&mut self.plan, Planner::fixed(0));
+        let mut spec = Speculation::new(&mut all, plan);
+        let r = engine.generate_speculative(
+            st, sampler, prompt, max_tokens, &mut spec, is_end, clock, filter, on_token,
+        );
+        self.plan = spec.plan;
+        let (rep, stats) = r?;
+        self.stats.add(&stats);
+        Ok((rep, stats))
+    }
+
+    /// The self-draft's run state back, to keep.
+    pub fn into_draft_state(self) -> Option<RunState> {
+        self.own.map(ModelDraft::into_state)
+    }
+}
+
+impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> core::fmt::Debug for Speculator<'_, S, P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Speculator")
+            .field("lookup", &self.lookup)
+            .field("model", &self.model.is_some())
+            .field("own", &self.own)
+            .field("plan", &self.plan)
+            .field("stats", &self.stats)
+            .finish()
+    }
+}

@@ -1,0 +1,104 @@
+//! Speculative decoding on a board: QEMU `virt` (aarch64, 4 cores) with 64 MiB of RAM, so that
+//! SmolLM2's weights stream from the card, prints exactly what `lmboot-host` prints with the same
+//! drafts, and the same text as without them (greedy); the board's `speculation:` line shows more
+//! than one token per target pass and fewer card bytes per generated token.
+
+mod common;
+
+use common::boot::{boot_with, built, generated, host_text, make_image};
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(900);
+
+/// A code edit that quotes its input: lookup's best case.
+const EDIT: &str =
+    "<|im_start|>user\nRename the variable x to total in this code and print it again in full:\n\
+def add(a, b):\n    x = a + b\n    return x\n\n\
+def add3(a, b, c):\n    x = a + b + c\n    return x\n<|im_end|>\n<|im_start|>assistant\n";
+
+/// `(tokens per target pass, card KiB per generated token)` from the board's `speculation:` line.
+fn speculation(uart: &str) -> (f64, u64) {
+    let line = uart
+        .lines()
+        .find(|l| l.starts_with("speculation: "))
+        .unwrap_or_else(|| panic!("no speculation line in:\n{uart}"));
+    let num = |after: &str| -> f64 {
+        let rest = &line[line.find(after).unwrap_or_else(|| panic!("{line}")) + after.len()..];
+        let n: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        n.parse().unwrap_or_else(|_| panic!("{line}"))
+    };
+    (num("speculation: "), num("; ") as u64)
+}
+
+/// Boot `spec` (the settings with drafts) on `mem` of RAM: QEMU exits with 0 and the kernel
+/// prints `lmboot-host`'s text for `spec`, which is its text for `plain`. Returns the UART.
+fn boot_matches(name: &str, plain: &xtask::Settings, spec: &xtask::Settings, mem: &str) -> String {
+    let b = built("qemu-virt-aarch64");
+    let model = common::model_path();
+    let want = host_text(b, &model, spec);
+    assert_eq!(
+        want,
+        host_text(b, &model, plain),
+        "lmboot-host: drafts changed the text"
+    );
+    let opts = xtask::QemuOpts {
+        mem: Some(mem.into()),
+        ..Default::default()
+    };
+    let img = make_image(name, spec, &model);
+    let (code, uart) = boot_with(b, &img, &opts, LIMIT);
+    eprintln!("{uart}");
+    assert_eq!(code, 0, "QEMU exit status");
+    assert_eq!(generated(&uart), want, "kernel and lmboot-host disagree");
+    assert!(uart.contains(", speculation "), "no memory for it: {uart}");
+    uart
+}
+
+/// Lookup while the weights stream (64 MiB of RAM for a 93 MiB model): more than one token per
+/// pass, and fewer card bytes per generated token than a pass reads.
+#[test]
+fn a_streaming_board_speculates_and_prints_what_the_pc_runner_prints() {
+    let plain = xtask::Settings {
+        prompt: EDIT.into(),
+        n: 40,
+        temp: "0".into(),
+        ..Default::default()
+    };
+    let mut spec = plain.clone();
+    spec.spec = vec![("--lookup", "3".into())];
+    let uart = boot_matches("speculate-edit", &plain, &spec, "64M");
+    let (per_pass, kib) = speculation(&uart);
+    assert!(per_pass > 1.5, "{per_pass} tokens per target pass");
+    // Without speculation every generated token reads the streamed part once.
+    let streamed = uart
+        .lines()
+        .find_map(|l| l.strip_prefix("speculation: "))
+        .and_then(|l| l.split(" KiB a pass").next())
+        .and_then(|l| l.rsplit('(').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no KiB a pass in {uart}"));
+    assert!(
+        kib > 0 && (kib as f64) < 0.8 * streamed as f64,
+        "{kib} KiB per token, {streamed} a pass"
+    );
+}
+
+/// The model's own first 24 of 30 layers drafting, 4 guesses a pass, the model resident.
+#[test]
+fn a_self_draft_on_a_board_prints_what_the_pc_runner_prints() {
+    let plain = xtask::Settings {
+        prompt: EDIT.into(),
+        n: 24,
+        temp: "0".into(),
+        ..Default::default()
+    };
+    let mut spec = plain.clone();
+    spec.spec = vec![("--self-draft", "24".into()), ("--speculate", "4".into())];
+    let uart = boot_matches("speculate-self", &plain, &spec, "512M");
+    assert!(uart.contains("the first 24 layers' KV cache"), "{uart}");
+    let (per_pass, _) = speculation(&uart);
+    assert!(per_pass > 1.0, "{per_pass} tokens per target pass");
+}
