@@ -102,3 +102,68 @@ fn a_self_draft_on_a_board_prints_what_the_pc_runner_prints() {
     let (per_pass, _) = speculation(&uart);
     assert!(per_pass > 1.0, "{per_pass} tokens per target pass");
 }
+
+/// A chat with lookup: the first reply is the PC runner's greedy reply to the same transcript,
+/// `/reset` gives it again, a JSON-mode reply is one JSON value, and `/stats` prints the
+/// speculation line. (Ctrl-C stops a speculative reply as the callback does in `speculate.rs`:
+/// typed here, it would arrive with the first message and stop that reply.)
+#[test]
+fn a_chat_speculates_across_turns() {
+    use inference::chat::{chat_template, default_system_prompt, Template};
+    let b = built("qemu-virt-aarch64");
+    let model = common::model_path();
+    let n = 24;
+    let mut s = xtask::Settings {
+        n,
+        extra: vec![("mode".into(), "chat".into())],
+        ..Default::default()
+    };
+    s.spec = vec![("--lookup", "3".into())];
+    let img = make_image("speculate-chat", &s, &model);
+    let input = b"Hi!\n/json on\nGive {\"city\": \"Paris\", \"size\": 2} as JSON.\n/json off\n/stats\n/reset\nHi!\n\x04";
+    let opts = xtask::QemuOpts::default();
+    let (code, uart) = common::boot::boot_input(b, &img, &opts, Some(input), LIMIT);
+    eprintln!("{uart}");
+    assert_eq!(code, 0, "QEMU exit status");
+    assert!(uart.contains("\nbye\n"), "{uart}");
+    // The first reply, against the PC runner's on the same transcript.
+    let src = inference::storage::FileStorage::open(&model).unwrap();
+    let g = inference::Gguf::open(&src).unwrap();
+    let tok = inference::tokenizer::Tokenizer::from_gguf(&g, &src).unwrap();
+    let template = Template::from_gguf(&g, &tok);
+    let system = chat_template(&g)
+        .and_then(default_system_prompt)
+        .unwrap_or_default();
+    let transcript = format!(
+        "{}{}",
+        template.system(&system),
+        template.user_turn("Hi!", true)
+    );
+    let plain = xtask::Settings {
+        prompt: transcript,
+        n,
+        ..Default::default()
+    };
+    let want = host_text(b, &model, &plain);
+    let replies: Vec<&str> = uart
+        .split("\n> Hi!\n")
+        .skip(1)
+        .map(|r| r.split("\n[turn 1").next().unwrap())
+        .collect();
+    assert_eq!(replies, [want.trim_end_matches('\n'); 2], "{uart}");
+    // The JSON turn.
+    let json = uart
+        .split("as JSON.\n")
+        .nth(1)
+        .and_then(|r| r.split("\n[turn 2").next())
+        .unwrap_or_else(|| panic!("no JSON turn in {uart}"));
+    serde_json::from_str::<serde_json::Value>(json).unwrap_or_else(|e| panic!("{json}: {e}"));
+    let line = uart
+        .lines()
+        .find(|l| l.starts_with("speculation: "))
+        .unwrap_or_else(|| panic!("no speculation line in {uart}"));
+    assert!(
+        line.contains("tokens per target pass") && !line.contains(" 0 guesses"),
+        "{line}"
+    );
+}

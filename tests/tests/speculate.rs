@@ -248,24 +248,35 @@ fn generate_with<S: Storage + Sync>(
             (r.unwrap(), SpecStats::default())
         }
         Some(d) => {
-            let mut spec = Speculation::new(d, Planner::fixed(MAX_BATCH - 1));
-            let f = None;
-            engine
-                .generate_speculative(
-                    &mut st,
-                    &mut sampler,
-                    prompt,
-                    n,
-                    &mut spec,
-                    is_end,
-                    &|| 0,
-                    f,
-                    &mut on,
-                )
-                .unwrap()
+            let job = (prompt, n);
+            spec_gen(
+                &engine,
+                (&mut st, &mut sampler),
+                job,
+                (d, MAX_BATCH - 1),
+                is_end,
+                None,
+                &mut on,
+            )
         }
     };
     ((out, rep, st.pos), stats)
+}
+
+/// [`Engine::generate_speculative`] with `d`, `k` guesses a pass (a fixed planner).
+fn spec_gen<S: Storage + Sync>(
+    engine: &Engine<'_, S, SingleThread>,
+    (st, sampler): (&mut RunState, &mut Sampler),
+    (prompt, n): (&[u32], usize),
+    (d, k): (&mut dyn Draft, usize),
+    is_end: &dyn Fn(u32) -> bool,
+    f: Option<&mut dyn inference::generate::LogitsFilter>,
+    on: &mut dyn FnMut(u32) -> bool,
+) -> (GenReport, SpecStats) {
+    let mut spec = Speculation::new(d, Planner::fixed(k));
+    engine
+        .generate_speculative(st, sampler, prompt, n, &mut spec, is_end, &|| 0, f, on)
+        .unwrap()
 }
 
 /// Proposes what it is told: the true continuation (from a plain run), or junk.
@@ -681,4 +692,147 @@ fn a_draft_model_of_another_vocabulary_is_refused() {
         e.contains("vocabulary is not the target's") && e.contains(&want),
         "{e}"
     );
+}
+
+/// JSON mode with drafts: the constraint masks every checked row as it masks the plain loop's
+/// draws, so greedy output is plain greedy JSON mode's token for token, and a sampled reply is
+/// still one complete JSON value.
+#[test]
+fn json_mode_with_drafts_is_json_mode_without() {
+    use inference::generate::LogitsFilter;
+    use inference::json::JsonConstraint;
+    let bytes = std::fs::read(common::model_path()).unwrap();
+    let src = SliceStorage::new(&bytes);
+    let g = Gguf::open(&src).unwrap();
+    let model = Model::load(&g, &src).unwrap();
+    let tok = Tokenizer::from_gguf(&g, &src).unwrap();
+    let text = "<|im_start|>system\nYou answer in JSON.<|im_end|>\n<|im_start|>user\n\
+        Give this record as a JSON object with the keys name, age and city: \
+        {\"name\": \"Alice Smith\", \"age\": 30, \"city\": \"Paris\"}<|im_end|>\n<|im_start|>assistant\n";
+    let prompt = tok.encode(text, true, true).unwrap();
+    let engine = Engine::new(&model, &src, &SingleThread, Kernels::best());
+    let is_end = |t: u32| tok.is_eog(t);
+    let run = |cfg: SamplerConfig, draft: Option<&mut dyn Draft>| {
+        let mut st = RunState::with_batch(&model, 256, 1, 16).unwrap();
+        let mut sampler = Sampler::new(cfg, model.config.vocab).unwrap();
+        let mut json = JsonConstraint::from_tokenizer(&tok).unwrap();
+        let mut out = vec![];
+        let mut on = |t| {
+            out.push(t);
+            true
+        };
+        let f = Some(&mut json as &mut dyn LogitsFilter);
+        let (rep, stats) = match draft {
+            None => {
+                let r = engine.generate_filtered(
+                    &mut st,
+                    &mut sampler,
+                    &prompt,
+                    60,
+                    &is_end,
+                    &|| 0,
+                    f,
+                    &mut on,
+                );
+                (r.unwrap(), SpecStats::default())
+            }
+            Some(d) => spec_gen(
+                &engine,
+                (&mut st, &mut sampler),
+                (&prompt, 60),
+                (d, 6),
+                &is_end,
+                f,
+                &mut on,
+            ),
+        };
+        (out, rep.stop, json.is_complete(), stats)
+    };
+    let greedy = SamplerConfig::greedy();
+    let want = run(greedy, None);
+    assert!(
+        want.2,
+        "plain JSON mode did not complete: {:?}",
+        tok.decode(&want.0)
+    );
+    let mut lookup = Lookup {
+        max_n: 3,
+        max_draft: 6,
+    };
+    let got = run(greedy, Some(&mut lookup));
+    eprintln!(
+        "JSON mode, lookup: {:?}: {}",
+        got.3,
+        String::from_utf8_lossy(&tok.decode(&got.0))
+    );
+    assert_eq!((&got.0, got.1, got.2), (&want.0, want.1, want.2));
+    assert!(got.3.accepted > 0, "{:?}", got.3);
+    let sampled = SamplerConfig {
+        temperature: 0.8,
+        seed: 9,
+        ..SamplerConfig::default()
+    };
+    let got = run(sampled, Some(&mut lookup));
+    assert!(
+        got.2,
+        "sampled JSON with drafts incomplete: {:?}",
+        tok.decode(&got.0)
+    );
+    let reply = String::from_utf8(tok.decode(&got.0)).unwrap();
+    serde_json::from_str::<serde_json::Value>(&reply).unwrap_or_else(|e| panic!("{reply}: {e}"));
+}
+
+/// A callback that stops generation (Ctrl-C in a chat) in the middle of a round of accepted
+/// guesses: the same tokens, stop and final position as the plain loop stopped at that token.
+#[test]
+fn a_stop_from_the_callback_mid_round_is_the_plain_loops() {
+    let (bytes, model) = synthetic(&LLAMA);
+    let src = SliceStorage::new(&bytes);
+    let prompt = tokens(20, 7, 3);
+    let never = |_: u32| false;
+    let (full, _) = generate(&model, &src, (&prompt, 30, 200), &never, None);
+    let mut text = prompt.clone();
+    text.extend(&full.0);
+    let engine = Engine::new(&model, &src, &SingleThread, Kernels::best());
+    let run = |stop_after: usize, draft: Option<&mut dyn Draft>| {
+        let mut st = RunState::with_batch(&model, 200, 1, 16).unwrap();
+        let mut sampler = Sampler::new(SamplerConfig::greedy(), VOCAB).unwrap();
+        let mut out = vec![];
+        let mut on = |t| {
+            out.push(t);
+            out.len() < stop_after
+        };
+        let rep = match draft {
+            None => engine.generate(&mut st, &mut sampler, &prompt, 30, &never, &|| 0, &mut on),
+            Some(d) => {
+                let (job, on) = ((&prompt[..], 30), &mut on);
+                Ok(spec_gen(
+                    &engine,
+                    (&mut st, &mut sampler),
+                    job,
+                    (d, 6),
+                    &never,
+                    None,
+                    on,
+                )
+                .0)
+            }
+        }
+        .unwrap();
+        (out, rep.stop, rep.generated, st.pos)
+    };
+    for stop_after in 1..12 {
+        let want = run(stop_after, None);
+        assert_eq!(want.1, Some(StopReason::Stopped));
+        let mut right = Oracle {
+            text: text.clone(),
+            k: 6,
+            junk: false,
+        };
+        assert_eq!(
+            run(stop_after, Some(&mut right)),
+            want,
+            "stopped after {stop_after}"
+        );
+    }
 }

@@ -31,8 +31,10 @@ use alloc::vec::Vec;
 
 /// A source of draft tokens: guesses at what the target model generates next.
 pub trait Draft {
-    /// Up to `out.len()` tokens that may follow `context` (the prompt and every token generated
-    /// so far), written to the front of `out`; how many (0: no guess).
+    /// Up to `out.len()` tokens that may follow `context` (every token at positions 0 on: the
+    /// conversation so far, the prompt and every token generated since; only the prompt and
+    /// what follows when the caller did not say what came before), written to the front of
+    /// `out`; how many (0: no guess).
     fn propose(&mut self, context: &[u32], out: &mut [u32]) -> Result<usize, GenError>;
 }
 
@@ -165,6 +167,9 @@ pub struct Speculation<'d> {
     pub plan: Planner,
     /// Counts over every generation run with it.
     pub stats: SpecStats,
+    /// The tokens at positions 0 on, as far as known: what the drafts see. A generation cuts
+    /// it to the run state's position, adds the prompt and what it generates.
+    pub context: Vec<u32>,
 }
 
 impl<'d> Speculation<'d> {
@@ -173,6 +178,7 @@ impl<'d> Speculation<'d> {
             draft,
             plan,
             stats: SpecStats::default(),
+            context: Vec::new(),
         }
     }
 }
@@ -278,10 +284,19 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
             },
             rep,
             stats: SpecStats::default(),
-            context: Vec::with_capacity(prompt.len() + max_tokens.min(st.ctx())),
+            context: core::mem::take(&mut spec.context),
             batch: [0; MAX_BATCH],
             filter,
         };
+        // What came before the prompt: the tokens the state holds, as far as the context kept
+        // them (a state rolled back, or reset and refilled alike, keeps a prefix of them; one
+        // filled with tokens never seen here leaves the drafts only the prompt).
+        let before = st.pos - prompt.len();
+        if run.context.len() < before {
+            run.context.clear();
+        }
+        run.context.truncate(before);
+        run.context.reserve(prompt.len() + max_tokens.min(st.ctx()));
         run.context.extend_from_slice(prompt);
         if max_tokens > 0 {
             let at = (st.pos, st.ctx());
@@ -291,6 +306,9 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
         run.rep.stop.get_or_insert(StopReason::MaxTokens);
         run.rep.gen_time = clock().wrapping_sub(t1);
         spec.stats.add(&run.stats);
+        // Only what the state holds: the last token taken was not fed.
+        run.context.truncate(st.pos);
+        spec.context = run.context;
         Ok((run.rep, run.stats))
     }
 

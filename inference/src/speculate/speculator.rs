@@ -19,6 +19,8 @@ pub struct Speculator<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> {
     model: Option<Box<dyn Draft + 'a>>,
     own: Option<ModelDraft<'a, S, P>>,
     plan: Planner,
+    /// The tokens at positions 0 on, as far as known ([`Speculation::context`]).
+    context: Vec<u32>,
     /// Counts over every generation so far.
     pub stats: SpecStats,
 }
@@ -41,8 +43,16 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Speculator<'a, S, P> 
             model,
             own,
             plan: s.planner(prior),
+            context: Vec::new(),
             stats: SpecStats::default(),
         }
+    }
+
+    /// The run state now holds `tokens` at positions 0 on (e.g. a chat's system piece, fed or
+    /// restored before the first turn): the drafts see them too.
+    pub fn set_context(&mut self, tokens: &[u32]) {
+        self.context.clear();
+        self.context.extend_from_slice(tokens);
     }
 
     /// The planner (its measurements so far).
@@ -74,10 +84,12 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Speculator<'a, S, P> 
         let mut all = Drafts(sources);
         let plan = core::mem::replace(&mut self.plan, Planner::fixed(0));
         let mut spec = Speculation::new(&mut all, plan);
+        spec.context = core::mem::take(&mut self.context);
         let r = engine.generate_speculative(
             st, sampler, prompt, max_tokens, &mut spec, is_end, clock, filter, on_token,
         );
         self.plan = spec.plan;
+        self.context = spec.context;
         let (rep, stats) = r?;
         self.stats.add(&stats);
         Ok((rep, stats))

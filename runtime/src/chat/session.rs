@@ -20,6 +20,7 @@ use inference::json::JsonConstraint;
 use inference::model::RunState;
 use inference::parallel::Parallel;
 use inference::sampler::Sampler;
+use inference::speculate::Speculator;
 use inference::storage::Storage;
 use inference::tokenizer::{StreamDecoder, Tokenizer};
 
@@ -163,13 +164,15 @@ impl Chat<'_> {
             .map_err(|e| format!("encoding the system prompt: {e}"))
     }
 
-    /// Talk until Ctrl-D. Errors are the model's or the device's (a bad command is only a message).
+    /// Talk until Ctrl-D, replies speculative with `spec`. Errors are the model's or the
+    /// device's (a bad command is only a message).
     pub fn run<S, P>(
         &mut self,
         engine: &Engine<'_, S, P>,
         st: &mut RunState,
         sampler: &mut Sampler,
         line: &mut Line<'_>,
+        mut spec: Option<&mut Speculator<'_, S, P>>,
     ) -> Result<(), String>
     where
         S: Storage + Sync + ?Sized,
@@ -178,6 +181,10 @@ impl Chat<'_> {
         let system = self.system_tokens()?;
         st.reset();
         let said = (self.start)(st, &system)?;
+        if let Some(s) = spec.as_deref_mut() {
+            // A /reset later feeds the same system piece: the drafts keep it.
+            s.set_context(&system);
+        }
         line.write(&format!("chat: {} template, {} system tokens ({said}); context {} positions. /help for commands, Ctrl-D to end.\n", self.template.name(), system.len(), st.ctx()));
         let mut ed = LineEditor::new(MAX_LINE);
         let mut c = Convo {
@@ -205,11 +212,17 @@ impl Chat<'_> {
             }
             match chatcmd::parse(&text) {
                 Some(Err(msg)) => line.write(&format!("{msg}\n")),
-                Some(Ok(cmd)) => self.command(cmd, &mut c)?,
+                Some(Ok(cmd)) => {
+                    let stats = matches!(cmd, Command::Stats);
+                    self.command(cmd, &mut c)?;
+                    if let (true, Some(s)) = (stats, spec.as_deref()) {
+                        c.line.write(&format!("speculation: {}\n", s.stats));
+                    }
+                }
                 None => {
                     let msg = chatcmd::message_text(&text);
                     if let Some(ids) = self.turn_tokens(msg, &mut c) {
-                        self.reply(engine, &ids, &mut c)?;
+                        self.reply(engine, &ids, &mut c, spec.as_deref_mut())?;
                     }
                 }
             }
@@ -312,6 +325,7 @@ impl Chat<'_> {
         engine: &Engine<'_, S, P>,
         ids: &[u32],
         c: &mut Convo<'_, '_>,
+        spec: Option<&mut Speculator<'_, S, P>>,
     ) -> Result<(), String> {
         let Convo {
             st, sampler, line, ..
@@ -330,22 +344,36 @@ impl Chat<'_> {
         };
         let rep: GenReport = {
             let line_ref = &mut *line;
-            engine
-                .generate_filtered(
+            let mut on_token = |t| {
+                printed = Some(t);
+                dec.push(tok.token_to_piece(t), |s| line_ref.write(s));
+                !line_ref.interrupted()
+            };
+            let is_end = |t| tok.is_eog(t);
+            match spec {
+                Some(s) => s
+                    .generate(
+                        engine,
+                        st,
+                        sampler,
+                        (ids, self.max_reply),
+                        (&is_end, self.clock),
+                        filter,
+                        &mut on_token,
+                    )
+                    .map(|(r, _)| r),
+                None => engine.generate_filtered(
                     st,
                     sampler,
                     ids,
                     self.max_reply,
-                    &|t| tok.is_eog(t),
+                    &is_end,
                     self.clock,
                     filter,
-                    &mut |t| {
-                        printed = Some(t);
-                        dec.push(tok.token_to_piece(t), |s| line_ref.write(s));
-                        !line_ref.interrupted()
-                    },
-                )
-                .map_err(|e| format!("generation: {e}"))?
+                    &mut on_token,
+                ),
+            }
+            .map_err(|e| format!("generation: {e}"))?
         };
         dec.finish(|s| line.write(s));
         c.pending = printed;

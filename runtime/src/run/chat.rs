@@ -45,7 +45,7 @@ impl<F: FileSource + Send> ChatRun<'_, F> {
     /// Talk on `con` until Ctrl-D.
     pub fn run<P: Parallel + ?Sized>(
         &self,
-        st: &mut RunState,
+        (st, draft): (&mut RunState, Option<RunState>),
         env: &Env<'_, P>,
         con: &mut dyn Console,
     ) -> Result<(), RunError> {
@@ -90,8 +90,11 @@ impl<F: FileSource + Send> ChatRun<'_, F> {
                 core::hint::spin_loop();
             }
         };
+        let parts = (self.model, self.cache, env.pool, self.kernels);
+        let mut spec =
+            super::speculator(cfg, self.remote, parts, draft, None).map_err(RunError::Generate)?;
         let mut line = Line::new(con, &idle);
-        chat.run(&engine, st, &mut sampler, &mut line)
+        chat.run(&engine, st, &mut sampler, &mut line, spec.as_mut())
             .map_err(RunError::Chat)
     }
 

@@ -13,12 +13,12 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::Write;
 use drivers::sd::BusMode;
-use inference::generate::{Engine, GenError, GenReport, LogitsFilter, Remote, StopReason};
+use inference::generate::{Engine, GenReport, LogitsFilter, Remote, StopReason};
 use inference::json::JsonConstraint;
 use inference::model::{Model, RunState};
 use inference::parallel::Parallel;
 use inference::sampler::Sampler;
-use inference::speculate::{ModelDraft, PassCost, SpecStats, Speculator};
+use inference::speculate::{PassCost, SpecStats};
 use inference::tokenizer::{StreamDecoder, Tokenizer};
 use inference::{Kernels, Storage};
 
@@ -168,7 +168,17 @@ where
         true
     };
     let is_end = |t| tok.is_eog(t);
-    let mut spec = speculator(g, &prof, pool, draft).map_err(RunError::Generate)?;
+    let streamed = cache.len().saturating_sub(cache.resident_bytes());
+    let compute = time_ns(prof.weights, prof.matvec) as f64;
+    // A pass pays the streamed bytes' card time and half the arithmetic (decoding the weights),
+    // each token the other half, until the planner has measured them.
+    let prior = PassCost {
+        fixed: time_ns(streamed, g.card_rate) as f64 + compute / 2.0,
+        per_token: compute / 2.0,
+    };
+    let parts = (g.model, cache, pool, g.kernels);
+    let mut spec =
+        super::speculator(cfg, g.remote, parts, draft, Some(prior)).map_err(RunError::Generate)?;
     let (report, spec_stats) = match spec.as_mut() {
         Some(s) => {
             let (job, stop) = ((ids, cfg.max_tokens), (&is_end as _, &env.clock_ns as _));
@@ -215,42 +225,6 @@ where
     }
     print_instructions(&report, &marks, measured, out);
     Ok(())
-}
-
-/// The sources `lmboot.txt` names (`None`: speculation off, or a ring's head), the self-draft in
-/// the run state sized for it; the planner starts from the profile's costs: a pass pays the
-/// streamed bytes' card time and half the arithmetic (the weights' decoding), each token the
-/// other half.
-fn speculator<'a, F, P>(
-    g: &Gen<'a, F>,
-    prof: &Profile,
-    pool: &'a P,
-    draft: Option<RunState>,
-) -> Result<Option<Speculator<'a, PageCache<F>, P>>, GenError>
-where
-    F: FileSource + Send,
-    P: Parallel + ?Sized,
-{
-    let s = &g.cfg.spec;
-    if !s.on() || g.remote.is_some() {
-        return Ok(None);
-    }
-    let own = match draft {
-        Some(st) if s.self_draft > 0 => {
-            let how = (s.self_draft, s.max_guesses());
-            Some(ModelDraft::with_state(
-                g.model, g.cache, pool, g.kernels, how, st,
-            )?)
-        }
-        _ => None,
-    };
-    let streamed = g.cache.len().saturating_sub(g.cache.resident_bytes());
-    let compute = time_ns(prof.weights, prof.matvec) as f64;
-    let prior = PassCost {
-        fixed: time_ns(streamed, g.card_rate) as f64 + compute / 2.0,
-        per_token: compute / 2.0,
-    };
-    Ok(Some(Speculator::new(s, None, own, Some(prior))))
 }
 
 /// `speculation: 2.31 tokens per target pass, 62% of 211 guesses taken; 41 MB from the card per

@@ -181,7 +181,7 @@ impl ModelRun<'_> {
                 kernels: self.kernels,
                 remote: self.remote,
             };
-            chat.run(st, env, out.0)?;
+            chat.run((st, draft), env, out.0)?;
             return Ok(true);
         }
         let g = generate::Gen {
@@ -431,6 +431,40 @@ fn speculation_buffers(
     let d = inference::speculate::draft_state(model, s.self_draft, shape, workers)
         .map_err(RunError::Buffers)?;
     Ok(Some(d))
+}
+
+/// The speculation `cfg` names (`None`: off, or a ring's head, whose passes cross the ring a
+/// token at a time), the self-draft in the run state [`size_buffers`] made for it; `prior`
+/// stands for the pass costs until the planner has measured them.
+pub(crate) fn speculator<'a, F, P>(
+    cfg: &Config,
+    remote: Option<&dyn inference::generate::Remote>,
+    (model, cache, pool, kernels): (&'a Model, &'a PageCache<F>, &'a P, Kernels),
+    draft: Option<RunState>,
+    prior: Option<inference::speculate::PassCost>,
+) -> Result<
+    Option<inference::speculate::Speculator<'a, PageCache<F>, P>>,
+    inference::generate::GenError,
+>
+where
+    F: FileSource + Send,
+    P: Parallel + ?Sized,
+{
+    use inference::speculate::{ModelDraft, Speculator};
+    let s = &cfg.spec;
+    if !s.on() || remote.is_some() {
+        return Ok(None);
+    }
+    let own = match draft {
+        Some(st) if s.self_draft > 0 => {
+            let how = (s.self_draft, s.max_guesses());
+            Some(ModelDraft::with_state(
+                model, cache, pool, kernels, how, st,
+            )?)
+        }
+        _ => None,
+    };
+    Ok(Some(Speculator::new(s, None, own, prior)))
 }
 
 /// Prompt tokens per forward pass when `batch = auto`: up to [`AUTO_BATCH`], as many as fit in a
