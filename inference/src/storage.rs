@@ -111,6 +111,20 @@ impl Storage for SliceStorage<'_> {
     }
 }
 
+/// A file read whole into memory (e.g. a draft model kept resident beside a streamed target).
+impl Storage for alloc::vec::Vec<u8> {
+    fn len(&self) -> u64 {
+        self.len() as u64
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        SliceStorage::new(self).read_at(offset, buf)
+    }
+    fn resident(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        check_range(offset, len as u64, self.len() as u64).ok()?;
+        Some(&self[offset as usize..offset as usize + len])
+    }
+}
+
 impl<T: Storage + ?Sized> Storage for &T {
     fn len(&self) -> u64 {
         (**self).len()

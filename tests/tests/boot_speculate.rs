@@ -167,3 +167,47 @@ fn a_chat_speculates_across_turns() {
         "{line}"
     );
 }
+
+/// A draft model on the card, resident beside the target: here the default model drafting for
+/// itself (the only pair of one vocabulary CI fetches; every guess is taken), 4 guesses a pass.
+#[test]
+fn a_draft_model_on_the_card_prints_what_the_pc_runner_prints() {
+    let model = common::model_path();
+    let plain = xtask::Settings {
+        prompt: "Once upon a time".into(),
+        n: 20,
+        temp: "0".into(),
+        ..Default::default()
+    };
+    let mut spec = plain.clone();
+    spec.spec = vec![("--speculate", "4".into())];
+    spec.draft = Some(model.clone());
+    let uart = boot_matches("speculate-draft", &plain, &spec, "512M");
+    assert!(uart.contains("draft: /draft.gguf, \"Smollm2"), "{uart}");
+    assert!(uart.contains("the draft model 93 MiB"), "{uart}");
+    let (per_pass, _) = speculation(&uart);
+    assert!(per_pass > 3.0, "{per_pass} tokens per target pass");
+}
+
+/// A draft model of another vocabulary is refused before it is loaded, naming the difference.
+#[test]
+fn a_draft_model_of_another_vocabulary_is_a_clear_error() {
+    let b = built("qemu-virt-aarch64");
+    let mut s = xtask::Settings {
+        n: 4,
+        ..Default::default()
+    };
+    s.spec = vec![("--lookup", "2".into())];
+    s.draft = Some(common::named_model("gemma-3-270m"));
+    let img = make_image("speculate-wrong-draft", &s, &common::model_path());
+    let (code, uart) = boot_with(b, &img, &xtask::QemuOpts::default(), LIMIT);
+    assert_eq!(code, 1, "{uart}");
+    assert!(
+        uart.contains("error: /lmboot.txt: draft = /draft.gguf: the draft model's vocabulary is not the target's: 262144 tokens, the target has 49152"),
+        "{uart}"
+    );
+    assert!(
+        !uart.contains("draft: /draft.gguf,"),
+        "loaded before the check: {uart}"
+    );
+}

@@ -55,12 +55,25 @@ fn bad_arguments_are_errors() {
         (vec!["--model", "M", "-n", "many"], "not a valid number"),
         (vec!["--model", "M", "--frobnicate"], "unknown argument"),
         (vec!["--model", "M", "--threads", "0"], "--threads"),
+        (vec!["--model", "M", "--lookup", "9"], "--lookup"),
+        (vec!["--model", "M", "--speculate", "often"], "--speculate"),
+        (vec!["--model", "M", "--draft-max", "0"], "--draft-max"),
+        (
+            vec!["--model", "M", "--prompt", "x", "--self-draft", "30"],
+            "the model has 30 layers",
+        ),
+        (
+            vec!["--model", "M", "--prompt", "x", "--draft", "G"],
+            "the draft model's vocabulary is not the target's: 262144 tokens, the target has 49152",
+        ),
     ] {
         let args: Vec<String> = args
             .iter()
             .map(|a| {
                 if *a == "M" {
                     model.display().to_string()
+                } else if *a == "G" {
+                    common::named_model("gemma-3-270m").display().to_string()
                 } else {
                     a.to_string()
                 }

@@ -285,6 +285,9 @@ pub fn card_image(
         .map(|(n, b)| (n.as_str(), Content::Bytes(b)))
         .collect();
     files.push((MODEL_ON_CARD, Content::File(model)));
+    if let Some(d) = &settings.draft {
+        files.push((DRAFT_ON_CARD, Content::File(d)));
+    }
     image::make_image(out, &files, 0)?;
     match &board.u_boot {
         Some(b) => image::write_boot_loader(out, &uboot::read(b)?),
@@ -330,7 +333,12 @@ pub struct Settings {
     /// Speculative decoding (`--lookup N`, `--self-draft L`, `--draft-max K`, `--speculate
     /// auto|off|K`): `lmboot.txt`'s keys and `lmboot-host`'s flags, as given (unset: left out).
     pub spec: Vec<(&'static str, String)>,
+    /// `--draft FILE|NAME`: a draft model, written to the card as [`DRAFT_ON_CARD`].
+    pub draft: Option<PathBuf>,
 }
+
+/// Where a draft model goes on the card.
+pub const DRAFT_ON_CARD: &str = "/draft.gguf";
 
 /// The speculation flags: (flag, `lmboot.txt` key).
 pub const SPEC_FLAGS: [(&str, &str); 4] = [
@@ -361,6 +369,7 @@ impl Default for Settings {
             extra: Vec::new(),
             prompt_cache_bytes: 4 << 20,
             spec: Vec::new(),
+            draft: None,
         }
     }
 }
@@ -399,6 +408,7 @@ impl Settings {
                     )
                 }
                 "--no-special" => s.special = false,
+                "--draft" => s.draft = Some(resolve_model(&val()?)?),
                 flag if SPEC_FLAGS.iter().any(|(f, _)| *f == flag) => {
                     let f = SPEC_FLAGS.iter().find(|(f, _)| *f == flag).unwrap().0;
                     s.spec.push((f, val()?));
@@ -448,6 +458,10 @@ impl Settings {
             v.push(flag.to_string());
             v.push(value.clone());
         }
+        if let Some(d) = &self.draft {
+            v.push("--draft".into());
+            v.push(d.display().to_string());
+        }
         v
     }
 
@@ -483,6 +497,9 @@ impl Settings {
                 .find(|(f, _)| f == flag)
                 .map_or("", |(_, k)| *k);
             t.push_str(&format!("{key} = {v}\n"));
+        }
+        if self.draft.is_some() {
+            t.push_str(&format!("draft = {DRAFT_ON_CARD}\n"));
         }
         for (k, v) in &self.extra {
             t.push_str(&format!("{k} = {}\n", image::escape(v)));

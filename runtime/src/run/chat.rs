@@ -45,7 +45,7 @@ impl<F: FileSource + Send> ChatRun<'_, F> {
     /// Talk on `con` until Ctrl-D.
     pub fn run<P: Parallel + ?Sized>(
         &self,
-        (st, draft): (&mut RunState, Option<RunState>),
+        (st, spec): (&mut RunState, super::spec::SpecParts<'_>),
         env: &Env<'_, P>,
         con: &mut dyn Console,
     ) -> Result<(), RunError> {
@@ -91,8 +91,8 @@ impl<F: FileSource + Send> ChatRun<'_, F> {
             }
         };
         let parts = (self.model, self.cache, env.pool, self.kernels);
-        let mut spec =
-            super::speculator(cfg, self.remote, parts, draft, None).map_err(RunError::Generate)?;
+        let mut spec = super::spec::speculator(cfg, self.remote, parts, spec, None)
+            .map_err(RunError::Generate)?;
         let mut line = Line::new(con, &idle);
         chat.run(&engine, st, &mut sampler, &mut line, spec.as_mut())
             .map_err(RunError::Chat)

@@ -40,7 +40,7 @@ pub(super) struct Gen<'a, F: FileSource> {
 /// `measure_cores`.
 pub(super) fn run<F: FileSource + Send, Q: Parallel + ?Sized>(
     g: &Gen<'_, F>,
-    (st, draft): (&mut RunState, Option<RunState>),
+    (st, spec): (&mut RunState, super::spec::SpecParts<'_>),
     env: &Env<'_, Q>,
     out: &mut Out<'_>,
 ) -> Result<(), RunError> {
@@ -56,10 +56,10 @@ pub(super) fn run<F: FileSource + Send, Q: Parallel + ?Sized>(
                 out,
                 "measuring: the {n}-core split runs on one core, each core's share counted"
             );
-            generate(g, &ids, (st, draft), &pool, Some(&pool), env, out)
+            generate(g, &ids, (st, spec), &pool, Some(&pool), env, out)
         }
         (Some(_), None) => Err(RunError::NoInstructionCounter),
-        (None, _) => generate(g, &ids, (st, draft), env.pool, None, env, out),
+        (None, _) => generate(g, &ids, (st, spec), env.pool, None, env, out),
     }
 }
 
@@ -121,7 +121,7 @@ impl Marks {
 fn generate<F, P, Q>(
     g: &Gen<'_, F>,
     ids: &[u32],
-    (st, draft): (&mut RunState, Option<RunState>),
+    (st, spec): (&mut RunState, super::spec::SpecParts<'_>),
     pool: &P,
     measured: Option<&MeasuredPool<'_>>,
     env: &Env<'_, Q>,
@@ -177,8 +177,8 @@ where
         per_token: compute / 2.0,
     };
     let parts = (g.model, cache, pool, g.kernels);
-    let mut spec =
-        super::speculator(cfg, g.remote, parts, draft, Some(prior)).map_err(RunError::Generate)?;
+    let mut spec = super::spec::speculator(cfg, g.remote, parts, spec, Some(prior))
+        .map_err(RunError::Generate)?;
     let (report, spec_stats) = match spec.as_mut() {
         Some(s) => {
             let (job, stop) = ((ids, cfg.max_tokens), (&is_end as _, &env.clock_ns as _));

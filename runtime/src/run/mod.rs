@@ -14,9 +14,12 @@ mod generate;
 pub mod measure;
 mod profile;
 mod ring;
+mod spec;
 
 pub use env::{CardBus, Env, IoCoreHooks, RingLink};
 pub use error::{CardError, RunError};
+pub use spec::DraftModel;
+use spec::SpecParts;
 
 use crate::card::{CardFile, Direct};
 use crate::config::{Config, IoCore, Mode};
@@ -65,6 +68,7 @@ where
         mut cfg,
         model: file,
         kv_file,
+        draft: draft_file,
     } = mount(&mut dev)?;
     if let Some(line) = env.arm_clock.and_then(|set| set(cfg.arm_freq)) {
         let _ = writeln!(out, "{line}");
@@ -101,12 +105,29 @@ where
         return Ok(());
     }
     let size = m.gguf_len;
+    let draft_model = match &draft_file {
+        Some(f) => Some(spec::load(
+            &direct,
+            f,
+            &m,
+            (env.clock_ns, env.heap_free),
+            &mut out,
+        )?),
+        None => None,
+    };
     let Buffers {
         mut st,
-        draft,
+        spec,
         ctx,
         capacity,
-    } = size_buffers(cfg, &m.model, cores, size, env, &mut out)?;
+    } = size_buffers(
+        cfg,
+        (&m.model, draft_model.as_ref()),
+        cores,
+        size,
+        env,
+        &mut out,
+    )?;
 
     // Declaration order is drop order reversed: the cache (declared last) waits for the reads in
     // flight, then the serving core stops, then the shared source goes.
@@ -135,7 +156,7 @@ where
         card_rate,
         remote: None,
     };
-    if model_run.run(&cache, (&mut st, draft), env, &mut out)? {
+    if model_run.run(&cache, (&mut st, spec), env, &mut out)? {
         return Ok(());
     }
     let _ = writeln!(
@@ -165,7 +186,7 @@ impl ModelRun<'_> {
     pub(crate) fn run<F: FileSource + Send, P: Parallel + ?Sized>(
         &self,
         cache: &PageCache<F>,
-        (st, draft): (&mut RunState, Option<RunState>),
+        (st, spec): (&mut RunState, SpecParts<'_>),
         env: &Env<'_, P>,
         out: &mut Out<'_>,
     ) -> Result<bool, RunError> {
@@ -181,7 +202,7 @@ impl ModelRun<'_> {
                 kernels: self.kernels,
                 remote: self.remote,
             };
-            chat.run((st, draft), env, out.0)?;
+            chat.run((st, spec), env, out.0)?;
             return Ok(true);
         }
         let g = generate::Gen {
@@ -194,7 +215,7 @@ impl ModelRun<'_> {
             card_rate: self.card_rate,
             remote: self.remote,
         };
-        generate::run(&g, (st, draft), env, out)?;
+        generate::run(&g, (st, spec), env, out)?;
         Ok(false)
     }
 }
@@ -206,6 +227,8 @@ pub struct Card {
     pub model: File,
     /// The prompt-cache file and its path, if the configuration names one and the card has it.
     pub kv_file: Option<(String, File)>,
+    /// The draft model's file and its path, when speculation names one.
+    pub draft: Option<(String, File)>,
 }
 
 /// Step 1: mount the FAT volume, read `lmboot.txt`, open the model and prompt-cache files.
@@ -227,10 +250,21 @@ pub fn mount<D: BlockDevice>(dev: &mut D) -> Result<Card, RunError> {
         .prompt_cache
         .as_ref()
         .and_then(|p| vol.open(dev, p).ok().map(|f| (p.clone(), f)));
+    let draft = match cfg.spec.draft.as_ref().filter(|_| cfg.spec.on()) {
+        Some(p) => Some((
+            p.clone(),
+            vol.open(dev, p).map_err(|e| RunError::ModelOpen {
+                path: p.clone(),
+                error: e.map_device(text),
+            })?,
+        )),
+        None => None,
+    };
     Ok(Card {
         cfg,
         model,
         kv_file,
+        draft,
     })
 }
 
@@ -276,7 +310,6 @@ where
     let size = direct.len();
     let gguf = Gguf::open(direct).map_err(RunError::Gguf)?;
     let model = Model::load(&gguf, direct).map_err(RunError::Model)?;
-    let c = &model.config;
     let mut types: BTreeMap<&str, usize> = BTreeMap::new();
     for t in &gguf.tensors {
         *types.entry(t.ty.name()).or_default() += 1;
@@ -284,15 +317,8 @@ where
     let types: Vec<String> = types.iter().map(|(k, v)| format!("{k} x{v}")).collect();
     let _ = writeln!(
         out,
-        "model: {:?}, {} ({} layers, dim {}, {} heads / {} kv, ffn {}, vocab {}), tensors: {}",
-        c.name,
-        gguf.architecture().unwrap_or("?"),
-        c.n_layer,
-        c.dim,
-        c.n_head,
-        c.n_head_kv,
-        c.ffn_dim,
-        c.vocab,
+        "model: {}, tensors: {}",
+        summary(&gguf, &model),
         types.join(", ")
     );
     let tok = Tokenizer::from_gguf(&gguf, direct).map_err(RunError::Tokenizer)?;
@@ -304,16 +330,32 @@ where
     })
 }
 
+/// `"name", arch (L layers, dim D, H heads / K kv, ffn F, vocab V)`.
+pub(crate) fn summary(g: &Gguf, model: &Model) -> String {
+    let c = &model.config;
+    format!(
+        "{:?}, {} ({} layers, dim {}, {} heads / {} kv, ffn {}, vocab {})",
+        c.name,
+        g.architecture().unwrap_or("?"),
+        c.n_layer,
+        c.dim,
+        c.n_head,
+        c.n_head_kv,
+        c.ffn_dim,
+        c.vocab
+    )
+}
+
 /// Step 3: the run's buffers (KV cache for `ctx` positions, activations), then the page cache's
 /// size from what is left of the heap. Returns the buffers, the positions and the cache's bytes.
-fn size_buffers<P: Parallel + ?Sized>(
+fn size_buffers<'d, P: Parallel + ?Sized>(
     cfg: &Config,
-    model: &Model,
+    (model, draft): (&Model, Option<&'d DraftModel>),
     cores: usize,
     size: u64,
     env: &Env<'_, P>,
     out: &mut Out<'_>,
-) -> Result<Buffers, RunError> {
+) -> Result<Buffers<'d>, RunError> {
     let ctx = cfg.ctx.min(model.config.train_ctx);
     let batch = cfg
         .batch
@@ -322,7 +364,8 @@ fn size_buffers<P: Parallel + ?Sized>(
     let whole = inference::model::Part::whole(model.config.n_layer);
     let (kv, buffers) =
         RunState::size_of(model, ctx, workers, batch, &whole).map_err(RunError::Buffers)?;
-    let spec = speculation_bytes(cfg, model, (ctx, workers, batch))?;
+    let shape = (ctx, workers, batch);
+    let spec = spec::bytes(cfg, (model, draft.map(|d| &d.model)), shape)?;
     let heap = (env.heap_free)();
     let buffers = buffers.saturating_add(spec);
     if kv.saturating_add(buffers).saturating_add(HEAP_MARGIN) > heap {
@@ -334,26 +377,11 @@ fn size_buffers<P: Parallel + ?Sized>(
         });
     }
     let mut st = RunState::with_batch(model, ctx, workers, batch).map_err(RunError::Buffers)?;
-    let draft = speculation_buffers(cfg, model, &mut st, (ctx, workers, batch))?;
+    let (spec, spec_note) = spec::buffers(cfg, (model, draft), &mut st, shape)?;
     let (kv_bytes, buf_bytes) = st.bytes();
     let free = (env.heap_free)();
     let auto = free.saturating_sub(HEAP_MARGIN);
     let capacity = cfg.cache_bytes.unwrap_or(auto).min(auto).min(size);
-    let spec_note = match (&draft, cfg.spec.on()) {
-        (Some(d), _) => format!(
-            ", speculation {} KiB (logits of {} rows, the first {} layers' KV cache and buffers {} KiB)",
-            (RunState::row_logits_bytes(model, cfg.spec.max_guesses() + 1) >> 10),
-            cfg.spec.max_guesses() + 1,
-            cfg.spec.self_draft,
-            (d.bytes().0 + d.bytes().1) >> 10
-        ),
-        (None, true) => format!(
-            ", speculation {} KiB (logits of {} rows)",
-            RunState::row_logits_bytes(model, cfg.spec.max_guesses() + 1) >> 10,
-            cfg.spec.max_guesses() + 1
-        ),
-        (None, false) => String::new(),
-    };
     let _ = writeln!(
         out,
         "memory: KV cache {} KiB ({ctx} positions), buffers {} KiB (prompt batches of {batch}){spec_note}, heap free {} MiB, page cache {} MiB of a {} MiB model",
@@ -365,106 +393,19 @@ fn size_buffers<P: Parallel + ?Sized>(
     );
     Ok(Buffers {
         st,
-        draft,
+        spec,
         ctx,
         capacity,
     })
 }
 
-/// What [`size_buffers`] made: the run state, a self-draft's run state, the context length and
-/// the page cache's share of the heap.
-struct Buffers {
+/// What [`size_buffers`] made: the run state, speculation's, the context length and the page
+/// cache's share of the heap.
+struct Buffers<'d> {
     st: RunState,
-    draft: Option<RunState>,
+    spec: SpecParts<'d>,
     ctx: usize,
     capacity: u64,
-}
-
-/// Bytes speculation adds (`cfg.spec`): the logits of each row a pass checks, and a self-draft's
-/// KV cache and buffers; 0 when it is off. A self-draft as deep as the model is refused.
-fn speculation_bytes(
-    cfg: &Config,
-    model: &Model,
-    (ctx, workers, batch): (usize, usize, usize),
-) -> Result<u64, RunError> {
-    let s = &cfg.spec;
-    if !s.on() {
-        return Ok(0);
-    }
-    s.check_self_draft(model.config.n_layer)
-        .map_err(RunError::Speculation)?;
-    let rows = RunState::row_logits_bytes(model, s.max_guesses() + 1);
-    if s.self_draft == 0 {
-        return Ok(rows);
-    }
-    let part = inference::model::Part {
-        layers: 0..s.self_draft,
-        ends: true,
-    };
-    let (kv, bufs) =
-        RunState::size_of(model, ctx, workers, batch, &part).map_err(RunError::Buffers)?;
-    Ok(rows.saturating_add(kv).saturating_add(bufs))
-}
-
-/// Allocate what [`speculation_bytes`] counted: the rows of logits in `st`, and a self-draft's
-/// run state (returned).
-fn speculation_buffers(
-    cfg: &Config,
-    model: &Model,
-    st: &mut RunState,
-    (ctx, workers, batch): (usize, usize, usize),
-) -> Result<Option<RunState>, RunError> {
-    let s = &cfg.spec;
-    if !s.on() {
-        return Ok(None);
-    }
-    st.keep_row_logits(model, s.max_guesses() + 1)
-        .map_err(RunError::Buffers)?;
-    if s.self_draft == 0 {
-        return Ok(None);
-    }
-    let shape = inference::speculate::DraftShape {
-        ctx,
-        batch,
-        max_draft: s.max_guesses(),
-    };
-    let d = inference::speculate::draft_state(model, s.self_draft, shape, workers)
-        .map_err(RunError::Buffers)?;
-    Ok(Some(d))
-}
-
-/// The speculation `cfg` names (`None`: off, or a ring's head, whose passes cross the ring a
-/// token at a time), the self-draft in the run state [`size_buffers`] made for it; `prior`
-/// stands for the pass costs until the planner has measured them.
-pub(crate) fn speculator<'a, F, P>(
-    cfg: &Config,
-    remote: Option<&dyn inference::generate::Remote>,
-    (model, cache, pool, kernels): (&'a Model, &'a PageCache<F>, &'a P, Kernels),
-    draft: Option<RunState>,
-    prior: Option<inference::speculate::PassCost>,
-) -> Result<
-    Option<inference::speculate::Speculator<'a, PageCache<F>, P>>,
-    inference::generate::GenError,
->
-where
-    F: FileSource + Send,
-    P: Parallel + ?Sized,
-{
-    use inference::speculate::{ModelDraft, Speculator};
-    let s = &cfg.spec;
-    if !s.on() || remote.is_some() {
-        return Ok(None);
-    }
-    let own = match draft {
-        Some(st) if s.self_draft > 0 => {
-            let how = (s.self_draft, s.max_guesses());
-            Some(ModelDraft::with_state(
-                model, cache, pool, kernels, how, st,
-            )?)
-        }
-        _ => None,
-    };
-    Ok(Some(Speculator::new(s, None, own, prior)))
 }
 
 /// Prompt tokens per forward pass when `batch = auto`: up to [`AUTO_BATCH`], as many as fit in a

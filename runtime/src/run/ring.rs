@@ -233,7 +233,9 @@ where
                         card_rate: 0,
                         remote: Some(&head),
                     };
-                    model_run.run(cache, (&mut st, None), env, out).map(|_| ())
+                    model_run
+                        .run(cache, (&mut st, Default::default()), env, out)
+                        .map(|_| ())
                 })
             }
             Err(e) => Err(e),

@@ -1,0 +1,238 @@
+//! Speculative decoding on the board (`lookup`, `self_draft`, `draft`, `speculate` in
+//! `lmboot.txt`): the draft model, read whole into RAM before the page cache is sized (it is read
+//! at every guess, so it stays resident, with its own share of memory) and checked to share the
+//! target's vocabulary; the memory speculation takes, counted and allocated with the run's other
+//! buffers; and the [`Speculator`] that generate mode and chat run with.
+
+use super::{Opened, RunError};
+use crate::card::Direct;
+use crate::config::Config;
+use crate::console::Out;
+use crate::pagecache::{FileSource, PageCache};
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt::Write;
+use drivers::block::WriteBlocks;
+use drivers::fat::File;
+use inference::generate::{GenError, Remote};
+use inference::model::{Model, Part, RunState};
+use inference::parallel::Parallel;
+use inference::speculate::{
+    draft_state, same_vocabulary, Draft, DraftShape, ModelDraft, PassCost, Speculator,
+};
+use inference::tokenizer::Tokenizer;
+use inference::{Gguf, Kernels, Storage, StorageError};
+
+/// A draft model in RAM.
+#[derive(Debug)]
+pub struct DraftModel {
+    /// The file, whole (the model reads its weights from here).
+    pub bytes: Vec<u8>,
+    pub model: Model,
+}
+
+/// Bytes read per device call while loading the draft.
+const CHUNK: usize = 8 << 20;
+
+/// A file on the card read in place through the target's device (the draft's header and
+/// vocabulary, before it is loaded).
+struct OnCard<'a, D: WriteBlocks + Send>(&'a File, &'a Direct<D>);
+
+impl<D: WriteBlocks + Send> Storage for OnCard<'_, D> {
+    fn len(&self) -> u64 {
+        self.0.size()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        inference::storage::check_range(offset, buf.len() as u64, self.len())?;
+        let mut card = self.1 .0.lock();
+        self.0
+            .read_at(&mut card.dev, offset, buf)
+            .map_err(|e| StorageError::Io {
+                offset,
+                len: buf.len() as u64,
+                detail: alloc::string::ToString::to_string(&e),
+            })
+    }
+}
+
+/// Read the draft file at `path` through `direct`'s device, open it and check its vocabulary
+/// against the target `m`'s. Prints a line naming it.
+pub(super) fn load<D: WriteBlocks + Send>(
+    direct: &Direct<D>,
+    (path, file): &(String, File),
+    m: &Opened,
+    (clock_ns, heap_free): (fn() -> u64, &dyn Fn() -> u64),
+    out: &mut Out<'_>,
+) -> Result<DraftModel, RunError> {
+    let what = |e: &dyn core::fmt::Display| RunError::Speculation(format!("draft = {path}: {e}"));
+    let size = file.size();
+    // The file and room to spare: the draft must not take what the target's buffers need.
+    if size.saturating_add(super::HEAP_MARGIN) > heap_free() {
+        let free = inference::fit::Size(heap_free());
+        return Err(what(&format_args!(
+            "{} does not fit in the {free} of heap free",
+            inference::fit::Size(size)
+        )));
+    }
+    // The vocabulary first, read in place: a wrong file fails before it is loaded.
+    let in_place = OnCard(file, direct);
+    let g = Gguf::open(&in_place).map_err(|e| what(&e))?;
+    let tok = Tokenizer::from_gguf(&g, &in_place).map_err(|e| what(&e))?;
+    same_vocabulary(&m.tok, &tok).map_err(|e| what(&e))?;
+    drop(tok);
+    let t0 = clock_ns();
+    let mut bytes = alloc::vec![0u8; size as usize];
+    for (i, chunk) in bytes.chunks_mut(CHUNK).enumerate() {
+        in_place
+            .read_at((i * CHUNK) as u64, chunk)
+            .map_err(|e| what(&e))?;
+    }
+    let ms = (clock_ns() - t0) / 1_000_000;
+    let model = Model::load(&g, &bytes).map_err(|e| what(&e))?;
+    let _ = writeln!(
+        out,
+        "draft: {path}, {}, {} MiB read in {ms} ms, resident",
+        super::summary(&g, &model),
+        size >> 20
+    );
+    Ok(DraftModel { bytes, model })
+}
+
+/// The run states speculation needs beyond the target's, made by [`buffers`], and the draft
+/// model they go with.
+#[derive(Debug, Default)]
+pub(crate) struct SpecParts<'a> {
+    /// The self-draft's run state (the target's first layers).
+    pub own: Option<RunState>,
+    /// The draft model and its run state.
+    pub model: Option<(&'a DraftModel, RunState)>,
+}
+
+/// Bytes speculation adds (`cfg.spec`) beyond a resident draft model's file: the logits of each
+/// row a pass checks, a self-draft's KV cache and buffers, the draft model's; 0 when it is off.
+/// A self-draft as deep as the model is refused.
+pub(super) fn bytes(
+    cfg: &Config,
+    (model, draft): (&Model, Option<&Model>),
+    (ctx, workers, batch): (usize, usize, usize),
+) -> Result<u64, RunError> {
+    let s = &cfg.spec;
+    if !s.on() {
+        return Ok(0);
+    }
+    s.check_self_draft(model.config.n_layer)
+        .map_err(RunError::Speculation)?;
+    let mut total = RunState::row_logits_bytes(model, s.max_guesses() + 1);
+    let mut add = |m: &Model, layers: usize| -> Result<(), RunError> {
+        let part = Part {
+            layers: 0..layers,
+            ends: true,
+        };
+        let (kv, bufs) =
+            RunState::size_of(m, ctx, workers, batch, &part).map_err(RunError::Buffers)?;
+        total = total.saturating_add(kv).saturating_add(bufs);
+        Ok(())
+    };
+    if s.self_draft > 0 {
+        add(model, s.self_draft)?;
+    }
+    if let Some(d) = draft {
+        add(d, d.config.n_layer)?;
+    }
+    Ok(total)
+}
+
+/// Allocate what [`bytes`] counted: the rows of logits in `st`, and the drafts' run states.
+/// Returns them and a note for the memory line.
+pub(super) fn buffers<'a>(
+    cfg: &Config,
+    (model, draft): (&Model, Option<&'a DraftModel>),
+    st: &mut RunState,
+    (ctx, workers, batch): (usize, usize, usize),
+) -> Result<(SpecParts<'a>, String), RunError> {
+    let s = &cfg.spec;
+    if !s.on() {
+        return Ok((SpecParts::default(), String::new()));
+    }
+    let rows = s.max_guesses() + 1;
+    st.keep_row_logits(model, rows).map_err(RunError::Buffers)?;
+    let mut note = format!(
+        ", speculation {} KiB (logits of {rows} rows",
+        RunState::row_logits_bytes(model, rows) >> 10
+    );
+    let shape = DraftShape {
+        ctx,
+        batch,
+        max_draft: s.max_guesses(),
+    };
+    let state = |m: &Model, layers: usize| draft_state(m, layers, shape, workers);
+    let kib = |st: &RunState| (st.bytes().0 + st.bytes().1) >> 10;
+    let own = match s.self_draft {
+        0 => None,
+        l => Some(state(model, l).map_err(RunError::Buffers)?),
+    };
+    if let Some(o) = &own {
+        note.push_str(&format!(
+            ", the first {} layers' KV cache and buffers {} KiB",
+            s.self_draft,
+            kib(o)
+        ));
+    }
+    let model = match draft {
+        Some(d) => {
+            let st = state(&d.model, d.model.config.n_layer).map_err(RunError::Buffers)?;
+            note.push_str(&format!(
+                ", the draft model {} MiB and its KV cache and buffers {} KiB",
+                d.bytes.len() >> 20,
+                kib(&st)
+            ));
+            Some((d, st))
+        }
+        None => None,
+    };
+    note.push(')');
+    Ok((SpecParts { own, model }, note))
+}
+
+/// The speculation `cfg` names (`None`: off, or a ring's head, whose passes cross the ring a
+/// token at a time), in the run states [`buffers`] made; `prior` stands for the pass costs until
+/// the planner has measured them.
+pub(crate) fn speculator<'a, F, P>(
+    cfg: &Config,
+    remote: Option<&dyn Remote>,
+    (model, cache, pool, kernels): (&'a Model, &'a PageCache<F>, &'a P, Kernels),
+    parts: SpecParts<'a>,
+    prior: Option<PassCost>,
+) -> Result<Option<Speculator<'a, PageCache<F>, P>>, GenError>
+where
+    F: FileSource + Send,
+    P: Parallel + ?Sized,
+{
+    let s = &cfg.spec;
+    if !s.on() || remote.is_some() {
+        return Ok(None);
+    }
+    let max = s.max_guesses();
+    let own = match parts.own {
+        Some(st) => Some(ModelDraft::with_state(
+            model,
+            cache,
+            pool,
+            kernels,
+            (s.self_draft, max),
+            st,
+        )?),
+        None => None,
+    };
+    let other = match parts.model {
+        Some((d, st)) => {
+            let layers = d.model.config.n_layer;
+            let m = ModelDraft::with_state(&d.model, &d.bytes, pool, kernels, (layers, max), st)?;
+            Some(Box::new(m) as Box<dyn Draft + 'a>)
+        }
+        None => None,
+    };
+    Ok(Some(Speculator::new(s, other, own, prior)))
+}
