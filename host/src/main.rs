@@ -13,6 +13,7 @@
 //! Text streams to stdout; statistics go to stderr at the end. Weights are read through the
 //! `Storage` trait: memory-mapped (zero-copy) by default, or with positioned reads (`--pread`).
 
+mod boardsim;
 mod pool;
 mod ringplan;
 mod spec;
@@ -63,6 +64,9 @@ const USAGE: &str = "usage: lmboot-host --model FILE.gguf|NAME [options]
   --dump-logits OUT.f32  with --teacher: write one row of logits per step
   --exact LIST           with --teacher: make approximations exact, to measure the error budget
                          (comma-separated: q k v gate up o down output acts kv attention)
+  --board-sim B --mem M  run as board B (zero2w, pi4) with M of RAM (e.g. 512M) would: the weights
+                         through the kernel's page cache, on a clock of that board's card and
+                         cores; prints the time and card bytes per generated token
   --info                 print the model's metadata and tensor table
   --cache-sweep MIB,...  bytes read per generated token through the runtime's page cache of each
                          size (MiB), resident-prefix with and without read-ahead, and LRU (-n tokens)
@@ -92,6 +96,8 @@ struct Args {
     sweep: Option<String>,
     ring_plan: Option<String>,
     spec: inference::speculate::SpecSettings,
+    board_sim: Option<String>,
+    mem: Option<u64>,
 }
 
 fn fail(msg: impl std::fmt::Display) -> ! {
@@ -118,6 +124,8 @@ fn parse_args() -> Args {
         sweep: None,
         ring_plan: None,
         spec: Default::default(),
+        board_sim: None,
+        mem: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -177,6 +185,14 @@ fn parse_args() -> Args {
             }
             "--dump-logits" => a.dump = Some(val("--dump-logits").into()),
             "--info" => a.info = true,
+            "--board-sim" => a.board_sim = Some(val("--board-sim")),
+            "--mem" => {
+                let v = val("--mem");
+                a.mem =
+                    Some(size(&v).unwrap_or_else(|| {
+                        fail(format!("--mem: {v:?} is not a size such as 512M"))
+                    }))
+            }
             "--cache-sweep" => a.sweep = Some(val("--cache-sweep")),
             "--ring-plan" => a.ring_plan = Some(val("--ring-plan")),
             "-h" | "--help" => {
@@ -204,6 +220,17 @@ fn parse_args() -> Args {
         ));
     }
     a
+}
+
+/// A size in bytes with an optional K, M or G suffix (powers of 1024).
+fn size(v: &str) -> Option<u64> {
+    let (num, shift) = match v.as_bytes().last()? {
+        b'K' | b'k' => (&v[..v.len() - 1], 10),
+        b'M' | b'm' => (&v[..v.len() - 1], 20),
+        b'G' | b'g' => (&v[..v.len() - 1], 30),
+        _ => (v, 0),
+    };
+    num.parse::<u64>().ok()?.checked_mul(1 << shift)
 }
 
 /// The model file, memory-mapped: `resident` hands out slices of the mapping (zero-copy).
@@ -240,6 +267,29 @@ fn main() {
         fail(format!("--model FILE.gguf|NAME is required\n\n{USAGE}"))
     };
     let path = models::cached(model).unwrap_or_else(|e| fail(e));
+    if let Some(board) = &args.board_sim {
+        let mem = args
+            .mem
+            .unwrap_or_else(|| fail("--board-sim needs --mem SIZE"));
+        let prompt = args
+            .prompt
+            .as_deref()
+            .unwrap_or_else(|| fail("--prompt TEXT is required"));
+        let a = boardsim::SimArgs {
+            board,
+            mem,
+            prompt,
+            n: args.n,
+            ctx: args.ctx,
+            batch: args.batch,
+            sampler: args.sampler,
+            spec: &args.spec,
+        };
+        if let Err(e) = boardsim::figures_need(args.n).and_then(|_| boardsim::run(&path, &a)) {
+            fail(e);
+        }
+        return;
+    }
     if let Some(sizes) = &args.sweep {
         if let Err(e) = sweep::run(&path, sizes, args.n) {
             fail(e);

@@ -84,7 +84,7 @@ pub fn generate<S: Storage + Sync>(
         batch: st.batch(),
         max_draft: a.max_guesses(),
     };
-    let (model, src, pool, k) = (engine.model, engine.src, engine.pool, engine.kernels);
+    let (pool, k) = (engine.pool, engine.kernels);
     let e = |e: &dyn std::fmt::Display| e.to_string();
     let other = match draft {
         Some(d) => {
@@ -93,12 +93,8 @@ pub fn generate<S: Storage + Sync>(
         }
         None => None,
     };
-    a.check_self_draft(model.config.n_layer)?;
-    let own = match a.self_draft {
-        0 => None,
-        l => Some(ModelDraft::first_layers(model, src, pool, k, l, shape).map_err(|x| e(&x))?),
-    };
-    let mut spec = Speculator::new(a, other, own, None);
+    a.check_self_draft(engine.model.config.n_layer)?;
+    let mut spec = Speculator::new(a, other, None);
     spec.generate(
         engine,
         st,

@@ -117,9 +117,9 @@ pub struct Engine<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> {
     pub src: &'a S,
     pub pool: &'a P,
     pub kernels: Kernels,
-    /// Called after every forward pass (a prompt batch or a generated token), e.g. to sample a
-    /// counter.
-    pub on_forward: Option<&'a dyn Fn()>,
+    /// Called after every forward pass (a prompt batch, a generated token, a checking pass, a
+    /// self-draft's guess) with its tokens and the layers it ran, e.g. to sample a counter.
+    pub on_forward: Option<&'a dyn Fn(usize, usize)>,
     /// The other boards of a ring, when this board is its head (`None`: one board runs it all).
     pub remote: Option<&'a dyn Remote>,
 }
@@ -171,9 +171,13 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
         Ok(())
     }
 
-    pub(crate) fn forwarded(&self) {
+    pub(crate) fn forwarded(&self, tokens: usize) {
+        self.forwarded_layers(tokens, self.model.config.n_layer)
+    }
+
+    pub(crate) fn forwarded_layers(&self, tokens: usize, layers: usize) {
         if let Some(f) = self.on_forward {
-            f()
+            f(tokens, layers)
         }
     }
 
@@ -192,7 +196,7 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
         let passes = tokens.len().div_ceil(b);
         for (i, chunk) in tokens.chunks(b).enumerate() {
             self.pass(st, chunk, i + 1 == passes)?;
-            self.forwarded();
+            self.forwarded(chunk.len());
         }
         Ok(())
     }
@@ -290,7 +294,7 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
                 break;
             }
             self.pass(st, &[tok], true)?;
-            self.forwarded();
+            self.forwarded(1);
         }
         rep.stop.get_or_insert(StopReason::MaxTokens);
         rep.gen_time = clock().wrapping_sub(t1);

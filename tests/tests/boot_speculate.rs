@@ -98,7 +98,10 @@ fn a_self_draft_on_a_board_prints_what_the_pc_runner_prints() {
     let mut spec = plain.clone();
     spec.spec = vec![("--self-draft", "24".into()), ("--speculate", "4".into())];
     let uart = boot_matches("speculate-self", &plain, &spec, "512M");
-    assert!(uart.contains("the first 24 layers' KV cache"), "{uart}");
+    assert!(
+        uart.contains("the first 24 layers guess in the target's own KV cache"),
+        "{uart}"
+    );
     let (per_pass, _) = speculation(&uart);
     assert!(per_pass > 1.0, "{per_pass} tokens per target pass");
 }

@@ -217,18 +217,35 @@ fn generate<S: Storage + Sync>(
     is_end: &dyn Fn(u32) -> bool,
     draft: Option<&mut dyn Draft>,
 ) -> (Run, SpecStats) {
-    generate_with(model, src, job, is_end, draft, (SamplerConfig::greedy(), 0))
+    generate_with(
+        model,
+        src,
+        job,
+        is_end,
+        draft,
+        (SamplerConfig::greedy(), 0, 0),
+    )
+}
+
+/// Guesses nothing: with a self-draft, the target's own first layers are the only source.
+struct NoGuess;
+
+impl Draft for NoGuess {
+    fn propose(&mut self, _: &[u32], _: &mut [u32]) -> Result<usize, GenError> {
+        Ok(0)
+    }
 }
 
 /// [`generate`] with sampler settings `cfg`, the run state keeping the logits of `rows` rows (0:
-/// as many as `generate_speculative` keeps by itself).
+/// as many as `generate_speculative` keeps by itself), and the first `own` layers as a self-draft
+/// after `draft` (0: none).
 fn generate_with<S: Storage + Sync>(
     model: &Model,
     src: &S,
     (prompt, n, ctx): (&[u32], usize, usize),
     is_end: &dyn Fn(u32) -> bool,
     draft: Option<&mut dyn Draft>,
-    (cfg, rows): (SamplerConfig, usize),
+    (cfg, rows, own): (SamplerConfig, usize, usize),
 ) -> (Run, SpecStats) {
     let engine = Engine::new(model, src, &SingleThread, Kernels::best());
     let mut st = RunState::with_batch(model, ctx, 1, 16).unwrap();
@@ -253,7 +270,7 @@ fn generate_with<S: Storage + Sync>(
                 &engine,
                 (&mut st, &mut sampler),
                 job,
-                (d, MAX_BATCH - 1),
+                (d, MAX_BATCH - 1, own),
                 is_end,
                 None,
                 &mut on,
@@ -263,17 +280,19 @@ fn generate_with<S: Storage + Sync>(
     ((out, rep, st.pos), stats)
 }
 
-/// [`Engine::generate_speculative`] with `d`, `k` guesses a pass (a fixed planner).
+/// [`Engine::generate_speculative`] with `d` then the first `own` layers (0: none), `k` guesses
+/// a pass (a fixed planner).
 fn spec_gen<S: Storage + Sync>(
     engine: &Engine<'_, S, SingleThread>,
     (st, sampler): (&mut RunState, &mut Sampler),
     (prompt, n): (&[u32], usize),
-    (d, k): (&mut dyn Draft, usize),
+    (d, k, own): (&mut dyn Draft, usize, usize),
     is_end: &dyn Fn(u32) -> bool,
     f: Option<&mut dyn inference::generate::LogitsFilter>,
     on: &mut dyn FnMut(u32) -> bool,
 ) -> (GenReport, SpecStats) {
     let mut spec = Speculation::new(d, Planner::fixed(k));
+    spec.self_draft = own;
     engine
         .generate_speculative(st, sampler, prompt, n, &mut spec, is_end, &|| 0, f, on)
         .unwrap()
@@ -341,20 +360,21 @@ fn check_equal<S: Storage + Sync>(
         junk: true,
     };
     let (k, one) = (Kernels::best(), &SingleThread);
-    let mut own = ModelDraft::first_layers(model, src, one, k, 1, SHAPE).unwrap();
-    let mut own2 = ModelDraft::first_layers(model, src, one, k, 1, SHAPE).unwrap();
     let mut other = ModelDraft::model(dm.0, dm.1, one, k, SHAPE).unwrap();
-    let mut both = Drafts(vec![Box::new(&mut lookup2), Box::new(&mut own2)]);
+    let mut other2 = ModelDraft::model(dm.0, dm.1, one, k, SHAPE).unwrap();
+    let mut both = Drafts(vec![Box::new(&mut lookup2), Box::new(&mut other2)]);
     let mut stats = vec![];
-    for (what, d) in [
-        ("lookup", &mut lookup1 as &mut dyn Draft),
-        ("oracle", &mut right),
-        ("junk", &mut wrong),
-        ("self-draft", &mut own),
-        ("draft model", &mut other),
-        ("lookup + self-draft", &mut both),
+    // (name, source, layers of the target that guess after it)
+    for (what, d, own) in [
+        ("lookup", &mut lookup1 as &mut dyn Draft, 0),
+        ("oracle", &mut right, 0),
+        ("junk", &mut wrong, 0),
+        ("self-draft", &mut NoGuess, 1),
+        ("draft model", &mut other, 0),
+        ("lookup, draft model, self-draft", &mut both, 1),
     ] {
-        let (got, s) = generate(model, src, job, is_end, Some(d));
+        let greedy = (SamplerConfig::greedy(), 0, own);
+        let (got, s) = generate_with(model, src, job, is_end, Some(d), greedy);
         assert_eq!(got.0, want.0, "{name} with {what}: tokens");
         assert_eq!(
             (got.1.generated, got.1.stop),
@@ -537,12 +557,6 @@ fn sampled_speculation_keeps_the_samplers_distribution() {
     let prompt = tokens(12, 3, 2);
     let exact = exact_marginals(&model, &src, &prompt, t as f64);
     let never = |_: u32| false;
-    let shape = DraftShape {
-        max_draft: 2,
-        ..SHAPE
-    };
-    let k = Kernels::best();
-    let mut own = ModelDraft::first_layers(&model, &src, &SingleThread, k, 1, shape).unwrap();
     let mut counts = [vec![0usize; VOCAB], vec![0usize; VOCAB]];
     let mut total = SpecStats::default();
     for seed in 0..4000 {
@@ -555,7 +569,7 @@ fn sampled_speculation_keeps_the_samplers_distribution() {
             ..SamplerConfig::default()
         };
         let job = (&prompt[..], 3, 64);
-        let (got, s) = generate_with(&model, &src, job, &never, Some(&mut own), (cfg, 0));
+        let (got, s) = generate_with(&model, &src, job, &never, Some(&mut NoGuess), (cfg, 3, 1));
         assert_eq!(got.0.len(), 3);
         counts[0][got.0[1] as usize] += 1;
         counts[1][got.0[2] as usize] += 1;
@@ -587,8 +601,8 @@ fn sampled_speculation_keeps_the_samplers_distribution() {
         ..SamplerConfig::default()
     };
     let job = (&prompt[..], 20, 64);
-    let a = generate_with(&model, &src, job, &never, Some(&mut own), (cfg, 0));
-    let b = generate_with(&model, &src, job, &never, Some(&mut own), (cfg, 0));
+    let a = generate_with(&model, &src, job, &never, Some(&mut NoGuess), (cfg, 3, 1));
+    let b = generate_with(&model, &src, job, &never, Some(&mut NoGuess), (cfg, 3, 1));
     assert_eq!(a, b);
 }
 
@@ -623,20 +637,14 @@ fn speculative_greedy_is_plain_greedy_on_the_default_model() {
     // The first 24 of 30 layers as the draft, alone and after lookup (a model not trained to
     // exit early drafts poorly from fewer: 0 of 150 guesses taken from 10 layers, 12 of 107 from
     // 24, 29 of 40 from 29).
-    let (k, one) = (Kernels::best(), &SingleThread);
-    let shape = DraftShape {
-        ctx: 512,
-        batch: 16,
-        max_draft: 4,
-    };
-    let mut own = ModelDraft::first_layers(&model, &src, one, k, 24, shape).unwrap();
-    let (got, s) = generate(&model, &src, (&prompt, 40, 512), &is_end, Some(&mut own));
+    let own = (SamplerConfig::greedy(), 0, 24);
+    let job = (&prompt[..], 40, 512);
+    let (got, s) = generate_with(&model, &src, job, &is_end, Some(&mut NoGuess), own);
     eprintln!("SmolLM2 code edit, self-draft of 24 layers: {s:?}");
     assert_eq!(got.0, want.0, "tokens with the self-draft");
     assert_eq!((got.1.stop, got.2), (want.1.stop, want.2));
     assert!(s.accepted > 0, "{s:?}");
-    let mut both = Drafts(vec![Box::new(&mut lookup), Box::new(&mut own)]);
-    let (got, s) = generate(&model, &src, (&prompt, 40, 512), &is_end, Some(&mut both));
+    let (got, s) = generate_with(&model, &src, job, &is_end, Some(&mut lookup), own);
     eprintln!("SmolLM2 code edit, lookup then self-draft: {s:?}");
     assert_eq!(got.0, want.0, "tokens with lookup then the self-draft");
 
@@ -670,7 +678,7 @@ fn fewer_rows_kept_check_fewer_drafts() {
         max_n: 3,
         max_draft: 8,
     };
-    let greedy = (SamplerConfig::greedy(), 3);
+    let greedy = (SamplerConfig::greedy(), 3, 0);
     let (got, s) = generate_with(&model, &src, job, &never, Some(&mut lookup), greedy);
     assert_eq!(got, want);
     assert!(s.drafted <= 2 * s.passes && s.accepted > 0, "{s:?}");
@@ -740,7 +748,7 @@ fn json_mode_with_drafts_is_json_mode_without() {
                 &engine,
                 (&mut st, &mut sampler),
                 (&prompt, 60),
-                (d, 6),
+                (d, 6, 0),
                 &is_end,
                 f,
                 &mut on,
@@ -810,7 +818,7 @@ fn a_stop_from_the_callback_mid_round_is_the_plain_loops() {
                     &engine,
                     (&mut st, &mut sampler),
                     job,
-                    (d, 6),
+                    (d, 6, 0),
                     &never,
                     None,
                     on,

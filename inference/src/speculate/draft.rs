@@ -1,12 +1,11 @@
-//! Drafts from a model: a smaller model of the same vocabulary (a draft model), or the target's
-//! own first layers and output head (a self-draft). Either keeps its own KV cache, synced with
-//! the context at each call: the positions it already holds are kept (its own accepted guesses
+//! Drafts from a smaller model of the same vocabulary (a draft model). It keeps its own KV cache,
+//! synced with the context at each call: the positions it already holds are kept (its own accepted guesses
 //! included), the rest rolled back and fed again. It guesses greedily, so a draft is a certain
 //! guess, which [`crate::sampler::Sampler::check_on`] checks exactly at any temperature.
 
 use super::Draft;
 use crate::generate::GenError;
-use crate::model::{Model, ModelError, Part, RunState};
+use crate::model::{Model, ModelError, RunState};
 use crate::parallel::Parallel;
 use crate::quant::Kernels;
 use crate::sampler::par_greedy;
@@ -22,7 +21,7 @@ pub struct ModelDraft<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> {
     src: &'a S,
     pool: &'a P,
     kernels: Kernels,
-    /// Layers run per draft token (all of a draft model's; the first L of a self-draft).
+    /// Layers run per draft token (all of them).
     layers: usize,
     st: RunState,
     /// The tokens whose keys and values `st` holds, in order (`st.pos` of them).
@@ -61,25 +60,13 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> ModelDraft<'a, S, P> 
         kernels: Kernels,
         shape: DraftShape,
     ) -> Result<Self, ModelError> {
-        Self::first_layers(model, src, pool, kernels, model.config.n_layer, shape)
-    }
-
-    /// A self-draft: the first `layers` layers of the target `model` (1 to all) and its output
-    /// head, with a KV cache for those layers only.
-    pub fn first_layers(
-        model: &'a Model,
-        src: &'a S,
-        pool: &'a P,
-        kernels: Kernels,
-        layers: usize,
-        shape: DraftShape,
-    ) -> Result<Self, ModelError> {
-        let st = draft_state(model, layers, shape, pool.workers())?;
+        let st = draft_state(model, shape, pool.workers())?;
+        let layers = model.config.n_layer;
         Self::with_state(model, src, pool, kernels, (layers, shape.max_draft), st)
     }
 
-    /// [`ModelDraft::first_layers`] in a run state made by [`draft_state`], guessing at
-    /// most `max_draft` tokens at once.
+    /// A draft of `model`'s first `layers` layers (all, for a draft model) in a run state made
+    /// by [`draft_state`], guessing at most `max_draft` tokens at once.
     pub fn with_state(
         model: &'a Model,
         src: &'a S,
@@ -173,19 +160,14 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Draft for ModelDraft<'_, 
     }
 }
 
-/// The run state a draft of `model`'s first `layers` layers needs (allocated before the page
-/// cache takes the rest of the memory, on a board).
+/// The run state a draft model needs (allocated before the page cache takes the rest of the
+/// memory, on a board).
 pub fn draft_state(
     model: &Model,
-    layers: usize,
     shape: DraftShape,
     workers: usize,
 ) -> Result<RunState, ModelError> {
-    let part = Part {
-        layers: 0..layers.min(model.config.n_layer),
-        ends: true,
-    };
-    RunState::for_part(model, shape.ctx, workers, shape.batch, &part)
+    RunState::with_batch(model, shape.ctx, workers, shape.batch)
 }
 
 /// Why a draft model cannot draft for a target: their vocabularies differ.

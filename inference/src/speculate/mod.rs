@@ -160,6 +160,29 @@ impl SpecSettings {
     }
 }
 
+/// The file ranges a page cache should pin first for a self-draft of `layers` layers: the output
+/// head and those layers (read at every guess), then the other layers, then the embedding (a row
+/// a token).
+pub fn self_draft_pins(model: &crate::model::Model, layers: usize) -> Vec<(u64, u64)> {
+    use crate::model::Part;
+    let n = model.config.n_layer;
+    let part = |r: core::ops::Range<usize>| Part {
+        layers: r,
+        ends: false,
+    };
+    let w = &model.weights;
+    let head = (w.output.offset, w.output.size);
+    let embd = (w.token_embd.offset, w.token_embd.size);
+    let mut seen = alloc::collections::BTreeSet::new();
+    [head]
+        .into_iter()
+        .chain(w.read_order_of(&part(0..layers.min(n))))
+        .chain(w.read_order_of(&part(layers.min(n)..n)))
+        .chain([embd])
+        .filter(|r| seen.insert(r.0))
+        .collect()
+}
+
 /// A draft source and how much of it to check per pass, kept across generations (a chat's
 /// turns): the planner's measurements and the counts carry over.
 pub struct Speculation<'d> {
@@ -170,6 +193,9 @@ pub struct Speculation<'d> {
     /// The tokens at positions 0 on, as far as known: what the drafts see. A generation cuts
     /// it to the run state's position, adds the prompt and what it generates.
     pub context: Vec<u32>,
+    /// The target's first layers as the last source (0: none): they guess in the target's own
+    /// run state, whose K/V for those layers are the draft's too, so they cost no memory.
+    pub self_draft: usize,
 }
 
 impl<'d> Speculation<'d> {
@@ -179,6 +205,7 @@ impl<'d> Speculation<'d> {
             plan,
             stats: SpecStats::default(),
             context: Vec::new(),
+            self_draft: 0,
         }
     }
 }
@@ -338,13 +365,16 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
                 .min(st.rows_kept().max(1) - 1);
             let k = spec.plan.choose(room);
             let t0 = clock();
-            let n = match k {
+            let mut n = match k {
                 0 => 0,
                 k => spec
                     .draft
                     .propose(&run.context, &mut run.batch[1..1 + k])?
                     .min(k),
             };
+            if n == 0 && k > 0 && spec.self_draft > 0 {
+                n = self.guess_own(st, spec.self_draft, next.0, &mut run.batch[1..1 + k])?;
+            }
             // A draft model with a wider output than the target's may guess past its vocabulary.
             let n = run.batch[1..1 + n]
                 .iter()
@@ -356,7 +386,7 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
             let (src, pool, kernels) = (self.src, self.pool, &self.kernels);
             let tokens = &run.batch[..1 + n];
             self.model.forward_rows(st, src, pool, kernels, tokens)?;
-            self.forwarded();
+            self.forwarded(tokens.len());
             spec.plan.pass(1 + n, clock().wrapping_sub(t1));
             run.stats.passes += 1;
             run.stats.drafted += n;
@@ -372,6 +402,31 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
                 }
             }
         }
+    }
+
+    /// A self-draft: `out.len()` guesses after `next` (drawn, not yet fed) from the first `layers`
+    /// layers and the output head, run in `st` itself at the next positions and rolled back. The
+    /// K/V those layers keep for the context are the ones the draft needs (the same weights on
+    /// the same tokens), and the checking pass that follows rewrites the positions guessed over,
+    /// so the target's state ends as it would without the draft.
+    fn guess_own(
+        &self,
+        st: &mut RunState,
+        layers: usize,
+        next: u32,
+        out: &mut [u32],
+    ) -> Result<usize, GenError> {
+        let (base, vocab) = (st.pos, self.model.config.vocab);
+        let run = (self.src, self.pool, &self.kernels);
+        let mut tok = next;
+        for o in out.iter_mut() {
+            self.model.forward_layers(st, run, &[tok], layers, true)?;
+            self.forwarded_layers(1, layers);
+            tok = crate::sampler::par_greedy(self.pool, &st.logits[..vocab])?;
+            *o = tok;
+        }
+        st.rollback(base)?;
+        Ok(out.len())
     }
 
     /// Walk the checked pass from position `base` (`n` drafts after the taken token): take each

@@ -1,9 +1,7 @@
 //! The sources a [`SpecSettings`] names, kept across generations (a chat's turns): lookup, a
 //! draft model, a self-draft, asked in that order, and the planner that measures what pays.
 
-use super::{
-    Draft, Drafts, Lookup, ModelDraft, PassCost, Planner, SpecSettings, SpecStats, Speculation,
-};
+use super::{Draft, Drafts, Lookup, PassCost, Planner, SpecSettings, SpecStats, Speculation};
 use crate::generate::{Engine, GenError, GenReport, LogitsFilter};
 use crate::model::RunState;
 use crate::parallel::Parallel;
@@ -13,11 +11,12 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 /// Speculative generation as configured: the sources, the planner, the counts so far.
-pub struct Speculator<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> {
+pub struct Speculator<'a> {
     lookup: Option<Lookup>,
     /// A draft model (its storage may be another file's: hence behind `dyn`).
     model: Option<Box<dyn Draft + 'a>>,
-    own: Option<ModelDraft<'a, S, P>>,
+    /// Layers of the target that guess last (0: none).
+    self_draft: usize,
     plan: Planner,
     /// The tokens at positions 0 on, as far as known ([`Speculation::context`]).
     context: Vec<u32>,
@@ -25,14 +24,13 @@ pub struct Speculator<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> {
     pub stats: SpecStats,
 }
 
-impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Speculator<'a, S, P> {
-    /// The sources `s` names: lookup from its settings, the draft model and the self-draft as
-    /// made by the caller (they need storage and memory the caller owns); `prior` stands for the
+impl<'a> Speculator<'a> {
+    /// The sources `s` names: lookup and the self-draft from its settings, the draft model as
+    /// made by the caller (it needs storage and memory the caller owns); `prior` stands for the
     /// pass costs until they are measured.
     pub fn new(
         s: &SpecSettings,
         model: Option<Box<dyn Draft + 'a>>,
-        own: Option<ModelDraft<'a, S, P>>,
         prior: Option<PassCost>,
     ) -> Self {
         Speculator {
@@ -41,7 +39,7 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Speculator<'a, S, P> 
                 max_draft: s.max_guesses(),
             }),
             model,
-            own,
+            self_draft: s.self_draft,
             plan: s.planner(prior),
             context: Vec::new(),
             stats: SpecStats::default(),
@@ -61,7 +59,7 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Speculator<'a, S, P> 
     }
 
     /// [`Engine::generate_speculative`] with these sources; this generation's counts.
-    pub fn generate(
+    pub fn generate<S: Storage + Sync + ?Sized, P: Parallel + ?Sized>(
         &mut self,
         engine: &Engine<'_, S, P>,
         st: &mut RunState,
@@ -78,13 +76,11 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Speculator<'a, S, P> 
         if let Some(m) = self.model.as_mut() {
             sources.push(Box::new(&mut **m));
         }
-        if let Some(o) = self.own.as_mut() {
-            sources.push(Box::new(o));
-        }
         let mut all = Drafts(sources);
         let plan = core::mem::replace(&mut self.plan, Planner::fixed(0));
         let mut spec = Speculation::new(&mut all, plan);
         spec.context = core::mem::take(&mut self.context);
+        spec.self_draft = self.self_draft;
         let r = engine.generate_speculative(
             st, sampler, prompt, max_tokens, &mut spec, is_end, clock, filter, on_token,
         );
@@ -94,19 +90,14 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Speculator<'a, S, P> 
         self.stats.add(&stats);
         Ok((rep, stats))
     }
-
-    /// The self-draft's run state back, to keep.
-    pub fn into_draft_state(self) -> Option<RunState> {
-        self.own.map(ModelDraft::into_state)
-    }
 }
 
-impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> core::fmt::Debug for Speculator<'_, S, P> {
+impl core::fmt::Debug for Speculator<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Speculator")
             .field("lookup", &self.lookup)
             .field("model", &self.model.is_some())
-            .field("own", &self.own)
+            .field("self_draft", &self.self_draft)
             .field("plan", &self.plan)
             .field("stats", &self.stats)
             .finish()

@@ -172,7 +172,7 @@ impl Chat<'_> {
         st: &mut RunState,
         sampler: &mut Sampler,
         line: &mut Line<'_>,
-        mut spec: Option<&mut Speculator<'_, S, P>>,
+        mut spec: Option<&mut Speculator<'_>>,
     ) -> Result<(), String>
     where
         S: Storage + Sync + ?Sized,
@@ -325,7 +325,7 @@ impl Chat<'_> {
         engine: &Engine<'_, S, P>,
         ids: &[u32],
         c: &mut Convo<'_, '_>,
-        spec: Option<&mut Speculator<'_, S, P>>,
+        spec: Option<&mut Speculator<'_>>,
     ) -> Result<(), String> {
         let Convo {
             st, sampler, line, ..

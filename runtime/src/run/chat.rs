@@ -90,9 +90,9 @@ impl<F: FileSource + Send> ChatRun<'_, F> {
                 core::hint::spin_loop();
             }
         };
-        let parts = (self.model, self.cache, env.pool, self.kernels);
-        let mut spec = super::spec::speculator(cfg, self.remote, parts, spec, None)
-            .map_err(RunError::Generate)?;
+        let mut spec =
+            super::spec::speculator(cfg, self.remote, (env.pool, self.kernels), spec, None)
+                .map_err(RunError::Generate)?;
         let mut line = Line::new(con, &idle);
         chat.run(&engine, st, &mut sampler, &mut line, spec.as_mut())
             .map_err(RunError::Chat)

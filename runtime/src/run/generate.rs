@@ -137,7 +137,7 @@ where
     let mut sampler = Sampler::new(cfg.sampler, g.model.config.vocab).map_err(RunError::Sampler)?;
     let counter =
         InstructionCounter::new(env.instructions.map(|(f, b)| (f as &dyn Fn() -> u64, b)));
-    let sample = || counter.sample();
+    let sample = |_, _| counter.sample();
     let engine = Engine {
         model: g.model,
         src: cache,
@@ -176,8 +176,7 @@ where
         fixed: time_ns(streamed, g.card_rate) as f64 + compute / 2.0,
         per_token: compute / 2.0,
     };
-    let parts = (g.model, cache, pool, g.kernels);
-    let mut spec = super::spec::speculator(cfg, g.remote, parts, spec, Some(prior))
+    let mut spec = super::spec::speculator(cfg, g.remote, (pool, g.kernels), spec, Some(prior))
         .map_err(RunError::Generate)?;
     let (report, spec_stats) = match spec.as_mut() {
         Some(s) => {

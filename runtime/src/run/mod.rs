@@ -139,8 +139,8 @@ where
         (None, Some(c)) => Box::new(Texted(c)),
         (None, None) => unreachable!("reader() returns one of the two"),
     };
-    let whole = [(0, size)];
-    let (cache, load_ns) = load(src, cfg, capacity, &whole, &|| {}, env, &mut out)?;
+    let wanted = spec::pin_order(cfg, &m.model, size);
+    let (cache, load_ns) = load(src, cfg, capacity, &wanted, &|| {}, env, &mut out)?;
     cache.set_schedule(m.model.weights.read_order(), cores);
     let whole = inference::model::Part::whole(m.model.config.n_layer);
     check_part(&m.model, &cache, &whole, env, &mut out)?;

@@ -8,7 +8,6 @@ use super::{Opened, RunError};
 use crate::card::Direct;
 use crate::config::Config;
 use crate::console::Out;
-use crate::pagecache::{FileSource, PageCache};
 use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
@@ -20,7 +19,8 @@ use inference::generate::{GenError, Remote};
 use inference::model::{Model, Part, RunState};
 use inference::parallel::Parallel;
 use inference::speculate::{
-    draft_state, same_vocabulary, Draft, DraftShape, ModelDraft, PassCost, Speculator,
+    draft_state, same_vocabulary, self_draft_pins, Draft, DraftShape, ModelDraft, PassCost,
+    Speculator,
 };
 use inference::tokenizer::Tokenizer;
 use inference::{Gguf, Kernels, Storage, StorageError};
@@ -100,19 +100,16 @@ pub(super) fn load<D: WriteBlocks + Send>(
     Ok(DraftModel { bytes, model })
 }
 
-/// The run states speculation needs beyond the target's, made by [`buffers`], and the draft
-/// model they go with.
+/// What speculation needs beyond the target's run state, made by [`buffers`]: the draft model
+/// and its run state (a self-draft runs in the target's).
 #[derive(Debug, Default)]
 pub(crate) struct SpecParts<'a> {
-    /// The self-draft's run state (the target's first layers).
-    pub own: Option<RunState>,
-    /// The draft model and its run state.
     pub model: Option<(&'a DraftModel, RunState)>,
 }
 
 /// Bytes speculation adds (`cfg.spec`) beyond a resident draft model's file: the logits of each
-/// row a pass checks, a self-draft's KV cache and buffers, the draft model's; 0 when it is off.
-/// A self-draft as deep as the model is refused.
+/// row a pass checks and the draft model's KV cache and buffers (a self-draft uses the target's);
+/// 0 when it is off. A self-draft as deep as the model is refused.
 pub(super) fn bytes(
     cfg: &Config,
     (model, draft): (&Model, Option<&Model>),
@@ -125,21 +122,11 @@ pub(super) fn bytes(
     s.check_self_draft(model.config.n_layer)
         .map_err(RunError::Speculation)?;
     let mut total = RunState::row_logits_bytes(model, s.max_guesses() + 1);
-    let mut add = |m: &Model, layers: usize| -> Result<(), RunError> {
-        let part = Part {
-            layers: 0..layers,
-            ends: true,
-        };
-        let (kv, bufs) =
-            RunState::size_of(m, ctx, workers, batch, &part).map_err(RunError::Buffers)?;
-        total = total.saturating_add(kv).saturating_add(bufs);
-        Ok(())
-    };
-    if s.self_draft > 0 {
-        add(model, s.self_draft)?;
-    }
     if let Some(d) = draft {
-        add(d, d.config.n_layer)?;
+        let whole = Part::whole(d.config.n_layer);
+        let (kv, bufs) =
+            RunState::size_of(d, ctx, workers, batch, &whole).map_err(RunError::Buffers)?;
+        total = total.saturating_add(kv).saturating_add(bufs);
     }
     Ok(total)
 }
@@ -167,22 +154,16 @@ pub(super) fn buffers<'a>(
         batch,
         max_draft: s.max_guesses(),
     };
-    let state = |m: &Model, layers: usize| draft_state(m, layers, shape, workers);
     let kib = |st: &RunState| (st.bytes().0 + st.bytes().1) >> 10;
-    let own = match s.self_draft {
-        0 => None,
-        l => Some(state(model, l).map_err(RunError::Buffers)?),
-    };
-    if let Some(o) = &own {
+    if s.self_draft > 0 {
         note.push_str(&format!(
-            ", the first {} layers' KV cache and buffers {} KiB",
-            s.self_draft,
-            kib(o)
+            ", the first {} layers guess in the target's own KV cache",
+            s.self_draft
         ));
     }
     let model = match draft {
         Some(d) => {
-            let st = state(&d.model, d.model.config.n_layer).map_err(RunError::Buffers)?;
+            let st = draft_state(&d.model, shape, workers).map_err(RunError::Buffers)?;
             note.push_str(&format!(
                 ", the draft model {} MiB and its KV cache and buffers {} KiB",
                 d.bytes.len() >> 20,
@@ -193,39 +174,24 @@ pub(super) fn buffers<'a>(
         None => None,
     };
     note.push(')');
-    Ok((SpecParts { own, model }, note))
+    Ok((SpecParts { model }, note))
 }
 
 /// The speculation `cfg` names (`None`: off, or a ring's head, whose passes cross the ring a
 /// token at a time), in the run states [`buffers`] made; `prior` stands for the pass costs until
 /// the planner has measured them.
-pub(crate) fn speculator<'a, F, P>(
+pub(crate) fn speculator<'a, P: Parallel + ?Sized>(
     cfg: &Config,
     remote: Option<&dyn Remote>,
-    (model, cache, pool, kernels): (&'a Model, &'a PageCache<F>, &'a P, Kernels),
+    (pool, kernels): (&'a P, Kernels),
     parts: SpecParts<'a>,
     prior: Option<PassCost>,
-) -> Result<Option<Speculator<'a, PageCache<F>, P>>, GenError>
-where
-    F: FileSource + Send,
-    P: Parallel + ?Sized,
-{
+) -> Result<Option<Speculator<'a>>, GenError> {
     let s = &cfg.spec;
     if !s.on() || remote.is_some() {
         return Ok(None);
     }
     let max = s.max_guesses();
-    let own = match parts.own {
-        Some(st) => Some(ModelDraft::with_state(
-            model,
-            cache,
-            pool,
-            kernels,
-            (s.self_draft, max),
-            st,
-        )?),
-        None => None,
-    };
     let other = match parts.model {
         Some((d, st)) => {
             let layers = d.model.config.n_layer;
@@ -234,5 +200,14 @@ where
         }
         None => None,
     };
-    Ok(Some(Speculator::new(s, other, own, prior)))
+    Ok(Some(Speculator::new(s, other, prior)))
+}
+
+/// The file ranges the page cache pins first ([`self_draft_pins`] with a self-draft, else the
+/// file from its start).
+pub(super) fn pin_order(cfg: &Config, model: &Model, size: u64) -> Vec<(u64, u64)> {
+    match cfg.spec.self_draft {
+        l if l > 0 && cfg.spec.on() => self_draft_pins(model, l),
+        _ => alloc::vec![(0, size)],
+    }
 }
