@@ -102,10 +102,10 @@ pub trait Remote {
     /// The head's own part (the ends and the first layers).
     fn part(&self) -> &Part;
     /// Hand `x` (`[b][dim]`, positions `pos..pos + b`) to the next board, asking for the last
-    /// row back when `want_last`. Returns once it is queued: the line sends while the head
-    /// computes the next batch.
-    fn send(&self, x: &[f32], pos: usize, b: usize, want_last: bool) -> Result<(), String>;
-    /// Wait for the last row asked for (`[dim]`, after every layer).
+    /// `back` rows back (0: none; 1: the next token's; `b`: every row, to check guesses). Returns
+    /// once it is queued: the line sends while the head computes the next batch.
+    fn send(&self, x: &[f32], pos: usize, b: usize, back: usize) -> Result<(), String>;
+    /// Wait for the rows asked for (`[back][dim]`, after every layer).
     fn receive(&self, out: &mut [f32]) -> Result<(), String>;
     /// Serve the line (called between matrix products).
     fn tick(&self);
@@ -160,7 +160,7 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
         let input = Input::Tokens(tokens);
         self.model
             .forward_part(st, run, input, r.part(), false, Some(&tick))?;
-        r.send(&st.x[..b * dim], pos, b, want_logits)
+        r.send(&st.x[..b * dim], pos, b, usize::from(want_logits))
             .map_err(GenError::Ring)?;
         if want_logits {
             let row = b - 1;
@@ -168,6 +168,26 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
                 .map_err(GenError::Ring)?;
             self.model.logits(st, run, row)?;
         }
+        Ok(())
+    }
+
+    /// A checking pass over `tokens` at the next positions with the logits of every one
+    /// ([`RunState::row_logits`]): here, or here and around the ring (every row comes back).
+    pub(crate) fn pass_rows(&self, st: &mut RunState, tokens: &[u32]) -> Result<(), GenError> {
+        let run = (self.src, self.pool, &self.kernels);
+        let Some(r) = self.remote else {
+            let (src, pool, k) = run;
+            return Ok(self.model.forward_rows(st, src, pool, k, tokens)?);
+        };
+        let (pos, b, dim) = (st.pos, tokens.len(), self.model.config.dim);
+        let tick = || r.tick();
+        let input = Input::Tokens(tokens);
+        self.model
+            .forward_part(st, run, input, r.part(), false, Some(&tick))?;
+        r.send(&st.x[..b * dim], pos, b, b)
+            .map_err(GenError::Ring)?;
+        r.receive(&mut st.x[..b * dim]).map_err(GenError::Ring)?;
+        self.model.logits_rows(st, run, b)?;
         Ok(())
     }
 

@@ -195,13 +195,33 @@ fn ring_cards(s: &xtask::Settings, n: usize, model: &Path) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// A ring of `n` boards for `s` on lines with `faults`: every board ends well and the head prints
+/// `want`. Every board's result and console.
+fn ring_prints(
+    s: &xtask::Settings,
+    n: usize,
+    faults: Faults,
+    want: &str,
+) -> Vec<(Result<(), String>, String)> {
+    let out = ring(ring_cards(s, n, &common::model_path()), faults, None);
+    for (k, (r, con)) in out.iter().enumerate() {
+        assert!(r.is_ok(), "board {} of {n}: {r:?}\n{con}", k + 1);
+    }
+    assert_eq!(
+        generated(&out[0].1),
+        want,
+        "{n} boards, {faults:?}:\n{}",
+        out[0].1
+    );
+    out
+}
+
 /// Two and three boards print what one prints, on clean lines and on lines that lose, flip and
 /// swap; the head names each board's window.
 #[test]
 fn a_ring_prints_what_one_board_prints() {
     let s = settings(12);
     let want = alone(&s);
-    let model = common::model_path();
     let lossy = Faults {
         seed: 7,
         drop_per_million: 20,
@@ -211,12 +231,8 @@ fn a_ring_prints_what_one_board_prints() {
     };
     for (n, faults) in [(2, Faults::default()), (3, Faults::default()), (2, lossy)] {
         let t0 = Instant::now();
-        let out = ring(ring_cards(&s, n, &model), faults, None);
-        for (k, (r, con)) in out.iter().enumerate() {
-            assert!(r.is_ok(), "board {} of {n}: {r:?}\n{con}", k + 1);
-        }
+        let out = ring_prints(&s, n, faults, &want);
         let head = &out[0].1;
-        assert_eq!(generated(head), want, "{n} boards, {faults:?}:\n{head}");
         assert!(
             head.contains(&format!("ring: board {n} runs layers")),
             "{head}"
@@ -361,4 +377,43 @@ fn ring_boards_that_stream_their_window_print_the_same() {
         .find(|l| l.starts_with("ring: board 2 ready"))
         .unwrap_or_else(|| panic!("no ready line in:\n{head}"));
     assert!(!streamed.contains(" 0 MiB streamed"), "{streamed}");
+}
+
+/// A ring whose head speculates (lookup and a self-draft of its first layers, the checking pass
+/// round the ring with every row coming back) prints what one board prints without speculation,
+/// on clean and lossy lines, and says how many tokens each pass gave.
+#[test]
+fn a_speculating_ring_prints_what_one_board_prints() {
+    let mut s = settings(24);
+    s.prompt = "one two three four five six seven one two three four five six seven one two".into();
+    let want = alone(&s);
+    s.spec = vec![
+        ("--lookup", "3".into()),
+        ("--self-draft", "2".into()),
+        ("--speculate", "4".into()),
+    ];
+    let lossy = Faults {
+        seed: 11,
+        drop_per_million: 20,
+        flip_per_million: 10,
+        reorder_per_million: 20_000,
+        capacity: 0,
+    };
+    for (n, faults) in [(2, Faults::default()), (3, lossy)] {
+        let out = ring_prints(&s, n, faults, &want);
+        let head = &out[0].1;
+        // The self-draft is as deep as the head's own layers allow (the split decides them).
+        let said = "ring: the head speculates, lookup, its first ";
+        assert!(head.contains(said), "{head}");
+        let line = head
+            .lines()
+            .find(|l| l.starts_with("speculation: "))
+            .unwrap_or_else(|| panic!("no speculation line:\n{head}"));
+        let per_pass: f64 = line["speculation: ".len()..]
+            .split(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{line}"));
+        assert!(per_pass > 1.0, "{line}");
+    }
 }

@@ -50,6 +50,7 @@ pub mod fuzz;
 pub mod image;
 pub mod mca;
 pub mod ring;
+pub mod specbench;
 pub mod uboot;
 
 /// A board description (`boards/NAME.toml`), the parts the host needs, from the board schema.

@@ -846,8 +846,9 @@ fn number<T: std::str::FromStr>(
         .ok_or_else(|| format!("{flag} needs a number"))
 }
 
-/// The parts of `cargo xtask bench` (`--only PART`); `mca` runs only when asked for.
-const BENCH_PARTS: [&str; 7] = [
+/// The parts of `cargo xtask bench` (`--only PART`); `mca` and `speculative` run only when asked
+/// for.
+const BENCH_PARTS: [&str; 8] = [
     "instructions",
     "batches",
     "cache",
@@ -855,6 +856,7 @@ const BENCH_PARTS: [&str; 7] = [
     "mca",
     "models",
     "card",
+    "speculative",
 ];
 
 fn bench(args: &[String]) -> Result<i32, String> {
@@ -877,6 +879,12 @@ fn bench(args: &[String]) -> Result<i32, String> {
         // Static analysis only: no QEMU, no model; the LLVM 19 tools are checked by the bench.
         println!("{}", xtask::mca::run()?);
         eprintln!("xtask: wrote results/mca.md");
+        return Ok(0);
+    }
+    if only.as_deref() == Some("speculative") {
+        // The PC runner on the boards' clocks: no QEMU; it fetches Qwen2.5-Coder-1.5B and -0.5B.
+        println!("{}", xtask::specbench::run(n.max(48))?);
+        eprintln!("xtask: wrote results/speculative.md");
         return Ok(0);
     }
     if setup() != 0 {

@@ -740,17 +740,38 @@ impl Model {
                 "no logits buffer or row out of batch".into(),
             ));
         }
-        let pass = Pass {
-            model: self,
-            src,
-            pool,
-            k,
-            layers: self.config.n_layer..self.config.n_layer,
-            want_logits: true,
-            rows: false,
-            tick: None,
-        };
-        pass.logits(st, row)
+        self.head_only((src, pool, k), false).logits(st, row)
+    }
+
+    /// A pass of no layers that computes logits from `st.x` (of one row, or of every row).
+    fn head_only<'p, S: ?Sized, P: ?Sized>(
+        &'p self,
+        run: (&'p S, &'p P, &'p Kernels),
+        rows: bool,
+    ) -> Pass<'p, S, P> {
+        let mut pass = self.whole_pass(run, true, rows);
+        pass.layers = self.config.n_layer..self.config.n_layer;
+        pass
+    }
+
+    /// The scores over the vocabulary from the hidden states of the last batch's `b` rows
+    /// (`st.x`, after every layer), into [`RunState::row_logits`] (which
+    /// [`RunState::keep_row_logits`] must have made room for): a ring's head, once the last
+    /// board's rows are back.
+    pub fn logits_rows<S, P>(
+        &self,
+        st: &mut RunState,
+        (src, pool, k): (&S, &P, &Kernels),
+        b: usize,
+    ) -> Result<(), ModelError>
+    where
+        S: Storage + Sync + ?Sized,
+        P: Parallel + ?Sized,
+    {
+        if b == 0 || b > st.batch || st.row_logits.len() < b * self.config.vocab {
+            return Err(ModelError::NoRowLogits);
+        }
+        self.head_only((src, pool, k), true).row_logits(st, b)
     }
 }
 

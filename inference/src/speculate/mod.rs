@@ -266,8 +266,9 @@ impl core::fmt::Display for SpecStats {
 impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
     /// [`Engine::generate_filtered`] with guesses from `spec`'s draft checked by the target, a
     /// round per pass, as many as its planner chooses: greedy, the same tokens, stop reason and
-    /// final position as the plain loop; sampled, the same distribution. Runs the plain loop when
-    /// a ring runs the model. Allocates the logits of every batch row
+    /// final position as the plain loop; sampled, the same distribution. On a ring's head the
+    /// checking pass goes round the ring and every row comes back. Allocates the logits of every
+    /// batch row
     /// ([`RunState::keep_row_logits`], unless the caller kept fewer rows: at most that many
     /// tokens are checked per pass) and the context, once. Returns this generation's counts
     /// (`spec.stats` adds them up).
@@ -283,19 +284,6 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
         filter: Option<&mut dyn LogitsFilter>,
         on_token: &mut dyn FnMut(u32) -> bool,
     ) -> Result<(GenReport, SpecStats), GenError> {
-        if self.remote.is_some() {
-            let start = st.pos + prompt.len();
-            let rep = self.generate_filtered(
-                st, sampler, prompt, max_tokens, is_end, clock, filter, on_token,
-            )?;
-            let passes = st.pos.saturating_sub(start);
-            let stats = SpecStats {
-                passes,
-                ..SpecStats::default()
-            };
-            spec.stats.add(&stats);
-            return Ok((rep, stats));
-        }
         let (rep, t0, t1) = self.prefill(st, sampler, prompt, clock)?;
         let passes = prompt.len().div_ceil(st.batch().max(1));
         spec.plan.prompt(prompt.len(), passes, t1.wrapping_sub(t0));
@@ -372,8 +360,12 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
                     .propose(&run.context, &mut run.batch[1..1 + k])?
                     .min(k),
             };
-            if n == 0 && k > 0 && spec.self_draft > 0 {
-                n = self.guess_own(st, spec.self_draft, next.0, &mut run.batch[1..1 + k])?;
+            let own = self.remote.map_or(spec.self_draft, |r| {
+                // A ring's head guesses only from the layers it holds.
+                spec.self_draft.min(r.part().layers.end)
+            });
+            if n == 0 && k > 0 && own > 0 {
+                n = self.guess_own(st, own, next.0, &mut run.batch[1..1 + k])?;
             }
             // A draft model with a wider output than the target's may guess past its vocabulary.
             let n = run.batch[1..1 + n]
@@ -383,9 +375,8 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
             let t1 = clock();
             spec.plan.drafted(n, t1.wrapping_sub(t0));
             run.batch[0] = next.0;
-            let (src, pool, kernels) = (self.src, self.pool, &self.kernels);
             let tokens = &run.batch[..1 + n];
-            self.model.forward_rows(st, src, pool, kernels, tokens)?;
+            self.pass_rows(st, tokens)?;
             self.forwarded(tokens.len());
             spec.plan.pass(1 + n, clock().wrapping_sub(t1));
             run.stats.passes += 1;

@@ -98,7 +98,8 @@ pub fn ready<L: Link>(node: &mut Node<L>, pinned: u64, streamed: u64) -> Result<
 struct Batch {
     pos: usize,
     rows: usize,
-    want_last: bool,
+    /// Rows the last board sends back (the last ones).
+    back: usize,
     chunks: usize,
     seen: usize,
 }
@@ -172,21 +173,21 @@ fn take_batch<L: Link>(
         Msg::Acts {
             pos,
             rows,
-            want_last,
+            back,
             chunk,
             bytes,
         } => {
             if b.seen == 0 {
                 let rows = rows as usize;
-                if rows == 0 || rows > max_rows {
+                if rows == 0 || rows > max_rows || back as usize > rows {
                     return Err(RingError::Protocol(format!(
-                        "board {src} sent a batch of {rows} rows (this board takes 1 to {max_rows})"
+                        "board {src} sent a batch of {rows} rows, {back} wanted back (this board takes 1 to {max_rows})"
                     )));
                 }
                 b = Batch {
                     pos: pos as usize,
                     rows,
-                    want_last,
+                    back: back as usize,
                     chunks: chunks_for(rows * dim),
                     seen: 0,
                 };
@@ -211,8 +212,8 @@ fn take_batch<L: Link>(
     Ok((!stop).then_some(b))
 }
 
-/// Hand the batch on: to the next board, or from the last board back to the head (the last row
-/// when asked for, else word that it is done).
+/// Hand the batch on: to the next board, or from the last board back to the head (the last rows
+/// asked for, else word that it is done).
 fn pass_on<L: Link>(
     node: &mut Node<L>,
     st: &RunState,
@@ -226,7 +227,7 @@ fn pass_on<L: Link>(
             let m = Msg::Acts {
                 pos: b.pos as u32,
                 rows: b.rows as u16,
-                want_last: b.want_last,
+                back: b.back as u16,
                 chunk: c as u16,
                 bytes: chunk,
             };
@@ -234,10 +235,10 @@ fn pass_on<L: Link>(
         }
         return Ok(());
     }
-    if !b.want_last {
+    if b.back == 0 {
         return node.send(1, &Msg::Done { pos: b.pos as u32 });
     }
-    let last: Vec<u8> = f32_bytes(&st.x[(b.rows - 1) * dim..b.rows * dim]);
+    let last: Vec<u8> = f32_bytes(&st.x[(b.rows - b.back) * dim..b.rows * dim]);
     for (c, chunk) in last.chunks(CHUNK_BYTES).enumerate() {
         let m = Msg::Last {
             pos: b.pos as u32,

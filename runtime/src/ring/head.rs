@@ -154,7 +154,7 @@ impl<'n, L: Link> Head<'n, L> {
         }
     }
 
-    /// Take messages until `want` rows of the last row have come (0: until one batch is done).
+    /// Take messages until the rows asked back fill `out` (`None`: until one batch is done).
     fn collect(&self, node: &mut Node<L>, mut out: Option<&mut [f32]>) -> Result<(), RingError> {
         let chunks = out.as_deref().map_or(0, |o| chunks_for(o.len()));
         let mut seen = 0usize;
@@ -170,7 +170,7 @@ impl<'n, L: Link> Head<'n, L> {
                 };
                 if chunk as usize != seen || !put_chunk(o, chunk, bytes) {
                     return Err(RingError::Protocol(format!(
-                        "board {src} sent chunk {chunk} of the last row out of order"
+                        "board {src} sent chunk {chunk} of the last rows out of order"
                     )));
                 }
                 seen += 1;
@@ -189,7 +189,7 @@ impl<L: Link> Remote for Head<'_, L> {
         &self.part
     }
 
-    fn send(&self, x: &[f32], pos: usize, b: usize, want_last: bool) -> Result<(), String> {
+    fn send(&self, x: &[f32], pos: usize, b: usize, back: usize) -> Result<(), String> {
         let mut node = self.node.borrow_mut();
         let mut run = || -> Result<(), RingError> {
             while self.in_flight.get() >= self.depth {
@@ -200,7 +200,7 @@ impl<L: Link> Remote for Head<'_, L> {
                 let m = Msg::Acts {
                     pos: pos as u32,
                     rows: b as u16,
-                    want_last,
+                    back: back as u16,
                     chunk: c as u16,
                     bytes: chunk,
                 };

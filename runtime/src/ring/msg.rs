@@ -35,17 +35,18 @@ pub enum Msg<'a> {
         streamed: u64,
     },
     /// Hidden states after the sender's layers for positions `pos .. pos + rows`: chunk `chunk`
-    /// of the `[rows][dim]` f32 values (little-endian). With `want_last`, the last board sends
-    /// the last row back ([`Msg::Last`]); otherwise it says [`Msg::Done`].
+    /// of the `[rows][dim]` f32 values (little-endian). The last board sends the last `back` rows
+    /// back ([`Msg::Last`]: one for the next token's logits, every row for a speculative check);
+    /// with `back` 0 it says [`Msg::Done`].
     Acts {
         pos: u32,
         rows: u16,
-        want_last: bool,
+        back: u16,
         chunk: u16,
         #[serde(borrow)]
         bytes: &'a [u8],
     },
-    /// The last board to the head: chunk `chunk` of the last row after every layer.
+    /// The last board to the head: chunk `chunk` of the last rows asked for, after every layer.
     Last {
         pos: u32,
         chunk: u16,
@@ -116,7 +117,7 @@ pub fn wire_bytes(rows: usize, dim: usize) -> u64 {
         let m = Msg::Acts {
             pos: 1000,
             rows: rows as u16,
-            want_last: false,
+            back: 0,
             chunk: c as u16,
             bytes: chunk,
         };
@@ -159,7 +160,7 @@ mod tests {
             Msg::Acts {
                 pos: 7,
                 rows: 1,
-                want_last: true,
+                back: 1,
                 chunk: 1,
                 bytes: &bytes[CHUNK_BYTES..],
             },

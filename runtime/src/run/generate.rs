@@ -211,11 +211,6 @@ where
     print_stats(g, &report, &marks, complete, env, out);
     if let Some(s) = spec_stats {
         let _ = writeln!(out, "{}", speculation_line(g, &s, &report, &marks));
-    } else if g.cfg.spec.on() {
-        let _ = writeln!(
-            out,
-            "speculation: off on a ring's head (its passes cross the ring one token at a time)"
-        );
     }
     // On a ring's head the profile would speak of the whole model on this board alone; the
     // split's prediction was printed when the ring formed.

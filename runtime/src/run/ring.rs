@@ -177,6 +177,28 @@ where
     then(&cache, out)
 }
 
+/// What of speculation a ring's head does: lookup, and a self-draft within its own layers (the
+/// checking pass goes round the ring, every row coming back); no draft model.
+fn say_speculation(cfg: &Config, part: &Part, out: &mut Out<'_>) {
+    let s = &cfg.spec;
+    let own = s.self_draft.min(part.layers.end);
+    let _ = writeln!(
+        out,
+        "ring: the head speculates{}{}{}",
+        if s.lookup > 0 { ", lookup" } else { "" },
+        match own {
+            0 => String::new(),
+            1 => ", its first layer as a self-draft".into(),
+            n => alloc::format!(", its first {n} layers as a self-draft"),
+        },
+        if s.draft.is_some() {
+            " (a draft model is not used on a ring)"
+        } else {
+            ""
+        }
+    );
+}
+
 /// Each board's window and prediction, on the head's console.
 fn say_split(windows: &[Window], profiles: &[Profile], out: &mut Out<'_>) {
     let total: u64 = windows.iter().map(|w| w.ns).sum();
@@ -222,6 +244,12 @@ where
                 with_part(b.direct, what, b.cores, &tick, env, out, |cache, out| {
                     let mut st = RunState::for_part(&m.model, ctx, b.cores, batch, &part)
                         .map_err(RunError::Buffers)?;
+                    if cfg.spec.on() {
+                        let rows = cfg.spec.max_guesses() + 1;
+                        st.keep_row_logits(&m.model, rows)
+                            .map_err(RunError::Buffers)?;
+                        say_speculation(cfg, &part, out);
+                    }
                     await_ready(&node, out)?;
                     let head = Head::new(&node, part.clone());
                     let model_run = super::ModelRun {

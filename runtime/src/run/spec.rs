@@ -177,9 +177,9 @@ pub(super) fn buffers<'a>(
     Ok((SpecParts { model }, note))
 }
 
-/// The speculation `cfg` names (`None`: off, or a ring's head, whose passes cross the ring a
-/// token at a time), in the run states [`buffers`] made; `prior` stands for the pass costs until
-/// the planner has measured them.
+/// The speculation `cfg` names (`None`: off), in the run states [`buffers`] made (a ring's head
+/// has none: it drafts by lookup and from the layers it holds); `prior` stands for the pass costs
+/// until the planner has measured them.
 pub(crate) fn speculator<'a, P: Parallel + ?Sized>(
     cfg: &Config,
     remote: Option<&dyn Remote>,
@@ -188,9 +188,10 @@ pub(crate) fn speculator<'a, P: Parallel + ?Sized>(
     prior: Option<PassCost>,
 ) -> Result<Option<Speculator<'a>>, GenError> {
     let s = &cfg.spec;
-    if !s.on() || remote.is_some() {
+    if !s.on() {
         return Ok(None);
     }
+    let _ = remote;
     let max = s.max_guesses();
     let other = match parts.model {
         Some((d, st)) => {
