@@ -160,19 +160,36 @@ pub fn run(path: &Path, a: &SimArgs<'_>) -> Result<(), String> {
     let g = Gguf::open(&plain).map_err(|x| e(&x))?;
     let model = Model::load(&g, &plain).map_err(|x| e(&x))?;
     let tok = Tokenizer::from_gguf(&g, &plain).map_err(|x| e(&x))?;
-    let draft = match &a.spec.draft {
+    let mut draft = match &a.spec.draft {
         Some(name) if a.spec.on() => Some(DraftFile::open(name, &tok)?),
         _ => None,
     };
     let ctx = a.ctx.min(model.config.train_ctx);
     let whole = Part::whole(model.config.n_layer);
     let (kv, bufs) = RunState::size_of(&model, ctx, 1, a.batch, &whole).map_err(|x| e(&x))?;
-    let spec_bytes = spec_bytes(a.spec, &model, draft.as_ref(), (ctx, a.batch));
-    let used = kv + bufs + spec_bytes + runtime::run::HEAP_MARGIN;
-    let capacity = heap_for(a.mem).saturating_sub(used).min(len);
+    let capacity = |draft: Option<&DraftFile>| {
+        let spec_bytes = spec_bytes(a.spec, &model, draft, (ctx, a.batch));
+        let used = kv + bufs + spec_bytes + runtime::run::HEAP_MARGIN;
+        heap_for(a.mem).saturating_sub(used).min(len)
+    };
+    // As the kernel decides with speculate = auto: a draft that would cost more card reads per
+    // token than its guesses could save stays on the card.
+    let auto = a.spec.mode == inference::speculate::SpecMode::Auto;
+    if let Some(d) = draft.as_ref().filter(|_| auto) {
+        let (without, with) = (len - capacity(None), len - capacity(Some(d)));
+        if !inference::speculate::draft_model_pays(without, with, a.spec.max_guesses()) {
+            eprintln!(
+                "board-sim: the draft model not loaded: a pass would read {} MB instead of {} MB",
+                with / 1_000_000,
+                without / 1_000_000
+            );
+            draft = None;
+        }
+    }
+    let capacity = capacity(draft.as_ref());
     if capacity < 4 << 20 {
         return Err(format!(
-            "--mem {}: {} MiB left for the page cache",
+            "--mem {} MiB: {} MiB left for the page cache",
             a.mem >> 20,
             capacity >> 20
         ));
@@ -182,10 +199,9 @@ pub fn run(path: &Path, a: &SimArgs<'_>) -> Result<(), String> {
         readahead: DEFAULT_READAHEAD,
     };
     // Pinned as the kernel pins: the file from its start, or a self-draft's layers first.
-    let wanted = match a.spec.self_draft {
-        l if l > 0 && a.spec.on() => inference::speculate::self_draft_pins(&model, l),
-        _ => vec![(0, len)],
-    };
+    let own = (a.spec.self_draft > 0 && a.spec.on())
+        .then(|| inference::speculate::self_draft_pins(&model, a.spec.self_draft, capacity));
+    let wanted = own.flatten().unwrap_or_else(|| vec![(0, len)]);
     let cache = PageCache::for_ranges(file, capacity, 256 << 10, opts, &wanted, &mut |_, _| {})
         .map_err(|x| e(&x))?;
     cache.set_schedule(model.weights.read_order(), 1);

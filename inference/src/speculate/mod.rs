@@ -18,7 +18,7 @@ mod speculator;
 
 pub use draft::{draft_state, same_vocabulary, DraftShape, ModelDraft, VocabMismatch};
 pub use lookup::{lookup, Lookup};
-pub use plan::{PassCost, Planner};
+pub use plan::{draft_model_pays, PassCost, Planner};
 pub use speculator::Speculator;
 
 use crate::generate::{Engine, GenError, GenReport, LogitsFilter, StopReason, Stops};
@@ -160,11 +160,19 @@ impl SpecSettings {
     }
 }
 
-/// The file ranges a page cache should pin first for a self-draft of `layers` layers: the output
-/// head and those layers (read at every guess), then the other layers, then the embedding (a row
-/// a token).
-pub fn self_draft_pins(model: &crate::model::Model, layers: usize) -> Vec<(u64, u64)> {
+/// The file ranges a page cache of `capacity` bytes should pin first for a self-draft of
+/// `layers` layers: the output head and those layers (read at every guess), then the other
+/// layers, then the embedding (a row a token). `None` when the head alone does not fit: the
+/// draft would stream it at every guess, and the plain order serves better.
+pub fn self_draft_pins(
+    model: &crate::model::Model,
+    layers: usize,
+    capacity: u64,
+) -> Option<Vec<(u64, u64)>> {
     use crate::model::Part;
+    if model.weights.output.size >= capacity {
+        return None;
+    }
     let n = model.config.n_layer;
     let part = |r: core::ops::Range<usize>| Part {
         layers: r,
@@ -180,7 +188,8 @@ pub fn self_draft_pins(model: &crate::model::Model, layers: usize) -> Vec<(u64, 
         .chain(w.read_order_of(&part(layers.min(n)..n)))
         .chain([embd])
         .filter(|r| seen.insert(r.0))
-        .collect()
+        .collect::<Vec<_>>()
+        .into()
 }
 
 /// A draft source and how much of it to check per pass, kept across generations (a chat's

@@ -176,6 +176,18 @@ impl Planner {
     }
 }
 
+/// Acceptance a draft model is credited with before it has run (a draft of the target's own
+/// family takes most guesses: 0.8 is on the high side of what such pairs report).
+pub const DRAFT_MODEL_ALPHA: f64 = 0.8;
+
+/// Whether a resident draft model can pay for the RAM it takes from the page cache: with it, a
+/// pass streams `with` bytes from the card instead of `without`; even if each of `max_guesses`
+/// guesses were taken with probability [`DRAFT_MODEL_ALPHA`], the card bytes per token must not
+/// grow. (Where nothing streams either way, the planner decides from the measured arithmetic.)
+pub fn draft_model_pays(without: u64, with: u64, max_guesses: usize) -> bool {
+    with as f64 / tokens_per_pass(DRAFT_MODEL_ALPHA, max_guesses) <= without as f64
+}
+
 /// Expected tokens per pass from `k` guesses each taken with probability `alpha` in turn.
 pub fn tokens_per_pass(alpha: f64, k: usize) -> f64 {
     let mut sum = 0.0;
@@ -220,6 +232,11 @@ mod tests {
         // A draft model's cost per guess pulls the length down.
         assert!(best_length(card, 20.0, 0.7, 16) < k);
         assert_eq!(tokens_per_pass(0.5, 2), 1.75);
+        // A 491 MiB draft beside a 1 GiB target on a 1 GiB board: 81 MB a pass become 572 MB.
+        assert!(!draft_model_pays(81 << 20, 572 << 20, 8));
+        // A small draft that leaves the card's share of a pass nearly as it was pays.
+        assert!(draft_model_pays(600 << 20, 650 << 20, 8));
+        assert!(draft_model_pays(0, 0, 1));
     }
 
     #[test]

@@ -106,13 +106,10 @@ where
     }
     let size = m.gguf_len;
     let draft_model = match &draft_file {
-        Some(f) => Some(spec::load(
-            &direct,
-            f,
-            &m,
-            (env.clock_ns, env.heap_free),
-            &mut out,
-        )?),
+        Some(f) => {
+            let clocks = (env.clock_ns, env.heap_free);
+            spec::load(&direct, f, (cfg, &m), clocks, &mut out)?
+        }
         None => None,
     };
     let Buffers {
@@ -139,7 +136,7 @@ where
         (None, Some(c)) => Box::new(Texted(c)),
         (None, None) => unreachable!("reader() returns one of the two"),
     };
-    let wanted = spec::pin_order(cfg, &m.model, size);
+    let wanted = spec::pin_order(cfg, &m.model, (size, capacity));
     let (cache, load_ns) = load(src, cfg, capacity, &wanted, &|| {}, env, &mut out)?;
     cache.set_schedule(m.model.weights.read_order(), cores);
     let whole = inference::model::Part::whole(m.model.config.n_layer);

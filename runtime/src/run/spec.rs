@@ -19,8 +19,8 @@ use inference::generate::{GenError, Remote};
 use inference::model::{Model, Part, RunState};
 use inference::parallel::Parallel;
 use inference::speculate::{
-    draft_state, same_vocabulary, self_draft_pins, Draft, DraftShape, ModelDraft, PassCost,
-    Speculator,
+    draft_model_pays, draft_state, same_vocabulary, self_draft_pins, Draft, DraftShape, ModelDraft,
+    PassCost, Speculator,
 };
 use inference::tokenizer::Tokenizer;
 use inference::{Gguf, Kernels, Storage, StorageError};
@@ -58,14 +58,15 @@ impl<D: WriteBlocks + Send> Storage for OnCard<'_, D> {
 }
 
 /// Read the draft file at `path` through `direct`'s device, open it and check its vocabulary
-/// against the target `m`'s. Prints a line naming it.
+/// against the target `m`'s. Prints a line naming it. `None`: left on the card, as not worth
+/// its RAM ([`draft_model_pays`]).
 pub(super) fn load<D: WriteBlocks + Send>(
     direct: &Direct<D>,
     (path, file): &(String, File),
-    m: &Opened,
+    (cfg, m): (&Config, &Opened),
     (clock_ns, heap_free): (fn() -> u64, &dyn Fn() -> u64),
     out: &mut Out<'_>,
-) -> Result<DraftModel, RunError> {
+) -> Result<Option<DraftModel>, RunError> {
     let what = |e: &dyn core::fmt::Display| RunError::Speculation(format!("draft = {path}: {e}"));
     let size = file.size();
     // The file and room to spare: the draft must not take what the target's buffers need.
@@ -82,6 +83,26 @@ pub(super) fn load<D: WriteBlocks + Send>(
     let tok = Tokenizer::from_gguf(&g, &in_place).map_err(|e| what(&e))?;
     same_vocabulary(&m.tok, &tok).map_err(|e| what(&e))?;
     drop(tok);
+    // With speculate = auto, a draft whose bytes would cost the target more card reads per token
+    // than its guesses could save stays on the card.
+    let room = heap_free().saturating_sub(super::HEAP_MARGIN);
+    let (without, with) = (
+        m.gguf_len.saturating_sub(room),
+        m.gguf_len
+            .saturating_sub(room.saturating_sub(size + size / 8)),
+    );
+    let auto = cfg.spec.mode == inference::speculate::SpecMode::Auto;
+    if auto && !draft_model_pays(without, with, cfg.spec.max_guesses()) {
+        let _ = writeln!(
+            out,
+            "draft: {path} not loaded: its {} MiB would leave the model {} MB to read from the card a pass instead of {} MB, more than its guesses could save (speculate = {} loads it anyway)",
+            size >> 20,
+            with / 1_000_000,
+            without / 1_000_000,
+            cfg.spec.max_guesses()
+        );
+        return Ok(None);
+    }
     let t0 = clock_ns();
     let mut bytes = alloc::vec![0u8; size as usize];
     for (i, chunk) in bytes.chunks_mut(CHUNK).enumerate() {
@@ -97,7 +118,7 @@ pub(super) fn load<D: WriteBlocks + Send>(
         super::summary(&g, &model),
         size >> 20
     );
-    Ok(DraftModel { bytes, model })
+    Ok(Some(DraftModel { bytes, model }))
 }
 
 /// What speculation needs beyond the target's run state, made by [`buffers`]: the draft model
@@ -204,11 +225,14 @@ pub(crate) fn speculator<'a, P: Parallel + ?Sized>(
     Ok(Some(Speculator::new(s, other, prior)))
 }
 
-/// The file ranges the page cache pins first ([`self_draft_pins`] with a self-draft, else the
-/// file from its start).
-pub(super) fn pin_order(cfg: &Config, model: &Model, size: u64) -> Vec<(u64, u64)> {
-    match cfg.spec.self_draft {
-        l if l > 0 && cfg.spec.on() => self_draft_pins(model, l),
-        _ => alloc::vec![(0, size)],
-    }
+/// The file ranges a page cache of `capacity` bytes pins first ([`self_draft_pins`] with a
+/// self-draft whose head fits, else the file from its start).
+pub(super) fn pin_order(
+    cfg: &Config,
+    model: &Model,
+    (size, capacity): (u64, u64),
+) -> Vec<(u64, u64)> {
+    let own = cfg.spec.self_draft;
+    let pins = (own > 0 && cfg.spec.on()).then(|| self_draft_pins(model, own, capacity));
+    pins.flatten().unwrap_or_else(|| alloc::vec![(0, size)])
 }
