@@ -20,7 +20,9 @@ commands:
   ring            N virt boards in a ring over their second UARTs (one model split across them): --boards N
                   [--model FILE|NAME] [--mem SIZE] [--smp N] [--prompt P] [-n N] [--set key=value]
                   [generation flags: --prompt TEXT -n N --temp T --top-k K --top-p P --min-p M
-                   --repeat-penalty R --seed S --ctx N --cache SIZE --no-special --set KEY=VALUE (any lmboot.txt line)]
+                   --repeat-penalty R --seed S --ctx N --cache SIZE --no-special --set KEY=VALUE (any lmboot.txt line)
+                   speculative decoding: --lookup N --self-draft L --draft FILE|NAME (written to the
+                   card as /draft.gguf) --draft-max K --speculate auto|off|K]
                   prints the UART on stdout and exits with the kernel's status
   bench           instruction counts per token in QEMU (-icount) for each kernel set, 1 and 4 cores;
                   writes results/bench.md and results/bench.svg [-n N] [--board B];
@@ -36,7 +38,10 @@ commands:
                   the SD bus per host and mode (simulators: time per 256 KiB page, register
                   accesses per MB, the driver's instructions per MB by callgrind) and raspi3b's
                   PIO instructions per MB under -icount: results/card.md
-                  [--only instructions|batches|cache|readahead|mca|models|card]
+                  speculative decoding on a Pi Zero 2 W's and a Pi 4's clock through the page cache
+                  (lmboot-host --board-sim; fetches Qwen2.5-Coder-1.5B and -0.5B; only with --only
+                  speculative): results/speculative.md
+                  [--only instructions|batches|cache|readahead|mca|models|card|speculative]
   fidelity        the error budget: mean KL from the float64 reference on every golden case with
                   each approximation made exact in turn (lmboot-host --exact): results/fidelity.md
   fuzz            run each fuzz target (gguf, fat, tokenizer, config) with cargo-fuzz on nightly
