@@ -34,6 +34,11 @@ pub trait LogitsFilter {
     /// Advance over the drawn token (never an end token); true when the output is complete and
     /// generation should stop after reporting it.
     fn advance(&mut self, token: u32) -> bool;
+    /// How many of `tokens`, in turn from the current state, the constraint could take (guessed
+    /// tokens past that are not worth checking). By default all.
+    fn valid_prefix(&self, tokens: &[u32]) -> usize {
+        tokens.len()
+    }
 }
 
 /// Counts and times of one generation (times in the clock's units, e.g. nanoseconds).

@@ -880,6 +880,19 @@ impl LogitsFilter for JsonConstraint {
         self.accept(token);
         self.is_complete()
     }
+
+    /// The tokens the automaton takes in turn, stopping at a complete value (nothing follows
+    /// one but its end).
+    fn valid_prefix(&self, tokens: &[u32]) -> usize {
+        let mut state = self.state;
+        for (i, &t) in tokens.iter().enumerate() {
+            let bytes = self.token_bytes(t);
+            if state.is_complete() || bytes.is_empty() || !state.push_bytes(bytes) {
+                return i;
+            }
+        }
+        tokens.len()
+    }
 }
 
 #[cfg(test)]
@@ -1379,6 +1392,20 @@ mod tests {
         v.push(vec![0xf0, 0x9f]);
         v.push(vec![0xb8, 0xad]);
         v
+    }
+
+    #[test]
+    fn drafts_are_cut_where_the_automaton_refuses() {
+        let v = toy_vocab();
+        let id = |t: &str| v.iter().position(|p| p.as_slice() == t.as_bytes()).unwrap() as u32;
+        let mut j = JsonConstraint::new(&v, &[0]).unwrap();
+        let draft = [id("{"), id("\""), id("}"), id("{")];
+        // `{"` then `}` inside a string is text: three; the fourth is the closing quote's job.
+        assert_eq!(j.valid_prefix(&draft[..3]), 3);
+        assert_eq!(j.valid_prefix(&[id("}")]), 0);
+        assert!(j.accept(id("[")));
+        assert_eq!(j.valid_prefix(&[id("]"), id("]")]), 1);
+        assert_eq!(j.valid_prefix(&[]), 0);
     }
 
     #[test]

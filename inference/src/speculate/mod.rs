@@ -376,6 +376,10 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
             if n == 0 && k > 0 && own > 0 {
                 n = self.guess_own(st, own, next.0, &mut run.batch[1..1 + k])?;
             }
+            // JSON mode: no guess past what the automaton takes after `next`.
+            if let Some(f) = run.filter.as_deref() {
+                n = f.valid_prefix(&run.batch[1..1 + n]);
+            }
             // A draft model with a wider output than the target's may guess past its vocabulary.
             let n = run.batch[1..1 + n]
                 .iter()
