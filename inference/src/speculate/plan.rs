@@ -5,7 +5,9 @@
 //! were), `k` guesses give `1 + α + … + α^k` tokens per pass, so the planner picks the `k` with
 //! the most tokens per second:
 //!
-//!     k* = argmax over 0 ≤ k ≤ max of (1 − α^(k+1)) / (1 − α) / (fixed + (k + 1) · per_token + k · draft)
+//! ```text
+//! k* = argmax over 0 ≤ k ≤ max of (1 − α^(k+1)) / (1 − α) / (fixed + (k + 1) · per_token + k · draft)
+//! ```
 //!
 //! With the weights in RAM on a board whose passes are arithmetic, `fixed` is small against
 //! `per_token` and `k* = 0`: no speculation, the plain loop's cost. Streaming from a card makes
