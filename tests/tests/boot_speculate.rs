@@ -68,7 +68,9 @@ fn a_streaming_board_speculates_and_prints_what_the_pc_runner_prints() {
         ..Default::default()
     };
     let mut spec = plain.clone();
-    spec.spec = vec![("--lookup", "3".into())];
+    // A fixed length, so that QEMU's timing (which the auto planner measures) cannot change
+    // what is checked.
+    spec.spec = vec![("--lookup", "3".into()), ("--speculate", "8".into())];
     let uart = boot_matches("speculate-edit", &plain, &spec, "64M");
     let (per_pass, kib) = speculation(&uart);
     assert!(per_pass > 1.5, "{per_pass} tokens per target pass");
@@ -121,7 +123,8 @@ fn a_chat_speculates_across_turns() {
         extra: vec![("mode".into(), "chat".into())],
         ..Default::default()
     };
-    s.spec = vec![("--lookup", "3".into())];
+    // A fixed length: with `auto` on a resident model the planner may rightly guess nothing.
+    s.spec = vec![("--lookup", "3".into()), ("--speculate", "4".into())];
     let img = make_image("speculate-chat", &s, &model);
     let input = b"Hi!\n/json on\nGive {\"city\": \"Paris\", \"size\": 2} as JSON.\n/json off\n/stats\n/reset\nHi!\n\x04";
     let opts = xtask::QemuOpts::default();
