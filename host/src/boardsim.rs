@@ -9,7 +9,7 @@
 
 use crate::spec::DraftFile;
 use inference::generate::{Engine, GenError};
-use inference::model::{Model, Part, RunState};
+use inference::model::{Model, Part, RunState, Tree};
 use inference::parallel::SingleThread;
 use inference::sampler::{Sampler, SamplerConfig};
 use inference::speculate::{
@@ -117,12 +117,24 @@ struct Charged<'c, D: Draft> {
 impl<D: Draft> Draft for Charged<'_, D> {
     fn propose(&mut self, context: &[u32], out: &mut [u32]) -> Result<usize, GenError> {
         let n = self.inner.propose(context, out)?;
-        if self.bytes > 0 && n > 0 {
-            self.clock.draft(n, self.bytes);
+        Ok(self.charge(n))
+    }
+
+    fn propose_tree(&mut self, context: &[u32], tree: &mut Tree) -> Result<usize, GenError> {
+        let passes = self.inner.propose_tree(context, tree)?;
+        Ok(self.charge(passes))
+    }
+}
+
+impl<D: Draft> Charged<'_, D> {
+    /// Charge `passes` passes of the draft (none: only the I/O caught up); returns them.
+    fn charge(&self, passes: usize) -> usize {
+        if self.bytes > 0 && passes > 0 {
+            self.clock.draft(passes, self.bytes);
         } else {
             self.clock.io();
         }
-        Ok(n)
+        passes
     }
 }
 

@@ -3,7 +3,7 @@
 //! token limit, or a full context. Time comes from the caller's clock, output goes to the caller's
 //! callback, so the same loop runs on every platform.
 
-use crate::model::{Input, Model, ModelError, Part, RunState};
+use crate::model::{Input, Model, ModelError, Part, RunState, Tree};
 use crate::parallel::Parallel;
 use crate::quant::Kernels;
 use crate::sampler::{greedy, Sampler, SamplerError};
@@ -106,10 +106,15 @@ impl From<SamplerError> for GenError {
 pub trait Remote {
     /// The head's own part (the ends and the first layers).
     fn part(&self) -> &Part;
-    /// Hand `x` (`[b][dim]`, positions `pos..pos + b`) to the next board, asking for the last
-    /// `back` rows back (0: none; 1: the next token's; `b`: every row, to check guesses). Returns
-    /// once it is queued: the line sends while the head computes the next batch.
-    fn send(&self, x: &[f32], pos: usize, b: usize, back: usize) -> Result<(), String>;
+    /// Hand `x` (`[b][dim]`, `rows` = `(pos, b, back)`: positions `pos..pos + b`) to the next
+    /// board, asking for the last `back` rows back (0: none; 1: the next token's; `b`: every
+    /// row, to check guesses). The rows form a tree when `parents` (row `i + 1`'s parent at `i`)
+    /// is not empty ([`crate::model::Tree`]). Returns once it is queued: the line sends while
+    /// the head computes the next batch.
+    fn send(&self, x: &[f32], rows: (usize, usize, usize), parents: &[u8]) -> Result<(), String>;
+    /// After a tree batch at `base`, the boards keep the path `rows` of it
+    /// ([`RunState::keep_path`]): said with the next batch.
+    fn keep(&self, base: usize, rows: &[u8]);
     /// Wait for the rows asked for (`[back][dim]`, after every layer).
     fn receive(&self, out: &mut [f32]) -> Result<(), String>;
     /// Serve the line (called between matrix products).
@@ -165,7 +170,7 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
         let input = Input::Tokens(tokens);
         self.model
             .forward_part(st, run, input, r.part(), false, Some(&tick))?;
-        r.send(&st.x[..b * dim], pos, b, usize::from(want_logits))
+        r.send(&st.x[..b * dim], (pos, b, usize::from(want_logits)), &[])
             .map_err(GenError::Ring)?;
         if want_logits {
             let row = b - 1;
@@ -176,20 +181,29 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
         Ok(())
     }
 
-    /// A checking pass over `tokens` at the next positions with the logits of every one
-    /// ([`RunState::row_logits`]): here, or here and around the ring (every row comes back).
-    pub(crate) fn pass_rows(&self, st: &mut RunState, tokens: &[u32]) -> Result<(), GenError> {
+    /// A checking pass over the rows of `tree` at the next positions with the logits of every
+    /// one ([`RunState::row_logits`]): here, or here and around the ring (every row comes back).
+    pub(crate) fn pass_rows(&self, st: &mut RunState, tree: &Tree) -> Result<(), GenError> {
         let run = (self.src, self.pool, &self.kernels);
         let Some(r) = self.remote else {
-            let (src, pool, k) = run;
-            return Ok(self.model.forward_rows(st, src, pool, k, tokens)?);
+            return Ok(self.model.forward_tree(st, run, tree)?);
+        };
+        let tokens = tree.tokens();
+        let parents = if tree.is_chain() {
+            &[][..]
+        } else {
+            tree.parents()
         };
         let (pos, b, dim) = (st.pos, tokens.len(), self.model.config.dim);
         let tick = || r.tick();
         let input = Input::Tokens(tokens);
-        self.model
-            .forward_part(st, run, input, r.part(), false, Some(&tick))?;
-        r.send(&st.x[..b * dim], pos, b, b)
+        st.set_tree(Some(tree));
+        let ran = self
+            .model
+            .forward_part(st, run, input, r.part(), false, Some(&tick));
+        st.set_tree(None);
+        ran?;
+        r.send(&st.x[..b * dim], (pos, b, b), parents)
             .map_err(GenError::Ring)?;
         r.receive(&mut st.x[..b * dim]).map_err(GenError::Ring)?;
         self.model.logits_rows(st, run, b)?;

@@ -120,6 +120,21 @@ impl KvCache {
         (&mut self.k[r.clone()], &mut self.v[r])
     }
 
+    /// Copy the keys and values of `layer` at position `from` to position `to` (a tree pass's
+    /// accepted row to its place on the path).
+    pub fn copy(&mut self, layer: usize, from: usize, to: usize) {
+        let (a, b) = (self.at(layer, from), self.at(layer, to));
+        if a != b {
+            self.k.copy_within(a.clone(), b.start);
+            self.v.copy_within(a, b.start);
+        }
+    }
+
+    /// The slot of `layer` that holds position `pos`.
+    pub fn slot(&self, layer: usize, pos: usize) -> usize {
+        pos % self.slots[layer]
+    }
+
     /// What a query at position `pos` of `layer` attends to: positions `pos + 1 - n ..= pos`, with
     /// `n` the whole history or, with a `window`, at most `window` positions. The ring must still
     /// hold them (`window` at most the layer's slots, or no wrap yet).

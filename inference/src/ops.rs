@@ -197,9 +197,10 @@ pub fn attend_head(out: &mut [f32], q: &[f32], head: &Head<'_>) {
 }
 
 /// One head's view of the f16 KV cache: `keys` and `values` hold a ring of `ring` rows (slots) of
-/// `stride` values each; the head attends to `n` positions in order, the first in slot `first`
-/// (a cache that keeps every position has `first = 0`), this head's slice of each row starting at
-/// `offset`; scores are scaled by `scale`.
+/// `stride` values each; the head attends to `n` positions in order: the first `run` of them in
+/// consecutive slots from slot `first` (a cache that keeps every position has `first = 0`), the
+/// rest in the slots `gathered` names (a row of a tree pass: its own path through the tree), this
+/// head's slice of each row starting at `offset`; scores are scaled by `scale`.
 #[derive(Debug, Clone, Copy)]
 pub struct Head<'a> {
     pub keys: &'a [u16],
@@ -210,17 +211,25 @@ pub struct Head<'a> {
     pub stride: usize,
     pub offset: usize,
     pub scale: f32,
+    /// Positions read from consecutive slots (`n` but for a tree pass's row).
+    pub run: usize,
+    /// The slots of the last `n - run` positions.
+    pub gathered: &'a [u32],
 }
 
 impl Head<'_> {
     /// Where position `t` (0 = the first seen) starts in `keys` and `values`.
     #[inline(always)]
     pub fn row(&self, t: usize) -> usize {
-        let slot = self.first + t;
-        let slot = if slot >= self.ring {
-            slot - self.ring
+        let slot = if t < self.run {
+            let slot = self.first + t;
+            if slot >= self.ring {
+                slot - self.ring
+            } else {
+                slot
+            }
         } else {
-            slot
+            self.gathered.get(t - self.run).map_or(0, |&s| s as usize)
         };
         slot * self.stride + self.offset
     }

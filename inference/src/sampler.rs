@@ -312,21 +312,23 @@ impl Sampler {
         pool: &P,
         logits: &mut [f32],
     ) -> Result<u32, SamplerError> {
-        self.check_on(pool, logits, None).map(|(t, _)| t)
+        self.check_on(pool, logits, &[]).map(|(t, _)| t)
     }
 
-    /// Check a guessed token `draft` against these logits, keeping the sampler's distribution:
-    /// `(token, whether it is the draft)`. Greedy takes the highest logit, the draft when it is
-    /// that. A draw takes the draft with its probability p(draft), otherwise draws from the
-    /// others in proportion to theirs: speculative sampling's min(1, p/q) with a draft that is a
-    /// certain guess (q(draft) = 1), so each token comes out with exactly its probability
-    /// (p(draft), or (1 - p(draft)) · p(t) / (1 - p(draft)) = p(t)). `None`: a plain draw.
+    /// Check guessed tokens `drafts` (the children of a node of a tree of guesses, best first)
+    /// against these logits, keeping the sampler's distribution: `(token, which draft it is)`.
+    /// Greedy takes the highest logit. A draw takes each draft in turn with its probability
+    /// among what is left: speculative sampling's min(1, p/q) with a draft that is a certain
+    /// guess (q = 1), the residual after a refusal being p without the refused token
+    /// (SpecInfer's multi-round check). So each token comes out with exactly its probability:
+    /// the first draft with p(d1), the second with (1 - p(d1)) · p(d2) / (1 - p(d1)) = p(d2),
+    /// and any other token t with p(t). No drafts: a plain draw.
     pub fn check_on<P: Parallel + ?Sized>(
         &mut self,
         pool: &P,
         logits: &mut [f32],
-        draft: Option<u32>,
-    ) -> Result<(u32, bool), SamplerError> {
+        drafts: &[u32],
+    ) -> Result<(u32, Option<usize>), SamplerError> {
         if logits.len() != self.vocab {
             return Err(SamplerError::WrongSize {
                 expected: self.vocab,
@@ -341,22 +343,33 @@ impl Sampler {
             }
         }
         self.penalize(logits);
+        let which = |t: u32| drafts.iter().position(|&d| d == t);
         if c.temperature <= 0.0 {
             let t = par_greedy(pool, logits)?;
-            return Ok((t, Some(t) == draft));
+            return Ok((t, which(t)));
         }
         let (keep, total) = self.distribution(logits)?;
         let (cand, probs) = (&self.idx[..keep], &self.probs[..keep]);
-        let Some(d) = draft else {
-            return Ok((draw(cand, probs, total, None, &mut self.rng), false));
-        };
-        let pd = cand.iter().position(|&t| t == d).map_or(0.0, |i| probs[i]);
-        if self.rng.next_f64() * total < pd {
-            return Ok((d, true));
+        let mut rest = total;
+        // The drafts refused so far that a draw could give (while others are left to draw).
+        let mut refused = [0u32; MAX_REFUSED];
+        let mut n = 0;
+        for (i, &d) in drafts.iter().enumerate() {
+            if refused[..n].contains(&d) {
+                continue;
+            }
+            let pd = cand.iter().position(|&t| t == d).map_or(0.0, |i| probs[i]);
+            if self.rng.next_f64() * rest < pd {
+                return Ok((d, Some(i)));
+            }
+            if pd > 0.0 && n + 1 < keep && n < MAX_REFUSED {
+                refused[n] = d;
+                n += 1;
+                rest -= pd;
+            }
         }
-        let skip = Some(d).filter(|_| keep > 1);
-        let rest = if skip.is_some() { total - pd } else { total };
-        Ok((draw(cand, probs, rest, skip, &mut self.rng), false))
+        let t = draw(cand, probs, rest, &refused[..n], &mut self.rng);
+        Ok((t, which(t)))
     }
 
     /// Divide positive (multiply negative) logits of each distinct recent token by the penalty.
@@ -437,11 +450,14 @@ impl Sampler {
 
 /// A draw from `cand` in proportion to `probs` (summing to `total`), never `skip` (whose weight
 /// `total` leaves out).
-fn draw(cand: &[u32], probs: &[f64], total: f64, skip: Option<u32>, rng: &mut Rng) -> u32 {
+/// Most drafts [`Sampler::check_on`] checks at one node (a tree row's children).
+const MAX_REFUSED: usize = crate::quant::MAX_BATCH;
+
+fn draw(cand: &[u32], probs: &[f64], total: f64, skip: &[u32], rng: &mut Rng) -> u32 {
     let mut r = rng.next_f64() * total;
     let mut last = cand[0];
     for (p, &t) in probs.iter().zip(cand) {
-        if Some(t) == skip {
+        if skip.contains(&t) {
             continue;
         }
         if r < *p {

@@ -8,7 +8,7 @@ mod common;
 
 use common::models::{model_file, Spec, GEMMA3, LLAMA, QWEN2, QWEN3, VOCAB};
 use inference::generate::{Engine, GenError, GenReport, StopReason};
-use inference::model::{Model, ModelError, RunState};
+use inference::model::{Model, ModelError, RunState, Tree};
 use inference::parallel::SingleThread;
 use inference::quant::MAX_BATCH;
 use inference::sampler::{Sampler, SamplerConfig};
@@ -120,6 +120,16 @@ fn live_kv(model: &Model, st: &RunState) -> Vec<Vec<u16>> {
     rows
 }
 
+/// `st` is at `plain`'s position with its K/V over the live positions.
+fn same_state(model: &Model, st: &RunState, plain: &RunState, what: &str) {
+    assert_eq!(st.pos, plain.pos, "{what}");
+    assert!(
+        live_kv(model, st) == live_kv(model, plain),
+        "{what}: K/V at {}",
+        st.pos
+    );
+}
+
 /// Rounds of checking passes over the true continuation with wrong candidates after `a` right
 /// ones, each rolled back to the accepted tokens, against feeding the true tokens one at a
 /// time: the same K/V rows over the live positions and the same logits, then and while
@@ -157,13 +167,7 @@ fn rollback_forgets_rejected_candidates_bit_for_bit() {
                 );
             }
             st.rollback(pos + 1 + a).unwrap();
-            assert_eq!(st.pos, plain.pos);
-            assert!(
-                live_kv(&model, &st) == live_kv(&model, &plain),
-                "{}: K/V at {}",
-                spec.arch,
-                st.pos
-            );
+            same_state(&model, &st, &plain, spec.arch);
             round += 1;
         }
         // Continue both one token at a time.
@@ -176,6 +180,103 @@ fn rollback_forgets_rejected_candidates_bit_for_bit() {
             "{}: K/V at the end",
             spec.arch
         );
+    }
+}
+
+/// Rounds of tree passes at positions past gemma3's ring wrap: decoy branches first (so the true
+/// path's rows are not consecutive), then the true continuation `a` deep with a wrong sibling at
+/// each step. Every row has the logits of feeding its own path one token at a time; after
+/// [`RunState::keep_path`] the K/V over the live positions and the logits as generation goes on
+/// are those of feeding the true tokens one at a time. Also with the error budget's exact
+/// attention (its own path through the tree).
+#[test]
+fn trees_of_candidates_check_every_path_and_keep_one_bit_for_bit() {
+    use inference::model::exact::Exact;
+    let v = VOCAB as u32;
+    for (spec, exact) in [
+        (LLAMA, false),
+        (QWEN3, false),
+        (GEMMA3, false),
+        (GEMMA3, true),
+    ] {
+        let (bytes, model) = synthetic(&spec);
+        let src = SliceStorage::new(&bytes);
+        let run = (&src, &SingleThread, &Kernels::best());
+        let truth = tokens(240, 7, 3);
+        let mut plain = RunState::new(&model, 256, 1).unwrap();
+        let mut st = RunState::with_batch(&model, 256, 1, 32).unwrap();
+        if exact {
+            let e = Exact {
+                kv: true,
+                ..Exact::default()
+            };
+            plain.set_exact(e, &model);
+            st.set_exact(e, &model);
+        }
+        st.keep_row_logits(&model, st.batch()).unwrap();
+        let prompt = &truth[..100];
+        one_at_a_time(&model, &src, &mut plain, prompt);
+        feed(&model, &src, &mut st, prompt);
+        let rounds = if exact { 3 } else { 12 };
+        for round in 0..rounds {
+            let (pos, a) = (st.pos, 1 + round % 4);
+            let mut tree = Tree::new(truth[pos], 32);
+            // Decoys: a branch of three, then a wrong first guess with a child.
+            tree.extend(0, &[(truth[pos + 1] + 5) % v, 9, 10]);
+            tree.extend(0, &[(truth[pos + 1] + 6) % v, 11]);
+            // The true path, with a wrong sibling after each true row.
+            let mut at = 0;
+            for d in 1..=a {
+                let t = truth[pos + d];
+                at = tree.child(at, t).unwrap();
+                tree.extend(at, &[(t + 3) % v]);
+            }
+            assert!(!tree.is_chain());
+            model.forward_tree(&mut st, run, &tree).unwrap();
+            assert_eq!(st.pos, pos + tree.len());
+            let mut path = [0u8; MAX_BATCH];
+            for r in 0..tree.len() {
+                let rows = tree.path(r, &mut path).to_vec();
+                let toks: Vec<u32> = rows.iter().map(|&i| tree.tokens()[i as usize]).collect();
+                let want = one_at_a_time(&model, &src, &mut plain, &toks);
+                plain.rollback(pos).unwrap();
+                assert!(
+                    bits(st.row_logits(r, VOCAB).unwrap()) == *want.last().unwrap(),
+                    "{} (exact {exact}) round {round}: row {r} of {:?}",
+                    spec.arch,
+                    tree.parents()
+                );
+            }
+            let keep = tree.path(at, &mut path).to_vec();
+            assert!(keep.windows(2).any(|w| w[1] != w[0] + 1), "{keep:?}");
+            st.keep_path(pos, &keep).unwrap();
+            one_at_a_time(&model, &src, &mut plain, &truth[pos..pos + 1 + a]);
+            same_state(
+                &model,
+                &st,
+                &plain,
+                &format!("{} (exact {exact})", spec.arch),
+            );
+        }
+        let rest = &truth[st.pos..st.pos + 20];
+        let a = one_at_a_time(&model, &src, &mut st, rest);
+        let b = one_at_a_time(&model, &src, &mut plain, rest);
+        assert!(
+            a == b,
+            "{} (exact {exact}): logits after the trees",
+            spec.arch
+        );
+        // A path that is not one (not from the root, not increasing) is refused.
+        let mut t = Tree::new(truth[st.pos], 8);
+        t.extend(0, &[1, 2]);
+        t.extend(0, &[3]);
+        let pos = st.pos;
+        model.forward_tree(&mut st, run, &t).unwrap();
+        for bad in [&[1u8, 2][..], &[0, 2, 1], &[0, 9], &[]] {
+            assert!(st.keep_path(pos, bad).is_err(), "{bad:?}");
+        }
+        st.keep_path(pos, &[0, 3]).unwrap();
+        assert_eq!(st.pos, pos + 2);
     }
 }
 
@@ -316,6 +417,44 @@ impl Draft for Oracle {
     }
 }
 
+/// Guesses a tree that holds the true continuation (from a plain run) behind decoys: a wrong
+/// branch of two first, then the truth 5 deep with a wrong sibling after each true row.
+struct TreeOracle(Vec<u32>);
+
+impl Draft for TreeOracle {
+    fn propose_tree(&mut self, context: &[u32], tree: &mut Tree) -> Result<usize, GenError> {
+        let v = VOCAB as u32;
+        let have = &self.0[context.len().min(self.0.len())..];
+        if let Some(&t) = have.first() {
+            tree.extend(0, &[(t + 1) % v, (t + 2) % v]);
+        }
+        let mut at = 0;
+        for &t in have.iter().take(5) {
+            let Some(r) = tree.child(at, t) else { break };
+            tree.child(at, (t + 3) % v);
+            at = r;
+        }
+        Ok(0)
+    }
+}
+
+/// Guesses a tree: each of its tokens as a child of the root (in order: the sampler checks them
+/// in turn), the last one with a child of its own.
+struct Siblings(Vec<u32>);
+
+impl Draft for Siblings {
+    fn propose_tree(&mut self, _: &[u32], tree: &mut Tree) -> Result<usize, GenError> {
+        let mut last = None;
+        for &t in &self.0 {
+            last = tree.child(0, t).or(last);
+        }
+        if let Some(r) = last {
+            tree.child(r, self.0[0]);
+        }
+        Ok(0)
+    }
+}
+
 /// A draft model for a synthetic target: one layer, a narrower feed-forward (so its weights are
 /// not the target's first layer), the same vocabulary.
 fn draft_spec(spec: &Spec) -> Spec {
@@ -359,6 +498,7 @@ fn check_equal<S: Storage + Sync>(
         k: 6,
         junk: true,
     };
+    let mut tree = TreeOracle(right.text.clone());
     let (k, one) = (Kernels::best(), &SingleThread);
     let mut other = ModelDraft::model(dm.0, dm.1, one, k, SHAPE).unwrap();
     let mut other2 = ModelDraft::model(dm.0, dm.1, one, k, SHAPE).unwrap();
@@ -372,6 +512,7 @@ fn check_equal<S: Storage + Sync>(
         ("self-draft", &mut NoGuess, 1),
         ("draft model", &mut other, 0),
         ("lookup, draft model, self-draft", &mut both, 1),
+        ("a tree of decoys and the truth", &mut tree, 0),
     ] {
         let greedy = (SamplerConfig::greedy(), 0, own);
         let (got, s) = generate_with(model, src, job, is_end, Some(d), greedy);
@@ -387,6 +528,13 @@ fn check_equal<S: Storage + Sync>(
     }
     let passes_plain = want.2 - job.0.len();
     assert_eq!(stats[2].accepted, 0, "{name}: junk accepted");
+    if want.0.len() > 4 {
+        let t = stats[6];
+        assert!(
+            t.branched > 0 && t.tokens_per_pass() > 1.5,
+            "{name}: tree {t:?}"
+        );
+    }
     assert_eq!(stats[2].passes, passes_plain, "{name}: junk");
     if want.0.len() > 4 {
         assert!(
@@ -557,8 +705,13 @@ fn sampled_speculation_keeps_the_samplers_distribution() {
     let prompt = tokens(12, 3, 2);
     let exact = exact_marginals(&model, &src, &prompt, t as f64);
     let never = |_: u32| false;
-    let mut counts = [vec![0usize; VOCAB], vec![0usize; VOCAB]];
-    let mut total = SpecStats::default();
+    // The second token's likeliest two, and an unlikely one to be refused first.
+    let mut by_p: Vec<usize> = (0..VOCAB).collect();
+    by_p.sort_by(|&a, &b| exact[0][b].total_cmp(&exact[0][a]));
+    let siblings = [by_p[VOCAB - 1], by_p[0], by_p[1]].map(|t| t as u32);
+    // Counts of tokens 2 and 3, from the self-draft (even seeds) and from a tree of siblings.
+    let mut counts = vec![vec![vec![0usize; VOCAB]; 2]; 2];
+    let mut total = [SpecStats::default(); 2];
     for seed in 0..4000 {
         let cfg = SamplerConfig {
             temperature: t,
@@ -569,30 +722,39 @@ fn sampled_speculation_keeps_the_samplers_distribution() {
             ..SamplerConfig::default()
         };
         let job = (&prompt[..], 3, 64);
-        let (got, s) = generate_with(&model, &src, job, &never, Some(&mut NoGuess), (cfg, 3, 1));
+        let source = (seed % 2) as usize;
+        let (got, s) = if source == 0 {
+            generate_with(&model, &src, job, &never, Some(&mut NoGuess), (cfg, 3, 1))
+        } else {
+            let mut d = Siblings(siblings.to_vec());
+            generate_with(&model, &src, job, &never, Some(&mut d), (cfg, 5, 0))
+        };
         assert_eq!(got.0.len(), 3);
-        counts[0][got.0[1] as usize] += 1;
-        counts[1][got.0[2] as usize] += 1;
-        total.add(&s);
+        counts[source][0][got.0[1] as usize] += 1;
+        counts[source][1][got.0[2] as usize] += 1;
+        total[source].add(&s);
     }
-    let rate = total.acceptance();
-    eprintln!("sampled with a self-draft: {total:?}, acceptance {rate:.3}");
-    assert!((0.1..0.9).contains(&rate), "{total:?}");
-    for (i, (c, p)) in counts.iter().zip(&exact).enumerate() {
-        let (chi, df) = chi_square(c, p);
-        let crit = chi_square_critical(df);
-        eprintln!(
-            "token {}: chi-square {chi:.1} at {df} df (1e-4 level: {crit:.1})",
-            i + 2
-        );
-        assert!(
-            chi < crit,
-            "token {}: chi-square {chi:.1} >= {crit:.1}",
-            i + 2
-        );
+    for (source, name) in ["a self-draft", "a tree of siblings"].iter().enumerate() {
+        let s = total[source];
+        let rate = s.acceptance();
+        eprintln!("sampled with {name}: {s:?}, acceptance {rate:.3}");
+        assert!(s.accepted > 200 && s.accepted < s.drafted, "{name}: {s:?}");
+        for (i, (c, p)) in counts[source].iter().zip(&exact).enumerate() {
+            let (chi, df) = chi_square(c, p);
+            let crit = chi_square_critical(df);
+            eprintln!(
+                "{name}, token {}: chi-square {chi:.1} at {df} df (1e-4 level: {crit:.1})",
+                i + 2
+            );
+            assert!(
+                chi < crit,
+                "{name}, token {}: chi-square {chi:.1} >= {crit:.1}",
+                i + 2
+            );
+        }
     }
     // The test can tell: the 3rd token's counts are far from the 2nd's distribution.
-    let (chi, df) = chi_square(&counts[1], &exact[0]);
+    let (chi, df) = chi_square(&counts[0][1], &exact[0]);
     assert!(chi > chi_square_critical(df), "no power: {chi:.1}");
     // A seed gives the same tokens every time.
     let cfg = SamplerConfig {

@@ -3,11 +3,13 @@
 //! are off in a normal run, where none of this code is reached; with one on, the pass takes a
 //! slow, single-threaded, allocating path for that step (a measuring tool, not a mode to run in).
 
+use super::tree::Tree;
 use super::{Config, ModelError};
 use crate::gguf::TensorInfo;
 use crate::kv::KvCache;
 use crate::matvec::read_row_f32;
 use crate::ops::RopeTable;
+use crate::quant::MAX_BATCH;
 use crate::storage::Storage;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -96,6 +98,13 @@ impl Kv32 {
         let s = (l * self.ctx + pos) * self.kv_dim;
         s..s + self.kv_dim
     }
+    /// Copy layer `l`'s K/V at position `from` to position `to`.
+    pub fn copy(&mut self, l: usize, from: usize, to: usize) {
+        let (a, b) = (self.at(l, from), self.at(l, to));
+        self.k.copy_within(a.clone(), b.start);
+        self.v.copy_within(a, b.start);
+    }
+
     /// Keep `k`, `v` of layer `l` at `pos`.
     pub fn store(&mut self, l: usize, pos: usize, k: &[f32], v: &[f32]) {
         let r = self.at(l, pos);
@@ -111,15 +120,13 @@ pub enum KvSource<'a> {
     F16(&'a KvCache),
 }
 
-/// One layer's attention for the batch's `b` tokens from position `pos`, in f64: `q` is
-/// `[b][n_head * hd]` (RoPE not yet applied when the heads are short enough for the pass to
-/// rotate them in its jobs, as `rope_q` says), `att` the output.
-#[allow(clippy::too_many_arguments)]
+/// One layer's attention for the batch's `b` tokens from position `pos` (rows of `tree`, when
+/// the batch is one), in f64: `q` is `[b][n_head * hd]` (RoPE not yet applied when the heads are
+/// short enough for the pass to rotate them in its jobs, as `rope_q` says), `att` the output.
 pub fn attend(
     c: &Config,
     l: usize,
-    pos: usize,
-    b: usize,
+    (pos, b, tree): (usize, usize, Option<&Tree>),
     q: &[f32],
     rope: Option<&RopeTable>,
     kv: KvSource<'_>,
@@ -129,16 +136,27 @@ pub fn attend(
     let group = n_head / c.n_head_kv;
     let window = c.window(l);
     for i in 0..b {
-        let p = pos + i;
+        let p = pos + tree.map_or(i, |t| t.depth(i));
         let n = window.map_or(p + 1, |w| w.min(p + 1));
+        // Where the t-th position seen is stored: in order, then (a tree's row) on its path.
+        let mut rows = [0u8; MAX_BATCH];
+        let path = tree.map_or(&[][..], |t| t.path(i, &mut rows));
+        let path = &path[path.len() - path.len().min(n)..];
+        let run = n - path.len();
+        let at = |t: usize| {
+            if t < run {
+                p + 1 - n + t
+            } else {
+                pos + path[t - run] as usize
+            }
+        };
         for h in 0..n_head {
             let mut qh = q[i * qd + h * hd..i * qd + (h + 1) * hd].to_vec();
             if let Some(t) = rope {
                 t.apply(&mut qh, hd, p);
             }
             let off = (h / group) * hd;
-            let row =
-                |t: usize, keys: bool| -> Vec<f64> { kv_row(kv, l, p + 1 - n + t, off, hd, keys) };
+            let row = |t: usize, keys: bool| -> Vec<f64> { kv_row(kv, l, at(t), off, hd, keys) };
             let scores: Vec<f64> = (0..n)
                 .map(|t| {
                     let k = row(t, true);

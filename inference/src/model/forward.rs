@@ -16,6 +16,7 @@
 //! (all buffers live in [`RunState`]); per-token buffers are `[B][width]`.
 
 use super::exact::{self, Exact, Kv32, KvSource};
+use super::tree::Tree;
 use super::{Activation, Config, ModelError, Part, Weights};
 use crate::fit;
 use crate::gguf::{Gguf, TensorInfo};
@@ -158,6 +159,9 @@ pub struct RunState {
     /// The error budget's switches (all off in a normal run) and the f32 K/V they may keep.
     exact: Exact,
     kv32: Option<Kv32>,
+    /// The shape of the next pass when its rows form a tree of candidates rather than
+    /// consecutive tokens ([`RunState::set_tree`]).
+    tree: Option<Tree>,
 }
 
 /// Smallest per-worker read buffer: rows are read in chunks of this size when not resident.
@@ -308,6 +312,7 @@ impl RunState {
             top: 0,
             exact: Exact::default(),
             kv32: None,
+            tree: None,
         })
     }
 
@@ -404,6 +409,12 @@ impl RunState {
     /// sliding-window ring holds its window and `MAX_BATCH - 1` more positions, so the positions
     /// `pos` and later attend to are all still in it.
     pub fn rollback(&mut self, pos: usize) -> Result<(), ModelError> {
+        self.check_back(pos)?;
+        self.pos = pos;
+        Ok(())
+    }
+
+    fn check_back(&self, pos: usize) -> Result<(), ModelError> {
         let top = self.top.max(self.pos);
         if pos > self.pos || top - pos > MAX_BATCH {
             return Err(ModelError::Rollback {
@@ -412,7 +423,46 @@ impl RunState {
                 top,
             });
         }
-        self.pos = pos;
+        Ok(())
+    }
+
+    /// The rows of the next pass form `tree` (`None`: consecutive tokens, as usual). The pass at
+    /// position `base` writes row `i`'s K/V to position `base + i`, and each row sees only its own
+    /// path (see [`super::tree`]); [`RunState::keep_path`] then keeps one path. A chain is a
+    /// plain batch and is run as one.
+    pub fn set_tree(&mut self, tree: Option<&Tree>) {
+        self.tree = tree.filter(|t| !t.is_chain()).cloned();
+    }
+
+    /// After a tree pass at `base` (the state at `base + rows`), keep the path `rows` (row 0, then
+    /// a child of each row before it): its K/V move to positions `base ..`, and the state goes
+    /// to `base + rows.len()`, as if only those tokens had been fed. The other rows are
+    /// forgotten, as a rollback forgets.
+    pub fn keep_path(&mut self, base: usize, rows: &[u8]) -> Result<(), ModelError> {
+        let to = base + rows.len();
+        let valid = rows.first() == Some(&0)
+            && rows.windows(2).all(|w| w[0] < w[1])
+            && rows.last().is_some_and(|&r| base + (r as usize) < self.pos);
+        if !valid || to > self.pos {
+            return Err(ModelError::Rollback {
+                to,
+                pos: self.pos,
+                top: self.top,
+            });
+        }
+        self.check_back(to)?;
+        for (d, &r) in rows.iter().enumerate() {
+            let (from, at) = (base + r as usize, base + d);
+            if from != at {
+                for l in 0..self.kv.layers {
+                    self.kv.copy(l, from, at);
+                    if let Some(k32) = self.kv32.as_mut() {
+                        k32.copy(l, from, at);
+                    }
+                }
+            }
+        }
+        self.pos = to;
         Ok(())
     }
 }
@@ -454,6 +504,24 @@ fn rope_table(model: &Model, ctx: usize, base: f32) -> RopeTable {
         factors,
         c.recipe.rope,
     )
+}
+
+/// The slots (`slot(row)`) of the rows on tree row `i`'s path that a query seeing `n` positions
+/// reads: the last of them, up to its depth and itself (all of them unless a window is shorter).
+fn path_slots<'o>(
+    tree: &Tree,
+    i: usize,
+    n: usize,
+    slot: impl Fn(usize) -> usize,
+    out: &'o mut [u32; MAX_BATCH],
+) -> &'o [u32] {
+    let mut rows = [0u8; MAX_BATCH];
+    let path = tree.path(i, &mut rows);
+    let path = &path[path.len() - path.len().min(n)..];
+    for (o, &r) in out.iter_mut().zip(path) {
+        *o = slot(r as usize) as u32;
+    }
+    &out[..path.len()]
 }
 
 /// Matrix `j` of layer `l` in the order one token reads them (0 wq, 1 wk, 2 wv, 3 wo, 4 gate, 5 up,
@@ -629,6 +697,25 @@ impl Model {
         self.token_pass(st, (src, pool, k), tokens, layers, (true, true))
     }
 
+    /// [`Model::forward_rows`] over the rows of `tree` (see [`super::tree`]): the logits after
+    /// each row are bit for bit those of feeding its path one token at a time. The state ends at
+    /// the position past every row, for [`RunState::keep_path`] to keep one path.
+    pub fn forward_tree<S, P>(
+        &self,
+        st: &mut RunState,
+        (src, pool, k): (&S, &P, &Kernels),
+        tree: &Tree,
+    ) -> Result<(), ModelError>
+    where
+        S: Storage + Sync + ?Sized,
+        P: Parallel + ?Sized,
+    {
+        st.set_tree(Some(tree));
+        let r = self.forward_rows(st, src, pool, k, tree.tokens());
+        st.set_tree(None);
+        r
+    }
+
     /// [`Model::forward_batch`] through the first `layers` layers only (1 to all), the output
     /// head then reading the residual stream as it stands: a cheap draft of the whole model (a
     /// self-draft). `st` needs a KV cache for those layers ([`RunState::for_part`]).
@@ -785,6 +872,14 @@ fn check_pass(c: &Config, st: &RunState, input: Input<'_>, b: usize) -> Result<(
     }
     if st.pos + b > st.kv.ctx {
         return Err(ModelError::ContextFull { ctx: st.kv.ctx });
+    }
+    if let Some(t) = &st.tree {
+        if t.len() != b {
+            return Err(ModelError::Matvec(alloc::format!(
+                "a tree of {} rows for a pass of {b}",
+                t.len()
+            )));
+        }
     }
     if let Input::Tokens(tokens) = input {
         if let Some(&token) = tokens.iter().find(|&&t| t as usize >= c.vocab) {
@@ -1042,6 +1137,8 @@ where
         let c = &self.model.config;
         let lw = &self.model.weights.layers[l];
         let (hd, qd, kv_dim, pos) = (c.head_dim, c.q_dim(), c.kv_dim(), st.pos + i);
+        // A tree's row sits at its depth, its K/V in its own slot.
+        let at = st.pos + st.tree.as_ref().map_or(i, |t| t.depth(i));
         let q = &mut st.q[i * qd..(i + 1) * qd];
         let k = &mut st.k[i * kv_dim..(i + 1) * kv_dim];
         let v = &mut st.v[i * kv_dim..(i + 1) * kv_dim];
@@ -1054,9 +1151,9 @@ where
         norm_heads(k, &lw.k_norm, hd, c.norm_eps);
         let rope = rope_of(c, l, &st.rope, &st.rope_local);
         if hd > Q_IN_JOB_MAX {
-            rope.apply(q, hd, pos);
+            rope.apply(q, hd, at);
         }
-        rope.apply(k, hd, pos);
+        rope.apply(k, hd, at);
         let (ks, vs) = st.kv.slot_mut(l, pos);
         (self.k.to_f16)(ks, k);
         (self.k.to_f16)(vs, v);
@@ -1073,12 +1170,13 @@ where
         let (hd, qd, kv_dim, n_head, pos) = (c.head_dim, c.q_dim(), c.kv_dim(), c.n_head, st.pos);
         let group = c.n_head / c.n_head_kv;
         let (scale, window) = (c.attn_scale, c.window(l));
-        let (q, kv, k) = (&st.q, &st.kv, self.k);
+        let (q, kv, k, tree) = (&st.q, &st.kv, self.k, st.tree.as_ref());
         let rope = rope_of(c, l, &st.rope, &st.rope_local);
         if st.exact.attention_path() {
             let src = st.kv32.as_ref().map_or(KvSource::F16(kv), KvSource::F32);
             let rope_q = (hd <= Q_IN_JOB_MAX).then_some(rope);
-            exact::attend(c, l, pos, b, q, rope_q, src, &mut st.att[..b * qd]);
+            let rows = (pos, b, tree);
+            exact::attend(c, l, rows, q, rope_q, src, &mut st.att[..b * qd]);
             return Ok(());
         }
         par_chunks(
@@ -1091,17 +1189,23 @@ where
                     let t = r.start / hd + j;
                     let (i, h) = (t / n_head, t % n_head);
                     let q = &q[i * qd + h * hd..i * qd + (h + 1) * hd];
+                    // Row i's position (its depth in a tree).
+                    let at = pos + tree.map_or(i, |t| t.depth(i));
                     // The query head's RoPE here, in the job, when it fits the stack buffer.
                     let mut rq = [0.0f32; Q_IN_JOB_MAX];
                     let q = if hd <= Q_IN_JOB_MAX {
                         let rq = &mut rq[..hd];
                         rq.copy_from_slice(q);
-                        rope.apply(rq, hd, pos + i);
+                        rope.apply(rq, hd, at);
                         &*rq
                     } else {
                         q
                     };
-                    let seen = kv.seen(l, pos + i, window);
+                    let seen = kv.seen(l, at, window);
+                    let mut slots = [0u32; MAX_BATCH];
+                    let gathered = tree.map_or(&[][..], |t| {
+                        path_slots(t, i, seen.n, |r| kv.slot(l, pos + r), &mut slots)
+                    });
                     let head = Head {
                         keys: seen.keys,
                         values: seen.values,
@@ -1111,6 +1215,8 @@ where
                         stride: kv_dim,
                         offset: (h / group) * hd,
                         scale,
+                        run: seen.n - gathered.len(),
+                        gathered,
                     };
                     (k.attend_head)(out, q, &head);
                 }

@@ -8,6 +8,7 @@
 pub mod arch;
 pub mod exact;
 pub mod forward;
+pub mod tree;
 
 use crate::fit::{self, TooLarge};
 use crate::gguf::{Gguf, GgufError, TensorInfo};
@@ -21,6 +22,7 @@ use core::fmt;
 
 pub use arch::{Activation, Recipe, RopeLayout};
 pub use forward::{Input, Model, RunState};
+pub use tree::Tree;
 
 /// The share of the model one board runs: a contiguous window of layers, and whether it holds the
 /// ends (the embedding and the output head, on the ring's head board or a board alone).

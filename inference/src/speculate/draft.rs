@@ -1,10 +1,12 @@
 //! Drafts from a smaller model of the same vocabulary (a draft model). It keeps its own KV cache,
 //! synced with the context at each call: the positions it already holds are kept (its own accepted guesses
-//! included), the rest rolled back and fed again. It guesses greedily, so a draft is a certain
-//! guess, which [`crate::sampler::Sampler::check_on`] checks exactly at any temperature.
+//! included), the rest rolled back and fed again. It guesses greedily (its chain and runner-ups),
+//! so each guess is a certain one, which [`crate::sampler::Sampler::check_on`] checks exactly at
+//! any temperature.
 
-use super::Draft;
+use super::{Draft, Growth};
 use crate::generate::GenError;
+use crate::model::Tree;
 use crate::model::{Model, ModelError, RunState};
 use crate::parallel::Parallel;
 use crate::quant::Kernels;
@@ -157,6 +159,26 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Draft for ModelDraft<'_, 
             }
         }
         Ok(k)
+    }
+
+    /// The greedy chain and each step's runner-up, as [`Growth`] picks them (a runner-up costs
+    /// no pass). Returns the passes run: the catch-up with the context, then one a chain step.
+    fn propose_tree(&mut self, context: &[u32], tree: &mut Tree) -> Result<usize, GenError> {
+        let room = (self.st.ctx() + 1).saturating_sub(context.len());
+        let k = tree.room().min(self.max_draft).min(room);
+        if k == 0 || context.is_empty() {
+            return Ok(0);
+        }
+        self.sync(context)?;
+        let mut passes = 1;
+        let vocab = self.model.config.vocab;
+        let mut grow = Growth::new(k);
+        while let Some(t) = grow.step(&self.st.logits[..vocab]) {
+            self.feed(&[t], true)?;
+            passes += 1;
+        }
+        grow.plant(tree);
+        Ok(passes)
     }
 }
 

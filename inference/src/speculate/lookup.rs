@@ -1,8 +1,11 @@
 //! Prompt-lookup decoding: the draft is what followed an earlier occurrence of the context's last
-//! tokens.
+//! tokens; as a tree, what followed each of the latest occurrences, the continuations most of
+//! them share first.
 
 use super::Draft;
 use crate::generate::GenError;
+use crate::model::Tree;
+use alloc::vec::Vec;
 
 /// Prompt-lookup decoding: the tokens that followed the latest earlier occurrence of the
 /// context's last `n` tokens, `n` from `max_n` down to 1. Costs no memory; suits replies that
@@ -19,6 +22,66 @@ impl Draft for Lookup {
     fn propose(&mut self, context: &[u32], out: &mut [u32]) -> Result<usize, GenError> {
         let k = out.len().min(self.max_draft);
         Ok(lookup(context, self.max_n, &mut out[..k]))
+    }
+
+    fn propose_tree(&mut self, context: &[u32], tree: &mut Tree) -> Result<usize, GenError> {
+        let room = tree.room().min(self.max_draft);
+        lookup_tree(context, self.max_n, room, tree);
+        Ok(0)
+    }
+}
+
+/// Occurrences of the tail [`lookup_tree`] follows at most (the latest).
+pub const MAX_OCCURRENCES: usize = 16;
+
+/// [`lookup`] as a tree of up to `room` rows below `tree`'s root: the continuations of the
+/// latest [`MAX_OCCURRENCES`] occurrences of the longest tail that occurs, merged where they
+/// agree; the rows most of them pass through go in (ties to the shallower row, then to the
+/// latest occurrence), so one occurrence gives [`lookup`]'s chain.
+pub fn lookup_tree(context: &[u32], max_n: usize, room: usize, tree: &mut Tree) {
+    let len = context.len();
+    let room = room.min(tree.room());
+    for n in (1..=max_n.min(len.saturating_sub(1))).rev() {
+        let tail = &context[len - n..];
+        let starts = (0..len - n)
+            .rev()
+            .filter(|&i| &context[i..i + n] == tail)
+            .take(MAX_OCCURRENCES);
+        // A trie of the continuations: (parent, token, occurrences through it, depth).
+        let mut trie: Vec<(usize, u32, u32, usize)> = Vec::new();
+        let mut cont = [0u32; crate::quant::MAX_BATCH];
+        for i in starts {
+            let mut at = usize::MAX;
+            for j in 0..room {
+                let p = i + n + j;
+                cont[j] = if p < len { context[p] } else { cont[p - len] };
+                let found = trie.iter().position(|e| e.0 == at && e.1 == cont[j]);
+                at = match found {
+                    Some(f) => f,
+                    None => {
+                        trie.push((at, cont[j], 0, j));
+                        trie.len() - 1
+                    }
+                };
+                trie[at].2 += 1;
+            }
+        }
+        if trie.is_empty() {
+            continue;
+        }
+        // The `room` rows most occurrences pass through (a parent has at least its children's
+        // count and is shallower, so a parent always goes in before its children).
+        let mut order: Vec<usize> = (0..trie.len()).collect();
+        order.sort_by_key(|&e| (core::cmp::Reverse(trie[e].2), trie[e].3, e));
+        let mut row = alloc::vec![usize::MAX; trie.len()];
+        for &e in order.iter().take(room) {
+            let (parent, token, _, _) = trie[e];
+            let from = if parent == usize::MAX { 0 } else { row[parent] };
+            if let Some(r) = tree.child(from, token) {
+                row[e] = r;
+            }
+        }
+        return;
     }
 }
 
@@ -87,6 +150,33 @@ mod tests {
         let mut out = [0u32; 8];
         assert_eq!(l.propose(&c, &mut out), Ok(3));
         assert_eq!(out[..3], [2, 3, 4]);
+    }
+
+    /// [`lookup_tree`] on `context` with room for `room` rows: its tokens and parents.
+    fn tree_of(context: &[u32], max_n: usize, room: usize) -> (Vec<u32>, Vec<u8>) {
+        let mut t = Tree::new(99, 1 + room);
+        lookup_tree(context, max_n, room, &mut t);
+        (t.tokens().to_vec(), t.parents().to_vec())
+    }
+
+    #[test]
+    fn lookup_trees_merge_the_occurrences() {
+        // "1 2" was followed by 3 4, 3 5 and 7 8 (latest last): 3 twice, so first; then the
+        // rows each occurrence passes through once, shallower first, the latest first.
+        let c = [1, 2, 3, 4, 0, 1, 2, 3, 5, 0, 1, 2, 7, 8, 0, 1, 2];
+        let (tokens, parents) = tree_of(&c, 2, 4);
+        assert_eq!(tokens, [99, 3, 7, 8, 5]);
+        assert_eq!(parents, [0, 0, 2, 1]);
+        // One occurrence: lookup's chain.
+        let c = [1, 2, 3, 4, 5, 6, 1];
+        let mut out = [0u32; 4];
+        lookup(&c, 2, &mut out);
+        let (tokens, parents) = tree_of(&c, 2, 4);
+        assert_eq!(tokens[1..], out);
+        assert_eq!(parents, [0, 1, 2, 3]);
+        // No room, no match: the root alone.
+        assert_eq!(tree_of(&c, 2, 0).0, [99]);
+        assert_eq!(tree_of(&[1, 2, 3], 2, 4).0, [99]);
     }
 
     #[test]

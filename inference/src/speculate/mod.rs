@@ -1,28 +1,32 @@
 //! Speculative decoding: several tokens per pass of the target model. A [`Draft`] source guesses
-//! the next tokens; one batched pass of the target over the last token and the guesses gives the
-//! logits after each of them ([`crate::model::Model::forward_rows`], each weight read once for
-//! all); the guesses are checked in order ([`Sampler::check_on`]) and the state is rolled back over
-//! those not taken ([`RunState::rollback`]). Since a batched pass is bit for bit a pass per token,
-//! greedy output is token for token that of plain greedy decoding, and sampled output has the
-//! plain sampler's distribution, in fewer passes over the weights: what counts when the weights
-//! stream from a card.
+//! the next tokens as a tree of candidates ([`Tree`]: continuations that share prefixes); one
+//! batched pass of the target over the last token and the guesses gives the logits after each of
+//! them ([`crate::model::Model::forward_tree`], each weight read once for all, each row seeing
+//! only its own path); the guesses are checked from the root down ([`Sampler::check_on`] among
+//! each row's children) and the state keeps the path taken ([`RunState::keep_path`]). Since a
+//! tree pass is bit for bit a pass per token along each path, greedy output is token for token
+//! that of plain greedy decoding, and sampled output has the plain sampler's distribution, in
+//! fewer passes over the weights: what counts when the weights stream from a card.
 //!
 //! Sources: [`Lookup`] (continuations found earlier in the context), [`ModelDraft`] (a draft
-//! model, or the target's own first layers and output head), and [`Drafts`] (several, the first
-//! with a guess wins). Each sees the whole context at each call and syncs its own state with it.
+//! model, or the target's own first layers and output head, its chain and runner-ups picked by
+//! [`Growth`]), and [`Drafts`] (several, the first with a guess wins). Each sees the whole
+//! context at each call and syncs its own state with it.
 
 mod draft;
+mod grow;
 mod lookup;
 pub mod plan;
 mod speculator;
 
 pub use draft::{draft_state, same_vocabulary, DraftShape, ModelDraft, VocabMismatch};
-pub use lookup::{lookup, Lookup};
+pub use grow::{top_two, Growth};
+pub use lookup::{lookup, lookup_tree, Lookup};
 pub use plan::{draft_model_pays, PassCost, Planner};
 pub use speculator::Speculator;
 
 use crate::generate::{Engine, GenError, GenReport, LogitsFilter, StopReason, Stops};
-use crate::model::{ModelError, RunState};
+use crate::model::{ModelError, RunState, Tree};
 use crate::parallel::Parallel;
 use crate::quant::MAX_BATCH;
 use crate::sampler::Sampler;
@@ -35,7 +39,21 @@ pub trait Draft {
     /// conversation so far, the prompt and every token generated since; only the prompt and
     /// what follows when the caller did not say what came before), written to the front of
     /// `out`; how many (0: no guess).
-    fn propose(&mut self, context: &[u32], out: &mut [u32]) -> Result<usize, GenError>;
+    /// (By default none: a source that only guesses trees.)
+    fn propose(&mut self, context: &[u32], out: &mut [u32]) -> Result<usize, GenError> {
+        let _ = (context, out);
+        Ok(0)
+    }
+
+    /// Guesses below `tree`'s root (the context's last token), as many rows as it has room for:
+    /// [`Draft::propose`]'s chain unless the source knows of several continuations. Returns the
+    /// passes the source ran (a model's; 0 for one that runs none).
+    fn propose_tree(&mut self, context: &[u32], tree: &mut Tree) -> Result<usize, GenError> {
+        let mut out = [0u32; MAX_BATCH];
+        let n = self.propose(context, &mut out[..tree.room()])?;
+        tree.extend(0, &out[..n]);
+        Ok(n)
+    }
 }
 
 /// Several sources, asked in order: the first that guesses anything gives the draft (e.g. lookup,
@@ -45,6 +63,10 @@ pub struct Drafts<'d>(pub Vec<alloc::boxed::Box<dyn Draft + 'd>>);
 impl<D: Draft + ?Sized> Draft for &mut D {
     fn propose(&mut self, context: &[u32], out: &mut [u32]) -> Result<usize, GenError> {
         (**self).propose(context, out)
+    }
+
+    fn propose_tree(&mut self, context: &[u32], tree: &mut Tree) -> Result<usize, GenError> {
+        (**self).propose_tree(context, tree)
     }
 }
 
@@ -63,6 +85,17 @@ impl Draft for Drafts<'_> {
             }
         }
         Ok(0)
+    }
+
+    fn propose_tree(&mut self, context: &[u32], tree: &mut Tree) -> Result<usize, GenError> {
+        let mut passes = 0;
+        for d in self.0.iter_mut() {
+            passes += d.propose_tree(context, tree)?;
+            if tree.len() > 1 {
+                break;
+            }
+        }
+        Ok(passes)
     }
 }
 
@@ -237,6 +270,8 @@ pub struct SpecStats {
     pub drafted: usize,
     /// Draft tokens the target agreed with.
     pub accepted: usize,
+    /// Passes whose guesses branched (a tree, not a chain).
+    pub branched: usize,
 }
 
 impl SpecStats {
@@ -255,12 +290,13 @@ impl SpecStats {
         self.passes += o.passes;
         self.drafted += o.drafted;
         self.accepted += o.accepted;
+        self.branched += o.branched;
     }
 }
 
 impl core::fmt::Display for SpecStats {
-    /// `2.31 tokens per target pass, 62% of 211 guesses taken` (the start of the `speculation:`
-    /// line every runner prints).
+    /// `2.31 tokens per target pass, 62% of 211 guesses taken (12 passes branched)` (the start
+    /// of the `speculation:` line every runner prints; no parenthesis when none branched).
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(
             f,
@@ -268,7 +304,12 @@ impl core::fmt::Display for SpecStats {
             self.tokens_per_pass(),
             self.acceptance() * 100.0,
             self.drafted
-        )
+        )?;
+        match self.branched {
+            0 => Ok(()),
+            1 => write!(f, " (1 pass branched)"),
+            n => write!(f, " ({n} passes branched)"),
+        }
     }
 }
 
@@ -309,7 +350,6 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
             rep,
             stats: SpecStats::default(),
             context: core::mem::take(&mut spec.context),
-            batch: [0; MAX_BATCH],
             filter,
         };
         // What came before the prompt: the tokens the state holds, as far as the context kept
@@ -324,7 +364,7 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
         run.context.extend_from_slice(prompt);
         if max_tokens > 0 {
             let at = (st.pos, st.ctx());
-            let (first, _, complete) = run.draw(self.pool, sampler, &mut st.logits, None, at)?;
+            let (first, _, complete) = run.draw(self.pool, sampler, &mut st.logits, &[], at)?;
             self.rounds(&mut run, st, sampler, spec, (first, complete), on_token)?;
         }
         run.rep.stop.get_or_insert(StopReason::MaxTokens);
@@ -362,45 +402,41 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
                 .min(st.rows_kept().max(1) - 1);
             let k = spec.plan.choose(room);
             let t0 = clock();
-            let mut n = match k {
-                0 => 0,
-                k => spec
-                    .draft
-                    .propose(&run.context, &mut run.batch[1..1 + k])?
-                    .min(k),
-            };
+            let mut tree = Tree::new(next.0, 1 + k);
+            if k > 0 {
+                spec.draft.propose_tree(&run.context, &mut tree)?;
+            }
             let own = self.remote.map_or(spec.self_draft, |r| {
                 // A ring's head guesses only from the layers it holds.
                 spec.self_draft.min(r.part().layers.end)
             });
-            if n == 0 && k > 0 && own > 0 {
-                n = self.guess_own(st, own, next.0, &mut run.batch[1..1 + k])?;
+            if tree.len() == 1 && k > 0 && own > 0 {
+                self.guess_own(st, own, &mut tree)?;
             }
             // JSON mode: no guess past what the automaton takes after `next`.
             if let Some(f) = run.filter.as_deref() {
-                n = f.valid_prefix(&run.batch[1..1 + n]);
+                tree.retain(|g| f.valid_prefix(g) == g.len());
             }
             // A draft model with a wider output than the target's may guess past its vocabulary.
-            let n = run.batch[1..1 + n]
-                .iter()
-                .take_while(|&&t| t < vocab)
-                .count();
+            tree.retain(|g| g.last().is_some_and(|&t| t < vocab));
+            let n = tree.len() - 1;
             let t1 = clock();
             spec.plan.drafted(n, t1.wrapping_sub(t0));
-            run.batch[0] = next.0;
-            let tokens = &run.batch[..1 + n];
-            self.pass_rows(st, tokens)?;
-            self.forwarded(tokens.len());
-            spec.plan.pass(1 + n, clock().wrapping_sub(t1));
+            self.pass_rows(st, &tree)?;
+            self.forwarded(tree.len());
+            spec.plan.pass(tree.len(), clock().wrapping_sub(t1));
             run.stats.passes += 1;
             run.stats.drafted += n;
+            run.stats.branched += usize::from(!tree.is_chain());
             let before = run.stats.accepted;
-            let checked = self.check(run, st, sampler, on_token, base, n)?;
-            spec.plan.checked(n, run.stats.accepted - before);
+            let checked = self.check(run, st, sampler, on_token, base, &tree)?;
+            if n > 0 {
+                let refused = matches!(checked, Checked::Next(_, _, true));
+                spec.plan.checked(run.stats.accepted - before, refused);
+            }
             match checked {
-                Checked::Next(t, complete) => next = (t, complete),
-                Checked::Stop(stop, pos) => {
-                    st.rollback(pos)?;
+                Checked::Next(t, complete, _) => next = (t, complete),
+                Checked::Stop(stop) => {
                     run.rep.stop = Some(stop);
                     return Ok(());
                 }
@@ -408,33 +444,30 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
         }
     }
 
-    /// A self-draft: `out.len()` guesses after `next` (drawn, not yet fed) from the first `layers`
-    /// layers and the output head, run in `st` itself at the next positions and rolled back. The
-    /// K/V those layers keep for the context are the ones the draft needs (the same weights on
-    /// the same tokens), and the checking pass that follows rewrites the positions guessed over,
-    /// so the target's state ends as it would without the draft.
-    fn guess_own(
-        &self,
-        st: &mut RunState,
-        layers: usize,
-        next: u32,
-        out: &mut [u32],
-    ) -> Result<usize, GenError> {
+    /// A self-draft: guesses below `tree`'s root (drawn, not yet fed) from the first `layers`
+    /// layers and the output head, run in `st` itself at the next positions and rolled back: its
+    /// greedy chain and runner-ups as [`Growth`] picks them. The K/V those layers keep for the
+    /// context are the ones the draft needs (the same weights on the same tokens), and the
+    /// checking pass that follows rewrites the positions guessed over, so the target's state
+    /// ends as it would without the draft.
+    fn guess_own(&self, st: &mut RunState, layers: usize, tree: &mut Tree) -> Result<(), GenError> {
         let (base, vocab) = (st.pos, self.model.config.vocab);
         let run = (self.src, self.pool, &self.kernels);
-        let mut tok = next;
-        for o in out.iter_mut() {
-            self.model.forward_layers(st, run, &[tok], layers, true)?;
+        let mut grow = Growth::new(tree.room());
+        let mut tok = Some(tree.tokens()[0]);
+        while let Some(t) = tok {
+            self.model.forward_layers(st, run, &[t], layers, true)?;
             self.forwarded_layers(1, layers);
-            tok = crate::sampler::par_greedy(self.pool, &st.logits[..vocab])?;
-            *o = tok;
+            tok = grow.step(&st.logits[..vocab]);
         }
         st.rollback(base)?;
-        Ok(out.len())
+        grow.plant(tree);
+        Ok(())
     }
 
-    /// Walk the checked pass from position `base` (`n` drafts after the taken token): take each
-    /// draft the sampler keeps, then roll back past the last one taken.
+    /// Walk the checked tree from its root at position `base`: at each row, draw the target's
+    /// token and follow the child that guessed it, taking each; then keep that path (the last
+    /// token taken is not fed).
     fn check(
         &self,
         run: &mut Round<'_, '_>,
@@ -442,37 +475,65 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
         sampler: &mut Sampler,
         on_token: &mut dyn FnMut(u32) -> bool,
         base: usize,
-        n: usize,
+        tree: &Tree,
     ) -> Result<Checked, GenError> {
         let (vocab, ctx) = (self.model.config.vocab, st.ctx());
+        let mut path = [0u8; MAX_BATCH];
         let mut a = 0;
         let next = loop {
-            let draft = (a < n).then(|| run.batch[1 + a]);
-            let row = st.row_logits_mut(a, vocab).ok_or(ModelError::NoRowLogits)?;
+            let row = path[a] as usize;
+            let mut kids = [0u32; MAX_BATCH];
+            let mut rows = [0usize; MAX_BATCH];
+            let mut m = 0;
+            for c in tree.children(row) {
+                (kids[m], rows[m]) = (tree.tokens()[c], c);
+                m += 1;
+            }
+            let logits = st
+                .row_logits_mut(row, vocab)
+                .ok_or(ModelError::NoRowLogits)?;
             // The token drawn here goes to position base + a + 1.
             let at = (base + a + 1, ctx);
-            let (t, kept, complete) = run.draw(self.pool, sampler, row, draft, at)?;
-            if !kept {
-                break (t, complete);
-            }
+            let (t, kept, complete) = run.draw(self.pool, sampler, logits, &kids[..m], at)?;
+            let Some(c) = kept else {
+                break (t, complete, m > 0);
+            };
             a += 1;
+            path[a] = rows[c] as u8;
             run.stats.accepted += 1;
-            // Draft `a` sits at position base + a; the plain loop would be there, not past it.
+            // The guess sits at position base + a; the plain loop would be there, not past it.
             if let Some(stop) = run.take(sampler, on_token, (t, complete), (base + a, ctx)) {
-                return Ok(Checked::Stop(stop, base + a));
+                self.keep(st, base, &path[..a], tree)?;
+                return Ok(Checked::Stop(stop));
             }
         };
-        st.rollback(base + 1 + a)?;
-        Ok(Checked::Next(next.0, next.1))
+        self.keep(st, base, &path[..=a], tree)?;
+        Ok(Checked::Next(next.0, next.1, next.2))
+    }
+
+    /// Keep the path `rows` of the tree checked at `base` (on the ring's boards too).
+    fn keep(
+        &self,
+        st: &mut RunState,
+        base: usize,
+        rows: &[u8],
+        tree: &Tree,
+    ) -> Result<(), GenError> {
+        st.keep_path(base, rows)?;
+        if let Some(r) = self.remote.filter(|_| !tree.is_chain()) {
+            r.keep(base, rows);
+        }
+        Ok(())
     }
 }
 
 /// What a checked pass gave.
 enum Checked {
-    /// The target's own next token (drawn, not yet taken), and whether it completes the output.
-    Next(u32, bool),
-    /// Generation stops, at this position.
-    Stop(StopReason, usize),
+    /// The target's own next token (drawn, not yet taken), whether it completes the output, and
+    /// whether it refused guesses (the walk stopped at a row with children).
+    Next(u32, bool, bool),
+    /// Generation stops (the state at the last token taken, not fed).
+    Stop(StopReason),
 }
 
 /// The state of a speculative generation across its rounds.
@@ -482,25 +543,23 @@ struct Round<'f, 'g> {
     stats: SpecStats,
     /// The prompt and the tokens taken so far, for the draft source.
     context: Vec<u32>,
-    /// The pass being checked: the last token taken, then the drafts.
-    batch: [u32; MAX_BATCH],
     filter: Option<&'g mut dyn LogitsFilter>,
 }
 
 impl Round<'_, '_> {
-    /// Draw the token after `logits` (to be fed at position `pos` of `ctx`), checking `draft` against it,
-    /// as the plain loop draws: the filter masks first and advances over the token:
-    /// `(token, whether it is the draft, whether it completes the output)`.
+    /// Draw the token after `logits` (to be fed at position `pos` of `ctx`), checking `drafts`
+    /// against it, as the plain loop draws: the filter masks first and advances over the token:
+    /// `(token, which draft it is, whether it completes the output)`.
     fn draw<P: Parallel + ?Sized>(
         &mut self,
         pool: &P,
         sampler: &mut Sampler,
         logits: &mut [f32],
-        draft: Option<u32>,
+        drafts: &[u32],
         (pos, ctx): (usize, usize),
-    ) -> Result<(u32, bool, bool), GenError> {
+    ) -> Result<(u32, Option<usize>, bool), GenError> {
         let Some(f) = self.filter.as_deref_mut() else {
-            let (t, kept) = sampler.check_on(pool, logits, draft)?;
+            let (t, kept) = sampler.check_on(pool, logits, drafts)?;
             return Ok((t, kept, false));
         };
         // Tokens that can still be drawn: this one, then one per free position (as the plain
@@ -508,11 +567,11 @@ impl Round<'_, '_> {
         let left = self.stops.max_tokens - self.rep.generated;
         let remaining = left.min(ctx.saturating_sub(pos) + 1);
         f.apply(logits, remaining);
-        let (mut t, mut kept) = sampler.check_on(pool, logits, draft)?;
+        let (mut t, mut kept) = sampler.check_on(pool, logits, drafts)?;
         if logits.get(t as usize) == Some(&f32::NEG_INFINITY) {
             // Only in a corner of the sampler's arithmetic: never break the filter.
             t = crate::sampler::greedy(logits)?;
-            kept = Some(t) == draft;
+            kept = drafts.iter().position(|&d| d == t);
         }
         let complete = !(self.stops.is_end)(t) && f.advance(t);
         Ok((t, kept, complete))

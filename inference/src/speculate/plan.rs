@@ -114,15 +114,13 @@ impl Planner {
         }
     }
 
-    /// A round checked `n` guesses and took the first `a`.
-    pub fn checked(&mut self, n: usize, a: usize) {
-        if n > 0 {
-            let refused = if a < n { 1.0 } else { 0.0 };
-            self.taken = [
-                self.taken[0] * DECAY + a as f64,
-                self.taken[1] * DECAY + refused,
-            ];
-        }
+    /// A round with guesses took `a` of them, one after another, and then refused the next
+    /// (`refused`) or ran out of guesses.
+    pub fn checked(&mut self, a: usize, refused: bool) {
+        self.taken = [
+            self.taken[0] * DECAY + a as f64,
+            self.taken[1] * DECAY + f64::from(u8::from(refused)),
+        ];
     }
 
     /// The chance that a guess is taken once the ones before it were.
@@ -256,7 +254,7 @@ mod tests {
         );
         // Guesses always refused: α falls and drafting stops, but for a probe now and then.
         for _ in 0..100 {
-            p.checked(4, 0);
+            p.checked(0, true);
         }
         assert!(p.acceptance() < 0.05);
         let lengths: Vec<usize> = (0..2 * PROBE_EVERY).map(|_| p.choose(8)).collect();
@@ -264,7 +262,7 @@ mod tests {
         assert!(lengths.iter().all(|&k| k <= 1));
         // Guesses taken: long drafts pay.
         for _ in 0..100 {
-            p.checked(4, 4);
+            p.checked(4, false);
         }
         assert!(p.choose(8) >= 6);
         assert_eq!(p.choose(3), 3);

@@ -10,7 +10,7 @@ use alloc::string::ToString;
 use alloc::vec::Vec;
 use core::cell::RefCell;
 use core::ops::Range;
-use inference::model::{Input, Model, Part, RunState};
+use inference::model::{Input, Model, Part, RunState, Tree};
 use inference::parallel::Parallel;
 use inference::{Kernels, Storage};
 
@@ -100,6 +100,10 @@ struct Batch {
     rows: usize,
     /// Rows the last board sends back (the last ones).
     back: usize,
+    /// The tree the rows form (`None`: consecutive tokens).
+    tree: Option<Tree>,
+    /// The path the head kept of the tree batch at `.0` before this one.
+    kept: Option<(usize, Vec<u8>)>,
     chunks: usize,
     seen: usize,
 }
@@ -141,6 +145,12 @@ where
             node.borrow_mut().linger(STOP_FLUSH_NS);
             return Ok(served);
         };
+        if let Some((at, rows)) = &b.kept {
+            if let Err(e) = st.keep_path(*at, rows) {
+                let e = RingError::Protocol(format!("the path kept at {at}: {e}"));
+                return Err(report(&mut node.borrow_mut(), e));
+            }
+        }
         if b.pos > st.pos {
             let e = format!(
                 "a batch at position {} but this board is at {}",
@@ -150,7 +160,9 @@ where
         }
         st.pos = b.pos;
         let tick = || node.borrow_mut().tick();
+        st.set_tree(b.tree.as_ref());
         let r = model.forward_part(st, run, Input::Hidden(b.rows), part, false, Some(&tick));
+        st.set_tree(None);
         let mut n = node.borrow_mut();
         if let Err(e) = r {
             return Err(report(&mut n, RingError::Local(e.to_string())));
@@ -176,6 +188,9 @@ fn take_batch<L: Link>(
             back,
             chunk,
             bytes,
+            parents,
+            kept_at,
+            kept,
         } => {
             if b.seen == 0 {
                 let rows = rows as usize;
@@ -184,12 +199,26 @@ fn take_batch<L: Link>(
                         "board {src} sent a batch of {rows} rows, {back} wanted back (this board takes 1 to {max_rows})"
                     )));
                 }
+                let tree = match parents {
+                    [] => None,
+                    p => match Tree::from_parents(p).filter(|t| t.len() == rows) {
+                        Some(t) => Some(t),
+                        None => {
+                            return Err(RingError::Protocol(format!(
+                                "board {src} sent a tree of {} parents for {rows} rows that is not one",
+                                p.len()
+                            )))
+                        }
+                    },
+                };
                 b = Batch {
                     pos: pos as usize,
                     rows,
                     back: back as usize,
                     chunks: chunks_for(rows * dim),
                     seen: 0,
+                    tree,
+                    kept: (!kept.is_empty()).then(|| (kept_at as usize, kept.to_vec())),
                 };
             }
             let x = &mut st.x[..b.rows * dim];
@@ -230,6 +259,15 @@ fn pass_on<L: Link>(
                 back: b.back as u16,
                 chunk: c as u16,
                 bytes: chunk,
+                parents: match (&b.tree, c) {
+                    (Some(t), 0) => t.parents(),
+                    _ => &[],
+                },
+                kept_at: b.kept.as_ref().map_or(0, |k| k.0 as u32),
+                kept: match (&b.kept, c) {
+                    (Some(k), 0) => &k.1,
+                    _ => &[],
+                },
             };
             node.send(me + 1, &m)?;
         }

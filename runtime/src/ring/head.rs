@@ -132,6 +132,8 @@ pub struct Head<'n, L: Link> {
     in_flight: Cell<usize>,
     /// At most this many batches in flight (each board works on one, the next is on its way).
     depth: usize,
+    /// The path kept of the last tree batch, and where it was, to go with the next batch.
+    kept: RefCell<(u32, Vec<u8>)>,
 }
 
 impl<L: Link> core::fmt::Debug for Head<'_, L> {
@@ -151,6 +153,7 @@ impl<'n, L: Link> Head<'n, L> {
             part,
             in_flight: Cell::new(0),
             depth,
+            kept: RefCell::new((0, Vec::new())),
         }
     }
 
@@ -189,8 +192,14 @@ impl<L: Link> Remote for Head<'_, L> {
         &self.part
     }
 
-    fn send(&self, x: &[f32], pos: usize, b: usize, back: usize) -> Result<(), String> {
+    fn send(
+        &self,
+        x: &[f32],
+        (pos, b, back): (usize, usize, usize),
+        parents: &[u8],
+    ) -> Result<(), String> {
         let mut node = self.node.borrow_mut();
+        let (kept_at, kept) = core::mem::take(&mut *self.kept.borrow_mut());
         let mut run = || -> Result<(), RingError> {
             while self.in_flight.get() >= self.depth {
                 self.collect(&mut node, None)?;
@@ -203,6 +212,9 @@ impl<L: Link> Remote for Head<'_, L> {
                     back: back as u16,
                     chunk: c as u16,
                     bytes: chunk,
+                    parents: if c == 0 { parents } else { &[] },
+                    kept_at,
+                    kept: if c == 0 { &kept } else { &[] },
                 };
                 node.send(2, &m).map_err(|e| node.verdict(e))?;
             }
@@ -210,6 +222,10 @@ impl<L: Link> Remote for Head<'_, L> {
             Ok(())
         };
         run().map_err(|e| e.to_string())
+    }
+
+    fn keep(&self, base: usize, rows: &[u8]) {
+        *self.kept.borrow_mut() = (base as u32, rows.to_vec());
     }
 
     fn receive(&self, out: &mut [f32]) -> Result<(), String> {

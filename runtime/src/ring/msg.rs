@@ -37,7 +37,9 @@ pub enum Msg<'a> {
     /// Hidden states after the sender's layers for positions `pos .. pos + rows`: chunk `chunk`
     /// of the `[rows][dim]` f32 values (little-endian). The last board sends the last `back` rows
     /// back ([`Msg::Last`]: one for the next token's logits, every row for a speculative check);
-    /// with `back` 0 it says [`Msg::Done`].
+    /// with `back` 0 it says [`Msg::Done`]. In chunk 0 only (empty in the others): `parents`,
+    /// when the rows are a tree of guesses (row `i + 1`'s parent at `i`), and `kept`, the path
+    /// the head kept of the tree batch at `kept_at` before this one (`RunState::keep_path`).
     Acts {
         pos: u32,
         rows: u16,
@@ -45,6 +47,11 @@ pub enum Msg<'a> {
         chunk: u16,
         #[serde(borrow)]
         bytes: &'a [u8],
+        #[serde(borrow)]
+        parents: &'a [u8],
+        kept_at: u32,
+        #[serde(borrow)]
+        kept: &'a [u8],
     },
     /// The last board to the head: chunk `chunk` of the last rows asked for, after every layer.
     Last {
@@ -120,6 +127,9 @@ pub fn wire_bytes(rows: usize, dim: usize) -> u64 {
             back: 0,
             chunk: c as u16,
             bytes: chunk,
+            parents: &[],
+            kept_at: 0,
+            kept: &[],
         };
         ::ring::frame::encode(&h, &m.encode(), &mut wire);
     }
@@ -163,6 +173,9 @@ mod tests {
                 back: 1,
                 chunk: 1,
                 bytes: &bytes[CHUNK_BYTES..],
+                parents: &[0, 1, 1],
+                kept_at: 9,
+                kept: &[0, 2],
             },
             Msg::Fault {
                 board: 3,

@@ -161,11 +161,39 @@ fn attention_matches_scalar() {
                         stride,
                         offset,
                         scale,
+                        run: n,
+                        gathered: &[],
                     };
                     (s.attend_head)(&mut want, &q, &head);
                     (k.attend_head)(&mut got, &q, &head);
                     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                         same(&format!("{what} attend [{i}]"), *g, *w);
+                    }
+                    // A tree pass's row: the last positions gathered from slots out of order
+                    // (the ring's last slots, backwards), as the same positions laid out in order.
+                    let run = n / 2;
+                    let gathered: Vec<u32> = (0..n - run).map(|j| (ring - 1 - j) as u32).collect();
+                    let tree = crate::ops::Head {
+                        run,
+                        gathered: &gathered,
+                        ..head
+                    };
+                    let mut laid = (keys.clone(), values.clone());
+                    let mut flat = crate::ops::Head { ..head };
+                    let copy = |d: &mut Vec<u16>, src: &[u16]| {
+                        for t in 0..n {
+                            let (from, to) = (tree.row(t) - offset, t * stride);
+                            d[to..to + stride].copy_from_slice(&src[from..from + stride]);
+                        }
+                    };
+                    copy(&mut laid.0, &keys);
+                    copy(&mut laid.1, &values);
+                    (flat.keys, flat.values, flat.first) = (&laid.0, &laid.1, 0);
+                    let mut tree_want = vec![0.0f32; hd];
+                    (s.attend_head)(&mut tree_want, &q, &flat);
+                    (k.attend_head)(&mut got, &q, &tree);
+                    for (i, (g, w)) in got.iter().zip(&tree_want).enumerate() {
+                        same(&format!("{what} gathered attend [{i}]"), *g, *w);
                     }
                 }
             }
