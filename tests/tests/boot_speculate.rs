@@ -58,7 +58,8 @@ fn boot_matches(name: &str, plain: &xtask::Settings, spec: &xtask::Settings, mem
 }
 
 /// Lookup while the weights stream (64 MiB of RAM for a 93 MiB model): more than one token per
-/// pass, and fewer card bytes per generated token than a pass reads.
+/// pass, trees of candidates among the passes, and fewer card bytes per generated token than a
+/// pass reads.
 #[test]
 fn a_streaming_board_speculates_and_prints_what_the_pc_runner_prints() {
     let plain = xtask::Settings {
@@ -74,6 +75,8 @@ fn a_streaming_board_speculates_and_prints_what_the_pc_runner_prints() {
     let uart = boot_matches("speculate-edit", &plain, &spec, "64M");
     let (per_pass, kib) = speculation(&uart);
     assert!(per_pass > 1.5, "{per_pass} tokens per target pass");
+    // Some passes checked trees (the code's occurrences go on differently).
+    assert!(uart.contains(" passes branched)"), "{uart}");
     // Without speculation every generated token reads the streamed part once.
     let streamed = uart
         .lines()
