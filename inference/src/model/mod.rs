@@ -732,18 +732,6 @@ impl Weights {
     }
 }
 
-/// Byte offsets of the f16 scale fields in one block of `ty` (empty for float types).
-fn scale_fields(ty: GgmlType) -> &'static [usize] {
-    match ty {
-        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
-        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4K | GgmlType::Q5K => &[0, 2],
-        GgmlType::Q2K => &[80, 82],
-        GgmlType::Q3K => &[108],
-        GgmlType::Q6K => &[208],
-        GgmlType::F32 | GgmlType::F16 | GgmlType::Bf16 => &[],
-    }
-}
-
 fn f16_finite(b: &[u8], at: usize) -> bool {
     u16::from_le_bytes([b[at], b[at + 1]]) & 0x7c00 != 0x7c00
 }
@@ -774,7 +762,7 @@ pub fn check_finite<S: Storage + ?Sized>(
                 GgmlType::F32 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]).is_finite(),
                 GgmlType::F16 => f16_finite(b, 0),
                 GgmlType::Bf16 => u16::from_le_bytes([b[0], b[1]]) & 0x7f80 != 0x7f80,
-                ty => scale_fields(ty).iter().all(|&at| f16_finite(b, at)),
+                ty => ty.info().scales.iter().all(|&at| f16_finite(b, at)),
             };
             if !ok {
                 return Err(match t.ty {

@@ -19,7 +19,7 @@ pub struct BlockQ8_0 {
     pub qs: [i8; QK32],
 }
 
-/// 32 int8 activations with a scale and `s = d * sum(qs)` (pairs with Q4_1, Q5_1 weights).
+/// 32 int8 activations with a scale and `s = d * sum(qs)` (for the weight types with a min).
 #[derive(Debug, Clone, Copy)]
 #[repr(C)]
 pub struct BlockQ8_1 {

@@ -15,6 +15,8 @@
 //! `core` so the crate stays `no_std`; [`available`] is what `Kernels::available` consults.
 
 use super::act::{Act32 as Act, BlockQ8_0, BlockQ8_1};
+use super::table::{with_k_quants, with_q32};
+use super::Kernels;
 use core::arch::x86_64::*;
 
 mod kquant;
@@ -22,6 +24,21 @@ mod kquant;
 pub use kquant::{
     mat_q2_k_q8_k, mat_q3_k_q8_k, mat_q4_k_q8_k, mat_q5_k_q8_k, mat_q6_k_q8_k, quantize_q8_k,
     vec_dot_q2_k_q8_k, vec_dot_q3_k_q8_k, vec_dot_q4_k_q8_k, vec_dot_q5_k_q8_k, vec_dot_q6_k_q8_k,
+};
+
+/// The AVX2 set: the 32-wide types (one row, four rows, batched) and the K-quants (one row and
+/// batched), the Q8_K quantizer and the attention; the float types and the other quantizers are
+/// the scalar set's. Only for CPUs with AVX2 ([`available`]).
+pub const KERNELS: Kernels = {
+    let set = Kernels {
+        name: "avx2",
+        quantize_q8_k,
+        dot_f32_f16,
+        attend_head,
+        to_f16,
+        ..Kernels::SCALAR
+    };
+    with_k_quants!(with_q32!(set, self, self), self)
 };
 
 /// Whether this CPU runs this set: CPUID leaf 7 EBX bit 5 (AVX2), leaf 1 ECX bits 27 (OSXSAVE),

@@ -7,9 +7,11 @@
 //!   the attention, plain (SMULL/SMLAL) and with SDOT (`Kernels::NEON`, `Kernels::NEON_DOTPROD`);
 //! - `neon32` (32-bit Arm, Cortex-A7): `asm!` NEON twins of the 32-wide dot products, Q4_K, Q6_K
 //!   and the Q8_0 / Q8_1 quantizers (`Kernels::NEON32`, named `neon` as on aarch64);
-//! - [`Kernels`]: the dispatch table the model calls through. `Kernels::SCALAR` is the portable set;
-//!   architecture sets (NEON, RVV) replace entries with SIMD twins of the scalar functions and are
-//!   chosen at run time from the CPU's features. This module is the only place in `inference` where
+//! - [`Kernels`] (`table.rs`): a set as a table with one entry per weight type, indexed as
+//!   [`types::TYPES`]; dispatch by activation format; "Adding a weight type" is in its docs.
+//!   `Kernels::SCALAR` is the portable set; architecture sets (NEON, RVV, AVX2) fill entries with
+//!   SIMD twins of the scalar functions (an entry left empty is the scalar one) and are chosen at
+//!   run time from the CPU's features. This module is the only place in `inference` where
 //!   `cfg(target_arch)` may appear.
 
 pub mod act;
@@ -36,6 +38,7 @@ pub mod neon32;
 #[cfg(target_arch = "riscv64")]
 pub mod rvv;
 pub mod scalar;
+mod table;
 #[cfg(test)]
 #[path = "kernel_tests/gen.rs"]
 // Some generators serve only the SIMD sets' tests, which do not exist on every target.
@@ -144,14 +147,8 @@ pub fn check_dot_args(
     }
 }
 
-type DotQ8_0 = fn(&[u8], &[BlockQ8_0]) -> f32;
-type DotQ8_1 = fn(&[u8], &[BlockQ8_1]) -> f32;
-type DotQ8K = fn(&[u8], &[BlockQ8K]) -> f32;
-/// Four consecutive rows of `rb` bytes each (`w` holds `4 * rb` bytes) · the activations, into
-/// `out`; each `out[r]` equals the one-row kernel on row `r`, bit for bit.
-pub type DotX4Q8_0 = fn(&[u8], usize, &[BlockQ8_0], &mut [f32; 4]);
-/// As [`DotX4Q8_0`], for Q8_1 activations.
-pub type DotX4Q8_1 = fn(&[u8], usize, &[BlockQ8_1], &mut [f32; 4]);
+pub use table::{ActElem, Dot, Dot4, Kernels, RowKernels, TypeKernels, SCALAR_TYPES};
+
 /// For a four-row kernel handed fewer than four whole rows of `rb` bytes: each row as far as it
 /// goes through the one-row kernel `one`, and `true`; `false` (and nothing done) when `w` holds
 /// four whole rows. (Never the case through [`Kernels::dot_rows`].)
@@ -176,269 +173,23 @@ pub(crate) fn short_rows4<A>(
 /// One attention head, with the arguments of [`crate::ops::attend_head`].
 pub type AttendHead = fn(&mut [f32], &[f32], &crate::ops::Head<'_>);
 
-/// A set of kernels, one per weight type, plus the float operations that have SIMD twins. Every
-/// entry of an architecture set computes exactly what the scalar entry computes (`to_bits()`
-/// equal; the shared harness in `kernel_tests` checks every set the CPU runs on random, extreme and
-/// fixture inputs), so a board prints what the PC runner prints.
-#[derive(Clone, Copy)]
-pub struct Kernels {
-    pub name: &'static str,
-    pub f32_f32: fn(&[u8], &[f32]) -> f32,
-    pub f16_f16: fn(&[u8], &[u16]) -> f32,
-    pub bf16_bf16: fn(&[u8], &[u16]) -> f32,
-    pub q4_0_q8_0: DotQ8_0,
-    pub q4_1_q8_1: DotQ8_1,
-    pub q5_0_q8_0: DotQ8_0,
-    pub q5_1_q8_1: DotQ8_1,
-    pub q8_0_q8_0: DotQ8_0,
-    pub q2_k_q8_k: DotQ8K,
-    pub q3_k_q8_k: DotQ8K,
-    pub q4_k_q8_k: DotQ8K,
-    pub q5_k_q8_k: DotQ8K,
-    pub q6_k_q8_k: DotQ8K,
-    /// Four-row variants (activations loaded once for four rows), used by [`Kernels::dot_rows`];
-    /// `None` where the set has none.
-    pub q4_0_q8_0_x4: Option<DotX4Q8_0>,
-    pub q4_1_q8_1_x4: Option<DotX4Q8_1>,
-    pub q5_0_q8_0_x4: Option<DotX4Q8_0>,
-    pub q5_1_q8_1_x4: Option<DotX4Q8_1>,
-    pub q8_0_q8_0_x4: Option<DotX4Q8_0>,
-    /// Activation quantizers (twins of [`act::quantize_q8_0`], `_q8_1`, `_q8_k`: the same bytes).
-    pub quantize_q8_0: fn(&[f32], &mut [BlockQ8_0]),
-    pub quantize_q8_1: fn(&[f32], &mut [BlockQ8_1]),
-    pub quantize_q8_k: fn(&[f32], &mut [BlockQ8K]),
-    /// One query · one f16 key ([`crate::ops::dot_f32_f16`]), the inner loop of the attention.
-    pub dot_f32_f16: fn(&[f32], &[u16]) -> f32,
-    /// Online-softmax attention of one head over the f16 KV cache ([`crate::ops::attend_head`]).
-    pub attend_head: AttendHead,
-    /// f32 to f16 bits, round to nearest even ([`crate::ops::to_f16`]): the K and V cache stores.
-    pub to_f16: fn(&mut [u16], &[f32]),
-    /// Matrix × several columns (prompt batches), one entry per weight type.
-    pub mat: MatKernels,
-}
-
-/// Batched kernels ([`batch`]): rows · `cols` activation columns, each weight block decoded once;
-/// output `(r, c)` equals the one-row kernel on row `r` and column `c`, bit for bit. `None` where
-/// a set has no batched kernel of its own: [`Kernels::dot_rows_batch`] then runs the set's
-/// one-row kernels column by column over a few rows at a time (the rows stay in the cache, and
-/// the weights are still read from the storage once per batch).
-#[derive(Clone, Copy, Debug)]
-pub struct MatKernels {
-    pub f32_f32: Option<Mat<f32>>,
-    pub f16_f16: Option<Mat<u16>>,
-    pub bf16_bf16: Option<Mat<u16>>,
-    pub q4_0_q8_0: Option<Mat<BlockQ8_0>>,
-    pub q4_1_q8_1: Option<Mat<BlockQ8_1>>,
-    pub q5_0_q8_0: Option<Mat<BlockQ8_0>>,
-    pub q5_1_q8_1: Option<Mat<BlockQ8_1>>,
-    pub q8_0_q8_0: Option<Mat<BlockQ8_0>>,
-    pub q2_k_q8_k: Option<Mat<BlockQ8K>>,
-    pub q3_k_q8_k: Option<Mat<BlockQ8K>>,
-    pub q4_k_q8_k: Option<Mat<BlockQ8K>>,
-    pub q5_k_q8_k: Option<Mat<BlockQ8K>>,
-    pub q6_k_q8_k: Option<Mat<BlockQ8K>>,
-}
-
-impl MatKernels {
-    /// No batched kernels: every type column by column through the one-row kernels.
-    pub const NONE: MatKernels = MatKernels {
-        f32_f32: None,
-        f16_f16: None,
-        bf16_bf16: None,
-        q4_0_q8_0: None,
-        q4_1_q8_1: None,
-        q5_0_q8_0: None,
-        q5_1_q8_1: None,
-        q8_0_q8_0: None,
-        q2_k_q8_k: None,
-        q3_k_q8_k: None,
-        q4_k_q8_k: None,
-        q5_k_q8_k: None,
-        q6_k_q8_k: None,
-    };
-
-    /// The scalar batched kernels (`batch::mat_*`).
-    pub const SCALAR: MatKernels = MatKernels {
-        f32_f32: Some(batch::mat_f32_f32),
-        f16_f16: Some(batch::mat_f16_f16),
-        bf16_bf16: Some(batch::mat_bf16_bf16),
-        q4_0_q8_0: Some(batch::mat_q4_0_q8_0),
-        q4_1_q8_1: Some(batch::mat_q4_1_q8_1),
-        q5_0_q8_0: Some(batch::mat_q5_0_q8_0),
-        q5_1_q8_1: Some(batch::mat_q5_1_q8_1),
-        q8_0_q8_0: Some(batch::mat_q8_0_q8_0),
-        q2_k_q8_k: Some(batch::mat_q2_k_q8_k),
-        q3_k_q8_k: Some(batch::mat_q3_k_q8_k),
-        q4_k_q8_k: Some(batch::mat_q4_k_q8_k),
-        q5_k_q8_k: Some(batch::mat_q5_k_q8_k),
-        q6_k_q8_k: Some(batch::mat_q6_k_q8_k),
-    };
-}
-
-impl fmt::Debug for Kernels {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Kernels")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
-}
-
 impl Kernels {
-    /// The portable scalar reference set.
-    pub const SCALAR: Kernels = Kernels {
-        name: "scalar",
-        f32_f32: scalar::vec_dot_f32_f32,
-        f16_f16: scalar::vec_dot_f16_f16,
-        bf16_bf16: scalar::vec_dot_bf16_bf16,
-        q4_0_q8_0: scalar::vec_dot_q4_0_q8_0,
-        q4_1_q8_1: scalar::vec_dot_q4_1_q8_1,
-        q5_0_q8_0: scalar::vec_dot_q5_0_q8_0,
-        q5_1_q8_1: scalar::vec_dot_q5_1_q8_1,
-        q8_0_q8_0: scalar::vec_dot_q8_0_q8_0,
-        q2_k_q8_k: scalar::vec_dot_q2_k_q8_k,
-        q3_k_q8_k: scalar::vec_dot_q3_k_q8_k,
-        q4_k_q8_k: scalar::vec_dot_q4_k_q8_k,
-        q5_k_q8_k: scalar::vec_dot_q5_k_q8_k,
-        q6_k_q8_k: scalar::vec_dot_q6_k_q8_k,
-        q4_0_q8_0_x4: None,
-        q4_1_q8_1_x4: None,
-        q5_0_q8_0_x4: None,
-        q5_1_q8_1_x4: None,
-        q8_0_q8_0_x4: None,
-        quantize_q8_0: act::quantize_q8_0,
-        quantize_q8_1: act::quantize_q8_1,
-        quantize_q8_k: act::quantize_q8_k,
-        dot_f32_f16: crate::ops::dot_f32_f16,
-        attend_head: crate::ops::attend_head,
-        to_f16: crate::ops::to_f16,
-        mat: MatKernels::SCALAR,
-    };
-
-    /// NEON (every ARMv8-A core: Cortex-A53, A72): SMULL/SMLAL integer dot products.
+    /// NEON (every ARMv8-A core: Cortex-A53, A72): SMULL/SMLAL integer dot products
+    /// (`neon::KERNELS`).
     #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
-    pub const NEON: Kernels = Kernels {
-        name: "neon",
-        f32_f32: neon::vec_dot_f32_f32,
-        f16_f16: neon::vec_dot_f16_f16,
-        bf16_bf16: neon::vec_dot_bf16_bf16,
-        q4_0_q8_0: neon::vec_dot_q4_0_q8_0,
-        q4_1_q8_1: neon::vec_dot_q4_1_q8_1,
-        q5_0_q8_0: neon::vec_dot_q5_0_q8_0,
-        q5_1_q8_1: neon::vec_dot_q5_1_q8_1,
-        q8_0_q8_0: neon::vec_dot_q8_0_q8_0,
-        q2_k_q8_k: neon::vec_dot_q2_k_q8_k,
-        q3_k_q8_k: neon::vec_dot_q3_k_q8_k,
-        q4_k_q8_k: neon::vec_dot_q4_k_q8_k,
-        q5_k_q8_k: neon::vec_dot_q5_k_q8_k,
-        q6_k_q8_k: neon::vec_dot_q6_k_q8_k,
-        q4_0_q8_0_x4: Some(neon::vec_dot_q4_0_q8_0_x4),
-        q4_1_q8_1_x4: Some(neon::vec_dot_q4_1_q8_1_x4),
-        q5_0_q8_0_x4: Some(neon::vec_dot_q5_0_q8_0_x4),
-        q5_1_q8_1_x4: Some(neon::vec_dot_q5_1_q8_1_x4),
-        q8_0_q8_0_x4: Some(neon::vec_dot_q8_0_q8_0_x4),
-        quantize_q8_0: neon::quantize_q8_0,
-        quantize_q8_1: neon::quantize_q8_1,
-        quantize_q8_k: neon::quantize_q8_k,
-        dot_f32_f16: neon::dot_f32_f16,
-        attend_head: neon::attend_head,
-        to_f16: neon::to_f16,
-        mat: MatKernels {
-            f32_f32: Some(neon::mat_f32_f32),
-            f16_f16: Some(neon::mat_f16_f16),
-            bf16_bf16: Some(neon::mat_bf16_bf16),
-            q4_0_q8_0: Some(neon::mat_q4_0_q8_0),
-            q4_1_q8_1: Some(neon::mat_q4_1_q8_1),
-            q5_0_q8_0: Some(neon::mat_q5_0_q8_0),
-            q5_1_q8_1: Some(neon::mat_q5_1_q8_1),
-            q8_0_q8_0: Some(neon::mat_q8_0_q8_0),
-            q2_k_q8_k: Some(neon::mat_q2_k_q8_k),
-            q3_k_q8_k: Some(neon::mat_q3_k_q8_k),
-            q4_k_q8_k: Some(neon::mat_q4_k_q8_k),
-            q5_k_q8_k: Some(neon::mat_q5_k_q8_k),
-            q6_k_q8_k: Some(neon::mat_q6_k_q8_k),
-        },
-    };
+    pub const NEON: Kernels = neon::KERNELS;
 
-    /// NEON with SDOT (FEAT_DotProd: Cortex-A55, A76 and later). Only for cores whose
-    /// ID_AA64ISAR0_EL1.DP is at least 1 (elsewhere SDOT traps as an undefined instruction):
-    /// take it from [`Kernels::best`], [`Kernels::available`] or [`Kernels::for_aarch64`].
+    /// NEON with SDOT (FEAT_DotProd: Cortex-A55, A76 and later; `neon::KERNELS_DOTPROD`). Only
+    /// for cores whose ID_AA64ISAR0_EL1.DP is at least 1 (elsewhere SDOT traps as an undefined
+    /// instruction): take it from [`Kernels::best`], [`Kernels::available`] or
+    /// [`Kernels::for_aarch64`].
     #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
-    pub const NEON_DOTPROD: Kernels = Kernels {
-        name: "neon-dotprod",
-        q4_0_q8_0: neon::vec_dot_q4_0_q8_0_dp,
-        q4_1_q8_1: neon::vec_dot_q4_1_q8_1_dp,
-        q5_0_q8_0: neon::vec_dot_q5_0_q8_0_dp,
-        q5_1_q8_1: neon::vec_dot_q5_1_q8_1_dp,
-        q8_0_q8_0: neon::vec_dot_q8_0_q8_0_dp,
-        q2_k_q8_k: neon::vec_dot_q2_k_q8_k_dp,
-        q3_k_q8_k: neon::vec_dot_q3_k_q8_k_dp,
-        q4_k_q8_k: neon::vec_dot_q4_k_q8_k_dp,
-        q5_k_q8_k: neon::vec_dot_q5_k_q8_k_dp,
-        q6_k_q8_k: neon::vec_dot_q6_k_q8_k_dp,
-        q4_0_q8_0_x4: Some(neon::vec_dot_q4_0_q8_0_x4_dp),
-        q4_1_q8_1_x4: Some(neon::vec_dot_q4_1_q8_1_x4_dp),
-        q5_0_q8_0_x4: Some(neon::vec_dot_q5_0_q8_0_x4_dp),
-        q5_1_q8_1_x4: Some(neon::vec_dot_q5_1_q8_1_x4_dp),
-        q8_0_q8_0_x4: Some(neon::vec_dot_q8_0_q8_0_x4_dp),
-        mat: MatKernels {
-            f32_f32: Some(neon::mat_f32_f32),
-            f16_f16: Some(neon::mat_f16_f16),
-            bf16_bf16: Some(neon::mat_bf16_bf16),
-            q4_0_q8_0: Some(neon::mat_q4_0_q8_0_dp),
-            q4_1_q8_1: Some(neon::mat_q4_1_q8_1_dp),
-            q5_0_q8_0: Some(neon::mat_q5_0_q8_0_dp),
-            q5_1_q8_1: Some(neon::mat_q5_1_q8_1_dp),
-            q8_0_q8_0: Some(neon::mat_q8_0_q8_0_dp),
-            q2_k_q8_k: Some(neon::mat_q2_k_q8_k_dp),
-            q3_k_q8_k: Some(neon::mat_q3_k_q8_k_dp),
-            q4_k_q8_k: Some(neon::mat_q4_k_q8_k_dp),
-            q5_k_q8_k: Some(neon::mat_q5_k_q8_k_dp),
-            q6_k_q8_k: Some(neon::mat_q6_k_q8_k_dp),
-        },
-        ..Kernels::NEON
-    };
+    pub const NEON_DOTPROD: Kernels = neon::KERNELS_DOTPROD;
 
-    /// AVX2 (x86-64, for the PC runner): the 32-wide types and the K-quants one row and batched,
-    /// the Q8_K quantizer; the rest scalar.
-    /// Only for CPUs with AVX2 ([`avx2::available`]): take it from [`Kernels::best`] or
-    /// [`Kernels::available`].
+    /// AVX2 (x86-64, for the PC runner; `avx2::KERNELS`). Only for CPUs with AVX2
+    /// ([`avx2::available`]): take it from [`Kernels::best`] or [`Kernels::available`].
     #[cfg(target_arch = "x86_64")]
-    pub const AVX2: Kernels = Kernels {
-        name: "avx2",
-        q4_0_q8_0: avx2::vec_dot_q4_0_q8_0,
-        q4_1_q8_1: avx2::vec_dot_q4_1_q8_1,
-        q5_0_q8_0: avx2::vec_dot_q5_0_q8_0,
-        q5_1_q8_1: avx2::vec_dot_q5_1_q8_1,
-        q8_0_q8_0: avx2::vec_dot_q8_0_q8_0,
-        q2_k_q8_k: avx2::vec_dot_q2_k_q8_k,
-        q3_k_q8_k: avx2::vec_dot_q3_k_q8_k,
-        q4_k_q8_k: avx2::vec_dot_q4_k_q8_k,
-        q5_k_q8_k: avx2::vec_dot_q5_k_q8_k,
-        q6_k_q8_k: avx2::vec_dot_q6_k_q8_k,
-        q4_0_q8_0_x4: Some(avx2::vec_dot_q4_0_q8_0_x4),
-        q4_1_q8_1_x4: Some(avx2::vec_dot_q4_1_q8_1_x4),
-        q5_0_q8_0_x4: Some(avx2::vec_dot_q5_0_q8_0_x4),
-        q5_1_q8_1_x4: Some(avx2::vec_dot_q5_1_q8_1_x4),
-        q8_0_q8_0_x4: Some(avx2::vec_dot_q8_0_q8_0_x4),
-        quantize_q8_k: avx2::quantize_q8_k,
-        dot_f32_f16: avx2::dot_f32_f16,
-        attend_head: avx2::attend_head,
-        to_f16: avx2::to_f16,
-        mat: MatKernels {
-            q4_0_q8_0: Some(avx2::mat_q4_0_q8_0),
-            q4_1_q8_1: Some(avx2::mat_q4_1_q8_1),
-            q5_0_q8_0: Some(avx2::mat_q5_0_q8_0),
-            q5_1_q8_1: Some(avx2::mat_q5_1_q8_1),
-            q8_0_q8_0: Some(avx2::mat_q8_0_q8_0),
-            q2_k_q8_k: Some(avx2::mat_q2_k_q8_k),
-            q3_k_q8_k: Some(avx2::mat_q3_k_q8_k),
-            q4_k_q8_k: Some(avx2::mat_q4_k_q8_k),
-            q5_k_q8_k: Some(avx2::mat_q5_k_q8_k),
-            q6_k_q8_k: Some(avx2::mat_q6_k_q8_k),
-            ..MatKernels::SCALAR
-        },
-        ..Kernels::SCALAR
-    };
+    pub const AVX2: Kernels = avx2::KERNELS;
 
     /// RVV 1.0 (riscv64 harts with V, any VLEN ≥ 128): `rvv::KERNELS`. Only for harts with V
     /// (elsewhere the first vector instruction traps): take it from [`Kernels::best`] or
@@ -567,172 +318,5 @@ impl Kernels {
         {
             Kernels::SCALAR
         }
-    }
-
-    /// Dot products of `out.len()` consecutive rows of `n` elements of `ty` (packed in `w`) with
-    /// `acts`, written to `out`.
-    pub fn dot_rows(
-        &self,
-        ty: GgmlType,
-        n: usize,
-        w: &[u8],
-        acts: &Acts<'_>,
-        out: &mut [f32],
-    ) -> Result<(), KernelError> {
-        let rb = check_dot_args(ty, n, w.len(), out.len(), acts)?;
-        if rb == 0 {
-            out.fill(0.0);
-            return Ok(());
-        }
-        macro_rules! rows {
-            ($f:expr, $a:expr) => {
-                for (o, row) in out.iter_mut().zip(w.chunks_exact(rb)) {
-                    *o = $f(row, $a);
-                }
-            };
-            // Four rows at a time where the set has a four-row kernel, the rest one by one.
-            ($f:expr, $f4:expr, $a:expr) => {{
-                let mut done = 0;
-                if let (Some(f4), Some(rb4)) = ($f4, rb.checked_mul(4)) {
-                    for (o, w4) in out.chunks_exact_mut(4).zip(w.chunks_exact(rb4)) {
-                        if let Ok(o) = <&mut [f32; 4]>::try_from(o) {
-                            f4(w4, rb, $a, o);
-                            done += 4;
-                        }
-                    }
-                }
-                for (o, row) in out[done..].iter_mut().zip(w[done * rb..].chunks_exact(rb)) {
-                    *o = $f(row, $a);
-                }
-            }};
-        }
-        match (ty, acts) {
-            (GgmlType::F32, Acts::F32(a)) => rows!(self.f32_f32, a),
-            (GgmlType::F16, Acts::F16(a)) => rows!(self.f16_f16, a),
-            (GgmlType::Bf16, Acts::Bf16(a)) => rows!(self.bf16_bf16, a),
-            (GgmlType::Q4_0, Acts::Q8_0(a)) => rows!(self.q4_0_q8_0, self.q4_0_q8_0_x4, a),
-            (GgmlType::Q5_0, Acts::Q8_0(a)) => rows!(self.q5_0_q8_0, self.q5_0_q8_0_x4, a),
-            (GgmlType::Q8_0, Acts::Q8_0(a)) => rows!(self.q8_0_q8_0, self.q8_0_q8_0_x4, a),
-            (GgmlType::Q4_1, Acts::Q8_1(a)) => rows!(self.q4_1_q8_1, self.q4_1_q8_1_x4, a),
-            (GgmlType::Q5_1, Acts::Q8_1(a)) => rows!(self.q5_1_q8_1, self.q5_1_q8_1_x4, a),
-            (GgmlType::Q2K, Acts::Q8K(a)) => rows!(self.q2_k_q8_k, a),
-            (GgmlType::Q3K, Acts::Q8K(a)) => rows!(self.q3_k_q8_k, a),
-            (GgmlType::Q4K, Acts::Q8K(a)) => rows!(self.q4_k_q8_k, a),
-            (GgmlType::Q5K, Acts::Q8K(a)) => rows!(self.q5_k_q8_k, a),
-            (GgmlType::Q6K, Acts::Q8K(a)) => rows!(self.q6_k_q8_k, a),
-            // check_dot_args accepted the pair, so this arm is unreachable; answer with the error
-            // rather than a panic all the same.
-            _ => {
-                return Err(KernelError::ActFormat {
-                    ty,
-                    expected: ty.act_format(),
-                    found: acts.format(),
-                })
-            }
-        }
-        Ok(())
-    }
-
-    /// One row's dot product (see [`Kernels::dot_rows`]).
-    pub fn dot(
-        &self,
-        ty: GgmlType,
-        n: usize,
-        row: &[u8],
-        acts: &Acts<'_>,
-    ) -> Result<f32, KernelError> {
-        let mut out = [0.0f32];
-        self.dot_rows(ty, n, row, acts, &mut out)?;
-        Ok(out[0])
-    }
-
-    /// `out[r * cols + c]` = row `r` of `w` · column `c` of `acts`, for `out.len() / cols` rows of
-    /// `n` elements of `ty`: the batched kernel of `ty` (the one-row path for a single column).
-    /// Every output equals [`Kernels::dot_rows`] on that column, bit for bit.
-    pub fn dot_rows_batch(
-        &self,
-        ty: GgmlType,
-        n: usize,
-        w: &[u8],
-        acts: &ActsBatch<'_>,
-        out: &mut [f32],
-    ) -> Result<(), KernelError> {
-        let cols = acts.cols;
-        let rows = out.len().checked_div(cols).unwrap_or(0);
-        if cols == 0 || cols > MAX_BATCH || rows * cols != out.len() {
-            return Err(KernelError::Batch {
-                cols,
-                rows,
-                out: out.len(),
-            });
-        }
-        if cols == 1 {
-            return self.dot_rows(ty, n, w, &acts.col(0), out);
-        }
-        let rb = check_dot_args(ty, n, w.len(), rows, &acts.col(0))?;
-        if acts.acts.len() != n * cols {
-            return Err(KernelError::ActLength {
-                n: n * cols,
-                acts: acts.acts.len(),
-            });
-        }
-        if rb == 0 {
-            out.fill(0.0);
-            return Ok(());
-        }
-        let m = &self.mat;
-        let kernel = match (ty, acts.acts) {
-            (GgmlType::F32, Acts::F32(a)) => m.f32_f32.map(|f| f(w, rb, a, cols, out)),
-            (GgmlType::F16, Acts::F16(a)) => m.f16_f16.map(|f| f(w, rb, a, cols, out)),
-            (GgmlType::Bf16, Acts::Bf16(a)) => m.bf16_bf16.map(|f| f(w, rb, a, cols, out)),
-            (GgmlType::Q4_0, Acts::Q8_0(a)) => m.q4_0_q8_0.map(|f| f(w, rb, a, cols, out)),
-            (GgmlType::Q5_0, Acts::Q8_0(a)) => m.q5_0_q8_0.map(|f| f(w, rb, a, cols, out)),
-            (GgmlType::Q8_0, Acts::Q8_0(a)) => m.q8_0_q8_0.map(|f| f(w, rb, a, cols, out)),
-            (GgmlType::Q4_1, Acts::Q8_1(a)) => m.q4_1_q8_1.map(|f| f(w, rb, a, cols, out)),
-            (GgmlType::Q5_1, Acts::Q8_1(a)) => m.q5_1_q8_1.map(|f| f(w, rb, a, cols, out)),
-            (GgmlType::Q2K, Acts::Q8K(a)) => m.q2_k_q8_k.map(|f| f(w, rb, a, cols, out)),
-            (GgmlType::Q3K, Acts::Q8K(a)) => m.q3_k_q8_k.map(|f| f(w, rb, a, cols, out)),
-            (GgmlType::Q4K, Acts::Q8K(a)) => m.q4_k_q8_k.map(|f| f(w, rb, a, cols, out)),
-            (GgmlType::Q5K, Acts::Q8K(a)) => m.q5_k_q8_k.map(|f| f(w, rb, a, cols, out)),
-            (GgmlType::Q6K, Acts::Q8K(a)) => m.q6_k_q8_k.map(|f| f(w, rb, a, cols, out)),
-            // check_dot_args accepted the pair: unreachable, answered with the error all the same.
-            _ => {
-                return Err(KernelError::ActFormat {
-                    ty,
-                    expected: ty.act_format(),
-                    found: acts.acts.format(),
-                })
-            }
-        };
-        if kernel.is_none() {
-            self.by_column(ty, n, w, rb, acts, out)?;
-        }
-        Ok(())
-    }
-
-    /// A batch through the one-row kernels: 256 rows at a time (they stay in the cache), each
-    /// column in turn.
-    fn by_column(
-        &self,
-        ty: GgmlType,
-        n: usize,
-        w: &[u8],
-        rb: usize,
-        acts: &ActsBatch<'_>,
-        out: &mut [f32],
-    ) -> Result<(), KernelError> {
-        const ROWS: usize = 256;
-        let cols = acts.cols;
-        let mut tmp = [0.0f32; ROWS];
-        for (g, rows) in w.chunks(ROWS * rb).enumerate() {
-            let k = rows.len() / rb;
-            for c in 0..cols {
-                self.dot_rows(ty, n, rows, &acts.col(c), &mut tmp[..k])?;
-                for (r, v) in tmp[..k].iter().enumerate() {
-                    out[(g * ROWS + r) * cols + c] = *v;
-                }
-            }
-        }
-        Ok(())
     }
 }

@@ -55,8 +55,70 @@ pub use q32::{
 };
 pub use quantize::{quantize_q8_0, quantize_q8_1, quantize_q8_k};
 
+use super::table::{with_floats, with_k_quants, with_q32};
+use super::Kernels;
 use core::arch::aarch64::*;
 use core::arch::asm;
+
+/// The NEON set (every ARMv8-A core: Cortex-A53, A72): SMULL/SMLAL integer dot products; every
+/// entry is a NEON twin of the scalar one.
+pub const KERNELS: Kernels = {
+    let set = Kernels {
+        name: "neon",
+        quantize_q8_0,
+        quantize_q8_1,
+        quantize_q8_k,
+        dot_f32_f16,
+        attend_head,
+        to_f16,
+        ..Kernels::SCALAR
+    };
+    with_k_quants!(
+        with_q32!(with_floats!(set, self, batched), self, self),
+        self
+    )
+};
+
+/// NEON with SDOT (FEAT_DotProd: Cortex-A55, A76 and later): [`KERNELS`] with the integer dot
+/// products through SDOT. Only for cores whose ID_AA64ISAR0_EL1.DP is at least 1.
+pub const KERNELS_DOTPROD: Kernels = {
+    let set = Kernels {
+        name: "neon-dotprod",
+        ..KERNELS
+    };
+    with_k_quants!(with_q32!(set, dp, dp), dp)
+};
+
+/// The SDOT kernels under the names every set gives its kernels (for [`KERNELS_DOTPROD`]).
+mod dp {
+    pub use super::kquant::{
+        mat_q2_k_q8_k_dp as mat_q2_k_q8_k, mat_q3_k_q8_k_dp as mat_q3_k_q8_k,
+        mat_q4_k_q8_k_dp as mat_q4_k_q8_k, mat_q5_k_q8_k_dp as mat_q5_k_q8_k,
+        mat_q6_k_q8_k_dp as mat_q6_k_q8_k, vec_dot_q2_k_q8_k_dp as vec_dot_q2_k_q8_k,
+        vec_dot_q3_k_q8_k_dp as vec_dot_q3_k_q8_k, vec_dot_q4_k_q8_k_dp as vec_dot_q4_k_q8_k,
+        vec_dot_q5_k_q8_k_dp as vec_dot_q5_k_q8_k, vec_dot_q6_k_q8_k_dp as vec_dot_q6_k_q8_k,
+    };
+    // The 32-wide types: one row, four rows, batched.
+    pub use super::q32::mat_q8_0_q8_0_dp as mat_q8_0_q8_0;
+    pub use super::q32::vec_dot_q8_0_q8_0_dp as vec_dot_q8_0_q8_0;
+    pub use super::q32::vec_dot_q8_0_q8_0_x4_dp as vec_dot_q8_0_q8_0_x4;
+    pub use super::q32::{mat_q4_0_q8_0_dp as mat_q4_0_q8_0, mat_q4_1_q8_1_dp as mat_q4_1_q8_1};
+    pub use super::q32::{mat_q5_0_q8_0_dp as mat_q5_0_q8_0, mat_q5_1_q8_1_dp as mat_q5_1_q8_1};
+    pub use super::q32::{
+        vec_dot_q4_0_q8_0_dp as vec_dot_q4_0_q8_0, vec_dot_q4_1_q8_1_dp as vec_dot_q4_1_q8_1,
+    };
+    pub use super::q32::{
+        vec_dot_q4_0_q8_0_x4_dp as vec_dot_q4_0_q8_0_x4,
+        vec_dot_q4_1_q8_1_x4_dp as vec_dot_q4_1_q8_1_x4,
+    };
+    pub use super::q32::{
+        vec_dot_q5_0_q8_0_dp as vec_dot_q5_0_q8_0, vec_dot_q5_1_q8_1_dp as vec_dot_q5_1_q8_1,
+    };
+    pub use super::q32::{
+        vec_dot_q5_0_q8_0_x4_dp as vec_dot_q5_0_q8_0_x4,
+        vec_dot_q5_1_q8_1_x4_dp as vec_dot_q5_1_q8_1_x4,
+    };
+}
 
 /// ID_AA64ISAR0_EL1 of the running core (at EL0 under Linux the kernel emulates the read, as
 /// qemu-user does; at EL1 it is a plain register read).

@@ -18,7 +18,7 @@
 //!   activation quantizers (`quantize`).
 //! - Scalar (the `Kernels::SCALAR` entries): Q2_K, Q3_K, Q5_K, the Q8_K quantizer, the float dot
 //!   products (F32, F16, BF16, `dot_f32_f16`), the attention, `to_f16`.
-//! - Batches (`MatKernels`): the types above with NEON kernels column by column through them
+//! - Batches: the types above with NEON kernels column by column through them
 //!   (`None`: `Kernels::dot_rows_batch`'s fallback), the others through the scalar batched kernels.
 //!
 //! How equality with the scalar code is kept:
@@ -56,7 +56,7 @@ pub use q32::{
 };
 pub use quantize::{quantize_q8_0, quantize_q8_1};
 
-use super::Kernels;
+use super::{GgmlType, Kernels, RowKernels, TypeKernels};
 use core::sync::atomic::{AtomicBool, Ordering};
 
 /// Whether the cores run the NEON kernels; set once at boot from MVFR1 (or, in tests under Linux,
@@ -125,36 +125,41 @@ pub fn best(neon: bool) -> Kernels {
 /// same on both): the 32-wide dot products (one row and four rows), Q4_K, Q6_K and the Q8_0 / Q8_1
 /// quantizers are NEON, the rest is the scalar set's. Only for cores with NEON: take it from
 /// `Kernels::best()` / `Kernels::available()`, which consult [`available`].
-pub const KERNELS: Kernels = Kernels {
-    name: "neon",
-    q4_0_q8_0: vec_dot_q4_0_q8_0,
-    q4_1_q8_1: vec_dot_q4_1_q8_1,
-    q5_0_q8_0: vec_dot_q5_0_q8_0,
-    q5_1_q8_1: vec_dot_q5_1_q8_1,
-    q8_0_q8_0: vec_dot_q8_0_q8_0,
-    q4_k_q8_k: vec_dot_q4_k_q8_k,
-    q6_k_q8_k: vec_dot_q6_k_q8_k,
-    q4_0_q8_0_x4: Some(vec_dot_q4_0_q8_0_x4),
-    q4_1_q8_1_x4: Some(vec_dot_q4_1_q8_1_x4),
-    q5_0_q8_0_x4: Some(vec_dot_q5_0_q8_0_x4),
-    q5_1_q8_1_x4: Some(vec_dot_q5_1_q8_1_x4),
-    q8_0_q8_0_x4: Some(vec_dot_q8_0_q8_0_x4),
-    quantize_q8_0,
-    quantize_q8_1,
+pub const KERNELS: Kernels = {
+    use GgmlType as G;
+    use TypeKernels as T;
+    type R<A> = RowKernels<A>;
     // Batches of the types with NEON kernels go column by column through them (one row and four
     // rows; `Kernels::dot_rows_batch`'s fallback: the rows stay in the cache); the other types
-    // keep the scalar batched kernels, which decode each block once for all columns.
-    mat: super::MatKernels {
-        q4_0_q8_0: None,
-        q4_1_q8_1: None,
-        q5_0_q8_0: None,
-        q5_1_q8_1: None,
-        q8_0_q8_0: None,
-        q4_k_q8_k: None,
-        q6_k_q8_k: None,
-        ..super::MatKernels::SCALAR
-    },
-    ..Kernels::SCALAR
+    // keep the scalar kernels, whose batched ones decode each block once for all columns.
+    Kernels {
+        name: "neon",
+        quantize_q8_0,
+        quantize_q8_1,
+        ..Kernels::SCALAR
+    }
+    .with(
+        G::Q4_0,
+        T::Q8_0(R::dot(vec_dot_q4_0_q8_0).x4(vec_dot_q4_0_q8_0_x4)),
+    )
+    .with(
+        G::Q4_1,
+        T::Q8_1(R::dot(vec_dot_q4_1_q8_1).x4(vec_dot_q4_1_q8_1_x4)),
+    )
+    .with(
+        G::Q5_0,
+        T::Q8_0(R::dot(vec_dot_q5_0_q8_0).x4(vec_dot_q5_0_q8_0_x4)),
+    )
+    .with(
+        G::Q5_1,
+        T::Q8_1(R::dot(vec_dot_q5_1_q8_1).x4(vec_dot_q5_1_q8_1_x4)),
+    )
+    .with(
+        G::Q8_0,
+        T::Q8_0(R::dot(vec_dot_q8_0_q8_0).x4(vec_dot_q8_0_q8_0_x4)),
+    )
+    .with(G::Q4K, T::Q8K(R::dot(vec_dot_q4_k_q8_k)))
+    .with(G::Q6K, T::Q8K(R::dot(vec_dot_q6_k_q8_k)))
 };
 
 #[cfg(test)]

@@ -67,6 +67,7 @@ pub use q32::{
 };
 pub use quantize::{quantize_q8_0, quantize_q8_1, quantize_q8_k};
 
+use super::table::{with_floats, with_k_quants, with_q32};
 use super::Kernels;
 use core::sync::atomic::{AtomicBool, Ordering};
 
@@ -136,46 +137,20 @@ pub fn best(has_v: bool) -> Kernels {
 /// scalar one; batched kernels for the 32-wide types and the K-quants (float weights: column by
 /// column). Only for harts with V: take it from `Kernels::best()` / `Kernels::available()`,
 /// which consult [`available`].
-pub const KERNELS: Kernels = Kernels {
-    name: "rvv",
-    f32_f32: vec_dot_f32_f32,
-    f16_f16: vec_dot_f16_f16,
-    bf16_bf16: vec_dot_bf16_bf16,
-    q4_0_q8_0: vec_dot_q4_0_q8_0,
-    q4_1_q8_1: vec_dot_q4_1_q8_1,
-    q5_0_q8_0: vec_dot_q5_0_q8_0,
-    q5_1_q8_1: vec_dot_q5_1_q8_1,
-    q8_0_q8_0: vec_dot_q8_0_q8_0,
-    q2_k_q8_k: vec_dot_q2_k_q8_k,
-    q3_k_q8_k: vec_dot_q3_k_q8_k,
-    q4_k_q8_k: vec_dot_q4_k_q8_k,
-    q5_k_q8_k: vec_dot_q5_k_q8_k,
-    q6_k_q8_k: vec_dot_q6_k_q8_k,
-    q4_0_q8_0_x4: Some(vec_dot_q4_0_q8_0_x4),
-    q4_1_q8_1_x4: Some(vec_dot_q4_1_q8_1_x4),
-    q5_0_q8_0_x4: Some(vec_dot_q5_0_q8_0_x4),
-    q5_1_q8_1_x4: Some(vec_dot_q5_1_q8_1_x4),
-    q8_0_q8_0_x4: Some(vec_dot_q8_0_q8_0_x4),
-    quantize_q8_0,
-    quantize_q8_1,
-    quantize_q8_k,
-    dot_f32_f16,
-    attend_head,
-    // (f32 → f16 needs Zvfhmin, which RVV 1.0 cores need not have.)
-    to_f16: crate::ops::to_f16,
-    mat: super::MatKernels {
-        q4_0_q8_0: Some(q32::mat_q4_0_q8_0),
-        q4_1_q8_1: Some(q32::mat_q4_1_q8_1),
-        q5_0_q8_0: Some(q32::mat_q5_0_q8_0),
-        q5_1_q8_1: Some(q32::mat_q5_1_q8_1),
-        q8_0_q8_0: Some(q32::mat_q8_0_q8_0),
-        q2_k_q8_k: Some(mat_q2_k_q8_k),
-        q3_k_q8_k: Some(mat_q3_k_q8_k),
-        q4_k_q8_k: Some(mat_q4_k_q8_k),
-        q5_k_q8_k: Some(mat_q5_k_q8_k),
-        q6_k_q8_k: Some(mat_q6_k_q8_k),
-        ..super::MatKernels::NONE
-    },
+pub const KERNELS: Kernels = {
+    let set = Kernels {
+        name: "rvv",
+        // (f32 → f16 needs Zvfhmin, which RVV 1.0 cores need not have.)
+        to_f16: crate::ops::to_f16,
+        attend_head,
+        dot_f32_f16,
+        quantize_q8_0,
+        quantize_q8_1,
+        quantize_q8_k,
+        ..Kernels::SCALAR
+    };
+    // Float weights: one row; a batch goes column by column.
+    with_k_quants!(with_q32!(with_floats!(set, self), self, q32), self)
 };
 
 /// `asm!` with the vector extension enabled for the assembler and every vector register declared

@@ -43,9 +43,114 @@ pub enum ActFormat {
     Q8K,
 }
 
+/// Everything lmboot knows of a weight type that is not a kernel: one row of [`TYPES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TypeInfo {
+    pub ty: GgmlType,
+    /// The GGUF type id.
+    pub id: u32,
+    /// Name as llama.cpp prints it.
+    pub name: &'static str,
+    /// Elements and bytes per block.
+    pub block_elems: usize,
+    pub block_bytes: usize,
+    /// The activation format llama.cpp pairs with it.
+    pub act: ActFormat,
+    /// Byte offsets of the f16 scale fields in a block (empty for float types).
+    pub scales: &'static [usize],
+}
+
+/// Number of weight types lmboot runs.
+pub const N_TYPES: usize = 13;
+
+const fn info(
+    ty: GgmlType,
+    id: u32,
+    name: &'static str,
+    (block_elems, block_bytes): (usize, usize),
+    act: ActFormat,
+    scales: &'static [usize],
+) -> TypeInfo {
+    TypeInfo {
+        ty,
+        id,
+        name,
+        block_elems,
+        block_bytes,
+        act,
+        scales,
+    }
+}
+
+/// The weight types, one row each, in [`GgmlType`]'s order (indexed by [`GgmlType::index`]).
+pub const TYPES: [TypeInfo; N_TYPES] = [
+    info(GgmlType::F32, 0, "F32", (1, 4), ActFormat::F32, &[]),
+    info(GgmlType::F16, 1, "F16", (1, 2), ActFormat::F16, &[]),
+    info(GgmlType::Bf16, 30, "BF16", (1, 2), ActFormat::Bf16, &[]),
+    info(GgmlType::Q4_0, 2, "Q4_0", (QK32, 18), ActFormat::Q8_0, &[0]),
+    info(
+        GgmlType::Q4_1,
+        3,
+        "Q4_1",
+        (QK32, 20),
+        ActFormat::Q8_1,
+        &[0, 2],
+    ),
+    info(GgmlType::Q5_0, 6, "Q5_0", (QK32, 22), ActFormat::Q8_0, &[0]),
+    info(
+        GgmlType::Q5_1,
+        7,
+        "Q5_1",
+        (QK32, 24),
+        ActFormat::Q8_1,
+        &[0, 2],
+    ),
+    info(GgmlType::Q8_0, 8, "Q8_0", (QK32, 34), ActFormat::Q8_0, &[0]),
+    info(
+        GgmlType::Q2K,
+        10,
+        "Q2_K",
+        (QK_K, 84),
+        ActFormat::Q8K,
+        &[80, 82],
+    ),
+    info(
+        GgmlType::Q3K,
+        11,
+        "Q3_K",
+        (QK_K, 110),
+        ActFormat::Q8K,
+        &[108],
+    ),
+    info(
+        GgmlType::Q4K,
+        12,
+        "Q4_K",
+        (QK_K, 144),
+        ActFormat::Q8K,
+        &[0, 2],
+    ),
+    info(
+        GgmlType::Q5K,
+        13,
+        "Q5_K",
+        (QK_K, 176),
+        ActFormat::Q8K,
+        &[0, 2],
+    ),
+    info(
+        GgmlType::Q6K,
+        14,
+        "Q6_K",
+        (QK_K, 210),
+        ActFormat::Q8K,
+        &[208],
+    ),
+];
+
 impl GgmlType {
     /// Every supported type, in GGUF id order.
-    pub const ALL: [GgmlType; 13] = [
+    pub const ALL: [GgmlType; N_TYPES] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
@@ -61,91 +166,39 @@ impl GgmlType {
         GgmlType::Bf16,
     ];
 
+    /// Its row of [`TYPES`] (and of every kernel set's table).
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Its row of [`TYPES`].
+    pub fn info(self) -> &'static TypeInfo {
+        &TYPES[self.index()]
+    }
+
     /// Map a GGUF type id; `None` for ids lmboot does not run (or that do not exist).
     pub fn from_id(id: u32) -> Option<Self> {
-        Some(match id {
-            0 => GgmlType::F32,
-            1 => GgmlType::F16,
-            2 => GgmlType::Q4_0,
-            3 => GgmlType::Q4_1,
-            6 => GgmlType::Q5_0,
-            7 => GgmlType::Q5_1,
-            8 => GgmlType::Q8_0,
-            10 => GgmlType::Q2K,
-            11 => GgmlType::Q3K,
-            12 => GgmlType::Q4K,
-            13 => GgmlType::Q5K,
-            14 => GgmlType::Q6K,
-            30 => GgmlType::Bf16,
-            _ => return None,
-        })
+        TYPES.iter().find(|t| t.id == id).map(|t| t.ty)
     }
 
     /// The GGUF type id.
     pub fn id(self) -> u32 {
-        match self {
-            GgmlType::F32 => 0,
-            GgmlType::F16 => 1,
-            GgmlType::Q4_0 => 2,
-            GgmlType::Q4_1 => 3,
-            GgmlType::Q5_0 => 6,
-            GgmlType::Q5_1 => 7,
-            GgmlType::Q8_0 => 8,
-            GgmlType::Q2K => 10,
-            GgmlType::Q3K => 11,
-            GgmlType::Q4K => 12,
-            GgmlType::Q5K => 13,
-            GgmlType::Q6K => 14,
-            GgmlType::Bf16 => 30,
-        }
+        self.info().id
     }
 
     /// Name as llama.cpp prints it.
     pub fn name(self) -> &'static str {
-        match self {
-            GgmlType::F32 => "F32",
-            GgmlType::F16 => "F16",
-            GgmlType::Bf16 => "BF16",
-            GgmlType::Q4_0 => "Q4_0",
-            GgmlType::Q4_1 => "Q4_1",
-            GgmlType::Q5_0 => "Q5_0",
-            GgmlType::Q5_1 => "Q5_1",
-            GgmlType::Q8_0 => "Q8_0",
-            GgmlType::Q2K => "Q2_K",
-            GgmlType::Q3K => "Q3_K",
-            GgmlType::Q4K => "Q4_K",
-            GgmlType::Q5K => "Q5_K",
-            GgmlType::Q6K => "Q6_K",
-        }
+        self.info().name
     }
 
     /// Elements per block.
     pub fn block_elems(self) -> usize {
-        match self {
-            GgmlType::F32 | GgmlType::F16 | GgmlType::Bf16 => 1,
-            GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q8_0 => {
-                QK32
-            }
-            GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K => QK_K,
-        }
+        self.info().block_elems
     }
 
     /// Bytes per block.
     pub fn block_bytes(self) -> usize {
-        match self {
-            GgmlType::F32 => 4,
-            GgmlType::F16 | GgmlType::Bf16 => 2,
-            GgmlType::Q4_0 => 18,
-            GgmlType::Q4_1 => 20,
-            GgmlType::Q5_0 => 22,
-            GgmlType::Q5_1 => 24,
-            GgmlType::Q8_0 => 34,
-            GgmlType::Q2K => 84,
-            GgmlType::Q3K => 110,
-            GgmlType::Q4K => 144,
-            GgmlType::Q5K => 176,
-            GgmlType::Q6K => 210,
-        }
+        self.info().block_bytes
     }
 
     /// Bytes of a row of `n` elements, `None` if `n` is not a whole number of blocks or overflows.
@@ -159,16 +212,7 @@ impl GgmlType {
 
     /// The activation format llama.cpp pairs with this weight type.
     pub fn act_format(self) -> ActFormat {
-        match self {
-            GgmlType::F32 => ActFormat::F32,
-            GgmlType::F16 => ActFormat::F16,
-            GgmlType::Bf16 => ActFormat::Bf16,
-            GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => ActFormat::Q8_0,
-            GgmlType::Q4_1 | GgmlType::Q5_1 => ActFormat::Q8_1,
-            GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K => {
-                ActFormat::Q8K
-            }
-        }
+        self.info().act
     }
 }
 
@@ -186,5 +230,22 @@ impl ActFormat {
             ActFormat::Q8_0 | ActFormat::Q8_1 => QK32,
             ActFormat::Q8K => QK_K,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_is_in_the_enums_order_and_ids_are_unique() {
+        for (i, t) in TYPES.iter().enumerate() {
+            assert_eq!(t.ty.index(), i, "{}", t.name);
+            assert_eq!(GgmlType::from_id(t.id), Some(t.ty));
+            assert_eq!(t.block_elems % t.act.block_elems(), 0, "{}", t.name);
+        }
+        assert_eq!(GgmlType::ALL.len(), TYPES.len());
+        assert!(GgmlType::ALL.windows(2).all(|w| w[0].id() < w[1].id()));
+        assert_eq!(GgmlType::from_id(4), None);
     }
 }

@@ -35,7 +35,7 @@ impl Draft for Lookup {
 pub const MAX_OCCURRENCES: usize = 16;
 
 /// [`lookup`] as a tree of up to `room` rows below `tree`'s root: the continuations of the
-/// latest [`MAX_OCCURRENCES`] occurrences of the longest tail that occurs, merged where they
+/// latest `MAX_OCCURRENCES` occurrences of the longest tail that occurs, merged where they
 /// agree; the rows most of them pass through go in (ties to the shallower row, then to the
 /// latest occurrence), so one occurrence gives [`lookup`]'s chain.
 pub fn lookup_tree(context: &[u32], max_n: usize, room: usize, tree: &mut Tree) {

@@ -77,7 +77,7 @@ fn rows_of(rng: &mut Rng, ty: GgmlType, n: usize, rows: usize, fill: Option<u8>)
         .collect();
     if ty.block_elems() > 1 {
         for b in w.chunks_exact_mut(ty.block_bytes()) {
-            for at in scale_fields(ty) {
+            for &at in ty.info().scales {
                 b[at..at + 2].copy_from_slice(&rng.f16_scale().to_le_bytes());
             }
         }
@@ -110,13 +110,11 @@ fn batched_kernels_match_the_one_row_path() {
 
 #[test]
 fn batched_kernels_match_on_the_fixtures() {
-    let names = [
-        "f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k",
-        "q5_k", "q6_k",
-    ];
+    // Every type of the table: its fixture is named after it.
+    let names = crate::quant::types::TYPES.map(|t| t.name.to_ascii_lowercase());
     let mut rng = Rng(0xf1c5);
     for k in all_sets() {
-        for name in names {
+        for name in &names {
             let (w, ty, n, x) = fixture(name);
             // The fixture's activations, then scaled and shuffled copies of them.
             let cols = 6;

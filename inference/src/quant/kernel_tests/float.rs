@@ -4,7 +4,7 @@
 use super::gen::*;
 use super::{same, sets};
 use crate::quant::act::{BlockQ8K, BlockQ8_0, BlockQ8_1};
-use crate::quant::Kernels;
+use crate::quant::{GgmlType, Kernels};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec;
@@ -16,9 +16,15 @@ const FLOAT_LENS: [usize; 17] = [
     0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 33, 130, 257, 576, 1536,
 ];
 
+/// The one-row kernel of a 16-bit float type in set `k`.
+fn dot16(k: &Kernels, ty: GgmlType) -> Dot16 {
+    k.row::<u16>(ty).expect("16-bit float kernels").dot
+}
+
 /// f32 weights at any alignment (finite there too), and more weights than activations or fewer.
 fn check_f32(k: &Kernels, rng: &mut Rng, n: usize) {
-    let (f, sc) = (k.f32_f32, Kernels::SCALAR.f32_f32);
+    let dot = |k: &Kernels| k.row::<f32>(GgmlType::F32).expect("f32 kernels").dot;
+    let (f, sc) = (dot(k), dot(&Kernels::SCALAR));
     let x: Vec<f32> = (0..n).map(|_| rng.wide()).collect();
     // One spare word in front, so the row can also start 1, 2 or 3 bytes later.
     let mut buf = vec![0u8; 4 * n + 4];
@@ -103,8 +109,20 @@ fn float_dots_match_scalar() {
                 check_f32(&k, &mut rng, n);
                 type Bits = fn(&mut Rng) -> u16;
                 let formats: [(&str, Dot16, Dot16, Bits, u8); 2] = [
-                    ("f16", k.f16_f16, s.f16_f16, f16_bits, 0x7c),
-                    ("bf16", k.bf16_bf16, s.bf16_bf16, bf16_bits, 0x7f),
+                    (
+                        "f16",
+                        dot16(&k, GgmlType::F16),
+                        dot16(&s, GgmlType::F16),
+                        f16_bits,
+                        0x7c,
+                    ),
+                    (
+                        "bf16",
+                        dot16(&k, GgmlType::Bf16),
+                        dot16(&s, GgmlType::Bf16),
+                        bf16_bits,
+                        0x7f,
+                    ),
                 ];
                 for (name, f, sc, bits, exp_hi) in formats {
                     let what = format!("{} {name}", k.name);

@@ -263,14 +263,3 @@ pub fn fixture(name: &str) -> (Vec<u8>, GgmlType, usize, Vec<f32>) {
     assert_eq!((rows, n, x.len()), (4, 1536, 1536), "{name}");
     (w, t.ty, n, x)
 }
-
-/// Offsets of the f16 scale fields of a block of `ty` (set to finite values in random rows).
-pub fn scale_fields(ty: GgmlType) -> [usize; 2] {
-    match ty {
-        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4K | GgmlType::Q5K => [0, 2],
-        GgmlType::Q2K => [80, 82],
-        GgmlType::Q3K => [108, 108],
-        GgmlType::Q6K => [208, 208],
-        _ => [0, 0],
-    }
-}

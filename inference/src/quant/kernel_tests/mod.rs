@@ -14,7 +14,7 @@ extern crate std;
 pub(super) use super::testgen as gen;
 
 use crate::quant::act::BlockQ8K;
-use crate::quant::Kernels;
+use crate::quant::{GgmlType, Kernels};
 use alloc::format;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -165,68 +165,33 @@ fn check_q32_lengths<A: Copy>(t: &Q32<A>, k: &Kernels, rng: &mut Rng) {
     }
 }
 
-/// A test of one 32-wide type: its name, block bytes, f16 fields, activations and set entries.
+/// A test of one 32-wide type (its name, block bytes and f16 fields from the type table): its
+/// activations and the type.
 macro_rules! q32_test {
-    ($test:ident, $name:literal, $bytes:literal, $halves:expr, $acts:ident, $one:ident, $four:ident) => {
+    ($test:ident, $acts:ident, $ty:ident) => {
         #[test]
         fn $test() {
+            let info = GgmlType::$ty.info();
             let t = Q32 {
-                name: $name,
-                bytes: $bytes,
-                halves: $halves,
+                name: info.name,
+                bytes: info.block_bytes,
+                halves: info.scales,
                 acts: $acts,
-                pick: |k| (k.$one, k.$four),
+                pick: |k| {
+                    let r = k.row(GgmlType::$ty).expect("a 32-wide type's kernels");
+                    (r.dot, r.x4)
+                },
             };
             check_q32(&t, stringify!($test));
         }
     };
 }
 
-q32_test!(
-    q4_0_matches_scalar,
-    "q4_0",
-    18,
-    &[0],
-    acts_q8_0,
-    q4_0_q8_0,
-    q4_0_q8_0_x4
-);
-q32_test!(
-    q4_1_matches_scalar,
-    "q4_1",
-    20,
-    &[0, 2],
-    acts_q8_1,
-    q4_1_q8_1,
-    q4_1_q8_1_x4
-);
-q32_test!(
-    q5_0_matches_scalar,
-    "q5_0",
-    22,
-    &[0],
-    acts_q8_0,
-    q5_0_q8_0,
-    q5_0_q8_0_x4
-);
-q32_test!(
-    q5_1_matches_scalar,
-    "q5_1",
-    24,
-    &[0, 2],
-    acts_q8_1,
-    q5_1_q8_1,
-    q5_1_q8_1_x4
-);
-q32_test!(
-    q8_0_matches_scalar,
-    "q8_0",
-    34,
-    &[0],
-    acts_q8_0,
-    q8_0_q8_0,
-    q8_0_q8_0_x4
-);
+q32_test!(q4_0_matches_scalar, acts_q8_0, Q4_0);
+q32_test!(q4_1_matches_scalar, acts_q8_1, Q4_1);
+q32_test!(q5_0_matches_scalar, acts_q8_0, Q5_0);
+q32_test!(q5_1_matches_scalar, acts_q8_1, Q5_1);
+q32_test!(q8_0_matches_scalar, acts_q8_0, Q8_0);
 
 type DotK = fn(&[u8], &[BlockQ8K]) -> f32;
 
@@ -278,21 +243,23 @@ fn check_k(name: &str, bytes: usize, halves: &[usize], pick: fn(&Kernels) -> Dot
     }
 }
 
-/// A test of one K-quant type: its name, block bytes, f16 fields and set entry.
+/// A test of one K-quant type (its name, block bytes and f16 fields from the type table).
 macro_rules! k_test {
-    ($test:ident, $name:literal, $bytes:literal, $halves:expr, $entry:ident) => {
+    ($test:ident, $entry:ident) => {
         #[test]
         fn $test() {
-            check_k($name, $bytes, $halves, |k| k.$entry, stringify!($test));
+            let pick = |k: &Kernels| k.row(GgmlType::$entry).expect("a K-quant's kernels").dot;
+            let i = GgmlType::$entry.info();
+            check_k(i.name, i.block_bytes, i.scales, pick, stringify!($test));
         }
     };
 }
 
-k_test!(q2_k_matches_scalar, "q2_k", 84, &[80, 82], q2_k_q8_k);
-k_test!(q3_k_matches_scalar, "q3_k", 110, &[108], q3_k_q8_k);
-k_test!(q4_k_matches_scalar, "q4_k", 144, &[0, 2], q4_k_q8_k);
-k_test!(q5_k_matches_scalar, "q5_k", 176, &[0, 2], q5_k_q8_k);
-k_test!(q6_k_matches_scalar, "q6_k", 210, &[208], q6_k_q8_k);
+k_test!(q2_k_matches_scalar, Q2K);
+k_test!(q3_k_matches_scalar, Q3K);
+k_test!(q4_k_matches_scalar, Q4K);
+k_test!(q5_k_matches_scalar, Q5K);
+k_test!(q6_k_matches_scalar, Q6K);
 
 mod float;
 mod rows;

@@ -28,7 +28,7 @@ fn dot_rows_match_scalar() {
                 let mut w: Vec<u8> = (0..rows * rb).map(|_| rng.byte()).collect();
                 if ty.block_elems() > 1 {
                     for b in w.chunks_exact_mut(ty.block_bytes()) {
-                        for at in scale_fields(ty) {
+                        for &at in ty.info().scales {
                             b[at..at + 2].copy_from_slice(&rng.f16_scale().to_le_bytes());
                         }
                     }
@@ -53,13 +53,11 @@ fn dot_rows_match_scalar() {
 
 #[test]
 fn fixtures_match_scalar() {
-    let names = [
-        "f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k",
-        "q5_k", "q6_k",
-    ];
+    // Every type of the table: its fixture is named after it.
+    let names = crate::quant::types::TYPES.map(|t| t.name.to_ascii_lowercase());
     let mut report = String::new();
     for k in sets("fixtures_match_scalar") {
-        for name in names {
+        for name in &names {
             let (w, ty, n, x) = fixture(name);
             let mut acts = ActBuf::with_capacity(n);
             acts.quantize(ty.act_format(), &x).unwrap();

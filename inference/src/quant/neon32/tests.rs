@@ -95,7 +95,8 @@ fn neon_set_runs_under_qemu() {
     let k = Kernels::by_name("neon").expect("Kernels::by_name(\"neon\")");
     assert_eq!(k.name, "neon");
     assert!(
-        k.q8_0_q8_0_x4.is_some(),
+        k.row::<crate::quant::BlockQ8_0>(crate::quant::GgmlType::Q8_0)
+            .is_some_and(|r| r.x4.is_some()),
         "the AArch32 set, not a scalar one"
     );
     std::println!("neon_set_runs_under_qemu: the AArch32 NEON set is available and tested");

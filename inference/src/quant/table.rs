@@ -1,0 +1,442 @@
+//! A kernel set as a table: one entry per weight type, indexed as [`super::types::TYPES`], each
+//! the type's kernels for its activation format ([`TypeKernels`]); plus the float operations
+//! that have SIMD twins. An entry a set leaves `None` is the scalar set's, so a set lacking a
+//! kernel falls back to scalar by construction. Dispatch matches on the activation format (six
+//! of them), never on the weight type.
+//!
+//! # Adding a weight type
+//!
+//! 1. A row in [`super::types::TYPES`] (id, name, block geometry, activation format) and a variant
+//!    of [`super::GgmlType`] in the same place of the enum.
+//! 2. The scalar kernels in `scalar.rs` (`dequantize_block`'s arm and the one-row dot product)
+//!    and `batch.rs` (the batched one), and their entry in [`SCALAR_TYPES`].
+//! 3. For each set with a kernel of its own: the kernel in that set's files and its entry in
+//!    that set's table. Sets without one run the scalar kernels.
+//! 4. The kernel harness (`kernel_tests`) checks every set's entry against the scalar one.
+
+use super::act::{Acts, BlockQ8K, BlockQ8_0, BlockQ8_1};
+use super::batch::{self, ActsBatch, Mat, MAX_BATCH};
+use super::types::{GgmlType, N_TYPES};
+use super::{act, check_dot_args, scalar, AttendHead, KernelError};
+use core::fmt;
+
+/// One row · the activations.
+pub type Dot<A> = fn(&[u8], &[A]) -> f32;
+/// Four consecutive rows of `rb` bytes each (`w` holds `4 * rb` bytes) · the activations, into
+/// `out`; each `out[r]` equals the one-row kernel on row `r`, bit for bit.
+pub type Dot4<A> = fn(&[u8], usize, &[A], &mut [f32; 4]);
+
+/// A weight type's kernels in one set, for activations of element type `A`.
+pub struct RowKernels<A: 'static> {
+    /// One row.
+    pub dot: Dot<A>,
+    /// Four rows at once (the activations loaded once for four rows), if the set has it.
+    pub x4: Option<Dot4<A>>,
+    /// Rows × several activation columns ([`batch`]: each weight block decoded once), if the set
+    /// has it; otherwise a batch goes column by column through `dot` and `x4`.
+    pub mat: Option<Mat<A>>,
+}
+
+// (Derived Clone and Copy would ask `A: Copy`; function pointers are Copy whatever `A` is.)
+impl<A> Clone for RowKernels<A> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<A> Copy for RowKernels<A> {}
+
+impl<A> fmt::Debug for RowKernels<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RowKernels")
+            .field("x4", &self.x4.is_some())
+            .field("mat", &self.mat.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<A> RowKernels<A> {
+    /// A one-row kernel alone.
+    pub const fn dot(dot: Dot<A>) -> Self {
+        RowKernels {
+            dot,
+            x4: None,
+            mat: None,
+        }
+    }
+
+    /// With a four-row kernel.
+    pub const fn x4(self, x4: Dot4<A>) -> Self {
+        RowKernels {
+            x4: Some(x4),
+            ..self
+        }
+    }
+
+    /// With a batched kernel.
+    pub const fn mat(self, mat: Mat<A>) -> Self {
+        RowKernels {
+            mat: Some(mat),
+            ..self
+        }
+    }
+
+    /// `out[r]` = row `r` of `w` (rows of `rb` bytes) · `a`: four rows at a time where there is
+    /// a four-row kernel, the rest one by one.
+    fn rows(&self, w: &[u8], rb: usize, a: &[A], out: &mut [f32]) {
+        let mut done = 0;
+        if let (Some(f4), Some(rb4)) = (self.x4, rb.checked_mul(4)) {
+            for (o, w4) in out.chunks_exact_mut(4).zip(w.chunks_exact(rb4)) {
+                if let Ok(o) = <&mut [f32; 4]>::try_from(o) {
+                    f4(w4, rb, a, o);
+                    done += 4;
+                }
+            }
+        }
+        for (o, row) in out[done..].iter_mut().zip(w[done * rb..].chunks_exact(rb)) {
+            *o = (self.dot)(row, a);
+        }
+    }
+
+    /// The batched kernel over `cols` columns of `a`, if there is one (`false`: none ran).
+    fn batch(&self, w: &[u8], rb: usize, a: &[A], cols: usize, out: &mut [f32]) -> bool {
+        self.mat.map(|f| f(w, rb, a, cols, out)).is_some()
+    }
+}
+
+/// A weight type's kernels in one set, by the activation format they take.
+#[derive(Clone, Copy, Debug)]
+pub enum TypeKernels {
+    F32(RowKernels<f32>),
+    F16(RowKernels<u16>),
+    Bf16(RowKernels<u16>),
+    Q8_0(RowKernels<BlockQ8_0>),
+    Q8_1(RowKernels<BlockQ8_1>),
+    Q8K(RowKernels<BlockQ8K>),
+}
+
+/// An activation element type, and the kernels of a [`TypeKernels`] that take it.
+pub trait ActElem: Sized + 'static {
+    fn kernels(t: TypeKernels) -> Option<RowKernels<Self>>;
+}
+
+impl ActElem for f32 {
+    fn kernels(t: TypeKernels) -> Option<RowKernels<Self>> {
+        match t {
+            TypeKernels::F32(k) => Some(k),
+            _ => None,
+        }
+    }
+}
+
+impl ActElem for u16 {
+    fn kernels(t: TypeKernels) -> Option<RowKernels<Self>> {
+        match t {
+            TypeKernels::F16(k) | TypeKernels::Bf16(k) => Some(k),
+            _ => None,
+        }
+    }
+}
+
+impl ActElem for BlockQ8_0 {
+    fn kernels(t: TypeKernels) -> Option<RowKernels<Self>> {
+        match t {
+            TypeKernels::Q8_0(k) => Some(k),
+            _ => None,
+        }
+    }
+}
+
+impl ActElem for BlockQ8_1 {
+    fn kernels(t: TypeKernels) -> Option<RowKernels<Self>> {
+        match t {
+            TypeKernels::Q8_1(k) => Some(k),
+            _ => None,
+        }
+    }
+}
+
+impl ActElem for BlockQ8K {
+    fn kernels(t: TypeKernels) -> Option<RowKernels<Self>> {
+        match t {
+            TypeKernels::Q8K(k) => Some(k),
+            _ => None,
+        }
+    }
+}
+
+/// The scalar kernels of every weight type (`scalar.rs`, `batch.rs`), indexed as
+/// [`super::types::TYPES`]: the reference every set's entry computes bit for bit, and what a set
+/// without an entry runs.
+pub const SCALAR_TYPES: [TypeKernels; N_TYPES] = {
+    use scalar::*;
+    use TypeKernels as T;
+    type R<A> = RowKernels<A>;
+    [
+        T::F32(R::dot(vec_dot_f32_f32).mat(batch::mat_f32_f32)),
+        T::F16(R::dot(vec_dot_f16_f16).mat(batch::mat_f16_f16)),
+        T::Bf16(R::dot(vec_dot_bf16_bf16).mat(batch::mat_bf16_bf16)),
+        T::Q8_0(R::dot(vec_dot_q4_0_q8_0).mat(batch::mat_q4_0_q8_0)),
+        T::Q8_1(R::dot(vec_dot_q4_1_q8_1).mat(batch::mat_q4_1_q8_1)),
+        T::Q8_0(R::dot(vec_dot_q5_0_q8_0).mat(batch::mat_q5_0_q8_0)),
+        T::Q8_1(R::dot(vec_dot_q5_1_q8_1).mat(batch::mat_q5_1_q8_1)),
+        T::Q8_0(R::dot(vec_dot_q8_0_q8_0).mat(batch::mat_q8_0_q8_0)),
+        T::Q8K(R::dot(vec_dot_q2_k_q8_k).mat(batch::mat_q2_k_q8_k)),
+        T::Q8K(R::dot(vec_dot_q3_k_q8_k).mat(batch::mat_q3_k_q8_k)),
+        T::Q8K(R::dot(vec_dot_q4_k_q8_k).mat(batch::mat_q4_k_q8_k)),
+        T::Q8K(R::dot(vec_dot_q5_k_q8_k).mat(batch::mat_q5_k_q8_k)),
+        T::Q8K(R::dot(vec_dot_q6_k_q8_k).mat(batch::mat_q6_k_q8_k)),
+    ]
+};
+
+/// `$base` (a [`Kernels`]) with the entries of the 32-wide types from the module `$m` (one row
+/// and four rows, named as every set names them: `vec_dot_q4_0_q8_0`, `vec_dot_q4_0_q8_0_x4`,
+/// ...), batched from the module `$mat` (`mat_q4_0_q8_0`, ...).
+// (Unused only where no set has the whole family, as on 32-bit Arm.)
+#[allow(unused_macros)]
+macro_rules! with_q32 {
+    ($base:expr, $($m:ident)::+, $($mat:ident)::+) => {{
+        use $crate::quant::{GgmlType as G, RowKernels as R, TypeKernels as T};
+        $base
+            .with(G::Q4_0, T::Q8_0(R::dot($($m)::+::vec_dot_q4_0_q8_0)
+                .x4($($m)::+::vec_dot_q4_0_q8_0_x4).mat($($mat)::+::mat_q4_0_q8_0)))
+            .with(G::Q4_1, T::Q8_1(R::dot($($m)::+::vec_dot_q4_1_q8_1)
+                .x4($($m)::+::vec_dot_q4_1_q8_1_x4).mat($($mat)::+::mat_q4_1_q8_1)))
+            .with(G::Q5_0, T::Q8_0(R::dot($($m)::+::vec_dot_q5_0_q8_0)
+                .x4($($m)::+::vec_dot_q5_0_q8_0_x4).mat($($mat)::+::mat_q5_0_q8_0)))
+            .with(G::Q5_1, T::Q8_1(R::dot($($m)::+::vec_dot_q5_1_q8_1)
+                .x4($($m)::+::vec_dot_q5_1_q8_1_x4).mat($($mat)::+::mat_q5_1_q8_1)))
+            .with(G::Q8_0, T::Q8_0(R::dot($($m)::+::vec_dot_q8_0_q8_0)
+                .x4($($m)::+::vec_dot_q8_0_q8_0_x4).mat($($mat)::+::mat_q8_0_q8_0)))
+    }};
+}
+#[allow(unused_imports)]
+pub(crate) use with_q32;
+
+/// `$base` with the float types' one-row entries from the module `$m` (`vec_dot_f32_f32`, ...),
+/// and with `batched`, their batched ones too (`mat_f32_f32`, ...).
+#[allow(unused_macros)]
+macro_rules! with_floats {
+    ($base:expr, $($m:ident)::+) => {{
+        use $crate::quant::{GgmlType as G, RowKernels as R, TypeKernels as T};
+        $base
+            .with(G::F32, T::F32(R::dot($($m)::+::vec_dot_f32_f32)))
+            .with(G::F16, T::F16(R::dot($($m)::+::vec_dot_f16_f16)))
+            .with(G::Bf16, T::Bf16(R::dot($($m)::+::vec_dot_bf16_bf16)))
+    }};
+    ($base:expr, $($m:ident)::+, batched) => {{
+        use $crate::quant::{GgmlType as G, RowKernels as R, TypeKernels as T};
+        $base
+            .with(G::F32, T::F32(R::dot($($m)::+::vec_dot_f32_f32).mat($($m)::+::mat_f32_f32)))
+            .with(G::F16, T::F16(R::dot($($m)::+::vec_dot_f16_f16).mat($($m)::+::mat_f16_f16)))
+            .with(G::Bf16, T::Bf16(R::dot($($m)::+::vec_dot_bf16_bf16).mat($($m)::+::mat_bf16_bf16)))
+    }};
+}
+#[allow(unused_imports)]
+pub(crate) use with_floats;
+
+/// `$base` with the K-quants' entries (one row and batched) from the module `$m`.
+#[allow(unused_macros)]
+macro_rules! with_k_quants {
+    ($base:expr, $($m:ident)::+) => {{
+        use $crate::quant::{GgmlType as G, RowKernels as R, TypeKernels as T};
+        $base
+            .with(G::Q2K, T::Q8K(R::dot($($m)::+::vec_dot_q2_k_q8_k).mat($($m)::+::mat_q2_k_q8_k)))
+            .with(G::Q3K, T::Q8K(R::dot($($m)::+::vec_dot_q3_k_q8_k).mat($($m)::+::mat_q3_k_q8_k)))
+            .with(G::Q4K, T::Q8K(R::dot($($m)::+::vec_dot_q4_k_q8_k).mat($($m)::+::mat_q4_k_q8_k)))
+            .with(G::Q5K, T::Q8K(R::dot($($m)::+::vec_dot_q5_k_q8_k).mat($($m)::+::mat_q5_k_q8_k)))
+            .with(G::Q6K, T::Q8K(R::dot($($m)::+::vec_dot_q6_k_q8_k).mat($($m)::+::mat_q6_k_q8_k)))
+    }};
+}
+#[allow(unused_imports)]
+pub(crate) use with_k_quants;
+
+/// A set of kernels: one entry per weight type, plus the float operations that have SIMD twins.
+/// Every entry of an architecture set computes exactly what the scalar entry computes
+/// (`to_bits()` equal; the shared harness in `kernel_tests` checks every set the CPU runs on
+/// random, extreme and fixture inputs), so a board prints what the PC runner prints.
+#[derive(Clone, Copy)]
+pub struct Kernels {
+    pub name: &'static str,
+    /// Each weight type's kernels, indexed as [`super::types::TYPES`] (`None`: the scalar ones).
+    pub types: [Option<TypeKernels>; N_TYPES],
+    /// Activation quantizers (twins of [`act::quantize_q8_0`], `_q8_1`, `_q8_k`: the same bytes).
+    pub quantize_q8_0: fn(&[f32], &mut [BlockQ8_0]),
+    pub quantize_q8_1: fn(&[f32], &mut [BlockQ8_1]),
+    pub quantize_q8_k: fn(&[f32], &mut [BlockQ8K]),
+    /// One query · one f16 key ([`crate::ops::dot_f32_f16`]), the inner loop of the attention.
+    pub dot_f32_f16: fn(&[f32], &[u16]) -> f32,
+    /// Online-softmax attention of one head over the f16 KV cache ([`crate::ops::attend_head`]).
+    pub attend_head: AttendHead,
+    /// f32 to f16 bits, round to nearest even ([`crate::ops::to_f16`]): the K and V cache stores.
+    pub to_f16: fn(&mut [u16], &[f32]),
+}
+
+impl fmt::Debug for Kernels {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Kernels")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Kernels {
+    /// The portable scalar reference set.
+    pub const SCALAR: Kernels = Kernels {
+        name: "scalar",
+        types: [None; N_TYPES],
+        quantize_q8_0: act::quantize_q8_0,
+        quantize_q8_1: act::quantize_q8_1,
+        quantize_q8_k: act::quantize_q8_k,
+        dot_f32_f16: crate::ops::dot_f32_f16,
+        attend_head: crate::ops::attend_head,
+        to_f16: crate::ops::to_f16,
+    };
+
+    /// This set with `ty`'s entry set to `k` (to write a set's table as a list of its kernels).
+    pub const fn with(self, ty: GgmlType, k: TypeKernels) -> Kernels {
+        let mut types = self.types;
+        types[ty.index()] = Some(k);
+        Kernels { types, ..self }
+    }
+
+    /// The kernels this set runs for `ty`: its own, or the scalar ones.
+    pub fn of(&self, ty: GgmlType) -> TypeKernels {
+        let i = ty.index();
+        self.types[i].unwrap_or(SCALAR_TYPES[i])
+    }
+
+    /// The kernels this set runs for `ty` with activations of element type `A` (`None` when `ty`
+    /// takes another format).
+    pub fn row<A: ActElem>(&self, ty: GgmlType) -> Option<RowKernels<A>> {
+        A::kernels(self.of(ty))
+    }
+
+    /// Dot products of `out.len()` consecutive rows of `n` elements of `ty` (packed in `w`) with
+    /// `acts`, written to `out`.
+    pub fn dot_rows(
+        &self,
+        ty: GgmlType,
+        n: usize,
+        w: &[u8],
+        acts: &Acts<'_>,
+        out: &mut [f32],
+    ) -> Result<(), KernelError> {
+        let rb = check_dot_args(ty, n, w.len(), out.len(), acts)?;
+        if rb == 0 {
+            out.fill(0.0);
+            return Ok(());
+        }
+        match (self.of(ty), acts) {
+            (TypeKernels::F32(k), Acts::F32(a)) => k.rows(w, rb, a, out),
+            (TypeKernels::F16(k), Acts::F16(a)) | (TypeKernels::Bf16(k), Acts::Bf16(a)) => {
+                k.rows(w, rb, a, out)
+            }
+            (TypeKernels::Q8_0(k), Acts::Q8_0(a)) => k.rows(w, rb, a, out),
+            (TypeKernels::Q8_1(k), Acts::Q8_1(a)) => k.rows(w, rb, a, out),
+            (TypeKernels::Q8K(k), Acts::Q8K(a)) => k.rows(w, rb, a, out),
+            // check_dot_args accepted the pair, so this arm is unreachable; answer with the error
+            // rather than a panic all the same.
+            _ => return Err(format_error(ty, acts)),
+        }
+        Ok(())
+    }
+
+    /// One row's dot product (see [`Kernels::dot_rows`]).
+    pub fn dot(
+        &self,
+        ty: GgmlType,
+        n: usize,
+        row: &[u8],
+        acts: &Acts<'_>,
+    ) -> Result<f32, KernelError> {
+        let mut out = [0.0f32];
+        self.dot_rows(ty, n, row, acts, &mut out)?;
+        Ok(out[0])
+    }
+
+    /// `out[r * cols + c]` = row `r` of `w` · column `c` of `acts`, for `out.len() / cols` rows of
+    /// `n` elements of `ty`: the batched kernel of `ty` (the one-row path for a single column).
+    /// Every output equals [`Kernels::dot_rows`] on that column, bit for bit.
+    pub fn dot_rows_batch(
+        &self,
+        ty: GgmlType,
+        n: usize,
+        w: &[u8],
+        acts: &ActsBatch<'_>,
+        out: &mut [f32],
+    ) -> Result<(), KernelError> {
+        let cols = acts.cols;
+        let rows = out.len().checked_div(cols).unwrap_or(0);
+        if cols == 0 || cols > MAX_BATCH || rows * cols != out.len() {
+            return Err(KernelError::Batch {
+                cols,
+                rows,
+                out: out.len(),
+            });
+        }
+        if cols == 1 {
+            return self.dot_rows(ty, n, w, &acts.col(0), out);
+        }
+        let rb = check_dot_args(ty, n, w.len(), rows, &acts.col(0))?;
+        if acts.acts.len() != n * cols {
+            return Err(KernelError::ActLength {
+                n: n * cols,
+                acts: acts.acts.len(),
+            });
+        }
+        if rb == 0 {
+            out.fill(0.0);
+            return Ok(());
+        }
+        let ran = match (self.of(ty), acts.acts) {
+            (TypeKernels::F32(k), Acts::F32(a)) => k.batch(w, rb, a, cols, out),
+            (TypeKernels::F16(k), Acts::F16(a)) | (TypeKernels::Bf16(k), Acts::Bf16(a)) => {
+                k.batch(w, rb, a, cols, out)
+            }
+            (TypeKernels::Q8_0(k), Acts::Q8_0(a)) => k.batch(w, rb, a, cols, out),
+            (TypeKernels::Q8_1(k), Acts::Q8_1(a)) => k.batch(w, rb, a, cols, out),
+            (TypeKernels::Q8K(k), Acts::Q8K(a)) => k.batch(w, rb, a, cols, out),
+            // check_dot_args accepted the pair: unreachable, answered with the error all the same.
+            _ => return Err(format_error(ty, &acts.acts)),
+        };
+        if !ran {
+            self.by_column(ty, n, w, rb, acts, out)?;
+        }
+        Ok(())
+    }
+
+    /// A batch through the one-row kernels: 256 rows at a time (they stay in the cache), each
+    /// column in turn.
+    fn by_column(
+        &self,
+        ty: GgmlType,
+        n: usize,
+        w: &[u8],
+        rb: usize,
+        acts: &ActsBatch<'_>,
+        out: &mut [f32],
+    ) -> Result<(), KernelError> {
+        const ROWS: usize = 256;
+        let cols = acts.cols;
+        let mut tmp = [0.0f32; ROWS];
+        for (g, rows) in w.chunks(ROWS * rb).enumerate() {
+            let k = rows.len() / rb;
+            for c in 0..cols {
+                self.dot_rows(ty, n, rows, &acts.col(c), &mut tmp[..k])?;
+                for (r, v) in tmp[..k].iter().enumerate() {
+                    out[(g * ROWS + r) * cols + c] = *v;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `ty` weights were handed activations of another format.
+fn format_error(ty: GgmlType, acts: &Acts<'_>) -> KernelError {
+    KernelError::ActFormat {
+        ty,
+        expected: ty.act_format(),
+        found: acts.format(),
+    }
+}
