@@ -97,7 +97,7 @@ pub struct Config {
     pub cores: Option<usize>,
     /// Parse special-token text (`<|im_start|>`) in the prompt.
     pub special: bool,
-    /// Kernel set: `auto` (the fastest this CPU runs), `scalar`, `neon`, `neon-dotprod`, `rvv`.
+    /// Kernel set: `auto` (the fastest this CPU runs) or one of `inference::quant::SET_NAMES`.
     pub kernels: String,
     /// Benchmarking: run an N-core split on one core, counting each core's share of every job.
     pub measure_cores: Option<usize>,
@@ -478,8 +478,8 @@ fn set(c: &mut Config, f: &Field<'_>) -> Result<(), ConfigError> {
             }
         }
         "kernels" => {
-            if !["auto", "scalar", "neon", "neon-dotprod", "rvv"].contains(&v) {
-                return Err(f.bad("auto, scalar, neon, neon-dotprod or rvv"));
+            if v != "auto" && !inference::quant::SET_NAMES.contains(&v) {
+                return Err(f.bad(inference::quant::SET_CHOICES));
             }
             c.kernels = v.into();
         }

@@ -319,7 +319,7 @@ pub struct Settings {
     pub special: bool,
     /// Page-cache size for the kernel (`auto` or e.g. `64M`).
     pub cache: String,
-    /// Kernel set on the board (`auto`, `scalar`, `neon`, `neon-dotprod`, `rvv`).
+    /// Kernel set on the board (`auto` or one of `inference::quant::SET_NAMES`).
     pub kernels: String,
     /// Benchmark: measure an N-core split on one core.
     pub measure_cores: Option<usize>,

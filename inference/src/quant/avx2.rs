@@ -16,7 +16,7 @@
 
 use super::act::{Act32 as Act, BlockQ8_0, BlockQ8_1};
 use super::table::{with_k_quants, with_q32};
-use super::Kernels;
+use super::{Features, Kernels};
 use core::arch::x86_64::*;
 
 mod kquant;
@@ -40,6 +40,11 @@ pub const KERNELS: Kernels = {
     };
     with_k_quants!(with_q32!(set, self, self), self)
 };
+
+/// Whether a CPU with `f` runs [`KERNELS`].
+pub fn runs_on(f: &Features) -> bool {
+    f.avx2
+}
 
 /// Whether this CPU runs this set: CPUID leaf 7 EBX bit 5 (AVX2), leaf 1 ECX bits 27 (OSXSAVE),
 /// 28 (AVX) and 29 (F16C, for the block scales), with XCR0 enabling the XMM and YMM state.

@@ -21,6 +21,7 @@ pub mod batch;
 #[cfg(test)]
 #[path = "kernel_tests/batch.rs"]
 mod batch_tests;
+mod features;
 #[cfg(all(
     test,
     any(
@@ -147,6 +148,7 @@ pub fn check_dot_args(
     }
 }
 
+pub use features::{features, set_features, Features, SET_CHOICES, SET_NAMES};
 pub use table::{ActElem, Dot, Dot4, Kernels, RowKernels, TypeKernels, SCALAR_TYPES};
 
 /// For a four-row kernel handed fewer than four whole rows of `rb` bytes: each row as far as it
@@ -181,8 +183,7 @@ impl Kernels {
 
     /// NEON with SDOT (FEAT_DotProd: Cortex-A55, A76 and later; `neon::KERNELS_DOTPROD`). Only
     /// for cores whose ID_AA64ISAR0_EL1.DP is at least 1 (elsewhere SDOT traps as an undefined
-    /// instruction): take it from [`Kernels::best`], [`Kernels::available`] or
-    /// [`Kernels::for_aarch64`].
+    /// instruction): take it from [`Kernels::best`] or [`Kernels::available`].
     #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
     pub const NEON_DOTPROD: Kernels = neon::KERNELS_DOTPROD;
 
@@ -193,130 +194,13 @@ impl Kernels {
 
     /// RVV 1.0 (riscv64 harts with V, any VLEN ≥ 128): `rvv::KERNELS`. Only for harts with V
     /// (elsewhere the first vector instruction traps): take it from [`Kernels::best`] or
-    /// [`Kernels::available`], which follow `rvv::set_available` (called at boot).
+    /// [`Kernels::available`], which follow the features recorded at boot ([`set_features`]).
     #[cfg(target_arch = "riscv64")]
     pub const RVV: Kernels = rvv::KERNELS;
 
     /// AArch32 NEON (32-bit Arm with NEON and VFPv4: Cortex-A7), `neon32::KERNELS`, named `neon`.
     /// Only for cores with NEON: take it from [`Kernels::best`] or [`Kernels::available`], which
-    /// follow `neon32::set_available` (called at boot from MVFR1).
+    /// follow the features recorded at boot from MVFR1 ([`set_features`]).
     #[cfg(target_arch = "arm")]
     pub const NEON32: Kernels = neon32::KERNELS;
-
-    /// The sets an aarch64 core whose ID_AA64ISAR0_EL1 reads `isar0` runs, fastest last: NEON,
-    /// and NEON with SDOT when the DP field (bits 47:44) is at least 1.
-    #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
-    pub fn aarch64_sets(isar0: u64) -> [Option<Kernels>; 2] {
-        let dotprod = neon::has_dotprod(isar0).then_some(Kernels::NEON_DOTPROD);
-        [Some(Kernels::NEON), dotprod]
-    }
-
-    /// The fastest set for an aarch64 core whose ID_AA64ISAR0_EL1 reads `isar0`:
-    /// [`Kernels::NEON_DOTPROD`] when its DP field is at least 1, [`Kernels::NEON`] otherwise.
-    #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
-    pub fn for_aarch64(isar0: u64) -> Kernels {
-        match Kernels::aarch64_sets(isar0) {
-            [_, Some(dp)] => dp,
-            _ => Kernels::NEON,
-        }
-    }
-
-    /// The sets of a CPU that runs `set` only when `on` (a run-time feature), scalar first:
-    /// `[scalar, set if on]`.
-    #[cfg(any(target_arch = "arm", target_arch = "riscv64"))]
-    pub(crate) fn scalar_and(set: Kernels, on: bool) -> [Option<Kernels>; 2] {
-        [Some(Kernels::SCALAR), on.then_some(set)]
-    }
-
-    /// `set` when `on`, else the scalar set.
-    #[cfg(any(target_arch = "arm", target_arch = "riscv64"))]
-    pub(crate) fn set_or_scalar(set: Kernels, on: bool) -> Kernels {
-        if on {
-            set
-        } else {
-            Kernels::SCALAR
-        }
-    }
-
-    /// The set called `name` (`scalar`, `neon` (aarch64 or 32-bit Arm), `neon-dotprod`, `rvv`,
-    /// `avx2`) if this CPU runs it.
-    pub fn by_name(name: &str) -> Option<Kernels> {
-        Self::available()
-            .into_iter()
-            .flatten()
-            .find(|k| k.name == name)
-    }
-
-    /// Every set this CPU runs, scalar first, fastest last (on aarch64 the NEON sets, chosen
-    /// from ID_AA64ISAR0_EL1; on 32-bit Arm the NEON set once `neon32::set_available` said so).
-    pub fn available() -> [Option<Kernels>; 3] {
-        #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
-        {
-            let [neon, dotprod] = Kernels::aarch64_sets(neon::read_id_aa64isar0());
-            [Some(Kernels::SCALAR), neon, dotprod]
-        }
-        #[cfg(target_arch = "riscv64")]
-        {
-            let [scalar, rvv] = rvv::sets(rvv::available());
-            [scalar, rvv, None]
-        }
-        #[cfg(target_arch = "arm")]
-        {
-            let [scalar, neon] = neon32::sets(neon32::available());
-            [scalar, neon, None]
-        }
-        #[cfg(target_arch = "x86_64")]
-        {
-            [
-                Some(Kernels::SCALAR),
-                avx2::available().then_some(Kernels::AVX2),
-                None,
-            ]
-        }
-        #[cfg(not(any(
-            all(target_arch = "aarch64", target_feature = "neon"),
-            target_arch = "arm",
-            target_arch = "riscv64",
-            target_arch = "x86_64"
-        )))]
-        {
-            [Some(Kernels::SCALAR), None, None]
-        }
-    }
-
-    /// The fastest set this CPU runs: on aarch64 NEON, with SDOT when ID_AA64ISAR0_EL1 says the
-    /// core has it (`Kernels::for_aarch64`); on riscv64 RVV when the hart has V (`rvv::available`,
-    /// recorded at boot); on 32-bit Arm NEON when the core has it (`neon32::available`, recorded
-    /// at boot); on x86-64 AVX2 when CPUID says so (the PC runner); the scalar set elsewhere.
-    pub fn best() -> Kernels {
-        #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
-        {
-            Kernels::for_aarch64(neon::read_id_aa64isar0())
-        }
-        #[cfg(target_arch = "riscv64")]
-        {
-            rvv::best(rvv::available())
-        }
-        #[cfg(target_arch = "arm")]
-        {
-            neon32::best(neon32::available())
-        }
-        #[cfg(target_arch = "x86_64")]
-        {
-            if avx2::available() {
-                Kernels::AVX2
-            } else {
-                Kernels::SCALAR
-            }
-        }
-        #[cfg(not(any(
-            all(target_arch = "aarch64", target_feature = "neon"),
-            target_arch = "arm",
-            target_arch = "riscv64",
-            target_arch = "x86_64"
-        )))]
-        {
-            Kernels::SCALAR
-        }
-    }
 }

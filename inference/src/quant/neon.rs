@@ -17,7 +17,7 @@
 //!
 //! Two integer flavours share the code through `const DP: bool`: the plain one (SMULL/SMLAL,
 //! SADDLP/SADALP; every ARMv8-A core, Cortex-A53/A72) and SDOT (FEAT_DotProd, Cortex-A76 and later;
-//! issued through `asm!` since `vdotq_s32` is unstable). [`super::Kernels::for_aarch64`] chooses
+//! issued through `asm!` since `vdotq_s32` is unstable). `runs_on_dotprod` decides
 //! from ID_AA64ISAR0_EL1.DP. The SDOT kernels are compiled without `#[target_feature]`: the compiler
 //! never emits a dot-product instruction on its own, so on a core without it the only effect is the
 //! illegal-instruction trap of that one `asm!` instruction.
@@ -56,7 +56,7 @@ pub use q32::{
 pub use quantize::{quantize_q8_0, quantize_q8_1, quantize_q8_k};
 
 use super::table::{with_floats, with_k_quants, with_q32};
-use super::Kernels;
+use super::{Features, Kernels};
 use core::arch::aarch64::*;
 use core::arch::asm;
 
@@ -131,9 +131,14 @@ pub fn read_id_aa64isar0() -> u64 {
     v
 }
 
-/// Whether ID_AA64ISAR0_EL1 (`isar0`) announces SDOT/UDOT: field DP, bits 47:44, at least 1.
-pub fn has_dotprod(isar0: u64) -> bool {
-    (isar0 >> 44) & 0xf >= 1
+/// Whether a CPU with `f` runs [`KERNELS`] (every aarch64 core).
+pub fn runs_on(f: &Features) -> bool {
+    f.neon
+}
+
+/// Whether a CPU with `f` runs [`KERNELS_DOTPROD`]: SDOT (ID_AA64ISAR0_EL1.DP at least 1).
+pub fn runs_on_dotprod(f: &Features) -> bool {
+    f.neon && f.dotprod
 }
 
 /// `acc + dot(a, b)` per group of four bytes (SDOT). Only for the dot-product kernel set.

@@ -40,9 +40,9 @@
 //!   largest |x| is below 2^-100 (see `quantize`): such a block is quantized by the scalar code.
 //!
 //! Which core has NEON: [`mvfr1_has_neon`] (MVFR1, read by the kernel at boot) and
-//! [`hwcap_has_neon`] (Linux `AT_HWCAP`) decide, [`set_available`] records the answer once at boot,
-//! and `Kernels::best()` / `Kernels::available()` read it ([`available`]; false until set, so the
-//! scalar set is the default).
+//! [`hwcap_has_neon`] (Linux `AT_HWCAP`) decide, `quant::set_features` records the answer once at
+//! boot, and `Kernels::best()` / `Kernels::available()` follow it ([`runs_on`]; nothing recorded:
+//! the scalar set).
 
 mod kquant;
 mod q32;
@@ -56,24 +56,14 @@ pub use q32::{
 };
 pub use quantize::{quantize_q8_0, quantize_q8_1};
 
-use super::{GgmlType, Kernels, RowKernels, TypeKernels};
-use core::sync::atomic::{AtomicBool, Ordering};
+use super::{Features, GgmlType, Kernels, RowKernels, TypeKernels};
 
-/// Whether the cores run the NEON kernels; set once at boot from MVFR1 (or, in tests under Linux,
-/// from `AT_HWCAP`).
-static AVAILABLE: AtomicBool = AtomicBool::new(false);
-
-/// Record whether the cores have NEON with VFPv4's half-precision conversions ([`mvfr1_has_neon`]
-/// or [`hwcap_has_neon`]). Call once at boot, before the first `Kernels::best()`; all cores must
-/// agree.
-pub fn set_available(neon: bool) {
-    AVAILABLE.store(neon, Ordering::Relaxed);
-}
-
-/// What [`set_available`] recorded (false before it is called), and only while FPSCR gives IEEE
-/// half precision ([`fpscr_is_ieee`]), which the f16 conversions of the kernels need.
-pub fn available() -> bool {
-    AVAILABLE.load(Ordering::Relaxed) && fpscr_is_ieee(read_fpscr())
+/// Whether a CPU with `f` runs [`KERNELS`]: the cores have NEON (the boot code records it from
+/// MVFR1, [`mvfr1_has_neon`]; tests under Linux from `AT_HWCAP`, [`hwcap_has_neon`]), and only
+/// while FPSCR gives IEEE half precision ([`fpscr_is_ieee`]), which the f16 conversions of the
+/// kernels need.
+pub fn runs_on(f: &Features) -> bool {
+    f.neon && fpscr_is_ieee(read_fpscr())
 }
 
 /// FPSCR of the running core (user mode may read it).
@@ -109,22 +99,10 @@ pub fn hwcap_has_neon(hwcap: u32) -> bool {
     hwcap & NEEDED == NEEDED
 }
 
-/// The sets a core runs, scalar first, fastest last: the scalar set, and the NEON set when
-/// `neon`. `Kernels::available()` on 32-bit Arm is `sets(available())`.
-pub fn sets(neon: bool) -> [Option<Kernels>; 2] {
-    Kernels::scalar_and(KERNELS, neon)
-}
-
-/// The fastest set for a core with (`neon`) or without NEON: `Kernels::best()` on 32-bit Arm is
-/// `best(available())`.
-pub fn best(neon: bool) -> Kernels {
-    Kernels::set_or_scalar(KERNELS, neon)
-}
-
 /// The AArch32 NEON set, named `neon` like the aarch64 one (a board's `kernels = neon` means the
 /// same on both): the 32-wide dot products (one row and four rows), Q4_K, Q6_K and the Q8_0 / Q8_1
 /// quantizers are NEON, the rest is the scalar set's. Only for cores with NEON: take it from
-/// `Kernels::best()` / `Kernels::available()`, which consult [`available`].
+/// `Kernels::best()` / `Kernels::available()`, which consult [`runs_on`].
 pub const KERNELS: Kernels = {
     use GgmlType as G;
     use TypeKernels as T;

@@ -5,8 +5,8 @@
 //! `core::arch::riscv64` has no vector intrinsics on stable Rust, so every kernel is one `asm!` block
 //! (wrapped in `.option push` / `.option arch, +v` / `.option pop`, see `rvv_asm!`) that runs the
 //! whole loop; the crate itself is compiled without `+v`, so the compiler never emits a vector
-//! instruction of its own and a hart without V only ever reaches these kernels through a wrong
-//! [`set_available`].
+//! instruction of its own and a hart without V only ever reaches these kernels through wrongly
+//! recorded features (`quant::set_features`).
 //!
 //! How equality with the scalar code is kept:
 //! - Integer sums are exact in any order. Each block's integer dot product is computed with widening
@@ -46,9 +46,9 @@
 //! tests also pass with QEMU's `rvv_ta_all_1s=true,rvv_ma_all_1s=true` (agnostic lanes overwritten).
 //!
 //! Which hart has V: [`isa_has_v`] (a device tree `riscv,isa` string) and [`hwcap_has_v`] (Linux
-//! `AT_HWCAP`) decide, [`set_available`] records the answer once at boot, and
-//! `Kernels::best()` / `Kernels::available()` read it ([`available`]; false until set, so the scalar
-//! set is the default). The boot code must also have turned the vector unit on (`sstatus.VS`).
+//! `AT_HWCAP`) decide, `quant::set_features` records the answer once at boot, and
+//! `Kernels::best()` / `Kernels::available()` follow it ([`runs_on`]; nothing recorded: the scalar
+//! set). The boot code must also have turned the vector unit on (`sstatus.VS`).
 
 mod float;
 mod kquant;
@@ -68,22 +68,12 @@ pub use q32::{
 pub use quantize::{quantize_q8_0, quantize_q8_1, quantize_q8_k};
 
 use super::table::{with_floats, with_k_quants, with_q32};
-use super::Kernels;
-use core::sync::atomic::{AtomicBool, Ordering};
+use super::{Features, Kernels};
 
-/// Whether the harts run RVV 1.0 kernels; set once at boot from the device tree (or, in tests under
-/// Linux, from `AT_HWCAP`).
-static AVAILABLE: AtomicBool = AtomicBool::new(false);
-
-/// Record whether the harts have the V extension (and the vector unit is enabled). Call once at boot,
-/// before the first `Kernels::best()`; all harts must agree.
-pub fn set_available(v: bool) {
-    AVAILABLE.store(v, Ordering::Relaxed);
-}
-
-/// What [`set_available`] recorded (false before it is called).
-pub fn available() -> bool {
-    AVAILABLE.load(Ordering::Relaxed)
+/// Whether a CPU with `f` runs [`KERNELS`]: the harts have V (the boot code records it from the
+/// device tree's ISA string, [`isa_has_v`]; tests under Linux from `AT_HWCAP`, [`hwcap_has_v`]).
+pub fn runs_on(f: &Features) -> bool {
+    f.rvv
 }
 
 /// Whether a device tree `riscv,isa` string (`rv64imafdcv_zicsr_...`, any case, with or without
@@ -120,23 +110,11 @@ pub fn hwcap_has_v(hwcap: u64) -> bool {
     hwcap & (1 << (b'V' - b'A')) != 0
 }
 
-/// The sets a hart runs, scalar first, fastest last: the scalar set, and the RVV set when `has_v`.
-/// `Kernels::available()` on riscv64 is `sets(available())`.
-pub fn sets(has_v: bool) -> [Option<Kernels>; 2] {
-    Kernels::scalar_and(KERNELS, has_v)
-}
-
-/// The fastest set for a hart with (`has_v`) or without V: `Kernels::best()` on riscv64 is
-/// `best(available())`.
-pub fn best(has_v: bool) -> Kernels {
-    Kernels::set_or_scalar(KERNELS, has_v)
-}
-
 /// The RVV set: every entry of the table (dot products of all 13 weight types, the four-row
 /// variants of the 32-wide ones, the activation quantizers, the attention) is an RVV twin of the
 /// scalar one; batched kernels for the 32-wide types and the K-quants (float weights: column by
 /// column). Only for harts with V: take it from `Kernels::best()` / `Kernels::available()`,
-/// which consult [`available`].
+/// which consult [`runs_on`].
 pub const KERNELS: Kernels = {
     let set = Kernels {
         name: "rvv",

@@ -18,7 +18,7 @@ fn all_sets() -> Vec<Kernels> {
     super::rvv::tests::record_v();
     #[cfg(target_arch = "arm")]
     super::neon32::tests::record_neon();
-    Kernels::available().into_iter().flatten().collect()
+    Kernels::available().collect()
 }
 
 /// `cols` activation vectors of `n` (laid out `[cols][n]`), drawn from every kind of vector.

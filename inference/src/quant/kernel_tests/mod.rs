@@ -28,8 +28,6 @@ fn sets(test: &str) -> Vec<Kernels> {
     #[cfg(target_arch = "arm")]
     super::neon32::tests::record_neon();
     let v: Vec<Kernels> = Kernels::available()
-        .into_iter()
-        .flatten()
         .filter(|k| k.name != Kernels::SCALAR.name)
         .collect();
     if v.is_empty() {

@@ -78,28 +78,31 @@ fn f16_conversions_match_half() {
 
 #[test]
 fn kernel_set_follows_id_aa64isar0_dp() {
+    use crate::quant::Features;
     // The decision as a function of the register value.
-    assert_eq!(Kernels::for_aarch64(0).name, "neon");
-    assert_eq!(Kernels::for_aarch64(1 << 44).name, "neon-dotprod");
-    assert_eq!(Kernels::for_aarch64(2 << 44).name, "neon-dotprod");
+    let best = |isar0| Kernels::best_on(&Features::aarch64(isar0)).name;
+    assert_eq!(best(0), "neon");
+    assert_eq!(best(1 << 44), "neon-dotprod");
+    assert_eq!(best(2 << 44), "neon-dotprod");
     // Other fields set, DP clear (Cortex-A53's value: AES, SHA1, SHA2, CRC32).
-    assert_eq!(Kernels::for_aarch64(0x11120).name, "neon");
-    assert_eq!(Kernels::for_aarch64(!(0xf << 44)).name, "neon");
+    assert_eq!(best(0x11120), "neon");
+    assert_eq!(best(!(0xf << 44)), "neon");
     // Cortex-A76: DP = 1 among others.
-    assert_eq!(Kernels::for_aarch64(0x1000_1021_1120).name, "neon-dotprod");
-    let names = |isar0| Kernels::aarch64_sets(isar0).map(|k| k.map(|k| k.name));
-    assert_eq!(names(0), [Some("neon"), None]);
-    assert_eq!(names(1 << 44), [Some("neon"), Some("neon-dotprod")]);
+    assert_eq!(best(0x1000_1021_1120), "neon-dotprod");
+    let names = |isar0| {
+        let f = Features::aarch64(isar0);
+        Kernels::available_on(&f)
+            .map(|k| k.name)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(0), ["scalar", "neon"]);
+    assert_eq!(names(1 << 44), ["scalar", "neon", "neon-dotprod"]);
 
     // This core: what the register says, and what qemu-user's CPU model has.
     let isar0 = read_id_aa64isar0();
     let best = Kernels::best();
-    assert_eq!(best.name, Kernels::for_aarch64(isar0).name);
-    let available: Vec<&str> = Kernels::available()
-        .iter()
-        .flatten()
-        .map(|k| k.name)
-        .collect();
+    assert_eq!(best.name, Kernels::best_on(&Features::aarch64(isar0)).name);
+    let available: Vec<&str> = Kernels::available().map(|k| k.name).collect();
     assert_eq!(available.first(), Some(&"scalar"));
     assert_eq!(available.last(), Some(&best.name));
     match std::env::var("QEMU_CPU").as_deref() {

@@ -24,8 +24,12 @@ fn hwcap() -> u32 {
 /// Records what the core reports (as the kernel does at boot from MVFR1) and returns whether the
 /// NEON set may run. Every test records the same answer, so none races another.
 pub(crate) fn record_neon() -> bool {
-    set_available(hwcap_has_neon(hwcap()));
-    available()
+    let f = crate::quant::Features {
+        neon: hwcap_has_neon(hwcap()),
+        ..Default::default()
+    };
+    crate::quant::set_features(f);
+    runs_on(&f)
 }
 
 #[test]
@@ -50,22 +54,24 @@ fn id_registers_decide_neon() {
 
 #[test]
 fn kernel_set_follows_neon() {
-    assert_eq!(best(false).name, "scalar");
-    assert_eq!(best(true).name, "neon");
-    assert_eq!(
-        sets(false).map(|k| k.map(|k| k.name)),
-        [Some("scalar"), None]
-    );
-    assert_eq!(
-        sets(true).map(|k| k.map(|k| k.name)),
-        [Some("scalar"), Some("neon")]
-    );
+    use crate::quant::Features;
+    let on = |neon| Features {
+        neon,
+        ..Default::default()
+    };
+    assert_eq!(Kernels::best_on(&on(false)).name, "scalar");
+    let names = |f| {
+        Kernels::available_on(&f)
+            .map(|k| k.name)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(on(false)), ["scalar"]);
+    if fpscr_is_ieee(read_fpscr()) {
+        assert_eq!(Kernels::best_on(&on(true)).name, "neon");
+        assert_eq!(names(on(true)), ["scalar", "neon"]);
+    }
     let neon = record_neon();
-    let names: Vec<&str> = Kernels::available()
-        .iter()
-        .flatten()
-        .map(|k| k.name)
-        .collect();
+    let names: Vec<&str> = Kernels::available().map(|k| k.name).collect();
     if neon {
         assert_eq!(Kernels::best().name, "neon");
         assert_eq!(names, ["scalar", "neon"]);
@@ -95,7 +101,7 @@ fn neon_set_runs_under_qemu() {
     let k = Kernels::by_name("neon").expect("Kernels::by_name(\"neon\")");
     assert_eq!(k.name, "neon");
     assert!(
-        k.row::<crate::quant::BlockQ8_0>(crate::quant::GgmlType::Q8_0)
+        k.row::<BlockQ8_0>(crate::quant::GgmlType::Q8_0)
             .is_some_and(|r| r.x4.is_some()),
         "the AArch32 set, not a scalar one"
     );

@@ -39,7 +39,7 @@ pub fn vec_dot_f32_f32(w: &[u8], x: &[f32]) -> f32 {
         }
         // SAFETY: reads elements k, k + 4, .., k + 4 (len - 1) < n of `w` (4-byte aligned, 4 bytes
         // each) and `x`; only vector registers, the named scalars and vl/vtype change. Reached only
-        // on harts with V (see `set_available`).
+        // on harts with V (see `runs_on`).
         unsafe {
             rvv_asm!(
                 [
@@ -88,7 +88,7 @@ pub fn vec_dot_f16_f16(w: &[u8], x: &[u16]) -> f32 {
         }
         // SAFETY: reads elements k, k + 4, .., k + 4 (len - 1) < n of `w` (2-byte aligned, 2 bytes
         // each) and `x`; only vector registers, the named scalars and vl/vtype change. Reached only
-        // on harts with V (see `set_available`).
+        // on harts with V (see `runs_on`).
         unsafe {
             rvv_asm!(
                 [
@@ -199,7 +199,7 @@ pub fn dot_f32_f16(q: &[f32], k: &[u16]) -> f32 {
     if n > 0 {
         // SAFETY: reads elements 0..n of `q` and `k` (steps of 8 while 8 are left, then the rest)
         // and writes the 8 floats of `acc`; only vector registers, the named scalars and vl/vtype
-        // change. Reached only on harts with V (see `set_available`).
+        // change. Reached only on harts with V (see `runs_on`).
         unsafe {
             rvv_asm!(
                 [
@@ -268,7 +268,7 @@ fn update<const ADD: bool>(out: &mut [f32], r: f32, v: &[u16]) {
     }
     // SAFETY: reads elements 0..n of `v` and reads and writes elements 0..n of `out` (vl ≤
     // elements left in every step); only vector registers, the named scalars and vl/vtype change.
-    // Reached only on harts with V (see `set_available`).
+    // Reached only on harts with V (see `runs_on`).
     unsafe {
         rvv_asm!(
             [

@@ -303,7 +303,7 @@ macro_rules! entries {
             let mut out = [0.0f32];
             if nb > 0 {
                 // SAFETY: one row of `nb` whole blocks (`nb` ≤ w.len() / bytes), `nb` ≤ a.len()
-                // activation blocks, one output. Reached only on harts with V (`set_available`).
+                // activation blocks, one output. Reached only on harts with V (`runs_on`).
                 unsafe { $rows(w.as_ptr(), 0, 1, a.as_ptr().cast(), nb, out.as_mut_ptr()) };
             }
             out[0]

@@ -29,7 +29,10 @@ use crate::quant::testgen::at_hwcap as hwcap;
 /// another.
 pub(crate) fn record_v() -> bool {
     let v = hwcap_has_v(hwcap());
-    set_available(v);
+    crate::quant::set_features(crate::quant::Features {
+        rvv: v,
+        ..Default::default()
+    });
     v
 }
 
@@ -105,28 +108,27 @@ fn isa_string_decides_v() {
 #[test]
 fn kernel_set_follows_v() {
     // The decision as a function of the answer.
-    assert_eq!(best(false).name, "scalar");
-    assert_eq!(best(true).name, "rvv");
-    assert_eq!(
-        sets(false).map(|k| k.map(|k| k.name)),
-        [Some("scalar"), None]
-    );
-    assert_eq!(
-        sets(true).map(|k| k.map(|k| k.name)),
-        [Some("scalar"), Some("rvv")]
-    );
+    use crate::quant::Features;
+    let on = |rvv| Features {
+        rvv,
+        ..Default::default()
+    };
+    assert_eq!(Kernels::best_on(&on(false)).name, "scalar");
+    assert_eq!(Kernels::best_on(&on(true)).name, "rvv");
+    let names = |f| {
+        Kernels::available_on(&f)
+            .map(|k| k.name)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(on(false)), ["scalar"]);
+    assert_eq!(names(on(true)), ["scalar", "rvv"]);
 
     // This hart: what AT_HWCAP says (every test records the same answer, so no test races
     // another), and what qemu-user's CPU model has.
-    let v = hwcap_has_v(hwcap());
-    set_available(v);
-    assert_eq!(available(), v);
+    let v = record_v();
+    assert_eq!(crate::quant::features().rvv, v);
     let best = Kernels::best();
-    let names: Vec<&str> = Kernels::available()
-        .iter()
-        .flatten()
-        .map(|k| k.name)
-        .collect();
+    let names: Vec<&str> = Kernels::available().map(|k| k.name).collect();
     if v {
         assert_eq!(best.name, "rvv");
         assert_eq!(names, ["scalar", "rvv"]);

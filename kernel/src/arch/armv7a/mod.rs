@@ -258,7 +258,10 @@ impl Arch for Cpu {
         // SAFETY: reads MVFR1 (the FPU is on since boot.s).
         unsafe { asm!("vmrs {}, mvfr1", out(reg) mvfr1, options(nomem, nostack)) };
         let neon = neon32::mvfr1_has_neon(mvfr1);
-        neon32::set_available(neon);
+        inference::quant::set_features(inference::quant::Features {
+            neon,
+            ..Default::default()
+        });
         let midr = cortex_ar::register::Midr::read().raw_value();
         // SAFETY: written once by boot.s before Rust runs.
         let entry = unsafe { core::ptr::addr_of!(LMBOOT_ENTRY_MODE).read_volatile() };

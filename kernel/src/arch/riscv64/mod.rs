@@ -109,7 +109,10 @@ impl Arch for Cpu {
     /// Enable the RVV kernels if the device tree's ISA string says the harts have V.
     fn detect_features(isa: Option<&str>) -> Option<alloc::string::String> {
         let v = isa.is_some_and(inference::quant::rvv::isa_has_v);
-        inference::quant::rvv::set_available(v);
+        inference::quant::set_features(inference::quant::Features {
+            rvv: v,
+            ..Default::default()
+        });
         Some(alloc::format!(
             "isa: {} (vector {})",
             isa.unwrap_or("unknown"),
