@@ -408,9 +408,28 @@ impl Config {
 
 /// Set `f.key` in `c` from its value, checked.
 fn set(c: &mut Config, f: &Field<'_>) -> Result<(), ConfigError> {
-    let Field { line, key, v } = *f;
     // A sampling setting given here wins over the model's recommendation.
-    c.sampler_given.mark(key);
+    c.sampler_given.mark(f.key);
+    for group in [
+        set_text,
+        set_sampling,
+        set_memory,
+        set_machine,
+        set_spec_ring,
+    ] {
+        if group(c, f)? {
+            return Ok(());
+        }
+    }
+    Err(ConfigError {
+        line: f.line,
+        kind: ConfigErrorKind::UnknownKey { key: f.key.into() },
+    })
+}
+
+/// The model, the text and how it is run: set if `f.key` is one of those; `false`: not one of them.
+fn set_text(c: &mut Config, f: &Field<'_>) -> Result<bool, ConfigError> {
+    let Field { line, key, v } = *f;
     match key {
         "model" => {
             if v.is_empty() {
@@ -437,6 +456,15 @@ fn set(c: &mut Config, f: &Field<'_>) -> Result<(), ConfigError> {
                 _ => return Err(f.bad("auto, generate or chat")),
             }
         }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// Length, sampling and context settings: set if `f.key` is one of those; `false`: not one of them.
+fn set_sampling(c: &mut Config, f: &Field<'_>) -> Result<bool, ConfigError> {
+    let Field { key, .. } = *f;
+    match key {
         "n" => c.max_tokens = f.int(1, 1 << 20, "1 to 1048576 tokens")? as usize,
         "temperature" => c.sampler.temperature = f.float(0.0, 100.0, "0 (greedy) to 100")?,
         "top_k" => c.sampler.top_k = f.int(0, 1 << 20, "0 (off) to 1048576")? as usize,
@@ -448,6 +476,15 @@ fn set(c: &mut Config, f: &Field<'_>) -> Result<(), ConfigError> {
         "repeat_last_n" => c.sampler.repeat_last_n = f.int(0, 4096, "0 to 4096")? as usize,
         "seed" => c.sampler.seed = f.int(0, u64::MAX, "0 to 18446744073709551615")?,
         "ctx" => c.ctx = f.int(1, 1 << 20, "1 to 1048576 positions")? as usize,
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// Page cache and batch settings: set if `f.key` is one of those; `false`: not one of them.
+fn set_memory(c: &mut Config, f: &Field<'_>) -> Result<bool, ConfigError> {
+    let Field { key, v, .. } = *f;
+    match key {
         "cache" => {
             c.cache_bytes = if v == "auto" {
                 None
@@ -470,6 +507,15 @@ fn set(c: &mut Config, f: &Field<'_>) -> Result<(), ConfigError> {
                 Some(f.int(1, max, "auto, or 1 to 64 tokens")? as usize)
             }
         }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// Cores, kernels, self-tests and the card's helpers: set if `f.key` is one of those; `false`: not one of them.
+fn set_machine(c: &mut Config, f: &Field<'_>) -> Result<bool, ConfigError> {
+    let Field { key, v, .. } = *f;
+    match key {
         "cores" => {
             c.cores = if v == "all" {
                 None
@@ -505,6 +551,15 @@ fn set(c: &mut Config, f: &Field<'_>) -> Result<(), ConfigError> {
                 _ => return Err(f.bad("auto, on or off")),
             }
         }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// Speculative decoding, the ring and the board's clock: set if `f.key` is one of those; `false`: not one of them.
+fn set_spec_ring(c: &mut Config, f: &Field<'_>) -> Result<bool, ConfigError> {
+    let Field { key, v, .. } = *f;
+    match key {
         "lookup" => c.spec.lookup = f.int(0, MAX_LOOKUP as u64, "0 (off) to 8 tokens")? as usize,
         "self_draft" => {
             c.spec.self_draft =
@@ -548,14 +603,9 @@ fn set(c: &mut Config, f: &Field<'_>) -> Result<(), ConfigError> {
                 _ => return Err(f.bad("true or false")),
             }
         }
-        _ => {
-            return Err(ConfigError {
-                line,
-                kind: ConfigErrorKind::UnknownKey { key: key.into() },
-            })
-        }
+        _ => return Ok(false),
     }
-    Ok(())
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -374,7 +374,7 @@ pub fn batches(n: usize) -> Result<String, String> {
             m(per[2]),
             m(generated),
             per[2] as f64 / generated.max(1) as f64,
-            llama_per_prompt_token(&c.kernels, c.cores)
+            llama_per_prompt_token(c.kernels, c.cores)
         );
     }
     let _ = writeln!(
@@ -535,106 +535,151 @@ pub fn cache_sweep(n: usize) -> Result<String, String> {
         v.dedup();
         v
     };
-    let get = |mib: u64, name: &str| {
-        points
+    let sweep = Sweep {
+        model_bytes,
+        names,
+        mibs,
+        points,
+    };
+    let md = sweep.table();
+    write_results("pagecache", &md, Some(&sweep.chart()))?;
+    Ok(md)
+}
+
+/// One line of the sweep's chart: its name, colour and points (MiB, MB per token).
+type Series<'a> = (String, &'a str, Vec<(f64, f64)>);
+
+/// The points of a page-cache sweep: (MiB, policy, bytes per token).
+struct Sweep {
+    model_bytes: u64,
+    names: Vec<String>,
+    mibs: Vec<u64>,
+    points: Vec<(u64, String, u64)>,
+}
+
+impl Sweep {
+    fn get(&self, mib: u64, name: &str) -> Option<u64> {
+        self.points
             .iter()
             .find(|p| p.0 == mib && p.1 == name)
             .map(|p| p.2)
-    };
-    let mut md = String::new();
-    let _ = writeln!(md, "# Bytes read from the card per generated token (SmolLM2-135M Q4_1, {model_bytes} bytes; page 256 KiB; greedy, \"Once upon a time\")\n");
-    let _ = writeln!(md, "| cache | M - C | {} |", names.join(" | "));
-    let _ = writeln!(md, "|---|---|{}", "---|".repeat(names.len()));
-    for &mib in &mibs {
-        let mc = model_bytes.saturating_sub(mib << 20);
-        let cells: Vec<String> = names
+    }
+
+    /// The markdown table.
+    fn table(&self) -> String {
+        let Sweep {
+            model_bytes,
+            names,
+            mibs,
+            ..
+        } = self;
+        let get = |mib, name: &str| self.get(mib, name);
+        let mut md = String::new();
+        let _ = writeln!(md, "# Bytes read from the card per generated token (SmolLM2-135M Q4_1, {model_bytes} bytes; page 256 KiB; greedy, \"Once upon a time\")\n");
+        let _ = writeln!(md, "| cache | M - C | {} |", names.join(" | "));
+        let _ = writeln!(md, "|---|---|{}", "---|".repeat(names.len()));
+        for &mib in mibs {
+            let mc = model_bytes.saturating_sub(mib << 20);
+            let cells: Vec<String> = names
+                .iter()
+                .map(|n| get(mib, n).map_or("".into(), |b| format!("{:.1} MB", b as f64 / 1e6)))
+                .collect();
+            let _ = writeln!(
+                md,
+                "| {mib} MiB | {:.1} MB | {} |",
+                mc as f64 / 1e6,
+                cells.join(" | ")
+            );
+        }
+        let _ = writeln!(md, "\nRead-ahead adds its pages to the streaming window, so it pins 1 MiB less than the plain policy (about 1 MB more per token); it changes when the bytes are read, not how many.");
+        md
+    }
+
+    /// The SVG line plot: x = cache size, y = MB per token.
+    fn chart(&self) -> String {
+        let Sweep {
+            model_bytes,
+            names,
+            mibs,
+            ..
+        } = self;
+        let model_bytes = *model_bytes;
+        let get = |mib, name: &str| self.get(mib, name);
+        let (w, h, l, b, t, r) = (720.0, 420.0, 70.0, 50.0, 40.0, 200.0);
+        let xmax = *mibs.iter().max().unwrap_or(&1) as f64;
+        let ymax = (model_bytes as f64 / 1e6 * 1.1).max(1.0);
+        let x = |mib: f64| l + (w - l - r) * mib / xmax;
+        let y = |mb: f64| h - b - (h - b - t) * mb / ymax;
+        let mut svg = format!("<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n<text x='{l}' y='22' font-size='14'>Bytes read per generated token vs page-cache size ({:.0} MB model)</text>\n", model_bytes as f64 / 1e6);
+        let _ = writeln!(svg, "<line x1='{l}' y1='{}' x2='{}' y2='{}' stroke='black'/><line x1='{l}' y1='{t}' x2='{l}' y2='{}' stroke='black'/>", h - b, w - r, h - b, h - b);
+        for i in 0..=4 {
+            let mb = ymax * i as f64 / 4.0;
+            let _ = writeln!(
+                svg,
+                "<text x='{}' y='{:.0}' text-anchor='end'>{mb:.0} MB</text>",
+                l - 6.0,
+                y(mb) + 4.0
+            );
+        }
+        for &mib in mibs {
+            let _ = writeln!(
+                svg,
+                "<text x='{:.0}' y='{}' text-anchor='middle'>{mib}</text>",
+                x(mib as f64),
+                h - b + 16.0
+            );
+        }
+        let _ = writeln!(
+            svg,
+            "<text x='{:.0}' y='{}' text-anchor='middle'>cache size (MiB)</text>",
+            (l + w - r) / 2.0,
+            h - 10.0
+        );
+        let mut series: Vec<Series<'_>> = names
             .iter()
-            .map(|n| get(mib, n).map_or("".into(), |b| format!("{:.1} MB", b as f64 / 1e6)))
+            .map(|n| {
+                let color = match n.as_str() {
+                    "lru" => "#c53030",
+                    "resident-prefix" => "#2b6cb0",
+                    _ => "#38a169",
+                };
+                (
+                    n.clone(),
+                    color,
+                    mibs.iter()
+                        .filter_map(|&m| get(m, n).map(|v| (m as f64, v as f64 / 1e6)))
+                        .collect(),
+                )
+            })
             .collect();
-        let _ = writeln!(
-            md,
-            "| {mib} MiB | {:.1} MB | {} |",
-            mc as f64 / 1e6,
-            cells.join(" | ")
-        );
-    }
-    let _ = writeln!(md, "\nRead-ahead adds its pages to the streaming window, so it pins 1 MiB less than the plain policy (about 1 MB more per token); it changes when the bytes are read, not how many.");
-    // Line plot: x = cache size, y = MB per token.
-    let (w, h, l, b, t, r) = (720.0, 420.0, 70.0, 50.0, 40.0, 200.0);
-    let xmax = *mibs.iter().max().unwrap_or(&1) as f64;
-    let ymax = (model_bytes as f64 / 1e6 * 1.1).max(1.0);
-    let x = |mib: f64| l + (w - l - r) * mib / xmax;
-    let y = |mb: f64| h - b - (h - b - t) * mb / ymax;
-    let mut svg = format!("<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n<text x='{l}' y='22' font-size='14'>Bytes read per generated token vs page-cache size ({:.0} MB model)</text>\n", model_bytes as f64 / 1e6);
-    let _ = writeln!(svg, "<line x1='{l}' y1='{}' x2='{}' y2='{}' stroke='black'/><line x1='{l}' y1='{t}' x2='{l}' y2='{}' stroke='black'/>", h - b, w - r, h - b, h - b);
-    for i in 0..=4 {
-        let mb = ymax * i as f64 / 4.0;
-        let _ = writeln!(
-            svg,
-            "<text x='{}' y='{:.0}' text-anchor='end'>{mb:.0} MB</text>",
-            l - 6.0,
-            y(mb) + 4.0
-        );
-    }
-    for &mib in &mibs {
-        let _ = writeln!(
-            svg,
-            "<text x='{:.0}' y='{}' text-anchor='middle'>{mib}</text>",
-            x(mib as f64),
-            h - b + 16.0
-        );
-    }
-    let _ = writeln!(
-        svg,
-        "<text x='{:.0}' y='{}' text-anchor='middle'>cache size (MiB)</text>",
-        (l + w - r) / 2.0,
-        h - 10.0
-    );
-    let mut series: Vec<(String, &str, Vec<(f64, f64)>)> = names
-        .iter()
-        .map(|n| {
-            let color = match n.as_str() {
-                "lru" => "#c53030",
-                "resident-prefix" => "#2b6cb0",
-                _ => "#38a169",
+        series.push((
+            "M - C".into(),
+            "#999999",
+            mibs.iter()
+                .map(|&m| (m as f64, model_bytes.saturating_sub(m << 20) as f64 / 1e6))
+                .collect(),
+        ));
+        for (i, (name, color, pts)) in series.iter().enumerate() {
+            let path: Vec<String> = pts
+                .iter()
+                .map(|(a, v)| format!("{:.1},{:.1}", x(*a), y(*v)))
+                .collect();
+            let dash = if name == "M - C" {
+                " stroke-dasharray='4 3'"
+            } else {
+                ""
             };
-            (
-                n.clone(),
-                color,
-                mibs.iter()
-                    .filter_map(|&m| get(m, n).map(|v| (m as f64, v as f64 / 1e6)))
-                    .collect(),
-            )
-        })
-        .collect();
-    series.push((
-        "M - C".into(),
-        "#999999",
-        mibs.iter()
-            .map(|&m| (m as f64, model_bytes.saturating_sub(m << 20) as f64 / 1e6))
-            .collect(),
-    ));
-    for (i, (name, color, pts)) in series.iter().enumerate() {
-        let path: Vec<String> = pts
-            .iter()
-            .map(|(a, v)| format!("{:.1},{:.1}", x(*a), y(*v)))
-            .collect();
-        let dash = if name == "M - C" {
-            " stroke-dasharray='4 3'"
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            svg,
-            "<polyline fill='none' stroke='{color}' stroke-width='2'{dash} points='{}'/>",
-            path.join(" ")
-        );
-        let ly = t + 20.0 + i as f64 * 20.0;
-        let _ = writeln!(svg, "<line x1='{}' y1='{ly}' x2='{}' y2='{ly}' stroke='{color}' stroke-width='2'{dash}/><text x='{}' y='{}'>{name}</text>", w - r + 10.0, w - r + 34.0, w - r + 40.0, ly + 4.0);
+            let _ = writeln!(
+                svg,
+                "<polyline fill='none' stroke='{color}' stroke-width='2'{dash} points='{}'/>",
+                path.join(" ")
+            );
+            let ly = t + 20.0 + i as f64 * 20.0;
+            let _ = writeln!(svg, "<line x1='{}' y1='{ly}' x2='{}' y2='{ly}' stroke='{color}' stroke-width='2'{dash}/><text x='{}' y='{}'>{name}</text>", w - r + 10.0, w - r + 34.0, w - r + 40.0, ly + 4.0);
+        }
+        svg.push_str("</svg>\n");
+        svg
     }
-    svg.push_str("</svg>\n");
-    write_results("pagecache", &md, Some(&svg))?;
-    Ok(md)
 }
 
 /// Guest time per generated token with read-ahead off and on: QEMU virt aarch64 with 64 MiB of

@@ -47,6 +47,7 @@ pub mod dtb;
 pub mod fetch;
 pub mod fidelity;
 pub mod fuzz;
+pub mod house;
 pub mod image;
 pub mod mca;
 pub mod ring;

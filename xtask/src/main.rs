@@ -46,6 +46,8 @@ commands:
                   each approximation made exact in turn (lmboot-host --exact): results/fidelity.md
   fuzz            run each fuzz target (gguf, fat, tokenizer, config) with cargo-fuzz on nightly
                   [--seconds N] [--target T]; crashes are saved under fuzz/regressions/
+  house           the house rules, measured: non-test functions over 120 lines, import cycles
+                  inside a crate, files outside the kernel sets naming Q5_1; exits 1 if one is broken
   bench-host      PC runner speed on the default model (or --model): prefill and generation tok/s
                   at 1 thread and all threads, llama.cpp's 1-thread figures beside them [--threads N] [-n N]
                   [--pread] [--batch B] [--model FILE|NAME]
@@ -69,6 +71,7 @@ fn main() {
             0
         })),
         Some("fuzz") => report(fuzz(&args[1..])),
+        Some("house") => report(house()),
         Some("image") => report(image(&args[1..]).map(|_| 0)),
         Some("qemu") => report(qemu(&args[1..])),
         Some("ring") => report(ring(&args[1..])),
@@ -922,6 +925,16 @@ fn bench(args: &[String]) -> Result<i32, String> {
         eprintln!("xtask: wrote results/card.md");
     }
     Ok(0)
+}
+
+fn house() -> Result<i32, String> {
+    let r = xtask::house::measure(&xtask::workspace_root())?;
+    print!("{}", r.text());
+    let broken = r.broken();
+    for b in &broken {
+        eprintln!("xtask: {b}");
+    }
+    Ok(i32::from(!broken.is_empty()))
 }
 
 fn fuzz(args: &[String]) -> Result<i32, String> {

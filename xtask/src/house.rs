@@ -1,0 +1,575 @@
+//! `cargo xtask house`: the rules that keep the code easy to live in, measured.
+//!
+//! - No non-test function over [`MAX_FN_LINES`] lines, outside the SIMD kernel files (a kernel's
+//!   unrolled loop may be long for a reason; those are listed apart).
+//! - No import cycle inside a crate: among the children of any module, no two reach each other
+//!   through `crate::`, `super::` or `self::` paths (uses and paths in code alike). A module using
+//!   its own ancestor or descendant is the usual parent/child layout and does not count; test
+//!   code (`#[cfg(test)]`, `#[test]`) does not count either.
+//! - At most [`MAX_TYPE_NAMERS`] files outside the kernel sets' own files name one weight type
+//!   (`Q5_1`, the type the table was built around): the type table and its tests.
+//!
+//! The files are parsed with `syn`, so a brace in a string or a comment does not skew a length.
+
+use proc_macro2::Span;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use syn::visit::Visit;
+
+/// The longest a non-test function may be, in lines.
+pub const MAX_FN_LINES: usize = 120;
+/// How many files outside the kernel sets' own files may name `Q5_1`.
+pub const MAX_TYPE_NAMERS: usize = 2;
+
+/// The crates measured (folders of the workspace with a `src/`).
+const CRATES: [&str; 9] = [
+    "inference",
+    "drivers",
+    "runtime",
+    "boards",
+    "kernel",
+    "xtask",
+    "host",
+    "models",
+    "ring",
+];
+
+/// The kernel sets' own files: each set's file and its folder, and the scalar reference.
+const SET_FILES: [&str; 5] = ["neon", "avx2", "rvv", "neon32", "scalar"];
+
+/// One long function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LongFn {
+    pub file: String,
+    pub line: usize,
+    pub name: String,
+    pub lines: usize,
+    /// In a SIMD kernel file (allowed).
+    pub kernel: bool,
+}
+
+/// One import cycle: the crate, the parent module, and the edges with a place that makes each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cycle {
+    pub krate: String,
+    pub parent: String,
+    pub edges: Vec<(String, String, String)>,
+}
+
+/// What the measure found.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub files: usize,
+    pub long_fns: Vec<LongFn>,
+    pub cycles: Vec<Cycle>,
+    pub type_namers: Vec<String>,
+}
+
+impl Report {
+    /// The broken rules, one line each (empty: all kept).
+    pub fn broken(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .long_fns
+            .iter()
+            .filter(|f| !f.kernel)
+            .map(|f| {
+                format!(
+                    "{}:{} {} is {} lines (at most {MAX_FN_LINES})",
+                    f.file, f.line, f.name, f.lines
+                )
+            })
+            .collect();
+        for c in &self.cycles {
+            let mods: BTreeSet<&str> = c.edges.iter().map(|e| e.0.as_str()).collect();
+            out.push(format!(
+                "import cycle in {} among {}: {}",
+                c.krate,
+                if c.parent.is_empty() {
+                    "the crate's top modules".to_string()
+                } else {
+                    format!("the children of {}", c.parent)
+                },
+                mods.into_iter().collect::<Vec<_>>().join(", ")
+            ));
+        }
+        if self.type_namers.len() > MAX_TYPE_NAMERS {
+            out.push(format!(
+                "{} files outside the kernel sets name Q5_1 (at most {MAX_TYPE_NAMERS})",
+                self.type_namers.len()
+            ));
+        }
+        out
+    }
+
+    /// The report as text.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "{} files read", self.files);
+        let (kernel, other): (Vec<_>, Vec<_>) = self.long_fns.iter().partition(|f| f.kernel);
+        let _ = writeln!(
+            s,
+            "\nnon-test functions over {MAX_FN_LINES} lines: {}",
+            other.len()
+        );
+        for f in &other {
+            let _ = writeln!(s, "  {}:{} {} ({} lines)", f.file, f.line, f.name, f.lines);
+        }
+        let _ = writeln!(s, "in SIMD kernel files (allowed): {}", kernel.len());
+        for f in &kernel {
+            let _ = writeln!(s, "  {}:{} {} ({} lines)", f.file, f.line, f.name, f.lines);
+        }
+        let _ = writeln!(s, "\nimport cycles: {}", self.cycles.len());
+        for c in &self.cycles {
+            let _ = writeln!(s, "  {} ({}):", c.krate, display_mod(&c.parent));
+            for (a, b, at) in &c.edges {
+                let _ = writeln!(s, "    {a} -> {b}  ({at})");
+            }
+        }
+        let _ = writeln!(
+            s,
+            "\nfiles outside the kernel sets naming Q5_1: {}",
+            self.type_namers.len()
+        );
+        for f in &self.type_namers {
+            let _ = writeln!(s, "  {f}");
+        }
+        s
+    }
+}
+
+fn display_mod(m: &str) -> &str {
+    if m.is_empty() {
+        "crate root"
+    } else {
+        m
+    }
+}
+
+/// Measure the workspace at `root`.
+pub fn measure(root: &Path) -> Result<Report, String> {
+    let mut report = Report::default();
+    for krate in CRATES {
+        let src = root.join(krate).join("src");
+        let mut files = Vec::new();
+        rust_files(&src, &mut files)?;
+        files.sort();
+        let mut parsed = Vec::new();
+        for f in &files {
+            let rel = f
+                .strip_prefix(root)
+                .unwrap_or(f)
+                .to_string_lossy()
+                .into_owned();
+            let text = fs::read_to_string(f).map_err(|e| format!("{rel}: {e}"))?;
+            report.files += 1;
+            if rel.starts_with("inference/src/quant/")
+                && !is_set_file(&rel)
+                && text.to_ascii_lowercase().contains("q5_1")
+            {
+                report.type_namers.push(rel.clone());
+            }
+            let file = syn::parse_file(&text).map_err(|e| format!("{rel}: {e}"))?;
+            let mut v = Visitor::new(module_of(f.strip_prefix(&src).unwrap_or(f)));
+            v.visit_file(&file);
+            parsed.push((rel, v));
+        }
+        // Files declared by `#[cfg(test)] mod x;` are test code.
+        let tests: Vec<Vec<String>> = parsed
+            .iter()
+            .flat_map(|(_, v)| v.test_children.iter().cloned())
+            .collect();
+        let mut graph = Graph::default();
+        for (rel, v) in parsed {
+            if tests.iter().any(|t| v.module.starts_with(t)) {
+                continue;
+            }
+            let kernel = is_kernel_file(&rel);
+            for (name, line, lines) in v.fns {
+                if lines > MAX_FN_LINES {
+                    report.long_fns.push(LongFn {
+                        file: rel.clone(),
+                        line,
+                        name,
+                        lines,
+                        kernel,
+                    });
+                }
+            }
+            // `src/bin/*` are crates of their own; their paths do not join this graph.
+            if v.module.first().map(String::as_str) != Some("bin") {
+                graph.files.push((v.module, rel, v.paths));
+            }
+        }
+        report.cycles.extend(graph.cycles(krate));
+    }
+    // Files outside `inference/src` that name the type (the integration tests' helpers).
+    let mut tests = Vec::new();
+    rust_files(&root.join("tests"), &mut tests)?;
+    for f in tests {
+        let text = fs::read_to_string(&f).unwrap_or_default();
+        if text.to_ascii_lowercase().contains("q5_1") {
+            let rel = f.strip_prefix(root).unwrap_or(&f).to_string_lossy();
+            report.type_namers.push(rel.into_owned());
+        }
+    }
+    Ok(report)
+}
+
+/// Every `.rs` file below `dir`.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
+    let entries = fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for e in entries {
+        let p = e.map_err(|e| e.to_string())?.path();
+        if p.is_dir() {
+            rust_files(&p, out)?;
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+/// The module path of a file relative to its crate's `src/`.
+fn module_of(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .with_extension("")
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+fn is_set_file(rel: &str) -> bool {
+    SET_FILES.iter().any(|s| {
+        let base = format!("inference/src/quant/{s}");
+        rel == format!("{base}.rs") || rel.starts_with(&format!("{base}/"))
+    })
+}
+
+/// The SIMD kernels' files: each vector set's file and folder (not the scalar reference).
+fn is_kernel_file(rel: &str) -> bool {
+    is_set_file(rel) && !rel.starts_with("inference/src/quant/scalar")
+}
+
+fn is_test_attr(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        if a.path().is_ident("test") {
+            return true;
+        }
+        if !a.path().is_ident("cfg") {
+            return false;
+        }
+        let t = quote::ToTokens::to_token_stream(&a.meta).to_string();
+        t.contains("test") && !t.contains("not")
+    })
+}
+
+fn line_of(span: Span) -> usize {
+    span.start().line
+}
+
+/// Collects a file's functions (name, first line, length) and the module paths it names.
+struct Visitor {
+    module: Vec<String>,
+    /// Inline modules entered (for `super::` inside them).
+    inline: Vec<String>,
+    owner: Option<String>,
+    /// Modules of other files declared here as test code (`#[cfg(test)] mod x;`).
+    test_children: Vec<Vec<String>>,
+    fns: Vec<(String, usize, usize)>,
+    /// (path relative to where it stands, resolved later; line)
+    paths: Vec<(Vec<String>, usize)>,
+}
+
+impl Visitor {
+    fn new(module: Vec<String>) -> Self {
+        Visitor {
+            module,
+            inline: Vec::new(),
+            owner: None,
+            test_children: Vec::new(),
+            fns: Vec::new(),
+            paths: Vec::new(),
+        }
+    }
+
+    fn function(&mut self, name: &syn::Ident, block: &syn::Block, start: Span) {
+        let name = match &self.owner {
+            Some(o) => format!("{o}::{name}"),
+            None => name.to_string(),
+        };
+        let first = line_of(start);
+        let last = block.brace_token.span.close().end().line;
+        self.fns.push((name, first, last + 1 - first));
+    }
+
+    /// A path as seen from the file's module (inline modules folded in), if it names one.
+    fn record(&mut self, segs: Vec<String>, line: usize) {
+        let Some(first) = segs.first() else { return };
+        let mut here: Vec<String> = self.module.clone();
+        here.extend(self.inline.iter().cloned());
+        let abs = match first.as_str() {
+            "crate" => segs[1..].to_vec(),
+            "self" => {
+                here.extend(segs[1..].iter().cloned());
+                here
+            }
+            "super" => {
+                let ups = segs.iter().take_while(|s| *s == "super").count();
+                if ups > here.len() {
+                    return;
+                }
+                here.truncate(here.len() - ups);
+                here.extend(segs[ups..].iter().cloned());
+                here
+            }
+            _ => return,
+        };
+        self.paths.push((abs, line));
+    }
+}
+
+fn flatten_use(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    match tree {
+        syn::UseTree::Path(p) => {
+            prefix.push(p.ident.to_string());
+            flatten_use(&p.tree, prefix, out);
+            prefix.pop();
+        }
+        syn::UseTree::Name(n) => {
+            let mut v = prefix.clone();
+            v.push(n.ident.to_string());
+            out.push(v);
+        }
+        syn::UseTree::Rename(r) => {
+            let mut v = prefix.clone();
+            v.push(r.ident.to_string());
+            out.push(v);
+        }
+        syn::UseTree::Glob(_) => out.push(prefix.clone()),
+        syn::UseTree::Group(g) => {
+            for t in &g.items {
+                flatten_use(t, prefix, out);
+            }
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Visitor {
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        if is_test_attr(&m.attrs) {
+            if m.content.is_none() {
+                let mut child = self.module.clone();
+                child.extend(self.inline.iter().cloned());
+                child.push(m.ident.to_string());
+                self.test_children.push(child);
+            }
+            return;
+        }
+        self.inline.push(m.ident.to_string());
+        syn::visit::visit_item_mod(self, m);
+        self.inline.pop();
+    }
+
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        if is_test_attr(&f.attrs) {
+            return;
+        }
+        self.function(&f.sig.ident, &f.block, f.sig.fn_token.span);
+        syn::visit::visit_item_fn(self, f);
+    }
+
+    fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
+        if is_test_attr(&i.attrs) {
+            return;
+        }
+        let ty = quote::ToTokens::to_token_stream(&i.self_ty)
+            .to_string()
+            .replace(' ', "");
+        let before = self.owner.replace(ty);
+        syn::visit::visit_item_impl(self, i);
+        self.owner = before;
+    }
+
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        if is_test_attr(&f.attrs) {
+            return;
+        }
+        self.function(&f.sig.ident, &f.block, f.sig.fn_token.span);
+        syn::visit::visit_impl_item_fn(self, f);
+    }
+
+    fn visit_trait_item_fn(&mut self, f: &'ast syn::TraitItemFn) {
+        if let Some(b) = &f.default {
+            self.function(&f.sig.ident, b, f.sig.fn_token.span);
+        }
+        syn::visit::visit_trait_item_fn(self, f);
+    }
+
+    fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+        if is_test_attr(&u.attrs) {
+            return;
+        }
+        let mut out = Vec::new();
+        flatten_use(&u.tree, &mut Vec::new(), &mut out);
+        let line = line_of(u.use_token.span);
+        for p in out {
+            self.record(p, line);
+        }
+    }
+
+    fn visit_path(&mut self, p: &'ast syn::Path) {
+        if p.segments.len() >= 2 {
+            let segs = p.segments.iter().map(|s| s.ident.to_string()).collect();
+            let line = p.segments.first().map_or(0, |s| line_of(s.ident.span()));
+            self.record(segs, line);
+        }
+        syn::visit::visit_path(self, p);
+    }
+}
+
+/// One crate's files, each with its module and the paths it names.
+#[derive(Default)]
+struct Graph {
+    #[allow(clippy::type_complexity)]
+    files: Vec<(Vec<String>, String, Vec<(Vec<String>, usize)>)>,
+}
+
+impl Graph {
+    /// The import cycles: for every module, the strongly connected groups among its children.
+    fn cycles(&self, krate: &str) -> Vec<Cycle> {
+        let modules: BTreeSet<Vec<String>> = self.files.iter().map(|f| f.0.clone()).collect();
+        // parent -> (from child, to child) -> a place that makes the edge
+        let mut edges: BTreeMap<Vec<String>, BTreeMap<(String, String), String>> = BTreeMap::new();
+        for (from, file, paths) in &self.files {
+            for (path, line) in paths {
+                let to = (0..=path.len())
+                    .rev()
+                    .map(|n| path[..n].to_vec())
+                    .find(|p| modules.contains(p))
+                    .unwrap_or_default();
+                let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+                if common == from.len() || common == to.len() {
+                    continue; // self, ancestor or descendant
+                }
+                edges
+                    .entry(from[..common].to_vec())
+                    .or_default()
+                    .entry((from[common].clone(), to[common].clone()))
+                    .or_insert_with(|| format!("{file}:{line}"));
+            }
+        }
+        let mut out = Vec::new();
+        for (parent, es) in edges {
+            for group in strong_groups(&es) {
+                let edges = es
+                    .iter()
+                    .filter(|((a, b), _)| group.contains(a) && group.contains(b))
+                    .map(|((a, b), at)| (a.clone(), b.clone(), at.clone()))
+                    .collect();
+                out.push(Cycle {
+                    krate: krate.to_string(),
+                    parent: parent.join("::"),
+                    edges,
+                });
+            }
+        }
+        out
+    }
+}
+
+/// The groups of two or more nodes that all reach each other.
+fn strong_groups(edges: &BTreeMap<(String, String), String>) -> Vec<BTreeSet<String>> {
+    let nodes: BTreeSet<&String> = edges.keys().flat_map(|(a, b)| [a, b]).collect();
+    let reach = |start: &String| {
+        let mut seen = BTreeSet::from([start.clone()]);
+        let mut todo = vec![start.clone()];
+        while let Some(n) = todo.pop() {
+            for (a, b) in edges.keys() {
+                if *a == n && seen.insert(b.clone()) {
+                    todo.push(b.clone());
+                }
+            }
+        }
+        seen
+    };
+    let all: BTreeMap<&String, BTreeSet<String>> = nodes.iter().map(|n| (*n, reach(n))).collect();
+    let mut groups: Vec<BTreeSet<String>> = Vec::new();
+    for n in &nodes {
+        let g: BTreeSet<String> = all[n]
+            .iter()
+            .filter(|m| all[*m].contains(*n))
+            .cloned()
+            .collect();
+        if g.len() > 1 && !groups.contains(&g) {
+            groups.push(g);
+        }
+    }
+    groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_module_path_comes_from_the_file_name() {
+        assert_eq!(module_of(Path::new("lib.rs")), Vec::<String>::new());
+        assert_eq!(module_of(Path::new("quant/mod.rs")), vec!["quant"]);
+        assert_eq!(
+            module_of(Path::new("quant/neon/q32.rs")),
+            vec!["quant", "neon", "q32"]
+        );
+    }
+
+    #[test]
+    fn two_siblings_that_use_each_other_are_a_cycle_and_a_parent_is_not() {
+        let file = |m: &[&str], paths: &[&[&str]]| {
+            (
+                m.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+                m.join("/"),
+                paths
+                    .iter()
+                    .map(|p| (p.iter().map(|s| s.to_string()).collect(), 1))
+                    .collect(),
+            )
+        };
+        let g = Graph {
+            files: vec![
+                file(&[], &[&["a", "X"]]),
+                file(&["a"], &[&["b", "c", "Y"]]),
+                file(&["b"], &[]),
+                file(&["b", "c"], &[&["a", "Z"], &["b", "W"]]),
+                file(&["d"], &[&["a", "X"]]),
+            ],
+        };
+        let cycles = g.cycles("k");
+        assert_eq!(cycles.len(), 1, "{cycles:?}");
+        assert_eq!(cycles[0].parent, "");
+        let names: Vec<_> = cycles[0]
+            .edges
+            .iter()
+            .map(|e| (e.0.as_str(), e.1.as_str()))
+            .collect();
+        assert_eq!(names, [("a", "b"), ("b", "a")]);
+    }
+
+    #[test]
+    fn function_lengths_skip_tests_and_count_lines() {
+        let src = "fn a() {\n    1;\n}\n#[cfg(test)]\nmod t { fn long() {\n\n\n} }\n#[test]\nfn b() {}\nimpl S { fn m(&self) {\n} }\n";
+        let mut v = Visitor::new(vec![]);
+        v.visit_file(&syn::parse_file(src).unwrap());
+        assert_eq!(
+            v.fns,
+            [("a".to_string(), 1, 3), ("S::m".to_string(), 11, 2)]
+        );
+    }
+}
