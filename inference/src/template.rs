@@ -1,4 +1,4 @@
-//! Chat templates: the text around each message of a conversation, so that an instruction-tuned
+//! Chat templates (prompt templates): the text around each message of a conversation, so that an instruction-tuned
 //! model sees the format it was trained on.
 //!
 //! GGUF files carry the model's Jinja template under `tokenizer.chat_template`. lmboot does not
