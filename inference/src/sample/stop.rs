@@ -1,6 +1,6 @@
 //! How a generation ends and what it reports: the [`StopReason`], the [`LogitsFilter`] a
-//! constraint implements (JSON mode), and [`Stops`], the draw and the stop rules every generation
-//! loop (the plain one in [`crate::generate`], the speculative one in [`crate::speculate`]) applies
+//! constraint implements (JSON mode), and `Stops`, the draw and the stop rules every generation
+//! loop (the plain one in `generate`, the speculative one in `speculate`) applies
 //! in the same order after each token, so all stop alike.
 
 use super::sampler::{greedy, Sampler, SamplerError};
@@ -20,7 +20,7 @@ pub enum StopReason {
     Stopped,
 }
 
-/// A constraint on what may be generated, applied by [`Engine::generate_filtered`] around each
+/// A constraint on what may be generated, applied by the generation loops (`Engine::generate_filtered`) around each
 /// draw (e.g. [`super::json::JsonConstraint`] for JSON mode).
 pub trait LogitsFilter {
     /// Forbid tokens by setting their logits to `f32::NEG_INFINITY` (leave at least one).
@@ -51,7 +51,7 @@ pub struct GenReport {
 }
 
 /// How a generation ends, checked after each drawn token in the same order by every loop (the
-/// plain one in [`crate::generate`] and the speculative one in [`crate::speculate`]), so both stop
+/// plain one in `generate` and the speculative one in `speculate`), so both stop
 /// alike.
 #[derive(Clone, Copy)]
 pub(crate) struct Stops<'f> {

@@ -14,7 +14,8 @@
 //! - [`JsonConstraint`], the automaton against a vocabulary: the token bytes are laid out once,
 //!   grouped by first byte; [`JsonConstraint::mask`] sets the logit of every token that cannot
 //!   come next to `f32::NEG_INFINITY`, [`JsonConstraint::accept`] advances over the drawn token.
-//!   It implements [`LogitsFilter`] for [`crate::generate::Engine::generate_filtered`].
+//!   It implements [`LogitsFilter`](super::stop::LogitsFilter) for the generation loops
+//!   (`Engine::generate_filtered`, the speculative loop).
 //!
 //! Choices, on purpose:
 //!
