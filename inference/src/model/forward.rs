@@ -14,37 +14,22 @@
 //! computed exactly as in a one-token pass (same operations, same order), so a batched prompt
 //! gives bit for bit the logits of feeding it one token at a time. No allocation happens here
 //! (all buffers live in [`RunState`], sized in `state.rs`); per-token buffers are `[B][width]`.
+//! The products and the attention run on a kernel path chosen once per pass (`path.rs`): the
+//! quantized kernels, or the error budget's exact path when one of its switches is on.
 
-use super::exact::{self, KvSource};
+use super::exact::{Exact, PRODUCTS};
+use super::path::{rope_of, Cx, ExactPath, KernelPath, Quantized, Q_IN_JOB_MAX};
 use super::state::RunState;
 use super::tree::Tree;
 use super::{Activation, Config, Model, ModelError, Part};
 use crate::gguf::TensorInfo;
-use crate::matvec::{matmat, read_row_f32};
-use crate::ops::{self, Head, RopeTable};
+use crate::matvec::read_row_f32;
+use crate::ops;
 use crate::parallel::{par_chunks, Parallel};
-use crate::quant::{ActsBatch, Kernels, MAX_BATCH};
+use crate::quant::Kernels;
 use crate::storage::Storage;
 use alloc::vec::Vec;
 use core::ops::Range;
-
-/// The slots (`slot(row)`) of the rows on tree row `i`'s path that a query seeing `n` positions
-/// reads: the last of them, up to its depth and itself (all of them unless a window is shorter).
-fn path_slots<'o>(
-    tree: &Tree,
-    i: usize,
-    n: usize,
-    slot: impl Fn(usize) -> usize,
-    out: &'o mut [u32; MAX_BATCH],
-) -> &'o [u32] {
-    let mut rows = [0u8; MAX_BATCH];
-    let path = tree.path(i, &mut rows);
-    let path = &path[path.len() - path.len().min(n)..];
-    for (o, &r) in out.iter_mut().zip(path) {
-        *o = slot(r as usize) as u32;
-    }
-    &out[..path.len()]
-}
 
 /// Matrix `j` of layer `l` in the order one token reads them (0 wq, 1 wk, 2 wv, 3 wo, 4 gate, 5 up,
 /// 6 down; `j` past 6 runs on into the next layers, up to layer `end`), the output head after the
@@ -68,10 +53,6 @@ fn matrix_at(
     }
 }
 
-/// Longest head whose query [`Pass::attend`] rotates in its jobs (on the stack), so that the
-/// query's RoPE is split across the workers with the heads.
-const Q_IN_JOB_MAX: usize = 256;
-
 fn add_bias(x: &mut [f32], b: &Option<Vec<f32>>) {
     if let Some(b) = b {
         ops::add(x, b);
@@ -84,19 +65,6 @@ fn norm_heads(x: &mut [f32], w: &Option<Vec<f32>>, hd: usize, eps: f32) {
         for head in x.chunks_exact_mut(hd) {
             ops::rmsnorm_in_place(head, w, eps);
         }
-    }
-}
-
-/// The RoPE table of layer `l`: the sliding-window layers' own, or the global one.
-fn rope_of<'a>(
-    c: &Config,
-    l: usize,
-    global: &'a RopeTable,
-    local: &'a Option<RopeTable>,
-) -> &'a RopeTable {
-    match (c.window(l), local) {
-        (Some(_), Some(t)) => t,
-        _ => global,
     }
 }
 
@@ -114,10 +82,13 @@ enum Product {
     Down,
 }
 
+/// The output head's index among the products (after those of [`Product`]).
+const OUTPUT: usize = PRODUCTS.len() - 1;
+
 /// One forward pass's view of the world: the model, where its weights are read from, the pool and
 /// the kernels, the layers it runs, whether the logits are wanted, and what to call between two
 /// matrix products (a ring board serves its serial line there).
-struct Pass<'a, S: ?Sized, P: ?Sized> {
+struct Pass<'a, S: ?Sized, P: ?Sized, K = Quantized> {
     model: &'a Model,
     src: &'a S,
     pool: &'a P,
@@ -127,6 +98,8 @@ struct Pass<'a, S: ?Sized, P: ?Sized> {
     /// The logits of every token of the batch (into `row_logits`), not only of the last.
     rows: bool,
     tick: Option<&'a dyn Fn()>,
+    /// The kernel path: [`Quantized`] until the entry point chooses ([`Pass::run`]).
+    path: K,
 }
 
 /// Where a pass over a part of the model starts.
@@ -193,6 +166,7 @@ impl Model {
             want_logits,
             rows,
             tick: None,
+            path: Quantized,
         }
     }
 
@@ -280,7 +254,7 @@ impl Model {
         }
         let mut pass = self.whole_pass(run, want_logits, rows);
         pass.layers = 0..layers;
-        pass.run(st, Input::Tokens(tokens))
+        pass.run_chosen(st, Input::Tokens(tokens))
     }
 
     /// Run the layers of `part` over `input` at the next positions, calling `tick` between matrix
@@ -328,8 +302,9 @@ impl Model {
             want_logits: want_logits && part.is_whole(c.n_layer),
             rows: false,
             tick,
+            path: Quantized,
         };
-        pass.run(st, input)
+        pass.run_chosen(st, input)
     }
 
     /// The scores over the vocabulary from the hidden state of token `row` of the last batch
@@ -349,7 +324,7 @@ impl Model {
                 "no logits buffer or row out of batch".into(),
             ));
         }
-        self.head_only((src, pool, k), false).logits(st, row)
+        self.head_only((src, pool, k), false).logits_chosen(st, row)
     }
 
     /// A pass of no layers that computes logits from `st.x` (of one row, or of every row).
@@ -380,7 +355,8 @@ impl Model {
         if b == 0 || b > st.batch || st.row_logits.len() < b * self.config.vocab {
             return Err(ModelError::NoRowLogits);
         }
-        self.head_only((src, pool, k), true).row_logits(st, b)
+        self.head_only((src, pool, k), true)
+            .row_logits_chosen(st, b)
     }
 }
 
@@ -414,11 +390,68 @@ fn check_pass(c: &Config, st: &RunState, input: Input<'_>, b: usize) -> Result<(
     Ok(())
 }
 
-impl<S, P> Pass<'_, S, P>
+impl<'a, S, P> Pass<'a, S, P>
 where
     S: Storage + Sync + ?Sized,
     P: Parallel + ?Sized,
 {
+    /// This pass on the kernel path `st`'s error-budget switches choose: [`Quantized`] when all
+    /// are off (a normal run), [`ExactPath`] otherwise.
+    fn on_path<R>(
+        &self,
+        st: &mut RunState,
+        run: impl FnOnce(&Self, &mut RunState) -> R,
+        exact: impl FnOnce(&Pass<'a, S, P, ExactPath>, &mut RunState) -> R,
+    ) -> R {
+        if st.exact == Exact::default() {
+            return run(self, st);
+        }
+        let pass = Pass {
+            model: self.model,
+            src: self.src,
+            pool: self.pool,
+            k: self.k,
+            layers: self.layers.clone(),
+            want_logits: self.want_logits,
+            rows: self.rows,
+            tick: self.tick,
+            path: ExactPath(st.exact),
+        };
+        exact(&pass, st)
+    }
+
+    /// [`Pass::run`] on the chosen kernel path.
+    fn run_chosen(&self, st: &mut RunState, input: Input<'_>) -> Result<(), ModelError> {
+        self.on_path(st, |p, st| p.run(st, input), |p, st| p.run(st, input))
+    }
+
+    /// [`Pass::logits`] on the chosen kernel path.
+    fn logits_chosen(&self, st: &mut RunState, row: usize) -> Result<(), ModelError> {
+        self.on_path(st, |p, st| p.logits(st, row), |p, st| p.logits(st, row))
+    }
+
+    /// [`Pass::row_logits`] on the chosen kernel path.
+    fn row_logits_chosen(&self, st: &mut RunState, b: usize) -> Result<(), ModelError> {
+        self.on_path(st, |p, st| p.row_logits(st, b), |p, st| p.row_logits(st, b))
+    }
+}
+
+impl<S, P, K> Pass<'_, S, P, K>
+where
+    S: Storage + Sync + ?Sized,
+    P: Parallel + ?Sized,
+    K: KernelPath<S, P>,
+{
+    /// What the kernel path computes with.
+    fn cx(&self) -> Cx<'_, S, P> {
+        Cx {
+            c: &self.model.config,
+            src: self.src,
+            pool: self.pool,
+            k: self.k,
+        }
+    }
+
     /// Read-ahead: before each matrix, announce the one two further on, so a streaming source
     /// reads it while these are computed.
     fn ahead(&self, l: usize, j: usize) {
@@ -426,46 +459,6 @@ where
         if let Some(t) = matrix_at(w, l, j, end, self.want_logits) {
             self.src.prefetch(t.offset, t.size);
         }
-    }
-
-    /// `out = W · x` for each column of `acts`, W's rows split across the pool's workers. `out`
-    /// is `[cols][rows]` (one output vector per token); a batch is computed into `mm` as
-    /// `[rows][cols]` (each worker a contiguous range of rows) and then laid out per token, in
-    /// as many steps as `mm` needs (one, but for the output head of [`Model::forward_rows`]).
-    fn matmul(
-        &self,
-        w: &TensorInfo,
-        acts: &ActsBatch<'_>,
-        out: &mut [f32],
-        mm: &mut [f32],
-        scratch: &mut [Vec<u8>],
-    ) -> Result<(), ModelError> {
-        let (k, src, cols) = (self.k, self.src, acts.cols);
-        if cols == 1 {
-            par_chunks(self.pool, out, 1, scratch, |rows, part, s| {
-                matmat(k, src, w, rows, acts, part, s)
-            })?;
-            return Ok(());
-        }
-        let rows = out.len() / cols;
-        let step = (mm.len() / cols).min(rows);
-        if step == 0 {
-            return Err(ModelError::Matvec("batch buffer too small".into()));
-        }
-        for first in (0..rows).step_by(step) {
-            let n = step.min(rows - first);
-            let mm = &mut mm[..n * cols];
-            par_chunks(self.pool, mm, cols, scratch, |r, part, s| {
-                let r = first + r.start / cols..first + r.end / cols;
-                matmat(k, src, w, r, acts, part, s)
-            })?;
-            for (c, o) in out.chunks_exact_mut(rows).enumerate() {
-                for (r, v) in o[first..first + n].iter_mut().enumerate() {
-                    *v = mm[r * cols + c];
-                }
-            }
-        }
-        Ok(())
     }
 
     /// The whole pass over `input` (checked by the caller): the embedding rows of its tokens, or
@@ -514,19 +507,15 @@ where
             row_logits,
             mm,
             scratch,
-            exact: switches,
             ..
         } = st;
         let x = &xb[..b * c.dim];
         let out = row_logits
             .get_mut(..b * c.vocab)
             .ok_or(ModelError::NoRowLogits)?;
-        if switches.acts[7] {
-            exact::product(self.src, &w.output, x, b, out, &mut scratch[0])?;
-            return Ok(());
-        }
-        let a = acts_dim.for_weight(self.k, self.pool, &w.output, x, b)?;
-        self.matmul(&w.output, &a, out, mm, scratch)
+        let bufs = (acts_dim, &mut mm[..], &mut scratch[..]);
+        self.path
+            .product(&self.cx(), OUTPUT, (&w.output, x, b, out), bufs)
     }
 
     /// logits = output · rmsnorm(x[row]) * output_norm                logits: [vocab]
@@ -535,15 +524,9 @@ where
         let x = &st.x[row * c.dim..(row + 1) * c.dim];
         ops::rmsnorm(&mut st.xb[..c.dim], x, &w.output_norm, c.norm_eps);
         st.acts_dim.reset();
-        if st.exact.acts[7] {
-            let (x, s) = (&st.xb[..c.dim], &mut st.scratch[0]);
-            exact::product(self.src, &w.output, x, 1, &mut st.logits, s)?;
-            return Ok(());
-        }
-        let a = st
-            .acts_dim
-            .for_weight(self.k, self.pool, &w.output, &st.xb[..c.dim], 1)?;
-        self.matmul(&w.output, &a, &mut st.logits, &mut st.mm, &mut st.scratch)
+        let io = (&w.output, &st.xb[..c.dim], 1, &mut st.logits[..]);
+        let bufs = (&mut st.acts_dim, &mut st.mm[..], &mut st.scratch[..]);
+        self.path.product(&self.cx(), OUTPUT, io, bufs)
     }
 
     /// `xb[i] = rmsnorm(x[i]) * weight` for the batch's `b` tokens, and a fresh input for the
@@ -593,7 +576,6 @@ where
             acts_ffn,
             mm,
             scratch,
-            exact: switches,
             ..
         } = st;
         let (input, acts, out, fresh) = match what {
@@ -609,19 +591,9 @@ where
             acts.reset();
         }
         let (n, rows) = (w.row_len() as usize, w.rows() as usize);
-        if switches.acts[what as usize] {
-            exact::product(
-                self.src,
-                w,
-                &input[..b * n],
-                b,
-                &mut out[..b * rows],
-                &mut scratch[0],
-            )?;
-        } else {
-            let a = acts.for_weight(self.k, self.pool, w, &input[..b * n], b)?;
-            self.matmul(w, &a, &mut out[..b * rows], mm, scratch)?;
-        }
+        let io = (w, &input[..b * n], b, &mut out[..b * rows]);
+        let bufs = (acts, &mut mm[..], &mut scratch[..]);
+        self.path.product(&self.cx(), what as usize, io, bufs)?;
         if fresh {
             // [recipe: post_norms] xb = rmsnorm(xb) * post_norm, then x += xb
             if let Some(w) = post_norm {
@@ -686,65 +658,9 @@ where
 
     /// att[i][h] = softmax(q[i][h]·K[kvh] · attn_scale) · V[kvh] over positions 0..=pos+i (the
     /// causal mask inside the batch) [recipe: swa_period: the last `window` of them on a
-    /// sliding-window layer], one (token, head) pair per chunk of hd, pairs split across workers.
+    /// sliding-window layer], on the pass's kernel path.
     fn attend(&self, st: &mut RunState, l: usize, b: usize) -> Result<(), ModelError> {
-        let c = &self.model.config;
-        let (hd, qd, kv_dim, n_head, pos) = (c.head_dim, c.q_dim(), c.kv_dim(), c.n_head, st.pos);
-        let group = c.n_head / c.n_head_kv;
-        let (scale, window) = (c.attn_scale, c.window(l));
-        let (q, kv, k, tree) = (&st.q, &st.kv, self.k, st.tree.as_ref());
-        let rope = rope_of(c, l, &st.rope, &st.rope_local);
-        if st.exact.attention_path() {
-            let src = st.kv32.as_ref().map_or(KvSource::F16(kv), KvSource::F32);
-            let rope_q = (hd <= Q_IN_JOB_MAX).then_some(rope);
-            let rows = (pos, b, tree);
-            exact::attend(c, l, rows, q, rope_q, src, &mut st.att[..b * qd]);
-            return Ok(());
-        }
-        par_chunks(
-            self.pool,
-            &mut st.att[..b * qd],
-            hd,
-            &mut st.scratch,
-            |r, part, _| {
-                for (j, out) in part.chunks_exact_mut(hd).enumerate() {
-                    let t = r.start / hd + j;
-                    let (i, h) = (t / n_head, t % n_head);
-                    let q = &q[i * qd + h * hd..i * qd + (h + 1) * hd];
-                    // Row i's position (its depth in a tree).
-                    let at = pos + tree.map_or(i, |t| t.depth(i));
-                    // The query head's RoPE here, in the job, when it fits the stack buffer.
-                    let mut rq = [0.0f32; Q_IN_JOB_MAX];
-                    let q = if hd <= Q_IN_JOB_MAX {
-                        let rq = &mut rq[..hd];
-                        rq.copy_from_slice(q);
-                        rope.apply(rq, hd, at);
-                        &*rq
-                    } else {
-                        q
-                    };
-                    let seen = kv.seen(l, at, window);
-                    let mut slots = [0u32; MAX_BATCH];
-                    let gathered = tree.map_or(&[][..], |t| {
-                        path_slots(t, i, seen.n, |r| kv.slot(l, pos + r), &mut slots)
-                    });
-                    let head = Head {
-                        keys: seen.keys,
-                        values: seen.values,
-                        n: seen.n,
-                        first: seen.first,
-                        ring: seen.ring,
-                        stride: kv_dim,
-                        offset: (h / group) * hd,
-                        scale,
-                        run: seen.n - gathered.len(),
-                        gathered,
-                    };
-                    (k.attend_head)(out, q, &head);
-                }
-                Ok::<(), ModelError>(())
-            },
-        )
+        self.path.attend(&self.cx(), st, (l, b))
     }
 
     /// Layer `l`'s feed-forward for the batch: x += w_down · (act(w_gate · xb) * (w_up · xb)).

@@ -8,6 +8,7 @@
 pub mod arch;
 pub mod exact;
 pub mod forward;
+mod path;
 pub mod state;
 pub mod tree;
 
