@@ -3,7 +3,7 @@
 //! token limit, or a full context. Time comes from the caller's clock, output goes to the caller's
 //! callback, so the same loop runs on every platform.
 
-use crate::model::{Input, Model, ModelError, Part, RunState, Tree};
+use crate::model::{HeadRows, Input, Model, ModelError, Part, RunState, Tree};
 use crate::parallel::Parallel;
 use crate::quant::Kernels;
 use crate::sample::sampler::{Sampler, SamplerError};
@@ -135,7 +135,7 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
             let row = b - 1;
             r.receive(&mut st.x[row * dim..(row + 1) * dim])
                 .map_err(GenError::Ring)?;
-            self.model.logits(st, run, row)?;
+            self.model.logits(st, run, HeadRows::One(row))?;
         }
         Ok(())
     }
@@ -165,7 +165,7 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
         r.send(&st.x[..b * dim], (pos, b, b), parents)
             .map_err(GenError::Ring)?;
         r.receive(&mut st.x[..b * dim]).map_err(GenError::Ring)?;
-        self.model.logits_rows(st, run, b)?;
+        self.model.logits(st, run, HeadRows::First(b))?;
         Ok(())
     }
 

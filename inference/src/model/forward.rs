@@ -102,6 +102,15 @@ struct Pass<'a, S: ?Sized, P: ?Sized, K = Quantized> {
     path: K,
 }
 
+/// Which hidden states of the last batch [`Model::logits`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadRows {
+    /// Row `row`'s, into `st.logits`.
+    One(usize),
+    /// The first `b` rows', into [`RunState::row_logits`].
+    First(usize),
+}
+
 /// Where a pass over a part of the model starts.
 #[derive(Debug, Clone, Copy)]
 pub enum Input<'t> {
@@ -307,24 +316,37 @@ impl Model {
         pass.run_chosen(st, input)
     }
 
-    /// The scores over the vocabulary from the hidden state of token `row` of the last batch
-    /// (`st.x[row]`, after every layer), into `st.logits`.
+    /// The scores over the vocabulary from hidden states of the last batch (`st.x`, after every
+    /// layer): of one row into `st.logits`, or of the first rows into [`RunState::row_logits`]
+    /// (which [`RunState::keep_row_logits`] must have made room for): a ring's head, once the
+    /// last board's rows are back.
     pub fn logits<S, P>(
         &self,
         st: &mut RunState,
-        (src, pool, k): (&S, &P, &Kernels),
-        row: usize,
+        run: (&S, &P, &Kernels),
+        rows: HeadRows,
     ) -> Result<(), ModelError>
     where
         S: Storage + Sync + ?Sized,
         P: Parallel + ?Sized,
     {
-        if row >= st.batch || st.logits.len() != self.config.vocab {
-            return Err(ModelError::Matvec(
-                "no logits buffer or row out of batch".into(),
-            ));
+        let vocab = self.config.vocab;
+        match rows {
+            HeadRows::One(row) => {
+                if row >= st.batch || st.logits.len() != vocab {
+                    return Err(ModelError::Matvec(
+                        "no logits buffer or row out of batch".into(),
+                    ));
+                }
+                self.head_only(run, false).logits_chosen(st, row)
+            }
+            HeadRows::First(b) => {
+                if b == 0 || b > st.batch || st.row_logits.len() < b * vocab {
+                    return Err(ModelError::NoRowLogits);
+                }
+                self.head_only(run, true).row_logits_chosen(st, b)
+            }
         }
-        self.head_only((src, pool, k), false).logits_chosen(st, row)
     }
 
     /// A pass of no layers that computes logits from `st.x` (of one row, or of every row).
@@ -336,27 +358,6 @@ impl Model {
         let mut pass = self.whole_pass(run, true, rows);
         pass.layers = self.config.n_layer..self.config.n_layer;
         pass
-    }
-
-    /// The scores over the vocabulary from the hidden states of the last batch's `b` rows
-    /// (`st.x`, after every layer), into [`RunState::row_logits`] (which
-    /// [`RunState::keep_row_logits`] must have made room for): a ring's head, once the last
-    /// board's rows are back.
-    pub fn logits_rows<S, P>(
-        &self,
-        st: &mut RunState,
-        (src, pool, k): (&S, &P, &Kernels),
-        b: usize,
-    ) -> Result<(), ModelError>
-    where
-        S: Storage + Sync + ?Sized,
-        P: Parallel + ?Sized,
-    {
-        if b == 0 || b > st.batch || st.row_logits.len() < b * self.config.vocab {
-            return Err(ModelError::NoRowLogits);
-        }
-        self.head_only((src, pool, k), true)
-            .row_logits_chosen(st, b)
     }
 }
 

@@ -23,7 +23,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 pub use arch::{Activation, Recipe, RopeLayout};
-pub use forward::Input;
+pub use forward::{HeadRows, Input};
 pub use state::RunState;
 pub use tree::Tree;
 

@@ -41,23 +41,28 @@ impl std::error::Error for JsonError {}
 /// the rest of `true` `false` `null`, `\` `u` `d` for a surrogate pair's low half (DC00), and
 /// UTF-8 continuation bytes (80-8F fits after F4/ED/others, A0-BF after E0/F0/others).
 const NEEDED: &[(u8, u8)] = &[
-    (b'{', b'{'),
-    (b'}', b'}'),
-    (b']', b']'),
-    (b'"', b'"'),
-    (b':', b':'),
-    (b'0', b'0'),
-    (b'\\', b'\\'),
-    (b'u', b'u'),
-    (b'r', b'r'),
-    (b'e', b'e'),
-    (b'a', b'a'),
-    (b'l', b'l'),
-    (b's', b's'),
-    (b'D', b'D'), // or `d` (checked below)
+    single(b'{'),
+    single(b'}'),
+    single(b']'),
+    single(b'"'),
+    single(b':'),
+    single(b'0'),
+    single(b'\\'),
+    single(b'u'),
+    single(b'r'),
+    single(b'e'),
+    single(b'a'),
+    single(b'l'),
+    single(b's'),
+    single(b'D'), // or `d` (checked below)
     (0x80, 0x8f),
     (0xa0, 0xbf),
 ];
+
+/// The range of one byte.
+const fn single(b: u8) -> (u8, u8) {
+    (b, b)
+}
 
 /// The JSON automaton against a vocabulary: masks logits so only tokens that keep the reply valid
 /// (and completable within the budget) can be drawn. Build once per vocabulary (it copies every
