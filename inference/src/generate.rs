@@ -243,8 +243,8 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
     }
 
     /// [`Engine::generate`] with an optional [`LogitsFilter`] (e.g. JSON mode,
-    /// [`crate::sample::json::JsonConstraint`]): before each draw the filter masks the logits, told how
-    /// many tokens may still come (the token limit or the free context, whichever is smaller, this
+    /// [`crate::sample::json::JsonConstraint`]): before each draw the filter masks the logits,
+    /// told how many tokens may still come (the token limit or the free context, whichever is smaller, this
     /// one included); after it the filter sees the token, and when it says the output is complete
     /// the token is reported and generation stops with [`StopReason::Stopped`]. With `None` this is
     /// exactly `generate`.

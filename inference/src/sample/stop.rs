@@ -20,8 +20,9 @@ pub enum StopReason {
     Stopped,
 }
 
-/// A constraint on what may be generated, applied by the generation loops (`Engine::generate_filtered`) around each
-/// draw (e.g. [`super::json::JsonConstraint`] for JSON mode).
+/// A constraint on what may be generated, applied by the generation loops
+/// (`Engine::generate_filtered`) around each draw (e.g. [`super::json::JsonConstraint`] for JSON
+/// mode).
 pub trait LogitsFilter {
     /// Forbid tokens by setting their logits to `f32::NEG_INFINITY` (leave at least one).
     /// `remaining`: how many tokens may still be generated, this one included.
