@@ -3,57 +3,16 @@
 //! token limit, or a full context. Time comes from the caller's clock, output goes to the caller's
 //! callback, so the same loop runs on every platform.
 
-use crate::model::{Input, Model, ModelError, Part, RunState, Tree};
+use crate::model::{HeadRows, Input, Model, ModelError, Part, RunState, Tree};
 use crate::parallel::Parallel;
 use crate::quant::Kernels;
-use crate::sampler::{greedy, Sampler, SamplerError};
+use crate::sample::sampler::{Sampler, SamplerError};
+use crate::sample::stop::Stops;
 use crate::storage::Storage;
 use alloc::string::String;
 use core::fmt;
 
-/// Why generation ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
-    /// The model produced an end-of-generation token (not printed).
-    EndToken(u32),
-    /// The requested number of tokens was generated.
-    MaxTokens,
-    /// The KV cache is full.
-    ContextFull,
-    /// The callback asked to stop (e.g. Ctrl-C), or the [`LogitsFilter`] said the output is
-    /// complete (e.g. a complete JSON value).
-    Stopped,
-}
-
-/// A constraint on what may be generated, applied by [`Engine::generate_filtered`] around each
-/// draw (e.g. [`crate::json::JsonConstraint`] for JSON mode).
-pub trait LogitsFilter {
-    /// Forbid tokens by setting their logits to `f32::NEG_INFINITY` (leave at least one).
-    /// `remaining`: how many tokens may still be generated, this one included.
-    fn apply(&mut self, logits: &mut [f32], remaining: usize);
-    /// Advance over the drawn token (never an end token); true when the output is complete and
-    /// generation should stop after reporting it.
-    fn advance(&mut self, token: u32) -> bool;
-    /// How many of `tokens`, in turn from the current state, the constraint could take (guessed
-    /// tokens past that are not worth checking). By default all.
-    fn valid_prefix(&self, tokens: &[u32]) -> usize {
-        tokens.len()
-    }
-}
-
-/// Counts and times of one generation (times in the clock's units, e.g. nanoseconds).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct GenReport {
-    pub prompt_tokens: usize,
-    pub generated: usize,
-    /// Time to run the prompt.
-    pub prefill_time: u64,
-    /// Time from the start to the first generated token.
-    pub first_token_time: u64,
-    /// Time spent generating after the prompt.
-    pub gen_time: u64,
-    pub stop: Option<StopReason>,
-}
+pub use crate::sample::stop::{GenReport, LogitsFilter, StopReason};
 
 /// Why generation failed.
 #[derive(Debug, Clone, PartialEq)]
@@ -176,7 +135,7 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
             let row = b - 1;
             r.receive(&mut st.x[row * dim..(row + 1) * dim])
                 .map_err(GenError::Ring)?;
-            self.model.logits(st, run, row)?;
+            self.model.logits(st, run, HeadRows::One(row))?;
         }
         Ok(())
     }
@@ -206,7 +165,7 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
         r.send(&st.x[..b * dim], (pos, b, b), parents)
             .map_err(GenError::Ring)?;
         r.receive(&mut st.x[..b * dim]).map_err(GenError::Ring)?;
-        self.model.logits_rows(st, run, b)?;
+        self.model.logits(st, run, HeadRows::First(b))?;
         Ok(())
     }
 
@@ -284,8 +243,8 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
     }
 
     /// [`Engine::generate`] with an optional [`LogitsFilter`] (e.g. JSON mode,
-    /// [`crate::json::JsonConstraint`]): before each draw the filter masks the logits, told how
-    /// many tokens may still come (the token limit or the free context, whichever is smaller, this
+    /// [`crate::sample::json::JsonConstraint`]): before each draw the filter masks the logits,
+    /// told how many tokens may still come (the token limit or the free context, whichever is smaller, this
     /// one included); after it the filter sees the token, and when it says the output is complete
     /// the token is reported and generation stops with [`StopReason::Stopped`]. With `None` this is
     /// exactly `generate`.
@@ -308,26 +267,16 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
             t0,
         };
         while rep.generated < max_tokens {
-            let mut complete = false;
-            let tok = match filter.as_deref_mut() {
-                None => sampler.sample_on(self.pool, &mut st.logits)?,
-                Some(f) => {
-                    // Tokens that can still be drawn: this one, then one per free position.
-                    let remaining =
-                        (max_tokens - rep.generated).min(st.ctx().saturating_sub(st.pos) + 1);
-                    f.apply(&mut st.logits, remaining);
-                    let mut tok = sampler.sample_on(self.pool, &mut st.logits)?;
-                    if st.logits.get(tok as usize) == Some(&f32::NEG_INFINITY) {
-                        // Only in a corner of the sampler's arithmetic: never break the filter.
-                        tok = greedy(&st.logits)?;
-                    }
-                    if !is_end(tok) {
-                        complete = f.advance(tok);
-                    }
-                    tok
-                }
-            };
             let at = (st.pos, st.ctx());
+            let (tok, _, complete) = stops.draw(
+                self.pool,
+                sampler,
+                &mut st.logits,
+                &[],
+                &rep,
+                filter.as_deref_mut(),
+                at,
+            )?;
             if let Some(stop) = stops.take(&mut rep, sampler, on_token, tok, complete, at) {
                 rep.stop = Some(stop);
                 break;
@@ -338,47 +287,5 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
         rep.stop.get_or_insert(StopReason::MaxTokens);
         rep.gen_time = clock().wrapping_sub(t1);
         Ok(rep)
-    }
-}
-
-/// How a generation ends, checked after each drawn token in the same order by every loop (the
-/// plain one above and the speculative one in [`crate::speculate`]), so both stop alike.
-#[derive(Clone, Copy)]
-pub(crate) struct Stops<'f> {
-    pub max_tokens: usize,
-    pub is_end: &'f dyn Fn(u32) -> bool,
-    pub clock: &'f dyn Fn() -> u64,
-    /// When generation started (for the first token's time).
-    pub t0: u64,
-}
-
-impl Stops<'_> {
-    /// Take the drawn `tok`: an end token stops unreported; any other is counted, recorded in
-    /// the sampler and reported, then the callback, a complete filter, the token limit and a full
-    /// context (`pos` of `ctx` positions filled, `tok` not yet fed) may stop generation.
-    pub fn take(
-        &self,
-        rep: &mut GenReport,
-        sampler: &mut Sampler,
-        on_token: &mut dyn FnMut(u32) -> bool,
-        tok: u32,
-        complete: bool,
-        (pos, ctx): (usize, usize),
-    ) -> Option<StopReason> {
-        if rep.generated == 0 {
-            rep.first_token_time = (self.clock)().wrapping_sub(self.t0);
-        }
-        if (self.is_end)(tok) {
-            return Some(StopReason::EndToken(tok));
-        }
-        rep.generated += 1;
-        sampler.accept(tok);
-        if !on_token(tok) || complete {
-            return Some(StopReason::Stopped);
-        }
-        if rep.generated == self.max_tokens {
-            return Some(StopReason::MaxTokens);
-        }
-        (pos >= ctx).then_some(StopReason::ContextFull)
     }
 }

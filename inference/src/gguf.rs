@@ -680,17 +680,16 @@ pub struct Gguf {
     tensor_index: BTreeMap<String, usize>,
 }
 
-impl Gguf {
-    /// Read and validate the header, metadata and tensor table of the GGUF file in `src`.
-    pub fn open<S: Storage + ?Sized>(src: &S) -> Result<Self, GgufError> {
-        let mut c = Cursor::new(src, 0);
-        let file_len = c.len;
-
-        let magic: [u8; 4] = c.array("magic")?;
+/// The steps of [`Gguf::open`], in file order.
+impl<S: Storage + ?Sized> Cursor<'_, S> {
+    /// Magic, version and the two counts (`(version, tensors, metadata entries)`), each count
+    /// bounded by what the rest of the file could hold.
+    fn header(&mut self) -> Result<(u32, u64, u64), GgufError> {
+        let magic: [u8; 4] = self.array("magic")?;
         if magic != MAGIC {
             return err(0, GgufErrorKind::BadMagic { found: magic });
         }
-        let version = c.u32("version")?;
+        let version = self.u32("version")?;
         if version != 2 && version != 3 {
             let swapped = version.swap_bytes();
             let byte_swapped = (1..=3).contains(&swapped);
@@ -702,234 +701,307 @@ impl Gguf {
                 },
             );
         }
-        let n_tensors = c.u64("tensor_count")?;
-        let n_kv = c.u64("metadata_kv_count")?;
-        let left = c.remaining();
+        let n_tensors = self.u64("tensor_count")?;
+        let n_kv = self.u64("metadata_kv_count")?;
+        let left = self.remaining();
         let max_tensors = MAX_TENSORS.min(left / MIN_TENSOR_BYTES);
         at_most(8, "tensor_count", n_tensors, max_tensors)?;
         let max_kv = MAX_KV.min(left / MIN_KV_BYTES);
         at_most(16, "metadata_kv_count", n_kv, max_kv)?;
+        Ok((version, n_tensors, n_kv))
+    }
 
-        // Metadata.
+    /// Metadata: `n_kv` entries (keys unique), and the index by key.
+    fn metadata(
+        &mut self,
+        n_kv: u64,
+    ) -> Result<(Vec<MetaEntry>, BTreeMap<String, usize>), GgufError> {
         let mut metadata = Vec::with_capacity(n_kv as usize);
         let mut key_index = BTreeMap::new();
         for _ in 0..n_kv {
-            let offset = c.pos;
-            let key = c.name("metadata key", MAX_KEY_LEN)?;
-            let type_at = c.pos;
-            let type_id = c.u32("metadata value type")?;
+            let offset = self.pos;
+            let key = self.name("metadata key", MAX_KEY_LEN)?;
+            let type_at = self.pos;
+            let type_id = self.u32("metadata value type")?;
             let Some(ty) = ValueType::from_id(type_id) else {
                 return err(type_at, GgufErrorKind::BadValueType { key, type_id });
             };
             let value = if ty == ValueType::Array {
-                let elem_at = c.pos;
-                let elem_id = c.u32("array element type")?;
-                let elem = match ValueType::from_id(elem_id) {
-                    Some(ValueType::Array) => {
-                        return err(elem_at, GgufErrorKind::NestedArray { key })
-                    }
-                    Some(t) => t,
-                    None => {
-                        return err(
-                            elem_at,
-                            GgufErrorKind::BadValueType {
-                                key,
-                                type_id: elem_id,
-                            },
-                        )
-                    }
-                };
-                let len_at = c.pos;
-                let len = c.u64("array length")?;
-                at_most(len_at, "array length", len, c.remaining() / elem.min_size())?;
-                let first = c.pos;
-                match elem.fixed_size() {
-                    Some(sz) => c.skip(len * sz, "array data")?,
-                    None => {
-                        for _ in 0..len {
-                            c.skip_string("array string")?;
-                        }
-                    }
-                }
-                Value::Array(ArrayInfo {
-                    elem,
-                    len,
-                    offset: first,
-                })
+                Value::Array(self.array_info(&key)?)
             } else {
-                c.scalar(ty, &key, "metadata value")?
+                self.scalar(ty, &key, "metadata value")?
             };
             if key_index.insert(key.clone(), metadata.len()).is_some() {
                 return err(offset, GgufErrorKind::DuplicateKey { key });
             }
             metadata.push(MetaEntry { key, value, offset });
         }
+        Ok((metadata, key_index))
+    }
 
-        let alignment = match key_index.get("general.alignment").map(|&i| &metadata[i]) {
-            None => DEFAULT_ALIGNMENT,
-            Some(MetaEntry {
-                value: Value::U32(a),
-                ..
-            }) if *a != 0 && a.is_power_of_two() => *a as u64,
-            Some(e) => {
+    /// An array value of metadata `key`: its element type and length, skipping its elements.
+    fn array_info(&mut self, key: &str) -> Result<ArrayInfo, GgufError> {
+        let elem_at = self.pos;
+        let elem_id = self.u32("array element type")?;
+        let elem = match ValueType::from_id(elem_id) {
+            Some(ValueType::Array) => {
+                return err(elem_at, GgufErrorKind::NestedArray { key: key.into() })
+            }
+            Some(t) => t,
+            None => {
                 return err(
-                    e.offset,
-                    GgufErrorKind::BadAlignment {
-                        value: alloc::format!("{:?}", e.value),
+                    elem_at,
+                    GgufErrorKind::BadValueType {
+                        key: key.into(),
+                        type_id: elem_id,
                     },
                 )
             }
         };
+        let len_at = self.pos;
+        let len = self.u64("array length")?;
+        at_most(
+            len_at,
+            "array length",
+            len,
+            self.remaining() / elem.min_size(),
+        )?;
+        let first = self.pos;
+        match elem.fixed_size() {
+            Some(sz) => self.skip(len * sz, "array data")?,
+            None => {
+                for _ in 0..len {
+                    self.skip_string("array string")?;
+                }
+            }
+        }
+        Ok(ArrayInfo {
+            elem,
+            len,
+            offset: first,
+        })
+    }
 
-        // Tensor table.
+    /// The tensor table: `n_tensors` entries (names unique), the index by name, and each
+    /// tensor's offset relative to the data section with where it was read.
+    #[allow(clippy::type_complexity)]
+    fn tensor_table(
+        &mut self,
+        n_tensors: u64,
+        alignment: u64,
+    ) -> Result<(Vec<TensorInfo>, BTreeMap<String, usize>, Vec<(u64, u64)>), GgufError> {
         let mut tensors = Vec::with_capacity(n_tensors as usize);
         let mut tensor_index = BTreeMap::new();
         let mut rel_offsets = Vec::with_capacity(n_tensors as usize);
         for _ in 0..n_tensors {
-            let info_offset = c.pos;
-            let name = c.name("tensor name", MAX_TENSOR_NAME)?;
-            let dims_at = c.pos;
-            let n_dims = c.u32("tensor n_dims")?;
-            if n_dims == 0 || n_dims > MAX_DIMS {
+            let (t, rel_at) = self.tensor_info(alignment)?;
+            if tensor_index.insert(t.name.clone(), tensors.len()).is_some() {
+                let at = t.info_offset;
+                return err(at, GgufErrorKind::DuplicateTensor { tensor: t.name });
+            }
+            rel_offsets.push((t.offset, rel_at));
+            tensors.push(t);
+        }
+        Ok((tensors, tensor_index, rel_offsets))
+    }
+
+    /// One entry of the tensor table (its `offset` still relative to the data section), and
+    /// where that offset was read.
+    fn tensor_info(&mut self, alignment: u64) -> Result<(TensorInfo, u64), GgufError> {
+        let info_offset = self.pos;
+        let name = self.name("tensor name", MAX_TENSOR_NAME)?;
+        let dims_at = self.pos;
+        let (name, dims, n_dims, n_elements) = self.tensor_dims(name)?;
+        let type_at = self.pos;
+        let type_id = self.u32("tensor type")?;
+        let Some(ty) = GgmlType::from_id(type_id) else {
+            return err(
+                type_at,
+                GgufErrorKind::UnknownType {
+                    tensor: name,
+                    type_id,
+                },
+            );
+        };
+        let block = ty.block_elems();
+        if dims[0] % block as u64 != 0 {
+            return err(
+                dims_at,
+                GgufErrorKind::RowNotBlocks {
+                    tensor: name,
+                    ty,
+                    row_len: dims[0],
+                    block,
+                },
+            );
+        }
+        let size = match (n_elements / block as u64).checked_mul(ty.block_bytes() as u64) {
+            Some(s) if s <= i64::MAX as u64 => s,
+            _ => return err(dims_at, GgufErrorKind::SizeOverflow { tensor: name }),
+        };
+        let rel_at = self.pos;
+        let rel = self.u64("tensor data offset")?;
+        if rel % alignment != 0 {
+            return err(
+                rel_at,
+                GgufErrorKind::Misaligned {
+                    tensor: name,
+                    rel_offset: rel,
+                    alignment,
+                },
+            );
+        }
+        let t = TensorInfo {
+            name,
+            ty,
+            dims,
+            n_dims,
+            offset: rel,
+            size,
+            info_offset,
+        };
+        Ok((t, rel_at))
+    }
+
+    /// A tensor's dimensions: `(name, dims, n_dims, n_elements)`, none zero, the product in `i64`.
+    fn tensor_dims(&mut self, name: String) -> Result<(String, [u64; 4], u32, u64), GgufError> {
+        let dims_at = self.pos;
+        let n_dims = self.u32("tensor n_dims")?;
+        if n_dims == 0 || n_dims > MAX_DIMS {
+            return err(
+                dims_at,
+                GgufErrorKind::BadDimCount {
+                    tensor: name,
+                    n_dims,
+                },
+            );
+        }
+        let mut dims = [1u64; 4];
+        let mut n_elements: u64 = 1;
+        for (d, dim) in dims.iter_mut().enumerate().take(n_dims as usize) {
+            let at = self.pos;
+            let v = self.u64("tensor dimension")?;
+            if v == 0 {
                 return err(
-                    dims_at,
-                    GgufErrorKind::BadDimCount {
+                    at,
+                    GgufErrorKind::ZeroDim {
                         tensor: name,
-                        n_dims,
+                        dim: d,
                     },
                 );
             }
-            let mut dims = [1u64; 4];
-            let mut n_elements: u64 = 1;
-            for (d, dim) in dims.iter_mut().enumerate().take(n_dims as usize) {
-                let at = c.pos;
-                let v = c.u64("tensor dimension")?;
-                if v == 0 {
-                    return err(
-                        at,
-                        GgufErrorKind::ZeroDim {
-                            tensor: name,
-                            dim: d,
-                        },
-                    );
-                }
-                if v > i64::MAX as u64 {
-                    return err(
-                        at,
-                        GgufErrorKind::DimTooLarge {
-                            tensor: name,
-                            dim: d,
-                            value: v,
-                        },
-                    );
-                }
-                n_elements = match n_elements.checked_mul(v) {
-                    Some(n) if n <= i64::MAX as u64 => n,
-                    _ => return err(at, GgufErrorKind::SizeOverflow { tensor: name }),
-                };
-                *dim = v;
-            }
-            let type_at = c.pos;
-            let type_id = c.u32("tensor type")?;
-            let Some(ty) = GgmlType::from_id(type_id) else {
+            if v > i64::MAX as u64 {
                 return err(
-                    type_at,
-                    GgufErrorKind::UnknownType {
+                    at,
+                    GgufErrorKind::DimTooLarge {
                         tensor: name,
-                        type_id,
+                        dim: d,
+                        value: v,
                     },
                 );
+            }
+            n_elements = match n_elements.checked_mul(v) {
+                Some(n) if n <= i64::MAX as u64 => n,
+                _ => return err(at, GgufErrorKind::SizeOverflow { tensor: name }),
             };
-            let block = ty.block_elems();
-            if dims[0] % block as u64 != 0 {
-                return err(
-                    dims_at,
-                    GgufErrorKind::RowNotBlocks {
-                        tensor: name,
-                        ty,
-                        row_len: dims[0],
-                        block,
-                    },
-                );
-            }
-            let size = match (n_elements / block as u64).checked_mul(ty.block_bytes() as u64) {
-                Some(s) if s <= i64::MAX as u64 => s,
-                _ => return err(dims_at, GgufErrorKind::SizeOverflow { tensor: name }),
-            };
-            let rel_at = c.pos;
-            let rel = c.u64("tensor data offset")?;
-            if rel % alignment != 0 {
+            *dim = v;
+        }
+        Ok((name, dims, n_dims, n_elements))
+    }
+}
+
+/// `general.alignment` (a power of two as u32), or the default.
+fn alignment(
+    metadata: &[MetaEntry],
+    key_index: &BTreeMap<String, usize>,
+) -> Result<u64, GgufError> {
+    match key_index.get("general.alignment").map(|&i| &metadata[i]) {
+        None => Ok(DEFAULT_ALIGNMENT),
+        Some(MetaEntry {
+            value: Value::U32(a),
+            ..
+        }) if *a != 0 && a.is_power_of_two() => Ok(*a as u64),
+        Some(e) => err(
+            e.offset,
+            GgufErrorKind::BadAlignment {
+                value: alloc::format!("{:?}", e.value),
+            },
+        ),
+    }
+}
+
+/// Data section: aligned after the table (which ends at `table_end`); every tensor inside the
+/// file. Makes the tensors' offsets absolute and returns the section's offset.
+fn place_data(
+    table_end: u64,
+    alignment: u64,
+    file_len: u64,
+    tensors: &mut [TensorInfo],
+    rel_offsets: &[(u64, u64)],
+) -> Result<u64, GgufError> {
+    let data_offset = match table_end.checked_next_multiple_of(alignment) {
+        Some(d) => d,
+        None => {
+            return err(
+                table_end,
+                GgufErrorKind::Truncated {
+                    field: "tensor data",
+                    need: alignment,
+                    file_len,
+                },
+            )
+        }
+    };
+    for (t, &(rel, rel_at)) in tensors.iter_mut().zip(rel_offsets) {
+        let start = data_offset.checked_add(rel);
+        match start.and_then(|s| s.checked_add(t.size)) {
+            Some(end) if end <= file_len => t.offset = data_offset + rel,
+            _ => {
                 return err(
                     rel_at,
-                    GgufErrorKind::Misaligned {
-                        tensor: name,
-                        rel_offset: rel,
-                        alignment,
-                    },
-                );
-            }
-            if tensor_index.insert(name.clone(), tensors.len()).is_some() {
-                return err(info_offset, GgufErrorKind::DuplicateTensor { tensor: name });
-            }
-            rel_offsets.push((rel, rel_at));
-            tensors.push(TensorInfo {
-                name,
-                ty,
-                dims,
-                n_dims,
-                offset: rel,
-                size,
-                info_offset,
-            });
-        }
-
-        // Data section: aligned after the table; every tensor inside the file, none overlapping.
-        let table_end = c.pos;
-        let data_offset = match table_end.checked_next_multiple_of(alignment) {
-            Some(d) => d,
-            None => {
-                return err(
-                    table_end,
-                    GgufErrorKind::Truncated {
-                        field: "tensor data",
-                        need: alignment,
+                    GgufErrorKind::DataOutOfFile {
+                        tensor: t.name.clone(),
+                        start: start.unwrap_or(u64::MAX),
+                        size: t.size,
                         file_len,
                     },
                 )
             }
-        };
-        for (t, &(rel, rel_at)) in tensors.iter_mut().zip(&rel_offsets) {
-            let start = data_offset.checked_add(rel);
-            match start.and_then(|s| s.checked_add(t.size)) {
-                Some(end) if end <= file_len => t.offset = data_offset + rel,
-                _ => {
-                    return err(
-                        rel_at,
-                        GgufErrorKind::DataOutOfFile {
-                            tensor: t.name.clone(),
-                            start: start.unwrap_or(u64::MAX),
-                            size: t.size,
-                            file_len,
-                        },
-                    )
-                }
-            }
         }
-        let mut order: Vec<usize> = (0..tensors.len()).collect();
-        order.sort_by_key(|&i| (tensors[i].offset, tensors[i].size));
-        for w in order.windows(2) {
-            let (a, b) = (&tensors[w[0]], &tensors[w[1]]);
-            if a.offset + a.size > b.offset && a.size > 0 && b.size > 0 {
-                return err(
-                    rel_offsets[w[1]].1,
-                    GgufErrorKind::Overlap {
-                        tensor: b.name.clone(),
-                        other: a.name.clone(),
-                    },
-                );
-            }
-        }
+    }
+    Ok(data_offset)
+}
 
+/// No two tensors' data overlap.
+fn check_overlaps(tensors: &[TensorInfo], rel_offsets: &[(u64, u64)]) -> Result<(), GgufError> {
+    let mut order: Vec<usize> = (0..tensors.len()).collect();
+    order.sort_by_key(|&i| (tensors[i].offset, tensors[i].size));
+    for w in order.windows(2) {
+        let (a, b) = (&tensors[w[0]], &tensors[w[1]]);
+        if a.offset + a.size > b.offset && a.size > 0 && b.size > 0 {
+            return err(
+                rel_offsets[w[1]].1,
+                GgufErrorKind::Overlap {
+                    tensor: b.name.clone(),
+                    other: a.name.clone(),
+                },
+            );
+        }
+    }
+    Ok(())
+}
+
+impl Gguf {
+    /// Read and validate the header, metadata and tensor table of the GGUF file in `src`.
+    pub fn open<S: Storage + ?Sized>(src: &S) -> Result<Self, GgufError> {
+        let mut c = Cursor::new(src, 0);
+        let file_len = c.len;
+        let (version, n_tensors, n_kv) = c.header()?;
+        let (metadata, key_index) = c.metadata(n_kv)?;
+        let alignment = alignment(&metadata, &key_index)?;
+        let (mut tensors, tensor_index, rel_offsets) = c.tensor_table(n_tensors, alignment)?;
+        let data_offset = place_data(c.pos, alignment, file_len, &mut tensors, &rel_offsets)?;
+        check_overlaps(&tensors, &rel_offsets)?;
         Ok(Gguf {
             version,
             file_len,

@@ -7,28 +7,28 @@
 //! Data flow: a [`storage::Storage`] (file, page cache, memory) → [`gguf::Gguf`] (metadata and the
 //! tensor table, validated) → [`matvec`] over weight rows with [`quant::Kernels`] (the scalar
 //! reference, and its NEON, NEON+SDOT and RVV twins, chosen at start from what the CPU has, bit for
-//! bit the same results) → the model's forward pass ([`model`]) → [`sampler`] → [`tokenizer`].
+//! bit the same results) → the model's forward pass ([`model`]) → [`sample`] → [`tokenizer`].
 #![cfg_attr(not(feature = "std"), no_std)]
 
 extern crate alloc;
 
-pub mod chat;
 pub mod fit;
 pub mod generate;
 pub mod gguf;
-pub mod json;
 pub mod kv;
 pub mod matvec;
 pub mod model;
 pub mod ops;
 pub mod parallel;
 pub mod quant;
-pub mod sampler;
+pub mod sample;
 pub mod speculate;
 pub mod storage;
+pub mod template;
 pub mod tokenizer;
 
 pub use fit::TooLarge;
 pub use gguf::{Gguf, GgufError, GgufErrorKind, TensorInfo};
 pub use quant::{ActBuf, ActFormat, Acts, GgmlType, Kernels};
+pub use sample::{json, sampler};
 pub use storage::{SliceStorage, Storage, StorageError};

@@ -28,12 +28,21 @@ fn rms_scale(x: &[f32], eps: f32) -> f32 {
     (1.0 / libm::sqrt(mean + eps as f64)) as f32
 }
 
+/// How RoPE pairs the elements of a head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RopeLayout {
+    /// Element 2i with 2i+1 (GGUF `llama`: Q and K are stored permuted for this).
+    Adjacent,
+    /// Element i with i + rope_dim/2 (`qwen2`, `qwen3`, `gemma3`).
+    Neox,
+}
+
 /// Precomputed rotations: for each position, `cos` and `sin` of `pos * base^(-2i/rope_dim) /
 /// factor_i` for `i < rope_dim / 2`, computed in f64 once, and how the head's elements are paired.
 #[derive(Debug, Clone)]
 pub struct RopeTable {
     pub half: usize,
-    pub layout: crate::model::RopeLayout,
+    pub layout: RopeLayout,
     /// `positions * half` entries, row per position.
     pub cos: alloc::vec::Vec<f32>,
     pub sin: alloc::vec::Vec<f32>,
@@ -49,7 +58,7 @@ impl RopeTable {
         base: f32,
         scale: f32,
         factors: Option<&[f32]>,
-        layout: crate::model::RopeLayout,
+        layout: RopeLayout,
     ) -> Self {
         let half = rope_dim / 2;
         let mut cos = alloc::vec::Vec::with_capacity(positions * half);
@@ -79,8 +88,8 @@ impl RopeTable {
     /// Rotate every `head_dim` head of `x` at `pos` in the table's layout.
     pub fn apply(&self, x: &mut [f32], head_dim: usize, pos: usize) {
         match self.layout {
-            crate::model::RopeLayout::Adjacent => self.apply_adjacent(x, head_dim, pos),
-            crate::model::RopeLayout::Neox => self.apply_neox(x, head_dim, pos),
+            RopeLayout::Adjacent => self.apply_adjacent(x, head_dim, pos),
+            RopeLayout::Neox => self.apply_neox(x, head_dim, pos),
         }
     }
 

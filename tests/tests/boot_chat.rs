@@ -5,8 +5,8 @@
 mod common;
 
 use common::boot::{boot_input, built, host_text, make_image};
-use inference::chat::{chat_template, default_system_prompt, Template};
 use inference::storage::FileStorage;
+use inference::template::{chat_template, default_system_prompt, Template};
 use inference::tokenizer::Tokenizer;
 use inference::Gguf;
 use std::time::Duration;

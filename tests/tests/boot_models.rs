@@ -7,8 +7,8 @@
 mod common;
 
 use common::boot::{boot_input, built, host_text, make_image};
-use inference::chat::Template;
 use inference::storage::FileStorage;
+use inference::template::Template;
 use inference::tokenizer::Tokenizer;
 use inference::Gguf;
 use std::time::Duration;

@@ -117,7 +117,7 @@ fn a_self_draft_on_a_board_prints_what_the_pc_runner_prints() {
 /// typed here, it would arrive with the first message and stop that reply.)
 #[test]
 fn a_chat_speculates_across_turns() {
-    use inference::chat::{chat_template, default_system_prompt, Template};
+    use inference::template::{chat_template, default_system_prompt, Template};
     let b = built("qemu-virt-aarch64");
     let model = common::model_path();
     let n = 24;

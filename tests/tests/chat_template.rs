@@ -4,7 +4,7 @@
 
 mod common;
 
-use inference::chat::{self, default_system_prompt, Template};
+use inference::template::{self, default_system_prompt, Template};
 use inference::tokenizer::Tokenizer;
 
 fn id(tok: &Tokenizer, text: &str) -> u32 {
@@ -37,7 +37,7 @@ fn encode_pieces(tok: &Tokenizer, t: Template, pieces: &[String]) -> Vec<u32> {
 fn smollm2_instruct_is_chatml() {
     let (src, g) = common::open(&common::model_path());
     let tok = Tokenizer::from_gguf(&g, &src).unwrap();
-    let tpl = chat::chat_template(&g).expect("the model has a chat template");
+    let tpl = template::chat_template(&g).expect("the model has a chat template");
     assert!(tpl.contains("<|im_start|>"), "{tpl}");
     let t = Template::from_gguf(&g, &tok);
     assert_eq!(t, Template::ChatMl);
@@ -115,7 +115,7 @@ fn vocab(name: &str) -> (Tokenizer, Option<String>) {
     let (src, g) =
         common::open(&common::shared().join(format!("fixtures/vocab/ggml-vocab-{name}.gguf")));
     let tok = Tokenizer::from_gguf(&g, &src).unwrap_or_else(|e| panic!("{name}: {e}"));
-    (tok, chat::chat_template(&g).map(String::from))
+    (tok, template::chat_template(&g).map(String::from))
 }
 
 #[test]

@@ -4,14 +4,7 @@
 //! pass. The pieces are checked against llama.cpp's model code and a float64 reference pass.
 #![forbid(unsafe_code)]
 
-/// How RoPE pairs the elements of a head.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RopeLayout {
-    /// Element 2i with 2i+1 (GGUF `llama`: Q and K are stored permuted for this).
-    Adjacent,
-    /// Element i with i + rope_dim/2 (`qwen2`, `qwen3`, `gemma3`).
-    Neox,
-}
+pub use crate::ops::RopeLayout;
 
 /// The activation of the gated feed-forward: `hidden = act(gate · x) * (up · x)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

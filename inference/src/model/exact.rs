@@ -1,7 +1,8 @@
 //! The error budget's switches: approximations of the forward pass that can be made exact one at a
 //! time, to measure what each costs against the float64 reference (`cargo xtask fidelity`). All
-//! are off in a normal run, where none of this code is reached; with one on, the pass takes a
-//! slow, single-threaded, allocating path for that step (a measuring tool, not a mode to run in).
+//! are off in a normal run, where none of this code is reached; with one on, the pass runs on the
+//! exact kernel path (`ExactPath` in `path.rs`), slow, single-threaded and allocating for the
+//! steps switched on (a measuring tool, not a mode to run in).
 
 use super::tree::Tree;
 use super::{Config, ModelError};

@@ -13,516 +13,23 @@
 //! [`Parallel`] pool, each weight block decoded once for all B tokens. Every value a token gets is
 //! computed exactly as in a one-token pass (same operations, same order), so a batched prompt
 //! gives bit for bit the logits of feeding it one token at a time. No allocation happens here
-//! (all buffers live in [`RunState`]); per-token buffers are `[B][width]`.
+//! (all buffers live in [`RunState`], sized in `state.rs`); per-token buffers are `[B][width]`.
+//! The products and the attention run on a kernel path chosen once per pass (`path.rs`): the
+//! quantized kernels, or the error budget's exact path when one of its switches is on.
 
-use super::exact::{self, Exact, Kv32, KvSource};
+use super::exact::{Exact, PRODUCTS};
+use super::path::{rope_of, Cx, ExactPath, KernelPath, Quantized, Q_IN_JOB_MAX};
+use super::state::RunState;
 use super::tree::Tree;
-use super::{Activation, Config, ModelError, Part, Weights};
-use crate::fit;
-use crate::gguf::{Gguf, TensorInfo};
-use crate::kv::KvCache;
-use crate::matvec::{matmat, read_row_f32};
-use crate::ops::{self, Head, RopeTable};
-use crate::parallel::{par_chunks, Parallel, MAX_WORKERS};
-use crate::quant::{ActBuf, ActFormat, ActsBatch, Kernels, MAX_BATCH};
+use super::{Activation, Config, Model, ModelError, Part};
+use crate::gguf::TensorInfo;
+use crate::matvec::read_row_f32;
+use crate::ops;
+use crate::parallel::{par_chunks, Parallel};
+use crate::quant::Kernels;
 use crate::storage::Storage;
-use alloc::vec;
 use alloc::vec::Vec;
 use core::ops::Range;
-
-/// A loaded model: hyperparameters and weight views (the weights stay in the storage).
-#[derive(Debug, Clone)]
-pub struct Model {
-    pub config: Config,
-    pub weights: Weights,
-}
-
-impl Model {
-    /// Read the configuration and locate every weight.
-    pub fn load<S: Storage + ?Sized>(g: &Gguf, src: &S) -> Result<Model, ModelError> {
-        let config = Config::from_gguf(g)?;
-        let weights = Weights::from_gguf(g, src, &config)?;
-        Ok(Model { config, weights })
-    }
-}
-
-/// One input (B vectors, `[B][n]`) quantized lazily to each activation format it is multiplied in.
-#[derive(Debug)]
-struct ActSet {
-    bufs: [ActBuf; 6],
-    fresh: [bool; 6],
-}
-
-/// The formats, one slot each.
-const FORMATS: [ActFormat; 6] = [
-    ActFormat::F32,
-    ActFormat::F16,
-    ActFormat::Bf16,
-    ActFormat::Q8_0,
-    ActFormat::Q8_1,
-    ActFormat::Q8K,
-];
-
-fn slot(f: ActFormat) -> usize {
-    FORMATS.iter().position(|&g| g == f).unwrap_or(0)
-}
-
-impl ActSet {
-    fn new(n: usize) -> Self {
-        Self {
-            bufs: FORMATS.map(|f| ActBuf::for_format(f, n)),
-            fresh: [false; 6],
-        }
-    }
-    /// Bytes [`ActSet::new`] reserves for `n` values.
-    fn bytes_for(n: usize) -> usize {
-        FORMATS.iter().map(|&f| ActBuf::bytes_for(f, n)).sum()
-    }
-    /// Forget the previous input.
-    fn reset(&mut self) {
-        self.fresh = [false; 6];
-    }
-    /// `x` (`cols` vectors) quantized for multiplying with `w` (once per format per input).
-    fn for_weight<P: Parallel + ?Sized>(
-        &mut self,
-        k: &Kernels,
-        pool: &P,
-        w: &TensorInfo,
-        x: &[f32],
-        cols: usize,
-    ) -> Result<ActsBatch<'_>, ModelError> {
-        let f = w.ty.act_format();
-        let i = slot(f);
-        if !self.fresh[i] {
-            self.bufs[i]
-                .quantize_with(
-                    f,
-                    x,
-                    (k.quantize_q8_0, k.quantize_q8_1, k.quantize_q8_k),
-                    pool,
-                )
-                .map_err(|e| ModelError::Matvec(alloc::format!("{e:?}")))?;
-            self.fresh[i] = true;
-        }
-        let acts = self.bufs[i]
-            .acts()
-            .ok_or_else(|| ModelError::Matvec("no activations".into()))?;
-        Ok(ActsBatch { cols, acts })
-    }
-    fn bytes(&self) -> usize {
-        self.bufs.iter().map(|b| b.reserved_bytes()).sum()
-    }
-}
-
-/// Every buffer the forward pass uses, allocated once for a context length and a batch size B.
-#[derive(Debug)]
-pub struct RunState {
-    /// Residual stream. `[B][dim]`
-    pub x: Vec<f32>,
-    /// Normed input / projection output. `[B][dim]`
-    xb: Vec<f32>,
-    /// Attention output, all heads. `[B][n_head * head_dim]`
-    att: Vec<f32>,
-    /// Queries. `[B][n_head * head_dim]`
-    q: Vec<f32>,
-    /// Keys and values of the batch's positions. `[B][kv_dim]`
-    k: Vec<f32>,
-    v: Vec<f32>,
-    /// Feed-forward gate and up projections. `[B][ffn_dim]`
-    hb: Vec<f32>,
-    hb2: Vec<f32>,
-    /// A batched product as the kernels write it, `[rows][B]`, before it is laid out per token
-    /// (empty when B = 1).
-    mm: Vec<f32>,
-    /// Tokens per forward pass at most.
-    batch: usize,
-    /// Scores over the vocabulary. `[vocab]`
-    pub logits: Vec<f32>,
-    /// Scores over the vocabulary after every token of the last batch, for checking draft tokens
-    /// (empty unless [`RunState::keep_row_logits`] asked for them). `[B][vocab]`
-    row_logits: Vec<f32>,
-    /// Quantized activations of the current matmul input: one set for `dim`-wide inputs and one for
-    /// the feed-forward hidden vector.
-    acts_dim: ActSet,
-    acts_ffn: ActSet,
-    /// One read buffer per worker for rows that are not resident in memory.
-    scratch: Vec<Vec<u8>>,
-    pub kv: KvCache,
-    /// RoPE of the global layers, and of the sliding-window layers when their base differs.
-    rope: RopeTable,
-    rope_local: Option<RopeTable>,
-    /// Next position to fill (tokens processed so far).
-    pub pos: usize,
-    /// One past the highest position written since the last [`RunState::reset`] (how far back a
-    /// [`RunState::rollback`] may go without a window ring having lost what it needs).
-    top: usize,
-    /// The error budget's switches (all off in a normal run) and the f32 K/V they may keep.
-    exact: Exact,
-    kv32: Option<Kv32>,
-    /// The shape of the next pass when its rows form a tree of candidates rather than
-    /// consecutive tokens ([`RunState::set_tree`]).
-    tree: Option<Tree>,
-}
-
-/// Smallest per-worker read buffer: rows are read in chunks of this size when not resident.
-pub const SCRATCH_BYTES: usize = 64 * 1024;
-
-impl RunState {
-    /// Buffers for `model` with a KV cache of `ctx` positions and `workers` workers, one token
-    /// per forward pass.
-    pub fn new(model: &Model, ctx: usize, workers: usize) -> Result<RunState, ModelError> {
-        Self::with_batch(model, ctx, workers, 1)
-    }
-
-    /// Bytes of the f16 KV cache for `ctx` positions (sliding-window layers keep their ring only),
-    /// in `u64` (a context too long for the address space is still counted right).
-    pub fn kv_bytes_for(model: &Model, ctx: usize) -> u64 {
-        2 * kv_half_bytes(&model.config, &kv_slots(&model.config, ctx))
-    }
-
-    /// Bytes of the per-token buffers one more token of batch costs (to size the batch from
-    /// free RAM).
-    pub fn bytes_per_batch_token(model: &Model) -> u64 {
-        let c = &model.config;
-        // x, xb, att, q, k, v, hb, hb2, the [rows][B] product, and the two activation sets.
-        let floats = 2 * c.dim + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * c.ffn_dim;
-        let mm = c.dim.max(c.q_dim()).max(c.ffn_dim);
-        let acts = ActSet::bytes_for(c.dim.max(c.q_dim())) + ActSet::bytes_for(c.ffn_dim);
-        (floats + mm) as u64 * 4 + acts as u64
-    }
-
-    /// Bytes of the buffers [`RunState::for_part`] would allocate, `(KV cache, everything else)`,
-    /// checked against the address space before any is allocated: a buffer that one allocation
-    /// cannot hold, or a total past it, is a [`ModelError::TooLarge`] naming it.
-    pub fn size_of(
-        model: &Model,
-        ctx: usize,
-        workers: usize,
-        batch: usize,
-        part: &Part,
-    ) -> Result<(u64, u64), ModelError> {
-        Self::size_within(model, ctx, workers, batch, part, fit::ADDRESS_LIMIT)
-    }
-
-    /// [`RunState::size_of`] against an explicit `limit` of the address space.
-    pub fn size_within(
-        model: &Model,
-        ctx: usize,
-        workers: usize,
-        batch: usize,
-        part: &Part,
-        limit: u64,
-    ) -> Result<(u64, u64), ModelError> {
-        let c = &model.config;
-        let b = batch as u64;
-        let workers = workers.clamp(1, MAX_WORKERS) as u64;
-        let kv_half = kv_half_bytes(c, &part_slots(c, ctx, part));
-        let widest = c.dim.max(c.q_dim()).max(c.ffn_dim) as u64;
-        let rope = fit::bytes(ctx as u64, (c.rope_dim / 2) as u64 * 4);
-        let scratch = model.weights.max_row_bytes().max(SCRATCH_BYTES as u64);
-        let logits = if part.ends { c.vocab as u64 * 4 } else { 0 };
-        let pieces = [
-            ("the KV cache's keys (or values)", kv_half),
-            ("an activation buffer", fit::bytes(b, widest * 4)),
-            ("the RoPE table's cosines (or sines)", rope),
-            ("a core's read buffer for a row", scratch),
-            ("the logits", logits),
-        ];
-        for (what, bytes) in pieces {
-            fit::fit_within(bytes, limit, || {
-                alloc::format!("{what} for {ctx} positions and batches of {batch}")
-            })?;
-        }
-        let kv = 2 * kv_half;
-        let tables = if c.swa.is_some() { 4 * rope } else { 2 * rope };
-        let other = fit::bytes(b, Self::bytes_per_batch_token(model))
-            .saturating_add(workers * scratch)
-            .saturating_add(tables)
-            .saturating_add(logits);
-        fit::fit_within(kv.saturating_add(other), limit, || {
-            alloc::format!(
-                "the KV cache ({}) and buffers ({}) for {ctx} positions",
-                fit::Size(kv),
-                fit::Size(other)
-            )
-        })?;
-        Ok((kv, other))
-    }
-
-    /// [`RunState::new`] with buffers for up to `batch` tokens per forward pass (1 to
-    /// [`MAX_BATCH`]).
-    pub fn with_batch(
-        model: &Model,
-        ctx: usize,
-        workers: usize,
-        batch: usize,
-    ) -> Result<RunState, ModelError> {
-        let part = Part::whole(model.config.n_layer);
-        Self::for_part(model, ctx, workers, batch, &part)
-    }
-
-    /// [`RunState::with_batch`] for a board that runs `part` of the model: the KV cache holds only
-    /// its layers, and the logits exist only where the output head is.
-    pub fn for_part(
-        model: &Model,
-        ctx: usize,
-        workers: usize,
-        batch: usize,
-        part: &Part,
-    ) -> Result<RunState, ModelError> {
-        let c = &model.config;
-        if ctx == 0 || ctx > c.train_ctx {
-            return Err(ModelError::BadContext {
-                asked: ctx,
-                max: c.train_ctx,
-            });
-        }
-        if batch == 0 || batch > MAX_BATCH {
-            return Err(ModelError::Batch {
-                tokens: batch,
-                max: MAX_BATCH,
-            });
-        }
-        Self::size_of(model, ctx, workers, batch, part)?;
-        let workers = workers.clamp(1, MAX_WORKERS);
-        // In range: `size_of` checked it against the address space.
-        let scratch_bytes = SCRATCH_BYTES.max(model.weights.max_row_bytes() as usize);
-        let b = batch;
-        let mm_rows = c.dim.max(c.q_dim()).max(c.ffn_dim);
-        Ok(RunState {
-            x: vec![0.0; b * c.dim],
-            xb: vec![0.0; b * c.dim],
-            att: vec![0.0; b * c.q_dim()],
-            q: vec![0.0; b * c.q_dim()],
-            k: vec![0.0; b * c.kv_dim()],
-            v: vec![0.0; b * c.kv_dim()],
-            hb: vec![0.0; b * c.ffn_dim],
-            hb2: vec![0.0; b * c.ffn_dim],
-            mm: vec![0.0; if b > 1 { b * mm_rows } else { 0 }],
-            batch: b,
-            logits: vec![0.0; if part.ends { c.vocab } else { 0 }],
-            row_logits: Vec::new(),
-            acts_dim: ActSet::new(b * c.dim.max(c.q_dim())),
-            acts_ffn: ActSet::new(b * c.ffn_dim),
-            scratch: (0..workers).map(|_| vec![0u8; scratch_bytes]).collect(),
-            kv: KvCache::with_slots(ctx, c.kv_dim(), &part_slots(c, ctx, part)),
-            rope: rope_table(model, ctx, c.rope_base),
-            rope_local: c.swa.map(|s| rope_table(model, ctx, s.rope_base)),
-            pos: 0,
-            top: 0,
-            exact: Exact::default(),
-            kv32: None,
-            tree: None,
-        })
-    }
-
-    /// Bytes of runtime state: (KV cache, everything else).
-    pub fn bytes(&self) -> (usize, usize) {
-        let f = |v: &Vec<f32>| v.len() * 4;
-        let bufs = f(&self.x)
-            + f(&self.xb)
-            + f(&self.att)
-            + f(&self.q)
-            + f(&self.k)
-            + f(&self.v)
-            + f(&self.hb)
-            + f(&self.hb2)
-            + f(&self.mm)
-            + f(&self.logits)
-            + f(&self.row_logits);
-        let other = bufs
-            + self.acts_dim.bytes()
-            + self.acts_ffn.bytes()
-            + self.scratch.iter().map(Vec::len).sum::<usize>()
-            + self.rope.bytes()
-            + self.rope_local.as_ref().map_or(0, RopeTable::bytes);
-        (self.kv.bytes(), other)
-    }
-
-    /// Make the approximations `e` names exact from now on (to measure the error budget; slow).
-    pub fn set_exact(&mut self, e: Exact, model: &Model) {
-        let c = &model.config;
-        self.kv32 = e.kv.then(|| Kv32::new(c.n_layer, self.kv.ctx, c.kv_dim()));
-        self.exact = e;
-    }
-
-    /// Tokens one forward pass takes at most.
-    pub fn batch(&self) -> usize {
-        self.batch
-    }
-
-    /// Context positions in the KV cache.
-    pub fn ctx(&self) -> usize {
-        self.kv.ctx
-    }
-
-    /// Forget the conversation (positions restart at 0; the cache is overwritten as it refills).
-    pub fn reset(&mut self) {
-        self.pos = 0;
-        self.top = 0;
-    }
-
-    /// Bytes [`RunState::keep_row_logits`] adds for `rows` rows: the scores of each.
-    pub fn row_logits_bytes(model: &Model, rows: usize) -> u64 {
-        fit::bytes(rows as u64, model.config.vocab as u64 * 4)
-    }
-
-    /// Keep the logits of up to `rows` tokens of a batch (1 to the batch; `[rows][vocab]`), for
-    /// [`Model::forward_rows`] passes of as many tokens. The buffer is allocated here, once, so
-    /// that runs that never check drafts do not pay for it, and a board with a large vocabulary
-    /// pays only for the drafts it checks.
-    pub fn keep_row_logits(&mut self, model: &Model, rows: usize) -> Result<(), ModelError> {
-        let rows = rows.clamp(1, self.batch);
-        let bytes = Self::row_logits_bytes(model, rows);
-        let len = fit::fit(bytes, || {
-            alloc::format!("the logits of {rows} tokens of a batch")
-        })? / 4;
-        if self.row_logits.len() != len {
-            self.row_logits = vec![0.0; len];
-        }
-        Ok(())
-    }
-
-    /// Tokens whose logits a [`Model::forward_rows`] pass can keep (0 without
-    /// [`RunState::keep_row_logits`]).
-    pub fn rows_kept(&self) -> usize {
-        self.row_logits
-            .len()
-            .checked_div(self.logits.len())
-            .unwrap_or(0)
-    }
-
-    /// The scores over the vocabulary after token `row` of the last [`Model::forward_rows`] pass
-    /// (`None` past the batch, or without [`RunState::keep_row_logits`]).
-    pub fn row_logits(&self, row: usize, vocab: usize) -> Option<&[f32]> {
-        self.row_logits.get(row * vocab..(row + 1) * vocab)
-    }
-
-    /// [`RunState::row_logits`], to be changed in place (penalties and filters before a draw).
-    pub fn row_logits_mut(&mut self, row: usize, vocab: usize) -> Option<&mut [f32]> {
-        self.row_logits.get_mut(row * vocab..(row + 1) * vocab)
-    }
-
-    /// Go back to position `pos`, as if only the tokens before it had been fed (the rejected
-    /// draft tokens of a check are forgotten; their cache rows are overwritten as it refills).
-    /// At most [`MAX_BATCH`] positions below the highest one written since the last reset: a
-    /// sliding-window ring holds its window and `MAX_BATCH - 1` more positions, so the positions
-    /// `pos` and later attend to are all still in it.
-    pub fn rollback(&mut self, pos: usize) -> Result<(), ModelError> {
-        self.check_back(pos)?;
-        self.pos = pos;
-        Ok(())
-    }
-
-    fn check_back(&self, pos: usize) -> Result<(), ModelError> {
-        let top = self.top.max(self.pos);
-        if pos > self.pos || top - pos > MAX_BATCH {
-            return Err(ModelError::Rollback {
-                to: pos,
-                pos: self.pos,
-                top,
-            });
-        }
-        Ok(())
-    }
-
-    /// The rows of the next pass form `tree` (`None`: consecutive tokens, as usual). The pass at
-    /// position `base` writes row `i`'s K/V to position `base + i`, and each row sees only its own
-    /// path (see [`super::tree`]); [`RunState::keep_path`] then keeps one path. A chain is a
-    /// plain batch and is run as one.
-    pub fn set_tree(&mut self, tree: Option<&Tree>) {
-        self.tree = tree.filter(|t| !t.is_chain()).cloned();
-    }
-
-    /// After a tree pass at `base` (the state at `base + rows`), keep the path `rows` (row 0, then
-    /// a child of each row before it): its K/V move to positions `base ..`, and the state goes
-    /// to `base + rows.len()`, as if only those tokens had been fed. The other rows are
-    /// forgotten, as a rollback forgets.
-    pub fn keep_path(&mut self, base: usize, rows: &[u8]) -> Result<(), ModelError> {
-        let to = base + rows.len();
-        let valid = rows.first() == Some(&0)
-            && rows.windows(2).all(|w| w[0] < w[1])
-            && rows.last().is_some_and(|&r| base + (r as usize) < self.pos);
-        if !valid || to > self.pos {
-            return Err(ModelError::Rollback {
-                to,
-                pos: self.pos,
-                top: self.top,
-            });
-        }
-        self.check_back(to)?;
-        for (d, &r) in rows.iter().enumerate() {
-            let (from, at) = (base + r as usize, base + d);
-            if from != at {
-                for l in 0..self.kv.layers {
-                    self.kv.copy(l, from, at);
-                    if let Some(k32) = self.kv32.as_mut() {
-                        k32.copy(l, from, at);
-                    }
-                }
-            }
-        }
-        self.pos = to;
-        Ok(())
-    }
-}
-
-/// Positions each layer's KV cache keeps: all `ctx`, or for a sliding-window layer its window and
-/// one batch (a batch's tokens are all stored before any of them attends).
-fn kv_slots(c: &Config, ctx: usize) -> Vec<usize> {
-    (0..c.n_layer)
-        .map(|l| c.window(l).map_or(ctx, |w| (w + MAX_BATCH - 1).min(ctx)))
-        .collect()
-}
-
-/// Bytes of the keys (or of the values) of a KV cache with `slots` positions in each layer, in
-/// `u64` (saturating: an overflow is too large for any address space).
-fn kv_half_bytes(c: &Config, slots: &[usize]) -> u64 {
-    let positions: u64 = slots.iter().map(|&s| s as u64).sum();
-    fit::bytes(positions, c.kv_dim() as u64 * 2)
-}
-
-/// [`kv_slots`] for the layers of `part` (one slot for each layer it does not run).
-fn part_slots(c: &Config, ctx: usize, part: &Part) -> Vec<usize> {
-    let mut slots = kv_slots(c, ctx);
-    for (l, s) in slots.iter_mut().enumerate() {
-        if !part.layers.contains(&l) {
-            *s = 1;
-        }
-    }
-    slots
-}
-
-fn rope_table(model: &Model, ctx: usize, base: f32) -> RopeTable {
-    let c = &model.config;
-    let factors = model.weights.rope_freqs.as_deref();
-    RopeTable::new(
-        ctx,
-        c.rope_dim,
-        base,
-        c.rope_position_scale(),
-        factors,
-        c.recipe.rope,
-    )
-}
-
-/// The slots (`slot(row)`) of the rows on tree row `i`'s path that a query seeing `n` positions
-/// reads: the last of them, up to its depth and itself (all of them unless a window is shorter).
-fn path_slots<'o>(
-    tree: &Tree,
-    i: usize,
-    n: usize,
-    slot: impl Fn(usize) -> usize,
-    out: &'o mut [u32; MAX_BATCH],
-) -> &'o [u32] {
-    let mut rows = [0u8; MAX_BATCH];
-    let path = tree.path(i, &mut rows);
-    let path = &path[path.len() - path.len().min(n)..];
-    for (o, &r) in out.iter_mut().zip(path) {
-        *o = slot(r as usize) as u32;
-    }
-    &out[..path.len()]
-}
 
 /// Matrix `j` of layer `l` in the order one token reads them (0 wq, 1 wk, 2 wv, 3 wo, 4 gate, 5 up,
 /// 6 down; `j` past 6 runs on into the next layers, up to layer `end`), the output head after the
@@ -546,10 +53,6 @@ fn matrix_at(
     }
 }
 
-/// Longest head whose query [`Pass::attend`] rotates in its jobs (on the stack), so that the
-/// query's RoPE is split across the workers with the heads.
-const Q_IN_JOB_MAX: usize = 256;
-
 fn add_bias(x: &mut [f32], b: &Option<Vec<f32>>) {
     if let Some(b) = b {
         ops::add(x, b);
@@ -562,19 +65,6 @@ fn norm_heads(x: &mut [f32], w: &Option<Vec<f32>>, hd: usize, eps: f32) {
         for head in x.chunks_exact_mut(hd) {
             ops::rmsnorm_in_place(head, w, eps);
         }
-    }
-}
-
-/// The RoPE table of layer `l`: the sliding-window layers' own, or the global one.
-fn rope_of<'a>(
-    c: &Config,
-    l: usize,
-    global: &'a RopeTable,
-    local: &'a Option<RopeTable>,
-) -> &'a RopeTable {
-    match (c.window(l), local) {
-        (Some(_), Some(t)) => t,
-        _ => global,
     }
 }
 
@@ -592,10 +82,13 @@ enum Product {
     Down,
 }
 
+/// The output head's index among the products (after those of [`Product`]).
+const OUTPUT: usize = PRODUCTS.len() - 1;
+
 /// One forward pass's view of the world: the model, where its weights are read from, the pool and
 /// the kernels, the layers it runs, whether the logits are wanted, and what to call between two
 /// matrix products (a ring board serves its serial line there).
-struct Pass<'a, S: ?Sized, P: ?Sized> {
+struct Pass<'a, S: ?Sized, P: ?Sized, K = Quantized> {
     model: &'a Model,
     src: &'a S,
     pool: &'a P,
@@ -605,6 +98,17 @@ struct Pass<'a, S: ?Sized, P: ?Sized> {
     /// The logits of every token of the batch (into `row_logits`), not only of the last.
     rows: bool,
     tick: Option<&'a dyn Fn()>,
+    /// The kernel path: [`Quantized`] until the entry point chooses ([`Pass::run`]).
+    path: K,
+}
+
+/// Which hidden states of the last batch [`Model::logits`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadRows {
+    /// Row `row`'s, into `st.logits`.
+    One(usize),
+    /// The first `b` rows', into [`RunState::row_logits`].
+    First(usize),
 }
 
 /// Where a pass over a part of the model starts.
@@ -671,6 +175,7 @@ impl Model {
             want_logits,
             rows,
             tick: None,
+            path: Quantized,
         }
     }
 
@@ -758,7 +263,7 @@ impl Model {
         }
         let mut pass = self.whole_pass(run, want_logits, rows);
         pass.layers = 0..layers;
-        pass.run(st, Input::Tokens(tokens))
+        pass.run_chosen(st, Input::Tokens(tokens))
     }
 
     /// Run the layers of `part` over `input` at the next positions, calling `tick` between matrix
@@ -806,28 +311,42 @@ impl Model {
             want_logits: want_logits && part.is_whole(c.n_layer),
             rows: false,
             tick,
+            path: Quantized,
         };
-        pass.run(st, input)
+        pass.run_chosen(st, input)
     }
 
-    /// The scores over the vocabulary from the hidden state of token `row` of the last batch
-    /// (`st.x[row]`, after every layer), into `st.logits`.
+    /// The scores over the vocabulary from hidden states of the last batch (`st.x`, after every
+    /// layer): of one row into `st.logits`, or of the first rows into [`RunState::row_logits`]
+    /// (which [`RunState::keep_row_logits`] must have made room for): a ring's head, once the
+    /// last board's rows are back.
     pub fn logits<S, P>(
         &self,
         st: &mut RunState,
-        (src, pool, k): (&S, &P, &Kernels),
-        row: usize,
+        run: (&S, &P, &Kernels),
+        rows: HeadRows,
     ) -> Result<(), ModelError>
     where
         S: Storage + Sync + ?Sized,
         P: Parallel + ?Sized,
     {
-        if row >= st.batch || st.logits.len() != self.config.vocab {
-            return Err(ModelError::Matvec(
-                "no logits buffer or row out of batch".into(),
-            ));
+        let vocab = self.config.vocab;
+        match rows {
+            HeadRows::One(row) => {
+                if row >= st.batch || st.logits.len() != vocab {
+                    return Err(ModelError::Matvec(
+                        "no logits buffer or row out of batch".into(),
+                    ));
+                }
+                self.head_only(run, false).logits_chosen(st, row)
+            }
+            HeadRows::First(b) => {
+                if b == 0 || b > st.batch || st.row_logits.len() < b * vocab {
+                    return Err(ModelError::NoRowLogits);
+                }
+                self.head_only(run, true).row_logits_chosen(st, b)
+            }
         }
-        self.head_only((src, pool, k), false).logits(st, row)
     }
 
     /// A pass of no layers that computes logits from `st.x` (of one row, or of every row).
@@ -839,26 +358,6 @@ impl Model {
         let mut pass = self.whole_pass(run, true, rows);
         pass.layers = self.config.n_layer..self.config.n_layer;
         pass
-    }
-
-    /// The scores over the vocabulary from the hidden states of the last batch's `b` rows
-    /// (`st.x`, after every layer), into [`RunState::row_logits`] (which
-    /// [`RunState::keep_row_logits`] must have made room for): a ring's head, once the last
-    /// board's rows are back.
-    pub fn logits_rows<S, P>(
-        &self,
-        st: &mut RunState,
-        (src, pool, k): (&S, &P, &Kernels),
-        b: usize,
-    ) -> Result<(), ModelError>
-    where
-        S: Storage + Sync + ?Sized,
-        P: Parallel + ?Sized,
-    {
-        if b == 0 || b > st.batch || st.row_logits.len() < b * self.config.vocab {
-            return Err(ModelError::NoRowLogits);
-        }
-        self.head_only((src, pool, k), true).row_logits(st, b)
     }
 }
 
@@ -892,11 +391,68 @@ fn check_pass(c: &Config, st: &RunState, input: Input<'_>, b: usize) -> Result<(
     Ok(())
 }
 
-impl<S, P> Pass<'_, S, P>
+impl<'a, S, P> Pass<'a, S, P>
 where
     S: Storage + Sync + ?Sized,
     P: Parallel + ?Sized,
 {
+    /// This pass on the kernel path `st`'s error-budget switches choose: [`Quantized`] when all
+    /// are off (a normal run), [`ExactPath`] otherwise.
+    fn on_path<R>(
+        &self,
+        st: &mut RunState,
+        run: impl FnOnce(&Self, &mut RunState) -> R,
+        exact: impl FnOnce(&Pass<'a, S, P, ExactPath>, &mut RunState) -> R,
+    ) -> R {
+        if st.exact == Exact::default() {
+            return run(self, st);
+        }
+        let pass = Pass {
+            model: self.model,
+            src: self.src,
+            pool: self.pool,
+            k: self.k,
+            layers: self.layers.clone(),
+            want_logits: self.want_logits,
+            rows: self.rows,
+            tick: self.tick,
+            path: ExactPath(st.exact),
+        };
+        exact(&pass, st)
+    }
+
+    /// [`Pass::run`] on the chosen kernel path.
+    fn run_chosen(&self, st: &mut RunState, input: Input<'_>) -> Result<(), ModelError> {
+        self.on_path(st, |p, st| p.run(st, input), |p, st| p.run(st, input))
+    }
+
+    /// [`Pass::logits`] on the chosen kernel path.
+    fn logits_chosen(&self, st: &mut RunState, row: usize) -> Result<(), ModelError> {
+        self.on_path(st, |p, st| p.logits(st, row), |p, st| p.logits(st, row))
+    }
+
+    /// [`Pass::row_logits`] on the chosen kernel path.
+    fn row_logits_chosen(&self, st: &mut RunState, b: usize) -> Result<(), ModelError> {
+        self.on_path(st, |p, st| p.row_logits(st, b), |p, st| p.row_logits(st, b))
+    }
+}
+
+impl<S, P, K> Pass<'_, S, P, K>
+where
+    S: Storage + Sync + ?Sized,
+    P: Parallel + ?Sized,
+    K: KernelPath<S, P>,
+{
+    /// What the kernel path computes with.
+    fn cx(&self) -> Cx<'_, S, P> {
+        Cx {
+            c: &self.model.config,
+            src: self.src,
+            pool: self.pool,
+            k: self.k,
+        }
+    }
+
     /// Read-ahead: before each matrix, announce the one two further on, so a streaming source
     /// reads it while these are computed.
     fn ahead(&self, l: usize, j: usize) {
@@ -904,46 +460,6 @@ where
         if let Some(t) = matrix_at(w, l, j, end, self.want_logits) {
             self.src.prefetch(t.offset, t.size);
         }
-    }
-
-    /// `out = W · x` for each column of `acts`, W's rows split across the pool's workers. `out`
-    /// is `[cols][rows]` (one output vector per token); a batch is computed into `mm` as
-    /// `[rows][cols]` (each worker a contiguous range of rows) and then laid out per token, in
-    /// as many steps as `mm` needs (one, but for the output head of [`Model::forward_rows`]).
-    fn matmul(
-        &self,
-        w: &TensorInfo,
-        acts: &ActsBatch<'_>,
-        out: &mut [f32],
-        mm: &mut [f32],
-        scratch: &mut [Vec<u8>],
-    ) -> Result<(), ModelError> {
-        let (k, src, cols) = (self.k, self.src, acts.cols);
-        if cols == 1 {
-            par_chunks(self.pool, out, 1, scratch, |rows, part, s| {
-                matmat(k, src, w, rows, acts, part, s)
-            })?;
-            return Ok(());
-        }
-        let rows = out.len() / cols;
-        let step = (mm.len() / cols).min(rows);
-        if step == 0 {
-            return Err(ModelError::Matvec("batch buffer too small".into()));
-        }
-        for first in (0..rows).step_by(step) {
-            let n = step.min(rows - first);
-            let mm = &mut mm[..n * cols];
-            par_chunks(self.pool, mm, cols, scratch, |r, part, s| {
-                let r = first + r.start / cols..first + r.end / cols;
-                matmat(k, src, w, r, acts, part, s)
-            })?;
-            for (c, o) in out.chunks_exact_mut(rows).enumerate() {
-                for (r, v) in o[first..first + n].iter_mut().enumerate() {
-                    *v = mm[r * cols + c];
-                }
-            }
-        }
-        Ok(())
     }
 
     /// The whole pass over `input` (checked by the caller): the embedding rows of its tokens, or
@@ -992,19 +508,15 @@ where
             row_logits,
             mm,
             scratch,
-            exact: switches,
             ..
         } = st;
         let x = &xb[..b * c.dim];
         let out = row_logits
             .get_mut(..b * c.vocab)
             .ok_or(ModelError::NoRowLogits)?;
-        if switches.acts[7] {
-            exact::product(self.src, &w.output, x, b, out, &mut scratch[0])?;
-            return Ok(());
-        }
-        let a = acts_dim.for_weight(self.k, self.pool, &w.output, x, b)?;
-        self.matmul(&w.output, &a, out, mm, scratch)
+        let bufs = (acts_dim, &mut mm[..], &mut scratch[..]);
+        self.path
+            .product(&self.cx(), OUTPUT, (&w.output, x, b, out), bufs)
     }
 
     /// logits = output · rmsnorm(x[row]) * output_norm                logits: [vocab]
@@ -1013,15 +525,9 @@ where
         let x = &st.x[row * c.dim..(row + 1) * c.dim];
         ops::rmsnorm(&mut st.xb[..c.dim], x, &w.output_norm, c.norm_eps);
         st.acts_dim.reset();
-        if st.exact.acts[7] {
-            let (x, s) = (&st.xb[..c.dim], &mut st.scratch[0]);
-            exact::product(self.src, &w.output, x, 1, &mut st.logits, s)?;
-            return Ok(());
-        }
-        let a = st
-            .acts_dim
-            .for_weight(self.k, self.pool, &w.output, &st.xb[..c.dim], 1)?;
-        self.matmul(&w.output, &a, &mut st.logits, &mut st.mm, &mut st.scratch)
+        let io = (&w.output, &st.xb[..c.dim], 1, &mut st.logits[..]);
+        let bufs = (&mut st.acts_dim, &mut st.mm[..], &mut st.scratch[..]);
+        self.path.product(&self.cx(), OUTPUT, io, bufs)
     }
 
     /// `xb[i] = rmsnorm(x[i]) * weight` for the batch's `b` tokens, and a fresh input for the
@@ -1071,7 +577,6 @@ where
             acts_ffn,
             mm,
             scratch,
-            exact: switches,
             ..
         } = st;
         let (input, acts, out, fresh) = match what {
@@ -1087,19 +592,9 @@ where
             acts.reset();
         }
         let (n, rows) = (w.row_len() as usize, w.rows() as usize);
-        if switches.acts[what as usize] {
-            exact::product(
-                self.src,
-                w,
-                &input[..b * n],
-                b,
-                &mut out[..b * rows],
-                &mut scratch[0],
-            )?;
-        } else {
-            let a = acts.for_weight(self.k, self.pool, w, &input[..b * n], b)?;
-            self.matmul(w, &a, &mut out[..b * rows], mm, scratch)?;
-        }
+        let io = (w, &input[..b * n], b, &mut out[..b * rows]);
+        let bufs = (acts, &mut mm[..], &mut scratch[..]);
+        self.path.product(&self.cx(), what as usize, io, bufs)?;
         if fresh {
             // [recipe: post_norms] xb = rmsnorm(xb) * post_norm, then x += xb
             if let Some(w) = post_norm {
@@ -1164,65 +659,9 @@ where
 
     /// att[i][h] = softmax(q[i][h]·K[kvh] · attn_scale) · V[kvh] over positions 0..=pos+i (the
     /// causal mask inside the batch) [recipe: swa_period: the last `window` of them on a
-    /// sliding-window layer], one (token, head) pair per chunk of hd, pairs split across workers.
+    /// sliding-window layer], on the pass's kernel path.
     fn attend(&self, st: &mut RunState, l: usize, b: usize) -> Result<(), ModelError> {
-        let c = &self.model.config;
-        let (hd, qd, kv_dim, n_head, pos) = (c.head_dim, c.q_dim(), c.kv_dim(), c.n_head, st.pos);
-        let group = c.n_head / c.n_head_kv;
-        let (scale, window) = (c.attn_scale, c.window(l));
-        let (q, kv, k, tree) = (&st.q, &st.kv, self.k, st.tree.as_ref());
-        let rope = rope_of(c, l, &st.rope, &st.rope_local);
-        if st.exact.attention_path() {
-            let src = st.kv32.as_ref().map_or(KvSource::F16(kv), KvSource::F32);
-            let rope_q = (hd <= Q_IN_JOB_MAX).then_some(rope);
-            let rows = (pos, b, tree);
-            exact::attend(c, l, rows, q, rope_q, src, &mut st.att[..b * qd]);
-            return Ok(());
-        }
-        par_chunks(
-            self.pool,
-            &mut st.att[..b * qd],
-            hd,
-            &mut st.scratch,
-            |r, part, _| {
-                for (j, out) in part.chunks_exact_mut(hd).enumerate() {
-                    let t = r.start / hd + j;
-                    let (i, h) = (t / n_head, t % n_head);
-                    let q = &q[i * qd + h * hd..i * qd + (h + 1) * hd];
-                    // Row i's position (its depth in a tree).
-                    let at = pos + tree.map_or(i, |t| t.depth(i));
-                    // The query head's RoPE here, in the job, when it fits the stack buffer.
-                    let mut rq = [0.0f32; Q_IN_JOB_MAX];
-                    let q = if hd <= Q_IN_JOB_MAX {
-                        let rq = &mut rq[..hd];
-                        rq.copy_from_slice(q);
-                        rope.apply(rq, hd, at);
-                        &*rq
-                    } else {
-                        q
-                    };
-                    let seen = kv.seen(l, at, window);
-                    let mut slots = [0u32; MAX_BATCH];
-                    let gathered = tree.map_or(&[][..], |t| {
-                        path_slots(t, i, seen.n, |r| kv.slot(l, pos + r), &mut slots)
-                    });
-                    let head = Head {
-                        keys: seen.keys,
-                        values: seen.values,
-                        n: seen.n,
-                        first: seen.first,
-                        ring: seen.ring,
-                        stride: kv_dim,
-                        offset: (h / group) * hd,
-                        scale,
-                        run: seen.n - gathered.len(),
-                        gathered,
-                    };
-                    (k.attend_head)(out, q, &head);
-                }
-                Ok::<(), ModelError>(())
-            },
-        )
+        self.path.attend(&self.cx(), st, (l, b))
     }
 
     /// Layer `l`'s feed-forward for the batch: x += w_down · (act(w_gate · xb) * (w_up · xb)).

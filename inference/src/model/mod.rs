@@ -1,6 +1,6 @@
 //! Models as GGUF describes them: the hyperparameters ([`Config`]), the weights as views into the
-//! storage ([`Weights`]), the architectures as recipes of named pieces ([`arch`]), and the one
-//! forward pass they all run ([`forward`]).
+//! storage ([`Weights`]), the architectures as recipes of named pieces ([`arch`]), the one
+//! forward pass they all run ([`forward`]) and the buffers it runs in ([`state`]).
 //!
 //! Only small tensors (norm weights, biases, RoPE factors) are copied to RAM at load; every matrix
 //! stays in the storage and is read row range by row range during the forward pass.
@@ -8,6 +8,8 @@
 pub mod arch;
 pub mod exact;
 pub mod forward;
+mod path;
+pub mod state;
 pub mod tree;
 
 use crate::fit::{self, TooLarge};
@@ -21,8 +23,25 @@ use alloc::vec::Vec;
 use core::fmt;
 
 pub use arch::{Activation, Recipe, RopeLayout};
-pub use forward::{Input, Model, RunState};
+pub use forward::{HeadRows, Input};
+pub use state::RunState;
 pub use tree::Tree;
+
+/// A loaded model: hyperparameters and weight views (the weights stay in the storage).
+#[derive(Debug, Clone)]
+pub struct Model {
+    pub config: Config,
+    pub weights: Weights,
+}
+
+impl Model {
+    /// Read the configuration and locate every weight.
+    pub fn load<S: Storage + ?Sized>(g: &Gguf, src: &S) -> Result<Model, ModelError> {
+        let config = Config::from_gguf(g)?;
+        let weights = Weights::from_gguf(g, src, &config)?;
+        Ok(Model { config, weights })
+    }
+}
 
 /// The share of the model one board runs: a contiguous window of layers, and whether it holds the
 /// ends (the embedding and the output head, on the ring's head board or a board alone).

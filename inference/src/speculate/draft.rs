@@ -1,8 +1,8 @@
 //! Drafts from a smaller model of the same vocabulary (a draft model). It keeps its own KV cache,
 //! synced with the context at each call: the positions it already holds are kept (its own accepted guesses
 //! included), the rest rolled back and fed again. It guesses greedily (its chain and runner-ups),
-//! so each guess is a certain one, which [`crate::sampler::Sampler::check_on`] checks exactly at
-//! any temperature.
+//! so each guess is a certain one, which [`crate::sample::sampler::Sampler::check_on`] checks
+//! exactly at any temperature.
 
 use super::{Draft, Growth};
 use crate::generate::GenError;
@@ -10,7 +10,7 @@ use crate::model::Tree;
 use crate::model::{Model, ModelError, RunState};
 use crate::parallel::Parallel;
 use crate::quant::Kernels;
-use crate::sampler::par_greedy;
+use crate::sample::sampler::par_greedy;
 use crate::storage::Storage;
 use crate::tokenizer::Tokenizer;
 use alloc::string::String;

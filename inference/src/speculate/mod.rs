@@ -25,11 +25,12 @@ pub use lookup::{lookup, lookup_tree, Lookup};
 pub use plan::{draft_model_pays, PassCost, Planner};
 pub use speculator::Speculator;
 
-use crate::generate::{Engine, GenError, GenReport, LogitsFilter, StopReason, Stops};
+use crate::generate::{Engine, GenError};
 use crate::model::{ModelError, RunState, Tree};
 use crate::parallel::Parallel;
 use crate::quant::MAX_BATCH;
-use crate::sampler::Sampler;
+use crate::sample::sampler::Sampler;
+use crate::sample::stop::{GenReport, LogitsFilter, StopReason, Stops};
 use crate::storage::Storage;
 use alloc::vec::Vec;
 
@@ -547,9 +548,7 @@ struct Round<'f, 'g> {
 }
 
 impl Round<'_, '_> {
-    /// Draw the token after `logits` (to be fed at position `pos` of `ctx`), checking `drafts`
-    /// against it, as the plain loop draws: the filter masks first and advances over the token:
-    /// `(token, which draft it is, whether it completes the output)`.
+    /// [`Stops::draw`] with this generation's filter and count.
     fn draw<P: Parallel + ?Sized>(
         &mut self,
         pool: &P,
@@ -558,23 +557,11 @@ impl Round<'_, '_> {
         drafts: &[u32],
         (pos, ctx): (usize, usize),
     ) -> Result<(u32, Option<usize>, bool), GenError> {
-        let Some(f) = self.filter.as_deref_mut() else {
-            let (t, kept) = sampler.check_on(pool, logits, drafts)?;
-            return Ok((t, kept, false));
-        };
-        // Tokens that can still be drawn: this one, then one per free position (as the plain
-        // loop counts them).
-        let left = self.stops.max_tokens - self.rep.generated;
-        let remaining = left.min(ctx.saturating_sub(pos) + 1);
-        f.apply(logits, remaining);
-        let (mut t, mut kept) = sampler.check_on(pool, logits, drafts)?;
-        if logits.get(t as usize) == Some(&f32::NEG_INFINITY) {
-            // Only in a corner of the sampler's arithmetic: never break the filter.
-            t = crate::sampler::greedy(logits)?;
-            kept = drafts.iter().position(|&d| d == t);
-        }
-        let complete = !(self.stops.is_end)(t) && f.advance(t);
-        Ok((t, kept, complete))
+        let filter = self.filter.as_deref_mut();
+        let at = (pos, ctx);
+        Ok(self
+            .stops
+            .draw(pool, sampler, logits, drafts, &self.rep, filter, at)?)
     }
 
     /// [`Stops::take`], keeping the token in the context unless generation stops.

@@ -2,10 +2,11 @@
 //! draft model, a self-draft, asked in that order, and the planner that measures what pays.
 
 use super::{Draft, Drafts, Lookup, PassCost, Planner, SpecSettings, SpecStats, Speculation};
-use crate::generate::{Engine, GenError, GenReport, LogitsFilter};
+use crate::generate::{Engine, GenError};
 use crate::model::RunState;
 use crate::parallel::Parallel;
-use crate::sampler::Sampler;
+use crate::sample::sampler::Sampler;
+use crate::sample::stop::{GenReport, LogitsFilter};
 use crate::storage::Storage;
 use alloc::boxed::Box;
 use alloc::vec::Vec;

@@ -14,7 +14,6 @@ use alloc::collections::VecDeque;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use inference::chat::Template;
 use inference::generate::{Engine, GenReport, LogitsFilter, StopReason};
 use inference::json::JsonConstraint;
 use inference::model::RunState;
@@ -22,6 +21,7 @@ use inference::parallel::Parallel;
 use inference::sampler::Sampler;
 use inference::speculate::Speculator;
 use inference::storage::Storage;
+use inference::template::Template;
 use inference::tokenizer::{StreamDecoder, Tokenizer};
 
 /// Most bytes kept from typing ahead while the model replies.

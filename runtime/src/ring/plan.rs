@@ -220,7 +220,7 @@ pub fn shape(
         layers: 0..0,
         ends: true,
     };
-    let row = (inference::model::forward::SCRATCH_BYTES as u64).max(w.max_row_bytes());
+    let row = (inference::model::state::SCRATCH_BYTES as u64).max(w.max_row_bytes());
     let scratch = workers as u64 * row;
     let fixed = RunState::bytes_per_batch_token(model) * batch as u64
         + scratch

@@ -10,12 +10,12 @@ use crate::promptcache::{self, LoadOutcome};
 use alloc::format;
 use alloc::string::String;
 use drivers::fat::File;
-use inference::chat::{chat_template, default_system_prompt, Template};
 use inference::generate::{Engine, Remote};
 use inference::json::JsonConstraint;
 use inference::model::{Model, RunState};
 use inference::parallel::Parallel;
 use inference::sampler::Sampler;
+use inference::template::{chat_template, default_system_prompt, Template};
 use inference::tokenizer::Tokenizer;
 use inference::{Gguf, Kernels};
 

@@ -1,5 +1,5 @@
-//! Chat templates: the text around each message of a conversation, so that an instruction-tuned
-//! model sees the format it was trained on.
+//! Chat templates (prompt templates): the text around each message of a conversation, so that an
+//! instruction-tuned model sees the format it was trained on.
 //!
 //! GGUF files carry the model's Jinja template under `tokenizer.chat_template`. lmboot does not
 //! run Jinja: [`Template::detect`] recognises the template's family by its markers, and each
