@@ -37,6 +37,12 @@
 //! panics on any disk content and nothing loops without a bound; `#![forbid(unsafe_code)]`.
 //! Not supported: creating, growing or deleting files (any metadata write), FAT12/16, exFAT, GPT, extended partitions, OEM code pages in short names
 //! (bytes above 0x7F read as Latin-1).
+//!
+//! Why not the `embedded-sdmmc` crate: it reads a file through its volume manager's open-file
+//! handles, block by block through its own buffers, and never hands out where the file lies, so
+//! there is no extent list for the page cache to issue large multi-block or queued reads from,
+//! which is what this reader is for. It also wants its own block-device trait (`&self` reads of
+//! whole `Block`s) rather than [`BlockDevice`] with [`crate::block::Submitted`] queueing.
 #![forbid(unsafe_code)]
 
 mod boot;
