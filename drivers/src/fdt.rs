@@ -6,6 +6,11 @@
 //! step per 4 bytes of the structure block, nesting is capped, and every fault is an error naming
 //! what was wrong and where. The format is the Devicetree Specification's chapter 5 (header,
 //! structure block of big-endian tokens, strings block).
+//!
+//! Why not the `fdt` crate: it panics on a malformed blob (it `expect`s a NUL-terminated, UTF-8
+//! string at every strings-block offset, slices the strings block at unchecked offsets and
+//! `unwrap`s token reads), and a bad blob must be an error here, never a panic. Its last release
+//! is from 2022.
 #![forbid(unsafe_code)]
 
 use crate::ram::RamBlocks;

@@ -9,7 +9,7 @@ use crate::pagecache::{DynBlock, FileSource, PageRead};
 use alloc::string::ToString;
 use alloc::vec::Vec;
 use drivers::block::{BlockDevice, Submitted, WriteBlocks};
-use drivers::fat::{FatError, File};
+use drivers::fat::{FatError, File, FormatError};
 use inference::storage::{Storage, StorageError};
 
 /// The model file on the card, read through the FAT extents.
@@ -58,7 +58,14 @@ impl<D: BlockDevice> CardFile<D> {
         while pos < end {
             let Some(run) = self.file.map_block(pos / 512) else {
                 let (len, size) = (end - offset, self.file.size());
-                return (queued, Some(FatError::ReadPastEnd { offset, len, size }));
+                return (
+                    queued,
+                    Some(FatError::Format(FormatError::ReadPastEnd {
+                        offset,
+                        len,
+                        size,
+                    })),
+                );
             };
             // Whole blocks: the last may run past the file's end into its last block (the buffer
             // has room, and the extents cover that block).

@@ -22,7 +22,7 @@ use drivers::block::BlockDevice;
 use drivers::sd::BusMode;
 use drivers::sdhci::{Config, Sdhci};
 use sd_card_sim::read_blocks;
-use sd_sim::{check_no_violations, HostSpec, Sim};
+use sd_sim::{HostSpec, Sim};
 use std::fmt::Write;
 
 const PAGE_BLOCKS: usize = 512;
@@ -65,59 +65,39 @@ trait Counters {
     fn clean(&self);
 }
 
-impl Counters for Sim {
-    #[inline(never)]
-    fn counters(&self) -> (u64, u64, u64) {
-        (self.bus_ns(), self.now_ns(), self.accesses())
-    }
-    #[inline(never)]
-    fn pass_us(&self, us: u64) {
-        Sim::pass_us(self, us)
-    }
-    #[inline(never)]
-    fn expected(&self, lba: u64, n: u64) -> Vec<u8> {
-        Sim::expected(self, lba, n)
-    }
-    #[inline(never)]
-    fn commands(&self) -> usize {
-        self.log().iter().filter(|c| !c.auto).count()
-    }
-    #[inline(never)]
-    fn clear(&self) {
-        self.clear_log()
-    }
-    #[inline(never)]
-    fn clean(&self) {
-        check_no_violations(self)
-    }
+/// [`Counters`] for a simulator module's `Sim` (both have the same methods).
+macro_rules! counters_for {
+    ($sim:ident) => {
+        impl Counters for $sim::Sim {
+            #[inline(never)]
+            fn counters(&self) -> (u64, u64, u64) {
+                (self.bus_ns(), self.now_ns(), self.accesses())
+            }
+            #[inline(never)]
+            fn pass_us(&self, us: u64) {
+                $sim::Sim::pass_us(self, us)
+            }
+            #[inline(never)]
+            fn expected(&self, lba: u64, n: u64) -> Vec<u8> {
+                $sim::Sim::expected(self, lba, n)
+            }
+            #[inline(never)]
+            fn commands(&self) -> usize {
+                self.log().iter().filter(|c| !c.auto).count()
+            }
+            #[inline(never)]
+            fn clear(&self) {
+                self.clear_log()
+            }
+            #[inline(never)]
+            fn clean(&self) {
+                $sim::check_no_violations(self)
+            }
+        }
+    };
 }
-
-impl Counters for sunxi_sim::Sim {
-    #[inline(never)]
-    fn counters(&self) -> (u64, u64, u64) {
-        (self.bus_ns(), self.now_ns(), self.accesses())
-    }
-    #[inline(never)]
-    fn pass_us(&self, us: u64) {
-        sunxi_sim::Sim::pass_us(self, us)
-    }
-    #[inline(never)]
-    fn expected(&self, lba: u64, n: u64) -> Vec<u8> {
-        sunxi_sim::Sim::expected(self, lba, n)
-    }
-    #[inline(never)]
-    fn commands(&self) -> usize {
-        self.log().iter().filter(|c| !c.auto).count()
-    }
-    #[inline(never)]
-    fn clear(&self) {
-        self.clear_log()
-    }
-    #[inline(never)]
-    fn clean(&self) {
-        sunxi_sim::check_no_violations(self)
-    }
-}
+counters_for!(sd_sim);
+counters_for!(sunxi_sim);
 
 /// Read one page (after one read to warm up) and take its figures: synchronously, or queued
 /// (`submit_read`, then `poll_read` every 100 us of computing) when the device queues.

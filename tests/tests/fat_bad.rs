@@ -4,7 +4,7 @@
 mod fat_common;
 
 use drivers::block::RequestError;
-use drivers::fat::{DirEntry, FatError, Volume};
+use drivers::fat::{DirEntry, FatError, FormatError, Volume};
 use fat_common::*;
 use std::sync::OnceLock;
 
@@ -36,7 +36,7 @@ fn expect_mount(name: &str, mut d: SparseDisk, want: E) {
 }
 
 fn field(lba: u64, field: &'static str, value: u64) -> impl Fn(&E) -> bool {
-    move |e| matches!(e, FatError::BadField { lba: l, field: f, value: v, .. } if *l == lba && *f == field && *v == value)
+    move |e| matches!(e, FatError::Format(FormatError::BadField { lba: l, field: f, value: v, .. }) if *l == lba && *f == field && *v == value)
 }
 
 /// Patch the boot sector at byte `base`, mount, and check the error with `check`.
@@ -80,8 +80,7 @@ fn bad_boot_sector_fields() {
     ] {
         let lba = base / 512;
         let l = Layout::read(&img(), base);
-        let sig =
-            |e: &E| matches!(e, FatError::BadSignature { lba: x, value: 0x1234 } if *x == lba);
+        let sig = |e: &E| matches!(e, FatError::Format(FormatError::BadSignature { lba: x, value: 0x1234 }) if *x == lba);
         bad_bpb("signature", img(), base, 510, &[0x34, 0x12], sig);
         for bps in [0u16, 1, 256, 513, 8192, 0xFFFF] {
             bad_bpb(
@@ -205,7 +204,7 @@ fn bad_boot_sector_fields() {
             base,
             0x24,
             &1u32.to_le_bytes(),
-            |e| matches!(e, FatError::FatTooSmall { lba: x, fat_sectors: 1, bytes_per_sector: 512, .. } if *x == lba),
+            |e| matches!(e, FatError::Format(FormatError::FatTooSmall { lba: x, fat_sectors: 1, bytes_per_sector: 512, .. }) if *x == lba),
         );
         // FAT12/16 markers.
         bad_bpb(
@@ -214,7 +213,7 @@ fn bad_boot_sector_fields() {
             base,
             0x16,
             &[8, 0],
-            |e| matches!(e, FatError::NotFat32 { lba: x, fat_size16: 8, root_entries: 0 } if *x == lba),
+            |e| matches!(e, FatError::Format(FormatError::NotFat32 { lba: x, fat_size16: 8, root_entries: 0 }) if *x == lba),
         );
         bad_bpb(
             "RootEntCnt",
@@ -222,7 +221,7 @@ fn bad_boot_sector_fields() {
             base,
             0x11,
             &[0, 2],
-            |e| matches!(e, FatError::NotFat32 { lba: x, fat_size16: 0, root_entries: 512 } if *x == lba),
+            |e| matches!(e, FatError::Format(FormatError::NotFat32 { lba: x, fat_size16: 0, root_entries: 512 }) if *x == lba),
         );
     }
 }
@@ -243,9 +242,9 @@ fn active_fat_from_ext_flags() {
     d.patch_u32(l.fat_entry(model.first_cluster) + l.fat_sectors * 512, 0);
     assert_eq!(
         vol.open(&mut d, SMALL_MODEL),
-        Err(FatError::FreeClusterInChain {
+        Err(FatError::Format(FormatError::FreeClusterInChain {
             cluster: model.first_cluster
-        })
+        }))
     );
 }
 
@@ -260,11 +259,11 @@ fn fat12_and_fat16_volumes_are_not_fat32() {
         assert!(
             matches!(
                 e,
-                FatError::NotFat32 {
+                FatError::Format(FormatError::NotFat32 {
                     lba: 0,
                     fat_size16: 1..,
                     root_entries: 1..
-                }
+                })
             ),
             "FAT{bits}: {e:?}"
         );
@@ -277,7 +276,7 @@ fn fat12_and_fat16_volumes_are_not_fat32() {
             let mut d = SparseDisk::from_file(&img);
             let e = mount(&mut d).unwrap_err();
             assert!(
-                matches!(e, FatError::NotFat32 { lba: 2048, .. }),
+                matches!(e, FatError::Format(FormatError::NotFat32 { lba: 2048, .. })),
                 "FAT{bits} type {kind:#x}: {e:?}"
             );
         }
@@ -298,41 +297,41 @@ fn bad_partition_tables() {
     expect_mount(
         "MBR signature",
         mbr(&|s| s[510] = 0),
-        FatError::BadSignature {
+        FatError::Format(FormatError::BadSignature {
             lba: 0,
             value: 0xAA00,
-        },
+        }),
     );
     expect_mount(
         "Linux only",
         mbr(&|s| set_mbr_entry(s, 0, 2048, part, 0x83)),
-        FatError::NoFatPartition {
+        FatError::Format(FormatError::NoFatPartition {
             types: [0x83, 0, 0, 0],
-        },
+        }),
     );
     expect_mount(
         "GPT",
         mbr(&|s| set_mbr_entry(s, 0, 1, part + 2047, 0xEE)),
-        FatError::GptUnsupported,
+        FatError::Format(FormatError::GptUnsupported),
     );
     expect_mount(
         "partition past the device",
         mbr(&|s| set_mbr_entry(s, 0, 2048, part + 1, 0x0C)),
-        FatError::PartitionOutOfDevice {
+        FatError::Format(FormatError::PartitionOutOfDevice {
             index: 0,
             start: 2048,
             blocks: u64::from(part) + 1,
             device_blocks: total,
-        },
+        }),
     );
     expect_mount(
         "volume larger than its partition",
         mbr(&|s| set_mbr_entry(s, 0, 2048, part - 8, 0x0C)),
-        FatError::VolumeOutOfPartition {
+        FatError::Format(FormatError::VolumeOutOfPartition {
             lba: 2048,
             blocks: u64::from(part),
             partition_blocks: u64::from(part) - 8,
-        },
+        }),
     );
     // A Linux partition first and the FAT32 one second: the FAT32 one is used.
     let mut d = mbr(&|s| {
@@ -345,10 +344,10 @@ fn bad_partition_tables() {
     expect_mount(
         "partition start wrong",
         d,
-        FatError::BadSignature {
+        FatError::Format(FormatError::BadSignature {
             lba: 1024,
             value: 0,
-        },
+        }),
     );
 }
 
@@ -362,11 +361,11 @@ fn truncated_devices() {
     expect_mount(
         "bare, one block short",
         d,
-        FatError::VolumeOutOfDevice {
+        FatError::Format(FormatError::VolumeOutOfDevice {
             lba: 0,
             blocks,
             device_blocks: blocks - 1,
-        },
+        }),
     );
     let mut d = partitioned();
     let total = d.len_blocks();
@@ -374,12 +373,12 @@ fn truncated_devices() {
     expect_mount(
         "partitioned, half",
         d,
-        FatError::PartitionOutOfDevice {
+        FatError::Format(FormatError::PartitionOutOfDevice {
             index: 0,
             start: 2048,
             blocks: total - 2048,
             device_blocks: total / 2,
-        },
+        }),
     );
     let mut d = bare();
     d.set_len_blocks(0);
@@ -451,74 +450,74 @@ fn bad_cluster_chains() {
             "loop to the start",
             last,
             first,
-            FatError::ChainLoop {
+            FatError::Format(FormatError::ChainLoop {
                 first,
                 limit: limit - 2,
-            },
+            }),
         ),
         (
             "self loop",
             mid,
             mid,
-            FatError::ChainLoop {
+            FatError::Format(FormatError::ChainLoop {
                 first,
                 limit: limit - 2,
-            },
+            }),
         ),
         (
             "free",
             mid,
             0,
-            FatError::FreeClusterInChain { cluster: mid },
+            FatError::Format(FormatError::FreeClusterInChain { cluster: mid }),
         ),
         (
             "reserved",
             mid,
             1,
-            FatError::ReservedClusterInChain { cluster: mid },
+            FatError::Format(FormatError::ReservedClusterInChain { cluster: mid }),
         ),
         (
             "bad cluster",
             mid,
             0x0FFF_FFF7,
-            FatError::BadClusterInChain { cluster: mid },
+            FatError::Format(FormatError::BadClusterInChain { cluster: mid }),
         ),
         (
             "past the volume",
             mid,
             limit,
-            FatError::ClusterOutOfRange {
+            FatError::Format(FormatError::ClusterOutOfRange {
                 cluster: mid,
                 value: limit,
                 limit,
-            },
+            }),
         ),
         (
             "reserved range",
             mid,
             0x0FFF_FFF0,
-            FatError::ClusterOutOfRange {
+            FatError::Format(FormatError::ClusterOutOfRange {
                 cluster: mid,
                 value: 0x0FFF_FFF0,
                 limit,
-            },
+            }),
         ),
         (
             "last entry free",
             last,
             0,
-            FatError::FreeClusterInChain { cluster: last },
+            FatError::Format(FormatError::FreeClusterInChain { cluster: last }),
         ),
         (
             "ends early",
             mid,
             0x0FFF_FFF8,
-            FatError::ChainTooShort {
+            FatError::Format(FormatError::ChainTooShort {
                 first,
                 clusters: chain.len() as u64 / 2 + 1,
                 needed: chain.len() as u64,
                 size: SMALL_MODEL_LEN as u64,
-            },
+            }),
         ),
     ];
     for (name, cluster, value, want) in cases {
@@ -539,10 +538,10 @@ fn bad_cluster_chains() {
     d.patch_u32(l.fat_entry(free_cluster), first);
     assert_eq!(
         open(&mut d),
-        Err(FatError::ChainLoop {
+        Err(FatError::Format(FormatError::ChainLoop {
             first,
             limit: limit - 2
-        })
+        }))
     );
 
     // Sizes and first clusters in the directory entry.
@@ -556,21 +555,24 @@ fn bad_cluster_chains() {
     let e = open(&mut with_dirent(28, &(size as u32).to_le_bytes())).unwrap_err();
     assert_eq!(
         e,
-        FatError::ChainTooShort {
+        FatError::Format(FormatError::ChainTooShort {
             first,
             clusters: chain.len() as u64,
             needed: chain.len() as u64 + 1,
             size
-        }
+        })
     );
     let e = open(&mut with_dirent(28, &u32::MAX.to_le_bytes())).unwrap_err();
-    assert!(matches!(e, FatError::ChainTooShort { .. }), "{e:?}");
+    assert!(
+        matches!(e, FatError::Format(FormatError::ChainTooShort { .. })),
+        "{e:?}"
+    );
     for (hi, lo, cluster) in [(0u16, 0u16, 0u32), (0, 1, 1), (0x7FFF, 0, 0x7FFF_0000)] {
         let mut d = with_dirent(20, &hi.to_le_bytes());
         d.patch(at + 26, &lo.to_le_bytes());
         let e = open(&mut d).unwrap_err();
         assert!(
-            matches!(&e, FatError::BadFirstCluster { cluster: c, .. } if *c == cluster),
+            matches!(&e, FatError::Format(FormatError::BadFirstCluster { cluster: c, .. }) if *c == cluster),
             "{e:?}"
         );
     }
@@ -587,11 +589,11 @@ fn bad_cluster_chains() {
     let e = vol.open(&mut d, SMALL_MODEL).unwrap_err();
     assert_eq!(
         e,
-        FatError::BadFirstCluster {
+        FatError::Format(FormatError::BadFirstCluster {
             name: "models".into(),
             cluster: 0,
             limit
-        }
+        })
     );
 }
 
@@ -621,7 +623,7 @@ fn directory_chains() {
     }
     assert!(matches!(
         vol.open(&mut d, "/many/missing"),
-        Err(FatError::NotFound { .. })
+        Err(FatError::Format(FormatError::NotFound { .. }))
     ));
 
     // The same directory with its chain looping back: bounded, an error.
@@ -629,10 +631,10 @@ fn directory_chains() {
     let e = vol.open(&mut d, "/many/missing").unwrap_err();
     assert_eq!(
         e,
-        FatError::ChainLoop {
+        FatError::Format(FormatError::ChainLoop {
             first: many.first_cluster,
             limit: vol.cluster_count()
-        }
+        })
     );
     // Entries before the loop are still found.
     assert!(vol.open(&mut d, &format!("/many/{}", many_name(3))).is_ok());
@@ -642,7 +644,9 @@ fn directory_chains() {
     d.patch_u32(l.fat_entry(chain[0]), 0);
     assert_eq!(
         vol.list_dir(&mut d, "/many"),
-        Err(FatError::FreeClusterInChain { cluster: chain[0] })
+        Err(FatError::Format(FormatError::FreeClusterInChain {
+            cluster: chain[0]
+        }))
     );
 }
 
@@ -666,7 +670,7 @@ fn long_name_checksum_and_order() {
     );
     assert!(matches!(
         vol.open(&mut d, SMALL_MODEL),
-        Err(FatError::NotFound { .. })
+        Err(FatError::Format(FormatError::NotFound { .. }))
     ));
     assert!(vol
         .open(&mut d, &format!("/models/{}", list[0].short_name))

@@ -6,7 +6,7 @@
 mod fat_common;
 
 use drivers::block::CountingDevice;
-use drivers::fat::{FatError, Volume};
+use drivers::fat::{FatError, FormatError, Volume};
 use fat_common::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
@@ -135,7 +135,7 @@ fn use_volume<D: drivers::block::BlockDevice>(vol: &Volume, dev: &mut D, rng: &m
         }
         assert!(matches!(
             f.read_at(dev, size, &mut buf[..1]),
-            Err(FatError::ReadPastEnd { .. })
+            Err(FatError::Format(FormatError::ReadPastEnd { .. }))
         ));
     }
 }

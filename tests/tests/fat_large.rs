@@ -19,7 +19,7 @@
 mod fat_common;
 
 use drivers::block::{BlockDevice, CountingDevice};
-use drivers::fat::{Extent, FatError, File, Volume};
+use drivers::fat::{Extent, FatError, File, FormatError, Volume};
 use fat_common::*;
 use std::collections::BTreeSet;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -379,7 +379,7 @@ fn check_past_end<D: BlockDevice>(f: &File, dev: &mut D) {
         let mut buf = vec![0; len as usize];
         let e = f.read_at(dev, offset, &mut buf).unwrap_err();
         assert!(
-            matches!(e, FatError::ReadPastEnd { offset: o, len: n, size: SIZE } if o == offset && n == len),
+            matches!(e, FatError::Format(FormatError::ReadPastEnd { offset: o, len: n, size: SIZE }) if o == offset && n == len),
             "read {len} at {offset}: {e:?}"
         );
         assert!(e.to_string().contains("past the end of the file"), "{e}");
@@ -412,24 +412,24 @@ fn check_bad_chains(im: &Image) {
             "one cluster short",
             needed - 2,
             EOC,
-            FatError::ChainTooShort {
+            FatError::Format(FormatError::ChainTooShort {
                 first,
                 clusters: needed - 1,
                 needed,
                 size: SIZE,
-            },
+            }),
         ),
         (
             "loop to the start",
             needed - 1,
             first,
-            FatError::ChainLoop { first, limit },
+            FatError::Format(FormatError::ChainLoop { first, limit }),
         ),
         (
             "two-cluster loop across FAT windows",
             jump,
             im.cluster_of(jump - 1),
-            FatError::ChainLoop { first, limit },
+            FatError::Format(FormatError::ChainLoop { first, limit }),
         ),
     ];
     let vol = Volume::mount(&mut im.device()).unwrap();
@@ -486,10 +486,10 @@ fn check_directory_loop(im: &Image) {
         t.elapsed(),
         dev.requests()
     );
-    let want = FatError::ChainLoop {
+    let want = FatError::Format(FormatError::ChainLoop {
         first: m,
         limit: l.clusters(),
-    };
+    });
     assert_eq!(e.map_device(|e| e.kind()), want);
     let bound = 4 * l.sectors_per_cluster * l.bytes_per_sector / 512 + 8;
     assert!(dev.requests() <= bound, "{} requests", dev.requests());

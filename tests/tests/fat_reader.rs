@@ -5,7 +5,7 @@
 mod fat_common;
 
 use drivers::block::{BlockDevice, CountingDevice, RamDisk, RequestError};
-use drivers::fat::{self, FatError, Partition, Volume};
+use drivers::fat::{self, FatError, FormatError, Partition, Volume};
 use fat_common::*;
 use std::io::{Cursor, Seek, SeekFrom, Write};
 
@@ -153,7 +153,9 @@ fn small_forced_fat32_volume_mounts() {
     let vol = Volume::mount(&mut dev).unwrap();
     assert!(vol.cluster_count() < 65525);
     assert_eq!(vol.list_dir(&mut dev, "/").unwrap(), vec![]);
-    assert!(matches!(vol.open(&mut dev, "x"), Err(FatError::NotFound { path }) if path == "/x"));
+    assert!(
+        matches!(vol.open(&mut dev, "x"), Err(FatError::Format(FormatError::NotFound { path })) if path == "/x")
+    );
 }
 
 fn create(dir: &fatfs::Dir<'_, Cursor<&mut [u8]>>, path: &str, data: &[u8]) {
@@ -264,7 +266,7 @@ fn fragmented_file_mtools() {
     check_file(&vol, &mut dev, "f3.bin", &bytes(33, 10_000), 43);
     assert!(matches!(
         vol.open(&mut dev, "/f2.bin"),
-        Err(FatError::NotFound { .. })
+        Err(FatError::Format(FormatError::NotFound { .. }))
     ));
 }
 
@@ -312,25 +314,28 @@ fn paths_and_names() {
     let e = vol.open(&mut dev, "/models/missing.gguf").unwrap_err();
     assert_eq!(
         e,
-        FatError::NotFound {
+        FatError::Format(FormatError::NotFound {
             path: "/models/missing.gguf".into()
-        }
+        })
     );
     assert_eq!(e.to_string(), "FAT: '/models/missing.gguf' not found");
     assert!(
-        matches!(vol.open(&mut dev, "/nodir/x"), Err(FatError::NotFound { path }) if path == "/nodir")
+        matches!(vol.open(&mut dev, "/nodir/x"), Err(FatError::Format(FormatError::NotFound { path })) if path == "/nodir")
     );
     assert!(matches!(vol.open(&mut dev, "/LMBOOT.TXT/x"),
-        Err(FatError::NotADirectory { path }) if path == "/LMBOOT.TXT"));
+        Err(FatError::Format(FormatError::NotADirectory { path })) if path == "/LMBOOT.TXT"));
     for dir in ["/models", "/", ""] {
         assert!(
-            matches!(vol.open(&mut dev, dir), Err(FatError::IsADirectory { .. })),
+            matches!(
+                vol.open(&mut dev, dir),
+                Err(FatError::Format(FormatError::IsADirectory { .. }))
+            ),
             "{dir:?}"
         );
     }
     assert!(matches!(
         vol.list_dir(&mut dev, "/LMBOOT.TXT"),
-        Err(FatError::NotADirectory { .. })
+        Err(FatError::Format(FormatError::NotADirectory { .. }))
     ));
     assert_eq!(vol.list_dir(&mut dev, "").unwrap().len(), 2);
     assert_eq!(vol.list_dir(&mut dev, "/models/..").unwrap().len(), 2);
@@ -344,11 +349,11 @@ fn read_at_bounds() {
     let mut buf = [0u8; 10];
     assert_eq!(
         f.read_at(&mut dev, 995, &mut buf),
-        Err(FatError::ReadPastEnd {
+        Err(FatError::Format(FormatError::ReadPastEnd {
             offset: 995,
             len: 10,
             size: 1000
-        })
+        }))
     );
     assert!(f.read_at(&mut dev, u64::MAX, &mut buf).is_err());
     assert!(f.read_at(&mut dev, 1001, &mut []).is_err());

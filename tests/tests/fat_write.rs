@@ -7,7 +7,7 @@
 mod fat_common;
 
 use drivers::block::{CountingDevice, Fault, FaultyDevice, RamDisk};
-use drivers::fat::{FatError, File, Volume};
+use drivers::fat::{FatError, File, FormatError, Volume};
 use fat_common::{bytes, fatfs_image, Rng};
 use std::io::{Cursor, Read, Seek, SeekFrom, Write};
 
@@ -150,11 +150,11 @@ fn writes_past_the_end_are_errors_and_write_nothing() {
             .unwrap_err();
         assert_eq!(
             e,
-            FatError::WritePastEnd {
+            FatError::Format(FormatError::WritePastEnd {
                 offset: off,
                 len,
                 size
-            }
+            })
         );
         let s = e.to_string();
         assert!(
@@ -165,11 +165,11 @@ fn writes_past_the_end_are_errors_and_write_nothing() {
     let e = file.write_at(&mut dev, u64::MAX, &[1]).unwrap_err();
     assert!(matches!(
         e,
-        FatError::WritePastEnd {
+        FatError::Format(FormatError::WritePastEnd {
             offset: u64::MAX,
             len: 1,
             ..
-        }
+        })
     ));
     assert!(dev.into_inner() == img, "a refused write changed the image");
 
@@ -182,7 +182,7 @@ fn writes_past_the_end_are_errors_and_write_nothing() {
     empty.write_at(&mut dev, 0, &[]).unwrap();
     assert!(matches!(
         empty.write_at(&mut dev, 0, &[0]),
-        Err(FatError::WritePastEnd { size: 0, .. })
+        Err(FatError::Format(FormatError::WritePastEnd { size: 0, .. }))
     ));
 }
 

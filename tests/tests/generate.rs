@@ -116,12 +116,7 @@ fn a_batched_prompt_gives_the_logits_of_one_token_at_a_time() {
     let model = Model::load(&g, &src).unwrap();
     // The chat case's prompt and llama.cpp's reply to it: a real 40+ token conversation.
     let case = golden::load("smollm2-chat-mountain");
-    let prompt: Vec<u32> = case
-        .prompt_ids
-        .iter()
-        .chain(&case.generated_ids)
-        .copied()
-        .collect();
+    let prompt = case.conversation_ids();
     assert!(prompt.len() >= 40, "{} tokens", prompt.len());
     let feed = |pool: &dyn Parallel, batch: usize| {
         let engine = Engine::new(&model, &src, pool, Kernels::best());

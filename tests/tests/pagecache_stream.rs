@@ -156,12 +156,7 @@ fn a_prompt_batch_reads_the_streamed_part_once() {
     let m = std::fs::metadata(common::model_path()).unwrap().len();
     let c = 32u64 << 20;
     let case = common::golden::load("smollm2-chat-mountain");
-    let prompt: Vec<u32> = case
-        .prompt_ids
-        .iter()
-        .chain(&case.generated_ids)
-        .copied()
-        .collect();
+    let prompt = case.conversation_ids();
     let feed = |batch: usize, tokens: &[u32]| {
         let src = HostFile::open(&common::model_path(), true).unwrap();
         let bytes = src.counter();

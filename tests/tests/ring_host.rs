@@ -106,6 +106,20 @@ fn board(dev: Vec<u8>, link: Option<FakeLink>, con: Shared) -> Result<(), String
     run(RamDisk::new(dev), &mut con, &env).map_err(|e| e.to_string())
 }
 
+/// Start one [`board`] thread a card, each on its link and console.
+fn spawn_boards(
+    cards: Vec<Vec<u8>>,
+    links: &[FakeLink],
+    cons: &[Shared],
+) -> Vec<std::thread::JoinHandle<Result<(), String>>> {
+    cards
+        .into_iter()
+        .zip(links.iter().cloned())
+        .zip(cons.iter().cloned())
+        .map(|((c, l), con)| std::thread::spawn(move || board(c, Some(l), con)))
+        .collect()
+}
+
 /// Every board's result and console; board `kill.0` is cut out once the head prints `kill.1`.
 fn ring(
     cards: Vec<Vec<u8>>,
@@ -114,12 +128,7 @@ fn ring(
 ) -> Vec<(Result<(), String>, String)> {
     let links = fake::ring(cards.len(), faults);
     let cons: Vec<Shared> = cards.iter().map(|_| Shared::default()).collect();
-    let handles: Vec<_> = cards
-        .into_iter()
-        .zip(links.iter().cloned())
-        .zip(cons.iter().cloned())
-        .map(|((c, l), con)| std::thread::spawn(move || board(c, Some(l), con)))
-        .collect();
+    let handles = spawn_boards(cards, &links, &cons);
     if let Some((b, trigger)) = kill {
         let start = Instant::now();
         while !cons[0].text().contains(trigger) && start.elapsed() < Duration::from_secs(300) {
@@ -334,12 +343,7 @@ fn a_ring_chats_as_one_board_does() {
     let links = fake::ring(3, Faults::default());
     let cons: Vec<Shared> = (0..3).map(|_| Shared::default()).collect();
     cons[0].1.lock().unwrap().extend(typed.iter());
-    let handles: Vec<_> = cards
-        .into_iter()
-        .zip(links.iter().cloned())
-        .zip(cons.iter().cloned())
-        .map(|((c, l), con)| std::thread::spawn(move || board(c, Some(l), con)))
-        .collect();
+    let handles = spawn_boards(cards, &links, &cons);
     for (k, h) in handles.into_iter().enumerate() {
         let r = h.join().unwrap();
         assert!(r.is_ok(), "board {}: {r:?}\n{}", k + 1, cons[k].text());

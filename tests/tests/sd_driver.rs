@@ -13,8 +13,8 @@ mod sd_sim;
 
 use drivers::block::{BlockDevice, RequestError};
 use drivers::sdhci::{
-    card_present, clock_divider, is_read_only, parse_csd, BusMode, Cause, Cmd, Config, SdError,
-    Sdhci, Step, Wait, READ_ONLY_COMMANDS,
+    card_present, clock_divider, is_read_only, parse_csd, BusMode, Cause, Cmd, Config, Failed,
+    SdError, Sdhci, Step, Wait, READ_ONLY_COMMANDS,
 };
 use fat_common::Rng;
 use sd_sim::*;
@@ -610,14 +610,14 @@ fn permanently_bad_block() {
     sim.clear_log();
     let e = read(&mut sd, 100, 1).unwrap_err();
     match e {
-        SdError::Read {
+        SdError::Read(Failed {
             cmd,
             lba,
             start,
             blocks,
             attempts,
             cause: Cause::Error { err_status },
-        } => {
+        }) => {
             assert_eq!(
                 (cmd, lba, start, blocks, attempts),
                 (Cmd::new(17), 100, 100, 1, 3)
@@ -656,7 +656,7 @@ fn permanently_bad_block() {
     assert!(
         matches!(
             e,
-            SdError::Read {
+            SdError::Read(Failed {
                 cmd: Cmd {
                     index: 18,
                     app: false
@@ -665,7 +665,7 @@ fn permanently_bad_block() {
                 start: 96,
                 blocks: 8,
                 ..
-            }
+            })
         ),
         "{e:?}"
     );
@@ -717,10 +717,10 @@ fn card_stops_answering_mid_read() {
                             ..
                         },
                         ..
-                    } | SdError::Read {
+                    } | SdError::Read(Failed {
                         cause: Cause::Timeout { .. },
                         ..
-                    }
+                    })
                 ),
                 "{e:?}"
             );
@@ -886,14 +886,14 @@ fn reinit_and_no_write_commands_over_a_long_run() {
 
 #[test]
 fn error_messages_name_what_failed() {
-    let e = SdError::Read {
+    let e = SdError::Read(Failed {
         cmd: Cmd::new(18),
         lba: 1234,
         start: 1230,
         blocks: 8,
         attempts: 3,
         cause: Cause::Error { err_status: 0x0021 },
-    };
+    });
     let s = e.to_string();
     assert!(
         s.contains("CMD18")

@@ -14,7 +14,7 @@ mod sd_card_sim;
 mod sd_sim;
 
 use drivers::block::{BlockDevice, RequestError, WriteBlocks};
-use drivers::sdhci::{is_allowed, Cause, Cmd, Config, SdError, Wait, WriteProtect};
+use drivers::sdhci::{is_allowed, Cause, Cmd, Config, Failed, SdError, Wait, WriteProtect};
 use fat_common::{bytes, Rng};
 use sd_sim::*;
 
@@ -339,9 +339,9 @@ fn a_card_that_never_finishes_programming_fails_in_bounded_time() {
         eprintln!("early TC {early}: {e} (after {waited} us)");
         assert!(waited < 20_000_000, "took {waited} us");
         match e {
-            SdError::Write {
+            SdError::Write(Failed {
                 cause, attempts, ..
-            } => {
+            }) => {
                 assert_eq!(attempts, 3);
                 assert!(cause.is_timeout(), "{cause}");
                 if early {

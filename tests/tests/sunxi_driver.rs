@@ -17,7 +17,9 @@ mod sd_card_sim;
 mod sunxi_sim;
 
 use drivers::block::{BlockDevice, RequestError, WriteBlocks};
-use drivers::sd::{is_read_only, BusMode, Cause, Cmd, HostKind, SdError, Step, Wait, WriteProtect};
+use drivers::sd::{
+    is_read_only, BusMode, Cause, Cmd, Failed, HostKind, SdError, Step, Wait, WriteProtect,
+};
 use drivers::sunxi_mmc::{
     Config, DmaMemory, SunxiMmc, DMA_ALIGN, DMA_BUFFER_BYTES, DMA_DESC_BYTES,
 };
@@ -304,13 +306,13 @@ fn a_persistent_crc_error_names_the_lba_and_the_bits() {
     let (sim, mut sd) = start(HostSpec::hardware(), sdhc(), faults, Config::new());
     let e = read(&mut sd, 75, 4).unwrap_err();
     match e {
-        SdError::Read {
+        SdError::Read(Failed {
             cmd,
             lba,
             attempts,
             cause: Cause::Rint { rint },
             ..
-        } => {
+        }) => {
             assert_eq!((cmd, lba, attempts), (Cmd::new(18), 77, 3));
             assert!(rint & (1 << 7) != 0, "{rint:#x}");
         }
@@ -400,11 +402,11 @@ fn data_never_comes<D: DmaMemory>(sim: &Sim, sd: &mut Over<D>, want: Wait, text:
     let took = sim.now_us() - t0;
     assert!(took < 10_000_000, "took {took} us");
     match e {
-        SdError::Read {
+        SdError::Read(Failed {
             lba,
             cause: Cause::SunxiTimeout { wait, .. },
             ..
-        } => assert_eq!((lba, wait), (40, want)),
+        }) => assert_eq!((lba, wait), (40, want)),
         other => panic!("{other:?}"),
     }
     assert!(e.to_string().contains(text), "{e}");
@@ -627,13 +629,13 @@ fn fails_every_try<D: DmaMemory>(
     sim.set_faults(Faults::default());
     read_ok(sim, sd, lba, 4);
     match e {
-        SdError::Read {
+        SdError::Read(Failed {
             cmd,
             lba,
             attempts,
             cause,
             ..
-        } => (cmd, lba, attempts, cause, e.to_string()),
+        }) => (cmd, lba, attempts, cause, e.to_string()),
         other => panic!("{other:?}"),
     }
 }

@@ -12,7 +12,7 @@ mod sd_card_sim;
 mod sunxi_sim;
 
 use drivers::block::{BlockDevice, Submitted, WriteBlocks};
-use drivers::sd::{Cause, Cmd, SdError};
+use drivers::sd::{Cause, Cmd, Failed, SdError};
 use drivers::sunxi_mmc::{
     Config, DmaMemory, SunxiMmc, DMA_BUFFER_BYTES, DMA_MAX_BYTES, QUEUE_DEPTH, QUEUE_SLOTS,
 };
@@ -333,9 +333,9 @@ fn an_idmac_error_in_the_middle_of_the_queue_is_retried_or_named() {
         }
         let e = r.unwrap_err();
         match e {
-            SdError::Read {
+            SdError::Read(Failed {
                 cmd, start, cause, ..
-            } => {
+            }) => {
                 assert_eq!((cmd, start), (Cmd::new(18), 21_000));
                 assert!(
                     matches!(cause, Cause::Rint { .. } | Cause::Idmac { .. }),
@@ -368,11 +368,11 @@ fn a_descriptor_outside_memory_is_a_clear_error() {
     );
     let check = |e: SdError| {
         match e {
-            SdError::Read {
+            SdError::Read(Failed {
                 lba,
                 cause: Cause::Idmac { idst, .. },
                 ..
-            } => assert!(lba == 4_000 && idst & IDST_FATAL_BUS != 0, "{e:?}"),
+            }) => assert!(lba == 4_000 && idst & IDST_FATAL_BUS != 0, "{e:?}"),
             other => panic!("{other:?}"),
         }
         let s = e.to_string();

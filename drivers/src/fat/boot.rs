@@ -14,7 +14,7 @@
 //!
 //! MBR: four 16-byte entries at 0x1BE (status at +0, type at +4, first LBA at +8, sector count at +12).
 
-use super::{read, FatError, Partition, Volume, MAX_CLUSTERS};
+use super::{read, FatError, FormatError, Partition, Volume, MAX_CLUSTERS};
 use crate::block::{BlockDevice, BLOCK_SIZE};
 
 fn u16_at(s: &[u8; BLOCK_SIZE], off: usize) -> u16 {
@@ -31,10 +31,10 @@ const FAT32_TYPES: [u8; 2] = [0x0B, 0x0C];
 const FAT16_TYPES: [u8; 4] = [0x0E, 0x06, 0x01, 0x04];
 const GPT_PROTECTIVE: u8 = 0xEE;
 
-fn check_signature<E>(s: &[u8; BLOCK_SIZE], lba: u64) -> Result<(), FatError<E>> {
+fn check_signature(s: &[u8; BLOCK_SIZE], lba: u64) -> Result<(), FormatError> {
     let value = u16_at(s, 510);
     if value != 0xAA55 {
-        return Err(FatError::BadSignature { lba, value });
+        return Err(FormatError::BadSignature { lba, value });
     }
     Ok(())
 }
@@ -93,30 +93,30 @@ pub(super) fn mount<D: BlockDevice>(dev: &mut D) -> Result<Volume, FatError<D::E
     read(dev, 0, &mut s0)?;
     check_signature(&s0, 0)?;
     if looks_like_boot_sector(&s0) {
-        return parse_boot_sector(&s0, 0, None, device_blocks);
+        return Ok(parse_boot_sector(&s0, 0, None, device_blocks)?);
     }
     let Some(entries) = parse_mbr(&s0) else {
         // Neither a plausible boot sector nor a partition table: report what is wrong with the BPB.
-        return parse_boot_sector(&s0, 0, None, device_blocks);
+        return Ok(parse_boot_sector(&s0, 0, None, device_blocks)?);
     };
     let pick = |types: &[u8]| entries.iter().position(|e| types.contains(&e.kind));
     let Some(index) = pick(&FAT32_TYPES).or_else(|| pick(&FAT16_TYPES)) else {
         // A hybrid MBR with a FAT partition was used above; a plain protective MBR means GPT.
         if entries.iter().any(|e| e.kind == GPT_PROTECTIVE) {
-            return Err(FatError::GptUnsupported);
+            return Err(FatError::Format(FormatError::GptUnsupported));
         }
-        return Err(FatError::NoFatPartition {
+        return Err(FatError::Format(FormatError::NoFatPartition {
             types: entries.map(|e| e.kind),
-        });
+        }));
     };
     let e = entries[index];
     if e.start + e.blocks > device_blocks {
-        return Err(FatError::PartitionOutOfDevice {
+        return Err(FatError::Format(FormatError::PartitionOutOfDevice {
             index,
             start: e.start,
             blocks: e.blocks,
             device_blocks,
-        });
+        }));
     }
     let mut boot = [0u8; BLOCK_SIZE];
     read(dev, e.start, &mut boot)?;
@@ -126,17 +126,22 @@ pub(super) fn mount<D: BlockDevice>(dev: &mut D) -> Result<Volume, FatError<D::E
         start: e.start,
         blocks: e.blocks,
     };
-    parse_boot_sector(&boot, e.start, Some(part), device_blocks)
+    Ok(parse_boot_sector(
+        &boot,
+        e.start,
+        Some(part),
+        device_blocks,
+    )?)
 }
 
 /// Validate the boot sector at `lba` (a partition's first block, or 0) and compute the layout.
-fn parse_boot_sector<E>(
+fn parse_boot_sector(
     s: &[u8; BLOCK_SIZE],
     lba: u64,
     partition: Option<Partition>,
     device_blocks: u64,
-) -> Result<Volume, FatError<E>> {
-    let bad = |field: &'static str, value: u64, expected: &'static str| FatError::BadField {
+) -> Result<Volume, FormatError> {
+    let bad = |field: &'static str, value: u64, expected: &'static str| FormatError::BadField {
         lba,
         field,
         value,
@@ -171,7 +176,7 @@ fn parse_boot_sector<E>(
     let root_entries = u16_at(s, 0x11);
     let fat_size16 = u16_at(s, 0x16);
     if fat_size16 != 0 || root_entries != 0 {
-        return Err(FatError::NotFat32 {
+        return Err(FormatError::NotFat32 {
             lba,
             fat_size16,
             root_entries,
@@ -218,7 +223,7 @@ fn parse_boot_sector<E>(
     let clusters = clusters64 as u32;
     let fat_entries = u64::from(fat_size) * u64::from(bytes_per_sector) / 4;
     if fat_entries < clusters64 + 2 {
-        return Err(FatError::FatTooSmall {
+        return Err(FormatError::FatTooSmall {
             lba,
             fat_sectors: fat_size,
             bytes_per_sector: bytes_per_sector.into(),
@@ -255,7 +260,7 @@ fn parse_boot_sector<E>(
     let sector_blocks = u64::from(bytes_per_sector) / BLOCK_SIZE as u64;
     let total_blocks = u64::from(total_sectors) * sector_blocks;
     if lba + total_blocks > device_blocks {
-        return Err(FatError::VolumeOutOfDevice {
+        return Err(FormatError::VolumeOutOfDevice {
             lba,
             blocks: total_blocks,
             device_blocks,
@@ -263,7 +268,7 @@ fn parse_boot_sector<E>(
     }
     if let Some(p) = partition {
         if total_blocks > p.blocks {
-            return Err(FatError::VolumeOutOfPartition {
+            return Err(FormatError::VolumeOutOfPartition {
                 lba,
                 blocks: total_blocks,
                 partition_blocks: p.blocks,

@@ -20,7 +20,7 @@
 use alloc::string::String;
 
 use super::table::{ChainCheck, FatCache, Link};
-use super::{read, FatError, Volume};
+use super::{read, FatError, FormatError, Volume};
 use crate::block::{BlockDevice, BLOCK_SIZE};
 
 const ATTR_VOLUME_ID: u8 = 0x08;
@@ -182,11 +182,11 @@ pub(super) fn walk<D: BlockDevice, T>(
     mut f: impl FnMut(DirEntry) -> Option<T>,
 ) -> Result<Option<T>, FatError<D::Error>> {
     if !vol.is_data_cluster(first) {
-        return Err(FatError::BadFirstCluster {
+        return Err(FatError::Format(FormatError::BadFirstCluster {
             name: name.into(),
             cluster: first,
             limit: vol.clusters + 2,
-        });
+        }));
     }
     let mut long = LongName::new();
     let mut block = [0u8; BLOCK_SIZE];

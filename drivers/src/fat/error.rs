@@ -1,5 +1,6 @@
-//! [`FatError`]: what was wrong and where (LBA, cluster, field, value), generic over the block
-//! device's own error so a driver failure keeps its detail.
+//! [`FatError`]: what was wrong and where. A failed device read or write keeps the block device's
+//! own error (`E`) with the LBA and block count; everything else is a [`FormatError`] (the volume's
+//! format or the request: LBA, cluster, field, value), which does not depend on the device.
 
 use alloc::string::String;
 use core::fmt;
@@ -9,6 +10,15 @@ use core::fmt;
 pub enum FatError<E> {
     /// The block device failed a read of `blocks` blocks at `lba`.
     Device { lba: u64, blocks: u64, error: E },
+    /// The block device failed a write of `blocks` blocks at `lba`.
+    DeviceWrite { lba: u64, blocks: u64, error: E },
+    /// The volume's format is wrong, or the request does not fit it.
+    Format(FormatError),
+}
+
+/// What is wrong with the volume's format or with a request, whatever the block device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FormatError {
     /// The sector at `lba` (MBR or boot sector) does not end in 0x55 0xAA; `value` is the
     /// little-endian u16 at byte 510 (a good one reads 0xAA55).
     BadSignature { lba: u64, value: u16 },
@@ -98,138 +108,59 @@ pub enum FatError<E> {
     /// A write of `len` bytes at `offset` goes past the end of a file of `size` bytes (writes never
     /// grow a file).
     WritePastEnd { offset: u64, len: u64, size: u64 },
-    /// The block device failed a write of `blocks` blocks at `lba`.
-    DeviceWrite { lba: u64, blocks: u64, error: E },
 }
 
 impl<E> FatError<E> {
     /// The same error with the device error converted, e.g. to a common kernel error type.
     pub fn map_device<F>(self, f: impl FnOnce(E) -> F) -> FatError<F> {
-        use FatError::*;
         match self {
-            Device { lba, blocks, error } => Device {
+            FatError::Device { lba, blocks, error } => FatError::Device {
                 lba,
                 blocks,
                 error: f(error),
             },
-            BadSignature { lba, value } => BadSignature { lba, value },
-            NoFatPartition { types } => NoFatPartition { types },
-            GptUnsupported => GptUnsupported,
-            PartitionOutOfDevice {
-                index,
-                start,
-                blocks,
-                device_blocks,
-            } => PartitionOutOfDevice {
-                index,
-                start,
-                blocks,
-                device_blocks,
-            },
-            BadField {
-                lba,
-                field,
-                value,
-                expected,
-            } => BadField {
-                lba,
-                field,
-                value,
-                expected,
-            },
-            NotFat32 {
-                lba,
-                fat_size16,
-                root_entries,
-            } => NotFat32 {
-                lba,
-                fat_size16,
-                root_entries,
-            },
-            FatTooSmall {
-                lba,
-                fat_sectors,
-                bytes_per_sector,
-                clusters,
-            } => FatTooSmall {
-                lba,
-                fat_sectors,
-                bytes_per_sector,
-                clusters,
-            },
-            VolumeOutOfDevice {
-                lba,
-                blocks,
-                device_blocks,
-            } => VolumeOutOfDevice {
-                lba,
-                blocks,
-                device_blocks,
-            },
-            VolumeOutOfPartition {
-                lba,
-                blocks,
-                partition_blocks,
-            } => VolumeOutOfPartition {
-                lba,
-                blocks,
-                partition_blocks,
-            },
-            FreeClusterInChain { cluster } => FreeClusterInChain { cluster },
-            ReservedClusterInChain { cluster } => ReservedClusterInChain { cluster },
-            BadClusterInChain { cluster } => BadClusterInChain { cluster },
-            ClusterOutOfRange {
-                cluster,
-                value,
-                limit,
-            } => ClusterOutOfRange {
-                cluster,
-                value,
-                limit,
-            },
-            ChainLoop { first, limit } => ChainLoop { first, limit },
-            ChainTooShort {
-                first,
-                clusters,
-                needed,
-                size,
-            } => ChainTooShort {
-                first,
-                clusters,
-                needed,
-                size,
-            },
-            BadFirstCluster {
-                name,
-                cluster,
-                limit,
-            } => BadFirstCluster {
-                name,
-                cluster,
-                limit,
-            },
-            OutOfMemory { extents } => OutOfMemory { extents },
-            NotFound { path } => NotFound { path },
-            NotADirectory { path } => NotADirectory { path },
-            IsADirectory { path } => IsADirectory { path },
-            ReadPastEnd { offset, len, size } => ReadPastEnd { offset, len, size },
-            WritePastEnd { offset, len, size } => WritePastEnd { offset, len, size },
-            DeviceWrite { lba, blocks, error } => DeviceWrite {
+            FatError::DeviceWrite { lba, blocks, error } => FatError::DeviceWrite {
                 lba,
                 blocks,
                 error: f(error),
             },
+            FatError::Format(e) => FatError::Format(e),
         }
+    }
+}
+
+impl<E> From<FormatError> for FatError<E> {
+    fn from(e: FormatError) -> Self {
+        FatError::Format(e)
     }
 }
 
 impl<E: fmt::Display> fmt::Display for FatError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use FatError::*;
         match self {
-            Device { lba, blocks, error } => {
-                write!(f, "FAT: block device error reading {blocks} block(s) at LBA {lba}: {error}")
+            FatError::Device { lba, blocks, error } => {
+                write!(
+                    f,
+                    "FAT: block device error reading {blocks} block(s) at LBA {lba}: {error}"
+                )
             }
+            FatError::DeviceWrite { lba, blocks, error } => {
+                write!(
+                    f,
+                    "FAT: block device error writing {blocks} block(s) at LBA {lba}: {error}"
+                )
+            }
+            FatError::Format(e) => e.fmt(f),
+        }
+    }
+}
+
+impl<E: fmt::Debug + fmt::Display> core::error::Error for FatError<E> {}
+
+impl fmt::Display for FormatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use FormatError::*;
+        match self {
             BadSignature { lba, value } => write!(
                 f,
                 "FAT: LBA {lba}: boot signature is {:#06x}, expected 0xaa55 (bytes 0x55 0xAA at offset 510)",
@@ -312,11 +243,8 @@ impl<E: fmt::Display> fmt::Display for FatError<E> {
                 "FAT: write of {len} bytes at offset {offset} goes past the end of the file ({size} bytes); \
                  files are written only inside their preallocated size"
             ),
-            DeviceWrite { lba, blocks, error } => {
-                write!(f, "FAT: block device error writing {blocks} block(s) at LBA {lba}: {error}")
-            }
         }
     }
 }
 
-impl<E: fmt::Debug + fmt::Display> core::error::Error for FatError<E> {}
+impl core::error::Error for FormatError {}

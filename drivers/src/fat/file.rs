@@ -16,7 +16,7 @@
 use alloc::vec::Vec;
 
 use super::table::{ChainCheck, FatCache, Link};
-use super::{read, FatError, Volume};
+use super::{read, FatError, FormatError, Volume};
 use crate::block::{BlockDevice, WriteBlocks, BLOCK_SIZE};
 
 const BS: u64 = BLOCK_SIZE as u64;
@@ -98,7 +98,7 @@ impl File {
 
     /// Walk the bytes `offset .. offset + len` of the file as [`Piece`]s, in order, for a read or
     /// (`write`) a write: a partial block at either edge alone, whole blocks in runs as long as
-    /// their extent. An error ([`FatError::ReadPastEnd`] or [`FatError::WritePastEnd`]) if the range
+    /// their extent. An error ([`FormatError::ReadPastEnd`] or [`FormatError::WritePastEnd`]) if the range
     /// goes past the end of the file.
     fn pieces<E>(
         &self,
@@ -110,9 +110,9 @@ impl File {
         let (len, size) = (len as u64, self.size);
         let past_end = || {
             if write {
-                FatError::WritePastEnd { offset, len, size }
+                FatError::Format(FormatError::WritePastEnd { offset, len, size })
             } else {
-                FatError::ReadPastEnd { offset, len, size }
+                FatError::Format(FormatError::ReadPastEnd { offset, len, size })
             }
         };
         let end = match offset.checked_add(len) {
@@ -157,7 +157,7 @@ struct Piece {
 
 impl File {
     /// Write `buf` over the file's bytes at `offset .. offset + buf.len()`, in place: an error
-    /// ([`FatError::WritePastEnd`], naming the offset, length and size) if that range goes past the
+    /// ([`FormatError::WritePastEnd`], naming the offset, length and size) if that range goes past the
     /// end of the file, which is never extended. Only the file's own data blocks are written (one
     /// request per extent piece); a partial block at either edge is read, patched and written back
     /// through a 512-byte bounce buffer. The FAT, directory entries and FSInfo are not touched.
@@ -197,7 +197,7 @@ fn write<D: WriteBlocks>(dev: &mut D, lba: u64, buf: &[u8]) -> Result<(), FatErr
 /// where the chain jumps. A 4 GiB - 1 file in 10,000 pieces keeps 240 KB (at most 384 KiB while the
 /// list doubles during the walk); the worst case, every cluster apart, is one extent per cluster:
 /// 24 MiB for 4 GiB - 1 in 4 KiB clusters, 3 MiB in 32 KiB ones, 192 MiB in 512-byte ones.
-/// Allocation is fallible, so a card too fragmented for the heap is [`FatError::OutOfMemory`], not
+/// Allocation is fallible, so a card too fragmented for the heap is [`FormatError::OutOfMemory`], not
 /// an abort.
 pub(super) fn resolve<D: BlockDevice>(
     vol: &Volume,
@@ -216,11 +216,11 @@ pub(super) fn resolve<D: BlockDevice>(
         });
     }
     if !vol.is_data_cluster(first) {
-        return Err(FatError::BadFirstCluster {
+        return Err(FatError::Format(FormatError::BadFirstCluster {
             name: name.into(),
             cluster: first,
             limit: vol.clusters + 2,
-        });
+        }));
     }
     let needed = size.div_ceil(vol.cluster_blocks * BS);
     let mut extents: Vec<Extent> = Vec::new();
@@ -245,13 +245,13 @@ pub(super) fn resolve<D: BlockDevice>(
     finish(vol, first, size, check.seen(), extents)
 }
 
-/// Append an extent, failing with [`FatError::OutOfMemory`] rather than aborting when the heap
+/// Append an extent, failing with [`FormatError::OutOfMemory`] rather than aborting when the heap
 /// cannot grow the list.
 fn push<E>(extents: &mut Vec<Extent>, lba: u64, blocks: u64) -> Result<(), FatError<E>> {
     let count = extents.len() as u64 + 1;
     extents
         .try_reserve(1)
-        .map_err(|_| FatError::OutOfMemory { extents: count })?;
+        .map_err(|_| FatError::Format(FormatError::OutOfMemory { extents: count }))?;
     extents.push(Extent { lba, blocks });
     Ok(())
 }
@@ -267,12 +267,12 @@ fn finish<E>(
 ) -> Result<File, FatError<E>> {
     let needed = size.div_ceil(vol.cluster_blocks * BS);
     if walked < needed {
-        return Err(FatError::ChainTooShort {
+        return Err(FatError::Format(FormatError::ChainTooShort {
             first,
             clusters: walked,
             needed,
             size,
-        });
+        }));
     }
     // Cut the last cluster's tail: less than one cluster, so the last extent keeps at least a block.
     let excess = needed * vol.cluster_blocks - size.div_ceil(BS);
@@ -282,11 +282,11 @@ fn finish<E>(
     // The pushes doubled the capacity: give back up to half the list for as long as the file is open.
     extents.shrink_to_fit();
     let mut starts = Vec::new();
-    starts
-        .try_reserve_exact(extents.len())
-        .map_err(|_| FatError::OutOfMemory {
+    starts.try_reserve_exact(extents.len()).map_err(|_| {
+        FatError::Format(FormatError::OutOfMemory {
             extents: extents.len() as u64,
-        })?;
+        })
+    })?;
     let mut at = 0;
     for e in &extents {
         starts.push(at);

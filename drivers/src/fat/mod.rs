@@ -10,7 +10,7 @@
 //! - **Mount** ([`Volume::mount`]): sector 0 is either a bare FAT boot sector (starts with a jump and
 //!   has a plausible BPB) or an MBR, in which case the first partition of type 0x0B/0x0C is used
 //!   (failing that a FAT12/16 type, whose BPB then says "not FAT32"). The BPB is validated field by
-//!   field ([`FatError::BadField`] names the field, its value and the LBA): signature, bytes per
+//!   field ([`FormatError::BadField`] names the field, its value and the LBA): signature, bytes per
 //!   sector (512, 1024, 2048, 4096), sectors per cluster, reserved sectors, FAT count, FAT32-ness
 //!   (`BPB_FATSz16 == 0` and `BPB_RootEntCnt == 0`, so small volumes that mkfs.fat forces to FAT32
 //!   are accepted), FAT size against the cluster count, root cluster, and the volume against its
@@ -37,6 +37,12 @@
 //! panics on any disk content and nothing loops without a bound; `#![forbid(unsafe_code)]`.
 //! Not supported: creating, growing or deleting files (any metadata write), FAT12/16, exFAT, GPT, extended partitions, OEM code pages in short names
 //! (bytes above 0x7F read as Latin-1).
+//!
+//! Why not the `embedded-sdmmc` crate: it reads a file through its volume manager's open-file
+//! handles, block by block through its own buffers, and never hands out where the file lies, so
+//! there is no extent list for the page cache to issue large multi-block or queued reads from,
+//! which is what this reader is for. It also wants its own block-device trait (`&self` reads of
+//! whole `Block`s) rather than [`BlockDevice`] with [`crate::block::Submitted`] queueing.
 #![forbid(unsafe_code)]
 
 mod boot;
@@ -49,7 +55,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 pub use dir::DirEntry;
-pub use error::FatError;
+pub use error::{FatError, FormatError};
 pub use file::{Extent, File};
 
 use crate::block::{BlockDevice, BLOCK_SIZE};
@@ -114,8 +120,12 @@ impl Volume {
     ) -> Result<File, FatError<D::Error>> {
         let mut cache = FatCache::new();
         match self.lookup(dev, &mut cache, path)? {
-            Target::Root => Err(FatError::IsADirectory { path: "/".into() }),
-            Target::Entry(e) if e.is_dir => Err(FatError::IsADirectory { path: path.into() }),
+            Target::Root => Err(FatError::Format(FormatError::IsADirectory {
+                path: "/".into(),
+            })),
+            Target::Entry(e) if e.is_dir => Err(FatError::Format(FormatError::IsADirectory {
+                path: path.into(),
+            })),
             Target::Entry(e) => {
                 file::resolve(self, dev, &mut cache, &e.name, e.first_cluster, e.size)
             }
@@ -132,7 +142,11 @@ impl Volume {
         let (name, cluster) = match self.lookup(dev, &mut cache, path)? {
             Target::Root => (String::from("/"), self.root_cluster),
             Target::Entry(e) if e.is_dir => (e.name, e.first_cluster),
-            Target::Entry(_) => return Err(FatError::NotADirectory { path: path.into() }),
+            Target::Entry(_) => {
+                return Err(FatError::Format(FormatError::NotADirectory {
+                    path: path.into(),
+                }))
+            }
         };
         let mut entries = Vec::new();
         dir::walk(self, dev, &mut cache, &name, cluster, |e| {
@@ -164,9 +178,9 @@ impl Volume {
                 continue;
             }
             if stack.last().is_some_and(|e| !e.is_dir) {
-                return Err(FatError::NotADirectory {
+                return Err(FatError::Format(FormatError::NotADirectory {
                     path: shown(&stack),
-                });
+                }));
             }
             if comp == ".." {
                 stack.pop();
@@ -185,7 +199,7 @@ impl Volume {
                     let mut p = shown(&stack);
                     p.push('/');
                     p.push_str(comp);
-                    return Err(FatError::NotFound { path: p });
+                    return Err(FatError::Format(FormatError::NotFound { path: p }));
                 }
             }
         }

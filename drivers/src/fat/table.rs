@@ -11,7 +11,7 @@
 //! Every walk goes through a [`ChainCheck`], which finds a loop for a few times the FAT reads of the
 //! chain up to it, and in any case stops after the volume's cluster count.
 
-use super::{read, FatError, Volume};
+use super::{read, FatError, FormatError, Volume};
 use crate::block::{BlockDevice, BLOCK_SIZE};
 
 /// Blocks per FAT window read.
@@ -86,23 +86,27 @@ impl FatCache {
         let limit = vol.clusters + 2;
         if cluster < 2 || cluster >= limit {
             // Callers only step from data clusters; kept so a slip is an error, never an index panic.
-            return Err(FatError::ClusterOutOfRange {
+            return Err(FatError::Format(FormatError::ClusterOutOfRange {
                 cluster,
                 value: cluster,
                 limit,
-            });
+            }));
         }
         let value = self.entry(vol, dev, cluster)?;
         match value {
-            0 => Err(FatError::FreeClusterInChain { cluster }),
-            1 => Err(FatError::ReservedClusterInChain { cluster }),
-            BAD => Err(FatError::BadClusterInChain { cluster }),
+            0 => Err(FatError::Format(FormatError::FreeClusterInChain {
+                cluster,
+            })),
+            1 => Err(FatError::Format(FormatError::ReservedClusterInChain {
+                cluster,
+            })),
+            BAD => Err(FatError::Format(FormatError::BadClusterInChain { cluster })),
             v if v >= EOC_MIN => Ok(Link::End),
-            v if v >= limit => Err(FatError::ClusterOutOfRange {
+            v if v >= limit => Err(FatError::Format(FormatError::ClusterOutOfRange {
                 cluster,
                 value: v,
                 limit,
-            }),
+            })),
             v => Ok(Link::Next(v)),
         }
     }
@@ -150,12 +154,12 @@ impl ChainCheck {
         self.seen
     }
 
-    /// The walk went from `from` on to `to`: [`FatError::ChainLoop`] if that closes a loop or goes
+    /// The walk went from `from` on to `to`: [`FormatError::ChainLoop`] if that closes a loop or goes
     /// past the volume's cluster count.
-    pub(super) fn step<E>(&mut self, vol: &Volume, from: u32, to: u32) -> Result<(), FatError<E>> {
+    pub(super) fn step(&mut self, vol: &Volume, from: u32, to: u32) -> Result<(), FormatError> {
         self.seen += 1;
         if to == self.saved || self.seen > u64::from(vol.clusters) {
-            return Err(FatError::ChainLoop {
+            return Err(FormatError::ChainLoop {
                 first: self.first,
                 limit: vol.clusters,
             });

@@ -494,16 +494,8 @@ impl fmt::Display for WriteProtect {
 pub enum SdError {
     /// Bringing up the controller or the card failed.
     Init { step: Step, cause: Cause },
-    /// A read failed on every try. `cmd` failed at block `lba` of the request of `blocks` blocks
-    /// from `start` (the first failure; the later tries are not described).
-    Read {
-        cmd: Cmd,
-        lba: u64,
-        start: u64,
-        blocks: u32,
-        attempts: u8,
-        cause: Cause,
-    },
+    /// A read failed on every try.
+    Read(Failed),
     /// A read failed (first `read_cmd` at `read_lba`: `read_cause`) and re-initialising the card
     /// before the last try failed too.
     Reinit {
@@ -517,16 +509,8 @@ pub enum SdError {
     },
     /// The request itself is wrong (partial block, past the end of the card).
     Request(RequestError),
-    /// A write failed on every try: `cmd` (CMD24/25, or CMD13 / CMD12 after the data) failed at
-    /// block `lba` of the request of `blocks` blocks from `start`.
-    Write {
-        cmd: Cmd,
-        lba: u64,
-        start: u64,
-        blocks: u32,
-        attempts: u8,
-        cause: Cause,
-    },
+    /// A write failed on every try (`cmd` is CMD24/25, or CMD13 / CMD12 after the data).
+    Write(Failed),
     /// A write failed (first `write_cmd` at `write_lba`: `write_cause`) and re-initialising the card
     /// before the last try failed too.
     WriteReinit {
@@ -547,14 +531,26 @@ pub enum SdError {
     },
 }
 
+/// A request of `blocks` blocks from `start` that failed on every one of its `attempts`: `cmd`
+/// failed at block `lba` with `cause` (the first failure; the later tries are not described).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failed {
+    pub cmd: Cmd,
+    pub lba: u64,
+    pub start: u64,
+    pub blocks: u32,
+    pub attempts: u8,
+    pub cause: Cause,
+}
+
 impl SdError {
     /// The hardware cause (the re-initialisation's for [`SdError::Reinit`]); `None` for bad requests.
     pub fn cause(&self) -> Option<Cause> {
         match *self {
             SdError::Init { cause, .. }
-            | SdError::Read { cause, .. }
+            | SdError::Read(Failed { cause, .. })
             | SdError::Reinit { cause, .. }
-            | SdError::Write { cause, .. }
+            | SdError::Write(Failed { cause, .. })
             | SdError::WriteReinit { cause, .. } => Some(cause),
             SdError::Request(_) | SdError::WriteProtected { .. } => None,
         }
@@ -592,9 +588,9 @@ impl SdError {
     /// "write" for the errors of a write, "read" for the others.
     fn op(&self) -> &'static str {
         match self {
-            SdError::Write { .. }
-            | SdError::WriteReinit { .. }
-            | SdError::WriteProtected { .. } => "write",
+            SdError::Write(_) | SdError::WriteReinit { .. } | SdError::WriteProtected { .. } => {
+                "write"
+            }
             _ => "read",
         }
     }
@@ -610,25 +606,16 @@ impl fmt::Display for SdError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             SdError::Init { step, cause } => write!(f, "SD card init failed at {step}: {cause}"),
-            SdError::Read {
-                cmd,
-                lba,
-                start,
-                blocks,
-                attempts,
-                cause,
-            }
-            | SdError::Write {
-                cmd,
-                lba,
-                start,
-                blocks,
-                attempts,
-                cause,
-            } => write!(
+            SdError::Read(t) | SdError::Write(t) => write!(
                 f,
-                "SD {} failed: {cmd} at LBA {lba} (request of {blocks} block(s) from LBA {start}), {attempts} attempt(s): {cause}",
-                self.op()
+                "SD {} failed: {} at LBA {} (request of {} block(s) from LBA {}), {} attempt(s): {}",
+                self.op(),
+                t.cmd,
+                t.lba,
+                t.blocks,
+                t.start,
+                t.attempts,
+                t.cause
             ),
             SdError::Reinit {
                 start,

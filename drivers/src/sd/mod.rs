@@ -18,7 +18,7 @@ mod speed;
 pub use card::{
     parse_cid, parse_csd, r2_from_full, r2_register, tran_speed_hz, CardInfo, Cid, Csd, HostKind,
 };
-pub use error::{state_name, Cause, Cmd, SdError, Step, Wait, WriteProtect};
+pub use error::{state_name, Cause, Cmd, Failed, SdError, Step, Wait, WriteProtect};
 pub use speed::{
     switch_check_arg, switch_set_arg, BusMode, SpeedNote, SwitchStatus, CCC_SWITCH,
     SWITCH_STATUS_BYTES,
@@ -46,6 +46,26 @@ impl<T: Clock + ?Sized> Clock for &mut T {
     }
 }
 
+// The deadlines both controllers use: one SD bus, one set of card timings.
+/// Deadline for a controller's software reset bits to clear.
+pub const RESET_TIMEOUT_US: u64 = 100_000;
+/// Deadline for the SD clock to become stable (SDHCI) or to be taken by the controller (sunxi).
+pub const CLOCK_TIMEOUT_US: u64 = 100_000;
+/// Deadline for the controller to take a command and for command complete (the controller itself
+/// reports a missing response after 64 SD clocks or its TIMEOUT register's response field; this
+/// catches a controller that does not).
+pub const CMD_TIMEOUT_US: u64 = 100_000;
+/// Deadline for the end of an R1b busy signal (CMD7, CMD12).
+pub const BUSY_TIMEOUT_US: u64 = 500_000;
+/// Deadline for each block of a read and for the end of the transfer (the spec's read access time
+/// is at most 100 ms).
+pub const BLOCK_TIMEOUT_US: u64 = 250_000;
+/// Deadline for buffer or FIFO room for each block of a write and for the end of the transfer,
+/// which includes the card's busy signal while it programs (the spec's write timeout is 250 ms for
+/// SDHC and 500 ms for SDXC).
+pub const WRITE_TIMEOUT_US: u64 = 750_000;
+/// Pause after power and the identification clock are on, before CMD0 (>= 74 SD clocks).
+pub const POWER_UP_US: u32 = 1_000;
 /// Deadline for the card to leave the programming state after a write (CMD13 polls).
 pub const PROGRAM_TIMEOUT_US: u64 = 1_000_000;
 /// Pause between CMD13 polls while the card programs.
@@ -840,25 +860,18 @@ pub(crate) fn recover<H: Host>(h: &mut H, write: bool) -> bool {
 
 /// The error a request reports after its last try failed with `f`.
 fn final_error(d: &Direction, start: u64, blocks: u32, attempts: u8, f: Failure) -> SdError {
-    let (cmd, lba, cause) = (f.cmd, f.lba, f.cause);
+    let failed = Failed {
+        cmd: f.cmd,
+        lba: f.lba,
+        start,
+        blocks,
+        attempts,
+        cause: f.cause,
+    };
     if d.write {
-        SdError::Write {
-            cmd,
-            lba,
-            start,
-            blocks,
-            attempts,
-            cause,
-        }
+        SdError::Write(failed)
     } else {
-        SdError::Read {
-            cmd,
-            lba,
-            start,
-            blocks,
-            attempts,
-            cause,
-        }
+        SdError::Read(failed)
     }
 }
 

@@ -152,9 +152,11 @@ pub use crate::dma::{DmaMemory, NoDma, DMA_ALIGN};
 pub use crate::sd::queue::QUEUE_DEPTH;
 pub use crate::sd::{
     is_allowed, is_read_only, parse_cid, parse_csd, r2_register, state_name, tran_speed_hz,
-    BusMode, CardInfo, Cause, Cid, Clock, Cmd, Csd, SdError, SpeedNote, Step, Wait, WriteProtect,
-    ACMD41_POLL_US, ACMD41_TIMEOUT_US, COMMANDS, DATA_CLOCK_MAX_HZ, HS_CLOCK_MAX_HZ,
-    ID_CLOCK_MAX_HZ, PROGRAM_POLL_US, PROGRAM_TIMEOUT_US, READ_ONLY_COMMANDS, WRITE_COMMANDS,
+    BusMode, CardInfo, Cause, Cid, Clock, Cmd, Csd, Failed, SdError, SpeedNote, Step, Wait,
+    WriteProtect, ACMD41_POLL_US, ACMD41_TIMEOUT_US, BLOCK_TIMEOUT_US, BUSY_TIMEOUT_US,
+    CLOCK_TIMEOUT_US, CMD_TIMEOUT_US, COMMANDS, DATA_CLOCK_MAX_HZ, HS_CLOCK_MAX_HZ,
+    ID_CLOCK_MAX_HZ, POWER_UP_US, PROGRAM_POLL_US, PROGRAM_TIMEOUT_US, READ_ONLY_COMMANDS,
+    RESET_TIMEOUT_US, WRITE_COMMANDS, WRITE_TIMEOUT_US,
 };
 pub use adma::{ADMA_BOUNCE_BYTES, ADMA_DESCRIPTORS, ADMA_DESC_BYTES, ADMA_MAX_BYTES};
 pub use divider::{clock_divider, Divider};
@@ -177,23 +179,19 @@ pub fn card_present<R: Regs>(regs: &mut R) -> bool {
     regs.read32(PRESENT_STATE) & PS_CARD_INSERTED != 0
 }
 
-/// Deadline for a software reset bit to clear.
-pub const RESET_TIMEOUT_US: u64 = 100_000;
-/// Deadline for the internal clock to become stable.
-pub const CLOCK_TIMEOUT_US: u64 = 100_000;
-/// Deadline for the command lines to be free and for command complete (the controller itself
-/// reports a missing response after 64 SD clocks; this catches a controller that does not).
-pub const CMD_TIMEOUT_US: u64 = 100_000;
-/// Deadline for the end of an R1b busy signal (CMD7, CMD12).
-pub const BUSY_TIMEOUT_US: u64 = 500_000;
-/// Deadline for each block of a read and for transfer complete (the spec's read access time is
-/// at most 100 ms).
-pub const BLOCK_TIMEOUT_US: u64 = 250_000;
-/// Deadline for buffer write ready and for transfer complete of a write, which includes the card's
-/// busy signal while it programs (the spec's write timeout is 250 ms for SDHC and 500 ms for SDXC).
-pub const WRITE_TIMEOUT_US: u64 = 750_000;
-/// Pause after power and the identification clock are on, before CMD0 (>= 74 SD clocks).
-pub const POWER_UP_US: u32 = 1_000;
+/// [`clock_divider`], or the clock-setup error naming the base clock, the target and the host
+/// version when no divider reaches the target.
+fn divider_for(base_hz: u32, target_hz: u32, host_version: u8) -> Result<Divider, (Step, Cause)> {
+    clock_divider(base_hz, target_hz, host_version).ok_or((
+        Step::Clock,
+        Cause::Divider {
+            base_hz,
+            target_hz,
+            host_version,
+        },
+    ))
+}
+
 /// Pause after the SD clock is (re)enabled.
 pub const CLOCK_SETTLE_US: u32 = 1_000;
 /// Default limit of blocks per read command (512 KiB): big enough that command overhead does not
@@ -615,14 +613,7 @@ impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> Sdhci<R, C, S, D> {
             0 => ID_CLOCK_MAX_HZ,
             hz => hz.min(ID_CLOCK_MAX_HZ),
         };
-        let id = clock_divider(base_hz, target, version).ok_or((
-            Step::Clock,
-            Cause::Divider {
-                base_hz,
-                target_hz: target,
-                host_version: version,
-            },
-        ))?;
+        let id = divider_for(base_hz, target, version)?;
         self.info = CardInfo {
             host_version: version,
             base_clock_hz: base_hz,
@@ -649,14 +640,7 @@ impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> Sdhci<R, C, S, D> {
         let csd = sd::identify(self, self.config.four_bit)?;
         let target = sd::data_clock_target(self.config.data_clock_hz, &csd);
         let (base_hz, version) = (self.info.base_clock_hz, self.info.host_version);
-        let d = clock_divider(base_hz, target, version).ok_or((
-            Step::Clock,
-            Cause::Divider {
-                base_hz,
-                target_hz: target,
-                host_version: version,
-            },
-        ))?;
+        let d = divider_for(base_hz, target, version)?;
         self.set_clock(d).map_err(|c| (Step::Clock, c))?;
         self.info.data_clock_hz = d.hz;
         self.default_hz = target;

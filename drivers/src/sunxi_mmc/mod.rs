@@ -177,9 +177,10 @@ pub use crate::mmio::{Mmio, Regs};
 pub use crate::sd::queue::{QUEUE_DEPTH, SLOTS as QUEUE_SLOTS};
 use crate::sd::{self, Command, Direction, Failure, Host, Resp, SpeedCap, Xfer, READ, WRITE};
 pub use crate::sd::{
-    BusMode, CardInfo, Cause, Clock, Cmd, HostKind, SdError, SpeedNote, Step, Wait, WriteProtect,
-    COMMANDS, DATA_CLOCK_MAX_HZ, HS_CLOCK_MAX_HZ, ID_CLOCK_MAX_HZ, READ_ONLY_COMMANDS,
-    WRITE_COMMANDS,
+    BusMode, CardInfo, Cause, Clock, Cmd, Failed, HostKind, SdError, SpeedNote, Step, Wait,
+    WriteProtect, BLOCK_TIMEOUT_US, BUSY_TIMEOUT_US, CLOCK_TIMEOUT_US, CMD_TIMEOUT_US, COMMANDS,
+    DATA_CLOCK_MAX_HZ, HS_CLOCK_MAX_HZ, ID_CLOCK_MAX_HZ, POWER_UP_US, READ_ONLY_COMMANDS,
+    RESET_TIMEOUT_US, WRITE_COMMANDS, WRITE_TIMEOUT_US,
 };
 use dma::DmaArea;
 pub use dma::{
@@ -198,21 +199,6 @@ pub const REGISTER_BLOCK_SIZE: usize = 0x1000;
 /// Size of the CCU's register block: the `size` to give [`Mmio::new`].
 pub const CCU_BLOCK_SIZE: usize = 0x400;
 
-/// Deadline for the GCTRL reset bits to clear.
-pub const RESET_TIMEOUT_US: u64 = 100_000;
-/// Deadline for the controller to take a clock update.
-pub const CLOCK_TIMEOUT_US: u64 = 100_000;
-/// Deadline for the controller to take a command and for command done (hardware reports a
-/// missing response after TIMEOUT's response field; this catches a controller that does not).
-pub const CMD_TIMEOUT_US: u64 = 100_000;
-/// Deadline for the card's busy signal after an R1b command.
-pub const BUSY_TIMEOUT_US: u64 = 500_000;
-/// Deadline for each block of a read and for data over.
-pub const BLOCK_TIMEOUT_US: u64 = 250_000;
-/// Deadline for FIFO space for each block of a write, for data over and the card's busy signal.
-pub const WRITE_TIMEOUT_US: u64 = 750_000;
-/// Pause after the identification clock is on, before CMD0 (>= 74 card clocks).
-pub const POWER_UP_US: u32 = 1_000;
 /// Time the controller is held in reset in the CCU.
 pub const CCU_RESET_US: u32 = 10;
 /// Default limit of blocks per read or write command: 1 MiB, the largest request the page cache

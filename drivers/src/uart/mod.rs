@@ -6,6 +6,12 @@
 //! [`mini::MiniUart`] (the BCM2835-family AUX mini UART, link). A link is brought up at a rate its
 //! clock can make: [`LinkKind::achievable_baud`] says what the divisor really gives, or refuses a
 //! rate more than [`MAX_BAUD_ERROR_PER_MILLE`] off.
+//!
+//! Why not the `arm-pl011-uart` and `uart_16550` crates: both need a newer Rust than this
+//! workspace's (1.88 and 1.91), and both drive raw pointers of their own, where these drivers are
+//! written against [`crate::mmio::Regs`] so that the tests run them on fake register files. Neither
+//! has the link side ([`LinkUart`]: writes that never wait, lost bytes counted) nor the DesignWare
+//! UART's busy-LCR retry, and the mini UART has no crate at all.
 
 use core::fmt;
 use core::ops::RangeInclusive;

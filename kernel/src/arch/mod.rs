@@ -1,6 +1,8 @@
-//! What every architecture provides, as one trait ([`Arch`]), and the twin for the target
-//! (`aarch64/`, `armv7a/`, `riscv64/`) re-exported as [`Cpu`]. Nothing outside `arch/` touches system
-//! registers or writes `asm!`; the board code calls [`Cpu`] through this trait only.
+//! What every architecture provides, as one trait ([`Arch`]), implemented for [`Cpu`] by the twin
+//! for the target (`aarch64/`, `armv7a/`, `riscv64/`), which also defines its [`Fault`]. Nothing
+//! outside `arch/` touches system registers or writes `asm!`; the board code calls [`Cpu`] through
+//! this trait only. Firmware calls go through the `smccc` crate (PSCI over HVC or SMC) and the
+//! `sbi-rt` crate (SBI HSM, IPI and SRST).
 //!
 //! Entry: each twin's `boot.s` is the image's entry point (`_start`). It brings core 0 to the
 //! kernel's exception level or mode with FP/SIMD on, a stack and BSS cleared (and on aarch64 the
@@ -12,17 +14,21 @@
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
 #[cfg(target_arch = "aarch64")]
-pub use aarch64::Cpu;
+pub use aarch64::Fault;
 
 #[cfg(target_arch = "arm")]
 mod armv7a;
 #[cfg(target_arch = "arm")]
-pub use armv7a::Cpu;
+pub use armv7a::Fault;
 
 #[cfg(target_arch = "riscv64")]
 mod riscv64;
 #[cfg(target_arch = "riscv64")]
-pub use riscv64::Cpu;
+pub use riscv64::Fault;
+
+/// The CPU the kernel is built for: [`Arch`] as the target's twin implements it.
+#[derive(Debug, Clone, Copy)]
+pub struct Cpu;
 
 use crate::board::{CoreStart, Exit};
 use core::fmt;
@@ -58,9 +64,6 @@ impl fmt::Display for MapError {
 /// One architecture: its counters, caches, idle and wake, faults, and how its firmware starts
 /// cores and powers off.
 pub trait Arch {
-    /// A CPU exception as the trap entry reported it.
-    type Fault: core::fmt::Display;
-
     /// The power-off method a QEMU build uses when the board has no test finisher, so that QEMU
     /// exits with the kernel's status.
     const QEMU_EXIT: Exit;
@@ -113,8 +116,9 @@ pub trait Arch {
     /// before the other cores start. Only RAM that exists is ever mapped so.
     fn map_ram(start: u64, end: u64) -> Result<(), MapError>;
 
-    /// Turn the trap entry's four registers into a report.
-    fn fault(regs: [u64; 4]) -> Self::Fault;
+    /// Turn the trap entry's four registers into a report (a CPU exception as the trap entry
+    /// reported it).
+    fn fault(regs: [u64; 4]) -> Fault;
     /// Raise a CPU exception on purpose (`selftest = exception`).
     fn raise_exception();
 

@@ -448,26 +448,6 @@ impl<F: FileSource> PageCache<F> {
         Self::with_options(src, capacity, page, Options::default(), progress)
     }
 
-    /// [`PageCache::new`] with a choice of [`Policy`] and no read-ahead.
-    pub fn with_policy(
-        src: F,
-        capacity: u64,
-        page: usize,
-        policy: Policy,
-        progress: &mut dyn FnMut(u64, u64),
-    ) -> Result<Self, CacheError> {
-        Self::with_options(
-            src,
-            capacity,
-            page,
-            Options {
-                policy,
-                readahead: 0,
-            },
-            progress,
-        )
-    }
-
     /// [`PageCache::new`] with every choice.
     pub fn with_options(
         src: F,

@@ -267,14 +267,12 @@ fn a_known_read_order_keeps_the_pages_needed_soonest() {
     let per_cycle = |schedule: bool| {
         let src = Mem::new(d.clone());
         let bytes = src.bytes.clone();
-        let cache = PageCache::with_policy(
-            src,
-            20 * page as u64,
-            page,
-            Policy::ResidentPrefix,
-            &mut |_, _| {},
-        )
-        .unwrap();
+        let opts = Options {
+            policy: Policy::ResidentPrefix,
+            readahead: 0,
+        };
+        let cache =
+            PageCache::with_options(src, 20 * page as u64, page, opts, &mut |_, _| {}).unwrap();
         assert_eq!(cache.resident_bytes(), 12 * page as u64);
         if schedule {
             cache.set_schedule(order.iter().map(|r| (r.start as u64, r.len() as u64)), 1);

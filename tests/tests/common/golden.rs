@@ -17,6 +17,17 @@ pub struct Case {
     pub logits0: PathBuf,
 }
 
+impl Case {
+    /// The prompt's tokens followed by the reply's: a whole conversation to feed.
+    pub fn conversation_ids(&self) -> Vec<u32> {
+        self.prompt_ids
+            .iter()
+            .chain(&self.generated_ids)
+            .copied()
+            .collect()
+    }
+}
+
 fn ids(s: &str) -> Vec<u32> {
     s.split_whitespace().map(|t| t.parse().unwrap()).collect()
 }

@@ -5,7 +5,9 @@
 //! (byte addresses, CSD v1; with or without CMD8). Anything else is an illegal command: no
 //! response, ILLEGAL_COMMAND in the next status. Data comes from a byte vector or a pattern
 //! computed from the LBA; written blocks are kept over it. The host simulator moves the data and
-//! keeps time.
+//! keeps time. What the two host simulators share beside the card is here too: the costs they
+//! charge alike, the card-side fields of their `Faults` (`faults!`) and their handles on the
+//! state (`host_sim_handles!`).
 //!
 //! CMD6 (SWITCH_FUNC, SD Physical Layer Simplified Specification 3.01, 4.3.10): in "tran", check
 //! or switch mode; the card answers R1 and then sends a 64-byte status block ([`Card::register`])
@@ -38,6 +40,173 @@ pub const R1_APP_CMD: u32 = 1 << 5;
 
 /// The card programs a received block this long (busy on DAT0).
 pub const PROGRAM_NS: u64 = 300_000;
+
+// Costs both host simulators charge alike.
+/// Cost of one register access.
+pub const ACCESS_NS: u64 = 200;
+/// A controller's reset bits read 1 this long.
+pub const RESET_NS: u64 = 3_000;
+/// An R1b busy signal lasts this long after the response.
+pub const BUSY_NS: u64 = 20_000;
+
+/// `pub struct Faults`: the faults on the card's side, which both host simulators inject alike,
+/// and the fields given, the host's own.
+macro_rules! faults {
+    ($($(#[$m:meta])* $f:ident: $t:ty,)*) => {
+        /// Faults to inject.
+        #[derive(Debug, Clone, Default)]
+        pub struct Faults {
+            /// ACMD41 never reports the card powered up.
+            pub never_ready: bool,
+            /// 0-based indices (over all commands on the bus) of commands whose response has a
+            /// CRC error (the card did execute the command).
+            pub cmd_crc_at: Vec<u64>,
+            /// 0-based indices (over all blocks the card sends) of blocks with a data CRC error.
+            pub data_crc_at: Vec<u64>,
+            /// Blocks every read of which has a data CRC error.
+            pub bad_lbas: Vec<u64>,
+            /// The card stops answering (commands and data) once it has sent this many blocks.
+            pub die_after_blocks: Option<u64>,
+            $($(#[$m])* pub $f: $t,)*
+        }
+    };
+}
+pub(crate) use faults;
+
+/// What both host simulators have around their `State`: the handles `Sim` (the test's) and
+/// `SimClock` (the driver's), `SimDma` (the memory their DMA engine sees, as the driver's
+/// `DmaMemory`), and the `Sim` methods that read the card, the bus log, the virtual time and the
+/// DMA memory. `State` has the fields these read.
+macro_rules! host_sim_handles {
+    () => {
+        /// Handle on a simulated controller and card.
+        #[derive(Debug, Clone)]
+        pub struct Sim(Rc<RefCell<State>>);
+
+        /// The virtual clock, for the driver.
+        #[derive(Debug)]
+        pub struct SimClock(Rc<RefCell<State>>);
+
+        /// The memory the simulated DMA engine sees, as the driver's `DmaMemory` ([`DmaRam`]).
+        pub type SimDma = SimDmaOf<State>;
+
+        impl Sim {
+            pub fn clock(&self) -> SimClock {
+                SimClock(self.0.clone())
+            }
+
+            pub fn dma(&self) -> SimDma {
+                SimDmaOf(self.0.clone())
+            }
+
+            /// What the driver asked of the DMA memory, in order.
+            pub fn mem_ops(&self) -> Vec<MemOp> {
+                self.0.borrow().dma.ops.clone()
+            }
+
+            /// DMA transfers the engine started.
+            pub fn dma_transfers(&self) -> u64 {
+                self.0.borrow().dma_transfers
+            }
+
+            /// Nanoseconds the bus has been busy so far (see `State::bus_ns`).
+            pub fn bus_ns(&self) -> u64 {
+                self.0.borrow().bus_ns
+            }
+
+            /// Register accesses so far.
+            pub fn accesses(&self) -> u64 {
+                self.0.borrow().accesses
+            }
+
+            /// Nanoseconds of virtual time so far.
+            pub fn now_ns(&self) -> u64 {
+                self.0.borrow().now_ns
+            }
+
+            pub fn now_us(&self) -> u64 {
+                self.0.borrow().now_ns / 1000
+            }
+
+            /// Let `us` microseconds pass with no register access (the CPU computing).
+            pub fn pass_us(&self, us: u64) {
+                self.0.borrow_mut().now_ns += us * 1000;
+            }
+
+            pub fn log(&self) -> Vec<BusCmd> {
+                self.0.borrow().log.clone()
+            }
+
+            /// Command names in bus order, e.g. `["CMD0", "CMD8", "CMD55", "ACMD41", ...]`.
+            pub fn names(&self) -> Vec<String> {
+                self.0.borrow().log.iter().map(BusCmd::name).collect()
+            }
+
+            pub fn clear_log(&self) {
+                self.0.borrow_mut().log.clear();
+            }
+
+            pub fn violations(&self) -> Vec<String> {
+                self.0.borrow().violations.clone()
+            }
+
+            /// The card's bytes of blocks `lba .. lba + n`.
+            pub fn expected(&self, lba: u64, n: u64) -> Vec<u8> {
+                let s = self.0.borrow();
+                (lba..lba + n).flat_map(|b| s.card.block(b)).collect()
+            }
+
+            /// The whole card as bytes: the backing with the written blocks over it.
+            pub fn image(&self) -> Vec<u8> {
+                let s = self.0.borrow();
+                (0..s.card.blocks()).flat_map(|b| s.card.block(b)).collect()
+            }
+
+            /// The LBAs written so far, in order.
+            pub fn written_lbas(&self) -> Vec<u64> {
+                self.0.borrow().card.written.keys().copied().collect()
+            }
+
+            /// The card runs in High Speed timing (it switched with CMD6 since its last reset).
+            pub fn card_high_speed(&self) -> bool {
+                self.0.borrow().card.access_mode == 1
+            }
+
+            /// CMD6 switches that changed the card's access mode.
+            pub fn card_switches(&self) -> u32 {
+                self.0.borrow().card.switches
+            }
+
+            pub fn card_4bit(&self) -> bool {
+                self.0.borrow().card.width4
+            }
+
+            /// The card signals at 1.8 V.
+            pub fn card_1v8(&self) -> bool {
+                self.0.borrow().card.signal_1v8
+            }
+
+            /// The card's group 1 access mode (0 Default, 1 High Speed, 2 SDR50, 3 SDR104, 4
+            /// DDR50).
+            pub fn card_access_mode(&self) -> u8 {
+                self.0.borrow().card.access_mode
+            }
+
+            /// Commands the host has issued so far (the index the next one gets in
+            /// [`Faults::cmd_crc_at`]).
+            pub fn commands_seen(&self) -> u64 {
+                self.0.borrow().commands_seen
+            }
+
+            /// Blocks the card has sent so far (the index the next one gets in
+            /// [`Faults::data_crc_at`]).
+            pub fn blocks_sent(&self) -> u64 {
+                self.0.borrow().blocks_sent
+            }
+        }
+    };
+}
+pub(crate) use host_sim_handles;
 
 /// What kind of card.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -389,6 +558,26 @@ impl Card {
             return Err(Some(Answer::Short(self.status(state, R1_OUT_OF_RANGE))));
         }
         Ok(lba)
+    }
+
+    /// A command reaching the card at `now` ([`Card::command`] once time has passed); a command
+    /// that takes the card to "prg" (CMD12 ending a write) starts programming what it received.
+    /// Returns whether it was an application command, and the answer.
+    pub fn command_at(
+        &mut self,
+        now: u64,
+        index: u8,
+        arg: u32,
+        never_ready: bool,
+    ) -> (bool, Option<Answer>) {
+        self.tick(now);
+        let app = self.app;
+        let before = self.state;
+        let answer = self.command(index, arg, never_ready);
+        if before != CardState::Prg && self.state == CardState::Prg {
+            self.program(now);
+        }
+        (app, answer)
     }
 
     /// Execute a command (an application command if CMD55 came just before); `None` = no

@@ -114,16 +114,10 @@ const R_ADMA_ADDR_HI: usize = 0x5C;
 /// The first bus address [`SimDma`] hands out.
 pub const BUS_BASE: u32 = 0x4000_0000;
 
-/// Cost of one register access.
-pub const ACCESS_NS: u64 = 200;
 /// Cost of one `now_us` call.
 pub const NOW_NS: u64 = 20;
-/// A software reset bit reads 1 this long.
-pub const RESET_NS: u64 = 3_000;
 /// The internal clock becomes stable this long after it is enabled.
 pub const CLOCK_STABLE_NS: u64 = 10_000;
-/// An R1b busy signal lasts this long after the response.
-pub const BUSY_NS: u64 = 20_000;
 /// Read access time before the first block.
 pub const NAC_NS: u64 = 50_000;
 
@@ -229,36 +223,23 @@ impl HostSpec {
     }
 }
 
-/// Faults to inject.
-#[derive(Debug, Clone, Default)]
-pub struct Faults {
-    /// 0-based indices (over all commands on the bus) of commands whose response has a CRC error
-    /// (the card did execute the command).
-    pub cmd_crc_at: Vec<u64>,
-    /// 0-based indices (over all blocks the card sends) of blocks with a data CRC error.
-    pub data_crc_at: Vec<u64>,
-    /// Blocks every read of which has a data CRC error.
-    pub bad_lbas: Vec<u64>,
-    /// ACMD41 never reports the card powered up.
-    pub never_ready: bool,
-    /// The card stops answering (commands and data) once it has sent this many blocks.
-    pub die_after_blocks: Option<u64>,
+faults! {
     /// 0-based indices (over all blocks the card receives) of written blocks with a CRC error (the
     /// card does not store them).
-    pub write_crc_at: Vec<u64>,
+    write_crc_at: Vec<u64>,
     /// The card refuses every write with WP_VIOLATION (a protected group, say), whatever its CSD.
-    pub wp_violation: bool,
+    wp_violation: bool,
     /// The card never finishes programming a written block.
-    pub stuck_programming: bool,
+    stuck_programming: bool,
     /// Every data block sent while the SD clock is above this many Hz has a data CRC error (a
     /// board whose traces cannot carry the clock).
-    pub crc_above_hz: Option<f64>,
+    crc_above_hz: Option<f64>,
     /// Tuning never completes (execute tuning stays set).
-    pub tuning_fails: bool,
+    tuning_fails: bool,
     /// 0-based indices (over all ADMA transfers) of transfers that end in an ADMA error.
-    pub adma_error_at: Vec<u64>,
+    adma_error_at: Vec<u64>,
     /// Every ADMA transfer ends in an ADMA error.
-    pub adma_error_always: bool,
+    adma_error_always: bool,
 }
 
 /// A command seen on the bus.
@@ -411,21 +392,11 @@ pub struct State {
     pub barriers: u64,
 }
 
-/// Handle on a simulated controller and card; [`Sim::regs`] and [`Sim::clock`] give the driver its
-/// two halves over the same state.
-#[derive(Debug, Clone)]
-pub struct Sim(Rc<RefCell<State>>);
+host_sim_handles!();
 
 /// The controller's registers, for the driver.
 #[derive(Debug)]
 pub struct SimRegs(Rc<RefCell<State>>);
-
-/// The virtual clock, for the driver.
-#[derive(Debug)]
-pub struct SimClock(Rc<RefCell<State>>);
-
-/// The memory the simulated ADMA2 engine sees, as the driver's [`DmaMemory`] ([`DmaRam`]).
-pub type SimDma = SimDmaOf<State>;
 
 impl HasDmaRam for State {
     fn ram(&mut self) -> &mut DmaRam {
@@ -560,57 +531,8 @@ impl Sim {
         SimRegs(self.0.clone())
     }
 
-    pub fn clock(&self) -> SimClock {
-        SimClock(self.0.clone())
-    }
-
     pub fn slot(&self) -> SimSlot {
         SimSlot(self.0.clone())
-    }
-
-    pub fn dma(&self) -> SimDma {
-        SimDmaOf(self.0.clone())
-    }
-
-    /// What the driver asked of the DMA memory, in order.
-    pub fn mem_ops(&self) -> Vec<MemOp> {
-        self.0.borrow().dma.ops.clone()
-    }
-
-    /// Nanoseconds the bus has been busy so far (see [`State::bus_ns`]).
-    pub fn bus_ns(&self) -> u64 {
-        self.0.borrow().bus_ns
-    }
-
-    /// Register accesses so far.
-    pub fn accesses(&self) -> u64 {
-        self.0.borrow().accesses
-    }
-
-    /// Nanoseconds of virtual time so far.
-    pub fn now_ns(&self) -> u64 {
-        self.0.borrow().now_ns
-    }
-
-    /// ADMA transfers started.
-    pub fn dma_transfers(&self) -> u64 {
-        self.0.borrow().dma_transfers
-    }
-
-    /// Let `us` microseconds pass with no register access (the CPU computing).
-    pub fn pass_us(&self, us: u64) {
-        let mut s = self.0.borrow_mut();
-        s.now_ns += us * 1000;
-    }
-
-    /// The card signals at 1.8 V.
-    pub fn card_1v8(&self) -> bool {
-        self.0.borrow().card.signal_1v8
-    }
-
-    /// The card's group 1 access mode (0 Default, 1 High Speed, 2 SDR50, 3 SDR104, 4 DDR50).
-    pub fn card_access_mode(&self) -> u8 {
-        self.0.borrow().card.access_mode
     }
 
     /// Power cycles the driver asked of the slot.
@@ -623,23 +545,6 @@ impl Sim {
         f(&mut self.0.borrow_mut())
     }
 
-    pub fn log(&self) -> Vec<BusCmd> {
-        self.0.borrow().log.clone()
-    }
-
-    /// Command names in bus order, e.g. `["CMD0", "CMD8", "CMD55", "ACMD41", ...]`.
-    pub fn names(&self) -> Vec<String> {
-        self.0.borrow().log.iter().map(BusCmd::name).collect()
-    }
-
-    pub fn clear_log(&self) {
-        self.0.borrow_mut().log.clear();
-    }
-
-    pub fn violations(&self) -> Vec<String> {
-        self.0.borrow().violations.clone()
-    }
-
     /// Software resets written, as the reset byte (1 = all, 2 = CMD, 4 = DAT).
     pub fn resets(&self) -> Vec<u8> {
         self.0.borrow().resets.clone()
@@ -649,32 +554,11 @@ impl Sim {
         self.0.borrow().resets.iter().filter(|&&b| b == bit).count()
     }
 
-    pub fn now_us(&self) -> u64 {
-        self.0.borrow().now_ns / 1000
-    }
-
-    /// The card's bytes of blocks `lba .. lba + n`.
-    pub fn expected(&self, lba: u64, n: u64) -> Vec<u8> {
-        let s = self.0.borrow();
-        (lba..lba + n).flat_map(|b| s.card.block(b)).collect()
-    }
-
     pub fn set_faults(&self, faults: Faults) {
         let mut s = self.0.borrow_mut();
         s.card.wp_violation = faults.wp_violation;
         s.card.stuck_programming = faults.stuck_programming;
         s.faults = faults;
-    }
-
-    /// The whole card as bytes: the backing with the written blocks over it.
-    pub fn image(&self) -> Vec<u8> {
-        let s = self.0.borrow();
-        (0..s.card.blocks()).flat_map(|b| s.card.block(b)).collect()
-    }
-
-    /// The LBAs written so far, in order.
-    pub fn written_lbas(&self) -> Vec<u64> {
-        self.0.borrow().card.written.keys().copied().collect()
     }
 
     /// Blocks the card has received from writes so far (the index the next one gets in
@@ -700,34 +584,9 @@ impl Sim {
         self.0.borrow().hostctl & 2 != 0
     }
 
-    /// The card runs in High Speed timing (it switched with CMD6 since its last reset).
-    pub fn card_high_speed(&self) -> bool {
-        self.0.borrow().card.access_mode == 1
-    }
-
-    /// CMD6 switches that changed the card's access mode.
-    pub fn card_switches(&self) -> u32 {
-        self.0.borrow().card.switches
-    }
-
-    pub fn card_4bit(&self) -> bool {
-        self.0.borrow().card.width4
-    }
-
     /// Was a card ever selected into the transfer state and is it there now?
     pub fn card_in_tran(&self) -> bool {
         self.0.borrow().card.state == CardState::Tran
-    }
-
-    /// Commands the host has issued so far (the index the next one gets in
-    /// [`Faults::cmd_crc_at`]).
-    pub fn commands_seen(&self) -> u64 {
-        self.0.borrow().commands_seen
-    }
-
-    /// Blocks the card has sent so far (the index the next one gets in [`Faults::data_crc_at`]).
-    pub fn blocks_sent(&self) -> u64 {
-        self.0.borrow().blocks_sent
     }
 
     pub fn signal_enables(&self) -> u32 {
@@ -1406,15 +1265,9 @@ impl State {
 
     /// A command reaches the card (logged); returns the answer.
     fn bus_command(&mut self, index: u8, arg: u32, auto: bool, blocks: u32) -> Option<Answer> {
-        let now = self.now_ns;
-        self.card.tick(now);
-        let app = self.card.app;
-        let before = self.card.state;
-        let answer = self.card.command(index, arg, self.faults.never_ready);
-        if before != CardState::Prg && self.card.state == CardState::Prg {
-            // CMD12 ended a write: the card programs what it received.
-            self.card.program(now);
-        }
+        let (app, answer) = self
+            .card
+            .command_at(self.now_ns, index, arg, self.faults.never_ready);
         if auto {
             if let Some(Answer::Short(v)) = answer {
                 self.resp[3] = v;

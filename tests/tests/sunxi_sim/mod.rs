@@ -126,12 +126,6 @@ pub const CCU_MMC0_CLK: usize = 0x088;
 pub const CCU_PLL_PERIPH0: usize = 0x028;
 pub const MMC0_BIT: u32 = 1 << 8;
 
-/// Cost of one register access.
-pub const ACCESS_NS: u64 = 200;
-/// GCTRL reset bits read 1 this long.
-pub const RESET_NS: u64 = 3_000;
-/// An R1b busy signal lasts this long.
-pub const BUSY_NS: u64 = 20_000;
 /// Hardware-timed IDMAC: the card's access time before the first block of a read.
 pub const READ_ACCESS_NS: u64 = 100_000;
 
@@ -168,39 +162,27 @@ impl HostSpec {
     }
 }
 
-/// Faults to inject.
-#[derive(Debug, Clone, Default)]
-pub struct Faults {
-    /// 0-based indices (over all commands on the bus) of commands whose response has a CRC error.
-    pub cmd_crc_at: Vec<u64>,
-    /// 0-based indices (over all blocks the card sends) of blocks with a data CRC error.
-    pub data_crc_at: Vec<u64>,
-    /// Blocks every read of which has a data CRC error.
-    pub bad_lbas: Vec<u64>,
-    /// ACMD41 never reports the card powered up.
-    pub never_ready: bool,
-    /// The card stops answering once it has sent this many blocks.
-    pub die_after_blocks: Option<u64>,
+faults! {
     /// The start bit of a command never clears (the controller takes nothing).
-    pub stuck_start: bool,
+    stuck_start: bool,
     /// The start bit of a clock update never clears.
-    pub stuck_clock_update: bool,
+    stuck_clock_update: bool,
     /// Read data never reaches the FIFO, and no data timeout is raised.
-    pub fifo_never_fills: bool,
+    fifo_never_fills: bool,
     /// RINT, STATUS and IDST read as pseudo-random values from this seed on.
-    pub garbage: Option<u64>,
+    garbage: Option<u64>,
     /// 0-based indices (over all DMA transfers) of transfers that end in an IDMAC fatal bus error.
-    pub dma_error_at: Vec<u64>,
+    dma_error_at: Vec<u64>,
     /// Every DMA transfer ends in a fatal bus error.
-    pub dma_error_always: bool,
+    dma_error_always: bool,
     /// Every data block sent while the card clock is above this many Hz has a data CRC error.
-    pub crc_above_hz: Option<u32>,
+    crc_above_hz: Option<u32>,
     /// PLL_PERIPH0 is off (its control register reads 0).
-    pub pll_off: bool,
+    pll_off: bool,
     /// The bus addresses [`SimDma`] gives from now on (the caller's buffers) point at no memory:
     /// the IDMAC's writes there end in a fatal bus error (a platform whose bus addresses are
     /// wrong). Cleared with the next [`Sim::set_faults`] without it.
-    pub unbacked_buffers: bool,
+    unbacked_buffers: bool,
 }
 
 /// A command seen on the bus.
@@ -297,9 +279,7 @@ struct DmaRun {
     block_ns: u64,
 }
 
-/// Handle on a simulated controller, CCU and card.
-#[derive(Debug, Clone)]
-pub struct Sim(Rc<RefCell<State>>);
+host_sim_handles!();
 
 /// The controller's registers (or the CCU's, `ccu`), for the driver.
 #[derive(Debug)]
@@ -307,13 +287,6 @@ pub struct SimRegs {
     state: Rc<RefCell<State>>,
     ccu: bool,
 }
-
-/// The virtual clock, for the driver.
-#[derive(Debug)]
-pub struct SimClock(Rc<RefCell<State>>);
-
-/// The memory the simulated IDMAC sees, as the driver's [`DmaMemory`] (see the module doc).
-pub type SimDma = SimDmaOf<State>;
 
 impl HasDmaRam for State {
     fn ram(&mut self) -> &mut DmaRam {
@@ -448,27 +421,8 @@ impl Sim {
         }
     }
 
-    pub fn clock(&self) -> SimClock {
-        SimClock(self.0.clone())
-    }
-
-    /// The memory the IDMAC sees, for the driver.
-    pub fn dma(&self) -> SimDma {
-        SimDmaOf(self.0.clone())
-    }
-
-    /// What the driver asked of the memory so far.
-    pub fn mem_ops(&self) -> Vec<MemOp> {
-        self.0.borrow().dma.ops.clone()
-    }
-
     pub fn clear_mem_ops(&self) {
         self.0.borrow_mut().dma.ops.clear();
-    }
-
-    /// DMA transfers the IDMAC started.
-    pub fn dma_transfers(&self) -> u64 {
-        self.0.borrow().dma_transfers
     }
 
     /// Hardware-timed: when the IDMAC's read in progress will have its last block in (virtual
@@ -479,18 +433,9 @@ impl Sim {
         Some(r.next_at + (r.blocks - r.moved - 1) as u64 * r.block_ns)
     }
 
-    /// Virtual time in ns.
-    pub fn now_ns(&self) -> u64 {
-        self.0.borrow().now_ns
-    }
-
     /// The bus address of host address `addr`, if mapped.
     pub fn bus_of(&self, addr: usize) -> Option<u32> {
         self.0.borrow_mut().dma.bus_of(addr)
-    }
-
-    pub fn log(&self) -> Vec<BusCmd> {
-        self.0.borrow().log.clone()
     }
 
     /// The card clock the controller runs now.
@@ -498,72 +443,13 @@ impl Sim {
         self.0.borrow().card_clock_hz()
     }
 
-    pub fn names(&self) -> Vec<String> {
-        self.0.borrow().log.iter().map(BusCmd::name).collect()
-    }
-
-    pub fn clear_log(&self) {
-        self.0.borrow_mut().log.clear();
-    }
-
-    /// Nanoseconds the bus has been busy so far (see `State::bus_ns`).
-    pub fn bus_ns(&self) -> u64 {
-        self.0.borrow().bus_ns
-    }
-
-    /// Register accesses so far.
-    pub fn accesses(&self) -> u64 {
-        self.0.borrow().accesses
-    }
-
-    /// Let `us` microseconds pass with no register access (the CPU computing).
-    pub fn pass_us(&self, us: u64) {
-        self.0.borrow_mut().now_ns += us * 1000;
-    }
-
-    pub fn now_us(&self) -> u64 {
-        self.0.borrow().now_ns / 1000
-    }
-
     /// The CCU register at `off`.
     pub fn ccu(&self, off: usize) -> u32 {
         self.0.borrow().ccu.get(&off).copied().unwrap_or(0)
     }
 
-    pub fn violations(&self) -> Vec<String> {
-        self.0.borrow().violations.clone()
-    }
-
-    /// The card runs in High Speed timing (it switched with CMD6 since its last reset).
-    pub fn card_high_speed(&self) -> bool {
-        self.0.borrow().card.access_mode == 1
-    }
-
-    /// CMD6 switches that changed the card's access mode.
-    pub fn card_switches(&self) -> u32 {
-        self.0.borrow().card.switches
-    }
-
-    pub fn card_4bit(&self) -> bool {
-        self.0.borrow().card.width4
-    }
-
     pub fn host_4bit(&self) -> bool {
         self.0.borrow().width == 1
-    }
-
-    pub fn expected(&self, lba: u64, n: u64) -> Vec<u8> {
-        let s = self.0.borrow();
-        (lba..lba + n).flat_map(|b| s.card.block(b)).collect()
-    }
-
-    pub fn image(&self) -> Vec<u8> {
-        let s = self.0.borrow();
-        (0..s.card.blocks()).flat_map(|b| s.card.block(b)).collect()
-    }
-
-    pub fn written_lbas(&self) -> Vec<u64> {
-        self.0.borrow().card.written.keys().copied().collect()
     }
 
     pub fn set_faults(&self, faults: Faults) {
@@ -572,14 +458,6 @@ impl Sim {
             s.rng = seed | 1;
         }
         s.faults = faults;
-    }
-
-    pub fn commands_seen(&self) -> u64 {
-        self.0.borrow().commands_seen
-    }
-
-    pub fn blocks_sent(&self) -> u64 {
-        self.0.borrow().blocks_sent
     }
 
     pub fn barriers(&self) -> u64 {
@@ -793,14 +671,9 @@ impl State {
     }
 
     fn bus_command(&mut self, index: u8, arg: u32, auto: bool) -> Option<Answer> {
-        let now = self.now_ns;
-        self.card.tick(now);
-        let app = self.card.app;
-        let before = self.card.state;
-        let answer = self.card.command(index, arg, self.faults.never_ready);
-        if before != CardState::Prg && self.card.state == CardState::Prg {
-            self.card.program(now);
-        }
+        let (app, answer) = self
+            .card
+            .command_at(self.now_ns, index, arg, self.faults.never_ready);
         let clock_hz = self.card_clock_hz();
         self.log.push(BusCmd {
             index,

@@ -1,12 +1,13 @@
 //! aarch64: boot (assembly in `boot.s`), the identity map, exceptions, counters, cache
-//! maintenance, and the firmware interfaces boards use to start cores and power off (PSCI over HVC,
-//! the Raspberry Pi spin table, semihosting under QEMU).
+//! maintenance, and the firmware interfaces boards use to start cores and power off (PSCI over HVC
+//! through the `smccc` crate, the Raspberry Pi spin table, semihosting under QEMU).
 
 pub mod mmu;
 
-use super::Arch;
+use super::{Arch, Cpu};
 use crate::board::{CoreStart, Exit};
 use core::arch::{asm, global_asm};
+use smccc::{psci, Hvc};
 
 global_asm!(include_str!("boot.s"));
 
@@ -48,13 +49,7 @@ impl core::fmt::Display for Fault {
     }
 }
 
-/// The aarch64 twin.
-#[derive(Debug, Clone, Copy)]
-pub struct Cpu;
-
 impl Arch for Cpu {
-    type Fault = Fault;
-
     const QEMU_EXIT: Exit = Exit::Semihosting;
     /// PMEVCNTR0_EL0 is 32 bits wide on ARMv8.0 cores.
     const INSTRUCTION_COUNTER_BITS: u32 = 32;
@@ -199,7 +194,9 @@ impl Arch for Cpu {
     fn start_core(how: CoreStart, core: usize) -> bool {
         match how {
             // Cores the machine does not have (QEMU -smp) answer CPU_ON with an error.
-            CoreStart::PsciHvc => psci_cpu_on(core as u64, Self::secondary_entry()) == 0,
+            CoreStart::PsciHvc => {
+                psci::cpu_on::<Hvc>(core as u64, Self::secondary_entry() as u64, 0).is_ok()
+            }
             CoreStart::SpinTable => {
                 spin_table_release(core, Self::secondary_entry());
                 true
@@ -215,9 +212,11 @@ impl Arch for Cpu {
         match how {
             Exit::Semihosting => {
                 semihosting_exit(code);
-                psci_system_off();
+                let _ = psci::system_off::<Hvc>();
             }
-            Exit::PsciHvc => psci_system_off(),
+            Exit::PsciHvc => {
+                let _ = psci::system_off::<Hvc>();
+            }
             Exit::SbiSrst | Exit::Halt => {}
         }
     }
@@ -230,12 +229,6 @@ const CACHE_LINE: usize = 64;
 /// The addresses of the cache lines that cover `[addr, addr + len)`.
 fn cache_lines(addr: usize, len: usize) -> impl Iterator<Item = usize> {
     (addr & !(CACHE_LINE - 1)..addr + len).step_by(CACHE_LINE)
-}
-
-/// PSCI SYSTEM_OFF over HVC.
-fn psci_system_off() {
-    // SAFETY: a firmware call that powers the machine off (or returns if unsupported).
-    unsafe { asm!("hvc #0", inout("x0") 0x8400_0008u64 => _, options(nomem, nostack)) };
 }
 
 /// Semihosting SYS_EXIT with an exit status (QEMU `-semihosting`): QEMU exits with `code`.
@@ -256,15 +249,4 @@ fn spin_table_release(core: usize, entry: usize) {
     unsafe { core::ptr::write_volatile(slot as *mut u64, entry as u64) };
     Cpu::dcache_flush(slot, 8);
     Cpu::wake();
-}
-
-/// PSCI CPU_ON over HVC: start the core with MPIDR `target` at `entry`. Returns the PSCI status
-/// (0 = success).
-fn psci_cpu_on(target: u64, entry: usize) -> i64 {
-    let r: i64;
-    // SAFETY: a firmware call that starts another core at `entry` (our `_start`).
-    unsafe {
-        asm!("hvc #0", inout("x0") 0xc400_0003u64 as i64 => r, in("x1") target, in("x2") entry, in("x3") 0u64, options(nomem, nostack))
-    };
-    r
 }

@@ -2,7 +2,7 @@
 //! vector table, exception trampolines and start routine; `boot.s` runs first on every core, see
 //! there), the short-descriptor identity map (`mmu.rs`), the exception reports, the generic timer
 //! and the PMU, cache maintenance, and the board methods that start cores (the BCM2836 mailboxes,
-//! the H3's CPU configuration block) and stop (semihosting under QEMU).
+//! the H3's CPU configuration block, PSCI over SMC) and stop (semihosting under QEMU).
 //!
 //! The kernel runs in System mode, as `cortex-a-rt` sets it up. The Rust target is
 //! `armv7a-none-eabi` (the soft-float ABI: rustup ships no prebuilt `core` for the hard-float
@@ -12,10 +12,11 @@
 
 pub mod mmu;
 
-use super::Arch;
+use super::{Arch, Cpu};
 use crate::board::{CoreStart, Exit};
 use core::arch::{asm, global_asm};
 use core::sync::atomic::{AtomicU32, Ordering};
+use smccc::{psci, Smc};
 
 global_asm!(include_str!("boot.s"));
 
@@ -177,13 +178,7 @@ fn data_abort(addr: usize) -> ! {
     unsafe { lmboot_trap(DATA_ABORT, addr as u64, dfsr as u64, spsr() | dfar as u64) }
 }
 
-/// The armv7a twin.
-#[derive(Debug, Clone, Copy)]
-pub struct Cpu;
-
 impl Arch for Cpu {
-    type Fault = Fault;
-
     const QEMU_EXIT: Exit = Exit::Semihosting;
     /// PMU event counters are 32 bits wide on ARMv7.
     const INSTRUCTION_COUNTER_BITS: u32 = 32;
@@ -360,7 +355,7 @@ impl Arch for Cpu {
             CoreStart::SunxiCpucfg => sunxi_cpu_on(core, Self::secondary_entry()),
             // Cores the machine does not have (QEMU -smp) answer CPU_ON with an error.
             CoreStart::PsciSmc => {
-                psci_smc(0x8400_0003, core as u32, Self::secondary_entry() as u32) == 0
+                psci::cpu_on_32::<Smc>(core as u32, Self::secondary_entry() as u32, 0).is_ok()
             }
             CoreStart::PsciHvc | CoreStart::SpinTable | CoreStart::SbiHsm => false,
         }
@@ -371,17 +366,6 @@ impl Arch for Cpu {
             semihosting_exit(code);
         }
     }
-}
-
-/// A PSCI call over SMC (function `f`, arguments `a`, `b`); returns the PSCI status.
-fn psci_smc(f: u32, a: u32, b: u32) -> i32 {
-    let r: i32;
-    // SAFETY: a firmware call (QEMU's PSCI on virt): CPU_ON starts another core at `b`, our
-    // `_start`; no memory of ours is touched.
-    unsafe {
-        asm!(".arch_extension sec", "smc #0", inout("r0") f as i32 => r, in("r1") a, in("r2") b, in("r3") 0u32, options(nomem, nostack))
-    };
-    r
 }
 
 /// Data cache line size of the Cortex-A7 (CTR's DminLine is 4: 16 words).

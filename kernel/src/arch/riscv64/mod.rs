@@ -1,11 +1,12 @@
 //! riscv64 (S-mode under OpenSBI): boot (assembly in `boot.s`), traps, counters, and the SBI calls
-//! (HSM to start harts, IPI to wake them, SRST to power off). Bare mode: no page table (see the
-//! board file for why).
+//! through the `sbi-rt` crate (HSM to start harts, IPI to wake them, SRST to power off). Bare mode:
+//! no page table (see the board file for why).
 
-use super::Arch;
+use super::{Arch, Cpu};
 use crate::board::{CoreStart, Exit};
 use core::arch::{asm, global_asm};
 use core::sync::atomic::{AtomicU64, Ordering};
+use sbi_rt::{HartMask, NoReason, Shutdown, SystemFailure};
 
 global_asm!(
     include_str!("boot.s"),
@@ -42,29 +43,10 @@ impl core::fmt::Display for Fault {
     }
 }
 
-fn sbi(eid: u64, fid: u64, a0: u64, a1: u64, a2: u64) -> (i64, u64) {
-    let (err, val): (i64, u64);
-    // SAFETY: an SBI call into OpenSBI; the arguments are plain values.
-    unsafe {
-        asm!("ecall", inlateout("a0") a0 as i64 => err, inlateout("a1") a1 => val, in("a2") a2, in("a6") fid, in("a7") eid, options(nostack))
-    };
-    (err, val)
-}
-
-const EID_HSM: u64 = 0x48_534d;
-const EID_SRST: u64 = 0x5352_5354;
-const EID_IPI: u64 = 0x73_5049;
-
 /// Harts online, as a bit mask (for IPIs).
 static HARTS: AtomicU64 = AtomicU64::new(0);
 
-/// The riscv64 twin.
-#[derive(Debug, Clone, Copy)]
-pub struct Cpu;
-
 impl Arch for Cpu {
-    type Fault = Fault;
-
     const QEMU_EXIT: Exit = Exit::SbiSrst;
     /// instret is 64 bits wide.
     const INSTRUCTION_COUNTER_BITS: u32 = 64;
@@ -158,7 +140,7 @@ impl Arch for Cpu {
     fn wake() {
         let others = HARTS.load(Ordering::Acquire) & !(1u64 << Self::core_id());
         if others != 0 {
-            let _ = sbi(EID_IPI, 0, others, 0, 0);
+            let _ = sbi_rt::send_ipi(HartMask::from_mask_base(others as usize, 0));
         }
     }
 
@@ -188,9 +170,7 @@ impl Arch for Cpu {
     /// Hart ids are core numbers here; the boot hart is skipped by the caller.
     fn start_core(how: CoreStart, hart: usize) -> bool {
         match how {
-            CoreStart::SbiHsm => {
-                sbi(EID_HSM, 0, hart as u64, Self::secondary_entry() as u64, 0).0 == 0
-            }
+            CoreStart::SbiHsm => sbi_rt::hart_start(hart, Self::secondary_entry(), 0).is_ok(),
             CoreStart::PsciHvc
             | CoreStart::SpinTable
             | CoreStart::Bcm2836Mailbox
@@ -203,8 +183,11 @@ impl Arch for Cpu {
     /// exits with status 1).
     fn power_off(how: Exit, code: u32) {
         match how {
+            Exit::SbiSrst if code != 0 => {
+                let _ = sbi_rt::system_reset(Shutdown, SystemFailure);
+            }
             Exit::SbiSrst => {
-                let _ = sbi(EID_SRST, 0, 0, u64::from(code != 0), 0);
+                let _ = sbi_rt::system_reset(Shutdown, NoReason);
             }
             Exit::Semihosting | Exit::PsciHvc | Exit::Halt => {}
         }
