@@ -6,9 +6,9 @@
 
 use core::fmt;
 
+use super::regs::sdhci::*;
+use super::regs::sunxi as aw;
 use crate::block::RequestError;
-use crate::sdhci::regs::*;
-use crate::sunxi_mmc::regs as aw;
 
 /// An SD command: `CMDn` or, after CMD55, the application command `ACMDn`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

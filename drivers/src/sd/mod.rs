@@ -13,6 +13,7 @@
 mod card;
 mod error;
 pub(crate) mod queue;
+pub mod regs;
 mod speed;
 
 pub use card::{

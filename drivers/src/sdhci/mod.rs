@@ -145,7 +145,7 @@
 
 mod adma;
 mod divider;
-pub mod regs;
+pub use crate::sd::regs::sdhci as regs;
 mod uhs;
 
 pub use crate::dma::{DmaMemory, NoDma, DMA_ALIGN};

@@ -18,11 +18,8 @@ use core::ptr::NonNull;
 use core::sync::atomic::{compiler_fence, Ordering};
 
 use super::regs::desc;
+use crate::dma::{DmaMemory, DMA_ALIGN};
 
-/// Cache line size the DMA area, a buffer the IDMAC writes directly and every
-/// [`DmaMemory::from_device`] range are aligned to (the Cortex-A7's 64 bytes; a multiple of
-/// smaller lines).
-pub const DMA_ALIGN: usize = 64;
 /// Bytes of the bounce buffer: the most one DMA read command moves when the caller's buffer cannot
 /// take the data directly (128 blocks).
 pub const DMA_BUFFER_BYTES: usize = 64 << 10;
@@ -46,54 +43,6 @@ pub const DMA_DESCRIPTORS: usize = DMA_MAX_BYTES / DMA_DESC_BYTES;
 const DESC_AREA: usize = (DMA_DESCRIPTORS * desc::SIZE).next_multiple_of(DMA_ALIGN);
 /// Bytes of the whole area.
 const AREA_BYTES: usize = DESC_AREA + DMA_BUFFER_BYTES;
-
-/// What the driver needs of the platform to let the controller's IDMAC write memory: bus
-/// addresses and cache maintenance. Given to [`super::SunxiMmc::init_dma`]; [`NoDma`] is the
-/// polled FIFO path.
-pub trait DmaMemory {
-    /// `false` for [`NoDma`]: the driver then never allocates a DMA area nor calls the methods.
-    const ENABLED: bool = true;
-
-    /// The bus address the controller uses for the CPU's `[addr, addr + len)`, contiguous; `None`
-    /// if the controller cannot reach all of it. Identity on the H3. Called once for the driver's
-    /// DMA area (`None`: the driver stays on PIO), and for each read command that could go
-    /// straight into the caller's buffer (`None`: that command goes through the bounce buffer).
-    fn bus_address(&mut self, addr: usize, len: usize) -> Option<u32>;
-
-    /// The CPU wrote `[addr, addr + len)` and the controller is about to read it: clean (write
-    /// back) the data cache over it. Called for the descriptors before each transfer.
-    fn to_device(&mut self, addr: usize, len: usize);
-
-    /// The controller writes (or wrote) `[addr, addr + len)`: invalidate the data cache over it,
-    /// discarding what the CPU has cached, so the CPU reads memory. Called for the destination of
-    /// each transfer (the bounce buffer, or the caller's buffer) before it (no dirty line may be
-    /// written back over the controller's data) and after it (drop lines fetched in between).
-    ///
-    /// # Safety
-    /// The driver calls it only on whole cache lines ([`DMA_ALIGN`]: start and length) of memory
-    /// it holds exclusively and that no live reference is read or written through while the
-    /// controller writes it: its own DMA area, or the caller's buffer of a read while the driver
-    /// holds it for the transfer (a `&mut [u8]` given to `read_blocks`, or the buffer of a
-    /// `submit_read` not yet reported). An implementation may rely on that: discarding the lines
-    /// loses nothing anyone else wrote.
-    unsafe fn from_device(&mut self, addr: usize, len: usize);
-}
-
-/// No DMA: every transfer goes through the FIFO (programmed I/O).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct NoDma;
-
-impl DmaMemory for NoDma {
-    const ENABLED: bool = false;
-
-    fn bus_address(&mut self, _addr: usize, _len: usize) -> Option<u32> {
-        None
-    }
-
-    fn to_device(&mut self, _addr: usize, _len: usize) {}
-
-    unsafe fn from_device(&mut self, _addr: usize, _len: usize) {}
-}
 
 /// The descriptor chain and bounce buffer, owned by the driver.
 #[derive(Debug)]

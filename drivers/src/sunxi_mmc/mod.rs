@@ -170,9 +170,10 @@
 
 mod dma;
 mod idmac;
-pub mod regs;
+pub use crate::sd::regs::sunxi as regs;
 
 use crate::block::{BlockDevice, WriteBlocks, BLOCK_SIZE};
+pub use crate::dma::{DmaMemory, NoDma, DMA_ALIGN};
 pub use crate::mmio::{Mmio, Regs};
 pub use crate::sd::queue::{QUEUE_DEPTH, SLOTS as QUEUE_SLOTS};
 use crate::sd::{self, Command, Direction, Failure, Host, Resp, SpeedCap, Xfer, READ, WRITE};
@@ -184,8 +185,8 @@ pub use crate::sd::{
 };
 use dma::DmaArea;
 pub use dma::{
-    DmaMemory, NoDma, DMA_ALIGN, DMA_BUFFER_BLOCKS, DMA_BUFFER_BYTES, DMA_DESCRIPTORS,
-    DMA_DESC_BYTES, DMA_MAX_BLOCKS, DMA_MAX_BYTES,
+    DMA_BUFFER_BLOCKS, DMA_BUFFER_BYTES, DMA_DESCRIPTORS, DMA_DESC_BYTES, DMA_MAX_BLOCKS,
+    DMA_MAX_BYTES,
 };
 pub use idmac::DMA_BLOCK_US;
 use regs::*;
