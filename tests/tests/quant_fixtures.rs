@@ -7,7 +7,7 @@ mod common;
 use inference::quant::scalar;
 use inference::{ActBuf, GgmlType, Kernels};
 
-const TYPES: [(&str, GgmlType); 13] = common::QUANT_FIXTURES;
+use common::QUANT_FIXTURES as TYPES;
 
 /// llama.cpp's test-quantize-fns bound on |dot - reference| / n for quantized-activation dot products
 /// (MAX_DOT_PRODUCT_ERROR, and MAX_DOT_PRODUCT_ERROR_LOWBIT for 2- and 3-bit types).
@@ -52,7 +52,7 @@ fn load(name: &str, ty: GgmlType) -> Fixture {
 #[test]
 fn dequantize_matches_reference_for_all_types() {
     for (name, ty) in TYPES {
-        let fx = load(name, ty);
+        let fx = load(&name, ty);
         let rb = fx.w.len() / fx.rows;
         let mut out = vec![0f32; fx.n];
         let (mut exact, mut worst) = (0usize, 0f64);
@@ -86,7 +86,7 @@ fn dequantize_matches_reference_for_all_types() {
 fn quantized_activation_dot_products_match_reference() {
     let kernels = Kernels::SCALAR;
     for (name, ty) in TYPES {
-        let fx = load(name, ty);
+        let fx = load(&name, ty);
         let mut acts = ActBuf::with_capacity(fx.n);
         acts.quantize(ty.act_format(), &fx.x).unwrap();
         let mut out = vec![0f32; fx.rows];
@@ -130,7 +130,7 @@ fn quantized_activation_dot_products_match_reference() {
 #[test]
 fn float_activation_dot_products_match_reference() {
     for (name, ty) in TYPES {
-        let fx = load(name, ty);
+        let fx = load(&name, ty);
         let rb = fx.w.len() / fx.rows;
         for r in 0..fx.rows {
             let got = scalar::vec_dot_f32_ref(ty, &fx.w[r * rb..(r + 1) * rb], &fx.x) as f64;
@@ -228,7 +228,7 @@ fn half_to_f64(h: u16) -> f64 {
 #[test]
 fn integer_kernels_equal_their_dequantized_arithmetic() {
     for (name, ty) in TYPES {
-        let fx = load(name, ty);
+        let fx = load(&name, ty);
         let mut acts = ActBuf::with_capacity(fx.n);
         acts.quantize(ty.act_format(), &fx.x).unwrap();
         let a = acts.acts().unwrap();

@@ -15,7 +15,8 @@
 //! `core` so the crate stays `no_std`; [`available`] is what `Kernels::available` consults.
 
 use super::act::{Act32 as Act, BlockQ8_0, BlockQ8_1};
-use super::table::{with_k_quants, with_q32};
+use super::scalar::with_q32;
+use super::table::with_k_quants;
 use super::{Features, Kernels};
 use core::arch::x86_64::*;
 

@@ -246,9 +246,17 @@ pub fn fixtures_dir() -> std::path::PathBuf {
     }
 }
 
-/// The fixture `name`: its four weight rows (bytes, type, row length) and its activations.
-pub fn fixture(name: &str) -> (Vec<u8>, GgmlType, usize, Vec<f32>) {
-    let path = fixtures_dir().join(format!("{name}.gguf"));
+/// The fixture `name`: its four weight rows (bytes, type, row length) and its activations;
+/// `None` (said on the output) when the fixtures have none of that name (a type added after
+/// them).
+pub fn fixture(name: &str) -> Option<(Vec<u8>, GgmlType, usize, Vec<f32>)> {
+    let dir = fixtures_dir();
+    assert!(dir.is_dir(), "no fixtures at {}", dir.display());
+    let path = dir.join(format!("{name}.gguf"));
+    if !path.exists() {
+        std::println!("no fixture {name}: skipped");
+        return None;
+    }
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let src = crate::SliceStorage::new(&bytes);
     let g = crate::Gguf::open(&src).unwrap();
@@ -261,5 +269,5 @@ pub fn fixture(name: &str) -> (Vec<u8>, GgmlType, usize, Vec<f32>) {
         .collect();
     let (rows, n) = (t.rows() as usize, t.row_len() as usize);
     assert_eq!((rows, n, x.len()), (4, 1536, 1536), "{name}");
-    (w, t.ty, n, x)
+    Some((w, t.ty, n, x))
 }
