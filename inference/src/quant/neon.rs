@@ -45,6 +45,10 @@ pub use kquant::{
     vec_dot_q6_k_q8_k, vec_dot_q6_k_q8_k_dp,
 };
 pub use q32::{
+    mat_iq4_nl_q8_0, mat_iq4_nl_q8_0_dp, vec_dot_iq4_nl_q8_0, vec_dot_iq4_nl_q8_0_dp,
+    vec_dot_iq4_nl_q8_0_x4, vec_dot_iq4_nl_q8_0_x4_dp,
+};
+pub use q32::{
     mat_q4_0_q8_0, mat_q4_0_q8_0_dp, mat_q4_1_q8_1, mat_q4_1_q8_1_dp, mat_q5_0_q8_0,
     mat_q5_0_q8_0_dp, mat_q5_1_q8_1, mat_q5_1_q8_1_dp, mat_q8_0_q8_0, mat_q8_0_q8_0_dp,
     vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_dp, vec_dot_q4_0_q8_0_x4, vec_dot_q4_0_q8_0_x4_dp,
@@ -57,7 +61,7 @@ pub use quantize::{quantize_q8_0, quantize_q8_1, quantize_q8_k};
 
 use super::scalar::with_q32;
 use super::table::{with_floats, with_k_quants};
-use super::{Features, Kernels};
+use super::{Features, GgmlType, Kernels, RowKernels, TypeKernels};
 use core::arch::aarch64::*;
 use core::arch::asm;
 
@@ -74,10 +78,14 @@ pub const KERNELS: Kernels = {
         to_f16,
         ..Kernels::SCALAR
     };
-    with_k_quants!(
+    let set = with_k_quants!(
         with_q32!(with_floats!(set, self, batched), self, self),
         self
-    )
+    );
+    let iq4_nl = RowKernels::dot(vec_dot_iq4_nl_q8_0)
+        .x4(vec_dot_iq4_nl_q8_0_x4)
+        .mat(mat_iq4_nl_q8_0);
+    set.with(GgmlType::IQ4NL, TypeKernels::Q8_0(iq4_nl))
 };
 
 /// NEON with SDOT (FEAT_DotProd: Cortex-A55, A76 and later): [`KERNELS`] with the integer dot
@@ -87,7 +95,11 @@ pub const KERNELS_DOTPROD: Kernels = {
         name: "neon-dotprod",
         ..KERNELS
     };
-    with_k_quants!(with_q32!(set, dp, dp), dp)
+    let set = with_k_quants!(with_q32!(set, dp, dp), dp);
+    let iq4_nl = RowKernels::dot(vec_dot_iq4_nl_q8_0_dp)
+        .x4(vec_dot_iq4_nl_q8_0_x4_dp)
+        .mat(mat_iq4_nl_q8_0_dp);
+    set.with(GgmlType::IQ4NL, TypeKernels::Q8_0(iq4_nl))
 };
 
 /// The SDOT kernels under the names every set gives its kernels (for [`KERNELS_DOTPROD`]).

@@ -13,13 +13,44 @@
 #![forbid(unsafe_code)]
 
 use super::act::{BlockQ8K, BlockQ8_0, BlockQ8_1};
-use super::batch::{self, mat, KQuant, Nibbles, With, K, Q32};
+use super::batch::{self, mat, nibbles32, Dec32, KQuant, Nibbles, Pair, With, K, Q32};
 
 /// The 4- and 5-bit formats (`batch::Nibbles`: bytes, min, fifth bits, offset).
 pub(super) type Q4_0 = Nibbles<18, false, false, 8>;
 pub(super) type Q4_1 = Nibbles<20, true, false, 0>;
 pub(super) type Q5_0 = Nibbles<22, false, true, 16>;
 pub(super) type Q5_1 = Nibbles<24, true, true, 0>;
+
+/// IQ4_NL's sixteen weights, indexed by a nibble (llama.cpp's `kvalues_iq4nl`: a non-linear
+/// grid, denser near zero).
+pub const IQ4_NL_VALUES: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
+
+/// IQ4_NL: `d` (f16), 16 bytes of nibbles (low: elements 0..16, high: 16..32); weight =
+/// `IQ4_NL_VALUES[nibble]`, value `d · weight`.
+pub(super) struct Iq4Nl;
+impl Q32 for Iq4Nl {
+    const BYTES: usize = 18;
+    const MIN: bool = false;
+    fn decode(b: &[u8]) -> Dec32 {
+        Dec32 {
+            d: f16_at(b, 0),
+            m: 0.0,
+            q: nibbles32(&b[2..18], None, 0).map(|n| IQ4_NL_VALUES[n as usize & 15]),
+        }
+    }
+}
+
+/// One row of a block format through its decoder: the batched kernel's terms for one column,
+/// added in block order (the one-row kernel of a type that has no hand-written one).
+fn dot<F: Pair>(w: &[u8], a: &[F::Act]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (b, y) in w.chunks_exact(F::BYTES).zip(a) {
+        sumf += F::term(&F::decode(b), y);
+    }
+    sumf
+}
 use super::types::{GgmlType, QK32, QK_K};
 use half::{bf16, f16};
 
@@ -262,6 +293,13 @@ pub fn vec_dot_q8_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
     sumf
 }
 
+/// IQ4_NL weights · Q8_0 activations: per block the exact `sumi` of the weights
+/// (`IQ4_NL_VALUES[nibble]`) and the activations, then `sumf += sumi as f32 * (d * y.d)` (llama.cpp
+/// multiplies `y.d · d` first: the same bits).
+pub fn vec_dot_iq4_nl_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
+    dot::<With<Iq4Nl, _>>(w, a)
+}
+
 // ---------------------------------------------------------------------------------------------
 // K-quants · Q8_K.
 
@@ -462,6 +500,10 @@ pub fn mat_q5_1_q8_1(w: &[u8], rb: usize, a: &[BlockQ8_1], cols: usize, out: &mu
 /// Q8_0 weights · Q8_0 activations, batched.
 pub fn mat_q8_0_q8_0(w: &[u8], rb: usize, a: &[BlockQ8_0], cols: usize, out: &mut [f32]) {
     mat::<With<batch::Q8_0, _>>(w, rb, a, cols, out)
+}
+/// IQ4_NL weights · Q8_0 activations, batched.
+pub fn mat_iq4_nl_q8_0(w: &[u8], rb: usize, a: &[BlockQ8_0], cols: usize, out: &mut [f32]) {
+    mat::<With<Iq4Nl, _>>(w, rb, a, cols, out)
 }
 /// Q2_K weights · Q8_K activations, batched.
 pub fn mat_q2_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {

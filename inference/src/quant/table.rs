@@ -14,18 +14,23 @@
 //!    [`TYPES`]: GGUF id, name, (elements, bytes) per block, offsets of the f16 scale fields,
 //!    the dequantization and the scalar kernels (their [`TypeKernels`] variant is the activation
 //!    format).
-//! 2. `scalar.rs`: the one-row dot product (`vec_dot_<weights>_<activations>`, integer sums and
-//!    float order as llama.cpp's generic `quants.c`), and a block decoder for `batch.rs`'s
-//!    generic loops (`batch::Q32` for a 32-wide type, `batch::KQuant` for a 256-wide one) that
-//!    gives both the dequantization (`dequantize_32::<F>`, `dequantize_k::<F>`) and the batched
-//!    kernel (`mat::<With<F, _>>`, `mat::<K<F>>`).
-//! 3. For each set with a kernel of its own: the kernel in that set's files and its entry in
-//!    that set's table (`Kernels::with`). A set without one runs the scalar kernels.
+//! 2. `scalar.rs`: a block decoder for `batch.rs`'s generic loops (`batch::Q32` for a 32-wide
+//!    type, `batch::KQuant` for a 256-wide one), which gives the dequantization
+//!    (`dequantize_32::<F>`, `dequantize_k::<F>`) and the batched kernel (`mat::<With<F, _>>`,
+//!    `mat::<K<F>>`); the one-row dot product `vec_dot_<weights>_<activations>` is
+//!    `dot::<With<F, _>>` (the decoder's terms, in llama.cpp's float order for the 32-wide
+//!    formats: check the type's generic kernel in ggml-cpu's `quants.c`) unless a hand-written
+//!    loop is faster. A table of values the SIMD twins share (`IQ4_NL_VALUES`) lives here too.
+//! 3. For each set with a kernel of its own: the kernel in that set's files (in the 32-wide
+//!    families of NEON and AVX2 a type is one more `Fmt` decoder and an `entries!` line) and its
+//!    entry in that set's table: `set.with(GgmlType::X, TypeKernels::..(RowKernels::dot(..)
+//!    .x4(..).mat(..)))` after the family macros. A set without one runs the scalar kernels.
 //!
 //! The kernel harness (`kernel_tests`) checks every set's entry of every type in the table
-//! against the scalar one, bit for bit, and the fixture tests take `<name>.gguf` from the shared
-//! fixtures where one exists (named as the type's name in lower case; a type without one is said
-//! to be skipped).
+//! against the scalar one, bit for bit, and that an empty entry is the scalar one. The fixture
+//! tests take `<name>.gguf` from the shared fixtures where one exists (the type's name in lower
+//! case; a type without one is said to be skipped): a type without a fixture wants a GGUF-level
+//! test of known values (`tests/tests/quant_fixtures.rs` writes an IQ4_NL tensor).
 
 use super::act::{Acts, BlockQ8K, BlockQ8_0, BlockQ8_1};
 use super::batch::{ActsBatch, Mat, MAX_BATCH};

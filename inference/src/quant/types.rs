@@ -28,6 +28,7 @@ pub enum GgmlType {
     Q4K,
     Q5K,
     Q6K,
+    IQ4NL,
 }
 
 /// The format activations are quantized to before a dot product with a weight row.
@@ -39,7 +40,7 @@ pub enum ActFormat {
     F16,
     /// bf16 values (BF16 weights), as ggml's `vec_dot_bf16`.
     Bf16,
-    /// 32 int8 values with an f16 scale (Q4_0, Q5_0, Q8_0 weights).
+    /// 32 int8 values with an f16 scale (Q4_0, Q5_0, Q8_0, IQ4_NL weights).
     Q8_0,
     /// 32 int8 values with an f16 scale and an f16 scaled sum (Q4_1, Q5_1 weights).
     Q8_1,
@@ -71,7 +72,7 @@ pub struct TypeInfo {
 }
 
 /// Number of weight types lmboot runs.
-pub const N_TYPES: usize = 13;
+pub const N_TYPES: usize = 14;
 
 /// A row: the activation format is the one its kernels take.
 const fn info(
@@ -126,6 +127,7 @@ pub const TYPES: [TypeInfo; N_TYPES] = {
         info(G::Q4K, 12, "Q4_K", (QK_K, 144), &[0, 2], dequantize_k::<batch::Q4K>, T::Q8K(R::dot(vec_dot_q4_k_q8_k).mat(mat_q4_k_q8_k))),
         info(G::Q5K, 13, "Q5_K", (QK_K, 176), &[0, 2], dequantize_k::<batch::Q5K>, T::Q8K(R::dot(vec_dot_q5_k_q8_k).mat(mat_q5_k_q8_k))),
         info(G::Q6K, 14, "Q6_K", (QK_K, 210), &[208], dequantize_k::<batch::Q6K>, T::Q8K(R::dot(vec_dot_q6_k_q8_k).mat(mat_q6_k_q8_k))),
+        info(G::IQ4NL, 20, "IQ4_NL", (QK32, 18), &[0], dequantize_32::<Iq4Nl>, T::Q8_0(R::dot(vec_dot_iq4_nl_q8_0).mat(mat_iq4_nl_q8_0))),
     ]
 };
 
@@ -144,6 +146,7 @@ impl GgmlType {
         GgmlType::Q4K,
         GgmlType::Q5K,
         GgmlType::Q6K,
+        GgmlType::IQ4NL,
         GgmlType::Bf16,
     ];
 

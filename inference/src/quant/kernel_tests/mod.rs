@@ -15,7 +15,7 @@ pub(super) use super::testgen as gen;
 
 use crate::quant::act::BlockQ8K;
 use crate::quant::types::{TypeInfo, TYPES};
-use crate::quant::{ActElem, ActFormat, GgmlType, Kernels, RowKernels};
+use crate::quant::{ActElem, ActFormat, GgmlType, Kernels, RowKernels, TypeKernels};
 use alloc::format;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -265,6 +265,36 @@ fn k_quants_match_scalar() {
         checked += 1;
     }
     assert!(checked >= 5, "{checked} K-quants");
+}
+
+/// The address of an entry's one-row kernel (to tell which function an entry is).
+fn dot_addr(t: TypeKernels) -> usize {
+    match t {
+        TypeKernels::F32(k) => k.dot as usize,
+        TypeKernels::F16(k) | TypeKernels::Bf16(k) => k.dot as usize,
+        TypeKernels::Q8_0(k) => k.dot as usize,
+        TypeKernels::Q8_1(k) => k.dot as usize,
+        TypeKernels::Q8K(k) => k.dot as usize,
+    }
+}
+
+/// A set that leaves a type's entry empty (IQ4_NL on the sets with no kernel for it) runs the
+/// scalar kernels for it, by construction: `Kernels::of` hands out the type table's.
+#[test]
+fn empty_entries_run_the_scalar_kernels() {
+    for k in sets("empty_entries_run_the_scalar_kernels") {
+        let mut scalar = Vec::new();
+        for t in &TYPES {
+            match k.types[t.ty.index()] {
+                None => {
+                    assert_eq!(dot_addr(k.of(t.ty)), dot_addr(t.kernels), "{}", t.name);
+                    scalar.push(t.name);
+                }
+                Some(own) => assert_eq!(dot_addr(k.of(t.ty)), dot_addr(own), "{}", t.name),
+            }
+        }
+        std::println!("{}: the scalar kernels for {scalar:?}", k.name);
+    }
 }
 
 mod float;
