@@ -335,46 +335,41 @@ unsafe fn rd_u32(p: *const u8) -> u32 {
     u32::from_le(unsafe { (p as *const u32).read_unaligned() })
 }
 
-/// `v` with its 32-bit lane `L` loaded from `*p` (4 bytes, any alignment), and `p` advanced by 4
-/// (LD1 single lane, post-indexed: one instruction for a gather the compiler would do in three).
-///
-/// # Safety
-/// `*p..*p + 4` must be readable.
-#[inline(always)]
-unsafe fn ld1_lane_s<const L: i32>(v: uint32x4_t, p: &mut *const u8) -> uint32x4_t {
-    let mut v = v;
-    // SAFETY: reads the 4 bytes at `*p` (readable: caller) into one lane; LD1 needs no alignment.
-    unsafe {
-        asm!(
-            "ld1 {{{v:v}.s}}[{l}], [{p}], #4",
-            v = inout(vreg) v,
-            p = inout(reg) *p,
-            l = const L,
-            options(readonly, nostack, preserves_flags)
-        );
-    }
-    v
+/// `$name::<L>(v, p)`: `v` with its lane `L` loaded from `*p` (`$bytes` bytes, any alignment),
+/// and `p` advanced by `$bytes` (LD1 single lane, post-indexed: one instruction for a gather the
+/// compiler would do in three); `$size` is the lane's size letter.
+macro_rules! ld1_lane {
+    ($(#[$doc:meta])* $name:ident, $vec:ty, $size:literal, $bytes:literal) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        #[doc = concat!("`*p..*p + ", $bytes, "` must be readable.")]
+        #[inline(always)]
+        unsafe fn $name<const L: i32>(v: $vec, p: &mut *const u8) -> $vec {
+            let mut v = v;
+            // SAFETY: reads the bytes at `*p` (readable: caller) into one lane; LD1 needs no
+            // alignment.
+            unsafe {
+                asm!(
+                    concat!("ld1 {{{v:v}.", $size, "}}[{l}], [{p}], #", $bytes),
+                    v = inout(vreg) v,
+                    p = inout(reg) *p,
+                    l = const L,
+                    options(readonly, nostack, preserves_flags)
+                );
+            }
+            v
+        }
+    };
 }
-
-/// `v` with its 16-bit lane `L` loaded from `*p` (2 bytes, any alignment), and `p` advanced by 2.
-///
-/// # Safety
-/// `*p..*p + 2` must be readable.
-#[inline(always)]
-unsafe fn ld1_lane_h<const L: i32>(v: uint16x4_t, p: &mut *const u8) -> uint16x4_t {
-    let mut v = v;
-    // SAFETY: reads the 2 bytes at `*p` (readable: caller) into one lane; LD1 needs no alignment.
-    unsafe {
-        asm!(
-            "ld1 {{{v:v}.h}}[{l}], [{p}], #2",
-            v = inout(vreg) v,
-            p = inout(reg) *p,
-            l = const L,
-            options(readonly, nostack, preserves_flags)
-        );
-    }
-    v
-}
+ld1_lane!(
+    /// A 32-bit lane (4 bytes).
+    ld1_lane_s, uint32x4_t, "s", 4
+);
+ld1_lane!(
+    /// A 16-bit lane (2 bytes).
+    ld1_lane_h, uint16x4_t, "h", 2
+);
 
 /// Sixteen bytes at `b[at..at + 16]`.
 #[inline(always)]

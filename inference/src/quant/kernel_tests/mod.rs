@@ -13,7 +13,7 @@ extern crate std;
 
 pub(super) use super::testgen as gen;
 
-use crate::quant::act::BlockQ8K;
+use crate::quant::act::{BlockQ8K, BlockQ8_0, BlockQ8_1};
 use crate::quant::types::{TypeInfo, TYPES};
 use crate::quant::{ActElem, ActFormat, GgmlType, Kernels, RowKernels, TypeKernels};
 use alloc::format;
@@ -265,6 +265,42 @@ fn k_quants_match_scalar() {
         checked += 1;
     }
     assert!(checked >= 5, "{checked} K-quants");
+}
+
+/// Every f16 value converts as `half` converts it, in every set (the scales of every 32-wide
+/// kernel go through the set's conversion): one block per f16 bit pattern as `d` (Q8_0) and as
+/// `m` (Q4_1), with a single product 1 and y.d = 1 (y.s = 1), gives `d` (and `1 + m`). NaN
+/// included: a set's conversion keeps a NaN's payload as `half` does.
+#[test]
+fn f16_scales_convert_exactly() {
+    let q8_0 = |k: &Kernels| k.row::<BlockQ8_0>(GgmlType::Q8_0).expect("Q8_0").dot;
+    let q4_1 = |k: &Kernels| k.row::<BlockQ8_1>(GgmlType::Q4_1).expect("Q4_1").dot;
+    let (mut w, mut w1) = ([0u8; 34], [0u8; 20]);
+    w[2] = 1;
+    w1[..2].copy_from_slice(&0x3c00u16.to_le_bytes());
+    w1[4] = 1;
+    let mut qs = [0i8; 32];
+    qs[0] = 1;
+    let y = [BlockQ8_0 { d: 1.0, qs }];
+    let y1 = [BlockQ8_1 { d: 1.0, s: 1.0, qs }];
+    for k in sets("f16_scales_convert_exactly") {
+        for h in 0..=u16::MAX {
+            w[..2].copy_from_slice(&h.to_le_bytes());
+            let want = (q8_0(&Kernels::SCALAR))(&w, &y);
+            same(
+                &format!("{} f16 {h:#06x} as d", k.name),
+                (q8_0(&k))(&w, &y),
+                want,
+            );
+            w1[2..4].copy_from_slice(&h.to_le_bytes());
+            let want = (q4_1(&Kernels::SCALAR))(&w1, &y1);
+            same(
+                &format!("{} f16 {h:#06x} as m", k.name),
+                (q4_1(&k))(&w1, &y1),
+                want,
+            );
+        }
+    }
 }
 
 /// The address of an entry's one-row kernel (to tell which function an entry is).

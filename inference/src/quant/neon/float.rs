@@ -57,40 +57,36 @@ fn f32_f32(w: &[u8], x: &[f32]) -> f32 {
     (acc[0] + acc[1]) + (acc[2] + acc[3])
 }
 
+/// F16 weights · f16 activations, or with `BF` BF16 · bf16: eight elements a step into four
+/// lanes (lane `i` is the scalar code's `acc[i & 3]`), the tail in the scalar code's order.
 #[target_feature(enable = "neon")]
-fn f16_f16(w: &[u8], x: &[u16]) -> f32 {
-    let n = (w.len() / 2).min(x.len());
-    let (pw, px) = (w.as_ptr(), x.as_ptr());
-    let mut acc = vdupq_n_f32(0.0);
-    let mut i = 0;
-    while i + 8 <= n {
-        // SAFETY: elements i..i + 8 lie in both `w` (2 bytes each) and `x` (i + 8 ≤ n).
-        let (wv, xv) = unsafe {
-            (
-                vreinterpretq_u16_u8(ld_u8(pw.add(2 * i))),
-                vld1q_u16(px.add(i)),
-            )
-        };
-        acc = vaddq_f32(acc, vmulq_f32(f16x8_low_to_f32(wv), f16x8_low_to_f32(xv)));
-        acc = vaddq_f32(acc, vmulq_f32(f16x8_high_to_f32(wv), f16x8_high_to_f32(xv)));
-        i += 8;
-    }
-    let mut acc = lanes(acc);
-    for j in i..n {
-        acc[j & 3] += h(u16::from_le_bytes([w[2 * j], w[2 * j + 1]])) * h(x[j]);
-    }
-    (acc[0] + acc[1]) + (acc[2] + acc[3])
-}
-
-#[target_feature(enable = "neon")]
-fn bf16_bf16(w: &[u8], x: &[u16]) -> f32 {
+fn half_half<const BF: bool>(w: &[u8], x: &[u16]) -> f32 {
     let n = (w.len() / 2).min(x.len());
     let (pw, px) = (w.as_ptr(), x.as_ptr());
     let mut acc = vdupq_n_f32(0.0);
     let mut i = 0;
     // bf16 → f32 is the 16 bits moved up (exact; `half` does the same for every non-NaN value).
-    let lo = |v: uint16x8_t| vreinterpretq_f32_u32(vshll_n_u16::<16>(vget_low_u16(v)));
-    let hi = |v: uint16x8_t| vreinterpretq_f32_u32(vshll_high_n_u16::<16>(v));
+    let lo = |v: uint16x8_t| {
+        if BF {
+            vreinterpretq_f32_u32(vshll_n_u16::<16>(vget_low_u16(v)))
+        } else {
+            f16x8_low_to_f32(v)
+        }
+    };
+    let hi = |v: uint16x8_t| {
+        if BF {
+            vreinterpretq_f32_u32(vshll_high_n_u16::<16>(v))
+        } else {
+            f16x8_high_to_f32(v)
+        }
+    };
+    let one = |v: u16| {
+        if BF {
+            bf16::from_bits(v).to_f32()
+        } else {
+            h(v)
+        }
+    };
     while i + 8 <= n {
         // SAFETY: elements i..i + 8 lie in both `w` (2 bytes each) and `x` (i + 8 ≤ n).
         let (wv, xv) = unsafe {
@@ -105,8 +101,7 @@ fn bf16_bf16(w: &[u8], x: &[u16]) -> f32 {
     }
     let mut acc = lanes(acc);
     for j in i..n {
-        let a = bf16::from_bits(u16::from_le_bytes([w[2 * j], w[2 * j + 1]])).to_f32();
-        acc[j & 3] += a * bf16::from_bits(x[j]).to_f32();
+        acc[j & 3] += one(u16::from_le_bytes([w[2 * j], w[2 * j + 1]])) * one(x[j]);
     }
     (acc[0] + acc[1]) + (acc[2] + acc[3])
 }
@@ -349,13 +344,13 @@ pub fn vec_dot_f32_f32(w: &[u8], x: &[f32]) -> f32 {
 /// F16 weights · f16 activations (twin of `scalar::vec_dot_f16_f16`).
 pub fn vec_dot_f16_f16(w: &[u8], x: &[u16]) -> f32 {
     // SAFETY: NEON is part of every aarch64 target this module is built for.
-    unsafe { f16_f16(w, x) }
+    unsafe { half_half::<false>(w, x) }
 }
 
 /// BF16 weights · bf16 activations (twin of `scalar::vec_dot_bf16_bf16`).
 pub fn vec_dot_bf16_bf16(w: &[u8], x: &[u16]) -> f32 {
     // SAFETY: NEON is part of every aarch64 target this module is built for.
-    unsafe { bf16_bf16(w, x) }
+    unsafe { half_half::<true>(w, x) }
 }
 
 /// `q · k` with eight partial sums (twin of [`crate::ops::dot_f32_f16`]).
