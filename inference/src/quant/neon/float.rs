@@ -80,13 +80,6 @@ fn half_half<const BF: bool>(w: &[u8], x: &[u16]) -> f32 {
             f16x8_high_to_f32(v)
         }
     };
-    let one = |v: u16| {
-        if BF {
-            bf16::from_bits(v).to_f32()
-        } else {
-            h(v)
-        }
-    };
     while i + 8 <= n {
         // SAFETY: elements i..i + 8 lie in both `w` (2 bytes each) and `x` (i + 8 ≤ n).
         let (wv, xv) = unsafe {
@@ -101,6 +94,7 @@ fn half_half<const BF: bool>(w: &[u8], x: &[u16]) -> f32 {
     }
     let mut acc = lanes(acc);
     for j in i..n {
+        let one = Half::<BF>::one;
         acc[j & 3] += one(u16::from_le_bytes([w[2 * j], w[2 * j + 1]])) * one(x[j]);
     }
     (acc[0] + acc[1]) + (acc[2] + acc[3])
@@ -464,49 +458,48 @@ impl FloatEl for F32 {
     }
 }
 
-struct F16;
-impl FloatEl for F16 {
+/// F16 elements, or with `BF` BF16 ones: two bytes each, converted to f32 exactly.
+struct Half<const BF: bool>;
+impl<const BF: bool> Half<BF> {
+    #[inline(always)]
+    fn four(v: uint16x4_t) -> float32x4_t {
+        if BF {
+            bf16x4(v)
+        } else {
+            f16x4_to_f32(v)
+        }
+    }
+    #[inline(always)]
+    fn one(v: u16) -> f32 {
+        if BF {
+            bf16::from_bits(v).to_f32()
+        } else {
+            h(v)
+        }
+    }
+}
+impl<const BF: bool> FloatEl for Half<BF> {
     type A = u16;
     const SIZE: usize = 2;
     #[inline(always)]
     fn w4(w: &[u8], i: usize) -> float32x4_t {
-        f16x4_to_f32(ld8(w, 2 * i))
+        Self::four(ld8(w, 2 * i))
     }
     #[inline(always)]
     fn a4(a: &[u16], i: usize) -> float32x4_t {
-        f16x4_to_f32(ld4_u16(a, i))
+        Self::four(ld4_u16(a, i))
     }
     #[inline(always)]
     fn w1(w: &[u8], i: usize) -> f32 {
-        h(u16::from_le_bytes([w[2 * i], w[2 * i + 1]]))
+        Self::one(u16::from_le_bytes([w[2 * i], w[2 * i + 1]]))
     }
     #[inline(always)]
     fn a1(a: u16) -> f32 {
-        h(a)
+        Self::one(a)
     }
 }
-
-struct Bf16;
-impl FloatEl for Bf16 {
-    type A = u16;
-    const SIZE: usize = 2;
-    #[inline(always)]
-    fn w4(w: &[u8], i: usize) -> float32x4_t {
-        bf16x4(ld8(w, 2 * i))
-    }
-    #[inline(always)]
-    fn a4(a: &[u16], i: usize) -> float32x4_t {
-        bf16x4(ld4_u16(a, i))
-    }
-    #[inline(always)]
-    fn w1(w: &[u8], i: usize) -> f32 {
-        bf16::from_bits(u16::from_le_bytes([w[2 * i], w[2 * i + 1]])).to_f32()
-    }
-    #[inline(always)]
-    fn a1(a: u16) -> f32 {
-        bf16::from_bits(a).to_f32()
-    }
-}
+type F16 = Half<false>;
+type Bf16 = Half<true>;
 
 /// `v` plus, lane by lane and in order, the products of the converted weights `wf` with the
 /// activations `xs` (at most `CHUNK`); a whole chunk as a loop of constant length (unrolled, `wf`

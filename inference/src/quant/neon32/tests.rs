@@ -53,32 +53,12 @@ fn id_registers_decide_neon() {
 
 #[test]
 fn kernel_set_follows_neon() {
-    use crate::quant::Features;
-    let on = |neon| Features {
+    let on = |neon| crate::quant::Features {
         neon,
         ..Default::default()
     };
-    assert_eq!(Kernels::best_on(&on(false)).name, "scalar");
-    let names = |f| {
-        Kernels::available_on(&f)
-            .map(|k| k.name)
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(names(on(false)), ["scalar"]);
-    if fpscr_is_ieee(read_fpscr()) {
-        assert_eq!(Kernels::best_on(&on(true)).name, "neon");
-        assert_eq!(names(on(true)), ["scalar", "neon"]);
-    }
     let neon = record_neon();
-    let names: Vec<&str> = Kernels::available().map(|k| k.name).collect();
-    if neon {
-        assert_eq!(Kernels::best().name, "neon");
-        assert_eq!(names, ["scalar", "neon"]);
-    } else {
-        assert_eq!(Kernels::best().name, "scalar");
-        assert_eq!(names, ["scalar"]);
-        assert!(Kernels::by_name("neon").is_none());
-    }
+    crate::quant::testgen::check_set_choice("neon", on, fpscr_is_ieee(read_fpscr()), neon);
     std::println!(
         "kernel_set_follows_neon: AT_HWCAP {:#x}, FPSCR {:#x}: best = {}",
         hwcap(),

@@ -76,38 +76,16 @@ fn isa_string_decides_v() {
 
 #[test]
 fn kernel_set_follows_v() {
-    // The decision as a function of the answer.
-    use crate::quant::Features;
-    let on = |rvv| Features {
+    // The decision as a function of the answer, and on this hart: what AT_HWCAP says (every
+    // test records the same answer, so no test races another), and what qemu-user's CPU model
+    // has.
+    let on = |rvv| crate::quant::Features {
         rvv,
         ..Default::default()
     };
-    assert_eq!(Kernels::best_on(&on(false)).name, "scalar");
-    assert_eq!(Kernels::best_on(&on(true)).name, "rvv");
-    let names = |f| {
-        Kernels::available_on(&f)
-            .map(|k| k.name)
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(names(on(false)), ["scalar"]);
-    assert_eq!(names(on(true)), ["scalar", "rvv"]);
-
-    // This hart: what AT_HWCAP says (every test records the same answer, so no test races
-    // another), and what qemu-user's CPU model has.
     let v = record_v();
     assert_eq!(crate::quant::features().rvv, v);
-    let best = Kernels::best();
-    let names: Vec<&str> = Kernels::available().map(|k| k.name).collect();
-    if v {
-        assert_eq!(best.name, "rvv");
-        assert_eq!(names, ["scalar", "rvv"]);
-        assert!(Kernels::by_name("rvv").is_some());
-    } else {
-        assert_eq!(best.name, "scalar");
-        assert_eq!(names, ["scalar"]);
-        assert!(Kernels::by_name("rvv").is_none());
-    }
-    assert!(Kernels::by_name("scalar").is_some());
+    crate::quant::testgen::check_set_choice("rvv", on, true, v);
     match std::env::var("QEMU_CPU") {
         Ok(cpu) if cpu.contains("v=true") => assert!(v, "QEMU_CPU={cpu} but AT_HWCAP has no V"),
         Ok(cpu) if cpu.contains("v=false") => assert!(!v, "QEMU_CPU={cpu} but AT_HWCAP has V"),
