@@ -180,55 +180,38 @@ fn dot_qk4(q: &[f32], k: [&[u16]; 4]) -> [f32; 4] {
     core::array::from_fn(|j| qk_finish(a[j], b[j], &q[i..], &k[j][i..]))
 }
 
-/// `out = out · r + v` elementwise (`v` as f16 bits), as the scalar rescale step.
+/// `out = out · x + v` (`RESCALE`: the scalar rescale step) or `out = out + x · v` (the
+/// scalar accumulate step) elementwise, `v` as f16 bits.
 #[target_feature(enable = "neon")]
 #[inline]
-fn rescale_add(out: &mut [f32], r: f32, v: &[u16]) {
+fn update<const RESCALE: bool>(out: &mut [f32], x: f32, v: &[u16]) {
     let n = out.len().min(v.len());
     let (po, pv) = (out.as_mut_ptr(), v.as_ptr());
+    let step = |o: float32x4_t, v: float32x4_t| {
+        if RESCALE {
+            vaddq_f32(vmulq_n_f32(o, x), v)
+        } else {
+            vaddq_f32(o, vmulq_n_f32(v, x))
+        }
+    };
     let mut i = 0;
     while i + 8 <= n {
         // SAFETY: elements i..i + 8 lie in both slices (i + 8 ≤ n); `out` is borrowed mutably.
         unsafe {
             let vv = vld1q_u16(pv.add(i));
-            let o0 = vaddq_f32(vmulq_n_f32(vld1q_f32(po.add(i)), r), f16x8_low_to_f32(vv));
-            let o1 = vaddq_f32(
-                vmulq_n_f32(vld1q_f32(po.add(i + 4)), r),
-                f16x8_high_to_f32(vv),
-            );
+            let o0 = step(vld1q_f32(po.add(i)), f16x8_low_to_f32(vv));
+            let o1 = step(vld1q_f32(po.add(i + 4)), f16x8_high_to_f32(vv));
             vst1q_f32(po.add(i), o0);
             vst1q_f32(po.add(i + 4), o1);
         }
         i += 8;
     }
     for j in i..n {
-        out[j] = out[j] * r + h(v[j]);
-    }
-}
-
-/// `out = out + w · v` elementwise (`v` as f16 bits), as the scalar accumulate step.
-#[target_feature(enable = "neon")]
-#[inline]
-fn add_scaled(out: &mut [f32], w: f32, v: &[u16]) {
-    let n = out.len().min(v.len());
-    let (po, pv) = (out.as_mut_ptr(), v.as_ptr());
-    let mut i = 0;
-    while i + 8 <= n {
-        // SAFETY: elements i..i + 8 lie in both slices (i + 8 ≤ n); `out` is borrowed mutably.
-        unsafe {
-            let vv = vld1q_u16(pv.add(i));
-            let o0 = vaddq_f32(vld1q_f32(po.add(i)), vmulq_n_f32(f16x8_low_to_f32(vv), w));
-            let o1 = vaddq_f32(
-                vld1q_f32(po.add(i + 4)),
-                vmulq_n_f32(f16x8_high_to_f32(vv), w),
-            );
-            vst1q_f32(po.add(i), o0);
-            vst1q_f32(po.add(i + 4), o1);
-        }
-        i += 8;
-    }
-    for j in i..n {
-        out[j] += w * h(v[j]);
+        out[j] = if RESCALE {
+            out[j] * x + h(v[j])
+        } else {
+            out[j] + x * h(v[j])
+        };
     }
 }
 
@@ -313,9 +296,9 @@ fn attend(out: &mut [f32], q: &[f32], head: &crate::ops::Head<'_>) {
         } else {
             for j in 0..c {
                 if rises[j] {
-                    rescale_add(out, f[j], v[j]);
+                    update::<true>(out, f[j], v[j]);
                 } else {
-                    add_scaled(out, f[j], v[j]);
+                    update::<false>(out, f[j], v[j]);
                 }
             }
         }
