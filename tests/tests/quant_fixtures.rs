@@ -7,7 +7,7 @@ mod common;
 use inference::quant::scalar;
 use inference::{ActBuf, GgmlType, Kernels};
 
-const TYPES: [(&str, GgmlType); 13] = common::QUANT_FIXTURES;
+use common::QUANT_FIXTURES as TYPES;
 
 /// llama.cpp's test-quantize-fns bound on |dot - reference| / n for quantized-activation dot products
 /// (MAX_DOT_PRODUCT_ERROR, and MAX_DOT_PRODUCT_ERROR_LOWBIT for 2- and 3-bit types).
@@ -16,6 +16,14 @@ fn llama_cpp_dot_bound(ty: GgmlType) -> f64 {
         GgmlType::Q2K | GgmlType::Q3K => 0.04,
         _ => 0.02,
     }
+}
+
+/// The scale of the sum `w · x`, Σ |w_i · x_i| in float64: what an error is relative to.
+fn scale(w: &[f32], x: &[f32]) -> f64 {
+    w.iter()
+        .zip(x)
+        .map(|(&w, &x)| (w as f64 * x as f64).abs())
+        .sum()
 }
 
 struct Fixture {
@@ -52,7 +60,7 @@ fn load(name: &str, ty: GgmlType) -> Fixture {
 #[test]
 fn dequantize_matches_reference_for_all_types() {
     for (name, ty) in TYPES {
-        let fx = load(name, ty);
+        let fx = load(&name, ty);
         let rb = fx.w.len() / fx.rows;
         let mut out = vec![0f32; fx.n];
         let (mut exact, mut worst) = (0usize, 0f64);
@@ -86,7 +94,7 @@ fn dequantize_matches_reference_for_all_types() {
 fn quantized_activation_dot_products_match_reference() {
     let kernels = Kernels::SCALAR;
     for (name, ty) in TYPES {
-        let fx = load(name, ty);
+        let fx = load(&name, ty);
         let mut acts = ActBuf::with_capacity(fx.n);
         acts.quantize(ty.act_format(), &fx.x).unwrap();
         let mut out = vec![0f32; fx.rows];
@@ -95,12 +103,7 @@ fn quantized_activation_dot_products_match_reference() {
             .unwrap();
         for r in 0..fx.rows {
             let (got, want) = (out[r] as f64, fx.dot_ref[r] as f64);
-            // The scale of the sum: what an error is relative to.
-            let mag: f64 = fx.w_ref[r * fx.n..(r + 1) * fx.n]
-                .iter()
-                .zip(&fx.x)
-                .map(|(&w, &x)| (w as f64 * x as f64).abs())
-                .sum();
+            let mag = scale(&fx.w_ref[r * fx.n..(r + 1) * fx.n], &fx.x);
             let per_elem = (got - want).abs() / fx.n as f64;
             let rel = (got - want).abs() / mag;
             eprintln!(
@@ -130,16 +133,12 @@ fn quantized_activation_dot_products_match_reference() {
 #[test]
 fn float_activation_dot_products_match_reference() {
     for (name, ty) in TYPES {
-        let fx = load(name, ty);
+        let fx = load(&name, ty);
         let rb = fx.w.len() / fx.rows;
         for r in 0..fx.rows {
             let got = scalar::vec_dot_f32_ref(ty, &fx.w[r * rb..(r + 1) * rb], &fx.x) as f64;
             let want = fx.dot_ref[r] as f64;
-            let mag: f64 = fx.w_ref[r * fx.n..(r + 1) * fx.n]
-                .iter()
-                .zip(&fx.x)
-                .map(|(&w, &x)| (w as f64 * x as f64).abs())
-                .sum();
+            let mag = scale(&fx.w_ref[r * fx.n..(r + 1) * fx.n], &fx.x);
             let rel = (got - want).abs() / mag;
             assert!(
                 rel <= 1e-6,
@@ -228,7 +227,7 @@ fn half_to_f64(h: u16) -> f64 {
 #[test]
 fn integer_kernels_equal_their_dequantized_arithmetic() {
     for (name, ty) in TYPES {
-        let fx = load(name, ty);
+        let fx = load(&name, ty);
         let mut acts = ActBuf::with_capacity(fx.n);
         acts.quantize(ty.act_format(), &fx.x).unwrap();
         let a = acts.acts().unwrap();
@@ -257,5 +256,88 @@ fn integer_kernels_equal_their_dequantized_arithmetic() {
                 out[r]
             );
         }
+    }
+}
+
+/// llama.cpp's `kvalues_iq4nl`, written out here apart from the library's copy.
+const IQ4_NL_GRID: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
+
+/// A GGUF file (version 3, no metadata) with one tensor `w` of `dims` (innermost first), GGUF
+/// type `ty`, holding `data`.
+fn gguf_with(ty: u32, dims: &[u64], data: &[u8]) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend(b"GGUF");
+    b.extend(3u32.to_le_bytes());
+    b.extend(1u64.to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    b.extend(1u64.to_le_bytes());
+    b.push(b'w');
+    b.extend((dims.len() as u32).to_le_bytes());
+    for d in dims {
+        b.extend(d.to_le_bytes());
+    }
+    b.extend(ty.to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    b.resize(b.len().next_multiple_of(32), 0);
+    b.extend(data);
+    b
+}
+
+/// IQ4_NL (GGUF type 20), which has no shared fixture: a tensor written into a GGUF file is read
+/// back as IQ4_NL and dequantizes to `d · grid[nibble]` (low nibbles elements 0..16 of a block,
+/// high nibbles 16..32); its dot products with Q8_0 activations are, in every set this CPU runs,
+/// the scalar set's bits and close to the exact sum.
+#[test]
+fn iq4_nl_tensor_dequantizes_to_known_values() {
+    let (n, rows) = (64usize, 2usize);
+    // Block k: d = 2^(k - 2) (exact in f16 and in every product), byte j holds nibbles
+    // (j + k) % 16 (low) and 15 - j (high).
+    let (mut data, mut want) = (Vec::new(), Vec::new());
+    for k in 0..rows * n / 32 {
+        let d = (2.0f32).powi(k as i32 - 2);
+        data.extend((((k as u16) + 13) << 10).to_le_bytes());
+        let lo: Vec<usize> = (0..16).map(|j| (j + k) % 16).collect();
+        let hi: Vec<usize> = (0..16).map(|j| 15 - j).collect();
+        data.extend((0..16).map(|j| (lo[j] | hi[j] << 4) as u8));
+        want.extend(lo.iter().chain(&hi).map(|&q| d * IQ4_NL_GRID[q] as f32));
+    }
+    let file = gguf_with(20, &[n as u64, rows as u64], &data);
+    let src = inference::SliceStorage::new(&file);
+    let g = inference::Gguf::open(&src).unwrap();
+    let t = g.require_tensor("w").unwrap().clone();
+    assert_eq!((t.ty.id(), t.ty.name()), (20, "IQ4_NL"));
+    assert_eq!(t.size as usize, rows * n / 32 * 18);
+    let w = &file[t.offset as usize..(t.offset + t.size) as usize];
+    let mut got = vec![0f32; rows * n];
+    scalar::dequantize_row(t.ty, w, &mut got);
+    assert_eq!(got, want);
+
+    let x: Vec<f32> = (0..n)
+        .map(|i| ((i * 37 % 23) as f32 - 11.0) / 7.0)
+        .collect();
+    let mut acts = ActBuf::with_capacity(n);
+    acts.quantize(t.ty.act_format(), &x).unwrap();
+    let a = acts.acts().unwrap();
+    let mut reference = vec![0f32; rows];
+    Kernels::SCALAR
+        .dot_rows(t.ty, n, w, &a, &mut reference)
+        .unwrap();
+    for r in 0..rows {
+        let wr = &want[r * n..(r + 1) * n];
+        let exact: f64 = wr.iter().zip(&x).map(|(&w, &x)| w as f64 * x as f64).sum();
+        let rel = (reference[r] as f64 - exact).abs() / scale(wr, &x);
+        assert!(
+            rel <= 2e-3,
+            "row {r}: {} vs exact {exact} (relative {rel:e})",
+            reference[r]
+        );
+    }
+    for k in Kernels::available() {
+        let mut out = vec![0f32; rows];
+        k.dot_rows(t.ty, n, w, &a, &mut out).unwrap();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&out), bits(&reference), "{}", k.name);
     }
 }

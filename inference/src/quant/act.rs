@@ -74,35 +74,28 @@ pub trait Act32 {
     fn s(&self) -> f32;
 }
 
-impl Act32 for BlockQ8_0 {
-    #[inline(always)]
-    fn qs(&self) -> &[i8; QK32] {
-        &self.qs
-    }
-    #[inline(always)]
-    fn d(&self) -> f32 {
-        self.d
-    }
-    #[inline(always)]
-    fn s(&self) -> f32 {
-        0.0
-    }
+/// [`Act32`] for the block type `$block`, whose scaled sum is `$s` (of the block `$b`).
+macro_rules! act32 {
+    ($block:ty, |$b:pat_param| $s:expr) => {
+        impl Act32 for $block {
+            #[inline(always)]
+            fn qs(&self) -> &[i8; QK32] {
+                &self.qs
+            }
+            #[inline(always)]
+            fn d(&self) -> f32 {
+                self.d
+            }
+            #[inline(always)]
+            fn s(&self) -> f32 {
+                let $b = self;
+                $s
+            }
+        }
+    };
 }
-
-impl Act32 for BlockQ8_1 {
-    #[inline(always)]
-    fn qs(&self) -> &[i8; QK32] {
-        &self.qs
-    }
-    #[inline(always)]
-    fn d(&self) -> f32 {
-        self.d
-    }
-    #[inline(always)]
-    fn s(&self) -> f32 {
-        self.s
-    }
-}
+act32!(BlockQ8_0, |_| 0.0);
+act32!(BlockQ8_1, |b| b.s);
 
 /// Round to the nearest integer, ties to even (ggml's `nearest_int`); valid for |x| < 2^22.
 #[inline(always)]

@@ -1,4 +1,4 @@
-//! AVX2 twins for the PC runner (x86-64): the 32-wide formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) ·
+//! AVX2 twins for the PC runner (x86-64): the 32-wide formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) ·
 //! Q8_0 / Q8_1 activations, one row and batched, bit for bit the scalar kernels' results; the
 //! K-quants · Q8_K and the Q8_K quantizer in `kquant`.
 //!
@@ -6,8 +6,8 @@
 //! nibbles, with the fifth bit for Q5) go through `vpmaddubsw` against the int8 activations (a
 //! pair of products is at most 2 · 31 · 128, far inside i16) and `vpmaddwd` to eight i32 lanes;
 //! the formats with an offset (Q4_0: code − 8, Q5_0: code − 16) subtract offset · Σ a, with Σ a
-//! from the same two instructions against ones; Q8_0's signed weights are widened to i16 and
-//! multiplied with `vpmaddwd`. No sign trick, so an activation of −128 is exact too. Then the
+//! from the same two instructions against ones; signed weights (Q8_0's bytes, IQ4_NL's values
+//! looked up with `vpshufb`) are widened to i16 and multiplied with `vpmaddwd`. No sign trick, so an activation of −128 is exact too. Then the
 //! scalar code's float expression for the block, in scalar f32 operations (no FMA), added to the
 //! row's sum in block order: the same bits as `scalar::vec_dot_*`.
 //!
@@ -15,8 +15,10 @@
 //! `core` so the crate stays `no_std`; [`available`] is what `Kernels::available` consults.
 
 use super::act::{Act32 as Act, BlockQ8_0, BlockQ8_1};
-use super::table::{with_k_quants, with_q32};
-use super::{Features, Kernels};
+use super::scalar::with_q32;
+use super::scalar::IQ4_NL_VALUES;
+use super::table::with_k_quants;
+use super::{Features, GgmlType, Kernels, RowKernels, TypeKernels};
 use core::arch::x86_64::*;
 
 mod kquant;
@@ -38,7 +40,11 @@ pub const KERNELS: Kernels = {
         to_f16,
         ..Kernels::SCALAR
     };
-    with_k_quants!(with_q32!(set, self, self), self)
+    let set = with_k_quants!(with_q32!(set, self, self), self);
+    let iq4_nl = RowKernels::dot(vec_dot_iq4_nl_q8_0)
+        .x4(vec_dot_iq4_nl_q8_0_x4)
+        .mat(mat_iq4_nl_q8_0);
+    set.with(GgmlType::IQ4NL, TypeKernels::Q8_0(iq4_nl))
 };
 
 /// Whether a CPU with `f` runs [`KERNELS`].
@@ -82,9 +88,9 @@ trait Fmt {
     const MIN: bool;
     /// Weight = code − `OFFSET` (Q4_0: 8, Q5_0: 16).
     const OFFSET: i32;
-    /// Q8_0: the 32 bytes are signed weights (no codes).
+    /// The weights are signed bytes (Q8_0, IQ4_NL), not codes.
     const SIGNED: bool;
-    /// The block's 32 weight codes (or Q8_0's signed weights), element order.
+    /// The block's 32 weight codes (or signed weights), element order.
     ///
     /// # Safety
     /// `b` holds one whole block; AVX2 is available.
@@ -152,18 +158,30 @@ type Q4_1 = Nibbles<20, true, false, 0>;
 type Q5_0 = Nibbles<22, false, true, 16>;
 type Q5_1 = Nibbles<24, true, true, 0>;
 
-struct Q8_0;
-impl Fmt for Q8_0 {
-    const BYTES: usize = 34;
+/// The formats with signed weights after `d` (f16): Q8_0 (32 int8) and, with `NL`, IQ4_NL (16
+/// bytes of nibbles, weight = `IQ4_NL_VALUES[nibble]`: `vpshufb` on the table in both halves).
+struct Signed<const NL: bool>;
+impl<const NL: bool> Fmt for Signed<NL> {
+    const BYTES: usize = if NL { 18 } else { 34 };
     const MIN: bool = false;
     const OFFSET: i32 = 0;
     const SIGNED: bool = true;
     #[inline(always)]
     unsafe fn codes(b: &[u8]) -> __m256i {
-        // SAFETY: bytes 2..34 are in the block; unaligned load.
-        unsafe { _mm256_loadu_si256(b[2..34].as_ptr().cast()) }
+        // SAFETY: bytes 2..BYTES are in the block, the table holds 16 bytes (unaligned loads);
+        // AVX2 is available (the caller's promise).
+        unsafe {
+            if NL {
+                let t = _mm_loadu_si128(IQ4_NL_VALUES.as_ptr().cast());
+                _mm256_shuffle_epi8(_mm256_set_m128i(t, t), nibbles(&b[2..18]))
+            } else {
+                _mm256_loadu_si256(b[2..34].as_ptr().cast())
+            }
+        }
     }
 }
+type Q8_0 = Signed<false>;
+type Iq4Nl = Signed<true>;
 
 #[target_feature(enable = "avx2")]
 #[inline]
@@ -396,6 +414,10 @@ entries!(
 entries!(
     /// Q8_0 weights · Q8_0 activations (twin of `scalar::vec_dot_q8_0_q8_0`).
     vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_x4, mat_q8_0_q8_0, Q8_0, BlockQ8_0
+);
+entries!(
+    /// IQ4_NL weights · Q8_0 activations (twin of `scalar::vec_dot_iq4_nl_q8_0`).
+    vec_dot_iq4_nl_q8_0, vec_dot_iq4_nl_q8_0_x4, mat_iq4_nl_q8_0, Iq4Nl, BlockQ8_0
 );
 
 // ---------------------------------------------------------------------------------------------

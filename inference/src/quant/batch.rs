@@ -10,13 +10,14 @@
 //! B vectors quantized in one call: blocks never straddle a column, so quantizing the whole
 //! `[B][n]` slice gives each column exactly its own blocks); the output is `[rows][cols]`.
 //!
-//! This file holds the scalar twins (the reference every architecture's batched kernel is tested
-//! against, and the kernels of sets that have none of their own). They decode a block to exact
-//! integers once (weights as int8, the K-quants' sub-block scales and mins as integers), then per
-//! column sum products and apply the type's float expression.
+//! This file holds the loop of the scalar twins (the reference every architecture's batched kernel
+//! is tested against, and the kernels of sets that have none of their own) and the block decoders
+//! they share; `scalar.rs` names each type's batched kernel (`mat_q4_0_q8_0`, ...). They decode a
+//! block to exact integers once (weights as int8, the K-quants' sub-block scales and mins as
+//! integers), then per column sum products and apply the type's float expression.
 #![forbid(unsafe_code)]
 
-use super::act::{Act32, Acts, BlockQ8K, BlockQ8_0, BlockQ8_1};
+use super::act::{Act32, Acts, BlockQ8K};
 use super::types::{QK32, QK_K};
 use half::{bf16, f16};
 
@@ -173,15 +174,15 @@ pub(crate) fn by_blocks<A, D>(
 // ---------------------------------------------------------------------------------------------
 // 32-wide formats.
 
-/// A 32-element block decoded: scale `d`, min `m` (Q4_1, Q5_1), the weights as int8.
-struct Dec32 {
-    d: f32,
-    m: f32,
-    q: [i8; QK32],
+/// A 32-element block decoded: scale `d`, min `m` (the formats with a min), the weights as int8.
+pub(super) struct Dec32 {
+    pub d: f32,
+    pub m: f32,
+    pub q: [i8; QK32],
 }
 
 /// A 32-wide weight format.
-trait Q32 {
+pub(super) trait Q32 {
     const BYTES: usize;
     /// The block stores a min (paired with Q8_1 activations).
     const MIN: bool;
@@ -190,7 +191,7 @@ trait Q32 {
 
 /// The low and high nibbles of 16 bytes as elements 0..16 and 16..32, with bit `j` of `qh` as the
 /// fifth bit of element `j` when `qh` is given, minus `sub`.
-fn nibbles32(qs: &[u8], qh: Option<u32>, sub: i32) -> [i8; QK32] {
+pub(super) fn nibbles32(qs: &[u8], qh: Option<u32>, sub: i32) -> [i8; QK32] {
     let mut q = [0i8; QK32];
     for j in 0..16 {
         let (h0, h1) = match qh {
@@ -212,7 +213,7 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 
 /// The 4- and 5-bit formats: `d` (f16), then `m` (f16) when `MIN`, then the fifth bits `qh`
 /// (u32) when `HIGH`, then 16 bytes of nibbles; weight = (nibble | fifth bit << 4) - `SUB`.
-struct Nibbles<const BYTES: usize, const MIN: bool, const HIGH: bool, const SUB: i32>;
+pub(super) struct Nibbles<const BYTES: usize, const MIN: bool, const HIGH: bool, const SUB: i32>;
 impl<const BYTES: usize, const MIN: bool, const HIGH: bool, const SUB: i32> Q32
     for Nibbles<BYTES, MIN, HIGH, SUB>
 {
@@ -229,12 +230,8 @@ impl<const BYTES: usize, const MIN: bool, const HIGH: bool, const SUB: i32> Q32
         }
     }
 }
-type Q4_0 = Nibbles<18, false, false, 8>;
-type Q4_1 = Nibbles<20, true, false, 0>;
-type Q5_0 = Nibbles<22, false, true, 16>;
-type Q5_1 = Nibbles<24, true, true, 0>;
-
-struct Q8_0;
+/// Q8_0: `d` (f16), 32 int8 weights.
+pub(super) struct Q8_0;
 impl Q32 for Q8_0 {
     const BYTES: usize = 34;
     const MIN: bool = false;
@@ -253,7 +250,7 @@ impl Q32 for Q8_0 {
 
 /// A weight block format with its activation block: how a block decodes once, and what one
 /// (decoded block, activation block) pair adds to the dot product.
-trait Pair {
+pub(super) trait Pair {
     type Act;
     type Dec;
     const BYTES: usize;
@@ -263,7 +260,7 @@ trait Pair {
 }
 
 /// A 32-wide format `F` with its activations `A`.
-struct With<F, A>(core::marker::PhantomData<(F, A)>);
+pub(super) struct With<F, A>(core::marker::PhantomData<(F, A)>);
 
 impl<F: Q32, A: Act32> Pair for With<F, A> {
     type Act = A;
@@ -283,7 +280,7 @@ impl<F: Q32, A: Act32> Pair for With<F, A> {
 }
 
 /// Rows · columns for any block format: per row, per block, decode once, then each column.
-fn mat<F: Pair>(w: &[u8], rb: usize, a: &[F::Act], cols: usize, out: &mut [f32]) {
+pub(super) fn mat<F: Pair>(w: &[u8], rb: usize, a: &[F::Act], cols: usize, out: &mut [f32]) {
     let (rows, nb) = shape(w, rb, a.len(), cols, out);
     for r in 0..rows {
         let o = &mut out[r * cols..(r + 1) * cols];
@@ -304,12 +301,12 @@ fn mat<F: Pair>(w: &[u8], rb: usize, a: &[F::Act], cols: usize, out: &mut [f32])
 /// A 256-element super-block decoded: `d`, `dmin`, the weights as int8, and per 16-element group
 /// its integer scale and min (a 32-element sub-block's scale repeated for both of its groups:
 /// `s · (x + y) = s · x + s · y` in exact integers).
-struct DecK {
-    d: f32,
-    dmin: f32,
-    q: [i8; QK_K],
-    sc: [i32; 16],
-    mn: [i32; 16],
+pub(super) struct DecK {
+    pub d: f32,
+    pub dmin: f32,
+    pub q: [i8; QK_K],
+    pub sc: [i32; 16],
+    pub mn: [i32; 16],
 }
 
 impl DecK {
@@ -324,7 +321,7 @@ impl DecK {
     }
 }
 
-trait KQuant {
+pub(super) trait KQuant {
     const BYTES: usize;
     /// The block has mins, subtracted against the activations' 16-element sums.
     const MIN: bool;
@@ -344,7 +341,7 @@ fn planes2(qs: &[u8], q: &mut [i8; QK_K], high: impl Fn(usize, usize) -> i8) {
     }
 }
 
-struct Q2K;
+pub(super) struct Q2K;
 impl KQuant for Q2K {
     const BYTES: usize = 84;
     const MIN: bool = true;
@@ -359,7 +356,7 @@ impl KQuant for Q2K {
     }
 }
 
-struct Q3K;
+pub(super) struct Q3K;
 impl KQuant for Q3K {
     const BYTES: usize = 110;
     const MIN: bool = false;
@@ -405,7 +402,7 @@ fn decode_q45k(b: &[u8], qh: Option<&[u8]>, qs: &[u8]) -> DecK {
     x
 }
 
-struct Q4K;
+pub(super) struct Q4K;
 impl KQuant for Q4K {
     const BYTES: usize = 144;
     const MIN: bool = true;
@@ -414,7 +411,7 @@ impl KQuant for Q4K {
     }
 }
 
-struct Q5K;
+pub(super) struct Q5K;
 impl KQuant for Q5K {
     const BYTES: usize = 176;
     const MIN: bool = true;
@@ -423,7 +420,7 @@ impl KQuant for Q5K {
     }
 }
 
-struct Q6K;
+pub(super) struct Q6K;
 impl KQuant for Q6K {
     const BYTES: usize = 210;
     const MIN: bool = false;
@@ -448,7 +445,7 @@ impl KQuant for Q6K {
 }
 
 /// A K-quant with its Q8_K activations.
-struct K<F>(core::marker::PhantomData<F>);
+pub(super) struct K<F>(core::marker::PhantomData<F>);
 
 impl<F: KQuant> Pair for K<F> {
     type Act = BlockQ8K;
@@ -541,45 +538,4 @@ pub fn mat_bf16_bf16(w: &[u8], rb: usize, a: &[u16], cols: usize, out: &mut [f32
     mat_float(w, rb, a, cols, out, 2, bf16_of, |x| {
         bf16::from_bits(x).to_f32()
     });
-}
-
-/// Q4_0 weights · Q8_0 activations, batched (twin of `scalar::vec_dot_q4_0_q8_0` per column).
-pub fn mat_q4_0_q8_0(w: &[u8], rb: usize, a: &[BlockQ8_0], cols: usize, out: &mut [f32]) {
-    mat::<With<Q4_0, _>>(w, rb, a, cols, out)
-}
-/// Q4_1 weights · Q8_1 activations, batched.
-pub fn mat_q4_1_q8_1(w: &[u8], rb: usize, a: &[BlockQ8_1], cols: usize, out: &mut [f32]) {
-    mat::<With<Q4_1, _>>(w, rb, a, cols, out)
-}
-/// Q5_0 weights · Q8_0 activations, batched.
-pub fn mat_q5_0_q8_0(w: &[u8], rb: usize, a: &[BlockQ8_0], cols: usize, out: &mut [f32]) {
-    mat::<With<Q5_0, _>>(w, rb, a, cols, out)
-}
-/// Q5_1 weights · Q8_1 activations, batched.
-pub fn mat_q5_1_q8_1(w: &[u8], rb: usize, a: &[BlockQ8_1], cols: usize, out: &mut [f32]) {
-    mat::<With<Q5_1, _>>(w, rb, a, cols, out)
-}
-/// Q8_0 weights · Q8_0 activations, batched.
-pub fn mat_q8_0_q8_0(w: &[u8], rb: usize, a: &[BlockQ8_0], cols: usize, out: &mut [f32]) {
-    mat::<With<Q8_0, _>>(w, rb, a, cols, out)
-}
-/// Q2_K weights · Q8_K activations, batched.
-pub fn mat_q2_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
-    mat::<K<Q2K>>(w, rb, a, cols, out)
-}
-/// Q3_K weights · Q8_K activations, batched.
-pub fn mat_q3_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
-    mat::<K<Q3K>>(w, rb, a, cols, out)
-}
-/// Q4_K weights · Q8_K activations, batched.
-pub fn mat_q4_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
-    mat::<K<Q4K>>(w, rb, a, cols, out)
-}
-/// Q5_K weights · Q8_K activations, batched.
-pub fn mat_q5_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
-    mat::<K<Q5K>>(w, rb, a, cols, out)
-}
-/// Q6_K weights · Q8_K activations, batched.
-pub fn mat_q6_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
-    mat::<K<Q6K>>(w, rb, a, cols, out)
 }

@@ -1,6 +1,8 @@
 //! Weight formats and the kernels that multiply them with activations.
 //!
-//! - [`types`]: GGUF type ids, block geometry, the activation format each weight type pairs with;
+//! - [`types`]: GGUF type ids, block geometry, the activation format each weight type pairs with,
+//!   its dequantization and scalar kernels: one row per type, through which everything else
+//!   reaches a type;
 //! - [`act`]: activation blocks (Q8_0, Q8_1, Q8_K) and their quantization;
 //! - [`scalar`]: the reference kernels (dequantize, dot products);
 //! - `neon` (aarch64): bit-identical NEON twins of the dot products, the activation quantizers and

@@ -45,6 +45,10 @@ pub use kquant::{
     vec_dot_q6_k_q8_k, vec_dot_q6_k_q8_k_dp,
 };
 pub use q32::{
+    mat_iq4_nl_q8_0, mat_iq4_nl_q8_0_dp, vec_dot_iq4_nl_q8_0, vec_dot_iq4_nl_q8_0_dp,
+    vec_dot_iq4_nl_q8_0_x4, vec_dot_iq4_nl_q8_0_x4_dp,
+};
+pub use q32::{
     mat_q4_0_q8_0, mat_q4_0_q8_0_dp, mat_q4_1_q8_1, mat_q4_1_q8_1_dp, mat_q5_0_q8_0,
     mat_q5_0_q8_0_dp, mat_q5_1_q8_1, mat_q5_1_q8_1_dp, mat_q8_0_q8_0, mat_q8_0_q8_0_dp,
     vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_dp, vec_dot_q4_0_q8_0_x4, vec_dot_q4_0_q8_0_x4_dp,
@@ -55,8 +59,9 @@ pub use q32::{
 };
 pub use quantize::{quantize_q8_0, quantize_q8_1, quantize_q8_k};
 
-use super::table::{with_floats, with_k_quants, with_q32};
-use super::{Features, Kernels};
+use super::scalar::with_q32;
+use super::table::{with_floats, with_k_quants};
+use super::{Features, GgmlType, Kernels, RowKernels, TypeKernels};
 use core::arch::aarch64::*;
 use core::arch::asm;
 
@@ -73,10 +78,14 @@ pub const KERNELS: Kernels = {
         to_f16,
         ..Kernels::SCALAR
     };
-    with_k_quants!(
+    let set = with_k_quants!(
         with_q32!(with_floats!(set, self, batched), self, self),
         self
-    )
+    );
+    let iq4_nl = RowKernels::dot(vec_dot_iq4_nl_q8_0)
+        .x4(vec_dot_iq4_nl_q8_0_x4)
+        .mat(mat_iq4_nl_q8_0);
+    set.with(GgmlType::IQ4NL, TypeKernels::Q8_0(iq4_nl))
 };
 
 /// NEON with SDOT (FEAT_DotProd: Cortex-A55, A76 and later): [`KERNELS`] with the integer dot
@@ -86,7 +95,11 @@ pub const KERNELS_DOTPROD: Kernels = {
         name: "neon-dotprod",
         ..KERNELS
     };
-    with_k_quants!(with_q32!(set, dp, dp), dp)
+    let set = with_k_quants!(with_q32!(set, dp, dp), dp);
+    let iq4_nl = RowKernels::dot(vec_dot_iq4_nl_q8_0_dp)
+        .x4(vec_dot_iq4_nl_q8_0_x4_dp)
+        .mat(mat_iq4_nl_q8_0_dp);
+    set.with(GgmlType::IQ4NL, TypeKernels::Q8_0(iq4_nl))
 };
 
 /// The SDOT kernels under the names every set gives its kernels (for [`KERNELS_DOTPROD`]).
@@ -322,46 +335,41 @@ unsafe fn rd_u32(p: *const u8) -> u32 {
     u32::from_le(unsafe { (p as *const u32).read_unaligned() })
 }
 
-/// `v` with its 32-bit lane `L` loaded from `*p` (4 bytes, any alignment), and `p` advanced by 4
-/// (LD1 single lane, post-indexed: one instruction for a gather the compiler would do in three).
-///
-/// # Safety
-/// `*p..*p + 4` must be readable.
-#[inline(always)]
-unsafe fn ld1_lane_s<const L: i32>(v: uint32x4_t, p: &mut *const u8) -> uint32x4_t {
-    let mut v = v;
-    // SAFETY: reads the 4 bytes at `*p` (readable: caller) into one lane; LD1 needs no alignment.
-    unsafe {
-        asm!(
-            "ld1 {{{v:v}.s}}[{l}], [{p}], #4",
-            v = inout(vreg) v,
-            p = inout(reg) *p,
-            l = const L,
-            options(readonly, nostack, preserves_flags)
-        );
-    }
-    v
+/// `$name::<L>(v, p)`: `v` with its lane `L` loaded from `*p` (`$bytes` bytes, any alignment),
+/// and `p` advanced by `$bytes` (LD1 single lane, post-indexed: one instruction for a gather the
+/// compiler would do in three); `$size` is the lane's size letter.
+macro_rules! ld1_lane {
+    ($(#[$doc:meta])* $name:ident, $vec:ty, $size:literal, $bytes:literal) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        #[doc = concat!("`*p..*p + ", $bytes, "` must be readable.")]
+        #[inline(always)]
+        unsafe fn $name<const L: i32>(v: $vec, p: &mut *const u8) -> $vec {
+            let mut v = v;
+            // SAFETY: reads the bytes at `*p` (readable: caller) into one lane; LD1 needs no
+            // alignment.
+            unsafe {
+                asm!(
+                    concat!("ld1 {{{v:v}.", $size, "}}[{l}], [{p}], #", $bytes),
+                    v = inout(vreg) v,
+                    p = inout(reg) *p,
+                    l = const L,
+                    options(readonly, nostack, preserves_flags)
+                );
+            }
+            v
+        }
+    };
 }
-
-/// `v` with its 16-bit lane `L` loaded from `*p` (2 bytes, any alignment), and `p` advanced by 2.
-///
-/// # Safety
-/// `*p..*p + 2` must be readable.
-#[inline(always)]
-unsafe fn ld1_lane_h<const L: i32>(v: uint16x4_t, p: &mut *const u8) -> uint16x4_t {
-    let mut v = v;
-    // SAFETY: reads the 2 bytes at `*p` (readable: caller) into one lane; LD1 needs no alignment.
-    unsafe {
-        asm!(
-            "ld1 {{{v:v}.h}}[{l}], [{p}], #2",
-            v = inout(vreg) v,
-            p = inout(reg) *p,
-            l = const L,
-            options(readonly, nostack, preserves_flags)
-        );
-    }
-    v
-}
+ld1_lane!(
+    /// A 32-bit lane (4 bytes).
+    ld1_lane_s, uint32x4_t, "s", 4
+);
+ld1_lane!(
+    /// A 16-bit lane (2 bytes).
+    ld1_lane_h, uint16x4_t, "h", 2
+);
 
 /// Sixteen bytes at `b[at..at + 16]`.
 #[inline(always)]

@@ -67,7 +67,8 @@ pub use q32::{
 };
 pub use quantize::{quantize_q8_0, quantize_q8_1, quantize_q8_k};
 
-use super::table::{with_floats, with_k_quants, with_q32};
+use super::scalar::with_q32;
+use super::table::{with_floats, with_k_quants};
 use super::{Features, Kernels};
 
 /// Whether a CPU with `f` runs [`KERNELS`]: the harts have V (the boot code records it from the

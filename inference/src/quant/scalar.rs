@@ -1,6 +1,10 @@
 //! Scalar reference kernels: dequantization of every weight type and its dot product with quantized
 //! activations, integer inner loops as in ggml-cpu's generic `quants.c`.
 //!
+//! Each type's functions are named in its row of `types::TYPES`; nothing here dispatches on the type.
+//! The dequantization and the batched kernels decode blocks with `batch.rs`'s decoders, so a type
+//! is decoded in one place for both.
+//!
 //! Weight rows are raw little-endian bytes exactly as stored in the GGUF file (no alignment assumed).
 //! Every SIMD kernel has a twin here with the same signature and is tested against it.
 //! Lengths: a row of `n` elements is `n / block_elems * block_bytes` bytes and its activations hold
@@ -9,6 +13,44 @@
 #![forbid(unsafe_code)]
 
 use super::act::{BlockQ8K, BlockQ8_0, BlockQ8_1};
+use super::batch::{self, mat, nibbles32, Dec32, KQuant, Nibbles, Pair, With, K, Q32};
+
+/// The 4- and 5-bit formats (`batch::Nibbles`: bytes, min, fifth bits, offset).
+pub(super) type Q4_0 = Nibbles<18, false, false, 8>;
+pub(super) type Q4_1 = Nibbles<20, true, false, 0>;
+pub(super) type Q5_0 = Nibbles<22, false, true, 16>;
+pub(super) type Q5_1 = Nibbles<24, true, true, 0>;
+
+/// IQ4_NL's sixteen weights, indexed by a nibble (llama.cpp's `kvalues_iq4nl`: a non-linear
+/// grid, denser near zero).
+pub const IQ4_NL_VALUES: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
+
+/// IQ4_NL: `d` (f16), 16 bytes of nibbles (low: elements 0..16, high: 16..32); weight =
+/// `IQ4_NL_VALUES[nibble]`, value `d · weight`.
+pub(super) struct Iq4Nl;
+impl Q32 for Iq4Nl {
+    const BYTES: usize = 18;
+    const MIN: bool = false;
+    fn decode(b: &[u8]) -> Dec32 {
+        Dec32 {
+            d: f16_at(b, 0),
+            m: 0.0,
+            q: nibbles32(&b[2..18], None, 0).map(|n| IQ4_NL_VALUES[n as usize & 15]),
+        }
+    }
+}
+
+/// One row of a block format through its decoder: the batched kernel's terms for one column,
+/// added in block order (the one-row kernel of a type that has no hand-written one).
+fn dot<F: Pair>(w: &[u8], a: &[F::Act]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (b, y) in w.chunks_exact(F::BYTES).zip(a) {
+        sumf += F::term(&F::decode(b), y);
+    }
+    sumf
+}
 use super::types::{GgmlType, QK32, QK_K};
 use half::{bf16, f16};
 
@@ -50,195 +92,64 @@ pub fn q3k_scales(s: &[u8]) -> [i8; 16] {
 // ---------------------------------------------------------------------------------------------
 // Dequantization: one block of bytes to floats.
 
-/// Dequantize a row of `ty` (`w` holds whole blocks) into `out` (as many values as `w` holds).
+/// Dequantize a row of `ty` (`w` holds whole blocks) into `out` (as many values as `w` holds):
+/// the type's `dequantize` in [`super::types::TYPES`].
 pub fn dequantize_row(ty: GgmlType, w: &[u8], out: &mut [f32]) {
-    let bb = ty.block_bytes();
-    let be = ty.block_elems();
-    match ty {
-        GgmlType::F32 => {
-            for (o, b) in out.iter_mut().zip(w.chunks_exact(4)) {
-                *o = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-            }
+    (ty.info().dequantize)(w, out)
+}
+
+/// Whole blocks of a 32-wide format, decoded as the batched kernels decode them: each value
+/// `q · d`, or `q · d + m` for the formats with a min.
+pub(super) fn dequantize_32<F: Q32>(w: &[u8], out: &mut [f32]) {
+    for (b, y) in w.chunks_exact(F::BYTES).zip(out.chunks_exact_mut(QK32)) {
+        let x = F::decode(b);
+        for (o, &q) in y.iter_mut().zip(&x.q) {
+            *o = if F::MIN {
+                q as f32 * x.d + x.m
+            } else {
+                q as f32 * x.d
+            };
         }
-        GgmlType::F16 => {
-            for (o, b) in out.iter_mut().zip(w.chunks_exact(2)) {
-                *o = f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32();
-            }
-        }
-        GgmlType::Bf16 => {
-            for (o, b) in out.iter_mut().zip(w.chunks_exact(2)) {
-                *o = bf16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32();
-            }
-        }
-        _ => {
-            for (b, o) in w.chunks_exact(bb).zip(out.chunks_exact_mut(be)) {
-                dequantize_block(ty, b, o);
+    }
+}
+
+/// Whole K-quant super-blocks, decoded as the batched kernels decode them: element `e` of
+/// 16-element group `g` is `(d · scale_g) · q_e`, minus `dmin · min_g` for the types with mins.
+pub(super) fn dequantize_k<F: KQuant>(w: &[u8], out: &mut [f32]) {
+    for (b, y) in w.chunks_exact(F::BYTES).zip(out.chunks_exact_mut(QK_K)) {
+        let x = F::decode(b);
+        for (g, y) in y.chunks_exact_mut(16).enumerate() {
+            let dl = x.d * x.sc[g] as f32;
+            let ml = x.dmin * x.mn[g] as f32;
+            for (o, &q) in y.iter_mut().zip(&x.q[g * 16..g * 16 + 16]) {
+                *o = if F::MIN {
+                    dl * q as f32 - ml
+                } else {
+                    dl * q as f32
+                };
             }
         }
     }
 }
 
-/// Dequantize one block of a block-quantized type.
-pub fn dequantize_block(ty: GgmlType, b: &[u8], y: &mut [f32]) {
-    match ty {
-        GgmlType::Q4_0 => {
-            let d = f16_at(b, 0);
-            let qs = &b[2..18];
-            for j in 0..16 {
-                y[j] = ((qs[j] & 0x0f) as i32 - 8) as f32 * d;
-                y[j + 16] = ((qs[j] >> 4) as i32 - 8) as f32 * d;
-            }
-        }
-        GgmlType::Q4_1 => {
-            let (d, m) = (f16_at(b, 0), f16_at(b, 2));
-            let qs = &b[4..20];
-            for j in 0..16 {
-                y[j] = (qs[j] & 0x0f) as f32 * d + m;
-                y[j + 16] = (qs[j] >> 4) as f32 * d + m;
-            }
-        }
-        GgmlType::Q5_0 => {
-            let d = f16_at(b, 0);
-            let qh = u32_at(b, 2);
-            let qs = &b[6..22];
-            for j in 0..16 {
-                let h0 = (((qh >> j) << 4) & 0x10) as u8;
-                let h1 = ((qh >> (j + 12)) & 0x10) as u8;
-                y[j] = (((qs[j] & 0x0f) | h0) as i32 - 16) as f32 * d;
-                y[j + 16] = (((qs[j] >> 4) | h1) as i32 - 16) as f32 * d;
-            }
-        }
-        GgmlType::Q5_1 => {
-            let (d, m) = (f16_at(b, 0), f16_at(b, 2));
-            let qh = u32_at(b, 4);
-            let qs = &b[8..24];
-            for j in 0..16 {
-                let h0 = (((qh >> j) << 4) & 0x10) as u8;
-                let h1 = ((qh >> (j + 12)) & 0x10) as u8;
-                y[j] = ((qs[j] & 0x0f) | h0) as f32 * d + m;
-                y[j + 16] = ((qs[j] >> 4) | h1) as f32 * d + m;
-            }
-        }
-        GgmlType::Q8_0 => {
-            let d = f16_at(b, 0);
-            for j in 0..QK32 {
-                y[j] = (b[2 + j] as i8) as f32 * d;
-            }
-        }
-        GgmlType::Q2K => {
-            // scales[16] | qs[64] | d | dmin
-            let sc = &b[0..16];
-            let qs = &b[16..80];
-            let (d, dmin) = (f16_at(b, 80), f16_at(b, 82));
-            let mut out = 0;
-            let mut is = 0;
-            for half in 0..2 {
-                let q = &qs[half * 32..half * 32 + 32];
-                for shift in [0u32, 2, 4, 6] {
-                    for part in 0..2 {
-                        let s = sc[is];
-                        is += 1;
-                        let dl = d * (s & 0x0f) as f32;
-                        let ml = dmin * (s >> 4) as f32;
-                        for l in 0..16 {
-                            y[out] = dl * ((q[part * 16 + l] >> shift) & 3) as f32 - ml;
-                            out += 1;
-                        }
-                    }
-                }
-            }
-        }
-        GgmlType::Q3K => {
-            // hmask[32] | qs[64] | scales[12] | d
-            let hm = &b[0..32];
-            let qs = &b[32..96];
-            let scales = q3k_scales(&b[96..108]);
-            let d_all = f16_at(b, 108);
-            let mut out = 0;
-            let mut is = 0;
-            let mut m = 1u8;
-            for half in 0..2 {
-                let q = &qs[half * 32..half * 32 + 32];
-                for shift in [0u32, 2, 4, 6] {
-                    for part in 0..2 {
-                        let dl = d_all * scales[is] as f32;
-                        is += 1;
-                        for l in part * 16..part * 16 + 16 {
-                            let low = ((q[l] >> shift) & 3) as i32;
-                            let v = low - if hm[l] & m != 0 { 0 } else { 4 };
-                            y[out] = dl * v as f32;
-                            out += 1;
-                        }
-                    }
-                    m <<= 1;
-                }
-            }
-        }
-        GgmlType::Q4K => {
-            // d | dmin | scales[12] | qs[128]
-            let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
-            let sc = &b[4..16];
-            let qs = &b[16..144];
-            for j in 0..4 {
-                let (s1, m1) = scale_min_k4(2 * j, sc);
-                let (s2, m2) = scale_min_k4(2 * j + 1, sc);
-                let (d1, m1) = (d * s1 as f32, dmin * m1 as f32);
-                let (d2, m2) = (d * s2 as f32, dmin * m2 as f32);
-                let q = &qs[j * 32..j * 32 + 32];
-                for l in 0..32 {
-                    y[j * 64 + l] = d1 * (q[l] & 0x0f) as f32 - m1;
-                    y[j * 64 + 32 + l] = d2 * (q[l] >> 4) as f32 - m2;
-                }
-            }
-        }
-        GgmlType::Q5K => {
-            // d | dmin | scales[12] | qh[32] | qs[128]
-            let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
-            let sc = &b[4..16];
-            let qh = &b[16..48];
-            let qs = &b[48..176];
-            for j in 0..4 {
-                let (s1, m1) = scale_min_k4(2 * j, sc);
-                let (s2, m2) = scale_min_k4(2 * j + 1, sc);
-                let (d1, m1) = (d * s1 as f32, dmin * m1 as f32);
-                let (d2, m2) = (d * s2 as f32, dmin * m2 as f32);
-                let (u1, u2) = (1u8 << (2 * j), 2u8 << (2 * j));
-                let q = &qs[j * 32..j * 32 + 32];
-                for l in 0..32 {
-                    let h1 = if qh[l] & u1 != 0 { 16 } else { 0 };
-                    let h2 = if qh[l] & u2 != 0 { 16 } else { 0 };
-                    y[j * 64 + l] = d1 * ((q[l] & 0x0f) + h1) as f32 - m1;
-                    y[j * 64 + 32 + l] = d2 * ((q[l] >> 4) + h2) as f32 - m2;
-                }
-            }
-        }
-        GgmlType::Q6K => {
-            // ql[128] | qh[64] | scales[16] (i8) | d
-            let ql = &b[0..128];
-            let qh = &b[128..192];
-            let sc = &b[192..208];
-            let d = f16_at(b, 208);
-            for n in 0..2 {
-                let ql = &ql[n * 64..n * 64 + 64];
-                let qh = &qh[n * 32..n * 32 + 32];
-                let sc = &sc[n * 8..n * 8 + 8];
-                let y = &mut y[n * 128..n * 128 + 128];
-                for l in 0..32 {
-                    let is = l / 16;
-                    let q1 = ((ql[l] & 0x0f) | ((qh[l] & 3) << 4)) as i32 - 32;
-                    let q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) as i32 - 32;
-                    let q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) as i32 - 32;
-                    let q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) as i32 - 32;
-                    y[l] = d * (sc[is] as i8) as f32 * q1 as f32;
-                    y[l + 32] = d * (sc[is + 2] as i8) as f32 * q2 as f32;
-                    y[l + 64] = d * (sc[is + 4] as i8) as f32 * q3 as f32;
-                    y[l + 96] = d * (sc[is + 6] as i8) as f32 * q4 as f32;
-                }
-            }
-        }
-        GgmlType::F32 | GgmlType::F16 | GgmlType::Bf16 => {
-            dequantize_row(ty, b, y);
-        }
+/// F32 values.
+pub fn dequantize_f32(w: &[u8], out: &mut [f32]) {
+    for (o, b) in out.iter_mut().zip(w.chunks_exact(4)) {
+        *o = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    }
+}
+
+/// F16 values.
+pub fn dequantize_f16(w: &[u8], out: &mut [f32]) {
+    for (o, b) in out.iter_mut().zip(w.chunks_exact(2)) {
+        *o = f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32();
+    }
+}
+
+/// BF16 values.
+pub fn dequantize_bf16(w: &[u8], out: &mut [f32]) {
+    for (o, b) in out.iter_mut().zip(w.chunks_exact(2)) {
+        *o = bf16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32();
     }
 }
 
@@ -380,6 +291,13 @@ pub fn vec_dot_q8_0_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
         sumf += sumi as f32 * (d * y.d);
     }
     sumf
+}
+
+/// IQ4_NL weights · Q8_0 activations: per block the exact `sumi` of the weights
+/// (`IQ4_NL_VALUES[nibble]`) and the activations, then `sumf += sumi as f32 * (d * y.d)` (llama.cpp
+/// multiplies `y.d · d` first: the same bits).
+pub fn vec_dot_iq4_nl_q8_0(w: &[u8], a: &[BlockQ8_0]) -> f32 {
+    dot::<With<Iq4Nl, _>>(w, a)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -558,3 +476,80 @@ pub fn vec_dot_q6_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
     }
     sumf
 }
+
+// ---------------------------------------------------------------------------------------------
+// Batched (`batch.rs`: each weight block decoded once for every column; output `(r, c)` is the
+// one-row kernel's for row `r` and column `c`, bit for bit).
+
+/// Q4_0 weights · Q8_0 activations, batched (twin of [`vec_dot_q4_0_q8_0`] per column).
+pub fn mat_q4_0_q8_0(w: &[u8], rb: usize, a: &[BlockQ8_0], cols: usize, out: &mut [f32]) {
+    mat::<With<Q4_0, _>>(w, rb, a, cols, out)
+}
+/// Q4_1 weights · Q8_1 activations, batched.
+pub fn mat_q4_1_q8_1(w: &[u8], rb: usize, a: &[BlockQ8_1], cols: usize, out: &mut [f32]) {
+    mat::<With<Q4_1, _>>(w, rb, a, cols, out)
+}
+/// Q5_0 weights · Q8_0 activations, batched.
+pub fn mat_q5_0_q8_0(w: &[u8], rb: usize, a: &[BlockQ8_0], cols: usize, out: &mut [f32]) {
+    mat::<With<Q5_0, _>>(w, rb, a, cols, out)
+}
+/// Q5_1 weights · Q8_1 activations, batched.
+pub fn mat_q5_1_q8_1(w: &[u8], rb: usize, a: &[BlockQ8_1], cols: usize, out: &mut [f32]) {
+    mat::<With<Q5_1, _>>(w, rb, a, cols, out)
+}
+/// Q8_0 weights · Q8_0 activations, batched.
+pub fn mat_q8_0_q8_0(w: &[u8], rb: usize, a: &[BlockQ8_0], cols: usize, out: &mut [f32]) {
+    mat::<With<batch::Q8_0, _>>(w, rb, a, cols, out)
+}
+/// IQ4_NL weights · Q8_0 activations, batched.
+pub fn mat_iq4_nl_q8_0(w: &[u8], rb: usize, a: &[BlockQ8_0], cols: usize, out: &mut [f32]) {
+    mat::<With<Iq4Nl, _>>(w, rb, a, cols, out)
+}
+/// Q2_K weights · Q8_K activations, batched.
+pub fn mat_q2_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
+    mat::<K<batch::Q2K>>(w, rb, a, cols, out)
+}
+/// Q3_K weights · Q8_K activations, batched.
+pub fn mat_q3_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
+    mat::<K<batch::Q3K>>(w, rb, a, cols, out)
+}
+/// Q4_K weights · Q8_K activations, batched.
+pub fn mat_q4_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
+    mat::<K<batch::Q4K>>(w, rb, a, cols, out)
+}
+/// Q5_K weights · Q8_K activations, batched.
+pub fn mat_q5_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
+    mat::<K<batch::Q5K>>(w, rb, a, cols, out)
+}
+/// Q6_K weights · Q8_K activations, batched.
+pub fn mat_q6_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
+    mat::<K<batch::Q6K>>(w, rb, a, cols, out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The families of kernel names every set gives its twins of the kernels above, to write a set's
+// table (`Kernels::with`) as a list of its modules.
+
+/// `$base` (a [`Kernels`]) with the entries of the 32-wide types from the module `$m` (one row
+/// and four rows, named as every set names them: `vec_dot_q4_0_q8_0`, `vec_dot_q4_0_q8_0_x4`,
+/// ...), batched from the module `$mat` (`mat_q4_0_q8_0`, ...).
+// (Unused only where no set has the whole family, as on 32-bit Arm.)
+#[allow(unused_macros)]
+macro_rules! with_q32 {
+    ($base:expr, $($m:ident)::+, $($mat:ident)::+) => {{
+        use $crate::quant::{GgmlType as G, RowKernels as R, TypeKernels as T};
+        $base
+            .with(G::Q4_0, T::Q8_0(R::dot($($m)::+::vec_dot_q4_0_q8_0)
+                .x4($($m)::+::vec_dot_q4_0_q8_0_x4).mat($($mat)::+::mat_q4_0_q8_0)))
+            .with(G::Q4_1, T::Q8_1(R::dot($($m)::+::vec_dot_q4_1_q8_1)
+                .x4($($m)::+::vec_dot_q4_1_q8_1_x4).mat($($mat)::+::mat_q4_1_q8_1)))
+            .with(G::Q5_0, T::Q8_0(R::dot($($m)::+::vec_dot_q5_0_q8_0)
+                .x4($($m)::+::vec_dot_q5_0_q8_0_x4).mat($($mat)::+::mat_q5_0_q8_0)))
+            .with(G::Q5_1, T::Q8_1(R::dot($($m)::+::vec_dot_q5_1_q8_1)
+                .x4($($m)::+::vec_dot_q5_1_q8_1_x4).mat($($mat)::+::mat_q5_1_q8_1)))
+            .with(G::Q8_0, T::Q8_0(R::dot($($m)::+::vec_dot_q8_0_q8_0)
+                .x4($($m)::+::vec_dot_q8_0_q8_0_x4).mat($($mat)::+::mat_q8_0_q8_0)))
+    }};
+}
+#[allow(unused_imports)]
+pub(crate) use with_q32;

@@ -6,18 +6,36 @@
 //!
 //! # Adding a weight type
 //!
-//! 1. A row in [`super::types::TYPES`] (id, name, block geometry, activation format) and a variant
-//!    of [`super::GgmlType`] in the same place of the enum.
-//! 2. The scalar kernels in `scalar.rs` (`dequantize_block`'s arm and the one-row dot product)
-//!    and `batch.rs` (the batched one), and their entry in [`SCALAR_TYPES`].
-//! 3. For each set with a kernel of its own: the kernel in that set's files and its entry in
-//!    that set's table. Sets without one run the scalar kernels.
-//! 4. The kernel harness (`kernel_tests`) checks every set's entry against the scalar one.
+//! Code that is not a kernel reaches a type only through its row of [`TYPES`], so a new type is
+//! written in three places and tested by what already iterates over the table.
+//!
+//! 1. `types.rs`: a variant of [`super::GgmlType`] (in the same place of the enum as its row),
+//!    in [`super::GgmlType::ALL`] (GGUF id order), [`N_TYPES`] one more, and its row of
+//!    [`TYPES`]: GGUF id, name, (elements, bytes) per block, offsets of the f16 scale fields,
+//!    the dequantization and the scalar kernels (their [`TypeKernels`] variant is the activation
+//!    format).
+//! 2. `scalar.rs`: a block decoder for `batch.rs`'s generic loops (`batch::Q32` for a 32-wide
+//!    type, `batch::KQuant` for a 256-wide one), which gives the dequantization
+//!    (`dequantize_32::<F>`, `dequantize_k::<F>`) and the batched kernel (`mat::<With<F, _>>`,
+//!    `mat::<K<F>>`); the one-row dot product `vec_dot_<weights>_<activations>` is
+//!    `dot::<With<F, _>>` (the decoder's terms, in llama.cpp's float order for the 32-wide
+//!    formats: check the type's generic kernel in ggml-cpu's `quants.c`) unless a hand-written
+//!    loop is faster. A table of values the SIMD twins share (`IQ4_NL_VALUES`) lives here too.
+//! 3. For each set with a kernel of its own: the kernel in that set's files (in the 32-wide
+//!    families of NEON and AVX2 a type is one more `Fmt` decoder and an `entries!` line) and its
+//!    entry in that set's table: `set.with(GgmlType::X, TypeKernels::..(RowKernels::dot(..)
+//!    .x4(..).mat(..)))` after the family macros. A set without one runs the scalar kernels.
+//!
+//! The kernel harness (`kernel_tests`) checks every set's entry of every type in the table
+//! against the scalar one, bit for bit, and that an empty entry is the scalar one. The fixture
+//! tests take `<name>.gguf` from the shared fixtures where one exists (the type's name in lower
+//! case; a type without one is said to be skipped): a type without a fixture wants a GGUF-level
+//! test of known values (`tests/tests/quant_fixtures.rs` writes an IQ4_NL tensor).
 
 use super::act::{Acts, BlockQ8K, BlockQ8_0, BlockQ8_1};
-use super::batch::{self, ActsBatch, Mat, MAX_BATCH};
-use super::types::{GgmlType, N_TYPES};
-use super::{act, check_dot_args, scalar, AttendHead, KernelError};
+use super::batch::{ActsBatch, Mat, MAX_BATCH};
+use super::types::{GgmlType, N_TYPES, TYPES};
+use super::{act, check_dot_args, AttendHead, KernelError};
 use core::fmt;
 
 /// One row · the activations.
@@ -32,7 +50,7 @@ pub struct RowKernels<A: 'static> {
     pub dot: Dot<A>,
     /// Four rows at once (the activations loaded once for four rows), if the set has it.
     pub x4: Option<Dot4<A>>,
-    /// Rows × several activation columns ([`batch`]: each weight block decoded once), if the set
+    /// Rows × several activation columns ([`super::batch`]: each weight block decoded once), if the set
     /// has it; otherwise a batch goes column by column through `dot` and `x4`.
     pub mat: Option<Mat<A>>,
 }
@@ -164,53 +182,17 @@ impl ActElem for BlockQ8K {
     }
 }
 
-/// The scalar kernels of every weight type (`scalar.rs`, `batch.rs`), indexed as
-/// [`super::types::TYPES`]: the reference every set's entry computes bit for bit, and what a set
-/// without an entry runs.
+/// The scalar kernels of every weight type (the `kernels` of its row of [`TYPES`]):
+/// the reference every set's entry computes bit for bit, and what a set without an entry runs.
 pub const SCALAR_TYPES: [TypeKernels; N_TYPES] = {
-    use scalar::*;
-    use TypeKernels as T;
-    type R<A> = RowKernels<A>;
-    [
-        T::F32(R::dot(vec_dot_f32_f32).mat(batch::mat_f32_f32)),
-        T::F16(R::dot(vec_dot_f16_f16).mat(batch::mat_f16_f16)),
-        T::Bf16(R::dot(vec_dot_bf16_bf16).mat(batch::mat_bf16_bf16)),
-        T::Q8_0(R::dot(vec_dot_q4_0_q8_0).mat(batch::mat_q4_0_q8_0)),
-        T::Q8_1(R::dot(vec_dot_q4_1_q8_1).mat(batch::mat_q4_1_q8_1)),
-        T::Q8_0(R::dot(vec_dot_q5_0_q8_0).mat(batch::mat_q5_0_q8_0)),
-        T::Q8_1(R::dot(vec_dot_q5_1_q8_1).mat(batch::mat_q5_1_q8_1)),
-        T::Q8_0(R::dot(vec_dot_q8_0_q8_0).mat(batch::mat_q8_0_q8_0)),
-        T::Q8K(R::dot(vec_dot_q2_k_q8_k).mat(batch::mat_q2_k_q8_k)),
-        T::Q8K(R::dot(vec_dot_q3_k_q8_k).mat(batch::mat_q3_k_q8_k)),
-        T::Q8K(R::dot(vec_dot_q4_k_q8_k).mat(batch::mat_q4_k_q8_k)),
-        T::Q8K(R::dot(vec_dot_q5_k_q8_k).mat(batch::mat_q5_k_q8_k)),
-        T::Q8K(R::dot(vec_dot_q6_k_q8_k).mat(batch::mat_q6_k_q8_k)),
-    ]
+    let mut k = [TYPES[0].kernels; N_TYPES];
+    let mut i = 1;
+    while i < N_TYPES {
+        k[i] = TYPES[i].kernels;
+        i += 1;
+    }
+    k
 };
-
-/// `$base` (a [`Kernels`]) with the entries of the 32-wide types from the module `$m` (one row
-/// and four rows, named as every set names them: `vec_dot_q4_0_q8_0`, `vec_dot_q4_0_q8_0_x4`,
-/// ...), batched from the module `$mat` (`mat_q4_0_q8_0`, ...).
-// (Unused only where no set has the whole family, as on 32-bit Arm.)
-#[allow(unused_macros)]
-macro_rules! with_q32 {
-    ($base:expr, $($m:ident)::+, $($mat:ident)::+) => {{
-        use $crate::quant::{GgmlType as G, RowKernels as R, TypeKernels as T};
-        $base
-            .with(G::Q4_0, T::Q8_0(R::dot($($m)::+::vec_dot_q4_0_q8_0)
-                .x4($($m)::+::vec_dot_q4_0_q8_0_x4).mat($($mat)::+::mat_q4_0_q8_0)))
-            .with(G::Q4_1, T::Q8_1(R::dot($($m)::+::vec_dot_q4_1_q8_1)
-                .x4($($m)::+::vec_dot_q4_1_q8_1_x4).mat($($mat)::+::mat_q4_1_q8_1)))
-            .with(G::Q5_0, T::Q8_0(R::dot($($m)::+::vec_dot_q5_0_q8_0)
-                .x4($($m)::+::vec_dot_q5_0_q8_0_x4).mat($($mat)::+::mat_q5_0_q8_0)))
-            .with(G::Q5_1, T::Q8_1(R::dot($($m)::+::vec_dot_q5_1_q8_1)
-                .x4($($m)::+::vec_dot_q5_1_q8_1_x4).mat($($mat)::+::mat_q5_1_q8_1)))
-            .with(G::Q8_0, T::Q8_0(R::dot($($m)::+::vec_dot_q8_0_q8_0)
-                .x4($($m)::+::vec_dot_q8_0_q8_0_x4).mat($($mat)::+::mat_q8_0_q8_0)))
-    }};
-}
-#[allow(unused_imports)]
-pub(crate) use with_q32;
 
 /// `$base` with the float types' one-row entries from the module `$m` (`vec_dot_f32_f32`, ...),
 /// and with `batched`, their batched ones too (`mat_f32_f32`, ...).

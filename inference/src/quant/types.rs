@@ -1,6 +1,10 @@
-//! GGML weight types: ids as stored in GGUF, block geometry, and which activation format each one is
-//! multiplied with (the pairing llama.cpp uses, see `../shared/DESIGN.md` "Numerics").
+//! GGML weight types: ids as stored in GGUF, block geometry, which activation format each one is
+//! multiplied with (the pairing llama.cpp uses, see `../shared/DESIGN.md` "Numerics"), and its
+//! scalar kernels. Code that is not a kernel reaches a type through its row of [`TYPES`], never by
+//! its name.
 
+use super::table::{RowKernels as R, TypeKernels};
+use super::{batch, scalar};
 use core::fmt;
 
 /// Elements per K-quant super-block.
@@ -24,6 +28,7 @@ pub enum GgmlType {
     Q4K,
     Q5K,
     Q6K,
+    IQ4NL,
 }
 
 /// The format activations are quantized to before a dot product with a weight row.
@@ -35,7 +40,7 @@ pub enum ActFormat {
     F16,
     /// bf16 values (BF16 weights), as ggml's `vec_dot_bf16`.
     Bf16,
-    /// 32 int8 values with an f16 scale (Q4_0, Q5_0, Q8_0 weights).
+    /// 32 int8 values with an f16 scale (Q4_0, Q5_0, Q8_0, IQ4_NL weights).
     Q8_0,
     /// 32 int8 values with an f16 scale and an f16 scaled sum (Q4_1, Q5_1 weights).
     Q8_1,
@@ -43,8 +48,8 @@ pub enum ActFormat {
     Q8K,
 }
 
-/// Everything lmboot knows of a weight type that is not a kernel: one row of [`TYPES`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Everything lmboot knows of a weight type: one row of [`TYPES`].
+#[derive(Debug, Clone, Copy)]
 pub struct TypeInfo {
     pub ty: GgmlType,
     /// The GGUF type id.
@@ -54,23 +59,39 @@ pub struct TypeInfo {
     /// Elements and bytes per block.
     pub block_elems: usize,
     pub block_bytes: usize,
-    /// The activation format llama.cpp pairs with it.
+    /// The activation format llama.cpp pairs with it (the format its kernels take).
     pub act: ActFormat,
     /// Byte offsets of the f16 scale fields in a block (empty for float types).
     pub scales: &'static [usize],
+    /// Whole blocks (`w`) to floats (`out`, as many values as `w` holds): the scalar
+    /// dequantization.
+    pub dequantize: fn(&[u8], &mut [f32]),
+    /// The scalar kernels (`scalar.rs`): the reference every set's entry computes bit for bit,
+    /// and what a set without an entry runs.
+    pub kernels: TypeKernels,
 }
 
 /// Number of weight types lmboot runs.
-pub const N_TYPES: usize = 13;
+pub const N_TYPES: usize = 14;
 
+/// A row: the activation format is the one its kernels take.
 const fn info(
     ty: GgmlType,
     id: u32,
     name: &'static str,
     (block_elems, block_bytes): (usize, usize),
-    act: ActFormat,
     scales: &'static [usize],
+    dequantize: fn(&[u8], &mut [f32]),
+    kernels: TypeKernels,
 ) -> TypeInfo {
+    let act = match kernels {
+        TypeKernels::F32(_) => ActFormat::F32,
+        TypeKernels::F16(_) => ActFormat::F16,
+        TypeKernels::Bf16(_) => ActFormat::Bf16,
+        TypeKernels::Q8_0(_) => ActFormat::Q8_0,
+        TypeKernels::Q8_1(_) => ActFormat::Q8_1,
+        TypeKernels::Q8K(_) => ActFormat::Q8K,
+    };
     TypeInfo {
         ty,
         id,
@@ -79,74 +100,36 @@ const fn info(
         block_bytes,
         act,
         scales,
+        dequantize,
+        kernels,
     }
 }
 
-/// The weight types, one row each, in [`GgmlType`]'s order (indexed by [`GgmlType::index`]).
-pub const TYPES: [TypeInfo; N_TYPES] = [
-    info(GgmlType::F32, 0, "F32", (1, 4), ActFormat::F32, &[]),
-    info(GgmlType::F16, 1, "F16", (1, 2), ActFormat::F16, &[]),
-    info(GgmlType::Bf16, 30, "BF16", (1, 2), ActFormat::Bf16, &[]),
-    info(GgmlType::Q4_0, 2, "Q4_0", (QK32, 18), ActFormat::Q8_0, &[0]),
-    info(
-        GgmlType::Q4_1,
-        3,
-        "Q4_1",
-        (QK32, 20),
-        ActFormat::Q8_1,
-        &[0, 2],
-    ),
-    info(GgmlType::Q5_0, 6, "Q5_0", (QK32, 22), ActFormat::Q8_0, &[0]),
-    info(
-        GgmlType::Q5_1,
-        7,
-        "Q5_1",
-        (QK32, 24),
-        ActFormat::Q8_1,
-        &[0, 2],
-    ),
-    info(GgmlType::Q8_0, 8, "Q8_0", (QK32, 34), ActFormat::Q8_0, &[0]),
-    info(
-        GgmlType::Q2K,
-        10,
-        "Q2_K",
-        (QK_K, 84),
-        ActFormat::Q8K,
-        &[80, 82],
-    ),
-    info(
-        GgmlType::Q3K,
-        11,
-        "Q3_K",
-        (QK_K, 110),
-        ActFormat::Q8K,
-        &[108],
-    ),
-    info(
-        GgmlType::Q4K,
-        12,
-        "Q4_K",
-        (QK_K, 144),
-        ActFormat::Q8K,
-        &[0, 2],
-    ),
-    info(
-        GgmlType::Q5K,
-        13,
-        "Q5_K",
-        (QK_K, 176),
-        ActFormat::Q8K,
-        &[0, 2],
-    ),
-    info(
-        GgmlType::Q6K,
-        14,
-        "Q6_K",
-        (QK_K, 210),
-        ActFormat::Q8K,
-        &[208],
-    ),
-];
+/// The weight types, one row each, in [`GgmlType`]'s order (indexed by [`GgmlType::index`]): id,
+/// name, (elements, bytes) per block, f16 scale offsets, dequantization, scalar kernels (one row
+/// and batched).
+#[rustfmt::skip]
+pub const TYPES: [TypeInfo; N_TYPES] = {
+    use scalar::*;
+    use GgmlType as G;
+    use TypeKernels as T;
+    [
+        info(G::F32, 0, "F32", (1, 4), &[], dequantize_f32, T::F32(R::dot(vec_dot_f32_f32).mat(batch::mat_f32_f32))),
+        info(G::F16, 1, "F16", (1, 2), &[], dequantize_f16, T::F16(R::dot(vec_dot_f16_f16).mat(batch::mat_f16_f16))),
+        info(G::Bf16, 30, "BF16", (1, 2), &[], dequantize_bf16, T::Bf16(R::dot(vec_dot_bf16_bf16).mat(batch::mat_bf16_bf16))),
+        info(G::Q4_0, 2, "Q4_0", (QK32, 18), &[0], dequantize_32::<Q4_0>, T::Q8_0(R::dot(vec_dot_q4_0_q8_0).mat(mat_q4_0_q8_0))),
+        info(G::Q4_1, 3, "Q4_1", (QK32, 20), &[0, 2], dequantize_32::<Q4_1>, T::Q8_1(R::dot(vec_dot_q4_1_q8_1).mat(mat_q4_1_q8_1))),
+        info(G::Q5_0, 6, "Q5_0", (QK32, 22), &[0], dequantize_32::<Q5_0>, T::Q8_0(R::dot(vec_dot_q5_0_q8_0).mat(mat_q5_0_q8_0))),
+        info(G::Q5_1, 7, "Q5_1", (QK32, 24), &[0, 2], dequantize_32::<Q5_1>, T::Q8_1(R::dot(vec_dot_q5_1_q8_1).mat(mat_q5_1_q8_1))),
+        info(G::Q8_0, 8, "Q8_0", (QK32, 34), &[0], dequantize_32::<batch::Q8_0>, T::Q8_0(R::dot(vec_dot_q8_0_q8_0).mat(mat_q8_0_q8_0))),
+        info(G::Q2K, 10, "Q2_K", (QK_K, 84), &[80, 82], dequantize_k::<batch::Q2K>, T::Q8K(R::dot(vec_dot_q2_k_q8_k).mat(mat_q2_k_q8_k))),
+        info(G::Q3K, 11, "Q3_K", (QK_K, 110), &[108], dequantize_k::<batch::Q3K>, T::Q8K(R::dot(vec_dot_q3_k_q8_k).mat(mat_q3_k_q8_k))),
+        info(G::Q4K, 12, "Q4_K", (QK_K, 144), &[0, 2], dequantize_k::<batch::Q4K>, T::Q8K(R::dot(vec_dot_q4_k_q8_k).mat(mat_q4_k_q8_k))),
+        info(G::Q5K, 13, "Q5_K", (QK_K, 176), &[0, 2], dequantize_k::<batch::Q5K>, T::Q8K(R::dot(vec_dot_q5_k_q8_k).mat(mat_q5_k_q8_k))),
+        info(G::Q6K, 14, "Q6_K", (QK_K, 210), &[208], dequantize_k::<batch::Q6K>, T::Q8K(R::dot(vec_dot_q6_k_q8_k).mat(mat_q6_k_q8_k))),
+        info(G::IQ4NL, 20, "IQ4_NL", (QK32, 18), &[0], dequantize_32::<Iq4Nl>, T::Q8_0(R::dot(vec_dot_iq4_nl_q8_0).mat(mat_iq4_nl_q8_0))),
+    ]
+};
 
 impl GgmlType {
     /// Every supported type, in GGUF id order.
@@ -163,6 +146,7 @@ impl GgmlType {
         GgmlType::Q4K,
         GgmlType::Q5K,
         GgmlType::Q6K,
+        GgmlType::IQ4NL,
         GgmlType::Bf16,
     ];
 

@@ -109,25 +109,33 @@ pub mod golden;
 pub mod models;
 pub mod synth;
 
-/// The weight-type fixtures in `shared/fixtures/quant`: file stem and type.
-pub const QUANT_FIXTURES: [(&str, inference::GgmlType); 13] = {
-    use inference::GgmlType::*;
-    [
-        ("f32", F32),
-        ("f16", F16),
-        ("bf16", Bf16),
-        ("q4_0", Q4_0),
-        ("q4_1", Q4_1),
-        ("q5_0", Q5_0),
-        ("q5_1", Q5_1),
-        ("q8_0", Q8_0),
-        ("q2_k", Q2K),
-        ("q3_k", Q3K),
-        ("q4_k", Q4K),
-        ("q5_k", Q5K),
-        ("q6_k", Q6K),
-    ]
-};
+/// The weight-type fixtures in `shared/fixtures/quant`: file stem (the type's name in lower case)
+/// and type, for every type of the type table that has one (a type added after the fixtures is
+/// named on the output and skipped). Iterate it: `for (stem, ty) in QUANT_FIXTURES`.
+pub const QUANT_FIXTURES: QuantFixtures = QuantFixtures;
+
+/// See [`QUANT_FIXTURES`].
+pub struct QuantFixtures;
+
+impl IntoIterator for QuantFixtures {
+    type Item = (String, inference::GgmlType);
+    type IntoIter = std::vec::IntoIter<Self::Item>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        let dir = shared().join("fixtures/quant");
+        let mut v = Vec::new();
+        for t in &inference::quant::types::TYPES {
+            let stem = t.name.to_ascii_lowercase();
+            if dir.join(format!("{stem}.gguf")).is_file() {
+                v.push((stem, t.ty));
+            } else {
+                eprintln!("no fixture for {}: skipped", t.name);
+            }
+        }
+        assert!(!v.is_empty(), "no fixtures in {}", dir.display());
+        v.into_iter()
+    }
+}
 
 /// xorshift64*: a deterministic generator for the tests' random inputs.
 pub struct XorShift(pub u64);

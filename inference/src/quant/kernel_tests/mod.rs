@@ -13,8 +13,9 @@ extern crate std;
 
 pub(super) use super::testgen as gen;
 
-use crate::quant::act::BlockQ8K;
-use crate::quant::{GgmlType, Kernels};
+use crate::quant::act::{BlockQ8K, BlockQ8_0, BlockQ8_1};
+use crate::quant::types::{TypeInfo, TYPES};
+use crate::quant::{ActElem, ActFormat, GgmlType, Kernels, RowKernels, TypeKernels};
 use alloc::format;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -46,19 +47,22 @@ fn same(what: &str, got: f32, want: f32) {
     );
 }
 
-type One<A> = fn(&[u8], &[A]) -> f32;
-type Four<A> = fn(&[u8], usize, &[A], &mut [f32; 4]);
-/// A set's one-row and four-row entries for a 32-wide type.
-type Pick<A> = fn(&Kernels) -> (One<A>, Option<Four<A>>);
-
-/// A 32-wide weight type: block bytes, the offsets of its f16 fields, its activations, and its
-/// entries in a set (one row, four rows).
+/// A 32-wide weight type (its name, block bytes and f16 fields from the type table) with its
+/// activations.
 struct Q32<A> {
-    name: &'static str,
-    bytes: usize,
-    halves: &'static [usize],
+    ty: GgmlType,
     acts: fn(&mut Rng, usize, Fill) -> Vec<A>,
-    pick: Pick<A>,
+}
+
+impl<A: ActElem> Q32<A> {
+    fn info(&self) -> &'static TypeInfo {
+        self.ty.info()
+    }
+
+    /// A set's one-row and four-row entries for the type.
+    fn pick(&self, k: &Kernels) -> RowKernels<A> {
+        k.row(self.ty).expect("a 32-wide type's kernels")
+    }
 }
 
 /// Block counts: single blocks, partial and whole passes at VLEN 128 (16 blocks) and 256 (32),
@@ -84,23 +88,23 @@ const WEIGHT_FILLS: [Option<u8>; 7] = [
 
 /// One 32-wide type in every set: every block count × activation fill × weight fill, the one-row
 /// kernel (also on the row at an odd address) and the four-row kernel, and lengths that disagree.
-fn check_q32<A: Copy>(t: &Q32<A>, test: &str) {
-    let (scalar_fn, _) = (t.pick)(&Kernels::SCALAR);
-    let mut rng = Rng(0x5eed ^ t.bytes as u64);
+fn check_q32<A: ActElem + Copy>(t: &Q32<A>, test: &str) {
+    let scalar_fn = t.pick(&Kernels::SCALAR).dot;
+    let (name, bytes, halves) = (t.info().name, t.info().block_bytes, t.info().scales);
+    let mut rng = Rng(0x5eed ^ bytes as u64);
     let mut checked = 0;
     let sets = sets(test);
     for k in &sets {
-        let (one, four) = (t.pick)(k);
+        let RowKernels {
+            dot: one, x4: four, ..
+        } = t.pick(k);
         for nb in BLOCK_COUNTS {
             for fill in FILLS {
                 for wfill in WEIGHT_FILLS {
-                    let rb = nb * t.bytes;
-                    let w4 = weights(&mut rng, 4 * nb, t.bytes, t.halves, wfill);
+                    let rb = nb * bytes;
+                    let w4 = weights(&mut rng, 4 * nb, bytes, halves, wfill);
                     let a = (t.acts)(&mut rng, nb, fill);
-                    let what = format!(
-                        "{} {} nb={nb} acts={fill:?} weights={wfill:?}",
-                        t.name, k.name
-                    );
+                    let what = format!("{name} {} nb={nb} acts={fill:?} weights={wfill:?}", k.name);
                     let want: Vec<f32> = (0..4)
                         .map(|r| scalar_fn(&w4[r * rb..(r + 1) * rb], &a))
                         .collect();
@@ -132,11 +136,16 @@ fn check_q32<A: Copy>(t: &Q32<A>, test: &str) {
 
 /// Lengths that disagree: every kernel stops at the shorter side, as the scalar one does, and the
 /// four-row kernel with fewer bytes than four rows takes each row as far as it goes.
-fn check_q32_lengths<A: Copy>(t: &Q32<A>, k: &Kernels, rng: &mut Rng) {
-    let (scalar_fn, _) = (t.pick)(&Kernels::SCALAR);
-    let (one, four) = (t.pick)(k);
-    let (name, bytes) = (format!("{} {}", t.name, k.name), t.bytes);
-    let w = weights(rng, 20, bytes, t.halves, None);
+fn check_q32_lengths<A: ActElem + Copy>(t: &Q32<A>, k: &Kernels, rng: &mut Rng) {
+    let scalar_fn = t.pick(&Kernels::SCALAR).dot;
+    let RowKernels {
+        dot: one, x4: four, ..
+    } = t.pick(k);
+    let (name, bytes) = (
+        format!("{} {}", t.info().name, k.name),
+        t.info().block_bytes,
+    );
+    let w = weights(rng, 20, bytes, t.info().scales, None);
     for na in [0, 3, 6, 7, 9, 19, 20, 21, 40] {
         let a = (t.acts)(rng, na, Fill::Random);
         same(
@@ -163,39 +172,44 @@ fn check_q32_lengths<A: Copy>(t: &Q32<A>, k: &Kernels, rng: &mut Rng) {
     }
 }
 
-/// A test of one 32-wide type (its name, block bytes and f16 fields from the type table): its
-/// activations and the type.
-macro_rules! q32_test {
-    ($test:ident, $acts:ident, $ty:ident) => {
-        #[test]
-        fn $test() {
-            let info = GgmlType::$ty.info();
-            let t = Q32 {
-                name: info.name,
-                bytes: info.block_bytes,
-                halves: info.scales,
-                acts: $acts,
-                pick: |k| {
-                    let r = k.row(GgmlType::$ty).expect("a 32-wide type's kernels");
-                    (r.dot, r.x4)
+/// Every 32-wide type of the table (Q8_0 or Q8_1 activations) in every set.
+#[test]
+fn q32_types_match_scalar() {
+    let mut checked = 0;
+    for t in &TYPES {
+        match t.act {
+            ActFormat::Q8_0 => check_q32(
+                &Q32 {
+                    ty: t.ty,
+                    acts: acts_q8_0,
                 },
-            };
-            check_q32(&t, stringify!($test));
+                t.name,
+            ),
+            ActFormat::Q8_1 => check_q32(
+                &Q32 {
+                    ty: t.ty,
+                    acts: acts_q8_1,
+                },
+                t.name,
+            ),
+            _ => continue,
         }
-    };
+        checked += 1;
+    }
+    assert!(checked >= 5, "{checked} 32-wide types");
 }
-
-q32_test!(q4_0_matches_scalar, acts_q8_0, Q4_0);
-q32_test!(q4_1_matches_scalar, acts_q8_1, Q4_1);
-q32_test!(q5_0_matches_scalar, acts_q8_0, Q5_0);
-q32_test!(q5_1_matches_scalar, acts_q8_1, Q5_1);
-q32_test!(q8_0_matches_scalar, acts_q8_0, Q8_0);
 
 type DotK = fn(&[u8], &[BlockQ8K]) -> f32;
 
 /// One K-quant type in every set: super-block counts × activation fills × weight fills (random,
 /// all bits clear or set, alternating bits) × true or random `bsums`, and lengths that disagree.
-fn check_k(name: &str, bytes: usize, halves: &[usize], pick: fn(&Kernels) -> DotK, test: &str) {
+fn check_k(
+    name: &str,
+    bytes: usize,
+    halves: &[usize],
+    pick: &dyn Fn(&Kernels) -> DotK,
+    test: &str,
+) {
     let scalar_fn = pick(&Kernels::SCALAR);
     let mut rng = Rng(0x6b ^ bytes as u64);
     for k in sets(test) {
@@ -241,23 +255,83 @@ fn check_k(name: &str, bytes: usize, halves: &[usize], pick: fn(&Kernels) -> Dot
     }
 }
 
-/// A test of one K-quant type (its name, block bytes and f16 fields from the type table).
-macro_rules! k_test {
-    ($test:ident, $entry:ident) => {
-        #[test]
-        fn $test() {
-            let pick = |k: &Kernels| k.row(GgmlType::$entry).expect("a K-quant's kernels").dot;
-            let i = GgmlType::$entry.info();
-            check_k(i.name, i.block_bytes, i.scales, pick, stringify!($test));
-        }
-    };
+/// Every K-quant of the table (Q8_K activations) in every set.
+#[test]
+fn k_quants_match_scalar() {
+    let mut checked = 0;
+    for t in TYPES.iter().filter(|t| t.act == ActFormat::Q8K) {
+        let pick = |k: &Kernels| k.row(t.ty).expect("a K-quant's kernels").dot;
+        check_k(t.name, t.block_bytes, t.scales, &pick, t.name);
+        checked += 1;
+    }
+    assert!(checked >= 5, "{checked} K-quants");
 }
 
-k_test!(q2_k_matches_scalar, Q2K);
-k_test!(q3_k_matches_scalar, Q3K);
-k_test!(q4_k_matches_scalar, Q4K);
-k_test!(q5_k_matches_scalar, Q5K);
-k_test!(q6_k_matches_scalar, Q6K);
+/// Every f16 value converts as `half` converts it, in every set (the scales of every 32-wide
+/// kernel go through the set's conversion): one block per f16 bit pattern as `d` (Q8_0) and as
+/// `m` (Q4_1), with a single product 1 and y.d = 1 (y.s = 1), gives `d` (and `1 + m`). NaN
+/// included: a set's conversion keeps a NaN's payload as `half` does.
+#[test]
+fn f16_scales_convert_exactly() {
+    let q8_0 = |k: &Kernels| k.row::<BlockQ8_0>(GgmlType::Q8_0).expect("Q8_0").dot;
+    let q4_1 = |k: &Kernels| k.row::<BlockQ8_1>(GgmlType::Q4_1).expect("Q4_1").dot;
+    let (mut w, mut w1) = ([0u8; 34], [0u8; 20]);
+    w[2] = 1;
+    w1[..2].copy_from_slice(&0x3c00u16.to_le_bytes());
+    w1[4] = 1;
+    let mut qs = [0i8; 32];
+    qs[0] = 1;
+    let y = [BlockQ8_0 { d: 1.0, qs }];
+    let y1 = [BlockQ8_1 { d: 1.0, s: 1.0, qs }];
+    for k in sets("f16_scales_convert_exactly") {
+        for h in 0..=u16::MAX {
+            w[..2].copy_from_slice(&h.to_le_bytes());
+            let want = (q8_0(&Kernels::SCALAR))(&w, &y);
+            same(
+                &format!("{} f16 {h:#06x} as d", k.name),
+                (q8_0(&k))(&w, &y),
+                want,
+            );
+            w1[2..4].copy_from_slice(&h.to_le_bytes());
+            let want = (q4_1(&Kernels::SCALAR))(&w1, &y1);
+            same(
+                &format!("{} f16 {h:#06x} as m", k.name),
+                (q4_1(&k))(&w1, &y1),
+                want,
+            );
+        }
+    }
+}
+
+/// The address of an entry's one-row kernel (to tell which function an entry is).
+fn dot_addr(t: TypeKernels) -> usize {
+    match t {
+        TypeKernels::F32(k) => k.dot as usize,
+        TypeKernels::F16(k) | TypeKernels::Bf16(k) => k.dot as usize,
+        TypeKernels::Q8_0(k) => k.dot as usize,
+        TypeKernels::Q8_1(k) => k.dot as usize,
+        TypeKernels::Q8K(k) => k.dot as usize,
+    }
+}
+
+/// A set that leaves a type's entry empty (IQ4_NL on the sets with no kernel for it) runs the
+/// scalar kernels for it, by construction: `Kernels::of` hands out the type table's.
+#[test]
+fn empty_entries_run_the_scalar_kernels() {
+    for k in sets("empty_entries_run_the_scalar_kernels") {
+        let mut scalar = Vec::new();
+        for t in &TYPES {
+            match k.types[t.ty.index()] {
+                None => {
+                    assert_eq!(dot_addr(k.of(t.ty)), dot_addr(t.kernels), "{}", t.name);
+                    scalar.push(t.name);
+                }
+                Some(own) => assert_eq!(dot_addr(k.of(t.ty)), dot_addr(own), "{}", t.name),
+            }
+        }
+        std::println!("{}: the scalar kernels for {scalar:?}", k.name);
+    }
+}
 
 mod float;
 mod rows;

@@ -57,40 +57,29 @@ fn f32_f32(w: &[u8], x: &[f32]) -> f32 {
     (acc[0] + acc[1]) + (acc[2] + acc[3])
 }
 
+/// F16 weights · f16 activations, or with `BF` BF16 · bf16: eight elements a step into four
+/// lanes (lane `i` is the scalar code's `acc[i & 3]`), the tail in the scalar code's order.
 #[target_feature(enable = "neon")]
-fn f16_f16(w: &[u8], x: &[u16]) -> f32 {
-    let n = (w.len() / 2).min(x.len());
-    let (pw, px) = (w.as_ptr(), x.as_ptr());
-    let mut acc = vdupq_n_f32(0.0);
-    let mut i = 0;
-    while i + 8 <= n {
-        // SAFETY: elements i..i + 8 lie in both `w` (2 bytes each) and `x` (i + 8 ≤ n).
-        let (wv, xv) = unsafe {
-            (
-                vreinterpretq_u16_u8(ld_u8(pw.add(2 * i))),
-                vld1q_u16(px.add(i)),
-            )
-        };
-        acc = vaddq_f32(acc, vmulq_f32(f16x8_low_to_f32(wv), f16x8_low_to_f32(xv)));
-        acc = vaddq_f32(acc, vmulq_f32(f16x8_high_to_f32(wv), f16x8_high_to_f32(xv)));
-        i += 8;
-    }
-    let mut acc = lanes(acc);
-    for j in i..n {
-        acc[j & 3] += h(u16::from_le_bytes([w[2 * j], w[2 * j + 1]])) * h(x[j]);
-    }
-    (acc[0] + acc[1]) + (acc[2] + acc[3])
-}
-
-#[target_feature(enable = "neon")]
-fn bf16_bf16(w: &[u8], x: &[u16]) -> f32 {
+fn half_half<const BF: bool>(w: &[u8], x: &[u16]) -> f32 {
     let n = (w.len() / 2).min(x.len());
     let (pw, px) = (w.as_ptr(), x.as_ptr());
     let mut acc = vdupq_n_f32(0.0);
     let mut i = 0;
     // bf16 → f32 is the 16 bits moved up (exact; `half` does the same for every non-NaN value).
-    let lo = |v: uint16x8_t| vreinterpretq_f32_u32(vshll_n_u16::<16>(vget_low_u16(v)));
-    let hi = |v: uint16x8_t| vreinterpretq_f32_u32(vshll_high_n_u16::<16>(v));
+    let lo = |v: uint16x8_t| {
+        if BF {
+            vreinterpretq_f32_u32(vshll_n_u16::<16>(vget_low_u16(v)))
+        } else {
+            f16x8_low_to_f32(v)
+        }
+    };
+    let hi = |v: uint16x8_t| {
+        if BF {
+            vreinterpretq_f32_u32(vshll_high_n_u16::<16>(v))
+        } else {
+            f16x8_high_to_f32(v)
+        }
+    };
     while i + 8 <= n {
         // SAFETY: elements i..i + 8 lie in both `w` (2 bytes each) and `x` (i + 8 ≤ n).
         let (wv, xv) = unsafe {
@@ -105,8 +94,8 @@ fn bf16_bf16(w: &[u8], x: &[u16]) -> f32 {
     }
     let mut acc = lanes(acc);
     for j in i..n {
-        let a = bf16::from_bits(u16::from_le_bytes([w[2 * j], w[2 * j + 1]])).to_f32();
-        acc[j & 3] += a * bf16::from_bits(x[j]).to_f32();
+        let one = Half::<BF>::one;
+        acc[j & 3] += one(u16::from_le_bytes([w[2 * j], w[2 * j + 1]])) * one(x[j]);
     }
     (acc[0] + acc[1]) + (acc[2] + acc[3])
 }
@@ -191,55 +180,38 @@ fn dot_qk4(q: &[f32], k: [&[u16]; 4]) -> [f32; 4] {
     core::array::from_fn(|j| qk_finish(a[j], b[j], &q[i..], &k[j][i..]))
 }
 
-/// `out = out · r + v` elementwise (`v` as f16 bits), as the scalar rescale step.
+/// `out = out · x + v` (`RESCALE`: the scalar rescale step) or `out = out + x · v` (the
+/// scalar accumulate step) elementwise, `v` as f16 bits.
 #[target_feature(enable = "neon")]
 #[inline]
-fn rescale_add(out: &mut [f32], r: f32, v: &[u16]) {
+fn update<const RESCALE: bool>(out: &mut [f32], x: f32, v: &[u16]) {
     let n = out.len().min(v.len());
     let (po, pv) = (out.as_mut_ptr(), v.as_ptr());
+    let step = |o: float32x4_t, v: float32x4_t| {
+        if RESCALE {
+            vaddq_f32(vmulq_n_f32(o, x), v)
+        } else {
+            vaddq_f32(o, vmulq_n_f32(v, x))
+        }
+    };
     let mut i = 0;
     while i + 8 <= n {
         // SAFETY: elements i..i + 8 lie in both slices (i + 8 ≤ n); `out` is borrowed mutably.
         unsafe {
             let vv = vld1q_u16(pv.add(i));
-            let o0 = vaddq_f32(vmulq_n_f32(vld1q_f32(po.add(i)), r), f16x8_low_to_f32(vv));
-            let o1 = vaddq_f32(
-                vmulq_n_f32(vld1q_f32(po.add(i + 4)), r),
-                f16x8_high_to_f32(vv),
-            );
+            let o0 = step(vld1q_f32(po.add(i)), f16x8_low_to_f32(vv));
+            let o1 = step(vld1q_f32(po.add(i + 4)), f16x8_high_to_f32(vv));
             vst1q_f32(po.add(i), o0);
             vst1q_f32(po.add(i + 4), o1);
         }
         i += 8;
     }
     for j in i..n {
-        out[j] = out[j] * r + h(v[j]);
-    }
-}
-
-/// `out = out + w · v` elementwise (`v` as f16 bits), as the scalar accumulate step.
-#[target_feature(enable = "neon")]
-#[inline]
-fn add_scaled(out: &mut [f32], w: f32, v: &[u16]) {
-    let n = out.len().min(v.len());
-    let (po, pv) = (out.as_mut_ptr(), v.as_ptr());
-    let mut i = 0;
-    while i + 8 <= n {
-        // SAFETY: elements i..i + 8 lie in both slices (i + 8 ≤ n); `out` is borrowed mutably.
-        unsafe {
-            let vv = vld1q_u16(pv.add(i));
-            let o0 = vaddq_f32(vld1q_f32(po.add(i)), vmulq_n_f32(f16x8_low_to_f32(vv), w));
-            let o1 = vaddq_f32(
-                vld1q_f32(po.add(i + 4)),
-                vmulq_n_f32(f16x8_high_to_f32(vv), w),
-            );
-            vst1q_f32(po.add(i), o0);
-            vst1q_f32(po.add(i + 4), o1);
-        }
-        i += 8;
-    }
-    for j in i..n {
-        out[j] += w * h(v[j]);
+        out[j] = if RESCALE {
+            out[j] * x + h(v[j])
+        } else {
+            out[j] + x * h(v[j])
+        };
     }
 }
 
@@ -324,9 +296,9 @@ fn attend(out: &mut [f32], q: &[f32], head: &crate::ops::Head<'_>) {
         } else {
             for j in 0..c {
                 if rises[j] {
-                    rescale_add(out, f[j], v[j]);
+                    update::<true>(out, f[j], v[j]);
                 } else {
-                    add_scaled(out, f[j], v[j]);
+                    update::<false>(out, f[j], v[j]);
                 }
             }
         }
@@ -349,13 +321,13 @@ pub fn vec_dot_f32_f32(w: &[u8], x: &[f32]) -> f32 {
 /// F16 weights · f16 activations (twin of `scalar::vec_dot_f16_f16`).
 pub fn vec_dot_f16_f16(w: &[u8], x: &[u16]) -> f32 {
     // SAFETY: NEON is part of every aarch64 target this module is built for.
-    unsafe { f16_f16(w, x) }
+    unsafe { half_half::<false>(w, x) }
 }
 
 /// BF16 weights · bf16 activations (twin of `scalar::vec_dot_bf16_bf16`).
 pub fn vec_dot_bf16_bf16(w: &[u8], x: &[u16]) -> f32 {
     // SAFETY: NEON is part of every aarch64 target this module is built for.
-    unsafe { bf16_bf16(w, x) }
+    unsafe { half_half::<true>(w, x) }
 }
 
 /// `q · k` with eight partial sums (twin of [`crate::ops::dot_f32_f16`]).
@@ -469,49 +441,48 @@ impl FloatEl for F32 {
     }
 }
 
-struct F16;
-impl FloatEl for F16 {
+/// F16 elements, or with `BF` BF16 ones: two bytes each, converted to f32 exactly.
+struct Half<const BF: bool>;
+impl<const BF: bool> Half<BF> {
+    #[inline(always)]
+    fn four(v: uint16x4_t) -> float32x4_t {
+        if BF {
+            bf16x4(v)
+        } else {
+            f16x4_to_f32(v)
+        }
+    }
+    #[inline(always)]
+    fn one(v: u16) -> f32 {
+        if BF {
+            bf16::from_bits(v).to_f32()
+        } else {
+            h(v)
+        }
+    }
+}
+impl<const BF: bool> FloatEl for Half<BF> {
     type A = u16;
     const SIZE: usize = 2;
     #[inline(always)]
     fn w4(w: &[u8], i: usize) -> float32x4_t {
-        f16x4_to_f32(ld8(w, 2 * i))
+        Self::four(ld8(w, 2 * i))
     }
     #[inline(always)]
     fn a4(a: &[u16], i: usize) -> float32x4_t {
-        f16x4_to_f32(ld4_u16(a, i))
+        Self::four(ld4_u16(a, i))
     }
     #[inline(always)]
     fn w1(w: &[u8], i: usize) -> f32 {
-        h(u16::from_le_bytes([w[2 * i], w[2 * i + 1]]))
+        Self::one(u16::from_le_bytes([w[2 * i], w[2 * i + 1]]))
     }
     #[inline(always)]
     fn a1(a: u16) -> f32 {
-        h(a)
+        Self::one(a)
     }
 }
-
-struct Bf16;
-impl FloatEl for Bf16 {
-    type A = u16;
-    const SIZE: usize = 2;
-    #[inline(always)]
-    fn w4(w: &[u8], i: usize) -> float32x4_t {
-        bf16x4(ld8(w, 2 * i))
-    }
-    #[inline(always)]
-    fn a4(a: &[u16], i: usize) -> float32x4_t {
-        bf16x4(ld4_u16(a, i))
-    }
-    #[inline(always)]
-    fn w1(w: &[u8], i: usize) -> f32 {
-        bf16::from_bits(u16::from_le_bytes([w[2 * i], w[2 * i + 1]])).to_f32()
-    }
-    #[inline(always)]
-    fn a1(a: u16) -> f32 {
-        bf16::from_bits(a).to_f32()
-    }
-}
+type F16 = Half<false>;
+type Bf16 = Half<true>;
 
 /// `v` plus, lane by lane and in order, the products of the converted weights `wf` with the
 /// activations `xs` (at most `CHUNK`); a whole chunk as a loop of constant length (unrolled, `wf`

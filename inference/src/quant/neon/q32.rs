@@ -1,7 +1,7 @@
-//! 32-wide weight formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) · Q8_0 / Q8_1 activations.
+//! 32-wide weight formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) · Q8_0 / Q8_1 activations.
 //!
 //! Per block the scalar twin computes an exact integer `sumi`, then, in this order,
-//! Q4_0, Q8_0: `sumf += sumi as f32 * (d * y.d)`; Q5_0: `sumf += (d * y.d) * sumi as f32` (the same
+//! Q4_0, Q8_0, IQ4_NL: `sumf += sumi as f32 * (d * y.d)`; Q5_0: `sumf += (d * y.d) * sumi as f32` (the same
 //! bits: IEEE multiplication commutes); Q4_1, Q5_1: `sumf += (d * y.d) * sumi as f32 + m * y.s`.
 //! The one-row kernels take two blocks per step (two integer sums reduced together, the scales of
 //! both blocks converted and multiplied together) and add the two block results to `sumf` in order.
@@ -13,6 +13,7 @@ use super::{
     ld_i8, ld_u8, nibbles, rd_u16, rd_u32, sum1, sums2, sums4, sums4_lanes,
 };
 use crate::quant::act::{Act32 as Act, BlockQ8_0, BlockQ8_1};
+use crate::quant::scalar::IQ4_NL_VALUES;
 use core::arch::aarch64::*;
 
 /// A 32-element weight block format.
@@ -58,17 +59,23 @@ fn q5_high_mask(qh: u32) -> [uint8x16_t; 2] {
     }
 }
 
-/// Q4_0: `d` (f16), 16 bytes of nibbles; weight = nibble - 8.
-struct Q4_0;
-impl Fmt for Q4_0 {
+/// The formats of `d` (f16) and 16 bytes of nibbles: Q4_0 (weight = nibble - 8) and, with
+/// `NL`, IQ4_NL (weight = `IQ4_NL_VALUES[nibble]`, a TBL lookup).
+struct Nib4<const NL: bool>;
+impl<const NL: bool> Fmt for Nib4<NL> {
     const BYTES: usize = 18;
-    const MAXW: i32 = 8;
+    const MAXW: i32 = if NL { 127 } else { 8 };
     const MIN: bool = false;
     #[inline(always)]
     unsafe fn decode(p: *const u8) -> [int8x16_t; 2] {
-        // SAFETY: bytes 2..18 of the block are readable (caller); NEON is baseline.
+        // SAFETY: bytes 2..18 of the block are readable (caller), the table holds 16 bytes; NEON
+        // is baseline.
         unsafe {
             let [lo, hi] = nibbles(ld_u8(p.add(2)));
+            if NL {
+                let values = ld_i8(IQ4_NL_VALUES.as_ptr());
+                return [vqtbl1q_s8(values, lo), vqtbl1q_s8(values, hi)];
+            }
             let e = vdupq_n_s8(8);
             [
                 vsubq_s8(vreinterpretq_s8_u8(lo), e),
@@ -77,6 +84,8 @@ impl Fmt for Q4_0 {
         }
     }
 }
+type Q4_0 = Nib4<false>;
+type Iq4Nl = Nib4<true>;
 
 /// Q4_1: `d`, `m` (f16), 16 bytes of nibbles; weight = nibble.
 struct Q4_1;
@@ -419,4 +428,9 @@ entries!(
     /// Q8_0 weights · Q8_0 activations (twin of `scalar::vec_dot_q8_0_q8_0`).
     vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_dp, vec_dot_q8_0_q8_0_x4, vec_dot_q8_0_q8_0_x4_dp, mat_q8_0_q8_0, mat_q8_0_q8_0_dp,
     Q8_0, BlockQ8_0
+);
+entries!(
+    /// IQ4_NL weights · Q8_0 activations (twin of `scalar::vec_dot_iq4_nl_q8_0`).
+    vec_dot_iq4_nl_q8_0, vec_dot_iq4_nl_q8_0_dp, vec_dot_iq4_nl_q8_0_x4, vec_dot_iq4_nl_q8_0_x4_dp, mat_iq4_nl_q8_0, mat_iq4_nl_q8_0_dp,
+    Iq4Nl, BlockQ8_0
 );

@@ -100,17 +100,31 @@ fn load32(xb: &[f32]) -> ([float32x4_t; 8], f32) {
 #[inline]
 fn q8_0<const HW: bool>(x: &[f32], out: &mut [BlockQ8_0]) {
     for (xb, y) in x.chunks_exact(QK32).zip(out.iter_mut()) {
-        let (v, amax) = load32(xb);
-        let d = amax / 127.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        y.d = f16_round(d, HW);
-        let q = [round16(&v[..4], id), round16(&v[4..], id)];
-        // SAFETY: `qs` holds 32 bytes.
-        unsafe {
-            vst1q_s8(y.qs.as_mut_ptr(), q[0]);
-            vst1q_s8(y.qs.as_mut_ptr().add(16), q[1]);
-        }
+        block32::<HW>(xb, &mut y.d, &mut y.qs);
     }
+}
+
+/// One block of 32 values: `d` (rounded through f16) and `qs` written; returns the unrounded
+/// scale and the two vectors of quantized values.
+#[inline(always)]
+fn block32<const HW: bool>(
+    xb: &[f32],
+    d_out: &mut f32,
+    qs: &mut [i8; QK32],
+) -> (f32, [int8x16_t; 2]) {
+    // SAFETY: NEON is baseline on every aarch64 target this module is built for.
+    let (v, amax) = unsafe { load32(xb) };
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    *d_out = f16_round(d, HW);
+    // SAFETY: as above.
+    let q = unsafe { [round16(&v[..4], id), round16(&v[4..], id)] };
+    // SAFETY: `qs` holds 32 bytes.
+    unsafe {
+        vst1q_s8(qs.as_mut_ptr(), q[0]);
+        vst1q_s8(qs.as_mut_ptr().add(16), q[1]);
+    }
+    (d, q)
 }
 
 /// Q8_1 blocks (`HW` as in [`q8_0`]).
@@ -118,16 +132,7 @@ fn q8_0<const HW: bool>(x: &[f32], out: &mut [BlockQ8_0]) {
 #[inline]
 fn q8_1<const HW: bool>(x: &[f32], out: &mut [BlockQ8_1]) {
     for (xb, y) in x.chunks_exact(QK32).zip(out.iter_mut()) {
-        let (v, amax) = load32(xb);
-        let d = amax / 127.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        y.d = f16_round(d, HW);
-        let q = [round16(&v[..4], id), round16(&v[4..], id)];
-        // SAFETY: `qs` holds 32 bytes.
-        unsafe {
-            vst1q_s8(y.qs.as_mut_ptr(), q[0]);
-            vst1q_s8(y.qs.as_mut_ptr().add(16), q[1]);
-        }
+        let (d, q) = block32::<HW>(xb, &mut y.d, &mut y.qs);
         // Sixteen int8 fit an i16 sum.
         let sum = vaddlvq_s8(q[0]) as i32 + vaddlvq_s8(q[1]) as i32;
         y.s = f16_round(sum as f32 * d, HW);

@@ -1,6 +1,6 @@
 //! What is specific to the AArch32 NEON set: NEON detection (MVFR1, AT_HWCAP, FPSCR) and the
-//! choice of kernel set, and every f16 scale through VCVTB. Every NEON kernel against its scalar
-//! twin is checked by the shared harness (`quant::kernel_tests`). Run under qemu-user:
+//! choice of kernel set. Every NEON kernel against its scalar twin, and every f16 scale through
+//! VCVTB, is checked by the shared harness (`quant::kernel_tests`). Run under qemu-user:
 //!
 //! ```text
 //! QEMU_CPU=cortex-a7 cargo test --release -p inference --target armv7-unknown-linux-gnueabihf
@@ -12,8 +12,7 @@
 extern crate std;
 
 use super::*;
-use crate::quant::act::{BlockQ8_0, BlockQ8_1};
-use crate::quant::scalar;
+use crate::quant::act::BlockQ8_0;
 use alloc::vec::Vec;
 
 /// `AT_HWCAP` of this process (a 32-bit word on 32-bit Arm).
@@ -54,32 +53,12 @@ fn id_registers_decide_neon() {
 
 #[test]
 fn kernel_set_follows_neon() {
-    use crate::quant::Features;
-    let on = |neon| Features {
+    let on = |neon| crate::quant::Features {
         neon,
         ..Default::default()
     };
-    assert_eq!(Kernels::best_on(&on(false)).name, "scalar");
-    let names = |f| {
-        Kernels::available_on(&f)
-            .map(|k| k.name)
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(names(on(false)), ["scalar"]);
-    if fpscr_is_ieee(read_fpscr()) {
-        assert_eq!(Kernels::best_on(&on(true)).name, "neon");
-        assert_eq!(names(on(true)), ["scalar", "neon"]);
-    }
     let neon = record_neon();
-    let names: Vec<&str> = Kernels::available().map(|k| k.name).collect();
-    if neon {
-        assert_eq!(Kernels::best().name, "neon");
-        assert_eq!(names, ["scalar", "neon"]);
-    } else {
-        assert_eq!(Kernels::best().name, "scalar");
-        assert_eq!(names, ["scalar"]);
-        assert!(Kernels::by_name("neon").is_none());
-    }
+    crate::quant::testgen::check_set_choice("neon", on, fpscr_is_ieee(read_fpscr()), neon);
     std::println!(
         "kernel_set_follows_neon: AT_HWCAP {:#x}, FPSCR {:#x}: best = {}",
         hwcap(),
@@ -106,40 +85,4 @@ fn neon_set_runs_under_qemu() {
         "the AArch32 set, not a scalar one"
     );
     std::println!("neon_set_runs_under_qemu: the AArch32 NEON set is available and tested");
-}
-
-/// Every f16 value converts as `half` converts it (VCVTB and VCVTT): one block per f16 bit pattern
-/// as `d` (and as `m`), with a single product 1 and y.d = 1 (y.s = 1), gives `d` (and `d + m`).
-/// NaN included: VFP keeps a quiet NaN's payload as `half` does.
-#[test]
-fn f16_scales_convert_exactly() {
-    if !record_neon() {
-        std::println!("f16_scales_convert_exactly: skipped, this core has no NEON");
-        return;
-    }
-    let mut w = [0u8; 34];
-    w[2] = 1;
-    let mut y = BlockQ8_0 {
-        d: 1.0,
-        qs: [0; 32],
-    };
-    y.qs[0] = 1;
-    let mut w1 = [0u8; 20];
-    w1[4] = 1;
-    let y1 = BlockQ8_1 {
-        d: 1.0,
-        s: 1.0,
-        qs: y.qs,
-    };
-    for h in 0..=u16::MAX {
-        w[..2].copy_from_slice(&h.to_le_bytes());
-        let got = vec_dot_q8_0_q8_0(&w, core::slice::from_ref(&y));
-        let want = scalar::vec_dot_q8_0_q8_0(&w, core::slice::from_ref(&y));
-        assert_eq!(got.to_bits(), want.to_bits(), "f16 {h:#06x} as d");
-        w1[..2].copy_from_slice(&0x3c00u16.to_le_bytes());
-        w1[2..4].copy_from_slice(&h.to_le_bytes());
-        let got = vec_dot_q4_1_q8_1(&w1, core::slice::from_ref(&y1));
-        let want = scalar::vec_dot_q4_1_q8_1(&w1, core::slice::from_ref(&y1));
-        assert_eq!(got.to_bits(), want.to_bits(), "f16 {h:#06x} as m");
-    }
 }

@@ -1,5 +1,5 @@
-//! What is specific to RVV: V detection (the ISA string, AT_HWCAP) and the choice of kernel set,
-//! and every f16 scale through the vector conversion. Every RVV kernel against its scalar twin is
+//! What is specific to RVV: V detection (the ISA string, AT_HWCAP) and the choice of kernel set.
+//! Every RVV kernel against its scalar twin, and every f16 scale through the vector conversion, is
 //! checked by the shared harness (`quant::kernel_tests`). Run under qemu-user at several vector
 //! lengths:
 //!
@@ -18,8 +18,6 @@
 extern crate std;
 
 use super::*;
-use crate::quant::act::BlockQ8_0;
-use crate::quant::scalar;
 use alloc::vec::Vec;
 
 use crate::quant::testgen::at_hwcap as hwcap;
@@ -45,35 +43,6 @@ fn vlen() -> usize {
             b = out(reg) b, options(nomem, nostack));
     }
     b * 8
-}
-
-/// Every f16 value converts as `half` converts it (the scales of every 32-wide kernel and the f16
-/// dot product go through the same conversion): one Q8_0 block per f16 bit pattern, with sumi = 1
-/// and y.d = 1, gives `d` itself.
-#[test]
-fn f16_scales_convert_exactly() {
-    if !record_v() {
-        std::println!("f16_scales_convert_exactly: skipped, this hart has no V extension");
-        return;
-    }
-    let mut w = [0u8; 34];
-    w[2] = 1;
-    let mut y = BlockQ8_0 {
-        d: 1.0,
-        qs: [0; 32],
-    };
-    y.qs[0] = 1;
-    for h in 0..=u16::MAX {
-        w[..2].copy_from_slice(&h.to_le_bytes());
-        let got = vec_dot_q8_0_q8_0(&w, core::slice::from_ref(&y));
-        let want = scalar::vec_dot_q8_0_q8_0(&w, core::slice::from_ref(&y));
-        // NaN included: RISC-V arithmetic returns the canonical NaN, in scalar and vector code.
-        assert_eq!(
-            got.to_bits(),
-            want.to_bits(),
-            "f16 {h:#06x}: RVV {got:e} != scalar {want:e}"
-        );
-    }
 }
 
 #[test]
@@ -107,38 +76,16 @@ fn isa_string_decides_v() {
 
 #[test]
 fn kernel_set_follows_v() {
-    // The decision as a function of the answer.
-    use crate::quant::Features;
-    let on = |rvv| Features {
+    // The decision as a function of the answer, and on this hart: what AT_HWCAP says (every
+    // test records the same answer, so no test races another), and what qemu-user's CPU model
+    // has.
+    let on = |rvv| crate::quant::Features {
         rvv,
         ..Default::default()
     };
-    assert_eq!(Kernels::best_on(&on(false)).name, "scalar");
-    assert_eq!(Kernels::best_on(&on(true)).name, "rvv");
-    let names = |f| {
-        Kernels::available_on(&f)
-            .map(|k| k.name)
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(names(on(false)), ["scalar"]);
-    assert_eq!(names(on(true)), ["scalar", "rvv"]);
-
-    // This hart: what AT_HWCAP says (every test records the same answer, so no test races
-    // another), and what qemu-user's CPU model has.
     let v = record_v();
     assert_eq!(crate::quant::features().rvv, v);
-    let best = Kernels::best();
-    let names: Vec<&str> = Kernels::available().map(|k| k.name).collect();
-    if v {
-        assert_eq!(best.name, "rvv");
-        assert_eq!(names, ["scalar", "rvv"]);
-        assert!(Kernels::by_name("rvv").is_some());
-    } else {
-        assert_eq!(best.name, "scalar");
-        assert_eq!(names, ["scalar"]);
-        assert!(Kernels::by_name("rvv").is_none());
-    }
-    assert!(Kernels::by_name("scalar").is_some());
+    crate::quant::testgen::check_set_choice("rvv", on, true, v);
     match std::env::var("QEMU_CPU") {
         Ok(cpu) if cpu.contains("v=true") => assert!(v, "QEMU_CPU={cpu} but AT_HWCAP has no V"),
         Ok(cpu) if cpu.contains("v=false") => assert!(!v, "QEMU_CPU={cpu} but AT_HWCAP has V"),
