@@ -153,6 +153,6 @@ pub fn read_row_f32<S: Storage + ?Sized>(
     }
     let buf = &mut scratch[..rb];
     src.read_at(w.offset + row as u64 * rb as u64, buf)?;
-    crate::quant::scalar::dequantize_row(w.ty, buf, out);
+    crate::quant::dequantize_row(w.ty, buf, out);
     Ok(())
 }

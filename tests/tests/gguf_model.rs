@@ -4,7 +4,7 @@
 mod common;
 
 use inference::matvec::{matvec, read_row_f32};
-use inference::quant::scalar;
+use inference::quant;
 use inference::storage::FileStorage;
 use inference::{ActBuf, GgmlType, Gguf, Kernels, SliceStorage, Storage, StorageError};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -209,7 +209,7 @@ fn matvec_over_storage_matches_in_memory_and_reference() {
         let mut row = vec![0f32; n];
         for r in 0..rows {
             let off = w.offset as usize + r * rb;
-            scalar::dequantize_row(w.ty, &whole[off..off + rb], &mut row);
+            quant::dequantize_row(w.ty, &whole[off..off + rb], &mut row);
             let exact: f64 = row.iter().zip(&x).map(|(&a, &b)| a as f64 * b as f64).sum();
             let mag: f64 = row
                 .iter()
@@ -255,7 +255,7 @@ fn embedding_row_lookup_reads_one_row() {
     let whole = std::fs::read(&path).unwrap();
     let off = (emb.offset + 9690 * emb.row_bytes()) as usize;
     let mut want = vec![0f32; 576];
-    scalar::dequantize_row(
+    quant::dequantize_row(
         emb.ty,
         &whole[off..off + emb.row_bytes() as usize],
         &mut want,

@@ -4,7 +4,7 @@
 
 mod common;
 
-use inference::quant::scalar;
+use inference::quant;
 use inference::{ActBuf, GgmlType, Kernels};
 
 use common::QUANT_FIXTURES as TYPES;
@@ -65,7 +65,7 @@ fn dequantize_matches_reference_for_all_types() {
         let mut out = vec![0f32; fx.n];
         let (mut exact, mut worst) = (0usize, 0f64);
         for r in 0..fx.rows {
-            scalar::dequantize_row(ty, &fx.w[r * rb..(r + 1) * rb], &mut out);
+            quant::dequantize_row(ty, &fx.w[r * rb..(r + 1) * rb], &mut out);
             for (i, (&a, &b)) in out
                 .iter()
                 .zip(&fx.w_ref[r * fx.n..(r + 1) * fx.n])
@@ -136,7 +136,7 @@ fn float_activation_dot_products_match_reference() {
         let fx = load(&name, ty);
         let rb = fx.w.len() / fx.rows;
         for r in 0..fx.rows {
-            let got = scalar::vec_dot_f32_ref(ty, &fx.w[r * rb..(r + 1) * rb], &fx.x) as f64;
+            let got = quant::vec_dot_f32_ref(ty, &fx.w[r * rb..(r + 1) * rb], &fx.x) as f64;
             let want = fx.dot_ref[r] as f64;
             let mag = scale(&fx.w_ref[r * fx.n..(r + 1) * fx.n], &fx.x);
             let rel = (got - want).abs() / mag;
@@ -311,7 +311,7 @@ fn iq4_nl_tensor_dequantizes_to_known_values() {
     assert_eq!(t.size as usize, rows * n / 32 * 18);
     let w = &file[t.offset as usize..(t.offset + t.size) as usize];
     let mut got = vec![0f32; rows * n];
-    scalar::dequantize_row(t.ty, w, &mut got);
+    quant::dequantize_row(t.ty, w, &mut got);
     assert_eq!(got, want);
 
     let x: Vec<f32> = (0..n)

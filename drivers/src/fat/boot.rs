@@ -134,102 +134,122 @@ pub(super) fn mount<D: BlockDevice>(dev: &mut D) -> Result<Volume, FatError<D::E
     )?)
 }
 
-/// Validate the boot sector at `lba` (a partition's first block, or 0) and compute the layout.
-fn parse_boot_sector(
-    s: &[u8; BLOCK_SIZE],
-    lba: u64,
-    partition: Option<Partition>,
-    device_blocks: u64,
-) -> Result<Volume, FormatError> {
-    let bad = |field: &'static str, value: u64, expected: &'static str| FormatError::BadField {
+/// A field of the boot sector at `lba` that holds `value` where `expected` was wanted.
+fn bad(lba: u64, field: &'static str, value: u64, expected: &'static str) -> FormatError {
+    FormatError::BadField {
         lba,
         field,
         value,
         expected,
-    };
-    check_signature(s, lba)?;
+    }
+}
 
-    let bytes_per_sector = u16_at(s, 0x0B);
-    if !matches!(bytes_per_sector, 512 | 1024 | 2048 | 4096) {
-        return Err(bad(
-            "BPB_BytsPerSec",
-            bytes_per_sector.into(),
-            "512, 1024, 2048 or 4096",
-        ));
-    }
-    let sectors_per_cluster = s[0x0D];
-    if !sectors_per_cluster.is_power_of_two() {
-        return Err(bad(
-            "BPB_SecPerClus",
-            sectors_per_cluster.into(),
-            "a power of two from 1 to 128",
-        ));
-    }
-    let reserved = u16_at(s, 0x0E);
-    if reserved == 0 {
-        return Err(bad("BPB_RsvdSecCnt", 0, "at least 1"));
-    }
-    let num_fats = s[0x10];
-    if num_fats == 0 {
-        return Err(bad("BPB_NumFATs", 0, "at least 1"));
-    }
-    let root_entries = u16_at(s, 0x11);
-    let fat_size16 = u16_at(s, 0x16);
-    if fat_size16 != 0 || root_entries != 0 {
-        return Err(FormatError::NotFat32 {
-            lba,
-            fat_size16,
-            root_entries,
-        });
-    }
-    let fat_size = u32_at(s, 0x24);
-    if fat_size == 0 {
-        return Err(bad("BPB_FATSz32", 0, "at least 1"));
-    }
-    let total16 = u16_at(s, 0x13);
-    let total_sectors = if total16 != 0 {
-        u32::from(total16)
-    } else {
-        u32_at(s, 0x20)
-    };
-    let total_field = if total16 != 0 {
-        "BPB_TotSec16"
-    } else {
-        "BPB_TotSec32"
-    };
-    let data_start = u64::from(reserved) + u64::from(num_fats) * u64::from(fat_size);
-    if u64::from(total_sectors) <= data_start {
-        return Err(bad(
+/// The BIOS parameter block's sizes, each checked on its own.
+struct Bpb {
+    bytes_per_sector: u16,
+    sectors_per_cluster: u8,
+    reserved: u16,
+    num_fats: u8,
+    fat_size: u32,
+    total_sectors: u32,
+    /// The field `total_sectors` came from (BPB_TotSec16 or BPB_TotSec32).
+    total_field: &'static str,
+}
+
+impl Bpb {
+    /// The sizes of the boot sector `s` at `lba`: a FAT32 volume's, or what is wrong.
+    fn read(s: &[u8; BLOCK_SIZE], lba: u64) -> Result<Bpb, FormatError> {
+        let bytes_per_sector = u16_at(s, 0x0B);
+        if !matches!(bytes_per_sector, 512 | 1024 | 2048 | 4096) {
+            let v = bytes_per_sector.into();
+            return Err(bad(lba, "BPB_BytsPerSec", v, "512, 1024, 2048 or 4096"));
+        }
+        let sectors_per_cluster = s[0x0D];
+        if !sectors_per_cluster.is_power_of_two() {
+            let v = sectors_per_cluster.into();
+            return Err(bad(
+                lba,
+                "BPB_SecPerClus",
+                v,
+                "a power of two from 1 to 128",
+            ));
+        }
+        let reserved = u16_at(s, 0x0E);
+        if reserved == 0 {
+            return Err(bad(lba, "BPB_RsvdSecCnt", 0, "at least 1"));
+        }
+        let num_fats = s[0x10];
+        if num_fats == 0 {
+            return Err(bad(lba, "BPB_NumFATs", 0, "at least 1"));
+        }
+        let root_entries = u16_at(s, 0x11);
+        let fat_size16 = u16_at(s, 0x16);
+        if fat_size16 != 0 || root_entries != 0 {
+            return Err(FormatError::NotFat32 {
+                lba,
+                fat_size16,
+                root_entries,
+            });
+        }
+        let fat_size = u32_at(s, 0x24);
+        if fat_size == 0 {
+            return Err(bad(lba, "BPB_FATSz32", 0, "at least 1"));
+        }
+        let total16 = u16_at(s, 0x13);
+        let (total_sectors, total_field) = if total16 != 0 {
+            (u32::from(total16), "BPB_TotSec16")
+        } else {
+            (u32_at(s, 0x20), "BPB_TotSec32")
+        };
+        Ok(Bpb {
+            bytes_per_sector,
+            sectors_per_cluster,
+            reserved,
+            num_fats,
+            fat_size,
+            total_sectors,
             total_field,
-            total_sectors.into(),
-            "more than the reserved sectors plus the FATs",
-        ));
+        })
     }
-    let clusters64 = (u64::from(total_sectors) - data_start) / u64::from(sectors_per_cluster);
-    if clusters64 == 0 {
-        return Err(bad(
-            total_field,
-            total_sectors.into(),
-            "room for at least one cluster after the FATs",
-        ));
+
+    /// The first data sector and the cluster count, checked against the FAT's size.
+    fn clusters(&self, lba: u64) -> Result<(u64, u32), FormatError> {
+        let total = self.total_sectors;
+        let too_small = |expected| bad(lba, self.total_field, total.into(), expected);
+        let data_start =
+            u64::from(self.reserved) + u64::from(self.num_fats) * u64::from(self.fat_size);
+        if u64::from(total) <= data_start {
+            return Err(too_small("more than the reserved sectors plus the FATs"));
+        }
+        let clusters64 = (u64::from(total) - data_start) / u64::from(self.sectors_per_cluster);
+        if clusters64 == 0 {
+            return Err(too_small("room for at least one cluster after the FATs"));
+        }
+        if clusters64 > u64::from(MAX_CLUSTERS) {
+            return Err(too_small("at most 0x0ffffff5 clusters"));
+        }
+        let clusters = clusters64 as u32;
+        let fat_entries = u64::from(self.fat_size) * u64::from(self.bytes_per_sector) / 4;
+        if fat_entries < clusters64 + 2 {
+            return Err(FormatError::FatTooSmall {
+                lba,
+                fat_sectors: self.fat_size,
+                bytes_per_sector: self.bytes_per_sector.into(),
+                clusters,
+            });
+        }
+        Ok((data_start, clusters))
     }
-    if clusters64 > u64::from(MAX_CLUSTERS) {
-        return Err(bad(
-            total_field,
-            total_sectors.into(),
-            "at most 0x0ffffff5 clusters",
-        ));
-    }
-    let clusters = clusters64 as u32;
-    let fat_entries = u64::from(fat_size) * u64::from(bytes_per_sector) / 4;
-    if fat_entries < clusters64 + 2 {
-        return Err(FormatError::FatTooSmall {
-            lba,
-            fat_sectors: fat_size,
-            bytes_per_sector: bytes_per_sector.into(),
-            clusters,
-        });
-    }
+}
+
+/// The FAT32 fields of the boot sector `s` at `lba`: the active FAT and the root directory's
+/// cluster, checked (the version too).
+fn fat32_fields(
+    s: &[u8; BLOCK_SIZE],
+    lba: u64,
+    num_fats: u8,
+    clusters: u32,
+) -> Result<(u16, u32), FormatError> {
     let ext_flags = u16_at(s, 0x28);
     let active_fat = if ext_flags & 0x80 != 0 {
         ext_flags & 0x0F
@@ -237,28 +257,36 @@ fn parse_boot_sector(
         0
     };
     if active_fat >= u16::from(num_fats) {
-        return Err(bad(
-            "BPB_ExtFlags",
-            ext_flags.into(),
-            "an active FAT number below BPB_NumFATs",
-        ));
+        let expected = "an active FAT number below BPB_NumFATs";
+        return Err(bad(lba, "BPB_ExtFlags", ext_flags.into(), expected));
     }
     let version = u16_at(s, 0x2A);
     if version != 0 {
-        return Err(bad("BPB_FSVer", version.into(), "0 (version 0.0)"));
+        return Err(bad(lba, "BPB_FSVer", version.into(), "0 (version 0.0)"));
     }
     let root_cluster = u32_at(s, 0x2C);
     if root_cluster < 2 || root_cluster >= clusters + 2 {
-        return Err(bad(
-            "BPB_RootClus",
-            root_cluster.into(),
-            "a data cluster: at least 2 and below cluster count + 2",
-        ));
+        let expected = "a data cluster: at least 2 and below cluster count + 2";
+        return Err(bad(lba, "BPB_RootClus", root_cluster.into(), expected));
     }
+    Ok((active_fat, root_cluster))
+}
+
+/// Validate the boot sector at `lba` (a partition's first block, or 0) and compute the layout.
+fn parse_boot_sector(
+    s: &[u8; BLOCK_SIZE],
+    lba: u64,
+    partition: Option<Partition>,
+    device_blocks: u64,
+) -> Result<Volume, FormatError> {
+    check_signature(s, lba)?;
+    let bpb = Bpb::read(s, lba)?;
+    let (data_start, clusters) = bpb.clusters(lba)?;
+    let (active_fat, root_cluster) = fat32_fields(s, lba, bpb.num_fats, clusters)?;
 
     // Everything in 512-byte device blocks from here on.
-    let sector_blocks = u64::from(bytes_per_sector) / BLOCK_SIZE as u64;
-    let total_blocks = u64::from(total_sectors) * sector_blocks;
+    let sector_blocks = u64::from(bpb.bytes_per_sector) / BLOCK_SIZE as u64;
+    let total_blocks = u64::from(bpb.total_sectors) * sector_blocks;
     if lba + total_blocks > device_blocks {
         return Err(FormatError::VolumeOutOfDevice {
             lba,
@@ -275,16 +303,16 @@ fn parse_boot_sector(
             });
         }
     }
-    let fat_blocks = u64::from(fat_size) * sector_blocks;
+    let fat_blocks = u64::from(bpb.fat_size) * sector_blocks;
     Ok(Volume {
         partition,
         start_lba: lba,
         total_blocks,
-        bytes_per_sector: bytes_per_sector.into(),
-        cluster_blocks: u64::from(sectors_per_cluster) * sector_blocks,
-        fat_lba: lba + u64::from(reserved) * sector_blocks + u64::from(active_fat) * fat_blocks,
+        bytes_per_sector: bpb.bytes_per_sector.into(),
+        cluster_blocks: u64::from(bpb.sectors_per_cluster) * sector_blocks,
+        fat_lba: lba + u64::from(bpb.reserved) * sector_blocks + u64::from(active_fat) * fat_blocks,
         fat_blocks,
-        num_fats,
+        num_fats: bpb.num_fats,
         data_lba: lba + data_start * sector_blocks,
         clusters,
         root_cluster,

@@ -15,7 +15,7 @@ pub mod tree;
 use crate::fit::{self, TooLarge};
 use crate::gguf::{Gguf, GgufError, TensorInfo};
 use crate::matvec::MatvecError;
-use crate::quant::{scalar, GgmlType, KernelError};
+use crate::quant::{GgmlType, KernelError};
 use crate::storage::{Storage, StorageError};
 use alloc::string::String;
 use alloc::vec;
@@ -679,7 +679,7 @@ fn vector<S: Storage + ?Sized>(
     let mut bytes = vec![0u8; fit::fit(t.size, || alloc::format!("tensor {name:?}"))?];
     src.read_at(t.offset, &mut bytes)?;
     let mut out = vec![0f32; n];
-    scalar::dequantize_row(t.ty, &bytes, &mut out);
+    crate::quant::dequantize_row(t.ty, &bytes, &mut out);
     if let Some(index) = out.iter().position(|v| !v.is_finite()) {
         return Err(ModelError::NonFinite {
             tensor: name.into(),

@@ -5,7 +5,7 @@
 //! Rounding is to nearest, ties to even, as ggml's `nearest_int` and NEON's `vcvtnq_s32_f32` do,
 //! so every target quantizes identically.
 
-use super::types::{ActFormat, QK32, QK_K};
+use super::block::{ActFormat, QK32, QK_K};
 use crate::parallel::{par_chunks, Parallel, SingleThread, MAX_WORKERS};
 use alloc::vec::Vec;
 use half::{bf16, f16};

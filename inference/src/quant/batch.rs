@@ -18,7 +18,7 @@
 #![forbid(unsafe_code)]
 
 use super::act::{Act32, Acts, BlockQ8K};
-use super::types::{QK32, QK_K};
+use super::block::{QK32, QK_K};
 use half::{bf16, f16};
 
 /// Most columns one batched kernel call takes (the forward pass's batch is at most this).
@@ -370,7 +370,7 @@ impl KQuant for Q3K {
                 4
             }
         });
-        for (s, v) in x.sc.iter_mut().zip(super::scalar::q3k_scales(&b[96..108])) {
+        for (s, v) in x.sc.iter_mut().zip(q3k_scales(&b[96..108])) {
             *s = v as i32;
         }
         x
@@ -382,8 +382,8 @@ impl KQuant for Q3K {
 fn decode_q45k(b: &[u8], qh: Option<&[u8]>, qs: &[u8]) -> DecK {
     let mut x = DecK::new(f16_at(b, 0), f16_at(b, 2));
     for j in 0..4 {
-        let (s1, m1) = super::scalar::scale_min_k4(2 * j, &b[4..16]);
-        let (s2, m2) = super::scalar::scale_min_k4(2 * j + 1, &b[4..16]);
+        let (s1, m1) = scale_min_k4(2 * j, &b[4..16]);
+        let (s2, m2) = scale_min_k4(2 * j + 1, &b[4..16]);
         x.sc[4 * j..4 * j + 2].fill(s1 as i32);
         x.sc[4 * j + 2..4 * j + 4].fill(s2 as i32);
         x.mn[4 * j..4 * j + 2].fill(m1 as i32);
@@ -538,4 +538,29 @@ pub fn mat_bf16_bf16(w: &[u8], rb: usize, a: &[u16], cols: usize, out: &mut [f32
     mat_float(w, rb, a, cols, out, 2, bf16_of, |x| {
         bf16::from_bits(x).to_f32()
     });
+}
+
+/// The sixteen 6-bit scales of a Q3_K block, minus 32 (signed, -32..31).
+#[inline(always)]
+pub fn q3k_scales(s: &[u8]) -> [i8; 16] {
+    let mut out = [0i8; 16];
+    for j in 0..16 {
+        let low = if j < 8 { s[j] & 0x0f } else { s[j - 8] >> 4 };
+        let high = (s[8 + (j % 4)] >> (2 * (j / 4))) & 3;
+        out[j] = ((low | (high << 4)) as i8) - 32;
+    }
+    out
+}
+
+/// The 6-bit scale and min of sub-block `j` (0..8) of a Q4_K / Q5_K block (ggml's `get_scale_min_k4`).
+#[inline(always)]
+pub fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        (
+            (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        )
+    }
 }

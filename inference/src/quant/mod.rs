@@ -23,6 +23,8 @@ pub mod batch;
 #[cfg(test)]
 #[path = "kernel_tests/batch.rs"]
 mod batch_tests;
+mod block;
+mod entry;
 mod features;
 #[cfg(all(
     test,
@@ -51,7 +53,7 @@ pub mod types;
 
 pub use act::{ActBuf, ActLenError, Acts, BlockQ8K, BlockQ8_0, BlockQ8_1};
 pub use batch::{ActsBatch, Mat, MAX_BATCH};
-pub use types::{ActFormat, GgmlType, QK32, QK_K};
+pub use types::{dequantize_row, vec_dot_f32_ref, ActFormat, GgmlType, QK32, QK_K};
 
 use core::fmt;
 

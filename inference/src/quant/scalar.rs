@@ -14,6 +14,7 @@
 
 use super::act::{BlockQ8K, BlockQ8_0, BlockQ8_1};
 use super::batch::{self, mat, nibbles32, Dec32, KQuant, Nibbles, Pair, With, K, Q32};
+pub use super::batch::{q3k_scales, scale_min_k4};
 
 /// The 4- and 5-bit formats (`batch::Nibbles`: bytes, min, fifth bits, offset).
 pub(super) type Q4_0 = Nibbles<18, false, false, 8>;
@@ -51,7 +52,7 @@ fn dot<F: Pair>(w: &[u8], a: &[F::Act]) -> f32 {
     }
     sumf
 }
-use super::types::{GgmlType, QK32, QK_K};
+use super::block::{QK32, QK_K};
 use half::{bf16, f16};
 
 #[inline(always)]
@@ -64,39 +65,8 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
-/// The 6-bit scale and min of sub-block `j` (0..8) of a Q4_K / Q5_K block (ggml's `get_scale_min_k4`).
-#[inline(always)]
-pub fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
-    if j < 4 {
-        (q[j] & 63, q[j + 4] & 63)
-    } else {
-        (
-            (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4),
-            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
-        )
-    }
-}
-
-/// The sixteen 6-bit scales of a Q3_K block, minus 32 (signed, -32..31).
-#[inline(always)]
-pub fn q3k_scales(s: &[u8]) -> [i8; 16] {
-    let mut out = [0i8; 16];
-    for j in 0..16 {
-        let low = if j < 8 { s[j] & 0x0f } else { s[j - 8] >> 4 };
-        let high = (s[8 + (j % 4)] >> (2 * (j / 4))) & 3;
-        out[j] = ((low | (high << 4)) as i8) - 32;
-    }
-    out
-}
-
 // ---------------------------------------------------------------------------------------------
 // Dequantization: one block of bytes to floats.
-
-/// Dequantize a row of `ty` (`w` holds whole blocks) into `out` (as many values as `w` holds):
-/// the type's `dequantize` in [`super::types::TYPES`].
-pub fn dequantize_row(ty: GgmlType, w: &[u8], out: &mut [f32]) {
-    (ty.info().dequantize)(w, out)
-}
 
 /// Whole blocks of a 32-wide format, decoded as the batched kernels decode them: each value
 /// `q · d`, or `q · d + m` for the formats with a min.
@@ -155,21 +125,6 @@ pub fn dequantize_bf16(w: &[u8], out: &mut [f32]) {
 
 // ---------------------------------------------------------------------------------------------
 // Dot products against f32 activations (for checking: dequantize, multiply, sum in f64).
-
-/// `w · x` with the row dequantized to f32 and summed in f64; the exact-as-possible reference.
-pub fn vec_dot_f32_ref(ty: GgmlType, w: &[u8], x: &[f32]) -> f32 {
-    let be = ty.block_elems().max(32);
-    let bytes = ty.row_bytes(be as u64).unwrap_or(0) as usize;
-    let mut tmp = [0.0f32; QK_K];
-    let mut sum = 0.0f64;
-    for (b, xs) in w.chunks_exact(bytes.max(1)).zip(x.chunks_exact(be)) {
-        dequantize_row(ty, b, &mut tmp[..be]);
-        for (a, v) in tmp[..be].iter().zip(xs) {
-            sum += *a as f64 * *v as f64;
-        }
-    }
-    sum as f32
-}
 
 // ---------------------------------------------------------------------------------------------
 // Float-activation dot products for float weights (ggml's vec_dot_f32 / _f16 / _bf16).

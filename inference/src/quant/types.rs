@@ -3,14 +3,10 @@
 //! scalar kernels. Code that is not a kernel reaches a type through its row of [`TYPES`], never by
 //! its name.
 
-use super::table::{RowKernels as R, TypeKernels};
+pub use super::block::{ActFormat, QK32, QK_K};
+use super::entry::{RowKernels as R, TypeKernels};
 use super::{batch, scalar};
 use core::fmt;
-
-/// Elements per K-quant super-block.
-pub const QK_K: usize = 256;
-/// Elements per block of the 32-wide formats.
-pub const QK32: usize = 32;
 
 /// A tensor element type as stored in a GGUF file (the subset lmboot runs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -29,23 +25,6 @@ pub enum GgmlType {
     Q5K,
     Q6K,
     IQ4NL,
-}
-
-/// The format activations are quantized to before a dot product with a weight row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ActFormat {
-    /// Plain f32 (F32 weights).
-    F32,
-    /// f16 values (F16 weights), as ggml's `vec_dot_f16`.
-    F16,
-    /// bf16 values (BF16 weights), as ggml's `vec_dot_bf16`.
-    Bf16,
-    /// 32 int8 values with an f16 scale (Q4_0, Q5_0, Q8_0, IQ4_NL weights).
-    Q8_0,
-    /// 32 int8 values with an f16 scale and an f16 scaled sum (Q4_1, Q5_1 weights).
-    Q8_1,
-    /// 256 int8 values with an f32 scale and 16-element sums (K-quants).
-    Q8K,
 }
 
 /// Everything lmboot knows of a weight type: one row of [`TYPES`].
@@ -206,15 +185,25 @@ impl fmt::Display for GgmlType {
     }
 }
 
-impl ActFormat {
-    /// Elements per activation block.
-    pub fn block_elems(self) -> usize {
-        match self {
-            ActFormat::F32 | ActFormat::F16 | ActFormat::Bf16 => 1,
-            ActFormat::Q8_0 | ActFormat::Q8_1 => QK32,
-            ActFormat::Q8K => QK_K,
+/// Dequantize a row of `ty` (`w` holds whole blocks) into `out` (as many values as `w` holds):
+/// the type's `dequantize` in [`TYPES`].
+pub fn dequantize_row(ty: GgmlType, w: &[u8], out: &mut [f32]) {
+    (ty.info().dequantize)(w, out)
+}
+
+/// `w · x` with the row dequantized to f32 and summed in f64; the exact-as-possible reference.
+pub fn vec_dot_f32_ref(ty: GgmlType, w: &[u8], x: &[f32]) -> f32 {
+    let be = ty.block_elems().max(32);
+    let bytes = ty.row_bytes(be as u64).unwrap_or(0) as usize;
+    let mut tmp = [0.0f32; QK_K];
+    let mut sum = 0.0f64;
+    for (b, xs) in w.chunks_exact(bytes.max(1)).zip(x.chunks_exact(be)) {
+        dequantize_row(ty, b, &mut tmp[..be]);
+        for (a, v) in tmp[..be].iter().zip(xs) {
+            sum += *a as f64 * *v as f64;
         }
     }
+    sum as f32
 }
 
 #[cfg(test)]
