@@ -171,10 +171,24 @@ fn h(v: u16) -> f32 {
 /// `((acc0 + acc4) + (acc1 + acc5)) + ((acc2 + acc6) + (acc3 + acc7))`: a fixed order that SIMD
 /// twins (two 4-lane vectors, e.g. `quant::neon::dot_f32_f16`) reproduce bit for bit.
 pub fn dot_f32_f16(q: &[f32], k: &[u16]) -> f32 {
-    let mut acc = [0.0f32; 8];
+    dot_f32_f16_from([0.0; 8], q, k)
+}
+
+/// [`dot_f32_f16`] from eight partial sums `acc` already holding the first elements (a multiple
+/// of 8; the SIMD twins' vector part): the rest, `q` and `k`, go to their partial sums, then
+/// [`sum8`].
+#[inline(always)]
+pub fn dot_f32_f16_from(mut acc: [f32; 8], q: &[f32], k: &[u16]) -> f32 {
     for (i, (a, &b)) in q.iter().zip(k).enumerate() {
         acc[i & 7] += a * h(b);
     }
+    sum8(acc)
+}
+
+/// Eight partial sums combined as `((acc0 + acc4) + (acc1 + acc5)) + ((acc2 + acc6) + (acc3 +
+/// acc7))`, the order of [`dot_f32_f16`].
+#[inline(always)]
+pub fn sum8(acc: [f32; 8]) -> f32 {
     let c = [
         acc[0] + acc[4],
         acc[1] + acc[5],

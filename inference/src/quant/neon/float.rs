@@ -112,17 +112,7 @@ fn qk_finish(a: float32x4_t, b: float32x4_t, q: &[f32], k: &[u16]) -> f32 {
         return vpadds_f32(vget_low_f32(vpaddq_f32(c, c)));
     }
     let (a, b) = (lanes(a), lanes(b));
-    let mut acc = [a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]];
-    for (j, (x, &y)) in q.iter().zip(k).enumerate() {
-        acc[j & 7] += x * h(y);
-    }
-    let c = [
-        acc[0] + acc[4],
-        acc[1] + acc[5],
-        acc[2] + acc[6],
-        acc[3] + acc[7],
-    ];
-    (c[0] + c[1]) + (c[2] + c[3])
+    crate::ops::dot_f32_f16_from([a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]], q, k)
 }
 
 /// `q · k` (k as f16 bits) with the eight partial sums of [`crate::ops::dot_f32_f16`].

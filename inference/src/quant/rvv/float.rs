@@ -250,13 +250,7 @@ pub fn dot_f32_f16(q: &[f32], k: &[u16]) -> f32 {
             );
         }
     }
-    let c = [
-        acc[0] + acc[4],
-        acc[1] + acc[5],
-        acc[2] + acc[6],
-        acc[3] + acc[7],
-    ];
-    (c[0] + c[1]) + (c[2] + c[3])
+    crate::ops::sum8(acc)
 }
 
 /// `out[i] = out[i] · r + v[i]` (`ADD` false) or `out[i] += r · v[i]` (`ADD` true), `v` as f16 bits:
