@@ -103,8 +103,11 @@ impl Arch for Cpu {
         i
     }
 
-    /// Nothing to do: the kernel set reads ID_AA64ISAR0_EL1 itself.
+    /// The kernel sets' features from ID_AA64ISAR0_EL1 (SDOT: its DP field), recorded once; no
+    /// line to print (the kernel set's line names the set chosen).
     fn detect_features(_isa: Option<&str>) -> Option<alloc::string::String> {
+        use aarch64_cpu::registers::{Readable, ID_AA64ISAR0_EL1};
+        inference::quant::set_features(inference::quant::Features::aarch64(ID_AA64ISAR0_EL1.get()));
         None
     }
 
