@@ -133,7 +133,7 @@ where
     Q: Parallel + ?Sized,
 {
     let (cfg, cache, tok) = (g.cfg, g.cache, g.tok);
-    let prof = profile(g, pool, env);
+    let prof = profile((g.model, cache, &g.kernels), pool, env);
     let mut sampler = Sampler::new(cfg.sampler, g.model.config.vocab).map_err(RunError::Sampler)?;
     let counter =
         InstructionCounter::new(env.instructions.map(|(f, b)| (f as &dyn Fn() -> u64, b)));

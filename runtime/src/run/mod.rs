@@ -7,14 +7,13 @@
 //! [`generate`](generate::generate). The board supplies a block device, a console, a clock and a
 //! worker pool ([`Env`]); the host tests run the same function over a RAM disk.
 
-mod chat;
 mod env;
 mod error;
 mod generate;
 pub mod measure;
 mod profile;
 mod ring;
-mod spec;
+pub(crate) mod spec;
 
 pub use env::{CardBus, Env, IoCoreHooks, RingLink};
 pub use error::{CardError, RunError};
@@ -22,6 +21,7 @@ pub use spec::DraftModel;
 use spec::SpecParts;
 
 use crate::card::{CardFile, Direct};
+use crate::chat::step::ChatRun;
 use crate::config::{Config, IoCore, Mode};
 use crate::console::{Console, Out};
 use crate::iocore::{IoShared, Served, Texted};
@@ -31,7 +31,6 @@ use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
-use chat::ChatRun;
 use core::fmt::Write;
 use drivers::block::{BlockDevice, WriteBlocks};
 use drivers::fat::{File, Volume};

@@ -1,11 +1,12 @@
 //! The boot-time profile: what the hardware does (memory copy rate, matrix throughput on all
 //! working cores), to predict a token's time and say whether the run is I/O- or compute-bound.
 
-use super::{generate::Gen, Env};
-use crate::pagecache::FileSource;
+use super::Env;
+use crate::pagecache::{FileSource, PageCache};
 use alloc::vec::Vec;
 use inference::gguf::TensorInfo;
 use inference::matvec::matvec;
+use inference::model::Model;
 use inference::parallel::{par_chunks, Parallel};
 use inference::{Kernels, Storage};
 
@@ -40,21 +41,15 @@ pub(super) fn time_ns(bytes: u64, rate: u64) -> u64 {
 
 /// Measure memory bandwidth (a copy) and matrix throughput (one feed-forward matrix, all cores).
 pub(super) fn profile<F: FileSource + Send, P: Parallel + ?Sized, Q: Parallel + ?Sized>(
-    g: &Gen<'_, F>,
+    (model, cache, kernels): (&Model, &PageCache<F>, &Kernels),
     pool: &P,
     env: &Env<'_, Q>,
 ) -> Profile {
+    let w = &model.weights;
     Profile {
-        weights: g.model.weights.matrices().map(|t| t.size).sum::<u64>()
-            + g.model.weights.token_embd.row_bytes(),
+        weights: w.matrices().map(|t| t.size).sum::<u64>() + w.token_embd.row_bytes(),
         memory: copy_rate(env),
-        matvec: matvec_rate(
-            &g.model.weights.layers[0].w_gate,
-            g.cache,
-            &g.kernels,
-            pool,
-            env,
-        ),
+        matvec: matvec_rate(&w.layers[0].w_gate, cache, kernels, pool, env),
     }
 }
 

@@ -1,12 +1,13 @@
 //! The run's chat step: the template and system prompt from the model, the system piece restored
 //! from or saved to the prompt cache on the card, then the conversation on the serial line.
 
-use super::{Env, RunError};
-use crate::chat::{Chat, Line};
+use super::{Chat, Line};
 use crate::config::Config;
 use crate::console::Console;
 use crate::pagecache::{DynDev, FileSource, PageCache};
 use crate::promptcache::{self, LoadOutcome};
+use crate::run::spec::{self, SpecParts};
+use crate::run::{Env, RunError};
 use alloc::format;
 use alloc::string::String;
 use drivers::fat::File;
@@ -45,7 +46,7 @@ impl<F: FileSource + Send> ChatRun<'_, F> {
     /// Talk on `con` until Ctrl-D.
     pub fn run<P: Parallel + ?Sized>(
         &self,
-        (st, spec): (&mut RunState, super::spec::SpecParts<'_>),
+        (st, spec): (&mut RunState, SpecParts<'_>),
         env: &Env<'_, P>,
         con: &mut dyn Console,
     ) -> Result<(), RunError> {
@@ -90,9 +91,8 @@ impl<F: FileSource + Send> ChatRun<'_, F> {
                 core::hint::spin_loop();
             }
         };
-        let mut spec =
-            super::spec::speculator(cfg, self.remote, (env.pool, self.kernels), spec, None)
-                .map_err(RunError::Generate)?;
+        let mut spec = spec::speculator(cfg, self.remote, (env.pool, self.kernels), spec, None)
+            .map_err(RunError::Generate)?;
         let mut line = Line::new(con, &idle);
         chat.run(&engine, st, &mut sampler, &mut line, spec.as_mut())
             .map_err(RunError::Chat)
