@@ -8,7 +8,7 @@ use alloc::string::String;
 use core::fmt;
 use drivers::block::{BlockDevice, Retry, RetryError, Submitted, WriteBlocks};
 use drivers::sd::{BusMode, CardInfo};
-use runtime::run::CardBus;
+use runtime::platform::CardBus;
 
 /// The card, on the board's block device.
 pub enum Card {

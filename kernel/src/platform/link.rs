@@ -12,7 +12,7 @@ use drivers::uart::mini::MiniUart;
 use drivers::uart::pl011::Pl011;
 use drivers::uart::{Flow, LinkKind, LinkUart};
 use runtime::config::MAX_RING_BAUD;
-use runtime::run::RingLink;
+use runtime::platform::RingLink;
 
 /// Bytes moved per `send`/`recv` call at most (the rest waits for the next pump), so that a pump
 /// stays short on a line that never pauses.
