@@ -158,8 +158,7 @@ type Cache<'s> = PageCache<Box<dyn FileSource<Error = String> + Send + 's>>;
 /// reads), the line served (`tick`) while they load, the weights checked; then `then` with it.
 fn with_part<D, P, R>(
     direct: Direct<D>,
-    (cfg, model, part): (&Config, &Model, &Part),
-    cores: usize,
+    (cfg, model, part, cores): (&Config, &Model, &Part, usize),
     tick: &dyn Fn(),
     platform: &P,
     out: &mut Out<'_>,
@@ -257,39 +256,31 @@ where
         let r = match split(&node, key, mine, &b, out) {
             Ok((part, ctx, batch)) => {
                 let tick = || node.borrow_mut().tick();
-                let what = (cfg, &m.model, &part);
-                with_part(
-                    b.direct,
-                    what,
-                    b.cores,
-                    &tick,
-                    platform,
-                    out,
-                    |cache, out| {
-                        let mut st = RunState::for_part(&m.model, ctx, b.cores, batch, &part)
+                let what = (cfg, &m.model, &part, b.cores);
+                with_part(b.direct, what, &tick, platform, out, |cache, out| {
+                    let mut st = RunState::for_part(&m.model, ctx, b.cores, batch, &part)
+                        .map_err(RunError::Buffers)?;
+                    if cfg.spec.on() {
+                        let rows = cfg.spec.max_guesses() + 1;
+                        st.keep_row_logits(&m.model, rows)
                             .map_err(RunError::Buffers)?;
-                        if cfg.spec.on() {
-                            let rows = cfg.spec.max_guesses() + 1;
-                            st.keep_row_logits(&m.model, rows)
-                                .map_err(RunError::Buffers)?;
-                            say_speculation(cfg, &part, out);
-                        }
-                        await_ready(&node, out)?;
-                        let head = Head::new(&node, part.clone());
-                        let model_run = super::ModelRun {
-                            cfg,
-                            m,
-                            kv_file: None,
-                            kernels,
-                            ctx,
-                            card_rate: 0,
-                            remote: Some(&head),
-                        };
-                        model_run
-                            .run(cache, (&mut st, Default::default()), platform, out)
-                            .map(|_| ())
-                    },
-                )
+                        say_speculation(cfg, &part, out);
+                    }
+                    await_ready(&node, out)?;
+                    let head = Head::new(&node, part.clone());
+                    let model_run = super::ModelRun {
+                        cfg,
+                        m,
+                        kv_file: None,
+                        kernels,
+                        ctx,
+                        card_rate: 0,
+                        remote: Some(&head),
+                    };
+                    model_run
+                        .run(cache, (&mut st, Default::default()), platform, out)
+                        .map(|_| ())
+                })
             }
             Err(e) => Err(e),
         };
@@ -324,28 +315,20 @@ where
             .map_err(RunError::Buffers)?;
         let node = RefCell::new(node);
         let tick = || node.borrow_mut().tick();
-        let what = (cfg, model, &part);
-        let served = with_part(
-            b.direct,
-            what,
-            b.cores,
-            &tick,
-            platform,
-            out,
-            |cache, out| {
-                let want = model.weights.bytes_of(&part);
-                let pinned = cache.resident_bytes().min(want);
-                follower::ready(&mut node.borrow_mut(), pinned, want - pinned)
-                    .map_err(RunError::Ring)?;
-                let _ = writeln!(
-                    out,
-                    "ring: serving layers {}..{}",
-                    part.layers.start, part.layers.end
-                );
-                let run = (cache, platform.pool(), &kernels);
-                Ok(follower::serve(&node, model, &mut st, run, &part))
-            },
-        )?;
+        let what = (cfg, model, &part, b.cores);
+        let served = with_part(b.direct, what, &tick, platform, out, |cache, out| {
+            let want = model.weights.bytes_of(&part);
+            let pinned = cache.resident_bytes().min(want);
+            follower::ready(&mut node.borrow_mut(), pinned, want - pinned)
+                .map_err(RunError::Ring)?;
+            let _ = writeln!(
+                out,
+                "ring: serving layers {}..{}",
+                part.layers.start, part.layers.end
+            );
+            let run = (cache, platform.pool(), &kernels);
+            Ok(follower::serve(&node, model, &mut st, run, &part))
+        })?;
         let _ = writeln!(out, "{}", node::stats_line(&node.borrow().stats()));
         match served {
             Ok(s) => {
