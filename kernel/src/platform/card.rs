@@ -59,7 +59,7 @@ pub fn open() -> Result<Card, String> {
             }
             None => Err("no virtio block device found (is the card image attached?)".into()),
         },
-        BlockKind::Sdhci => sd::open(&mut super::mailbox::open())
+        BlockKind::Sdhci => sd::open()
             .map(|(card, best)| Card::Sd(card, best))
             .map_err(|e| alloc::format!("card: {e}")),
         BlockKind::SunxiMmc => sd::open_sunxi()

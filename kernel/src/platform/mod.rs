@@ -79,7 +79,7 @@ impl Platform for ThisBoard {
         })
     }
     fn set_arm_clock(&self, policy: ArmClock) -> Option<String> {
-        (board::MAILBOX_BASE != 0).then(|| clock::set_arm_clock(policy))
+        clock::set_arm_clock(policy)
     }
     fn ring_link(
         &self,
@@ -95,10 +95,10 @@ impl Platform for ThisBoard {
 
 /// Route the UART's pins and bring up the serial console.
 fn console_init() {
-    if board::GPIO_BASE != 0 {
+    if let Some(base) = board::GPIO_BASE {
         use drivers::bcm2835::gpio::{uart0_on_14_15, GPIO_BLOCK_SIZE};
         // SAFETY: the board's GPIO block, device-mapped; nothing else touches it during bring-up.
-        let regs = unsafe { drivers::mmio::Mmio::new(board::GPIO_BASE, GPIO_BLOCK_SIZE) };
+        let regs = unsafe { drivers::mmio::Mmio::new(base, GPIO_BLOCK_SIZE) };
         uart0_on_14_15(
             &mut regs.with_barrier(Cpu::io_barrier),
             board::GPIO_KIND,
