@@ -14,7 +14,6 @@ mod power;
 mod ram;
 mod sd;
 mod time;
-mod virtio;
 
 pub use console::print;
 
@@ -216,12 +215,12 @@ fn start_heap(ram: &RamBlocks, source: ram::Source) {
 }
 
 /// Run on the card and power off with the result.
-fn go(card: Card) -> ! {
+fn go(mut card: Card) -> ! {
     Cpu::core_init();
     let board = ThisBoard {
         card_bus: card.bus(),
     };
-    match runtime::run::run(card, &mut console::Serial, &board) {
+    match runtime::run::run(card.device(), &mut console::Serial, &board) {
         Ok(()) => {
             crate::println!("lmboot: done");
             board.exit(0)
