@@ -1,7 +1,7 @@
 //! What a platform offers the run: one trait, [`Platform`], that the kernel's board, the tests'
-//! [`Host`] and any other runner implement. A method with a default means "this platform has
-//! none" (no instruction counter, no link UART, no clock to set): a platform writes only what it
-//! has.
+//! `Host` (with `std`) and any other runner implement. A method with a default means "this
+//! platform has none" (no instruction counter, no link UART, no clock to set): a platform writes
+//! only what it has.
 
 use crate::config::ArmClock;
 use alloc::string::String;
