@@ -1,11 +1,15 @@
-//! The kinds a board file names by string (`"psci-hvc"`, `"pl011"`, ...). Each is written into the
-//! kernel's constants under its variant name.
+//! The kinds a board file names by string (`"psci-hvc"`, `"pl011"`, ...) and the memory map's
+//! region, `no_std`: the kernel uses these types as they are, and its constants (made from the
+//! board file at build time) name each kind by its variant.
 
+#[cfg(feature = "std")]
+use alloc::{format, string::String};
+#[cfg(feature = "std")]
 use serde::Deserialize;
 
 /// The CPU architecture.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(Deserialize), serde(rename_all = "kebab-case"))]
 pub enum Arch {
     Aarch64,
     Riscv64,
@@ -14,8 +18,8 @@ pub enum Arch {
 }
 
 /// Where the RAM size comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(Deserialize), serde(rename_all = "kebab-case"))]
 pub enum RamFrom {
     /// The device tree passed at entry (or found at the start of RAM).
     Dtb,
@@ -27,8 +31,8 @@ pub enum RamFrom {
 }
 
 /// How the other cores are started.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(Deserialize), serde(rename_all = "kebab-case"))]
 pub enum CoreStart {
     PsciHvc,
     SpinTable,
@@ -42,8 +46,8 @@ pub enum CoreStart {
 }
 
 /// How the board powers off with a status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(Deserialize), serde(rename_all = "kebab-case"))]
 pub enum Exit {
     Semihosting,
     PsciHvc,
@@ -51,15 +55,15 @@ pub enum Exit {
     Halt,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(Deserialize), serde(rename_all = "kebab-case"))]
 pub enum UartKind {
     Pl011,
     Ns16550,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(Deserialize), serde(rename_all = "kebab-case"))]
 pub enum BlockKind {
     VirtioMmio,
     Sdhci,
@@ -67,50 +71,51 @@ pub enum BlockKind {
     SunxiMmc,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(Deserialize), serde(rename_all = "kebab-case"))]
 pub enum MemKind {
     Normal,
     Device,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(Deserialize), serde(rename_all = "kebab-case"))]
 pub enum GpioKind {
     Bcm2835,
     Bcm2711,
 }
 
 /// The ring link's UART (the drivers' `uart::LinkKind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(Deserialize), serde(rename_all = "kebab-case"))]
 pub enum LinkKind {
     Pl011,
     Mini,
 }
 
 /// Where the ring link's UART reaches its pins (the drivers' `bcm2835::gpio::LinkPins`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(Deserialize))]
 pub enum LinkPins {
-    #[serde(rename = "none")]
+    #[cfg_attr(feature = "std", serde(rename = "none"))]
     None,
-    #[serde(rename = "bcm2711-uart3")]
+    #[cfg_attr(feature = "std", serde(rename = "bcm2711-uart3"))]
     Bcm2711Uart3,
-    #[serde(rename = "bcm2837-mini-14-15")]
+    #[cfg_attr(feature = "std", serde(rename = "bcm2837-mini-14-15"))]
     Bcm2837MiniGpio14,
 }
 
 /// Hardware flow control on the ring link (the drivers' `uart::Flow`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(Deserialize), serde(rename_all = "lowercase"))]
 pub enum Flow {
     None,
     RtsCts,
 }
 
 /// How QEMU loads the kernel: the ELF, or a flat image (`kernel8.img`, as the Pi firmware wants).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "std", derive(Deserialize), serde(rename_all = "kebab-case"))]
 pub enum KernelFormat {
     #[default]
     Elf,
@@ -118,6 +123,15 @@ pub enum KernelFormat {
     /// No `-kernel`: the machine boots the card as the board does (its boot ROM starts U-Boot,
     /// whose `boot.scr` loads the flat image).
     UBoot,
+}
+
+/// `[start, end)` of the physical address space and how to map it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(Deserialize), serde(deny_unknown_fields))]
+pub struct Region {
+    pub start: u64,
+    pub end: u64,
+    pub kind: MemKind,
 }
 
 impl Arch {
@@ -131,6 +145,7 @@ impl Arch {
     }
 
     /// Refuse another architecture's firmware methods.
+    #[cfg(feature = "std")]
     pub fn check_methods(self, start: CoreStart, exit: Exit) -> Result<(), String> {
         let (starts, exits): (&[CoreStart], &[Exit]) = match self {
             Arch::Aarch64 => (
@@ -162,6 +177,7 @@ impl Arch {
 }
 
 /// A variant's name as the board file writes it (`SpinTable` -> `spin-table`).
+#[cfg(feature = "std")]
 pub(crate) fn kebab(camel: &str) -> String {
     let mut s = String::new();
     for (i, c) in camel.chars().enumerate() {

@@ -32,8 +32,9 @@
 //!   goes.
 //!
 //! The block layer also has [`block::Retry`] (transient errors cost a retry) and
-//! [`block::FaultyDevice`] (fault injection for tests). virtio-blk comes from the `virtio-drivers`
-//! crate, glued in the kernel.
+//! [`block::FaultyDevice`] (fault injection for tests).
+//! - [`virtio_blk`]: virtio-blk (QEMU's card) over the `virtio-drivers` crate's queues, reads
+//!   queued, over the MMIO bus or any transport.
 #![no_std]
 
 extern crate alloc;
@@ -50,3 +51,4 @@ pub mod sdhci;
 pub mod sunxi_dram;
 pub mod sunxi_mmc;
 pub mod uart;
+pub mod virtio_blk;

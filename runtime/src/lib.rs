@@ -11,6 +11,8 @@
 //! - [`config`][]: `lmboot.txt`;
 //! - [`console`]: the serial line as the runtime sees it;
 //! - [`chat`]: the conversation on the serial line (session, line editor, commands);
+//! - [`platform`]: what a board offers the run (clock, heap figures, worker pool, hooks), one
+//!   trait the kernel's board and the tests' PC implement;
 //! - [`run`]: the run itself, in named steps (mount, read the config, open the model, size the
 //!   buffers and cache, load, then chat or generate), with typed errors, and per-core
 //!   instruction measurement ([`run::measure`]).
@@ -24,6 +26,7 @@ pub mod config;
 pub mod console;
 pub mod iocore;
 pub mod pagecache;
+pub mod platform;
 pub mod promptcache;
 pub mod ring;
 pub mod run;

@@ -5,10 +5,9 @@
 mod common;
 
 use drivers::block::{BlockDevice, Fault, FaultyDevice, RamDisk, Retry, WriteBlocks};
-use inference::parallel::SingleThread;
-use inference::Kernels;
 use runtime::console::Console;
-use runtime::run::{run, Env, BEGIN_OUTPUT, END_OUTPUT};
+use runtime::platform::Host;
+use runtime::run::{run, BEGIN_OUTPUT, END_OUTPUT};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -42,14 +41,6 @@ impl<D: WriteBlocks> WriteBlocks for CountErrors<D> {
     fn write_blocks(&mut self, lba: u64, buf: &[u8]) -> Result<(), D::Error> {
         self.inner.write_blocks(lba, buf)
     }
-}
-
-fn now_ns() -> u64 {
-    static START: OnceLock<std::time::Instant> = OnceLock::new();
-    START
-        .get_or_init(std::time::Instant::now)
-        .elapsed()
-        .as_nanos() as u64
 }
 
 const TOKENS: usize = 6;
@@ -95,24 +86,8 @@ fn boot_with_heap<D: WriteBlocks + Send>(dev: D, heap: u64) -> (Result<(), Strin
 where
     D::Error: Send,
 {
-    let heap_free = || heap;
-    let heap_high = || 0u64;
-    let env = Env {
-        clock_ns: now_ns,
-        heap_free: &heap_free,
-        heap_high: &heap_high,
-        instructions: None,
-        pool: &SingleThread,
-        kernels: Kernels::best(),
-        set_cores: None,
-        raise_exception: None,
-        arm_clock: None,
-        ring_link: None,
-        card_bus: None,
-        io_core: None,
-    };
     let mut con = Capture(vec![]);
-    let r = run(dev, &mut con, &env).map_err(|e| e.to_string());
+    let r = run(dev, &mut con, &Host::new(heap)).map_err(|e| e.to_string());
     (r, String::from_utf8_lossy(&con.0).into_owned())
 }
 

@@ -7,13 +7,12 @@
 mod common;
 
 use drivers::block::RamDisk;
-use inference::parallel::SingleThread;
-use inference::Kernels;
 use ring::fake::{self, FakeLink, Faults};
 use runtime::console::Console;
-use runtime::run::{run, Env, RingLink, BEGIN_OUTPUT, END_OUTPUT};
+use runtime::platform::Host;
+use runtime::run::{run, BEGIN_OUTPUT, END_OUTPUT};
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A console the test can watch while the run goes on, and what is typed on it.
@@ -34,11 +33,6 @@ impl Shared {
     fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
     }
-}
-
-fn now_ns() -> u64 {
-    static START: OnceLock<Instant> = OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
 fn settings(n: usize) -> xtask::Settings {
@@ -77,33 +71,12 @@ fn card(s: &xtask::Settings, extra: &[(&str, String)], model: &Path, name: &str)
 
 /// Run one board on `dev` with `link` as its ring line; (result, console).
 fn board(dev: Vec<u8>, link: Option<FakeLink>, con: Shared) -> Result<(), String> {
-    let heap_free = || 1u64 << 30;
-    let heap_high = || 0u64;
-    let link = Mutex::new(link);
-    let make = |_place: u8, _baud: Option<u32>| -> Result<(RingLink, String), String> {
-        let l = link
-            .lock()
-            .unwrap()
-            .take()
-            .ok_or("the link was taken twice")?;
-        Ok((Box::new(l) as RingLink, "a fake serial line".into()))
-    };
-    let env = Env {
-        clock_ns: now_ns,
-        heap_free: &heap_free,
-        heap_high: &heap_high,
-        instructions: None,
-        pool: &SingleThread,
-        kernels: Kernels::best(),
-        set_cores: None,
-        raise_exception: None,
-        arm_clock: None,
-        io_core: None,
-        ring_link: Some(&make),
-        card_bus: None,
-    };
+    let mut host = Host::new(1 << 30);
+    if let Some(l) = link {
+        host = host.with_link(Box::new(l), "a fake serial line");
+    }
     let mut con = con;
-    run(RamDisk::new(dev), &mut con, &env).map_err(|e| e.to_string())
+    run(RamDisk::new(dev), &mut con, &host).map_err(|e| e.to_string())
 }
 
 /// Start one [`board`] thread a card, each on its link and console.

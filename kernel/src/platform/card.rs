@@ -1,121 +1,126 @@
-//! The card's block device, whichever kind the board has: virtio-blk (QEMU virt, with retries for
-//! transient errors) or the SD host controller (Raspberry Pi). [`Card`] is one block device over
-//! either, so the runtime sees one type.
+//! The card's block device, whichever driver the board's kind names: [`open`] has one arm per
+//! kind, and [`Card`] holds the device behind one interface (its errors as text), so the runtime
+//! sees one type (`dyn WriteBlocks`). Adding a block driver is its kind in `lmboot-boards`, the driver in `drivers`,
+//! and an arm here.
 
-use super::{sd, virtio};
+use super::sd;
 use crate::board::{self, BlockKind};
-use alloc::string::String;
+use alloc::boxed::Box;
+use alloc::string::{String, ToString};
 use core::fmt;
-use drivers::block::{BlockDevice, Retry, RetryError, Submitted, WriteBlocks};
+use drivers::block::{BlockDevice, Retry, Submitted, WriteBlocks};
 use drivers::sd::{BusMode, CardInfo};
-use runtime::run::CardBus;
-
-/// The card, on the board's block device.
-pub enum Card {
-    Virtio(Retry<virtio::VirtioBlock>),
-    /// An SDHCI card, and the fastest bus mode its slot could run.
-    Sd(sd::Card, BusMode),
-    Sunxi(sd::SunxiCard),
-}
-
-impl fmt::Debug for Card {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kind = match self {
-            Card::Virtio(_) => "virtio-blk",
-            Card::Sd(..) => "SD",
-            Card::Sunxi(_) => "SD (Allwinner)",
-        };
-        f.debug_struct("Card")
-            .field("kind", &kind)
-            .field("blocks", &self.num_blocks())
-            .finish()
-    }
-}
-
-/// A card error, from whichever driver.
-#[derive(Debug)]
-pub enum CardError {
-    Virtio(RetryError<virtio::VirtioError>),
-    Sd(drivers::sdhci::SdError),
-}
-
-impl fmt::Display for CardError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CardError::Virtio(e) => e.fmt(f),
-            CardError::Sd(e) => e.fmt(f),
-        }
-    }
-}
+use drivers::virtio_blk::VirtioBlock;
+use runtime::platform::CardBus;
 
 /// Find and bring up the board's card.
 pub fn open() -> Result<Card, String> {
     match board::BLOCK {
-        BlockKind::VirtioMmio => match virtio::VirtioBlock::probe() {
-            Some(dev) => {
-                crate::println!("card: virtio-blk, {} MiB", dev.num_blocks() * 512 >> 20);
-                // Transient device errors cost a retry, not the run.
-                Ok(Card::Virtio(Retry::new(dev, 3)))
+        BlockKind::VirtioMmio => {
+            // SAFETY: the board's virtio-mmio slots, mapped as device memory, used by nothing else.
+            let dev = unsafe {
+                VirtioBlock::probe_mmio(
+                    board::BLOCK_BASES[0],
+                    board::BLOCK_COUNT,
+                    board::BLOCK_STRIDE,
+                )
             }
-            None => Err("no virtio block device found (is the card image attached?)".into()),
-        },
-        BlockKind::Sdhci => sd::open(&mut super::mailbox::open())
-            .map(|(card, best)| Card::Sd(card, best))
-            .map_err(|e| alloc::format!("card: {e}")),
-        BlockKind::SunxiMmc => sd::open_sunxi()
-            .map(Card::Sunxi)
-            .map_err(|e| alloc::format!("card: {e}")),
+            .ok_or("no virtio block device found (is the card image attached?)")?;
+            crate::println!("card: virtio-blk, {} MiB", (dev.num_blocks() * 512) >> 20);
+            // Transient device errors cost a retry, not the run.
+            Ok(Card::new("virtio-blk", Retry::new(dev, 3), None))
+        }
+        BlockKind::Sdhci => {
+            let (dev, best) = sd::open().map_err(|e| alloc::format!("card: {e}"))?;
+            let bus = sd_bus(dev.info(), best);
+            Ok(Card::new("SD", dev, Some(bus)))
+        }
+        BlockKind::SunxiMmc => {
+            let dev = sd::open_sunxi().map_err(|e| alloc::format!("card: {e}"))?;
+            // The Orange Pi's slot: 3.3 V only as far as is known (its 1.8 V switching is
+            // unverified), so High Speed.
+            let bus = sd_bus(dev.info(), BusMode::HighSpeed);
+            Ok(Card::new("SD (Allwinner)", dev, Some(bus)))
+        }
     }
+}
+
+/// The SD bus as the driver brought it up, and the fastest mode the slot could run.
+fn sd_bus(i: &CardInfo, best: BusMode) -> CardBus {
+    CardBus {
+        mode: i.bus_mode,
+        clock_hz: i.data_clock_hz,
+        width: i.bus_width,
+        best: best.max(i.bus_mode),
+    }
+}
+
+/// The card, on the board's block device.
+pub struct Card {
+    dev: Box<dyn WriteBlocks<Error = CardError> + Send>,
+    kind: &'static str,
+    bus: Option<CardBus>,
 }
 
 impl Card {
+    fn new<D>(kind: &'static str, dev: D, bus: Option<CardBus>) -> Self
+    where
+        D: WriteBlocks + Send + 'static,
+    {
+        Card {
+            dev: Box::new(Texted(dev)),
+            kind,
+            bus,
+        }
+    }
+
     /// The SD bus the card runs on, for the profile (`None` for virtio-blk).
     pub fn bus(&self) -> Option<CardBus> {
-        let bus = |i: &CardInfo, best: BusMode| CardBus {
-            mode: i.bus_mode,
-            clock_hz: i.data_clock_hz,
-            width: i.bus_width,
-            best: best.max(i.bus_mode),
-        };
-        match self {
-            Card::Virtio(_) => None,
-            Card::Sd(d, best) => Some(bus(d.info(), *best)),
-            // The Orange Pi's slot: 3.3 V only as far as is known (its 1.8 V switching is
-            // unverified), so High Speed.
-            Card::Sunxi(d) => Some(bus(d.info(), BusMode::HighSpeed)),
-        }
+        self.bus
+    }
+
+    /// The block device, for the run.
+    pub fn device(&mut self) -> &mut (dyn WriteBlocks<Error = CardError> + Send) {
+        &mut *self.dev
     }
 }
 
-/// Run `$body` on the inner device as `$d`, mapping its error into [`CardError`].
-macro_rules! each {
-    ($self:expr, $d:ident => $body:expr) => {
-        match $self {
-            Card::Virtio($d) => $body.map_err(CardError::Virtio),
-            Card::Sd($d, _) => $body.map_err(CardError::Sd),
-            Card::Sunxi($d) => $body.map_err(CardError::Sd),
-        }
-    };
+impl fmt::Debug for Card {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Card")
+            .field("kind", &self.kind)
+            .field("blocks", &self.dev.num_blocks())
+            .finish()
+    }
 }
 
-impl BlockDevice for Card {
+/// A card error, from whichever driver, as the driver words it.
+#[derive(Debug)]
+pub struct CardError(String);
+
+impl fmt::Display for CardError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A driver's device with its errors turned into [`CardError`]s.
+struct Texted<D>(D);
+
+fn text<E: fmt::Display>(e: E) -> CardError {
+    CardError(e.to_string())
+}
+
+impl<D: BlockDevice> BlockDevice for Texted<D> {
     type Error = CardError;
     fn num_blocks(&self) -> u64 {
-        match self {
-            Card::Virtio(d) => d.num_blocks(),
-            Card::Sd(d, _) => d.num_blocks(),
-            Card::Sunxi(d) => d.num_blocks(),
-        }
+        self.0.num_blocks()
     }
     fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), CardError> {
-        each!(self, d => d.read_blocks(lba, buf))
+        self.0.read_blocks(lba, buf).map_err(text)
     }
     fn queue_depth(&self) -> usize {
-        match self {
-            Card::Virtio(d) => d.queue_depth(),
-            Card::Sd(d, _) => d.queue_depth(),
-            Card::Sunxi(d) => d.queue_depth(),
-        }
+        self.0.queue_depth()
     }
     unsafe fn submit_read(
         &mut self,
@@ -124,24 +129,18 @@ impl BlockDevice for Card {
         len: usize,
     ) -> Result<Submitted, CardError> {
         // SAFETY: the caller's guarantee for `buf`, passed on.
-        each!(self, d => unsafe { d.submit_read(lba, buf, len) })
+        unsafe { self.0.submit_read(lba, buf, len) }.map_err(text)
     }
     fn poll_read(&mut self) -> Option<(u16, Result<(), CardError>)> {
-        match self {
-            Card::Virtio(d) => d
-                .poll_read()
-                .map(|(t, r)| (t, r.map_err(CardError::Virtio))),
-            Card::Sd(d, _) => d.poll_read().map(|(t, r)| (t, r.map_err(CardError::Sd))),
-            Card::Sunxi(d) => d.poll_read().map(|(t, r)| (t, r.map_err(CardError::Sd))),
-        }
+        self.0.poll_read().map(|(t, r)| (t, r.map_err(text)))
     }
 }
 
-impl WriteBlocks for Card {
+impl<D: WriteBlocks> WriteBlocks for Texted<D> {
     fn write_blocks(&mut self, lba: u64, buf: &[u8]) -> Result<(), CardError> {
-        each!(self, d => d.write_blocks(lba, buf))
+        self.0.write_blocks(lba, buf).map_err(text)
     }
     fn flush(&mut self) -> Result<(), CardError> {
-        each!(self, d => d.flush())
+        self.0.flush().map_err(text)
     }
 }

@@ -75,7 +75,7 @@ pub fn init() {
 /// On boards whose firmware sets the UART's clock (the Pi: `init_uart_clock` in config.txt), say
 /// which clock the divisor assumes: a mismatch shows as garbage or silence at 115200 baud.
 pub fn describe() {
-    if crate::board::GPIO_BASE != 0 {
+    if crate::board::GPIO_BASE.is_some() {
         let kind = match UART {
             UartKind::Pl011 => "PL011",
             UartKind::Ns16550 => "NS16550A",

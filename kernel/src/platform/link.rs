@@ -12,7 +12,7 @@ use drivers::uart::mini::MiniUart;
 use drivers::uart::pl011::Pl011;
 use drivers::uart::{Flow, LinkKind, LinkUart};
 use runtime::config::MAX_RING_BAUD;
-use runtime::run::RingLink;
+use runtime::platform::RingLink;
 
 /// Bytes moved per `send`/`recv` call at most (the rest waits for the next pump), so that a pump
 /// stays short on a line that never pauses.
@@ -46,12 +46,12 @@ impl<U: LinkUart> ring::link::Link for Port<U> {
 /// Bring up the link UART for board `place` of the ring at `baud` (`None`: [`max_baud`]): its
 /// pins, its clock, the line rate; the link and a line naming it, or why not.
 pub fn open(place: u8, baud: Option<u32>) -> Result<(RingLink, String), String> {
-    if board::RING_UART_BASE == 0 {
+    let Some(base) = board::RING_UART_BASE else {
         return Err(format!(
             "board {} has no link UART (no [ring_uart] in its board file)",
             board::NAME
         ));
-    }
+    };
     if place == 1 && board::RING_UART_PINS == LinkPins::Bcm2837MiniGpio14 {
         return Err(
             "a Pi 3 / Zero 2 W has one UART on its header (GPIO 14/15), which the head \
@@ -63,7 +63,6 @@ pub fn open(place: u8, baud: Option<u32>) -> Result<(RingLink, String), String> 
     let clock = link_clock();
     let baud = baud.unwrap_or_else(|| max_baud(board::RING_UART_KIND, clock));
     let flow = board::RING_UART_FLOW;
-    let base = board::RING_UART_BASE;
     let (link, actual, kind): (RingLink, u32, &str) = match board::RING_UART_KIND {
         LinkKind::Pl011 => {
             // SAFETY: the board file's link UART, a PL011 mapped as device memory, used by
@@ -104,12 +103,12 @@ fn max_baud(kind: LinkKind, clock: u32) -> u32 {
 
 /// Route the link UART's pins (the Pi boards).
 fn route_pins() {
-    if board::GPIO_BASE == 0 || board::RING_UART_PINS == LinkPins::None {
+    let Some(base) = board::GPIO_BASE.filter(|_| board::RING_UART_PINS != LinkPins::None) else {
         return;
-    }
+    };
     // SAFETY: the board's GPIO block, device-mapped; the console's pins were set at bring-up and
     // this touches only the link's.
-    let regs = unsafe { Mmio::new(board::GPIO_BASE, GPIO_BLOCK_SIZE) };
+    let regs = unsafe { Mmio::new(base, GPIO_BLOCK_SIZE) };
     link_uart_pins(
         &mut regs.with_barrier(Cpu::io_barrier),
         board::RING_UART_PINS,
@@ -121,10 +120,8 @@ fn route_pins() {
 /// The link UART's reference clock: the mini UART's is the VideoCore's core clock (asked of the
 /// firmware, the board file's value if it does not say); a PL011's is the board file's.
 fn link_clock() -> u32 {
-    if board::RING_UART_KIND == LinkKind::Mini && board::MAILBOX_BASE != 0 {
-        return super::mailbox::open()
-            .core_clock(board::RING_UART_CLOCK_HZ)
-            .0;
+    if let (LinkKind::Mini, Some(mut mb)) = (board::RING_UART_KIND, super::mailbox::open()) {
+        return mb.core_clock(board::RING_UART_CLOCK_HZ).0;
     }
     board::RING_UART_CLOCK_HZ
 }

@@ -10,8 +10,9 @@ use drivers::mmio::Mmio;
 /// kernel image's RAM below 1 GiB where the VideoCore reaches it at its ARM address.
 static BUFFER: PropertyBuffer = PropertyBuffer::new();
 
-/// The board's mailbox.
-pub fn open() -> Mailbox {
+/// The board's mailbox (`None`: the board has none).
+pub fn open() -> Option<Mailbox> {
+    let base = board::MAILBOX_BASE?;
     let cache = CacheOps {
         clean: Cpu::dcache_clean,
         invalidate: Cpu::dcache_invalidate,
@@ -23,7 +24,7 @@ pub fn open() -> Mailbox {
     // one owner); BUFFER is kernel RAM, identity-mapped below 4 GiB; the cache operations are the
     // architecture's.
     unsafe {
-        let regs = Mmio::new(board::MAILBOX_BASE, MAILBOX_BLOCK_SIZE).with_barrier(Cpu::io_barrier);
-        Mailbox::new(regs, &BUFFER, cache)
+        let regs = Mmio::new(base, MAILBOX_BLOCK_SIZE).with_barrier(Cpu::io_barrier);
+        Some(Mailbox::new(regs, &BUFFER, cache))
     }
 }

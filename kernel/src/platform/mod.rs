@@ -1,7 +1,7 @@
 //! The board, from its description in `boards/<name>.toml` (the constants in [`crate::board`]):
-//! the [`Board`] trait says what a board provides, [`ThisBoard`] provides it from the constants,
-//! and [`lmboot_main`] brings the board up on core 0 (console, RAM, heap, cores, card) and hands
-//! over to the runtime's [`runtime::run::run`]. The `lmboot_*` entry points the architecture's
+//! [`lmboot_main`] brings the board up on core 0 (console, RAM, heap, cores, card) and hands over
+//! to the runtime's [`runtime::run::run`] with [`ThisBoard`], the runtime's
+//! [`Platform`](runtime::platform::Platform) made from the constants. The `lmboot_*` entry points the architecture's
 //! `boot.s` calls are here too.
 
 mod card;
@@ -14,7 +14,6 @@ mod power;
 mod ram;
 mod sd;
 mod time;
-mod virtio;
 
 pub use console::print;
 
@@ -22,94 +21,106 @@ use crate::arch::{Arch, Cpu};
 use crate::board::{self, RamFrom};
 use crate::heap;
 use crate::smp::CorePool;
+use alloc::string::String;
 use card::Card;
 use core::panic::PanicInfo;
 use drivers::ram::{Block, RamBlocks};
 use dtb::DtInfo;
 use runtime::config::ArmClock;
-use runtime::run::{Env, IoCoreHooks};
+use runtime::platform::{CardBus, IoCoreHooks, Platform, RingLink};
 
 extern "C" {
     static __kernel_start: u8;
     static __kernel_end: u8;
 }
 
-/// What a board provides to the kernel.
-pub trait Board {
-    /// The board's name (`boards/<name>.toml`).
-    const NAME: &'static str;
-    /// Route the UART's pins and bring up the serial console.
-    fn console_init();
-    /// The RAM blocks, mapped and usable, and where they were learnt: from the device tree `dt`,
-    /// the firmware, or the board file's fallback.
-    fn ram(dt: Option<&DtInfo>) -> (RamBlocks, ram::Source);
-    /// The card's block device, brought up.
-    fn card() -> Result<Card, alloc::string::String>;
-    /// Start the other cores into the worker pool; returns how many cores are expected online.
-    fn start_cores() -> usize;
-    /// Set the ARM cores' clock as `lmboot.txt`'s `arm_freq` asks (after the card is read); a
-    /// line to print, if the board has a clock to set.
-    fn set_arm_clock(policy: ArmClock) -> Option<alloc::string::String>;
-    /// Power off (or stop) with a status; never returns.
-    fn exit(code: u32) -> !;
+/// The board this kernel was built for, as the run sees it: the one [`Platform`] of the kernel.
+/// It carries the card's bus, which the card reports once it is up.
+#[derive(Debug, Clone, Copy)]
+pub struct ThisBoard {
+    card_bus: Option<CardBus>,
 }
 
-/// The board this kernel was built for.
-#[derive(Debug, Clone, Copy)]
-pub struct ThisBoard;
-
-impl Board for ThisBoard {
-    const NAME: &'static str = board::NAME;
-
-    fn console_init() {
-        if board::GPIO_BASE != 0 {
-            use drivers::bcm2835::gpio::{uart0_on_14_15, GPIO_BLOCK_SIZE};
-            // SAFETY: the board's GPIO block, device-mapped; nothing else touches it during
-            // bring-up.
-            let regs = unsafe { drivers::mmio::Mmio::new(board::GPIO_BASE, GPIO_BLOCK_SIZE) };
-            uart0_on_14_15(
-                &mut regs.with_barrier(Cpu::io_barrier),
-                board::GPIO_KIND,
-                time::wait_us,
-            );
-        }
-        console::init();
+impl Platform for ThisBoard {
+    type Pool = CorePool;
+    fn clock(&self) -> fn() -> u64 {
+        time::now_ns
     }
-
-    fn ram(dt: Option<&DtInfo>) -> (RamBlocks, ram::Source) {
-        ram::find(dt)
+    fn heap_free(&self) -> u64 {
+        heap::free() as u64
     }
-
-    fn card() -> Result<Card, alloc::string::String> {
-        card::open()
+    fn heap_high(&self) -> u64 {
+        heap::high_water() as u64
     }
-
-    fn start_cores() -> usize {
-        let wanted = board::MAX_CORES.min(inference::parallel::MAX_WORKERS);
-        let me = Cpu::core_id();
-        1 + (0..wanted)
-            .filter(|&c| c != me && Cpu::start_core(board::CORE_START, c))
-            .count()
+    fn pool(&self) -> &CorePool {
+        &CorePool
     }
-
-    fn set_arm_clock(policy: ArmClock) -> Option<alloc::string::String> {
-        (board::MAILBOX_BASE != 0).then(|| clock::set_arm_clock(policy))
+    fn kernels(&self) -> inference::Kernels {
+        inference::Kernels::best()
     }
-
-    fn exit(code: u32) -> ! {
+    fn exit(&self, code: u32) -> ! {
         power::exit(code)
     }
+    fn instruction_counter(&self) -> Option<(fn() -> u64, u32)> {
+        Some((Cpu::instructions, Cpu::INSTRUCTION_COUNTER_BITS))
+    }
+    fn set_cores(&self, cores: Option<usize>) -> Option<usize> {
+        Some(CorePool::set_active(cores.unwrap_or(usize::MAX)))
+    }
+    fn raise_exception(&self) {
+        Cpu::raise_exception()
+    }
+    fn io_core(&self) -> Option<IoCoreHooks> {
+        Some(IoCoreHooks {
+            start: CorePool::start_service,
+            stop: CorePool::stop_service,
+            wake: Cpu::wake,
+        })
+    }
+    fn set_arm_clock(&self, policy: ArmClock) -> Option<String> {
+        clock::set_arm_clock(policy)
+    }
+    fn ring_link(
+        &self,
+        place: u8,
+        baud: Option<u32>,
+    ) -> Option<Result<(RingLink, String), String>> {
+        Some(link::open(place, baud))
+    }
+    fn card_bus(&self) -> Option<CardBus> {
+        self.card_bus
+    }
+}
+
+/// Route the UART's pins and bring up the serial console.
+fn console_init() {
+    if let Some(base) = board::GPIO_BASE {
+        use drivers::bcm2835::gpio::{uart0_on_14_15, GPIO_BLOCK_SIZE};
+        // SAFETY: the board's GPIO block, device-mapped; nothing else touches it during bring-up.
+        let regs = unsafe { drivers::mmio::Mmio::new(base, GPIO_BLOCK_SIZE) };
+        uart0_on_14_15(
+            &mut regs.with_barrier(Cpu::io_barrier),
+            board::GPIO_KIND,
+            time::wait_us,
+        );
+    }
+    console::init();
+}
+
+/// Start the other cores into the worker pool; returns how many cores are expected online.
+fn start_cores() -> usize {
+    let wanted = board::MAX_CORES.min(inference::parallel::MAX_WORKERS);
+    let me = Cpu::core_id();
+    1 + (0..wanted)
+        .filter(|&c| c != me && Cpu::start_core(board::CORE_START, c))
+        .count()
 }
 
 /// Core 0's Rust entry, called by `boot.s` (on aarch64 with the MMU and caches on).
 #[no_mangle]
 extern "C" fn lmboot_main(dtb_addr: usize, core: usize) -> ! {
-    ThisBoard::console_init();
-    crate::println!(
-        "\nlmboot {} on {}",
-        env!("CARGO_PKG_VERSION"),
-        ThisBoard::NAME
-    );
+    console_init();
+    crate::println!("\nlmboot {} on {}", env!("CARGO_PKG_VERSION"), board::NAME);
     console::describe();
     CorePool::note_id(core);
     // U-Boot's `go` leaves no device tree in r2 (only argc and argv in r0 and r1).
@@ -122,12 +133,12 @@ extern "C" fn lmboot_main(dtb_addr: usize, core: usize) -> ! {
     if let Some(w) = dt.as_ref().and_then(|d| d.emmc2_dma) {
         sd::set_emmc2_dma(w);
     }
-    let (ram, source) = ThisBoard::ram(dt.as_ref());
+    let (ram, source) = ram::find(dt.as_ref());
     start_heap(&ram, source);
     if let Some(line) = Cpu::detect_features(dt.as_ref().and_then(|d| d.isa())) {
         crate::println!("{line}");
     }
-    let expected = ThisBoard::start_cores();
+    let expected = start_cores();
     let online = CorePool::wait_online(expected, 50_000_000);
     CorePool::set_active(online);
     if CorePool::ids_ok(online) && online == 1 {
@@ -137,11 +148,11 @@ extern "C" fn lmboot_main(dtb_addr: usize, core: usize) -> ! {
     } else {
         crate::println!("cores: {online} online\nwarning: the cores' ids clash or changed since entry (MPIDR at EL1 reads VMPIDR_EL2)");
     }
-    match ThisBoard::card() {
+    match card::open() {
         Ok(card) => go(card),
         Err(e) => {
             crate::println!("error: {e}");
-            ThisBoard::exit(1)
+            power::exit(1)
         }
     }
 }
@@ -188,7 +199,7 @@ fn start_heap(ram: &RamBlocks, source: ram::Source) {
             crate::println!(
                 "error: the kernel image ({kstart:#x}..{kend:#x}) does not fit in that RAM"
             );
-            ThisBoard::exit(1)
+            power::exit(1)
         }
     };
     // SAFETY: `heap` is mapped RAM outside the kernel image and its stacks, used by nothing else
@@ -204,38 +215,19 @@ fn start_heap(ram: &RamBlocks, source: ram::Source) {
 }
 
 /// Run on the card and power off with the result.
-fn go(card: Card) -> ! {
+fn go(mut card: Card) -> ! {
     Cpu::core_init();
-    let card_bus = card.bus();
-    let heap_free = || heap::free() as u64;
-    let heap_high = || heap::high_water() as u64;
-    let instructions = || Cpu::instructions();
-    let env = Env {
-        clock_ns: time::now_ns,
-        heap_free: &heap_free,
-        heap_high: &heap_high,
-        instructions: Some((&instructions, Cpu::INSTRUCTION_COUNTER_BITS)),
-        pool: &CorePool,
-        set_cores: Some(&|n| CorePool::set_active(n.unwrap_or(usize::MAX))),
-        raise_exception: Some(Cpu::raise_exception),
-        io_core: Some(IoCoreHooks {
-            start: CorePool::start_service,
-            stop: CorePool::stop_service,
-            wake: Cpu::wake,
-        }),
-        arm_clock: Some(&ThisBoard::set_arm_clock),
-        kernels: inference::Kernels::best(),
-        ring_link: Some(&link::open),
-        card_bus,
+    let board = ThisBoard {
+        card_bus: card.bus(),
     };
-    match runtime::run::run(card, &mut console::Serial, &env) {
+    match runtime::run::run(card.device(), &mut console::Serial, &board) {
         Ok(()) => {
             crate::println!("lmboot: done");
-            ThisBoard::exit(0)
+            board.exit(0)
         }
         Err(e) => {
             crate::println!("\nerror: {e}");
-            ThisBoard::exit(1)
+            board.exit(1)
         }
     }
 }
@@ -252,7 +244,7 @@ extern "C" fn lmboot_secondary(core: usize) -> ! {
 extern "C" fn lmboot_trap(a: u64, b: u64, c: u64, d: u64) -> ! {
     let fault = Cpu::fault([a, b, c, d]);
     console::emergency(format_args!("\n*** {fault}\n"));
-    ThisBoard::exit(2)
+    power::exit(2)
 }
 
 #[panic_handler]
@@ -266,5 +258,5 @@ fn panic(info: &PanicInfo<'_>) -> ! {
         )),
         None => console::emergency(format_args!("\n*** panic: {}\n", info.message())),
     }
-    ThisBoard::exit(3)
+    power::exit(3)
 }

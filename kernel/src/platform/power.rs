@@ -6,7 +6,7 @@ use crate::board::{EXIT, QEMU, TEST_FINISHER};
 /// Power off with `code` (0 = success). Never returns.
 pub fn exit(code: u32) -> ! {
     if QEMU {
-        if TEST_FINISHER != 0 {
+        if let Some(finisher) = TEST_FINISHER {
             let v: u32 = if code == 0 {
                 0x5555
             } else {
@@ -14,7 +14,7 @@ pub fn exit(code: u32) -> ! {
             };
             // SAFETY: QEMU's test finisher (board description); writing it ends the emulation
             // with the status.
-            unsafe { core::ptr::write_volatile(TEST_FINISHER as *mut u32, v) };
+            unsafe { core::ptr::write_volatile(finisher as *mut u32, v) };
             // QEMU only queues the shutdown: the core runs on until its main loop takes it. A
             // power-off through the firmware now (OpenSBI's syscon-poweroff writes the finisher's
             // "pass") could replace the status before then, so this core just waits.

@@ -72,7 +72,7 @@ fn fallback() -> (RamBlocks, Source) {
 /// node, but a mainline tree left as shipped says 1 GiB (512 MiB on the Zero 2 W), which would
 /// put the heap over the GPU's memory.
 fn without_gpu(mut ram: RamBlocks) -> RamBlocks {
-    if let Ok((base, size)) = mailbox::open().arm_memory() {
+    if let Some(Ok((base, size))) = mailbox::open().map(|mut mb| mb.arm_memory()) {
         let end = base as u64 + size as u64;
         if end < 1 << 30 && ram.cut(Block::new(end, 1 << 30)) {
             crate::println!(
@@ -99,7 +99,7 @@ fn from_sunxi_dramc() -> Option<RamBlocks> {
 
 /// The ARM's memory block from the VideoCore (only the first block on a Pi 4: under 1 GiB).
 fn from_mailbox() -> Option<RamBlocks> {
-    match mailbox::open().arm_memory() {
+    match mailbox::open()?.arm_memory() {
         Ok((base, size)) => Some(RamBlocks::one(base as u64, size as u64)),
         Err(e) => {
             crate::println!("warning: {e}");

@@ -169,9 +169,10 @@ fn config(clock_id: u32, rate: u32) -> sdhci::Config {
 fn prepare_slot(mb: &mut Mailbox) {
     match board::GPIO_KIND {
         GpioKind::Bcm2835 => {
+            let Some(base) = board::GPIO_BASE else { return };
             // SAFETY: the board's GPIO block, device-mapped; nothing else touches it during
             // bring-up.
-            let regs = unsafe { Mmio::new(board::GPIO_BASE, GPIO_BLOCK_SIZE) };
+            let regs = unsafe { Mmio::new(base, GPIO_BLOCK_SIZE) };
             gpio::sd_on_emmc(
                 &mut regs.with_barrier(Cpu::io_barrier),
                 super::time::wait_us,
@@ -200,7 +201,12 @@ fn best_mode(clock_id: u32) -> BusMode {
 
 /// Bring up the first controller where a card answers; the card and the fastest mode its slot
 /// could run.
-pub fn open(mb: &mut Mailbox) -> Result<(Card, BusMode), String> {
+pub fn open() -> Result<(Card, BusMode), String> {
+    let mailbox = || {
+        super::mailbox::open()
+            .ok_or("the SD host's clock needs the firmware's mailbox (mailbox_base)")
+    };
+    let mb = &mut mailbox()?;
     prepare_slot(mb);
     let mut empty = String::new();
     for (&base, &id) in board::BLOCK_BASES.iter().zip(board::BLOCK_CLOCK_IDS) {
@@ -208,7 +214,7 @@ pub fn open(mb: &mut Mailbox) -> Result<(Card, BusMode), String> {
         let (rate, source) = mb.sd_base_clock(id);
         // SAFETY: `base` is an SD host controller of this board, device-mapped, used only here.
         let regs = unsafe { Mmio::new(base, REGISTER_BLOCK_SIZE) }.with_barrier(Cpu::io_barrier);
-        let slot = PiSlot(super::mailbox::open());
+        let slot = PiSlot(mailbox()?);
         match Sdhci::with_dma(regs, TimerClock, config(id, rate), slot, PiDma) {
             Ok(card) => {
                 print_card(&card, name, base, source);
@@ -229,12 +235,13 @@ pub fn open(mb: &mut Mailbox) -> Result<(Card, BusMode), String> {
 /// line says "IDMA", or "PIO" if the driver could not use it), writes through its FIFO.
 pub fn open_sunxi() -> Result<SunxiCard, String> {
     let base = board::BLOCK_BASES[0];
+    let ccu = board::BLOCK_CCU.ok_or("the SD host needs its clock controller (block.ccu)")?;
     // SAFETY: the board's SD/MMC host and clock controller, device-mapped, used only by this
     // driver.
     let (regs, ccu) = unsafe {
         (
             Mmio::new(base, sunxi_mmc::REGISTER_BLOCK_SIZE).with_barrier(Cpu::io_barrier),
-            Mmio::new(board::BLOCK_CCU, sunxi_mmc::CCU_BLOCK_SIZE).with_barrier(Cpu::io_barrier),
+            Mmio::new(ccu, sunxi_mmc::CCU_BLOCK_SIZE).with_barrier(Cpu::io_barrier),
         )
     };
     let card = SunxiMmc::init_dma(regs, Some(ccu), TimerClock, CpuDma)

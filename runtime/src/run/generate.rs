@@ -4,10 +4,11 @@
 
 use super::measure::{InstructionCounter, MeasuredPool, Shares};
 use super::profile::{profile, time_ns, Profile};
-use super::{ms, CardBus, Env, RunError, BEGIN_OUTPUT, CONFIG_PATH, END_OUTPUT};
+use super::{ms, RunError, BEGIN_OUTPUT, CONFIG_PATH, END_OUTPUT};
 use crate::config::Config;
 use crate::console::Out;
 use crate::pagecache::{CacheStats, FileSource, PageCache};
+use crate::platform::{CardBus, Platform};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -38,10 +39,10 @@ pub(super) struct Gen<'a, F: FileSource> {
 
 /// Tokenize the prompt and generate on the board's pool, or on a [`MeasuredPool`] for
 /// `measure_cores`.
-pub(super) fn run<F: FileSource + Send, Q: Parallel + ?Sized>(
+pub(super) fn run<F: FileSource + Send, Q: Platform + ?Sized>(
     g: &Gen<'_, F>,
     (st, spec): (&mut RunState, super::spec::SpecParts<'_>),
-    env: &Env<'_, Q>,
+    platform: &Q,
     out: &mut Out<'_>,
 ) -> Result<(), RunError> {
     let prompt = g.cfg.prompt.as_deref().ok_or(RunError::NoPrompt)?;
@@ -49,17 +50,17 @@ pub(super) fn run<F: FileSource + Send, Q: Parallel + ?Sized>(
         .tok
         .encode(prompt, true, g.cfg.special)
         .map_err(RunError::Prompt)?;
-    match (g.cfg.measure_cores, env.instructions) {
+    match (g.cfg.measure_cores, platform.instruction_counter()) {
         (Some(n), Some((read, bits))) => {
-            let pool = MeasuredPool::new(n, read, bits);
+            let pool = MeasuredPool::new(n, &read, bits);
             let _ = writeln!(
                 out,
                 "measuring: the {n}-core split runs on one core, each core's share counted"
             );
-            generate(g, &ids, (st, spec), &pool, Some(&pool), env, out)
+            generate(g, &ids, (st, spec), &pool, Some(&pool), platform, out)
         }
         (Some(_), None) => Err(RunError::NoInstructionCounter),
-        (None, _) => generate(g, &ids, (st, spec), env.pool, None, env, out),
+        (None, _) => generate(g, &ids, (st, spec), platform.pool(), None, platform, out),
     }
 }
 
@@ -124,19 +125,20 @@ fn generate<F, P, Q>(
     (st, spec): (&mut RunState, super::spec::SpecParts<'_>),
     pool: &P,
     measured: Option<&MeasuredPool<'_>>,
-    env: &Env<'_, Q>,
+    platform: &Q,
     out: &mut Out<'_>,
 ) -> Result<(), RunError>
 where
     F: FileSource + Send,
     P: Parallel + ?Sized,
-    Q: Parallel + ?Sized,
+    Q: Platform + ?Sized,
 {
     let (cfg, cache, tok) = (g.cfg, g.cache, g.tok);
-    let prof = profile(g, pool, env);
+    let prof = profile((g.model, cache, &g.kernels), pool, platform);
     let mut sampler = Sampler::new(cfg.sampler, g.model.config.vocab).map_err(RunError::Sampler)?;
-    let counter =
-        InstructionCounter::new(env.instructions.map(|(f, b)| (f as &dyn Fn() -> u64, b)));
+    let read = platform.instruction_counter();
+    let counter = InstructionCounter::new(read.as_ref().map(|(f, b)| (f as &dyn Fn() -> u64, *b)));
+    let clock = platform.clock();
     let sample = |_, _| counter.sample();
     let engine = Engine {
         model: g.model,
@@ -180,7 +182,7 @@ where
         .map_err(RunError::Generate)?;
     let (report, spec_stats) = match spec.as_mut() {
         Some(s) => {
-            let (job, stop) = ((ids, cfg.max_tokens), (&is_end as _, &env.clock_ns as _));
+            let (job, stop) = ((ids, cfg.max_tokens), (&is_end as _, &clock as _));
             let (r, stats) = s
                 .generate(&engine, st, &mut sampler, job, stop, filter, &mut on_token)
                 .map_err(RunError::Generate)?;
@@ -194,7 +196,7 @@ where
                     ids,
                     cfg.max_tokens,
                     &is_end,
-                    &env.clock_ns,
+                    &clock,
                     filter,
                     &mut on_token,
                 )
@@ -208,14 +210,14 @@ where
     let _ = writeln!(out, "\n{END_OUTPUT}");
     let complete = json.as_ref().is_some_and(|j| j.is_complete());
     print_per_token(&marks.per_tok, out);
-    print_stats(g, &report, &marks, complete, env, out);
+    print_stats(g, &report, &marks, complete, platform, out);
     if let Some(s) = spec_stats {
         let _ = writeln!(out, "{}", speculation_line(g, &s, &report, &marks));
     }
     // On a ring's head the profile would speak of the whole model on this board alone; the
     // split's prediction was printed when the ring formed.
     if g.remote.is_none() {
-        print_profile(g, &report, &prof, pool.workers(), env.card_bus, out);
+        print_profile(g, &report, &prof, pool.workers(), platform.card_bus(), out);
     }
     print_instructions(&report, &marks, measured, out);
     Ok(())
@@ -272,12 +274,12 @@ fn steps(report: &GenReport) -> u64 {
 }
 
 /// Time, stop reason, heap and page-cache totals.
-fn print_stats<F: FileSource, Q: Parallel + ?Sized>(
+fn print_stats<F: FileSource, Q: Platform + ?Sized>(
     g: &Gen<'_, F>,
     report: &GenReport,
     marks: &Marks,
     json_complete: bool,
-    env: &Env<'_, Q>,
+    platform: &Q,
     out: &mut Out<'_>,
 ) {
     let gen = report.generated.max(1) as u64;
@@ -308,7 +310,7 @@ fn print_stats<F: FileSource, Q: Parallel + ?Sized>(
     let _ = writeln!(
         out,
         "stats: heap high-water {} KiB; page cache hits {}, misses {}, bytes read {} ({} per prompt token, {} per generated token after the first), refills {}, read ahead {} pages, I/O stall {} ms ({} per generated token after the first)",
-        (env.heap_high)() >> 10,
+        platform.heap_high() >> 10,
         after.hits - before.hits,
         after.misses - before.misses,
         after.bytes_read - before.bytes_read,

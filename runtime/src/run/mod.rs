@@ -5,33 +5,31 @@
 //! [`reader`] (a core serves the card, or the cores read it themselves) → [`load`] the page cache →
 //! [`check_weights`] → [`selftest`] → [`choose_kernels`] → [`chat`](crate::chat) (the chat step) or
 //! [`generate`](generate::generate). The board supplies a block device, a console, a clock and a
-//! worker pool ([`Env`]); the host tests run the same function over a RAM disk.
+//! worker pool ([`Platform`]); the host tests run the same function over a RAM disk.
 
-mod chat;
-mod env;
 mod error;
 mod generate;
 pub mod measure;
 mod profile;
 mod ring;
-mod spec;
+pub(crate) mod spec;
 
-pub use env::{CardBus, Env, IoCoreHooks, RingLink};
 pub use error::{CardError, RunError};
 pub use spec::DraftModel;
 use spec::SpecParts;
 
 use crate::card::{CardFile, Direct};
+use crate::chat::step::ChatRun;
 use crate::config::{Config, IoCore, Mode};
 use crate::console::{Console, Out};
 use crate::iocore::{IoShared, Served, Texted};
 use crate::pagecache::{FileSource, Options, PageCache};
+use crate::platform::Platform;
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
-use chat::ChatRun;
 use core::fmt::Write;
 use drivers::block::{BlockDevice, WriteBlocks};
 use drivers::fat::{File, Volume};
@@ -56,21 +54,21 @@ fn ms(ns: u64) -> u64 {
 
 /// Boot-to-tokens on `dev`. Prints progress, the generated text between [`BEGIN_OUTPUT`] and
 /// [`END_OUTPUT`], and a stats line.
-pub fn run<D, P>(mut dev: D, con: &mut dyn Console, env: &Env<'_, P>) -> Result<(), RunError>
+pub fn run<D, P>(mut dev: D, con: &mut dyn Console, platform: &P) -> Result<(), RunError>
 where
     D: WriteBlocks + Send,
     D::Error: Send,
-    P: Parallel + ?Sized,
+    P: Platform + ?Sized,
 {
     let mut out = Out(con);
-    let t_boot = (env.clock_ns)();
+    let t_boot = platform.now_ns();
     let Card {
         mut cfg,
         model: file,
         kv_file,
         draft: draft_file,
     } = mount(&mut dev)?;
-    if let Some(line) = env.arm_clock.and_then(|set| set(cfg.arm_freq)) {
+    if let Some(line) = platform.set_arm_clock(cfg.arm_freq) {
         let _ = writeln!(out, "{line}");
     }
     let _ = writeln!(
@@ -84,10 +82,9 @@ where
     let m = open_model(&direct, &mut out)?;
     model_sampling(&mut cfg, &m.gguf, &mut out)?;
     let cfg = &cfg;
-    let cores = match env.set_cores {
-        Some(set) => set(cfg.cores),
-        None => env.pool.workers(),
-    };
+    let cores = platform
+        .set_cores(cfg.cores)
+        .unwrap_or_else(|| platform.pool().workers());
     let _ = writeln!(out, "cores: {cores} working");
     if let Some(place) = cfg.ring {
         let before = ring::Before {
@@ -96,18 +93,19 @@ where
             direct,
             cores,
         };
-        ring::run(place, before, out.0, env)?;
+        ring::run(place, before, out.0, platform)?;
         let _ = writeln!(
             out,
             "stats: total {} ms since the card was mounted",
-            ms((env.clock_ns)() - t_boot)
+            ms(platform.now_ns() - t_boot)
         );
         return Ok(());
     }
     let size = m.gguf_len;
     let draft_model = match &draft_file {
         Some(f) => {
-            let clocks = (env.clock_ns, env.heap_free);
+            let heap_free = || platform.heap_free();
+            let clocks = (platform.clock(), &heap_free as &dyn Fn() -> u64);
             spec::load(&direct, f, (cfg, &m), clocks, &mut out)?
         }
         None => None,
@@ -122,27 +120,27 @@ where
         (&m.model, draft_model.as_ref()),
         cores,
         size,
-        env,
+        platform,
         &mut out,
     )?;
 
     // Declaration order is drop order reversed: the cache (declared last) waits for the reads in
     // flight, then the serving core stops, then the shared source goes.
-    let (shared, plain) = reader(direct.into_inner(), cfg, capacity < size, cores, env);
+    let (shared, plain) = reader(direct.into_inner(), cfg, capacity < size, cores, platform);
     let serve = || shared.as_ref().is_some_and(|s| s.serve_one());
-    let _serving = start_serving(&shared, &serve, cores, env, &mut out);
+    let _serving = start_serving(&shared, &serve, cores, platform, &mut out);
     let src: Box<dyn FileSource<Error = String> + Send + '_> = match (&shared, plain) {
         (Some(s), _) => Box::new(Served::new(s)),
         (None, Some(c)) => Box::new(Texted(c)),
         (None, None) => unreachable!("reader() returns one of the two"),
     };
     let wanted = spec::pin_order(cfg, &m.model, (size, capacity));
-    let (cache, load_ns) = load(src, cfg, capacity, &wanted, &|| {}, env, &mut out)?;
+    let (cache, load_ns) = load(src, cfg, capacity, &wanted, &|| {}, platform, &mut out)?;
     cache.set_schedule(m.model.weights.read_order(), cores);
     let whole = inference::model::Part::whole(m.model.config.n_layer);
-    check_part(&m.model, &cache, &whole, env, &mut out)?;
-    selftest(cfg, env, &mut out)?;
-    let kernels = choose_kernels(cfg, env)?;
+    check_part(&m.model, &cache, &whole, platform, &mut out)?;
+    selftest(cfg, platform, &mut out)?;
+    let kernels = choose_kernels(cfg, platform)?;
     let card_rate = profile::rate(cache.resident_bytes(), load_ns);
     let model_run = ModelRun {
         cfg,
@@ -153,13 +151,13 @@ where
         card_rate,
         remote: None,
     };
-    if model_run.run(&cache, (&mut st, spec), env, &mut out)? {
+    if model_run.run(&cache, (&mut st, spec), platform, &mut out)? {
         return Ok(());
     }
     let _ = writeln!(
         out,
         "stats: total {} ms since the card was mounted",
-        ms((env.clock_ns)() - t_boot)
+        ms(platform.now_ns() - t_boot)
     );
     Ok(())
 }
@@ -180,11 +178,11 @@ pub(crate) struct ModelRun<'a> {
 impl ModelRun<'_> {
     /// Step 9: chat on the console, or generate from the configured prompt. Returns true for a
     /// chat (which prints no stats line at the end).
-    pub(crate) fn run<F: FileSource + Send, P: Parallel + ?Sized>(
+    pub(crate) fn run<F: FileSource + Send, P: Platform + ?Sized>(
         &self,
         cache: &PageCache<F>,
         (st, spec): (&mut RunState, SpecParts<'_>),
-        env: &Env<'_, P>,
+        platform: &P,
         out: &mut Out<'_>,
     ) -> Result<bool, RunError> {
         let (cfg, m) = (self.cfg, self.m);
@@ -199,7 +197,7 @@ impl ModelRun<'_> {
                 kernels: self.kernels,
                 remote: self.remote,
             };
-            chat.run((st, spec), env, out.0)?;
+            chat.run((st, spec), platform, out.0)?;
             return Ok(true);
         }
         let g = generate::Gen {
@@ -212,7 +210,7 @@ impl ModelRun<'_> {
             card_rate: self.card_rate,
             remote: self.remote,
         };
-        generate::run(&g, (st, spec), env, out)?;
+        generate::run(&g, (st, spec), platform, out)?;
         Ok(false)
     }
 }
@@ -345,25 +343,25 @@ pub(crate) fn summary(g: &Gguf, model: &Model) -> String {
 
 /// Step 3: the run's buffers (KV cache for `ctx` positions, activations), then the page cache's
 /// size from what is left of the heap. Returns the buffers, the positions and the cache's bytes.
-fn size_buffers<'d, P: Parallel + ?Sized>(
+fn size_buffers<'d, P: Platform + ?Sized>(
     cfg: &Config,
     (model, draft): (&Model, Option<&'d DraftModel>),
     cores: usize,
     size: u64,
-    env: &Env<'_, P>,
+    platform: &P,
     out: &mut Out<'_>,
 ) -> Result<Buffers<'d>, RunError> {
     let ctx = cfg.ctx.min(model.config.train_ctx);
     let batch = cfg
         .batch
-        .unwrap_or_else(|| auto_batch(model, ctx, (env.heap_free)()));
+        .unwrap_or_else(|| auto_batch(model, ctx, platform.heap_free()));
     let workers = cfg.measure_cores.unwrap_or(cores);
     let whole = inference::model::Part::whole(model.config.n_layer);
     let (kv, buffers) =
         RunState::size_of(model, ctx, workers, batch, &whole).map_err(RunError::Buffers)?;
     let shape = (ctx, workers, batch);
     let spec = spec::bytes(cfg, (model, draft.map(|d| &d.model)), shape)?;
-    let heap = (env.heap_free)();
+    let heap = platform.heap_free();
     let buffers = buffers.saturating_add(spec);
     if kv.saturating_add(buffers).saturating_add(HEAP_MARGIN) > heap {
         return Err(RunError::NoRoom {
@@ -376,7 +374,7 @@ fn size_buffers<'d, P: Parallel + ?Sized>(
     let mut st = RunState::with_batch(model, ctx, workers, batch).map_err(RunError::Buffers)?;
     let (spec, spec_note) = spec::buffers(cfg, (model, draft), &mut st, shape)?;
     let (kv_bytes, buf_bytes) = st.bytes();
-    let free = (env.heap_free)();
+    let free = platform.heap_free();
     let auto = free.saturating_sub(HEAP_MARGIN);
     let capacity = cfg.cache_bytes.unwrap_or(auto).min(auto).min(size);
     let _ = writeln!(
@@ -427,11 +425,11 @@ fn reader<D, P>(
     cfg: &Config,
     streams: bool,
     cores: usize,
-    env: &Env<'_, P>,
+    platform: &P,
 ) -> (Option<IoShared<CardFile<D>>>, Option<CardFile<D>>)
 where
     D: WriteBlocks + Send,
-    P: Parallel + ?Sized,
+    P: Platform + ?Sized,
 {
     let want_core = match cfg.io_core {
         IoCore::On => true,
@@ -441,7 +439,7 @@ where
         && cfg.readahead > 0
         && cfg.measure_cores.is_none()
         && cores >= 2;
-    match (want_core, env.io_core) {
+    match (want_core, platform.io_core()) {
         (true, Some(hooks)) => (Some(IoShared::new(card, hooks.wake)), None),
         _ => (None, Some(card)),
     }
@@ -461,13 +459,13 @@ fn start_serving<F, P>(
     shared: &Option<IoShared<F>>,
     serve: &(dyn Fn() -> bool + Sync),
     cores: usize,
-    env: &Env<'_, P>,
+    platform: &P,
     out: &mut Out<'_>,
 ) -> Option<Serving>
 where
-    P: Parallel + ?Sized,
+    P: Platform + ?Sized,
 {
-    let (Some(_), Some(hooks)) = (shared, env.io_core) else {
+    let (Some(_), Some(hooks)) = (shared, platform.io_core()) else {
         return None;
     };
     // SAFETY: the caller keeps the returned guard, which stops the service when dropped, in a
@@ -501,18 +499,19 @@ type Loaded<'s> = (
 /// Step 5: fill the page cache's resident part (the `wanted` ranges of the file, all of it for a
 /// board alone) with a progress counter, calling `tick` as it goes, and say how it went. Returns
 /// the cache and the load time in nanoseconds.
-fn load<'s, P: Parallel + ?Sized>(
+fn load<'s, P: Platform + ?Sized>(
     src: Box<dyn FileSource<Error = String> + Send + 's>,
     cfg: &Config,
     capacity: u64,
     wanted: &[(u64, u64)],
     tick: &dyn Fn(),
-    env: &Env<'_, P>,
+    platform: &P,
     out: &mut Out<'_>,
 ) -> Result<Loaded<'s>, RunError> {
-    let t_load = (env.clock_ns)();
+    let t_load = platform.now_ns();
+    let read = platform.instruction_counter();
     let counter =
-        measure::InstructionCounter::new(env.instructions.map(|(f, b)| (f as &dyn Fn() -> u64, b)));
+        measure::InstructionCounter::new(read.as_ref().map(|(f, b)| (f as &dyn Fn() -> u64, *b)));
     let mut last = 0;
     let opts = Options {
         readahead: cfg.readahead,
@@ -536,9 +535,9 @@ fn load<'s, P: Parallel + ?Sized>(
         .filter(|r| seen.insert(r.0))
         .map(|r| r.1)
         .sum();
-    let load_ns = (env.clock_ns)() - t_load;
+    let load_ns = platform.now_ns() - t_load;
     counter.sample();
-    cache.set_clock(env.clock_ns);
+    cache.set_clock(platform.clock());
     let _ = writeln!(
         out,
         "\nloaded {} MiB in {} ms ({} MiB resident, page {} KiB, read-ahead {})",
@@ -563,14 +562,14 @@ fn load<'s, P: Parallel + ?Sized>(
 
 /// Step 6: every weight `part` reads is finite (NaN/Inf in a scale would poison every token): one
 /// pass over those tensors (the whole model on a board alone).
-fn check_part<F: FileSource, P: Parallel + ?Sized>(
+fn check_part<F: FileSource, P: Platform + ?Sized>(
     model: &Model,
     cache: &PageCache<F>,
     part: &inference::model::Part,
-    env: &Env<'_, P>,
+    platform: &P,
     out: &mut Out<'_>,
 ) -> Result<(), RunError> {
-    let t_check = (env.clock_ns)();
+    let t_check = platform.now_ns();
     let mut scratch = alloc::vec![0u8; 64 * 1024];
     model
         .weights
@@ -589,15 +588,15 @@ fn check_part<F: FileSource, P: Parallel + ?Sized>(
     let _ = writeln!(
         out,
         "weights checked: no NaN or infinity{which} ({} ms)",
-        ms((env.clock_ns)() - t_check)
+        ms(platform.now_ns() - t_check)
     );
     Ok(())
 }
 
 /// Step 7: `selftest = panic | exception` stops here, to show the board's fault report.
-fn selftest<P: Parallel + ?Sized>(
+fn selftest<P: Platform + ?Sized>(
     cfg: &Config,
-    env: &Env<'_, P>,
+    platform: &P,
     out: &mut Out<'_>,
 ) -> Result<(), RunError> {
     match cfg.selftest.as_deref() {
@@ -607,9 +606,7 @@ fn selftest<P: Parallel + ?Sized>(
         }
         Some("exception") => {
             let _ = writeln!(out, "selftest: raising an exception on purpose");
-            if let Some(f) = env.raise_exception {
-                f();
-            }
+            platform.raise_exception();
             Err(RunError::NoException)
         }
         _ => Ok(()),
@@ -617,12 +614,9 @@ fn selftest<P: Parallel + ?Sized>(
 }
 
 /// Step 8: the kernel set: the board's best, or the one `kernels =` names if the CPU has it.
-fn choose_kernels<P: Parallel + ?Sized>(
-    cfg: &Config,
-    env: &Env<'_, P>,
-) -> Result<Kernels, RunError> {
+fn choose_kernels<P: Platform + ?Sized>(cfg: &Config, platform: &P) -> Result<Kernels, RunError> {
     match cfg.kernels.as_str() {
-        "auto" => Ok(env.kernels),
+        "auto" => Ok(platform.kernels()),
         name => Kernels::by_name(name).ok_or_else(|| RunError::KernelsUnavailable(name.into())),
     }
 }

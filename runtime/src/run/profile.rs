@@ -1,11 +1,12 @@
 //! The boot-time profile: what the hardware does (memory copy rate, matrix throughput on all
 //! working cores), to predict a token's time and say whether the run is I/O- or compute-bound.
 
-use super::{generate::Gen, Env};
-use crate::pagecache::FileSource;
+use crate::pagecache::{FileSource, PageCache};
+use crate::platform::Platform;
 use alloc::vec::Vec;
 use inference::gguf::TensorInfo;
 use inference::matvec::matvec;
+use inference::model::Model;
 use inference::parallel::{par_chunks, Parallel};
 use inference::{Kernels, Storage};
 
@@ -39,28 +40,22 @@ pub(super) fn time_ns(bytes: u64, rate: u64) -> u64 {
 }
 
 /// Measure memory bandwidth (a copy) and matrix throughput (one feed-forward matrix, all cores).
-pub(super) fn profile<F: FileSource + Send, P: Parallel + ?Sized, Q: Parallel + ?Sized>(
-    g: &Gen<'_, F>,
+pub(super) fn profile<F: FileSource + Send, P: Parallel + ?Sized, Q: Platform + ?Sized>(
+    (model, cache, kernels): (&Model, &PageCache<F>, &Kernels),
     pool: &P,
-    env: &Env<'_, Q>,
+    platform: &Q,
 ) -> Profile {
+    let w = &model.weights;
     Profile {
-        weights: g.model.weights.matrices().map(|t| t.size).sum::<u64>()
-            + g.model.weights.token_embd.row_bytes(),
-        memory: copy_rate(env),
-        matvec: matvec_rate(
-            &g.model.weights.layers[0].w_gate,
-            g.cache,
-            &g.kernels,
-            pool,
-            env,
-        ),
+        weights: w.matrices().map(|t| t.size).sum::<u64>() + w.token_embd.row_bytes(),
+        memory: copy_rate(platform),
+        matvec: matvec_rate(&w.layers[0].w_gate, cache, kernels, pool, platform),
     }
 }
 
 /// Memory copy rate over two buffers of up to 8 MiB (0 if the heap cannot spare them).
-fn copy_rate<Q: Parallel + ?Sized>(env: &Env<'_, Q>) -> u64 {
-    let size = ((env.heap_free)() / 8).min(8 << 20) as usize;
+fn copy_rate<Q: Platform + ?Sized>(platform: &Q) -> u64 {
+    let size = (platform.heap_free() / 8).min(8 << 20) as usize;
     let mut a: Vec<u8> = Vec::new();
     let mut b: Vec<u8> = Vec::new();
     if size < 1 << 16 || a.try_reserve_exact(size).is_err() || b.try_reserve_exact(size).is_err() {
@@ -68,12 +63,12 @@ fn copy_rate<Q: Parallel + ?Sized>(env: &Env<'_, Q>) -> u64 {
     }
     a.resize(size, 1);
     b.resize(size, 0);
-    let t0 = (env.clock_ns)();
+    let t0 = platform.now_ns();
     for _ in 0..4 {
         b.copy_from_slice(&a);
         a[0] = a[0].wrapping_add(b[size - 1]);
     }
-    rate(4 * size as u64, (env.clock_ns)() - t0)
+    rate(4 * size as u64, platform.now_ns() - t0)
 }
 
 /// Weight bytes per second through the matrix `w` (the first layer's gate) on all working cores
@@ -81,13 +76,13 @@ fn copy_rate<Q: Parallel + ?Sized>(env: &Env<'_, Q>) -> u64 {
 pub(super) fn matvec_rate<
     S: Storage + Sync + ?Sized,
     P: Parallel + ?Sized,
-    Q: Parallel + ?Sized,
+    Q: Platform + ?Sized,
 >(
     w: &TensorInfo,
     src: &S,
     kernels: &Kernels,
     pool: &P,
-    env: &Env<'_, Q>,
+    platform: &Q,
 ) -> u64 {
     let mut acts = inference::ActBuf::with_capacity(w.row_len() as usize);
     let x = alloc::vec![0.25f32; w.row_len() as usize];
@@ -103,14 +98,14 @@ pub(super) fn matvec_rate<
         .collect();
     let mut best = u64::MAX;
     for _ in 0..2 {
-        let t0 = (env.clock_ns)();
+        let t0 = platform.now_ns();
         let r = par_chunks(pool, &mut out, 1, &mut scratch, |rows, part, s| {
             matvec(kernels, src, w, rows, &act, part, s)
         });
         if r.is_err() {
             return 0;
         }
-        best = best.min((env.clock_ns)() - t0);
+        best = best.min(platform.now_ns() - t0);
     }
     rate(w.size, best)
 }

@@ -3,10 +3,9 @@
 //! chat or the prompt as a board alone would, with the other layers round the ring, while every
 //! other board serves its window until the head ends the run.
 
-use super::env::RingLink;
 use super::profile::{matvec_rate, rate};
 use super::{
-    auto_batch, check_part, choose_kernels, load, ms, reader, start_serving, Env, Opened, RunError,
+    auto_batch, check_part, choose_kernels, load, ms, reader, start_serving, Opened, RunError,
     HEAP_MARGIN,
 };
 use crate::card::Direct;
@@ -14,6 +13,7 @@ use crate::config::{Config, RingPlace};
 use crate::console::{Console, Out};
 use crate::iocore::{Served, Texted};
 use crate::pagecache::{FileSource, PageCache};
+use crate::platform::{Platform, RingLink};
 use crate::promptcache;
 use crate::ring::follower::{self, Assignment};
 use crate::ring::head::{self, Head};
@@ -26,7 +26,6 @@ use core::cell::RefCell;
 use core::fmt::Write;
 use drivers::block::WriteBlocks;
 use inference::model::{Model, Part, RunState};
-use inference::parallel::Parallel;
 use inference::storage::SliceStorage;
 use inference::{Kernels, Storage};
 
@@ -43,27 +42,31 @@ pub(super) fn run<D, P>(
     place: RingPlace,
     b: Before<'_, D>,
     con: &mut dyn Console,
-    env: &Env<'_, P>,
+    platform: &P,
 ) -> Result<(), RunError>
 where
     D: WriteBlocks + Send,
     D::Error: Send,
-    P: Parallel + ?Sized,
+    P: Platform + ?Sized,
 {
     let mut out = Out(con);
-    let make = env.ring_link.ok_or_else(|| {
-        RunError::RingLink("this board has no link UART (its board file has no [ring_uart])".into())
-    })?;
-    let (link, what) = make(place.board, b.cfg.ring_baud).map_err(RunError::RingLink)?;
+    let (link, what) = platform
+        .ring_link(place.board, b.cfg.ring_baud)
+        .ok_or_else(|| {
+            RunError::RingLink(
+                "this board has no link UART (its board file has no [ring_uart])".into(),
+            )
+        })?
+        .map_err(RunError::RingLink)?;
     let _ = writeln!(
         out,
         "ring: board {} of {}, {what}",
         place.board, place.boards
     );
-    let kernels = choose_kernels(b.cfg, env)?;
+    let kernels = choose_kernels(b.cfg, platform)?;
     let key =
         promptcache::model_key(&b.m.gguf, &b.direct).map_err(|e| RunError::Model(e.into()))?;
-    let profile = measure(&b.m.model, &b.direct, &kernels, b.cores, env);
+    let profile = measure(&b.m.model, &b.direct, &kernels, b.cores, platform);
     let _ = writeln!(
         out,
         "ring: this board: {} MiB free, matrices at {} MB/s, card at {} MB/s",
@@ -71,9 +74,13 @@ where
         profile.compute / 1_000_000,
         profile.card / 1_000_000
     );
-    let mut node = Node::new(place.board, place.boards, link, env.clock_ns);
+    let mut node = Node::new(place.board, place.boards, link, platform.clock());
     let n_layer = b.m.model.config.n_layer;
-    let board = Board { b, kernels, env };
+    let board = Board {
+        b,
+        kernels,
+        platform,
+    };
     if place.board == 1 {
         board.head(node, key, profile, &mut out)
     } else {
@@ -84,10 +91,10 @@ where
 
 /// A board of the ring once its link is up: what the steps before made, its kernels, its
 /// platform.
-struct Board<'a, 'e, D: WriteBlocks + Send, P: Parallel + ?Sized> {
+struct Board<'a, D: WriteBlocks + Send, P: Platform + ?Sized> {
     b: Before<'a, D>,
     kernels: Kernels,
-    env: &'a Env<'e, P>,
+    platform: &'a P,
 }
 
 /// This board's profile: free heap, the first layer's gate matrix read from the card (its read
@@ -97,13 +104,13 @@ fn measure<D, P>(
     direct: &Direct<D>,
     kernels: &Kernels,
     cores: usize,
-    env: &Env<'_, P>,
+    platform: &P,
 ) -> Profile
 where
     D: WriteBlocks + Send,
-    P: Parallel + ?Sized,
+    P: Platform + ?Sized,
 {
-    let ram = (env.heap_free)();
+    let ram = platform.heap_free();
     let mut w = model.weights.layers[0].w_gate.clone();
     // At most MEASURE_BYTES of its rows: the rates are per byte, and a large model's matrix may be
     // more than a 32-bit board can hold at once.
@@ -111,15 +118,21 @@ where
     (w.dims[1], w.dims[2], w.dims[3]) = (rows, 1, 1);
     w.size = rows * w.row_bytes();
     let mut bytes = alloc::vec![0u8; w.size as usize];
-    let t0 = (env.clock_ns)();
+    let t0 = platform.now_ns();
     let read = direct.read_at(w.offset, &mut bytes).is_ok();
     let card = if read {
-        rate(w.size, (env.clock_ns)() - t0)
+        rate(w.size, platform.now_ns() - t0)
     } else {
         0
     };
     w.offset = 0;
-    let compute = matvec_rate(&w, &SliceStorage::new(&bytes), kernels, env.pool, env);
+    let compute = matvec_rate(
+        &w,
+        &SliceStorage::new(&bytes),
+        kernels,
+        platform.pool(),
+        platform,
+    );
     Profile {
         ram,
         compute,
@@ -132,8 +145,8 @@ where
 const MEASURE_BYTES: u64 = 64 << 20;
 
 /// The cache's capacity: what is left of the heap (less the margin), at most `cache = ...`.
-fn capacity<P: Parallel + ?Sized>(cfg: &Config, size: u64, env: &Env<'_, P>) -> u64 {
-    let auto = (env.heap_free)().saturating_sub(HEAP_MARGIN);
+fn capacity<P: Platform + ?Sized>(cfg: &Config, size: u64, platform: &P) -> u64 {
+    let auto = platform.heap_free().saturating_sub(HEAP_MARGIN);
     cfg.cache_bytes.unwrap_or(auto).min(auto).min(size)
 }
 
@@ -145,35 +158,34 @@ type Cache<'s> = PageCache<Box<dyn FileSource<Error = String> + Send + 's>>;
 /// reads), the line served (`tick`) while they load, the weights checked; then `then` with it.
 fn with_part<D, P, R>(
     direct: Direct<D>,
-    (cfg, model, part): (&Config, &Model, &Part),
-    cores: usize,
+    (cfg, model, part, cores): (&Config, &Model, &Part, usize),
     tick: &dyn Fn(),
-    env: &Env<'_, P>,
+    platform: &P,
     out: &mut Out<'_>,
     then: impl FnOnce(&Cache<'_>, &mut Out<'_>) -> Result<R, RunError>,
 ) -> Result<R, RunError>
 where
     D: WriteBlocks + Send,
     D::Error: Send,
-    P: Parallel + ?Sized,
+    P: Platform + ?Sized,
 {
     let size = direct.len();
     let wanted: Vec<(u64, u64)> = model.weights.ranges_of(part).collect();
-    let cap = capacity(cfg, size, env);
+    let cap = capacity(cfg, size, platform);
     let streams = cap < model.weights.bytes_of(part);
     // Declaration order is drop order reversed: the cache goes first (waiting for the reads in
     // flight), then the serving core stops, then the shared source goes.
-    let (shared, plain) = reader(direct.into_inner(), cfg, streams, cores, env);
+    let (shared, plain) = reader(direct.into_inner(), cfg, streams, cores, platform);
     let serve = || shared.as_ref().is_some_and(|s| s.serve_one());
-    let _serving = start_serving(&shared, &serve, cores, env, out);
+    let _serving = start_serving(&shared, &serve, cores, platform, out);
     let src: Box<dyn FileSource<Error = String> + Send + '_> = match (&shared, plain) {
         (Some(s), _) => Box::new(Served::new(s)),
         (None, Some(c)) => Box::new(Texted(c)),
         (None, None) => unreachable!("reader() returns one of the two"),
     };
-    let (cache, _) = load(src, cfg, cap, &wanted, tick, env, out)?;
+    let (cache, _) = load(src, cfg, cap, &wanted, tick, platform, out)?;
     cache.set_schedule(model.weights.read_order_of(part), cores);
-    check_part(model, &cache, part, env, out)?;
+    check_part(model, &cache, part, platform, out)?;
     then(&cache, out)
 }
 
@@ -218,11 +230,11 @@ fn say_split(windows: &[Window], profiles: &[Profile], out: &mut Out<'_>) {
     );
 }
 
-impl<D, P> Board<'_, '_, D, P>
+impl<D, P> Board<'_, D, P>
 where
     D: WriteBlocks + Send,
     D::Error: Send,
-    P: Parallel + ?Sized,
+    P: Platform + ?Sized,
 {
     /// The head: gather the boards, split the layers, load its own window, wait for the others,
     /// then chat or generate with the other layers round the ring. Whatever happens, the other
@@ -234,14 +246,18 @@ where
         mine: Profile,
         out: &mut Out<'_>,
     ) -> Result<(), RunError> {
-        let Board { b, kernels, env } = self;
+        let Board {
+            b,
+            kernels,
+            platform,
+        } = self;
         let (cfg, m) = (b.cfg, b.m);
         let node = RefCell::new(node);
         let r = match split(&node, key, mine, &b, out) {
             Ok((part, ctx, batch)) => {
                 let tick = || node.borrow_mut().tick();
-                let what = (cfg, &m.model, &part);
-                with_part(b.direct, what, b.cores, &tick, env, out, |cache, out| {
+                let what = (cfg, &m.model, &part, b.cores);
+                with_part(b.direct, what, &tick, platform, out, |cache, out| {
                     let mut st = RunState::for_part(&m.model, ctx, b.cores, batch, &part)
                         .map_err(RunError::Buffers)?;
                     if cfg.spec.on() {
@@ -262,7 +278,7 @@ where
                         remote: Some(&head),
                     };
                     model_run
-                        .run(cache, (&mut st, Default::default()), env, out)
+                        .run(cache, (&mut st, Default::default()), platform, out)
                         .map(|_| ())
                 })
             }
@@ -280,7 +296,11 @@ where
         asg: Assignment,
         out: &mut Out<'_>,
     ) -> Result<(), RunError> {
-        let Board { b, kernels, env } = self;
+        let Board {
+            b,
+            kernels,
+            platform,
+        } = self;
         let (cfg, model) = (b.cfg, &b.m.model);
         let part = Part {
             layers: asg.layers.clone(),
@@ -295,8 +315,8 @@ where
             .map_err(RunError::Buffers)?;
         let node = RefCell::new(node);
         let tick = || node.borrow_mut().tick();
-        let what = (cfg, model, &part);
-        let served = with_part(b.direct, what, b.cores, &tick, env, out, |cache, out| {
+        let what = (cfg, model, &part, b.cores);
+        let served = with_part(b.direct, what, &tick, platform, out, |cache, out| {
             let want = model.weights.bytes_of(&part);
             let pinned = cache.resident_bytes().min(want);
             follower::ready(&mut node.borrow_mut(), pinned, want - pinned)
@@ -306,7 +326,7 @@ where
                 "ring: serving layers {}..{}",
                 part.layers.start, part.layers.end
             );
-            let run = (cache, env.pool, &kernels);
+            let run = (cache, platform.pool(), &kernels);
             Ok(follower::serve(&node, model, &mut st, run, &part))
         })?;
         let _ = writeln!(out, "{}", node::stats_line(&node.borrow().stats()));

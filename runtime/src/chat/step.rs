@@ -1,12 +1,14 @@
 //! The run's chat step: the template and system prompt from the model, the system piece restored
 //! from or saved to the prompt cache on the card, then the conversation on the serial line.
 
-use super::{Env, RunError};
-use crate::chat::{Chat, Line};
+use super::{Chat, Line};
 use crate::config::Config;
 use crate::console::Console;
 use crate::pagecache::{DynDev, FileSource, PageCache};
+use crate::platform::Platform;
 use crate::promptcache::{self, LoadOutcome};
+use crate::run::spec::{self, SpecParts};
+use crate::run::RunError;
 use alloc::format;
 use alloc::string::String;
 use drivers::fat::File;
@@ -43,10 +45,10 @@ impl<F: FileSource> core::fmt::Debug for ChatRun<'_, F> {
 
 impl<F: FileSource + Send> ChatRun<'_, F> {
     /// Talk on `con` until Ctrl-D.
-    pub fn run<P: Parallel + ?Sized>(
+    pub fn run<P: Platform + ?Sized>(
         &self,
-        (st, spec): (&mut RunState, super::spec::SpecParts<'_>),
-        env: &Env<'_, P>,
+        (st, spec): (&mut RunState, SpecParts<'_>),
+        platform: &P,
         con: &mut dyn Console,
     ) -> Result<(), RunError> {
         let cfg = self.cfg;
@@ -59,17 +61,17 @@ impl<F: FileSource + Send> ChatRun<'_, F> {
         let engine = Engine {
             model: self.model,
             src: self.cache,
-            pool: env.pool,
+            pool: platform.pool(),
             kernels: self.kernels,
             on_forward: None,
             remote: self.remote,
         };
         let mut sampler =
             Sampler::new(cfg.sampler, self.model.config.vocab).map_err(RunError::Sampler)?;
-        let clock = || (env.clock_ns)();
+        let clock = || platform.now_ns();
         let key = promptcache::model_key(self.g, self.cache).ok();
         let mut start =
-            |st: &mut RunState, ids: &[u32]| self.start(&engine, key, st, ids, env.clock_ns);
+            |st: &mut RunState, ids: &[u32]| self.start(&engine, key, st, ids, platform.clock());
         let mut json = JsonConstraint::from_tokenizer(self.tok).ok();
         let mut chat = Chat {
             tok: self.tok,
@@ -90,9 +92,14 @@ impl<F: FileSource + Send> ChatRun<'_, F> {
                 core::hint::spin_loop();
             }
         };
-        let mut spec =
-            super::spec::speculator(cfg, self.remote, (env.pool, self.kernels), spec, None)
-                .map_err(RunError::Generate)?;
+        let mut spec = spec::speculator(
+            cfg,
+            self.remote,
+            (platform.pool(), self.kernels),
+            spec,
+            None,
+        )
+        .map_err(RunError::Generate)?;
         let mut line = Line::new(con, &idle);
         chat.run(&engine, st, &mut sampler, &mut line, spec.as_mut())
             .map_err(RunError::Chat)

@@ -1,5 +1,12 @@
-//! virtio-blk on the MMIO bus through the `virtio-drivers` crate, as a [`BlockDevice`]. Memory is
-//! identity-mapped, so DMA addresses are virtual addresses and buffers are shared in place.
+//! virtio-blk through the `virtio-drivers` crate, as a [`BlockDevice`], over any virtio
+//! transport: the MMIO bus on a board ([`VirtioBlock::probe_mmio`]), a fake device in tests
+//! ([`VirtioBlock::new`]). Memory is identity-mapped, so DMA addresses are virtual addresses and
+//! buffers are shared in place.
+//!
+//! The crate is adopted rather than written again: it keeps the virtqueues, offers non-blocking
+//! requests (`read_blocks_nb`, `peek_used`, `complete_read_blocks`) for queued reads, and reports a
+//! device's failures as error values. What it lacks for the page cache, reads queued and
+//! synchronous requests mixed on one queue, is the request slots here.
 //!
 //! Reads can be queued: [`BlockDevice::submit_read`] puts a request on the virtqueue and returns at
 //! once, the device fills the buffer while the cores compute, and [`BlockDevice::poll_read`] reports
@@ -17,16 +24,18 @@
 //! anything is queued. [`WriteBlocks::flush`] waits for the requests in flight, then sends a
 //! virtio flush (a no-op unless the device offers VIRTIO_BLK_F_FLUSH).
 
+use crate::block::{check_request, BlockDevice, Op, Submitted, WriteBlocks};
 use alloc::alloc::{alloc_zeroed, dealloc, Layout};
 use alloc::boxed::Box;
 use core::fmt;
 use core::ptr::NonNull;
-use drivers::block::{BlockDevice, Op, Submitted, WriteBlocks};
 use virtio_drivers::device::blk::{BlkReq, BlkResp, VirtIOBlk};
 use virtio_drivers::transport::mmio::{MmioTransport, VirtIOHeader};
 use virtio_drivers::transport::{DeviceType, Transport};
 use virtio_drivers::{BufferDirection, Hal, PhysAddr, PAGE_SIZE};
 
+/// DMA for identity-mapped memory: buffers are shared in place, DMA pages come from the heap.
+#[derive(Debug)]
 pub struct IdentityHal;
 
 // SAFETY: memory is identity-mapped and coherent for the device (QEMU); DMA pages come from the
@@ -75,17 +84,25 @@ struct Slot {
     busy: bool,
 }
 
-/// The first virtio block device on the board's MMIO bus.
-pub struct VirtioBlock {
-    blk: VirtIOBlk<IdentityHal, MmioTransport<'static>>,
+/// A virtio block device (the first on the board's MMIO bus, or the one a transport reaches).
+pub struct VirtioBlock<T: Transport = MmioTransport<'static>> {
+    blk: VirtIOBlk<IdentityHal, T>,
     blocks: u64,
     /// Boxed: the device holds pointers to the headers while requests are in flight.
     slots: Box<[Slot; SLOTS]>,
 }
 
+impl<T: Transport> fmt::Debug for VirtioBlock<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VirtioBlock")
+            .field("blocks", &self.blocks)
+            .finish_non_exhaustive()
+    }
+}
+
 // SAFETY: the device's MMIO registers and DMA queues are only touched through `&mut self`, and the
 // block device moves into the page cache's lock; no core ever uses it without holding that lock.
-unsafe impl Send for VirtioBlock {}
+unsafe impl<T: Transport> Send for VirtioBlock<T> {}
 
 #[derive(Debug)]
 pub struct VirtioError {
@@ -118,29 +135,41 @@ impl fmt::Display for VirtioError {
 const MAX_REQUEST: usize = 1 << 20;
 
 impl VirtioBlock {
-    /// Probe the board's virtio-mmio slots for a block device.
-    pub fn probe() -> Option<Self> {
-        use crate::board::{BLOCK_BASES, BLOCK_COUNT, BLOCK_STRIDE};
-        for i in (0..BLOCK_COUNT).rev() {
-            let addr = BLOCK_BASES[0] + i * BLOCK_STRIDE;
-            let header = NonNull::new(addr as *mut VirtIOHeader)?;
-            // SAFETY: addr is a virtio-mmio slot of this board, mapped as device memory, not
-            // otherwise used.
-            let Ok(t) = (unsafe { MmioTransport::new(header, BLOCK_STRIDE) }) else {
+    /// The first block device in `count` virtio-mmio slots of `stride` bytes from `first`,
+    /// probed from the last slot down.
+    ///
+    /// # Safety
+    /// Every slot must be a virtio-mmio register block mapped as device memory, used by nothing
+    /// else.
+    pub unsafe fn probe_mmio(first: usize, count: usize, stride: usize) -> Option<Self> {
+        for i in (0..count).rev() {
+            let header = NonNull::new((first + i * stride) as *mut VirtIOHeader)?;
+            // SAFETY: the caller's guarantee for the slot.
+            let Ok(t) = (unsafe { MmioTransport::new(header, stride) }) else {
                 continue;
             };
-            if t.device_type() != DeviceType::Block {
-                continue;
+            if t.device_type() == DeviceType::Block {
+                return VirtioBlock::new(t);
             }
-            let blk = VirtIOBlk::<IdentityHal, _>::new(t).ok()?;
-            let blocks = blk.capacity();
-            return Some(Self {
-                blk,
-                blocks,
-                slots: Box::new(core::array::from_fn(|_| Slot::default())),
-            });
         }
         None
+    }
+}
+
+impl<T: Transport> VirtioBlock<T> {
+    /// The block device behind `transport`, set up; `None` if it is not one or refuses the
+    /// driver's features.
+    pub fn new(transport: T) -> Option<Self> {
+        if transport.device_type() != DeviceType::Block {
+            return None;
+        }
+        let blk = VirtIOBlk::<IdentityHal, T>::new(transport).ok()?;
+        let blocks = blk.capacity();
+        Some(Self {
+            blk,
+            blocks,
+            slots: Box::new(core::array::from_fn(|_| Slot::default())),
+        })
     }
 
     fn error(&self, i: usize, err: virtio_drivers::Error) -> VirtioError {
@@ -271,7 +300,7 @@ impl VirtioBlock {
     }
 }
 
-impl BlockDevice for VirtioBlock {
+impl<T: Transport> BlockDevice for VirtioBlock<T> {
     type Error = VirtioError;
 
     fn num_blocks(&self) -> u64 {
@@ -279,7 +308,7 @@ impl BlockDevice for VirtioBlock {
     }
 
     fn read_blocks(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), VirtioError> {
-        drivers::block::check_request(lba, buf.len(), self.blocks).map_err(|_| VirtioError {
+        check_request(lba, buf.len(), self.blocks).map_err(|_| VirtioError {
             op: Op::Read,
             lba,
             blocks: (buf.len() / 512) as u64,
@@ -313,7 +342,7 @@ impl BlockDevice for VirtioBlock {
             blocks: (len / 512) as u64,
             err,
         };
-        drivers::block::check_request(lba, len, self.blocks)
+        check_request(lba, len, self.blocks)
             .map_err(|_| bad(virtio_drivers::Error::InvalidParam))?;
         if len > MAX_REQUEST {
             return Err(bad(virtio_drivers::Error::InvalidParam));
@@ -345,7 +374,7 @@ impl BlockDevice for VirtioBlock {
     }
 }
 
-impl WriteBlocks for VirtioBlock {
+impl<T: Transport> WriteBlocks for VirtioBlock<T> {
     /// Synchronous (see the module docs): each piece of at most [`MAX_REQUEST`] bytes is queued and
     /// waited for before the next.
     fn write_blocks(&mut self, lba: u64, buf: &[u8]) -> Result<(), VirtioError> {
@@ -356,7 +385,7 @@ impl WriteBlocks for VirtioBlock {
             blocks,
             err,
         };
-        drivers::block::check_request(lba, buf.len(), self.blocks)
+        check_request(lba, buf.len(), self.blocks)
             .map_err(|_| bad(virtio_drivers::Error::InvalidParam))?;
         if self.blk.readonly() {
             return Err(bad(virtio_drivers::Error::Unsupported));
@@ -389,3 +418,6 @@ impl WriteBlocks for VirtioBlock {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;
