@@ -35,6 +35,8 @@ pub trait DmaMemory {
     /// holds it for the transfer (a `&mut [u8]` given to `read_blocks`, or the buffer of a
     /// `submit_read` not yet reported). An implementation may rely on that: discarding the lines
     /// loses nothing anyone else wrote.
+    // "From the device" names the direction of the transfer, not a constructor.
+    #[allow(clippy::wrong_self_convention)]
     unsafe fn from_device(&mut self, addr: usize, len: usize);
 }
 

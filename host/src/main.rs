@@ -19,10 +19,11 @@ mod ringplan;
 mod spec;
 mod sweep;
 
-use inference::generate::{Engine, StopReason};
+use inference::generate::{Engine, GenReport, StopReason};
 use inference::gguf::Value;
 use inference::model::{Model, RunState};
 use inference::sampler::{Given, Sampler, SamplerConfig};
+use inference::speculate::SpecStats;
 use inference::storage::FileStorage;
 use inference::tokenizer::{StreamDecoder, Tokenizer};
 use inference::{Gguf, Kernels, Storage, StorageError};
@@ -416,27 +417,62 @@ fn run<S: Storage + Sync>(args: &Args, src: &S) -> Result<(), String> {
         }
     }
 
-    let s = |ns: u64| ns as f64 / 1e9;
-    let (kv, other) = st.bytes();
+    let kv = st.bytes();
+    let head = Loaded {
+        model: &model,
+        kernels: engine.kernels.name,
+        load_ms,
+        ctx,
+    };
+    print_report(args, &head, &report, spec_stats.as_ref(), kv);
+    Ok(())
+}
+
+/// What the summary says of the load: the model, the kernel set, the load time and the context.
+#[derive(Clone, Copy)]
+struct Loaded<'a> {
+    model: &'a Model,
+    kernels: &'static str,
+    load_ms: f64,
+    ctx: usize,
+}
+
+/// The summary on stderr after a generation: load, prompt and generation speeds, why it stopped,
+/// the runtime state's bytes (`kv`: KV cache and other buffers) and the speculation line.
+fn print_report(
+    args: &Args,
+    head: &Loaded<'_>,
+    report: &GenReport,
+    spec_stats: Option<&SpecStats>,
+    kv: (usize, usize),
+) {
+    let secs = |ns: u64| ns as f64 / 1e9;
+    let (kv, other) = kv;
+    let Loaded {
+        model,
+        kernels,
+        load_ms,
+        ctx,
+    } = *head;
     eprintln!(
         "\nlmboot-host: model {} ({}), {} threads, kernels {}, loaded in {load_ms:.0} ms",
         model.config.name,
         path_kind(args),
         args.threads,
-        engine.kernels.name
+        kernels
     );
     eprintln!(
         "prompt: {} tokens in {:.3} s ({:.1} tok/s); time to first token {:.3} s",
         report.prompt_tokens,
-        s(report.prefill_time),
-        report.prompt_tokens as f64 / s(report.prefill_time).max(1e-9),
-        s(report.first_token_time)
+        secs(report.prefill_time),
+        report.prompt_tokens as f64 / secs(report.prefill_time).max(1e-9),
+        secs(report.first_token_time)
     );
     eprintln!(
         "generation: {} tokens in {:.3} s ({:.1} tok/s); stop: {}",
         report.generated,
-        s(report.gen_time),
-        report.generated as f64 / s(report.gen_time).max(1e-9),
+        secs(report.gen_time),
+        report.generated as f64 / secs(report.gen_time).max(1e-9),
         match report.stop {
             Some(StopReason::EndToken(t)) => format!("end token {t}"),
             Some(StopReason::MaxTokens) | None => "token limit".into(),
@@ -449,9 +485,8 @@ fn run<S: Storage + Sync>(args: &Args, src: &S) -> Result<(), String> {
         kv, other
     );
     if let Some(s) = spec_stats {
-        eprintln!("{}", spec::line(&model, &s, report.generated));
+        eprintln!("{}", spec::line(model, s, report.generated));
     }
-    Ok(())
 }
 
 fn path_kind(a: &Args) -> &'static str {

@@ -521,6 +521,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_workspace_keeps_the_house_rules() {
+        let r = measure(&crate::workspace_root()).unwrap();
+        assert!(r.files > 150, "read only {} files", r.files);
+        assert_eq!(r.broken(), Vec::<String>::new(), "\n{}", r.text());
+    }
+
+    #[test]
     fn a_module_path_comes_from_the_file_name() {
         assert_eq!(module_of(Path::new("lib.rs")), Vec::<String>::new());
         assert_eq!(module_of(Path::new("quant/mod.rs")), vec!["quant"]);

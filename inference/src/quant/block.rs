@@ -17,7 +17,7 @@ pub enum ActFormat {
     Bf16,
     /// 32 int8 values with an f16 scale (Q4_0, Q5_0, Q8_0, IQ4_NL weights).
     Q8_0,
-    /// 32 int8 values with an f16 scale and an f16 scaled sum (Q4_1, Q5_1 weights).
+    /// 32 int8 values with an f16 scale and an f16 scaled sum (the 32-wide weights with a min).
     Q8_1,
     /// 256 int8 values with an f32 scale and 16-element sums (K-quants).
     Q8K,

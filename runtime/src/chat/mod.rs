@@ -1,10 +1,9 @@
-//! Chat on the serial line: the conversation ([`session`]), the line editor ([`lineedit`]), the
-//! `/` commands ([`commands`]) and the run's chat step (`step`: the template, the system prompt
-//! and the prompt cache), which [`crate::run`] starts once the model is loaded.
+//! Chat on the serial line: the conversation ([`session`]), the line editor ([`lineedit`]) and the
+//! `/` commands ([`commands`]). The run starts it once the model is loaded, through its
+//! conversation step (`run/converse.rs`: the template, the system prompt and the prompt cache).
 
 pub mod commands;
 pub mod lineedit;
 pub mod session;
-pub(crate) mod step;
 
 pub use session::{Chat, Line};

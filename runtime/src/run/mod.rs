@@ -7,6 +7,7 @@
 //! [`generate`](generate::generate). The board supplies a block device, a console, a clock and a
 //! worker pool ([`Platform`]); the host tests run the same function over a RAM disk.
 
+mod converse;
 mod error;
 mod generate;
 pub mod measure;
@@ -19,7 +20,6 @@ pub use spec::DraftModel;
 use spec::SpecParts;
 
 use crate::card::{CardFile, Direct};
-use crate::chat::step::ChatRun;
 use crate::config::{Config, IoCore, Mode};
 use crate::console::{Console, Out};
 use crate::iocore::{IoShared, Served, Texted};
@@ -30,6 +30,7 @@ use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+use converse::ChatRun;
 use core::fmt::Write;
 use drivers::block::{BlockDevice, WriteBlocks};
 use drivers::fat::{File, Volume};

@@ -246,11 +246,7 @@ where
         mine: Profile,
         out: &mut Out<'_>,
     ) -> Result<(), RunError> {
-        let Board {
-            b,
-            kernels,
-            platform,
-        } = self;
+        let (b, kernels, platform) = (self.b, self.kernels, self.platform);
         let (cfg, m) = (b.cfg, b.m);
         let node = RefCell::new(node);
         let r = match split(&node, key, mine, &b, out) {
@@ -296,11 +292,7 @@ where
         asg: Assignment,
         out: &mut Out<'_>,
     ) -> Result<(), RunError> {
-        let Board {
-            b,
-            kernels,
-            platform,
-        } = self;
+        let (b, kernels, platform) = (self.b, self.kernels, self.platform);
         let (cfg, model) = (b.cfg, &b.m.model);
         let part = Part {
             layers: asg.layers.clone(),

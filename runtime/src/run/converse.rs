@@ -1,14 +1,14 @@
 //! The run's chat step: the template and system prompt from the model, the system piece restored
 //! from or saved to the prompt cache on the card, then the conversation on the serial line.
 
-use super::{Chat, Line};
+use super::spec::{self, SpecParts};
+use super::RunError;
+use crate::chat::{Chat, Line};
 use crate::config::Config;
 use crate::console::Console;
 use crate::pagecache::{DynDev, FileSource, PageCache};
 use crate::platform::Platform;
 use crate::promptcache::{self, LoadOutcome};
-use crate::run::spec::{self, SpecParts};
-use crate::run::RunError;
 use alloc::format;
 use alloc::string::String;
 use drivers::fat::File;
