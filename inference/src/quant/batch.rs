@@ -219,6 +219,7 @@ impl<const BYTES: usize, const MIN: bool, const HIGH: bool, const SUB: i32> Q32
 {
     const BYTES: usize = BYTES;
     const MIN: bool = MIN;
+    #[inline(always)]
     fn decode(b: &[u8]) -> Dec32 {
         let at = if MIN { 4 } else { 2 };
         let qh = HIGH.then(|| u32_at(b, at));
@@ -235,6 +236,7 @@ pub(super) struct Q8_0;
 impl Q32 for Q8_0 {
     const BYTES: usize = 34;
     const MIN: bool = false;
+    #[inline(always)]
     fn decode(b: &[u8]) -> Dec32 {
         let mut q = [0i8; QK32];
         for (o, &v) in q.iter_mut().zip(&b[2..34]) {
@@ -266,9 +268,11 @@ impl<F: Q32, A: Act32> Pair for With<F, A> {
     type Act = A;
     type Dec = Dec32;
     const BYTES: usize = F::BYTES;
+    #[inline(always)]
     fn decode(b: &[u8]) -> Dec32 {
         F::decode(b)
     }
+    #[inline(always)]
     fn term(x: &Dec32, y: &A) -> f32 {
         let sumi = dot_i8(&x.q, y.qs());
         if F::MIN {
@@ -345,6 +349,7 @@ pub(super) struct Q2K;
 impl KQuant for Q2K {
     const BYTES: usize = 84;
     const MIN: bool = true;
+    #[inline(always)]
     fn decode(b: &[u8]) -> DecK {
         let mut x = DecK::new(f16_at(b, 80), f16_at(b, 82));
         planes2(&b[16..80], &mut x.q, |_, _| 0);
@@ -360,6 +365,7 @@ pub(super) struct Q3K;
 impl KQuant for Q3K {
     const BYTES: usize = 110;
     const MIN: bool = false;
+    #[inline(always)]
     fn decode(b: &[u8]) -> DecK {
         let mut x = DecK::new(f16_at(b, 108), 0.0);
         let hm = &b[0..32];
@@ -379,6 +385,7 @@ impl KQuant for Q3K {
 
 /// Q4_K / Q5_K: four chunks of 64, low nibbles then high nibbles (plus the fifth bits of Q5_K),
 /// with 6-bit scales and mins per 32.
+#[inline(always)]
 fn decode_q45k(b: &[u8], qh: Option<&[u8]>, qs: &[u8]) -> DecK {
     let mut x = DecK::new(f16_at(b, 0), f16_at(b, 2));
     for j in 0..4 {
@@ -406,6 +413,7 @@ pub(super) struct Q4K;
 impl KQuant for Q4K {
     const BYTES: usize = 144;
     const MIN: bool = true;
+    #[inline(always)]
     fn decode(b: &[u8]) -> DecK {
         decode_q45k(b, None, &b[16..144])
     }
@@ -415,6 +423,7 @@ pub(super) struct Q5K;
 impl KQuant for Q5K {
     const BYTES: usize = 176;
     const MIN: bool = true;
+    #[inline(always)]
     fn decode(b: &[u8]) -> DecK {
         decode_q45k(b, Some(&b[16..48]), &b[48..176])
     }
@@ -424,6 +433,7 @@ pub(super) struct Q6K;
 impl KQuant for Q6K {
     const BYTES: usize = 210;
     const MIN: bool = false;
+    #[inline(always)]
     fn decode(b: &[u8]) -> DecK {
         let mut x = DecK::new(f16_at(b, 208), 0.0);
         let (ql, qh) = (&b[0..128], &b[128..192]);
@@ -451,9 +461,11 @@ impl<F: KQuant> Pair for K<F> {
     type Act = BlockQ8K;
     type Dec = DecK;
     const BYTES: usize = F::BYTES;
+    #[inline(always)]
     fn decode(b: &[u8]) -> DecK {
         F::decode(b)
     }
+    #[inline(always)]
     fn term(x: &DecK, y: &BlockQ8K) -> f32 {
         let mut isum = 0i32;
         for g in 0..16 {

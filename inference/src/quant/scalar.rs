@@ -34,6 +34,7 @@ pub(super) struct Iq4Nl;
 impl Q32 for Iq4Nl {
     const BYTES: usize = 18;
     const MIN: bool = false;
+    #[inline(always)]
     fn decode(b: &[u8]) -> Dec32 {
         Dec32 {
             d: f16_at(b, 0),
