@@ -172,31 +172,74 @@ fn check_q32_lengths<A: ActElem + Copy>(t: &Q32<A>, k: &Kernels, rng: &mut Rng) 
     }
 }
 
-/// Every 32-wide type of the table (Q8_0 or Q8_1 activations) in every set.
-#[test]
-fn q32_types_match_scalar() {
-    let mut checked = 0;
-    for t in &TYPES {
-        match t.act {
-            ActFormat::Q8_0 => check_q32(
-                &Q32 {
-                    ty: t.ty,
-                    acts: acts_q8_0,
-                },
-                t.name,
-            ),
-            ActFormat::Q8_1 => check_q32(
-                &Q32 {
-                    ty: t.ty,
-                    acts: acts_q8_1,
-                },
-                t.name,
-            ),
-            _ => continue,
+/// One quantized type of the table in every set against the scalar kernels: the 32-wide ones
+/// with their Q8_0 or Q8_1 activations, the K-quants with Q8_K.
+fn check_type(ty: GgmlType) {
+    let t = ty.info();
+    match t.act {
+        ActFormat::Q8_0 => check_q32(
+            &Q32 {
+                ty: t.ty,
+                acts: acts_q8_0,
+            },
+            t.name,
+        ),
+        ActFormat::Q8_1 => check_q32(
+            &Q32 {
+                ty: t.ty,
+                acts: acts_q8_1,
+            },
+            t.name,
+        ),
+        ActFormat::Q8K => {
+            let pick = |k: &Kernels| k.row(t.ty).expect("a K-quant's kernels").dot;
+            check_k(t.name, t.block_bytes, t.scales, &pick, t.name);
         }
-        checked += 1;
+        f => panic!("{}: {f:?} activations are the float tests'", t.name),
     }
-    assert!(checked >= 5, "{checked} 32-wide types");
+}
+
+/// One test per quantized weight type, so a failing type is a failing test of its own; the list
+/// is checked against the table ([`every_quantized_type_has_its_test`]).
+macro_rules! type_tests {
+    ($($test:ident: $ty:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $test() {
+                check_type(GgmlType::$ty);
+            }
+        )*
+        /// The types [`type_tests`] covers.
+        const TESTED: &[GgmlType] = &[$(GgmlType::$ty),*];
+    };
+}
+
+type_tests! {
+    q4_0_matches_scalar: Q4_0,
+    q4_1_matches_scalar: Q4_1,
+    q5_0_matches_scalar: Q5_0,
+    q5_1_matches_scalar: Q5_1,
+    q8_0_matches_scalar: Q8_0,
+    iq4_nl_matches_scalar: IQ4NL,
+    q2_k_matches_scalar: Q2K,
+    q3_k_matches_scalar: Q3K,
+    q4_k_matches_scalar: Q4K,
+    q5_k_matches_scalar: Q5K,
+    q6_k_matches_scalar: Q6K,
+}
+
+/// Every row of the table with quantized activations has its test above.
+#[test]
+fn every_quantized_type_has_its_test() {
+    for t in &TYPES {
+        let quantized = matches!(t.act, ActFormat::Q8_0 | ActFormat::Q8_1 | ActFormat::Q8K);
+        assert_eq!(
+            TESTED.contains(&t.ty),
+            quantized,
+            "{}: add it to type_tests!",
+            t.name
+        );
+    }
 }
 
 type DotK = fn(&[u8], &[BlockQ8K]) -> f32;
@@ -253,18 +296,6 @@ fn check_k(
             );
         }
     }
-}
-
-/// Every K-quant of the table (Q8_K activations) in every set.
-#[test]
-fn k_quants_match_scalar() {
-    let mut checked = 0;
-    for t in TYPES.iter().filter(|t| t.act == ActFormat::Q8K) {
-        let pick = |k: &Kernels| k.row(t.ty).expect("a K-quant's kernels").dot;
-        check_k(t.name, t.block_bytes, t.scales, &pick, t.name);
-        checked += 1;
-    }
-    assert!(checked >= 5, "{checked} K-quants");
 }
 
 /// Every f16 value converts as `half` converts it, in every set (the scales of every 32-wide

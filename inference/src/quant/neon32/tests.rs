@@ -13,7 +13,6 @@ extern crate std;
 
 use super::*;
 use crate::quant::act::BlockQ8_0;
-use alloc::vec::Vec;
 
 /// `AT_HWCAP` of this process (a 32-bit word on 32-bit Arm).
 fn hwcap() -> u32 {
