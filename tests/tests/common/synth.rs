@@ -4,6 +4,12 @@ pub enum Meta {
     U32(u32),
     F32(f32),
     Str(String),
+    /// A value of GGUF type `ty` as its encoded bytes (copied from another file: arrays and the
+    /// types above alike).
+    Raw {
+        ty: u32,
+        bytes: Vec<u8>,
+    },
 }
 
 #[derive(Default)]
@@ -72,6 +78,10 @@ impl GgufWriter {
                 Meta::Str(x) => {
                     b.extend(8u32.to_le_bytes());
                     s(&mut b, x);
+                }
+                Meta::Raw { ty, bytes } => {
+                    b.extend(ty.to_le_bytes());
+                    b.extend(bytes);
                 }
             }
         }
