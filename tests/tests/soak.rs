@@ -15,7 +15,7 @@
 //! (default 60) and prints the figures every minute:
 //!
 //! ```text
-//! LMBOOT_SOAK_MINUTES=60 cargo test --release -p lmboot-tests --test soak -- --ignored --nocapture
+//! LMBOOT_SOAK_MINUTES=60 cargo test -p lmboot-tests --test soak -- --ignored --nocapture
 //! ```
 
 mod common;
@@ -46,6 +46,7 @@ fn grew(n: usize) {
 // SAFETY: every call is passed on to `System` unchanged; the counters only watch.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract for this method, passed on to `System` unchanged.
         let p = unsafe { System.alloc(l) };
         if !p.is_null() {
             grew(l.size());
@@ -53,6 +54,7 @@ unsafe impl GlobalAlloc for Counting {
         p
     }
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract for this method, passed on to `System` unchanged.
         let p = unsafe { System.alloc_zeroed(l) };
         if !p.is_null() {
             grew(l.size());
@@ -60,10 +62,12 @@ unsafe impl GlobalAlloc for Counting {
         p
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: the caller's contract for this method, passed on to `System` unchanged.
         unsafe { System.dealloc(p, l) };
         LIVE.fetch_sub(l.size(), Ordering::Relaxed);
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        // SAFETY: the caller's contract for this method, passed on to `System` unchanged.
         let q = unsafe { System.realloc(p, l, new) };
         if !q.is_null() {
             LIVE.fetch_sub(l.size(), Ordering::Relaxed);
