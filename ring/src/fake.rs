@@ -8,6 +8,11 @@
 //!   ([`Faults::flip_per_million`]);
 //! - per frame: after a `0x00`, the next frame is held back and delivered after the one that
 //!   follows it ([`Faults::reorder_per_million`]);
+//! - per frame, after its `0x00`: a burst of random bytes ([`Faults::garbage_per_million`]), some
+//!   ending in a `0x00` of their own and some running into the next frame; an earlier frame of
+//!   the line sent again, as it was sent ([`Faults::replay_per_million`]: one of the last
+//!   [`REPLAY_FRAMES`], duplicated or old); the next frame cut short, its delimiter kept
+//!   ([`Faults::truncate_per_million`]);
 //! - [`Faults::capacity`]: a line buffers at most that many bytes; `send` takes what fits;
 //! - [`FakeLink::kill`]: a board's lines go dead, as if it lost power.
 
@@ -33,7 +38,19 @@ pub struct Faults {
     pub reorder_per_million: u32,
     /// Bytes a line buffers; 0 = unbounded; `send` takes only what fits.
     pub capacity: usize,
+    /// Bursts of 1 to [`MAX_GARBAGE`] random bytes after a frame, per million frames.
+    pub garbage_per_million: u32,
+    /// Frames cut short (the rest up to the delimiter lost), per million frames.
+    pub truncate_per_million: u32,
+    /// Earlier frames sent again after a frame, per million frames.
+    pub replay_per_million: u32,
 }
+
+/// The longest burst of garbage.
+pub const MAX_GARBAGE: usize = 64;
+
+/// Frames a line remembers for replays.
+pub const REPLAY_FRAMES: usize = 8;
 
 /// What happened on one line.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -48,6 +65,12 @@ pub struct LineStats {
     pub flipped: u64,
     /// Frames swapped with the next one.
     pub reordered: u64,
+    /// Random bytes put on the line.
+    pub garbage: u64,
+    /// Frames cut short (a frame shorter than the cut goes whole and is not counted).
+    pub truncated: u64,
+    /// Frames sent again.
+    pub replayed: u64,
 }
 
 /// A small xorshift64* generator: deterministic faults and test data, no dependencies.
@@ -104,6 +127,16 @@ enum Swap {
 /// not be held without bound).
 const MAX_HELD: usize = 2 * crate::frame::MAX_WIRE;
 
+/// Where a line is in cutting a frame short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    Off,
+    /// This many more bytes of the frame go through, then the rest is lost.
+    Keep(usize),
+    /// Losing the rest of the frame, up to its delimiter.
+    Dropping,
+}
+
 /// One direction of one wire.
 #[derive(Debug)]
 struct Line {
@@ -114,6 +147,12 @@ struct Line {
     faults: Faults,
     dead: bool,
     stats: LineStats,
+    /// The frame being sent, as sent (for replays); empty past [`MAX_WIRE`](crate::frame::MAX_WIRE).
+    current: Vec<u8>,
+    /// The last whole frames sent, for replays.
+    recent: VecDeque<Vec<u8>>,
+    /// Cutting the frame being sent.
+    cut: Cut,
 }
 
 impl Line {
@@ -126,6 +165,9 @@ impl Line {
             faults,
             dead: false,
             stats: LineStats::default(),
+            current: Vec::new(),
+            recent: VecDeque::new(),
+            cut: Cut::Off,
         }
     }
 
@@ -144,18 +186,97 @@ impl Line {
         let n = bytes.len().min(self.room());
         for &b in &bytes[..n] {
             self.stats.accepted += 1;
-            if self.rng.chance(self.faults.drop_per_million) {
-                self.stats.dropped += 1;
+            self.remember(b);
+            if self.cutting(b) {
                 continue;
             }
-            let mut b = b;
-            if self.rng.chance(self.faults.flip_per_million) {
-                self.stats.flipped += 1;
-                b ^= 1 << self.rng.below(8);
+            if self.rng.chance(self.faults.drop_per_million) {
+                self.stats.dropped += 1;
+            } else {
+                let mut b = b;
+                if self.rng.chance(self.faults.flip_per_million) {
+                    self.stats.flipped += 1;
+                    b ^= 1 << self.rng.below(8);
+                }
+                self.put(b);
             }
-            self.put(b);
+            if b == 0 {
+                self.between_frames();
+            }
         }
         n
+    }
+
+    /// Keep the frame being sent for replays; a delimiter closes it.
+    fn remember(&mut self, b: u8) {
+        if self.faults.replay_per_million == 0 {
+            return;
+        }
+        if b != 0 {
+            if self.current.len() < crate::frame::MAX_WIRE {
+                self.current.push(b);
+            }
+            return;
+        }
+        let mut frame = core::mem::take(&mut self.current);
+        if frame.is_empty() || frame.len() >= crate::frame::MAX_WIRE {
+            return;
+        }
+        frame.push(0);
+        if self.recent.len() == REPLAY_FRAMES {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(frame);
+    }
+
+    /// True if `b` falls in the cut-off end of a truncated frame (the delimiter never does).
+    fn cutting(&mut self, b: u8) -> bool {
+        match self.cut {
+            _ if b == 0 => {
+                self.cut = Cut::Off;
+                false
+            }
+            Cut::Off => false,
+            Cut::Keep(0) => {
+                self.stats.truncated += 1;
+                self.cut = Cut::Dropping;
+                true
+            }
+            Cut::Keep(n) => {
+                self.cut = Cut::Keep(n - 1);
+                false
+            }
+            Cut::Dropping => true,
+        }
+    }
+
+    /// After a frame's delimiter: garbage, a replay, and whether the next frame is cut.
+    fn between_frames(&mut self) {
+        let f = self.faults;
+        if self.rng.chance(f.replay_per_million) && !self.recent.is_empty() {
+            let i = self.rng.below(self.recent.len() as u64) as usize;
+            let frame = core::mem::take(&mut self.recent[i]);
+            for &b in &frame {
+                self.put(b);
+            }
+            self.recent[i] = frame;
+            self.stats.replayed += 1;
+        }
+        if self.rng.chance(f.garbage_per_million) {
+            let n = 1 + self.rng.below(MAX_GARBAGE as u64);
+            for _ in 0..n {
+                let b = self.rng.below(256) as u8;
+                self.put(b);
+            }
+            // Half the bursts end in a delimiter; the rest run into the next frame and spoil it.
+            if self.rng.below(2) == 0 {
+                self.put(0);
+            }
+            self.stats.garbage += n;
+        }
+        if self.rng.chance(f.truncate_per_million) {
+            self.cut = Cut::Keep(self.rng.below(48) as usize);
+        }
     }
 
     /// Queue one byte that survived, holding back a frame when the dice say swap.

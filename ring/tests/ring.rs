@@ -54,6 +54,7 @@ fn lossy(seed: u64, max_len: usize, [drop, flip, reorder]: [u32; 3]) -> Case {
         flip_per_million: flip,
         reorder_per_million: reorder,
         capacity: 0,
+        ..Faults::default()
     };
     Case {
         faults,

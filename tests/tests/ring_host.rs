@@ -210,6 +210,7 @@ fn a_ring_prints_what_one_board_prints() {
         flip_per_million: 10,
         reorder_per_million: 20_000,
         capacity: 0,
+        ..Faults::default()
     };
     for (n, faults) in [(2, Faults::default()), (3, Faults::default()), (2, lossy)] {
         let t0 = Instant::now();
@@ -378,6 +379,7 @@ fn a_speculating_ring_prints_what_one_board_prints() {
         flip_per_million: 10,
         reorder_per_million: 20_000,
         capacity: 0,
+        ..Faults::default()
     };
     for (n, faults) in [(2, Faults::default()), (3, lossy)] {
         let out = ring_prints(&s, n, faults, &want);

@@ -104,3 +104,91 @@ fn rng_covers_its_range() {
     assert!(seen.iter().all(|&s| s));
     assert_eq!(Rng::new(0).below(0), 0);
 }
+
+/// Frames of `len` non-zero bytes, each closed by its `0x00`.
+fn frames(count: usize, len: usize) -> Vec<Vec<u8>> {
+    (0..count)
+        .map(|i| {
+            // Unique: the index in the first two bytes (no zeros).
+            let mut f: Vec<u8> = (0..len).map(|j| ((i * 7 + j) % 255) as u8 + 1).collect();
+            f[0] = (i / 250 % 250) as u8 + 1;
+            f[1] = (i % 250) as u8 + 1;
+            f.push(0);
+            f
+        })
+        .collect()
+}
+
+#[test]
+fn garbage_truncation_and_replay_are_reproducible_and_near_their_rates() {
+    let faults = faults(|f| {
+        f.seed = 7;
+        f.garbage_per_million = 100_000;
+        f.truncate_per_million = 100_000;
+        f.replay_per_million = 100_000;
+    });
+    let sent = frames(5000, 100);
+    let run = || {
+        let mut links = ring(2, faults);
+        for f in &sent {
+            assert_eq!(links[0].send(f), f.len());
+        }
+        (recv_all(&mut links[1]), links[0].stats())
+    };
+    let (a, s) = run();
+    assert_eq!(run(), (a.clone(), s), "same seed, same faults");
+    // About one frame in ten each (truncation cuts only frames longer than its cut: nearly all).
+    for (what, n) in [
+        ("garbage", s.garbage / 33),
+        ("truncated", s.truncated),
+        ("replayed", s.replayed),
+    ] {
+        assert!((350..=650).contains(&n), "{what}: {s:?}");
+    }
+    assert_eq!(s.accepted, 5000 * 101);
+    // Every run up to a delimiter is a frame sent, a truncated one, or garbage; replays are
+    // byte-identical copies of frames sent earlier.
+    let runs: Vec<&[u8]> = a.split(|&b| b == 0).collect();
+    let whole = runs.iter().filter(|r| r.len() == 100).count();
+    assert!(
+        whole as u64 >= 5000 - s.truncated - 2 * s.garbage / 33,
+        "{whole} whole runs, {s:?}"
+    );
+    let mut replays = 0;
+    for (i, r) in runs.iter().enumerate().filter(|(_, r)| r.len() == 100) {
+        assert!(
+            sent.iter().any(|f| &f[..100] == *r),
+            "a whole run is a frame sent"
+        );
+        // A run that repeats one before it is a replay.
+        if runs[..i].contains(r) {
+            replays += 1;
+        }
+    }
+    assert!(
+        replays > 0 && replays <= s.replayed,
+        "{replays} replays seen, {s:?}"
+    );
+}
+
+#[test]
+fn a_truncated_frame_keeps_its_delimiter() {
+    let mut links = ring(
+        2,
+        faults(|f| {
+            f.seed = 3;
+            f.truncate_per_million = 1_000_000;
+        }),
+    );
+    for f in frames(50, 60) {
+        links[0].send(&f);
+    }
+    let got = recv_all(&mut links[1]);
+    // Every frame's delimiter arrives; all but the first (decided after the first delimiter) are
+    // cut to fewer than 48 bytes.
+    assert_eq!(got.iter().filter(|&&b| b == 0).count(), 50);
+    let runs: Vec<&[u8]> = got.split(|&b| b == 0).collect();
+    assert_eq!(runs[0].len(), 60);
+    assert!(runs[1..50].iter().all(|r| r.len() < 48), "{runs:?}");
+    assert_eq!(links[0].stats().truncated, 49);
+}
