@@ -19,7 +19,10 @@
 //!   often than frames are lost (they pass through boards busy computing). If it was lost, the
 //!   frames after it were dropped as out of order and are resent one by one as each becomes the
 //!   oldest and overdue. After [`Timing::max_tries`] sends of the oldest frame with no progress,
-//!   [`Endpoint::pump`] reports [`LinkError::PeerDead`].
+//!   [`Endpoint::pump`] reports [`LinkError::PeerDead`]. An ack that advances nothing (the peer
+//!   is alive but its inbox is full) starts that count again, but only up to
+//!   [`STALL_FACTOR`]` * max_tries` sends with no ack advancing: an old ack sent again on a line
+//!   must not keep a dead board alive.
 //! - Datagrams (heartbeats) are sent once, go ahead of data like acks, and are read apart from
 //!   the messages ([`Endpoint::recv_datagram`]).
 //! - A frame for another board is passed on unchanged but for `hop`, which names the board that
@@ -78,13 +81,28 @@ impl Default for Timing {
     }
 }
 
+/// Sends of the oldest frame with no ack advancing, in units of [`Timing::max_tries`], after which
+/// a peer is dead even if acks that advance nothing keep arriving.
+pub const STALL_FACTOR: u32 = 4;
+
 impl Timing {
     /// The longest a dead peer goes unreported: `max_tries` waits, each double the one before
     /// from `rto_ns` up to `max_rto_ns`, for a round trip no longer than `rto_ns`.
     pub fn give_up_ns(&self) -> u64 {
+        self.waits_ns(self.max_tries)
+    }
+
+    /// The longest a dead peer goes unreported when acks that advance nothing keep arriving (old
+    /// acks replayed on a line): [`STALL_FACTOR`]` * max_tries` waits.
+    pub fn give_up_stalled_ns(&self) -> u64 {
+        self.waits_ns(self.max_tries.saturating_mul(STALL_FACTOR))
+    }
+
+    /// `tries + 1` waits, each double the one before from `rto_ns` up to `max_rto_ns`.
+    fn waits_ns(&self, tries: u32) -> u64 {
         let mut wait = self.rto_ns;
         let mut total = 0u64;
-        for _ in 0..=self.max_tries {
+        for _ in 0..=tries {
             total = total.saturating_add(wait);
             wait = (wait * 2).min(self.max_rto_ns.max(self.rto_ns));
         }

@@ -11,7 +11,8 @@
 //! - per frame, after its `0x00`: a burst of random bytes ([`Faults::garbage_per_million`]), some
 //!   ending in a `0x00` of their own and some running into the next frame; an earlier frame of
 //!   the line sent again, as it was sent ([`Faults::replay_per_million`]: one of the last
-//!   [`REPLAY_FRAMES`], duplicated or old); the next frame cut short, its delimiter kept
+//!   [`Faults::replay_memory`], duplicated or long out of date); the next frame cut short, its
+//!   delimiter kept
 //!   ([`Faults::truncate_per_million`]);
 //! - [`Faults::capacity`]: a line buffers at most that many bytes; `send` takes what fits;
 //! - [`FakeLink::kill`]: a board's lines go dead, as if it lost power.
@@ -44,12 +45,15 @@ pub struct Faults {
     pub truncate_per_million: u32,
     /// Earlier frames sent again after a frame, per million frames.
     pub replay_per_million: u32,
+    /// How many of the last frames a replay picks from (0: [`REPLAY_FRAMES`]); a long memory
+    /// replays frames long out of date.
+    pub replay_memory: usize,
 }
 
 /// The longest burst of garbage.
 pub const MAX_GARBAGE: usize = 64;
 
-/// Frames a line remembers for replays.
+/// Frames a line remembers for replays unless [`Faults::replay_memory`] says otherwise.
 pub const REPLAY_FRAMES: usize = 8;
 
 /// What happened on one line.
@@ -223,7 +227,11 @@ impl Line {
             return;
         }
         frame.push(0);
-        if self.recent.len() == REPLAY_FRAMES {
+        let memory = match self.faults.replay_memory {
+            0 => REPLAY_FRAMES,
+            n => n,
+        };
+        if self.recent.len() >= memory {
             self.recent.pop_front();
         }
         self.recent.push_back(frame);

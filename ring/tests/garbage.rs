@@ -6,6 +6,7 @@ mod sim;
 
 use ring::endpoint::{LinkError, Timing};
 use ring::fake::{Faults, Rng};
+use ring::link::Link;
 use sim::{assert_delivered, Flow, Sim};
 
 const MS: u64 = 1_000_000;
@@ -30,9 +31,19 @@ fn hostile(seed: u64, rng: &mut Rng) -> Faults {
         garbage_per_million: rate(10_000, 150_000),
         truncate_per_million: rate(10_000, 100_000),
         replay_per_million: rate(10_000, 150_000),
-        reorder_per_million: if seed % 3 == 0 { rate(0, 30_000) } else { 0 },
-        drop_per_million: if seed % 4 == 0 { rate(0, 500) } else { 0 },
-        capacity: if seed % 5 == 0 { 256 } else { 0 },
+        reorder_per_million: if seed.is_multiple_of(3) {
+            rate(0, 30_000)
+        } else {
+            0
+        },
+        drop_per_million: if seed.is_multiple_of(4) {
+            rate(0, 500)
+        } else {
+            0
+        },
+        capacity: if seed.is_multiple_of(5) { 256 } else { 0 },
+        // Half the seeds replay frames long out of date (acks included).
+        replay_memory: if seed.is_multiple_of(2) { 0 } else { 100_000 },
         ..Faults::default()
     }
 }
@@ -106,7 +117,9 @@ fn a_board_dying_under_garbage_is_named_in_bounded_time() {
             .collect();
         let mut sim = Sim::new(boards, faults, PATIENT, MS);
         let die_at = 5 + rng.below(50);
-        let bound = die_at + PATIENT.give_up_ns() / MS + 1000;
+        // Acks from before the death replayed on the lines do not keep it alive past the give-up
+        // time with stalls.
+        let bound = die_at + PATIENT.give_up_stalled_ns() / MS + 1000;
         let mut named = Vec::new();
         let mut step = 0;
         while named.len() < flows.len() {
@@ -142,4 +155,54 @@ fn a_board_dying_under_garbage_is_named_in_bounded_time() {
             "seed {seed}: ring of {boards}, board {victim} died at {die_at} ms, named by {named:?} at {step} ms"
         );
     }
+}
+
+/// The worst replay: the last ack of a board that died, sent again and again. It advances
+/// nothing, so it must not keep the board alive: the board is named within the give-up time with
+/// stalls.
+#[test]
+fn an_old_ack_replayed_for_ever_does_not_keep_a_dead_board_alive() {
+    let timing = Timing {
+        max_tries: 8,
+        ..PATIENT
+    };
+    let mut links = ring::fake::ring(2, Faults::default());
+    let mut me = ring::endpoint::Endpoint::new(1, 2, links[0].clone(), timing);
+    me.try_send(2, b"anyone there?").unwrap();
+    // Board 2's ack saying it expects frame 0 next: alive, but nothing taken.
+    let mut ack = Vec::new();
+    let h = ring::frame::Header {
+        hop: 2,
+        src: 2,
+        dst: 1,
+        kind: ring::frame::Kind::Ack,
+        seq: 0,
+    };
+    ring::frame::encode(&h, &[], &mut ack);
+    let bound = timing.give_up_stalled_ns() / MS + 100;
+    let mut now = 0;
+    let named = loop {
+        assert!(now < bound, "board 2 not named after {now} ms");
+        if now % 5 == 0 {
+            assert_eq!(links[1].send(&ack), ack.len());
+        }
+        if let Err(e) = me.pump(now * MS) {
+            break e;
+        }
+        now += 1;
+    };
+    assert_eq!(
+        named,
+        LinkError::PeerDead {
+            board: 2,
+            tries: timing.max_tries * ring::endpoint::STALL_FACTOR
+        }
+    );
+    // Named later than a silent board would be (the acks counted as signs of life for a while).
+    assert!(now * MS > timing.give_up_ns(), "{now} ms");
+    eprintln!(
+        "named after {now} ms (silent: {} ms, bound {} ms)",
+        timing.give_up_ns() / MS,
+        bound
+    );
 }

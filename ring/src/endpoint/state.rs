@@ -3,7 +3,7 @@
 //! (slot 0 unused).
 
 use super::outbox::{Outbox, What};
-use super::{LinkError, SendError, Stats, Timing};
+use super::{LinkError, SendError, Stats, Timing, STALL_FACTOR};
 use crate::frame::{self, Frame, Header, Kind, MAX_PAYLOAD, MAX_WIRE};
 use crate::link::Link;
 use crate::{upstream, MAX_BOARDS};
@@ -47,6 +47,9 @@ struct Channel {
     window: VecDeque<Pending>,
     /// Sends of the oldest frame since it became the oldest.
     tries: u32,
+    /// Sends of the oldest frame since an ack last advanced the window: unlike `tries`, acks that
+    /// advance nothing leave it alone.
+    stalls: u32,
     /// Smoothed round trip of the acks and its mean deviation (ns; 0: none measured yet).
     srtt: u64,
     rttvar: u64,
@@ -345,7 +348,8 @@ impl Core {
 
     /// An ack from `src`: drop the frames it covers from the window to `src`. An ack that covers
     /// nothing new still shows `src` is alive (busy: its inbox was full, or a frame was lost), so
-    /// the count of tries towards declaring it dead starts again.
+    /// the count of tries towards declaring it dead starts again; the count of stalls does not
+    /// (the same ack replayed on a line would otherwise keep a dead board alive for ever).
     fn on_ack(&mut self, src: u8, next: u32, now: u64) {
         let ch = &mut self.channels[usize::from(src)];
         let n = next.wrapping_sub(ch.base()) as usize;
@@ -370,6 +374,7 @@ impl Core {
             Some(p) if p.sends > 0 => 1,
             _ => 0,
         };
+        ch.stalls = ch.tries;
     }
 
     /// Pass a frame for another board on, as sent by me.
@@ -419,10 +424,11 @@ impl Core {
             if now.saturating_sub(since) < ch.wait(&self.timing) {
                 continue;
             }
-            if ch.tries >= self.timing.max_tries {
+            let max_stalls = self.timing.max_tries.saturating_mul(STALL_FACTOR);
+            if ch.tries >= self.timing.max_tries || ch.stalls >= max_stalls {
                 let dead = LinkError::PeerDead {
                     board: dst as u8,
-                    tries: ch.tries,
+                    tries: ch.stalls,
                 };
                 self.fault.get_or_insert(dead);
                 continue;
@@ -456,6 +462,7 @@ impl Core {
                 }
                 if i == 0 {
                     ch.tries = ch.tries.saturating_add(1);
+                    ch.stalls = ch.stalls.saturating_add(1);
                 }
                 p.sends += 1;
                 p.state = Sent::Queued;
