@@ -19,8 +19,14 @@ const PATIENT: Timing = Timing {
     window: 8,
 };
 
-/// Seeds per test: each picks its ring size, its traffic and the fault rates.
-const SEEDS: u64 = 24;
+/// Seeds per test: each picks its ring size, its traffic and the fault rates. `LMBOOT_RING_SEEDS`
+/// runs more (`LMBOOT_RING_SEEDS=2000 cargo test -p ring --test garbage`).
+fn seeds() -> u64 {
+    std::env::var("LMBOOT_RING_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(24)
+}
 
 /// Garbage, truncation and replay at rates drawn from `rng` (per million frames: 1% to 15%),
 /// with a little byte loss and reordering on some seeds.
@@ -69,7 +75,7 @@ fn flows(boards: u8, rng: &mut Rng) -> Vec<Flow> {
 #[test]
 fn messages_arrive_once_and_in_order_through_garbage_truncation_and_replays() {
     let mut totals = [0u64; 5];
-    for seed in 0..SEEDS {
+    for seed in 0..seeds() {
         let mut rng = Rng::new(1000 + seed);
         let boards = 2 + (seed % 4) as u8;
         let faults = hostile(seed, &mut rng);
@@ -95,8 +101,9 @@ fn messages_arrive_once_and_in_order_through_garbage_truncation_and_replays() {
     }
     let [garbage, truncated, replayed, duplicates, corrupt] = totals;
     eprintln!(
-        "{SEEDS} seeds: {garbage} garbage bytes, {truncated} frames cut, {replayed} replayed; the \
-         endpoints dropped {duplicates} duplicates and {corrupt} broken frames"
+        "{} seeds: {garbage} garbage bytes, {truncated} frames cut, {replayed} replayed; the \
+         endpoints dropped {duplicates} duplicates and {corrupt} broken frames",
+        seeds()
     );
     // The faults happened, and the endpoints saw them.
     assert!(garbage > 0 && truncated > 0 && replayed > 0, "{totals:?}");
@@ -105,7 +112,7 @@ fn messages_arrive_once_and_in_order_through_garbage_truncation_and_replays() {
 
 #[test]
 fn a_board_dying_under_garbage_is_named_in_bounded_time() {
-    for seed in 0..SEEDS / 2 {
+    for seed in 0..seeds() / 2 {
         let mut rng = Rng::new(2000 + seed);
         let boards = 2 + (seed % 3) as u8;
         let victim = 1 + rng.below(u64::from(boards)) as u8;
