@@ -198,8 +198,9 @@ fn ring_prints(
     out
 }
 
-/// Two and three boards print what one prints, on clean lines and on lines that lose, flip and
-/// swap; the head names each board's window.
+/// Two and three boards print what one prints, on clean lines, on lines that lose, flip and
+/// swap, and on lines that carry garbage, cut frames and old frames; the head names each board's
+/// window.
 #[test]
 fn a_ring_prints_what_one_board_prints() {
     let s = settings(12);
@@ -212,7 +213,22 @@ fn a_ring_prints_what_one_board_prints() {
         capacity: 0,
         ..Faults::default()
     };
-    for (n, faults) in [(2, Faults::default()), (3, Faults::default()), (2, lossy)] {
+    // Garbage between frames, frames cut short, and frames sent again from far back.
+    let hostile = Faults {
+        seed: 8,
+        garbage_per_million: 20_000,
+        truncate_per_million: 5_000,
+        replay_per_million: 20_000,
+        replay_memory: 1000,
+        ..Faults::default()
+    };
+    let cases = [
+        (2, Faults::default()),
+        (3, Faults::default()),
+        (2, lossy),
+        (3, hostile),
+    ];
+    for (n, faults) in cases {
         let t0 = Instant::now();
         let out = ring_prints(&s, n, faults, &want);
         let head = &out[0].1;
