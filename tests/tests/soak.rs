@@ -127,6 +127,7 @@ const WORDS: &[&str] = &[
 enum Kind {
     Message,
     Reset,
+    JsonOn,
     Other,
     End,
 }
@@ -140,6 +141,8 @@ struct Figures {
     replies: u64,
     resets: u64,
     interrupted: u64,
+    /// Replies in JSON mode.
+    json_replies: u64,
     /// Replies that Ctrl-C stopped.
     stopped: u64,
     context_full: u64,
@@ -311,6 +314,9 @@ impl Script {
                     );
                     self.f.max_fill = self.f.max_fill.max(used);
                 }
+                if contains(out, b"JSON value complete") {
+                    self.f.json_replies += 1;
+                }
                 if contains(out, b"stopped (Ctrl-C)]") {
                     self.f.stopped += 1;
                 }
@@ -354,6 +360,11 @@ impl Script {
                     );
                 }
             }
+            Kind::JsonOn => assert!(
+                contains(out, b"JSON mode on"),
+                "/json on refused: {}",
+                String::from_utf8_lossy(out)
+            ),
             Kind::Other | Kind::End => {}
         }
         if let Some(every) = self.print_every {
@@ -367,10 +378,11 @@ impl Script {
     fn print(&self, live: usize, peak: usize) {
         let f = &self.f;
         eprintln!(
-            "soak: {:.0} s: {} inputs, {} replies, {} resets, {} Ctrl-C ({} replies stopped), {} context full; heap {live} live, {peak} high-water (at the first prompt {} live; at warm-up end {} high-water); after /reset {:?} live; KV fill after /reset {:?}, most {} of {CTX}",
+            "soak: {:.0} s: {} inputs, {} replies ({} in JSON mode), {} resets, {} Ctrl-C ({} replies stopped), {} context full; heap {live} live, {peak} high-water (at the first prompt {} live; at warm-up end {} high-water); after /reset {:?} live; KV fill after /reset {:?}, most {} of {CTX}",
             self.started.elapsed().as_secs_f64(),
             f.inputs,
             f.replies,
+            f.json_replies,
             f.resets,
             f.interrupted,
             f.stopped,
@@ -465,6 +477,8 @@ impl Script {
         self.input.push_back(b'\r');
         if text == b"/reset" {
             Kind::Reset
+        } else if text == b"/json on" {
+            Kind::JsonOn
         } else {
             Kind::Other
         }
@@ -630,9 +644,13 @@ fn card() -> Vec<u8> {
 
 /// Run the session to its end; its figures.
 fn soak(until: Until, warmup: u64, print_every: Option<Duration>) -> Figures {
-    let dev = RamDisk::new(card());
     let mut con = Script::new(until, warmup, print_every);
-    let r = runtime::run::run(dev, &mut con, &Host::new(1 << 30));
+    let host = Host::new(1 << 30);
+    let card = card();
+    // The heap without the card image, which the run drops with its device.
+    let before = LIVE.load(Ordering::Relaxed) - card.capacity();
+    let dev = RamDisk::new(card);
+    let r = runtime::run::run(dev, &mut con, &host);
     if let Err(e) = r {
         panic!(
             "the run failed after {} inputs: {e}; last output: {}",
@@ -642,11 +660,20 @@ fn soak(until: Until, warmup: u64, print_every: Option<Duration>) -> Figures {
     }
     assert!(con.ended, "the chat ended before its Ctrl-D");
     let f = con.f;
-    con.print(LIVE.load(Ordering::Relaxed), PEAK.load(Ordering::Relaxed));
+    let after = LIVE.load(Ordering::Relaxed);
+    con.print(after, PEAK.load(Ordering::Relaxed));
+    eprintln!(
+        "soak: {before} heap bytes live before the run (without the card image), {after} after it"
+    );
+    // Everything the run allocated went back.
+    assert_eq!(
+        after, before,
+        "heap bytes live before the run (without the card image) and after it"
+    );
     assert!(f.reset_live.is_some(), "no /reset past the warm-up");
     assert!(f.replies > f.inputs / 3, "few replies: {f:?}");
     assert!(
-        f.interrupted > 0 && f.stopped > 0 && f.context_full > 0,
+        f.interrupted > 0 && f.stopped > 0 && f.context_full > 0 && f.json_replies > 0,
         "{f:?}"
     );
     assert!(
