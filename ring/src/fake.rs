@@ -12,8 +12,7 @@
 //!   ending in a `0x00` of their own and some running into the next frame; an earlier frame of
 //!   the line sent again, as it was sent ([`Faults::replay_per_million`]: one of the last
 //!   [`Faults::replay_memory`], duplicated or long out of date); the next frame cut short, its
-//!   delimiter kept
-//!   ([`Faults::truncate_per_million`]);
+//!   delimiter kept ([`Faults::truncate_per_million`]);
 //! - [`Faults::capacity`]: a line buffers at most that many bytes; `send` takes what fits;
 //! - [`FakeLink::kill`]: a board's lines go dead, as if it lost power.
 
@@ -46,7 +45,7 @@ pub struct Faults {
     /// Earlier frames sent again after a frame, per million frames.
     pub replay_per_million: u32,
     /// How many of the last frames a replay picks from (0: [`REPLAY_FRAMES`]); a long memory
-    /// replays frames long out of date.
+    /// replays frames long out of date (and holds that many frames).
     pub replay_memory: usize,
 }
 
