@@ -51,6 +51,10 @@ const LCRH_8N1_FIFO: u32 = (0b11 << 5) | (1 << 4);
 /// under flow control RTS drops when the receive FIFO is half full, leaving the other half for
 /// what the sender has under way when it sees CTS fall.
 const IFLS_HALF: u32 = (0b010 << 3) | 0b010;
+/// Receive (FIFO at its level) and receive-timeout (bytes below the level, line quiet for 32 bit
+/// periods) interrupts: RXIM and RTIM in IMSC and ICR.
+const INT_RX: u32 = 1 << 4;
+const INT_RT: u32 = 1 << 6;
 
 /// The divisor in 64ths (16.6 fixed point): IBRD 1 to 0xffff, and FBRD 0 at IBRD 0xffff (PL011
 /// TRM, UARTIBRD/UARTFBRD).
@@ -259,6 +263,21 @@ impl<R: Regs> LinkUart for Pl011<R> {
 
     fn overruns(&self) -> u32 {
         self.errors.overruns
+    }
+
+    /// RXIM and RTIM: the interrupt rises when the receive FIFO reaches half full (16 of the
+    /// BCM2711's 32 bytes, the watermark [`Pl011::init_link`] set), or holds fewer bytes while the
+    /// line has been quiet for 32 bit periods.
+    fn enable_rx_irq(&mut self) {
+        self.regs.write32(ICR, INT_RX | INT_RT);
+        self.regs.write32(IMSC, INT_RX | INT_RT);
+    }
+
+    /// RX clears itself once the FIFO is read below its level, RT once it is empty; both are
+    /// cleared here too (the TRM allows either), so that a timeout latched just before the last
+    /// read does not call the handler once more for nothing.
+    fn ack_rx_irq(&mut self) {
+        self.regs.write32(ICR, INT_RX | INT_RT);
     }
 }
 
