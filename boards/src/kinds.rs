@@ -105,6 +105,14 @@ pub enum LinkPins {
     Bcm2837MiniGpio14,
 }
 
+/// The interrupt controller that takes the ring link's receive interrupt (`[irq] kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(Deserialize), serde(rename_all = "lowercase"))]
+pub enum IrqKind {
+    /// An ARM GICv2 (QEMU virt, the BCM2711's GIC-400): the drivers' `gic::GicV2`.
+    Gicv2,
+}
+
 /// Hardware flow control on the ring link (the drivers' `uart::Flow`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "std", derive(Deserialize), serde(rename_all = "lowercase"))]

@@ -49,6 +49,8 @@ pub struct Board {
     pub uart: Uart,
     /// The ring link's UART, apart from the console (optional).
     pub ring_uart: Option<RingUart>,
+    /// The interrupt controller, for the ring link's receive interrupt (optional).
+    pub irq: Option<Irq>,
     pub block: Block,
     pub memory: Vec<Region>,
     pub qemu: Qemu,
@@ -86,6 +88,20 @@ pub struct RingUart {
     pub pins: LinkPins,
     /// The board's flow control unless the kernel is told otherwise.
     pub flow: Flow,
+    /// Its interrupt's id at the board's `[irq]` controller: the link is received by interrupt
+    /// (absent: polled between computations).
+    pub irq: Option<u32>,
+}
+
+/// The interrupt controller.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Irq {
+    pub kind: IrqKind,
+    /// The GIC's distributor.
+    pub dist_base: u64,
+    /// The GIC's CPU interface.
+    pub cpu_base: u64,
 }
 
 /// The card's block device.
@@ -248,6 +264,7 @@ impl Board {
         if r.clock_hz == 0 {
             return Err("[ring_uart] clock_hz = 0: must be the UART's clock".into());
         }
+        self.check_irq(r)?;
         let (pins, kind, gpio) = match r.pins {
             LinkPins::None => return Ok(()),
             LinkPins::Bcm2711Uart3 => ("bcm2711-uart3", LinkKind::Pl011, GpioKind::Bcm2711),
@@ -265,6 +282,33 @@ impl Board {
             ));
         }
         Ok(())
+    }
+
+    /// The link's interrupt names a shared peripheral interrupt of a controller the board has.
+    fn check_irq(&self, r: &RingUart) -> Result<(), String> {
+        if let Some(c) = &self.irq {
+            if c.dist_base == 0 || c.cpu_base == 0 || c.dist_base == c.cpu_base {
+                return Err(format!(
+                    "[irq] dist_base = {:#x}, cpu_base = {:#x}: must be two different blocks, neither 0",
+                    c.dist_base, c.cpu_base
+                ));
+            }
+        }
+        let Some(id) = r.irq else {
+            return Ok(());
+        };
+        match &self.irq {
+            None => Err(format!(
+                "[ring_uart] irq = {id} needs an [irq] table (the interrupt controller)"
+            )),
+            Some(Irq {
+                kind: IrqKind::Gicv2,
+                ..
+            }) if !(32..1020).contains(&id) => Err(format!(
+                "[ring_uart] irq = {id}: a GICv2 shared peripheral interrupt is 32 to 1019 (SPI n is n + 32)"
+            )),
+            Some(_) => Ok(()),
+        }
     }
 
     fn check_block(&self) -> Result<(), String> {
@@ -380,6 +424,12 @@ impl Board {
             format!("pub const RING_UART_CLOCK_HZ: u32 = {};", ring.map_or(0, |r| r.clock_hz)),
             format!("pub const RING_UART_PINS: drivers::bcm2835::gpio::LinkPins = drivers::bcm2835::gpio::LinkPins::{:?};", ring.map_or(LinkPins::None, |r| r.pins)),
             format!("pub const RING_UART_FLOW: drivers::uart::Flow = drivers::uart::Flow::{:?};", ring.map_or(Flow::None, |r| r.flow)),
+            format!("pub const RING_UART_IRQ: Option<u32> = {:?};", ring.and_then(|r| r.irq)),
+            "// The interrupt controller (a GICv2's distributor and CPU interface); None: none.".into(),
+            format!("pub const GIC: Option<(usize, usize)> = {};", match &self.irq {
+                Some(c) => format!("Some(({:#x}, {:#x}))", c.dist_base, c.cpu_base),
+                None => "None".into(),
+            }),
             format!("pub const QEMU: bool = {qemu};"),
             "pub const MEMORY: &[Region] = &[".into(),
         ];

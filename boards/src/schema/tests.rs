@@ -281,3 +281,56 @@ fn ring_uart_rules_across_keys_are_checked() {
     let b = parse(&with_ring_line(&rpi4, "pins", "pins = \"none\"")).unwrap();
     assert_eq!(b.ring_uart.unwrap().pins, LinkPins::None);
 }
+
+#[test]
+fn the_link_interrupt_and_its_controller_are_emitted_as_constants() {
+    let cases = [
+        (
+            "qemu-virt-aarch64",
+            "Some(40)",
+            "Some((0x8000000, 0x8010000))",
+        ),
+        ("rpi4", "Some(153)", "Some((0xff841000, 0xff842000))"),
+        ("qemu-virt-riscv64", "None", "None"),
+    ];
+    for (name, irq, gic) in cases {
+        let k = parse(&board_text(name))
+            .unwrap()
+            .kernel_constants(false, 0x8_0000);
+        for line in [
+            format!("pub const RING_UART_IRQ: Option<u32> = {irq};"),
+            format!("pub const GIC: Option<(usize, usize)> = {gic};"),
+        ] {
+            assert!(k.contains(&line), "{name}: {line}\n{k}");
+        }
+    }
+}
+
+#[test]
+fn the_link_interrupt_rules_are_checked() {
+    let virt = virt_text();
+    for id in [31, 1020] {
+        let e = parse(&with_ring_line(&virt, "irq", &format!("irq = {id}"))).unwrap_err();
+        assert!(
+            e.contains(&format!("irq = {id}")) && e.contains("32 to 1019"),
+            "{e}"
+        );
+    }
+    let no_gic = virt.replace(
+        "[irq]\nkind = \"gicv2\"\ndist_base = 0x0800_0000\ncpu_base = 0x0801_0000\n",
+        "",
+    );
+    assert_ne!(no_gic, virt);
+    let e = parse(&no_gic).unwrap_err();
+    assert_eq!(
+        e,
+        "[ring_uart] irq = 40 needs an [irq] table (the interrupt controller)"
+    );
+    // Without the interrupt the link is polled.
+    let b = parse(&with_ring_line(&no_gic, "irq", "")).unwrap();
+    assert_eq!(b.ring_uart.unwrap().irq, None);
+    let e = parse(&virt.replace("cpu_base = 0x0801_0000", "cpu_base = 0x0800_0000")).unwrap_err();
+    assert!(e.contains("must be two different blocks"), "{e}");
+    let e = parse(&virt.replace("kind = \"gicv2\"", "kind = \"gicv3\"")).unwrap_err();
+    assert!(e.contains("unknown variant `gicv3`"), "{e}");
+}
