@@ -42,11 +42,8 @@ pub trait LinkUart {
     fn overruns(&self) -> u32;
     /// Let the UART raise its interrupt while received bytes wait (the receive FIFO at its level,
     /// or bytes left below it when the line goes quiet), after the link was set up. The handler
-    /// empties the FIFO ([`rx::RxIrq::drain`]) and then calls [`LinkUart::ack_rx_irq`].
+    /// empties the FIFO ([`rx::RxIrq::drain`]), which is what clears the interrupt.
     fn enable_rx_irq(&mut self);
-    /// Clear what the receive interrupt latched once the FIFO has been read empty (nothing for a
-    /// UART whose interrupt follows its FIFO's level alone).
-    fn ack_rx_irq(&mut self) {}
 }
 
 /// Hardware flow control on a link.

@@ -267,17 +267,13 @@ impl<R: Regs> LinkUart for Pl011<R> {
 
     /// RXIM and RTIM: the interrupt rises when the receive FIFO reaches half full (16 of the
     /// BCM2711's 32 bytes, the watermark [`Pl011::init_link`] set), or holds fewer bytes while the
-    /// line has been quiet for 32 bit periods.
+    /// line has been quiet for 32 bit periods. Both clear themselves as the FIFO is read (RX below
+    /// its level, RT once empty: the PL011 TRM), so the handler never writes ICR: a clear racing a
+    /// byte that has just arrived could leave it unannounced (QEMU's PL011 raises RX only as its
+    /// FIFO goes from empty to one byte, and clearing it then would leave the FIFO to fill with no
+    /// interrupt ever again).
     fn enable_rx_irq(&mut self) {
-        self.regs.write32(ICR, INT_RX | INT_RT);
         self.regs.write32(IMSC, INT_RX | INT_RT);
-    }
-
-    /// RX clears itself once the FIFO is read below its level, RT once it is empty; both are
-    /// cleared here too (the TRM allows either), so that a timeout latched just before the last
-    /// read does not call the handler once more for nothing.
-    fn ack_rx_irq(&mut self) {
-        self.regs.write32(ICR, INT_RX | INT_RT);
     }
 }
 

@@ -77,24 +77,19 @@ impl<'a> RxIrq<'a> {
     }
 
     /// Handle the UART's receive interrupt: move what its FIFO holds (at most [`DRAIN_LIMIT`]
-    /// bytes) into the buffer, then clear the interrupt if the FIFO was read empty (if not, its
-    /// level keeps the interrupt raised and the handler runs again). Returns the bytes read.
+    /// bytes) into the buffer. Reading the FIFO is what clears the interrupt (below its level or
+    /// empty); at the limit it stays raised and the handler runs again. Returns the bytes read.
     pub fn drain<U: LinkUart + ?Sized>(&mut self, uart: &mut U) -> usize {
         let mut n = 0;
         let mut dropped = 0u32;
-        let mut empty = false;
         while n < DRAIN_LIMIT {
             let Some(b) = uart.read_byte() else {
-                empty = true;
                 break;
             };
             if self.producer.enqueue(b).is_err() {
                 dropped += 1;
             }
             n += 1;
-        }
-        if empty {
-            uart.ack_rx_irq();
         }
         let c = self.counters;
         c.irqs.fetch_add(1, Ordering::Relaxed);
