@@ -98,10 +98,56 @@ pub struct RingUart {
 #[serde(deny_unknown_fields)]
 pub struct Irq {
     pub kind: IrqKind,
-    /// The GIC's distributor.
-    pub dist_base: u64,
-    /// The GIC's CPU interface.
-    pub cpu_base: u64,
+    /// `gicv2`: the distributor.
+    pub dist_base: Option<u64>,
+    /// `gicv2`: the CPU interface.
+    pub cpu_base: Option<u64>,
+    /// `bcm2836`: the ARMCTRL block's IRQ basic pending register.
+    pub armctrl_base: Option<u64>,
+    /// `bcm2836`: the BCM2836 local interrupt controller.
+    pub local_base: Option<u64>,
+}
+
+impl Irq {
+    /// The two register blocks the kind needs, or an error naming the keys.
+    fn blocks(&self) -> Result<(u64, u64), String> {
+        let (a, b, names, others) = match self.kind {
+            IrqKind::Gicv2 => (
+                self.dist_base,
+                self.cpu_base,
+                "dist_base and cpu_base",
+                [self.armctrl_base, self.local_base],
+            ),
+            IrqKind::Bcm2836 => (
+                self.armctrl_base,
+                self.local_base,
+                "armctrl_base and local_base",
+                [self.dist_base, self.cpu_base],
+            ),
+        };
+        let kind = kebab(&format!("{:?}", self.kind));
+        match (a, b) {
+            (Some(a), Some(b)) if a != 0 && b != 0 && a != b && others == [None, None] => {
+                Ok((a, b))
+            }
+            _ => Err(format!(
+                "[irq] kind = \"{kind}\" needs {names} (two different blocks, neither 0) and no other base"
+            )),
+        }
+    }
+
+    /// As the kernel's `IRQ_CONTROLLER` names it.
+    fn constant(&self) -> String {
+        match (self.kind, self.blocks()) {
+            (IrqKind::Gicv2, Ok((d, c))) => {
+                format!("Some(boards::IrqController::GicV2 {{ dist: {d:#x}, cpu: {c:#x} }})")
+            }
+            (IrqKind::Bcm2836, Ok((a, l))) => {
+                format!("Some(boards::IrqController::Bcm2836 {{ armctrl: {a:#x}, local: {l:#x} }})")
+            }
+            (_, Err(_)) => "None".into(),
+        }
+    }
 }
 
 /// The card's block device.
@@ -287,12 +333,7 @@ impl Board {
     /// The link's interrupt names a shared peripheral interrupt of a controller the board has.
     fn check_irq(&self, r: &RingUart) -> Result<(), String> {
         if let Some(c) = &self.irq {
-            if c.dist_base == 0 || c.cpu_base == 0 || c.dist_base == c.cpu_base {
-                return Err(format!(
-                    "[irq] dist_base = {:#x}, cpu_base = {:#x}: must be two different blocks, neither 0",
-                    c.dist_base, c.cpu_base
-                ));
-            }
+            c.blocks()?;
         }
         let Some(id) = r.irq else {
             return Ok(());
@@ -306,6 +347,12 @@ impl Board {
                 ..
             }) if !(32..1020).contains(&id) => Err(format!(
                 "[ring_uart] irq = {id}: a GICv2 shared peripheral interrupt is 32 to 1019 (SPI n is n + 32)"
+            )),
+            Some(Irq {
+                kind: IrqKind::Bcm2836,
+                ..
+            }) if id >= 64 => Err(format!(
+                "[ring_uart] irq = {id}: a BCM2835 GPU interrupt is 0 to 63 (the AUX block's is 29)"
             )),
             Some(_) => Ok(()),
         }
@@ -425,11 +472,8 @@ impl Board {
             format!("pub const RING_UART_PINS: drivers::bcm2835::gpio::LinkPins = drivers::bcm2835::gpio::LinkPins::{:?};", ring.map_or(LinkPins::None, |r| r.pins)),
             format!("pub const RING_UART_FLOW: drivers::uart::Flow = drivers::uart::Flow::{:?};", ring.map_or(Flow::None, |r| r.flow)),
             format!("pub const RING_UART_IRQ: Option<u32> = {:?};", ring.and_then(|r| r.irq)),
-            "// The interrupt controller (a GICv2's distributor and CPU interface); None: none.".into(),
-            format!("pub const GIC: Option<(usize, usize)> = {};", match &self.irq {
-                Some(c) => format!("Some(({:#x}, {:#x}))", c.dist_base, c.cpu_base),
-                None => "None".into(),
-            }),
+            "// The interrupt controller; None: none.".into(),
+            format!("pub const IRQ_CONTROLLER: Option<boards::IrqController> = {};", self.irq.as_ref().map_or("None".into(), Irq::constant)),
             format!("pub const QEMU: bool = {qemu};"),
             "pub const MEMORY: &[Region] = &[".into(),
         ];
