@@ -1,6 +1,7 @@
 //! The BCM2835-family AUX "mini UART" (UART1: BCM2837 on the Pi 3 / Zero 2 W, also in the
-//! BCM2711) as a link between boards ([`LinkUart`]): 8N1, polled, writes that never wait,
-//! receive overruns counted, optional RTS/CTS auto flow control.
+//! BCM2711) as a link between boards ([`LinkUart`]): 8N1, writes that never wait, receive
+//! overruns counted, optional RTS/CTS auto flow control, read polled or by its receive interrupt
+//! ([`LinkUart::enable_rx_irq`]).
 //!
 //! # Registers
 //!

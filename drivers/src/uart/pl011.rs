@@ -1,7 +1,8 @@
 //! ARM PL011 UART (QEMU virt, Raspberry Pi): 8N1 with FIFOs, polled. As the console ([`Uart`]:
 //! [`Pl011::init`], writes that wait boundedly for room) and as a link between boards
 //! ([`LinkUart`]: [`Pl011::init_link`] with optional RTS/CTS flow control, writes that never wait,
-//! receive errors counted from the flags each byte carries in DR bits 8-11).
+//! receive errors counted from the flags each byte carries in DR bits 8-11; the receive and
+//! receive-timeout interrupts for a link read by interrupt, [`LinkUart::enable_rx_irq`]).
 //!
 //! Written against [`Regs`]: [`Pl011::new`] maps a real one, [`Pl011::from_regs`] takes any
 //! register file (a fake in the tests). Like the console, the link has no barrier of its own per
