@@ -105,6 +105,26 @@ pub enum LinkPins {
     Bcm2837MiniGpio14,
 }
 
+/// The interrupt controller that takes the ring link's receive interrupt (`[irq] kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(Deserialize), serde(rename_all = "lowercase"))]
+pub enum IrqKind {
+    /// An ARM GICv2 (QEMU virt, the BCM2711's GIC-400): the drivers' `gic::GicV2`.
+    Gicv2,
+    /// The BCM2836/BCM2837 path for a VideoCore interrupt (Pi 3, Zero 2 W): the ARMCTRL block
+    /// and the per-core local interrupt controller, the drivers' `bcm2835::irq::GpuIrqs`.
+    Bcm2836,
+}
+
+/// The interrupt controller as the kernel gets it (`IRQ_CONTROLLER`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IrqController {
+    /// A GICv2's distributor and CPU interface.
+    GicV2 { dist: usize, cpu: usize },
+    /// The ARMCTRL block (its IRQ basic pending register) and the BCM2836 local controller.
+    Bcm2836 { armctrl: usize, local: usize },
+}
+
 /// Hardware flow control on the ring link (the drivers' `uart::Flow`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "std", derive(Deserialize), serde(rename_all = "lowercase"))]

@@ -49,6 +49,8 @@ pub struct Board {
     pub uart: Uart,
     /// The ring link's UART, apart from the console (optional).
     pub ring_uart: Option<RingUart>,
+    /// The interrupt controller, for the ring link's receive interrupt (optional).
+    pub irq: Option<Irq>,
     pub block: Block,
     pub memory: Vec<Region>,
     pub qemu: Qemu,
@@ -86,6 +88,66 @@ pub struct RingUart {
     pub pins: LinkPins,
     /// The board's flow control unless the kernel is told otherwise.
     pub flow: Flow,
+    /// Its interrupt's id at the board's `[irq]` controller: the link is received by interrupt
+    /// (absent: polled between computations).
+    pub irq: Option<u32>,
+}
+
+/// The interrupt controller.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Irq {
+    pub kind: IrqKind,
+    /// `gicv2`: the distributor.
+    pub dist_base: Option<u64>,
+    /// `gicv2`: the CPU interface.
+    pub cpu_base: Option<u64>,
+    /// `bcm2836`: the ARMCTRL block's IRQ basic pending register.
+    pub armctrl_base: Option<u64>,
+    /// `bcm2836`: the BCM2836 local interrupt controller.
+    pub local_base: Option<u64>,
+}
+
+impl Irq {
+    /// The two register blocks the kind needs, or an error naming the keys.
+    fn blocks(&self) -> Result<(u64, u64), String> {
+        let (a, b, names, others) = match self.kind {
+            IrqKind::Gicv2 => (
+                self.dist_base,
+                self.cpu_base,
+                "dist_base and cpu_base",
+                [self.armctrl_base, self.local_base],
+            ),
+            IrqKind::Bcm2836 => (
+                self.armctrl_base,
+                self.local_base,
+                "armctrl_base and local_base",
+                [self.dist_base, self.cpu_base],
+            ),
+        };
+        let kind = kebab(&format!("{:?}", self.kind));
+        match (a, b) {
+            (Some(a), Some(b)) if a != 0 && b != 0 && a != b && others == [None, None] => {
+                Ok((a, b))
+            }
+            _ => Err(format!(
+                "[irq] kind = \"{kind}\" needs {names} (two different blocks, neither 0) and no other base"
+            )),
+        }
+    }
+
+    /// As the kernel's `IRQ_CONTROLLER` names it.
+    fn constant(&self) -> String {
+        match (self.kind, self.blocks()) {
+            (IrqKind::Gicv2, Ok((d, c))) => {
+                format!("Some(boards::IrqController::GicV2 {{ dist: {d:#x}, cpu: {c:#x} }})")
+            }
+            (IrqKind::Bcm2836, Ok((a, l))) => {
+                format!("Some(boards::IrqController::Bcm2836 {{ armctrl: {a:#x}, local: {l:#x} }})")
+            }
+            (_, Err(_)) => "None".into(),
+        }
+    }
 }
 
 /// The card's block device.
@@ -248,6 +310,7 @@ impl Board {
         if r.clock_hz == 0 {
             return Err("[ring_uart] clock_hz = 0: must be the UART's clock".into());
         }
+        self.check_irq(r)?;
         let (pins, kind, gpio) = match r.pins {
             LinkPins::None => return Ok(()),
             LinkPins::Bcm2711Uart3 => ("bcm2711-uart3", LinkKind::Pl011, GpioKind::Bcm2711),
@@ -265,6 +328,34 @@ impl Board {
             ));
         }
         Ok(())
+    }
+
+    /// The link's interrupt names a shared peripheral interrupt of a controller the board has.
+    fn check_irq(&self, r: &RingUart) -> Result<(), String> {
+        if let Some(c) = &self.irq {
+            c.blocks()?;
+        }
+        let Some(id) = r.irq else {
+            return Ok(());
+        };
+        match &self.irq {
+            None => Err(format!(
+                "[ring_uart] irq = {id} needs an [irq] table (the interrupt controller)"
+            )),
+            Some(Irq {
+                kind: IrqKind::Gicv2,
+                ..
+            }) if !(32..1020).contains(&id) => Err(format!(
+                "[ring_uart] irq = {id}: a GICv2 shared peripheral interrupt is 32 to 1019 (SPI n is n + 32)"
+            )),
+            Some(Irq {
+                kind: IrqKind::Bcm2836,
+                ..
+            }) if id >= 64 => Err(format!(
+                "[ring_uart] irq = {id}: a BCM2835 GPU interrupt is 0 to 63 (the AUX block's is 29)"
+            )),
+            Some(_) => Ok(()),
+        }
     }
 
     fn check_block(&self) -> Result<(), String> {
@@ -380,6 +471,9 @@ impl Board {
             format!("pub const RING_UART_CLOCK_HZ: u32 = {};", ring.map_or(0, |r| r.clock_hz)),
             format!("pub const RING_UART_PINS: drivers::bcm2835::gpio::LinkPins = drivers::bcm2835::gpio::LinkPins::{:?};", ring.map_or(LinkPins::None, |r| r.pins)),
             format!("pub const RING_UART_FLOW: drivers::uart::Flow = drivers::uart::Flow::{:?};", ring.map_or(Flow::None, |r| r.flow)),
+            format!("pub const RING_UART_IRQ: Option<u32> = {:?};", ring.and_then(|r| r.irq)),
+            "// The interrupt controller; None: none.".into(),
+            format!("pub const IRQ_CONTROLLER: Option<boards::IrqController> = {};", self.irq.as_ref().map_or("None".into(), Irq::constant)),
             format!("pub const QEMU: bool = {qemu};"),
             "pub const MEMORY: &[Region] = &[".into(),
         ];

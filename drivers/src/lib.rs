@@ -20,9 +20,12 @@
 //!   simulator.
 //! - [`uart`]: PL011 and NS16550A serial ports for the console ([`uart::Uart`]); PL011 and the
 //!   BCM2835-family mini UART for the ring link between boards ([`uart::LinkUart`]: never waits,
-//!   counts receive overruns, RTS/CTS flow control, baud rates checked against the clock).
+//!   counts receive overruns, RTS/CTS flow control, baud rates checked against the clock), and
+//!   [`uart::rx`], a link received by interrupt into a lock-free buffer.
 //! - [`bcm2835`]: the VideoCore mailbox (memory, clocks, temperatures, power, firmware GPIOs) and
 //!   the GPIO function select and pulls of the Raspberry Pi SoCs (console, ring link, card slot).
+//! - [`gic`]: the ARM GICv2 interrupt controller (QEMU virt, the Pi 4's GIC-400), enough to take
+//!   the ring link's receive interrupt ([`uart::rx`]).
 //! - [`mmio`]: [`mmio::Regs`], the 32-bit register access the polled drivers are written against
 //!   (fakes in the tests), [`mmio::Mmio`] for real registers, and the barrier hook the drivers call
 //!   when they start and stop using a peripheral.
@@ -44,6 +47,7 @@ pub mod block;
 pub mod dma;
 pub mod fat;
 pub mod fdt;
+pub mod gic;
 pub mod mmio;
 pub mod ram;
 pub mod sd;

@@ -383,4 +383,9 @@ impl<L: Link> Endpoint<L> {
     pub fn stats(&self) -> Stats {
         self.core.stats
     }
+
+    /// What the line under it counted ([`Link::line_stats`]).
+    pub fn line_stats(&self) -> Option<crate::link::LineStats> {
+        self.link.line_stats()
+    }
 }

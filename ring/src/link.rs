@@ -9,6 +9,26 @@ pub trait Link {
     fn send(&mut self, bytes: &[u8]) -> usize;
     /// Bytes received so far, up to `buf.len()`; returns how many.
     fn recv(&mut self, buf: &mut [u8]) -> usize;
+    /// What the line under the link counted (a UART's overruns, bytes taken by its interrupt),
+    /// where the platform knows; `None` by default.
+    fn line_stats(&self) -> Option<LineStats> {
+        None
+    }
+}
+
+/// What a board's UART and its receive path counted under the link layer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LineStats {
+    /// Whether the link is received by interrupt (else polled when the ring is pumped).
+    pub by_irq: bool,
+    /// Bytes the interrupt handler took from the UART.
+    pub irq_bytes: u64,
+    /// Calls of the interrupt handler.
+    pub irqs: u64,
+    /// Receive overruns the UART reported: bytes lost with its receive FIFO full.
+    pub overruns: u64,
+    /// Bytes the interrupt handler took but found no room for in its buffer: lost.
+    pub dropped: u64,
 }
 
 impl<L: Link + ?Sized> Link for &mut L {
@@ -19,6 +39,10 @@ impl<L: Link + ?Sized> Link for &mut L {
     fn recv(&mut self, buf: &mut [u8]) -> usize {
         (**self).recv(buf)
     }
+
+    fn line_stats(&self) -> Option<LineStats> {
+        (**self).line_stats()
+    }
 }
 
 impl<L: Link + ?Sized> Link for Box<L> {
@@ -28,5 +52,9 @@ impl<L: Link + ?Sized> Link for Box<L> {
 
     fn recv(&mut self, buf: &mut [u8]) -> usize {
         (**self).recv(buf)
+    }
+
+    fn line_stats(&self) -> Option<LineStats> {
+        (**self).line_stats()
     }
 }

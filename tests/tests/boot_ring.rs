@@ -1,6 +1,8 @@
 //! Rings of QEMU virt boards, linked through their second PL011 (0x0904_0000): three boards, each
 //! with its own card (`ring = K/3`), print exactly what `lmboot-host` prints on one PC; a board
-//! killed while tokens are generated ends the head's run with an error naming it.
+//! killed while tokens are generated ends the head's run with an error naming it. The link has
+//! no flow control (`flow = "none"`) and every board receives it by interrupt (the GIC's SPI 8):
+//! each says so, and counts every byte it received through the handler and no overrun.
 
 mod common;
 
@@ -72,6 +74,21 @@ fn three_boards_print_what_the_pc_prints() {
             "board {k} ended cleanly"
         );
     }
+    for (k, c) in o.consoles.iter().enumerate() {
+        let k = k + 1;
+        assert!(
+            c.contains("no flow control, received by interrupt 40"),
+            "board {k}: the link line"
+        );
+        let (irq_bytes, overruns, dropped, received_kib) = line_counts(c)
+            .unwrap_or_else(|| panic!("board {k}: no line counts in the link's statistics"));
+        assert!(
+            irq_bytes >> 10 >= received_kib && irq_bytes > 0,
+            "board {k}: {irq_bytes} bytes by interrupt, {received_kib} KiB received"
+        );
+        assert_eq!((overruns, dropped), (0, 0), "board {k}: bytes lost");
+        eprintln!("board {k}: {irq_bytes} bytes received by interrupt, {overruns} overruns, {dropped} dropped");
+    }
     // Every hop carried hidden states: at least one f32 row per token.
     let row = 576 * 4;
     assert!(
@@ -85,6 +102,27 @@ fn three_boards_print_what_the_pc_prints() {
         o.seconds,
         o.hops[0] as f64 / (s.n as f64 + 1.0)
     );
+}
+
+/// From the link's statistics line: bytes received by interrupt, overruns, bytes dropped with
+/// the buffer full, and KiB the link layer received.
+fn line_counts(console: &str) -> Option<(u64, u64, u64, u64)> {
+    let line = console.lines().find(|l| l.starts_with("ring: link sent"))?;
+    let number_before = |text: &str, what: &str| -> Option<u64> {
+        let head = &text[..text.find(what)?];
+        head.rsplit(|c: char| !c.is_ascii_digit())
+            .find(|w| !w.is_empty())?
+            .parse()
+            .ok()
+    };
+    let (_, line_part) = line.split_once("; line: ")?;
+    let received = &line[line.find(", received ")? + ", received ".len()..];
+    Some((
+        number_before(line_part, " bytes received by interrupt")?,
+        number_before(line_part, " overruns")?,
+        number_before(line_part, " dropped")?,
+        number_before(received, " KiB)")?,
+    ))
 }
 
 #[test]

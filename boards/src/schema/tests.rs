@@ -281,3 +281,73 @@ fn ring_uart_rules_across_keys_are_checked() {
     let b = parse(&with_ring_line(&rpi4, "pins", "pins = \"none\"")).unwrap();
     assert_eq!(b.ring_uart.unwrap().pins, LinkPins::None);
 }
+
+#[test]
+fn the_link_interrupt_and_its_controller_are_emitted_as_constants() {
+    let cases = [
+        (
+            "qemu-virt-aarch64",
+            "Some(40)",
+            "Some(boards::IrqController::GicV2 { dist: 0x8000000, cpu: 0x8010000 })",
+        ),
+        (
+            "rpi4",
+            "Some(153)",
+            "Some(boards::IrqController::GicV2 { dist: 0xff841000, cpu: 0xff842000 })",
+        ),
+        (
+            "rpi3",
+            "Some(29)",
+            "Some(boards::IrqController::Bcm2836 { armctrl: 0x3f00b200, local: 0x40000000 })",
+        ),
+        ("qemu-virt-riscv64", "None", "None"),
+    ];
+    for (name, irq, gic) in cases {
+        let k = parse(&board_text(name))
+            .unwrap()
+            .kernel_constants(false, 0x8_0000);
+        for line in [
+            format!("pub const RING_UART_IRQ: Option<u32> = {irq};"),
+            format!("pub const IRQ_CONTROLLER: Option<boards::IrqController> = {gic};"),
+        ] {
+            assert!(k.contains(&line), "{name}: {line}\n{k}");
+        }
+    }
+}
+
+#[test]
+fn the_link_interrupt_rules_are_checked() {
+    let virt = virt_text();
+    for id in [31, 1020] {
+        let e = parse(&with_ring_line(&virt, "irq", &format!("irq = {id}"))).unwrap_err();
+        assert!(
+            e.contains(&format!("irq = {id}")) && e.contains("32 to 1019"),
+            "{e}"
+        );
+    }
+    let no_gic = virt.replace(
+        "[irq]\nkind = \"gicv2\"\ndist_base = 0x0800_0000\ncpu_base = 0x0801_0000\n",
+        "",
+    );
+    assert_ne!(no_gic, virt);
+    let e = parse(&no_gic).unwrap_err();
+    assert_eq!(
+        e,
+        "[ring_uart] irq = 40 needs an [irq] table (the interrupt controller)"
+    );
+    // Without the interrupt the link is polled.
+    let b = parse(&with_ring_line(&no_gic, "irq", "")).unwrap();
+    assert_eq!(b.ring_uart.unwrap().irq, None);
+    let e = parse(&virt.replace("cpu_base = 0x0801_0000", "cpu_base = 0x0800_0000")).unwrap_err();
+    assert_eq!(e, "[irq] kind = \"gicv2\" needs dist_base and cpu_base (two different blocks, neither 0) and no other base");
+    let e = parse(&virt.replace("kind = \"gicv2\"", "kind = \"bcm2836\"")).unwrap_err();
+    assert!(e.contains("needs armctrl_base and local_base"), "{e}");
+    let rpi3 = board_text("rpi3");
+    let e = parse(&with_ring_line(&rpi3, "irq", "irq = 64")).unwrap_err();
+    assert!(
+        e.contains("irq = 64: a BCM2835 GPU interrupt is 0 to 63"),
+        "{e}"
+    );
+    let e = parse(&virt.replace("kind = \"gicv2\"", "kind = \"gicv3\"")).unwrap_err();
+    assert!(e.contains("unknown variant `gicv3`"), "{e}");
+}

@@ -1,6 +1,7 @@
 //! The BCM2835-family AUX "mini UART" (UART1: BCM2837 on the Pi 3 / Zero 2 W, also in the
-//! BCM2711) as a link between boards ([`LinkUart`]): 8N1, polled, writes that never wait,
-//! receive overruns counted, optional RTS/CTS auto flow control.
+//! BCM2711) as a link between boards ([`LinkUart`]): 8N1, writes that never wait, receive
+//! overruns counted, optional RTS/CTS auto flow control, read polled or by its receive interrupt
+//! ([`LinkUart::enable_rx_irq`]).
 //!
 //! # Registers
 //!
@@ -17,7 +18,7 @@
 //! | offset | register | as used here |
 //! |---|---|---|
 //! | 0x40 | AUX_MU_IO | data |
-//! | 0x44 | AUX_MU_IER | 0: no interrupts |
+//! | 0x44 | AUX_MU_IER | 0: no interrupts; with the link's interrupt, 0b1101: bit 0 receive (the errata: bits 0 and 1 are swapped in the guide), bits 3:2 set (the errata: needed for any interrupt) |
 //! | 0x48 | AUX_MU_IIR | write 0b110: clear both FIFOs (8 bytes each) |
 //! | 0x4c | AUX_MU_LCR | 3: 8 data bits (the guide says bit 0; the errata: bits 0 and 1) |
 //! | 0x50 | AUX_MU_MCR | 0 (RTS is the auto flow control's, or unused) |
@@ -58,6 +59,9 @@ const MU_CNTL: usize = 0x60;
 const MU_BAUD: usize = 0x68;
 
 const ENABLE_MINI_UART: u32 = 1 << 0;
+/// The receive interrupt (bit 0, per the guide's errata) with bits 3:2, which the errata says
+/// must be set for the UART to interrupt at all (Linux's 8250_bcm2835aux and Circle set them too).
+const IER_RX: u32 = 0b1101;
 const IIR_CLEAR_FIFOS: u32 = 0b110;
 const LCR_8BIT: u32 = 0b11;
 const LSR_DATA_READY: u32 = 1 << 0;
@@ -174,6 +178,12 @@ impl<R: Regs> LinkUart for MiniUart<R> {
     /// the read before).
     fn overruns(&self) -> u32 {
         self.overruns
+    }
+
+    /// The receive interrupt: raised while the 8-byte receive FIFO holds anything (the mini UART
+    /// has no level and no timeout), and so cleared by reading it empty.
+    fn enable_rx_irq(&mut self) {
+        self.regs.write32(MU_IER, IER_RX);
     }
 }
 

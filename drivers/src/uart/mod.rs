@@ -19,6 +19,7 @@ use core::ops::RangeInclusive;
 pub mod mini;
 pub mod ns16550;
 pub mod pl011;
+pub mod rx;
 
 /// A serial port.
 pub trait Uart {
@@ -39,6 +40,10 @@ pub trait LinkUart {
     /// Receive overruns seen so far (from the UART's error flags): bytes the line delivered while
     /// the receive FIFO was full, lost.
     fn overruns(&self) -> u32;
+    /// Let the UART raise its interrupt while received bytes wait (the receive FIFO at its level,
+    /// or bytes left below it when the line goes quiet), after the link was set up. The handler
+    /// empties the FIFO ([`rx::RxIrq::drain`]), which is what clears the interrupt.
+    fn enable_rx_irq(&mut self);
 }
 
 /// Hardware flow control on a link.

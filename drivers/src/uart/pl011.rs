@@ -1,7 +1,8 @@
 //! ARM PL011 UART (QEMU virt, Raspberry Pi): 8N1 with FIFOs, polled. As the console ([`Uart`]:
 //! [`Pl011::init`], writes that wait boundedly for room) and as a link between boards
 //! ([`LinkUart`]: [`Pl011::init_link`] with optional RTS/CTS flow control, writes that never wait,
-//! receive errors counted from the flags each byte carries in DR bits 8-11).
+//! receive errors counted from the flags each byte carries in DR bits 8-11; the receive and
+//! receive-timeout interrupts for a link read by interrupt, [`LinkUart::enable_rx_irq`]).
 //!
 //! Written against [`Regs`]: [`Pl011::new`] maps a real one, [`Pl011::from_regs`] takes any
 //! register file (a fake in the tests). Like the console, the link has no barrier of its own per
@@ -51,6 +52,10 @@ const LCRH_8N1_FIFO: u32 = (0b11 << 5) | (1 << 4);
 /// under flow control RTS drops when the receive FIFO is half full, leaving the other half for
 /// what the sender has under way when it sees CTS fall.
 const IFLS_HALF: u32 = (0b010 << 3) | 0b010;
+/// Receive (FIFO at its level) and receive-timeout (bytes below the level, line quiet for 32 bit
+/// periods) interrupts: RXIM and RTIM in IMSC and ICR.
+const INT_RX: u32 = 1 << 4;
+const INT_RT: u32 = 1 << 6;
 
 /// The divisor in 64ths (16.6 fixed point): IBRD 1 to 0xffff, and FBRD 0 at IBRD 0xffff (PL011
 /// TRM, UARTIBRD/UARTFBRD).
@@ -259,6 +264,17 @@ impl<R: Regs> LinkUart for Pl011<R> {
 
     fn overruns(&self) -> u32 {
         self.errors.overruns
+    }
+
+    /// RXIM and RTIM: the interrupt rises when the receive FIFO reaches half full (16 of the
+    /// BCM2711's 32 bytes, the watermark [`Pl011::init_link`] set), or holds fewer bytes while the
+    /// line has been quiet for 32 bit periods. Both clear themselves as the FIFO is read (RX below
+    /// its level, RT once empty: the PL011 TRM), so the handler never writes ICR: a clear racing a
+    /// byte that has just arrived could leave it unannounced (QEMU's PL011 raises RX only as its
+    /// FIFO goes from empty to one byte, and clearing it then would leave the FIFO to fill with no
+    /// interrupt ever again).
+    fn enable_rx_irq(&mut self) {
+        self.regs.write32(IMSC, INT_RX | INT_RT);
     }
 }
 

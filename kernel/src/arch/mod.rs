@@ -9,7 +9,8 @@
 //! MMU and caches on), then calls `lmboot_main(dtb, core)`; secondary cores enter at
 //! [`Arch::secondary_entry`] and call `lmboot_secondary(core)`. A CPU exception calls
 //! `lmboot_trap(a, b, c, d)` with the twin's fault registers, which [`Arch::fault`] turns into a
-//! report. The three `lmboot_*` functions live in `platform/`.
+//! report; on aarch64 an IRQ calls `lmboot_irq()` and returns ([`Arch::irqs_on`]). The
+//! `lmboot_*` functions live in `platform/`.
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
@@ -90,6 +91,11 @@ pub trait Arch {
     /// Mask interrupts on this core; returns the state for [`Arch::irq_restore`].
     fn irq_save() -> u64;
     fn irq_restore(state: u64);
+    /// Whether the twin has an interrupt entry (which calls `lmboot_irq` and returns): where not,
+    /// the kernel enables no interrupt and the ring link is polled.
+    const TAKES_IRQS: bool = false;
+    /// Take interrupts on this core from now on (only where [`Arch::TAKES_IRQS`]).
+    fn irqs_on() {}
     /// Clean and invalidate the data cache over `[addr, addr + len)` to the point of coherency
     /// (buffers shared with a co-processor or with a core running with caches off).
     fn dcache_flush(addr: usize, len: usize);

@@ -238,6 +238,13 @@ extern "C" fn lmboot_secondary(core: usize) -> ! {
     crate::smp::worker_loop(core)
 }
 
+/// An IRQ (aarch64's `irq_entry` in `boot.s`, with the interrupted state saved): the ring
+/// link's receive interrupt, the only one the kernel enables.
+#[no_mangle]
+extern "C" fn lmboot_irq() {
+    link::on_irq()
+}
+
 /// A CPU exception (the trap entry in `boot.s` passes the architecture's fault registers): print
 /// what happened and stop with status 2.
 #[no_mangle]

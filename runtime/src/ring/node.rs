@@ -126,6 +126,16 @@ impl<L: Link> Node<L> {
         self.ep.stats()
     }
 
+    /// What the line under the link counted, where the platform knows.
+    pub fn line_stats(&self) -> Option<ring::link::LineStats> {
+        self.ep.line_stats()
+    }
+
+    /// The link's and its line's counters as one line ([`stats_line`]).
+    pub fn stats_text(&self) -> String {
+        stats_line(&self.stats(), self.line_stats())
+    }
+
     /// Move bytes, and beat when due.
     pub fn pump(&mut self) -> Result<(), RingError> {
         if let Some(f) = self.fault.take() {
@@ -295,10 +305,20 @@ impl<L: Link> Node<L> {
     }
 }
 
-/// The link's counters as one line.
-pub fn stats_line(s: &::ring::endpoint::Stats) -> String {
+/// The link's counters as one line, with what its line counted when the platform knows
+/// (`line`: how it was received, the UART's overruns, bytes dropped with the buffer full).
+pub fn stats_line(s: &::ring::endpoint::Stats, line: Option<::ring::link::LineStats>) -> String {
+    let line =
+        match line {
+            Some(l) if l.by_irq => alloc::format!(
+            "; line: {} bytes received by interrupt ({} interrupts), {} overruns, {} dropped with the buffer full",
+            l.irq_bytes, l.irqs, l.overruns, l.dropped
+        ),
+            Some(l) => alloc::format!("; line: polled, {} overruns", l.overruns),
+            None => String::new(),
+        };
     alloc::format!(
-        "ring: link sent {} frames ({} KiB), received {} ({} KiB); {} resent, {} corrupt, {} passed on, {} duplicates, {} out of order, {} refused with a full inbox, {} shed",
+        "ring: link sent {} frames ({} KiB), received {} ({} KiB); {} resent, {} corrupt, {} passed on, {} duplicates, {} out of order, {} refused with a full inbox, {} shed{line}",
         s.frames_sent,
         s.bytes_sent >> 10,
         s.frames_received,
@@ -398,3 +418,6 @@ impl<L: Link> Node<L> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -18,7 +18,7 @@ use crate::promptcache;
 use crate::ring::follower::{self, Assignment};
 use crate::ring::head::{self, Head};
 use crate::ring::plan::{self, Profile, Window};
-use crate::ring::{node, Node, RingError};
+use crate::ring::{Node, RingError};
 use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -281,7 +281,7 @@ where
             Err(e) => Err(e),
         };
         node.borrow_mut().stop_all();
-        let _ = writeln!(out, "{}", node::stats_line(&node.borrow().stats()));
+        let _ = writeln!(out, "{}", node.borrow().stats_text());
         r
     }
 
@@ -321,7 +321,7 @@ where
             let run = (cache, platform.pool(), &kernels);
             Ok(follower::serve(&node, model, &mut st, run, &part))
         })?;
-        let _ = writeln!(out, "{}", node::stats_line(&node.borrow().stats()));
+        let _ = writeln!(out, "{}", node.borrow().stats_text());
         match served {
             Ok(s) => {
                 let _ = writeln!(

@@ -128,8 +128,9 @@ mmu_on:
     isb
     ret
 
-// Exception vectors: every entry reports its index with ESR, ELR and FAR to Rust, which prints
-// them and stops.
+// Exception vectors: every entry but one reports its index with ESR, ELR and FAR to Rust, which
+// prints them and stops. The exception: an IRQ taken from EL1 on SP_EL1 (entry 5, the kernel's
+// own state: it runs EL1h), which `irq_entry` handles and returns from.
 .macro VECTOR idx
     .balign 0x80
     mov     x0, #\idx
@@ -148,7 +149,8 @@ exception_vectors:
     VECTOR 2
     VECTOR 3
     VECTOR 4
-    VECTOR 5
+    .balign 0x80
+    b       irq_entry
     VECTOR 6
     VECTOR 7
     VECTOR 8
@@ -159,3 +161,61 @@ exception_vectors:
     VECTOR 13
     VECTOR 14
     VECTOR 15
+
+// An IRQ from EL1 (the link's receive interrupt): save what the interrupted code may hold in
+// registers a call may change (x0-x18, x29, x30; q0-q31, FPCR and FPSR, since the kernels are
+// SIMD throughout and the handler may use SIMD registers too), and ELR/SPSR, on the interrupted
+// stack (AAPCS64 has no red zone below sp); call `lmboot_irq`; restore; return where it was.
+// IRQs stay masked inside (the CPU sets PSTATE.I on entry): no nesting.
+// x0-x18, x29, x30, ELR, SPSR, FPCR, FPSR and a pad (208 bytes), then q0-q31 (512).
+.equ IRQ_FRAME, 720
+// The x-registers a call may change and every q-register, stored (`stp`) or loaded (`ldp`).
+.macro IRQ_REGS op
+    \op     x0, x1, [sp, #0]
+    \op     x2, x3, [sp, #16]
+    \op     x4, x5, [sp, #32]
+    \op     x6, x7, [sp, #48]
+    \op     x8, x9, [sp, #64]
+    \op     x10, x11, [sp, #80]
+    \op     x12, x13, [sp, #96]
+    \op     x14, x15, [sp, #112]
+    \op     x16, x17, [sp, #128]
+    \op     x18, x29, [sp, #144]
+    \op     q0, q1, [sp, #208]
+    \op     q2, q3, [sp, #240]
+    \op     q4, q5, [sp, #272]
+    \op     q6, q7, [sp, #304]
+    \op     q8, q9, [sp, #336]
+    \op     q10, q11, [sp, #368]
+    \op     q12, q13, [sp, #400]
+    \op     q14, q15, [sp, #432]
+    \op     q16, q17, [sp, #464]
+    \op     q18, q19, [sp, #496]
+    \op     q20, q21, [sp, #528]
+    \op     q22, q23, [sp, #560]
+    \op     q24, q25, [sp, #592]
+    \op     q26, q27, [sp, #624]
+    \op     q28, q29, [sp, #656]
+    \op     q30, q31, [sp, #688]
+.endm
+irq_entry:
+    sub     sp, sp, #IRQ_FRAME
+    IRQ_REGS stp
+    mrs     x0, elr_el1
+    mrs     x1, spsr_el1
+    stp     x30, x0, [sp, #160]
+    mrs     x0, fpcr
+    stp     x1, x0, [sp, #176]
+    mrs     x0, fpsr
+    str     x0, [sp, #192]
+    bl      lmboot_irq
+    ldr     x0, [sp, #192]
+    msr     fpsr, x0
+    ldp     x1, x0, [sp, #176]
+    msr     fpcr, x0
+    msr     spsr_el1, x1
+    ldp     x30, x0, [sp, #160]
+    msr     elr_el1, x0
+    IRQ_REGS ldp
+    add     sp, sp, #IRQ_FRAME
+    eret

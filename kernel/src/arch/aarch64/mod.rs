@@ -51,6 +51,7 @@ impl core::fmt::Display for Fault {
 
 impl Arch for Cpu {
     const QEMU_EXIT: Exit = Exit::Semihosting;
+    const TAKES_IRQS: bool = true;
     /// PMEVCNTR0_EL0 is 32 bits wide on ARMv8.0 cores.
     const INSTRUCTION_COUNTER_BITS: u32 = 32;
     /// Level-2 blocks.
@@ -123,6 +124,15 @@ impl Arch for Cpu {
     fn irq_restore(daif: u64) {
         // SAFETY: restores a DAIF value read by irq_save.
         unsafe { asm!("msr daif, {}", in(reg) daif, options(nomem, nostack)) };
+    }
+
+    /// Clear PSTATE.I: IRQs go to `irq_entry` in `boot.s` (vector 5), which saves the interrupted
+    /// state, calls `lmboot_irq` and returns.
+    fn irqs_on() {
+        // SAFETY: unmasks IRQs on this core; the vector table has an IRQ entry that returns, and
+        // only the interrupts the kernel enabled at the controller can arrive. Not `nomem`: memory
+        // the handler writes may be read after this.
+        unsafe { asm!("msr daifclr, #2", "isb", options(nostack)) };
     }
 
     fn dcache_flush(addr: usize, len: usize) {
