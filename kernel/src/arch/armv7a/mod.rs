@@ -281,13 +281,13 @@ impl Arch for Cpu {
     fn irq_save() -> u64 {
         let cpsr: u32;
         // SAFETY: only changes this core's interrupt mask.
-        unsafe { asm!("mrs {}, cpsr", "cpsid if", out(reg) cpsr, options(nomem, nostack)) };
+        unsafe { asm!("mrs {}, cpsr", "cpsid if", out(reg) cpsr, options(nostack)) };
         cpsr as u64
     }
 
     fn irq_restore(cpsr: u64) {
         // SAFETY: restores the control field (mode unchanged, I/F as saved) read by irq_save.
-        unsafe { asm!("msr cpsr_c, {}", in(reg) cpsr as u32, options(nomem, nostack)) };
+        unsafe { asm!("msr cpsr_c, {}", in(reg) cpsr as u32, options(nostack)) };
     }
 
     fn dcache_flush(addr: usize, len: usize) {

@@ -105,14 +105,14 @@ impl Arch for Cpu {
     fn irq_save() -> u64 {
         let s: u64;
         // SAFETY: clears sstatus.SIE and returns the old sstatus.
-        unsafe { asm!("csrrci {}, sstatus, 2", out(reg) s, options(nomem, nostack)) };
+        unsafe { asm!("csrrci {}, sstatus, 2", out(reg) s, options(nostack)) };
         s & 2
     }
 
     fn irq_restore(s: u64) {
         if s & 2 != 0 {
             // SAFETY: re-enables interrupts that irq_save found enabled.
-            unsafe { asm!("csrsi sstatus, 2", options(nomem, nostack)) };
+            unsafe { asm!("csrsi sstatus, 2", options(nostack)) };
         }
     }
 
