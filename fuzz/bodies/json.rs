@@ -40,20 +40,37 @@ pub fn build() -> JsonConstraint {
 }
 
 /// Whether `text` is a whole JSON value (`Some(true)`), a prefix of one (`Some(false)`), or
-/// neither (`None`), by `serde_json` (into a `Value`, which checks UTF-8 and surrogate pairs;
-/// numbers beyond f64, which JSON allows and `Value` refuses, are judged by syntax alone).
+/// neither (`None`), by `serde_json` (into a `Value`, which checks UTF-8 and surrogate pairs).
 fn judge(text: &[u8]) -> Option<bool> {
-    let verdict = |r: Result<(), serde_json::Error>| match r {
-        Ok(()) => Some(true),
+    match serde_json::from_slice::<serde_json::Value>(&small_numbers(text)) {
+        Ok(_) => Some(true),
         Err(e) if e.is_eof() => Some(false),
         Err(_) => None,
-    };
-    match serde_json::from_slice::<serde_json::Value>(text) {
-        Err(e) if e.to_string().starts_with("number out of range") => {
-            verdict(serde_json::from_slice::<serde::de::IgnoredAny>(text).map(|_| ()))
-        }
-        r => verdict(r.map(|_| ())),
     }
+}
+
+/// `text` with every run of digits outside strings shortened to one digit (two for a run of more
+/// than one starting with `0`, which stays invalid where it was): JSON allows numbers of any
+/// size, a `Value` only those within f64, and the grammar does not depend on the digits' count.
+fn small_numbers(text: &[u8]) -> Vec<u8> {
+    let (mut out, mut in_str, mut esc, mut run) = (Vec::with_capacity(text.len()), false, false, 0);
+    for &b in text {
+        if in_str {
+            (in_str, esc) = (esc || b != b'"', !esc && b == b'\\');
+        } else if b == b'"' {
+            in_str = true;
+        } else if b.is_ascii_digit() {
+            run += 1;
+            let keep = run == 1 || (run == 2 && out.last() == Some(&b'0'));
+            if keep {
+                out.push(if run == 1 && b != b'0' { b'1' } else { b'0' });
+            }
+            continue;
+        }
+        run = 0;
+        out.push(b);
+    }
+    out
 }
 
 /// Offer the input's tokens to a fresh reply.
