@@ -81,53 +81,32 @@ pub fn run(data: &[u8]) {
     });
 }
 
+/// Full masks per run at most: a mask costs a pass over the whole vocabulary.
+const MASKS: usize = 2;
+
 fn stream(c: &mut JsonConstraint, data: &[u8]) {
     c.reset();
     let mut text = Vec::new();
-    let mut logits = vec![0f32; VOCAB + 1];
-    let mut checked_complete = false;
+    let mut logits = [0f32; VOCAB + 1];
+    let (mut masks, mut checked_complete) = (0, false);
     let words = data
         .chunks(2)
         .map(|w| u16::from_le_bytes([w[0], *w.get(1).unwrap_or(&0)]));
     for (i, w) in words.enumerate() {
-        let t = if w & 0x8000 != 0 {
-            // Draw: the mask with a budget from the word, then its n-th allowed token.
-            let remaining = 1 + ((w >> 10) & 31) as usize * 8;
-            logits.fill(0.0);
-            let allowed = c.mask(&mut logits, remaining);
-            if !c.is_complete() {
-                assert!(allowed > 0, "json: the mask allows nothing at step {i}");
-            }
-            if allowed == 0 {
-                continue;
-            }
-            let n = (w & 0x3FF) as usize % allowed;
-            let Some(t) = logits
-                .iter()
-                .enumerate()
-                .filter(|(_, l)| l.is_finite())
-                .nth(n)
-            else {
-                panic!("json: the mask counted {allowed} tokens but left fewer");
-            };
-            let t = t.0 as u32;
-            let bytes = c.token_bytes(t).to_vec();
-            assert!(
-                c.accept(t),
-                "json: token {t} ({bytes:?}) allowed by the mask but refused"
-            );
-            text.extend_from_slice(&bytes);
-            t
+        let t = if w & 0xC000 == 0xC000 && masks < MASKS {
+            masks += 1;
+            masked(c, &mut logits, w, i)
+        } else if w & 0x8000 != 0 {
+            byte_draw(c, w)
         } else {
             // Any id, some beyond the vocabulary.
-            let t = (w as u32) % (VOCAB as u32 + 8);
-            let bytes = c.token_bytes(t).to_vec();
-            if c.accept(t) {
-                text.extend_from_slice(&bytes);
-            }
-            t
+            Some((w as u32) % (VOCAB as u32 + 8))
         };
-        let _ = t;
+        let Some(t) = t else { continue };
+        let bytes = c.token_bytes(t).to_vec();
+        if c.accept(t) {
+            text.extend_from_slice(&bytes);
+        }
         if c.is_complete() && !checked_complete {
             checked_complete = true;
             assert_eq!(
@@ -144,4 +123,47 @@ fn stream(c: &mut JsonConstraint, data: &[u8]) {
         "json: the constraint accepted {:?}, no prefix of a JSON document",
         String::from_utf8_lossy(&text)
     );
+}
+
+/// The mask with a budget from `w`: it allows a token while the value is incomplete, every token
+/// it allows continues the document; returns its `n`-th allowed token.
+fn masked(c: &JsonConstraint, logits: &mut [f32], w: u16, i: usize) -> Option<u32> {
+    let remaining = 1 + ((w >> 9) & 31) as usize * 4;
+    logits.fill(0.0);
+    let allowed = c.mask(logits, remaining);
+    if !c.is_complete() {
+        assert!(allowed > 0, "json: the mask allows nothing at step {i}");
+    }
+    let mut kept = 0;
+    let mut pick = None;
+    for (t, l) in logits.iter().enumerate().filter(|(_, l)| l.is_finite()) {
+        let _ = l;
+        let mut s = *c.state();
+        assert!(
+            c.is_complete() || s.push_bytes(c.token_bytes(t as u32)),
+            "json: token {t} ({:?}) allowed by the mask but refused",
+            c.token_bytes(t as u32)
+        );
+        if kept == (w & 0x1FF) as usize % allowed.max(1) {
+            pick = Some(t as u32);
+        }
+        kept += 1;
+    }
+    assert_eq!(
+        kept, allowed,
+        "json: the mask counted {allowed} tokens, left {kept}"
+    );
+    pick
+}
+
+/// A one-byte token (GPT-2's first 256 are the bytes) that continues the document: the `n`-th
+/// byte the automaton takes, as a sampler would draw, at the cost of 256 steps.
+fn byte_draw(c: &JsonConstraint, w: u16) -> Option<u32> {
+    let ok: Vec<u32> = (0..256u32)
+        .filter(|&t| {
+            let mut s = *c.state();
+            c.token_bytes(t).len() == 1 && s.push_bytes(c.token_bytes(t))
+        })
+        .collect();
+    (!ok.is_empty()).then(|| ok[(w & 0x7FFF) as usize % ok.len()])
 }

@@ -274,8 +274,11 @@ fn json_seeds() -> Vec<(String, Vec<u8>)> {
         .iter()
         .map(|(n, d)| (n.to_string(), json_words(d)))
         .collect();
-    // Drawing from the mask: the first allowed token, again and again.
+    // Drawing one-byte tokens the automaton takes, and two full masks.
     seeds.push(("draws".into(), [0x00u8, 0x80].repeat(40)));
+    let mut masks = [0x07u8, 0x80].repeat(20);
+    masks.extend_from_slice(&[0x00, 0xC0, 0x11, 0xFE]);
+    seeds.push(("masks".into(), masks));
     seeds
 }
 

@@ -268,7 +268,9 @@ pub fn max_len(target: &str) -> usize {
         // Many frames (the seeds' are a few hundred bytes each).
         "ring" => 4 << 10,
         "sdregs" => 97,
-        "promptcache" | "json" => 1 << 11,
+        "promptcache" => 1 << 11,
+        // 512 tokens.
+        "json" => 1 << 10,
         _ => 1 << 12,
     }
 }
@@ -278,6 +280,9 @@ pub fn run(target: &str, seconds: u64) -> Result<u64, String> {
     seed(target)?;
     let max_len = max_len(target);
     let fuzz = workspace_root().join("fuzz");
+    // Crashes of earlier runs were copied to fuzz/regressions/ then; only this run's count.
+    let artifacts = fuzz.join("artifacts").join(target);
+    let _ = fs::remove_dir_all(&artifacts);
     let out = Command::new("cargo")
         .current_dir(&fuzz)
         .args([
@@ -305,7 +310,6 @@ pub fn run(target: &str, seconds: u64) -> Result<u64, String> {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0);
     // Keep crashes as regression inputs.
-    let artifacts = fuzz.join("artifacts").join(target);
     let mut crashes = 0;
     if let Ok(rd) = fs::read_dir(&artifacts) {
         for f in rd.flatten() {
