@@ -264,7 +264,9 @@ pub fn max_len(target: &str) -> usize {
     match target {
         // The seed volume's used part is about 40 KiB; the rest of the card reads as zeros.
         "fat" => 48 << 10,
-        "gguf" | "fdt" => 64 << 10,
+        "gguf" => 64 << 10,
+        // The Pi 4's tree is 27 KiB.
+        "fdt" => 32 << 10,
         // Many frames (the seeds' are a few hundred bytes each).
         "ring" => 4 << 10,
         "sdregs" => 97,
