@@ -274,7 +274,7 @@ fn json_seeds() -> Vec<(String, Vec<u8>)> {
         .iter()
         .map(|(n, d)| (n.to_string(), json_words(d)))
         .collect();
-    // Drawing one-byte tokens the automaton takes, and two full masks.
+    // Drawing one-byte tokens the automaton takes, and a full mask.
     seeds.push(("draws".into(), [0x00u8, 0x80].repeat(40)));
     let mut masks = [0x07u8, 0x80].repeat(20);
     masks.extend_from_slice(&[0x00, 0xC0, 0x11, 0xFE]);
