@@ -6,7 +6,7 @@
 //! the body keeps its own screen line from the echo bytes and compares after every byte.
 
 use super::peak::bounded;
-use super::vocab::toks;
+use super::vocab::gpt2;
 use inference::template::Template;
 use runtime::chat::commands::{self, Command, MAX_TEMP};
 use runtime::chat::lineedit::{Event, LineEditor};
@@ -48,7 +48,7 @@ pub fn run(data: &[u8]) {
     let Some((&sel, typed)) = data.split_first() else {
         return;
     };
-    let tok = &toks()[0];
+    let tok = gpt2();
     bounded("chat", MAX_ALLOC, || {
         let max = 1 + (sel >> 3) as usize * 8;
         let template = TEMPLATES[(sel & 7) as usize % TEMPLATES.len()];

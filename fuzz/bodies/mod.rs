@@ -19,8 +19,11 @@ pub mod ring;
 pub mod sdregs;
 pub mod tokenizer;
 
+/// A target's body: one run over one input.
+pub type Body = fn(&[u8]);
+
 /// Every target: its name (as `cargo fuzz run` and `fuzz/regressions/` know it) and its body.
-pub const TARGETS: [(&str, fn(&[u8])); 10] = [
+pub const TARGETS: [(&str, Body); 10] = [
     ("gguf", gguf::run),
     ("fat", fat::run),
     ("tokenizer", tokenizer::run),

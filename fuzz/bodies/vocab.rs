@@ -14,13 +14,14 @@ fn load(name: &str) -> Tokenizer {
     Tokenizer::from_gguf(&g, &src).expect("vocab tokenizer")
 }
 
-/// GPT-2's BPE and Llama's SentencePiece tokenizers, loaded on first use.
-pub fn toks() -> &'static [Tokenizer; 2] {
-    static T: OnceLock<[Tokenizer; 2]> = OnceLock::new();
-    T.get_or_init(|| {
-        [
-            load("ggml-vocab-gpt-2.gguf"),
-            load("ggml-vocab-llama-spm.gguf"),
-        ]
-    })
+/// GPT-2's BPE tokenizer, loaded on first use.
+pub fn gpt2() -> &'static Tokenizer {
+    static T: OnceLock<Tokenizer> = OnceLock::new();
+    T.get_or_init(|| load("ggml-vocab-gpt-2.gguf"))
+}
+
+/// Llama's SentencePiece tokenizer, loaded on first use.
+pub fn spm() -> &'static Tokenizer {
+    static T: OnceLock<Tokenizer> = OnceLock::new();
+    T.get_or_init(|| load("ggml-vocab-llama-spm.gguf"))
 }

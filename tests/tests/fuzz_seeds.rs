@@ -21,6 +21,9 @@ use runtime::ring::msg::Msg;
 use runtime::ring::plan::Profile;
 use sd_card_sim::{Backing, Card, CardSpec, Kind};
 
+/// Named seed inputs of one target.
+type Seeds = Vec<(String, Vec<u8>)>;
+
 /// A link that keeps a copy of every byte it receives.
 #[derive(Debug)]
 struct Tap {
@@ -151,7 +154,7 @@ fn ring_input(wire: &[u8]) -> Vec<u8> {
     v
 }
 
-fn ring_seeds() -> Vec<(String, Vec<u8>)> {
+fn ring_seeds() -> Seeds {
     let (wire, delivered) = ring_traffic();
     assert_eq!(
         delivered,
@@ -164,7 +167,7 @@ fn ring_seeds() -> Vec<(String, Vec<u8>)> {
     ]
 }
 
-fn promptcache_seeds() -> Vec<(String, Vec<u8>)> {
+fn promptcache_seeds() -> Seeds {
     let n = 5;
     let tokens: Vec<u32> = vec![1, 9906, 11, 1917, 0];
     let logits: Vec<f32> = (0..pcb::VOCAB).map(|i| i as f32 - 3.5).collect();
@@ -195,7 +198,7 @@ fn half_bits(i: usize) -> u16 {
     0x3C00 ^ (i as u16 * 0x111) & 0x83FF
 }
 
-fn sdregs_seeds() -> Vec<(String, Vec<u8>)> {
+fn sdregs_seeds() -> Seeds {
     let mut seeds = vec![];
     for (name, kind, blocks, uhs) in [
         ("sdhc-32g-uhs", Kind::Sdhc, 64 << 20, true),
@@ -217,7 +220,7 @@ fn sdregs_seeds() -> Vec<(String, Vec<u8>)> {
     seeds
 }
 
-fn chat_seeds() -> Vec<(String, Vec<u8>)> {
+fn chat_seeds() -> Seeds {
     let sessions: [(&str, u8, &[u8]); 6] = [
         ("hello", 0xF8, b"Hello there!\rWhat is 2+2?\r\x04"),
         ("commands", 0xF8, b"/help\r/temp 0.7\r/json on\r/stats\r/reset\r/TEMP 3\r/json maybe\r/nope\r//etc/passwd\r"),
@@ -253,7 +256,7 @@ fn json_words(doc: &str) -> Vec<u8> {
     out
 }
 
-fn json_seeds() -> Vec<(String, Vec<u8>)> {
+fn json_seeds() -> Seeds {
     let docs = [
         (
             "object",
@@ -286,7 +289,7 @@ fn json_seeds() -> Vec<(String, Vec<u8>)> {
 fn fuzz_seeds_run_through_their_targets() {
     std::env::set_var("LMBOOT_SHARED", xtask::shared_dir());
     let out = std::env::var_os("LMBOOT_FUZZ_SEEDS").map(std::path::PathBuf::from);
-    let sets: [(&str, fn() -> Vec<(String, Vec<u8>)>); 5] = [
+    let sets: [(&str, fn() -> Seeds); 5] = [
         ("ring", ring_seeds),
         ("promptcache", promptcache_seeds),
         ("sdregs", sdregs_seeds),

@@ -175,7 +175,7 @@ fn lfn(name: &str, short: &[u8; 11]) -> Vec<[u8; 32]> {
         .fold(0u8, |s, &c| s.rotate_right(1).wrapping_add(c));
     let mut units: Vec<u16> = name.encode_utf16().collect();
     units.push(0);
-    while units.len() % 13 != 0 {
+    while !units.len().is_multiple_of(13) {
         units.push(0xFFFF);
     }
     let parts = units.len() / 13;
