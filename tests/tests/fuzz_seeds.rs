@@ -24,6 +24,9 @@ use sd_card_sim::{Backing, Card, CardSpec, Kind};
 /// Named seed inputs of one target.
 type Seeds = Vec<(String, Vec<u8>)>;
 
+/// What makes a target's seeds.
+type MakeSeeds = fn() -> Seeds;
+
 /// A link that keeps a copy of every byte it receives.
 #[derive(Debug)]
 struct Tap {
@@ -289,7 +292,7 @@ fn json_seeds() -> Seeds {
 fn fuzz_seeds_run_through_their_targets() {
     std::env::set_var("LMBOOT_SHARED", xtask::shared_dir());
     let out = std::env::var_os("LMBOOT_FUZZ_SEEDS").map(std::path::PathBuf::from);
-    let sets: [(&str, fn() -> Seeds); 5] = [
+    let sets: [(&str, MakeSeeds); 5] = [
         ("ring", ring_seeds),
         ("promptcache", promptcache_seeds),
         ("sdregs", sdregs_seeds),
