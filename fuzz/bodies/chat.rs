@@ -12,7 +12,7 @@ use runtime::chat::commands::{self, Command, MAX_TEMP};
 use runtime::chat::lineedit::{Event, LineEditor};
 
 /// The most one run may allocate: the line, the screen, one rendered turn and its tokens, for
-/// inputs of at most 4 KiB and lines of at most 255 bytes.
+/// inputs of at most 4 KiB and lines of at most 249 bytes.
 pub const MAX_ALLOC: usize = 256 << 10;
 
 const TEMPLATES: [Template; 5] = [

@@ -20,8 +20,8 @@ use std::cell::RefCell;
 /// Tokens of the vocabulary taken from GPT-2's; token `VOCAB` is the end of generation.
 pub const VOCAB: usize = 512;
 
-/// The most one run may allocate: the text accepted (at most the input's 512 bytes of words
-/// times the longest piece), the logits and the checker's parse.
+/// The most one run may allocate: the text accepted (at most the input's 512 words times the
+/// longest piece), its copy with short numbers and the checker's parse of it.
 pub const MAX_ALLOC: usize = 256 << 10;
 
 thread_local! {

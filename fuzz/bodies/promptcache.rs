@@ -15,7 +15,7 @@ use runtime::promptcache::{
 };
 
 /// The most one run may allocate: the payload reader's and writer's 64 KiB chunk, the tiny KV
-/// cache and a copy of the input (at most 4 KiB).
+/// cache and a copy of the input (at most 2 KiB).
 pub const MAX_ALLOC: usize = 256 << 10;
 
 /// The tiny model: layers, positions, KV width, vocabulary.

@@ -11,7 +11,7 @@ use runtime::ring::msg::{self, Msg};
 use runtime::ring::plan::Profile;
 
 /// The most one run may allocate: the decoder's frame buffer, the endpoint's queues (a window
-/// of frames per destination) and the messages of an input of at most 16 KiB.
+/// of frames per destination) and the messages of an input of at most 4 KiB.
 pub const MAX_ALLOC: usize = 2 << 20;
 
 /// The receiving side of a link that hands out what the input put on it, and takes everything
