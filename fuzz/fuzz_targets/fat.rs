@@ -1,7 +1,7 @@
-//! Fuzz target: see `fuzz/bodies.rs`.
+//! Fuzz target: see `fuzz/bodies/fat.rs`.
 #![no_main]
 
-#[path = "../bodies.rs"]
+#[path = "../bodies/mod.rs"]
 mod bodies;
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| bodies::fat(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| bodies::fat::run(data));

@@ -1,7 +1,7 @@
-//! Fuzz target: see `fuzz/bodies.rs`.
+//! Fuzz target: see `fuzz/bodies/gguf.rs`.
 #![no_main]
 
-#[path = "../bodies.rs"]
+#[path = "../bodies/mod.rs"]
 mod bodies;
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| bodies::gguf(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| bodies::gguf::run(data));

@@ -44,8 +44,9 @@ commands:
                   [--only instructions|batches|cache|readahead|mca|models|card|speculative]
   fidelity        the error budget: mean KL from the float64 reference on every golden case with
                   each approximation made exact in turn (lmboot-host --exact): results/fidelity.md
-  fuzz            run each fuzz target (gguf, fat, tokenizer, config) with cargo-fuzz on nightly
-                  [--seconds N] [--target T]; crashes are saved under fuzz/regressions/
+  fuzz            run each fuzz target (gguf, fat, tokenizer, config, ring, fdt, promptcache,
+                  sdregs, chat, json) with cargo-fuzz on nightly [--seconds N] [--target T];
+                  prints executions per target; crashes are saved under fuzz/regressions/
   house           the house rules, measured: non-test functions over 120 lines, import cycles
                   inside a crate, files outside the kernel sets naming Q5_1; exits 1 if one is broken
   bench-host      PC runner speed on the default model (or --model): prefill and generation tok/s
@@ -948,6 +949,14 @@ fn fuzz(args: &[String]) -> Result<i32, String> {
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
+    if let Some(o) = only.as_deref() {
+        if !xtask::fuzz::TARGETS.contains(&o) {
+            return Err(format!(
+                "no fuzz target {o:?}; the targets: {}",
+                xtask::fuzz::TARGETS.join(", ")
+            ));
+        }
+    }
     let mut failed = false;
     for t in xtask::fuzz::TARGETS
         .iter()
@@ -955,7 +964,10 @@ fn fuzz(args: &[String]) -> Result<i32, String> {
     {
         eprintln!("xtask: fuzzing {t} for {seconds} s");
         match xtask::fuzz::run(t, seconds) {
-            Ok(execs) => println!("fuzz {t}: {execs} executions in {seconds} s, no crash"),
+            Ok(execs) => println!(
+                "fuzz {t}: {execs} executions in {seconds} s ({} per s), no crash",
+                execs / seconds.max(1)
+            ),
             Err(e) => {
                 eprintln!("xtask: {e}");
                 failed = true;

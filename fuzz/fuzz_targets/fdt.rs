@@ -1,0 +1,7 @@
+//! Fuzz target: see `fuzz/bodies/fdt.rs`.
+#![no_main]
+
+#[path = "../bodies/mod.rs"]
+mod bodies;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| bodies::fdt::run(data));
