@@ -148,6 +148,8 @@ impl Config {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelError {
     Gguf(GgufError),
+    /// A buffer or table could not be allocated.
+    OutOfMemory(crate::OutOfMemory),
     Storage(StorageError),
     Kernel(KernelError),
     /// `general.architecture` names a model lmboot does not run.
@@ -226,6 +228,7 @@ impl fmt::Display for ModelError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ModelError::Gguf(e) => write!(f, "{e}"),
+            ModelError::OutOfMemory(e) => write!(f, "{e}"),
             ModelError::Storage(e) => write!(f, "reading weights: {e}"),
             ModelError::Kernel(e) => write!(f, "kernel: {e}"),
             ModelError::UnsupportedArch { arch } => {
@@ -302,6 +305,12 @@ impl fmt::Display for ModelError {
 
 #[cfg(feature = "std")]
 impl std::error::Error for ModelError {}
+
+impl From<crate::OutOfMemory> for ModelError {
+    fn from(e: crate::OutOfMemory) -> Self {
+        ModelError::OutOfMemory(e)
+    }
+}
 
 impl From<GgufError> for ModelError {
     fn from(e: GgufError) -> Self {

@@ -335,9 +335,9 @@ enum Fragment {
 
 impl Tokenizer {
     /// `token_to_piece(id, special = true)` of every token, as llama.cpp caches it.
-    fn build_pieces(&self) -> Arena {
+    fn build_pieces(&self) -> Result<Arena, TokenizerError> {
         let n = self.vocab.len();
-        let mut pieces = Arena::with_capacity(n);
+        let mut pieces = Arena::with_capacity(n)?;
         let mut buf = Vec::new();
         for id in 0..n as u32 {
             buf.clear();
@@ -360,7 +360,7 @@ impl Tokenizer {
             }
         }
         pieces.shrink_to_fit();
-        pieces
+        Ok(pieces)
     }
 
     // ---- accessors ----

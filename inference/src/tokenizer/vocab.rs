@@ -1,6 +1,7 @@
 //! The token table: texts in one byte arena, a hash index for lookup by text, attributes and scores.
 
 use super::NONE;
+use crate::oom::{self, OutOfMemory};
 use alloc::vec::Vec;
 
 /// Token attributes, as bit flags (llama.cpp's `llama_token_attr`; a token can gain CONTROL when
@@ -36,11 +37,11 @@ pub struct Arena {
 }
 
 impl Arena {
-    pub fn with_capacity(n: usize) -> Self {
-        Arena {
+    pub fn with_capacity(n: usize) -> Result<Self, OutOfMemory> {
+        Ok(Arena {
             bytes: Vec::new(),
-            ends: Vec::with_capacity(n),
-        }
+            ends: oom::with_capacity(n, "token table")?,
+        })
     }
 
     /// Append a string; `false` if the arena would pass 4 GiB.
@@ -125,11 +126,11 @@ impl Vocab {
     }
 
     /// Build the lookup table; returns the first pair of ids with the same text, if any.
-    pub fn build_index(&mut self) -> Option<(u32, u32)> {
+    pub fn build_index(&mut self) -> Result<Option<(u32, u32)>, OutOfMemory> {
         let n = self.len();
         let slots = n.saturating_mul(2).next_power_of_two().max(16);
         let mask = slots - 1;
-        let mut index = alloc::vec![NONE; slots];
+        let mut index = oom::filled(slots, NONE, "token index")?;
         for id in 0..n as u32 {
             let text = self.text(id);
             let mut h = hash(text) as usize & mask;
@@ -139,13 +140,13 @@ impl Vocab {
                         index[h] = id;
                         break;
                     }
-                    other if self.text(other) == text => return Some((other, id)),
+                    other if self.text(other) == text => return Ok(Some((other, id))),
                     _ => h = (h + 1) & mask,
                 }
             }
         }
         self.index = index;
-        None
+        Ok(None)
     }
 
     /// The id of the token whose text is `s`.

@@ -4,6 +4,7 @@
 
 use super::aligned::AlignedBuf;
 use alloc::vec::Vec;
+use inference::oom::{self, OutOfMemory};
 
 /// Sorted, disjoint runs `(start, bytes)` of the file, each starting on a page boundary.
 #[derive(Debug, Default)]
@@ -52,13 +53,15 @@ pub(super) fn plan(wanted: &[(u64, u64)], len: u64, page: u64, budget: u64) -> V
 
 impl Pinned {
     /// Zeroed runs for `plan` (filled by the caller).
-    pub(super) fn allocate(plan: &[(u64, u64)]) -> Self {
-        Self {
-            runs: plan
-                .iter()
-                .map(|&(s, n)| (s, AlignedBuf::zeroed(n as usize)))
-                .collect(),
+    pub(super) fn allocate(plan: &[(u64, u64)]) -> Result<Self, OutOfMemory> {
+        let mut runs = oom::with_capacity(plan.len(), "page cache run table")?;
+        for &(s, n) in plan {
+            runs.push((
+                s,
+                AlignedBuf::zeroed(n as usize, "page cache (resident part)")?,
+            ));
         }
+        Ok(Self { runs })
     }
 
     /// The runs, to fill at load.
