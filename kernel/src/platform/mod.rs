@@ -227,6 +227,9 @@ fn go(mut card: Card) -> ! {
         }
         Err(e) => {
             crate::println!("\nerror: {e}");
+            if e.out_of_memory() {
+                crate::println!("{}", heap::figures());
+            }
             board.exit(1)
         }
     }
@@ -249,6 +252,15 @@ extern "C" fn lmboot_trap(a: u64, b: u64, c: u64, d: u64) -> ! {
 
 #[panic_handler]
 fn panic(info: &PanicInfo<'_>) -> ! {
+    // An allocation that had no error path (a `Vec` grown, a `format!`) panics when the heap
+    // refuses it: say what was asked, which load step asked, and how full the heap is.
+    if let Some(bytes) = heap::failed_request() {
+        console::emergency(format_args!(
+            "\n*** out of memory: {bytes} bytes asked for while {}; {}\n",
+            inference::oom::stage().name(),
+            heap::figures()
+        ));
+    }
     match info.location() {
         Some(l) => console::emergency(format_args!(
             "\n*** panic at {}:{}: {}\n",
