@@ -160,10 +160,15 @@ pub fn meta(w: &mut GgufWriter, sp: &Spec) {
 }
 
 pub fn model_file(sp: &Spec) -> GgufWriter {
+    model_file_vocab(sp, VOCAB)
+}
+
+/// [`model_file`] with `vocab` rows of embedding and output (for a model given a tokenizer).
+pub fn model_file_vocab(sp: &Spec, vocab: usize) -> GgufWriter {
     let mut r = Rng(0x5eed_0000 + sp.arch.len() as u64);
     let mut w = GgufWriter::default();
     meta(&mut w, sp);
-    let (d, f, v) = (sp.dim as u64, sp.ffn as u64, VOCAB as u64);
+    let (d, f, v) = (sp.dim as u64, sp.ffn as u64, vocab as u64);
     let (q, kv, hd) = (
         (sp.heads * sp.hd) as u64,
         (sp.kv_heads * sp.hd) as u64,
