@@ -1107,7 +1107,11 @@ impl Gguf {
 
     /// The key `{architecture}.{suffix}`, e.g. `arch_key("block_count")` = `llama.block_count`.
     pub fn arch_key(&self, suffix: &str) -> Result<String, GgufError> {
-        Ok(alloc::format!("{}.{suffix}", self.architecture()?))
+        let key = oom::format(
+            format_args!("{}.{suffix}", self.architecture()?),
+            "a metadata key",
+        );
+        oom_at(0, key)
     }
 
     /// The array value for `key`.

@@ -7,6 +7,7 @@
 //! [`set_stage`] records which load step is running, so that an allocation that still fails
 //! infallibly (a panic in `no_std`) can be reported with the step that made it.
 
+use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 use core::sync::atomic::{AtomicUsize, Ordering};
@@ -59,6 +60,26 @@ pub fn collect<T>(
     let mut v = with_capacity(n, what)?;
     v.extend((0..n).map(f));
     Ok(v)
+}
+
+/// `format!(args)`, fallibly: the text is measured first, then written into a `String` reserved
+/// to its exact length (so the write never grows it).
+pub fn format(args: fmt::Arguments<'_>, what: &'static str) -> Result<String, OutOfMemory> {
+    struct Count(usize);
+    impl fmt::Write for Count {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            self.0 += s.len();
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    // Writing into a counter cannot fail unless a `Display` impl does; then the text is empty.
+    let _ = fmt::write(&mut n, args);
+    let mut s = String::new();
+    s.try_reserve_exact(n.0)
+        .map_err(|_| OutOfMemory { what, bytes: n.0 })?;
+    let _ = fmt::write(&mut s, args);
+    Ok(s)
 }
 
 /// The steps of a run that allocate, as [`set_stage`] records them.
@@ -141,6 +162,9 @@ mod tests {
         let v = filled(5, 7u8, "small").unwrap();
         assert_eq!(v, [7u8; 5]);
         assert_eq!(collect(3, "squares", |i| i * i).unwrap(), [0, 1, 4]);
+        let s = format(format_args!("blk.{}.{}", 12, "ffn_up.weight"), "name").unwrap();
+        assert_eq!(s, "blk.12.ffn_up.weight");
+        assert_eq!(s.capacity(), s.len());
     }
 
     #[test]

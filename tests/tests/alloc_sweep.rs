@@ -33,8 +33,10 @@ static FAIL_AT: AtomicU64 = AtomicU64::new(0);
 
 /// Record where each allocation is made, in [`SITES`].
 static CENSUS: AtomicBool = AtomicBool::new(false);
-/// The frames in lmboot's crates of each allocation of the census run, in order.
-static SITES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+/// The load step and the frames in lmboot's crates of each allocation of the census run, in
+/// order.
+static SITES: std::sync::Mutex<Vec<(inference::oom::Stage, String)>> =
+    std::sync::Mutex::new(Vec::new());
 
 thread_local! {
     /// This thread is in the measured region (other threads of the test harness are not counted).
@@ -55,7 +57,8 @@ impl FailNth {
             // The backtrace allocates: not counted.
             MEASURED.with(|m| m.set(false));
             let bt = std::backtrace::Backtrace::force_capture().to_string();
-            SITES.lock().unwrap().push(our_frames(&bt));
+            let step = inference::oom::stage();
+            SITES.lock().unwrap().push((step, our_frames(&bt)));
             MEASURED.with(|m| m.set(true));
         }
         n != FAIL_AT.load(Ordering::Relaxed)
@@ -341,7 +344,7 @@ fn fail_nth(n: u64, disk: &mut [u8], con: &mut Typist) -> Ending {
             // No verdict: the copy died (std printed the allocation's size).
             let size = text.lines().find(|l| l.starts_with("memory allocation of"));
             let census = SITES.lock().unwrap();
-            let at = census.get(n as usize - 1).map_or("", |s| s.as_str());
+            let at = census.get(n as usize - 1).map_or("", |s| s.1.as_str());
             let frames = format!("{}\n{at}", size.unwrap_or("(no message)"));
             let site = at
                 .lines()
@@ -385,6 +388,7 @@ fn child() {
     con.out.clear();
     con.input = TYPED;
     for n in 1..=total {
+        let step = SITES.lock().unwrap()[n as usize - 1].0.name();
         let line = match fail_nth(n, &mut disk, &mut con) {
             Ending::Ok => "ok".into(),
             Ending::Clean => "clean".into(),
@@ -395,6 +399,7 @@ fn child() {
             }
         };
         writeln!(out, "{n} {line}").unwrap();
+        writeln!(out, "step {n} {step}").unwrap();
     }
     writeln!(out, "done").unwrap();
 }
@@ -418,9 +423,14 @@ fn sweep(stage: &str) -> (u64, Vec<(u64, Ending)>) {
     );
     let mut total = 0;
     let mut endings = Vec::new();
+    let mut steps = Vec::new();
     for line in stdout.lines() {
         if let Some(t) = line.strip_prefix("total ") {
             total = t.parse().unwrap();
+            continue;
+        }
+        if let Some((_, step)) = line.strip_prefix("step ").and_then(|r| r.split_once(' ')) {
+            steps.push(step.to_string());
             continue;
         }
         let Some((n, rest)) = line.split_once(' ') else {
@@ -443,6 +453,26 @@ fn sweep(stage: &str) -> (u64, Vec<(u64, Ending)>) {
         };
         endings.push((n, ending));
     }
+    // Per load step: allocations, clean errors, aborts.
+    let mut by_step: Vec<(String, [usize; 3])> = Vec::new();
+    for (step, (_, e)) in steps.iter().zip(&endings) {
+        let i = match by_step.iter().position(|(s, _)| s == step) {
+            Some(i) => i,
+            None => {
+                by_step.push((step.clone(), [0; 3]));
+                by_step.len() - 1
+            }
+        };
+        by_step[i].1[0] += 1;
+        match e {
+            Ending::Clean => by_step[i].1[1] += 1,
+            Ending::Abort { .. } => by_step[i].1[2] += 1,
+            _ => {}
+        }
+    }
+    for (step, [n, clean, aborts]) in by_step {
+        eprintln!("  {stage}, {step}: {n} allocations, {clean} clean errors, {aborts} aborts");
+    }
     (total, endings)
 }
 
@@ -461,16 +491,12 @@ const STILL_INFALLIBLE: &[&str] = &[
     "inference::gguf::ArrayIter<S>::next_bytes::{{closure}}",
     "inference::gguf::Cursor<S>::metadata",
     "inference::gguf::Cursor<S>::tensor_table",
-    "inference::gguf::Gguf::arch_key",
     "inference::gguf::Gguf::array",
     "inference::gguf::check_overlaps",
     "inference::model::Config::from_gguf",
     "inference::model::Weights::check_finite_of",
     "inference::model::Weights::from_gguf",
-    "inference::model::Weights::from_gguf::{{closure}}",
-    "inference::model::vector",
     "inference::sample::json::constraint::JsonConstraint::new",
-    "inference::sample::sampler::Sampler::new",
     "inference::template::push_all",
     "inference::tokenizer::Tokenizer::build_pieces",
     "inference::tokenizer::Tokenizer::encode_into",

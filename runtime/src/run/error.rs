@@ -86,6 +86,7 @@ impl RunError {
             RunError::Model(M::OutOfMemory(_)) | RunError::Buffers(M::OutOfMemory(_)) => true,
             RunError::Tokenizer(TokenizerError::OutOfMemory(_)) => true,
             RunError::Cache(CacheError::OutOfMemory(_)) => true,
+            RunError::Sampler(SamplerError::OutOfMemory(_)) => true,
             RunError::Chat(text) => text.contains("out of memory"),
             _ => false,
         }
