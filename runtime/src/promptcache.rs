@@ -782,6 +782,9 @@ impl<'a, S: CacheSource> Reader<'a, S> {
             if self.pos == self.buf.len() {
                 // The file holds the payload padded to whole blocks (checked before reading).
                 let n = self.left.min(CHUNK as u64).div_ceil(BS) * BS;
+                let grow = (n as usize).saturating_sub(self.buf.len());
+                inference::oom::reserve(&mut self.buf, grow, "prompt cache read buffer")
+                    .map_err(PromptCacheError::OutOfMemory)?;
                 self.buf.resize(n as usize, 0);
                 self.src
                     .read_at(self.at, &mut self.buf)

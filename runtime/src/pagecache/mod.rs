@@ -344,7 +344,7 @@ fn layout(
     wanted: &[(u64, u64)],
 ) -> Result<(Vec<(u64, u64)>, usize), CacheError> {
     let pg = page as u64;
-    let all = pinned::plan(wanted, len, pg, u64::MAX);
+    let all = pinned::plan(wanted, len, pg, u64::MAX)?;
     let need: u64 = all.iter().map(|r| r.1).sum();
     if need == len && len <= capacity {
         return Ok((all, 0));
@@ -364,7 +364,7 @@ fn layout(
     }
     Ok(match policy {
         Policy::ResidentPrefix => (
-            pinned::plan(wanted, len, pg, capacity - window_bytes),
+            pinned::plan(wanted, len, pg, capacity - window_bytes)?,
             window_pages,
         ),
         Policy::Lru => (
@@ -567,12 +567,20 @@ impl<F: FileSource> PageCache<F> {
     /// `(offset, length)` in read order (the model's matrices), read by `readers` cores at once
     /// (each its own rows). Eviction then keeps the streamed pages needed soonest
     /// ([`Window::victim`]); without it the cache uses its plain policy.
+    ///
+    /// The schedule is an optimisation: if its table cannot be allocated the cache keeps its plain
+    /// policy (and the run goes on).
     pub fn set_schedule(&self, ranges: impl IntoIterator<Item = (u64, u64)>, readers: usize) {
         let mut spans = Vec::new();
         let mut cyc = 0u64;
         for (offset, len) in ranges {
             let end = offset.saturating_add(len).min(self.len);
             if offset < end && !spans.iter().any(|s: &Span| s.start == offset) {
+                if spans.try_reserve(1).is_err() {
+                    spans = Vec::new();
+                    cyc = 0;
+                    break;
+                }
                 spans.push(Span {
                     start: offset,
                     end,
