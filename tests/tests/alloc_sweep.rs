@@ -508,8 +508,6 @@ const STILL_INFALLIBLE: &[&str] = &[
     "inference::tokenizer::spm::tokenize",
     "inference::tokenizer::spm::tokenize::{{closure}}",
     "inference::tokenizer::symbols::chain",
-    "inference::tokenizer::vocab::Arena::push",
-    "inference::tokenizer::vocab::Arena::shrink_to_fit",
     "runtime::chat::lineedit::LineEditor::insert",
     "runtime::chat::session::Chat::run",
     "runtime::chat::session::Chat::turn_tokens",

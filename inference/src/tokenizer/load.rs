@@ -10,8 +10,8 @@ use super::{
     FIM_SEP_TEXTS, FIM_SUF_TEXTS, NONE,
 };
 use crate::gguf::{Gguf, Value, ValueType};
+use crate::oom;
 use crate::storage::Storage;
-use alloc::format;
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -137,9 +137,10 @@ fn read_texts<S: Storage + ?Sized>(g: &Gguf, src: &S) -> Result<(Arena, u32), To
     while let Some(r) = it.next_bytes(&mut buf) {
         let t = r.map_err(gguf_err(keys::TOKENS))?;
         let ok = if t.is_empty() {
-            texts.push(format!("[EMPTY_{i}]").as_bytes())
+            let name = oom::format(format_args!("[EMPTY_{i}]"), "a token text")?;
+            texts.push(name.as_bytes())?
         } else {
-            texts.push(t)
+            texts.push(t)?
         };
         if !ok {
             return Err(TokenizerError::BadTokenCount {

@@ -355,8 +355,8 @@ impl Tokenizer {
             }
             // The arena holds at most the token texts, a little expanded; it fits in u32 offsets
             // because the texts did (a piece is never more than ~2x its text plus a short marker).
-            if !pieces.push(&buf) {
-                pieces.push(&[]);
+            if !pieces.push(&buf)? {
+                pieces.push(&[])?;
             }
         }
         pieces.shrink_to_fit();

@@ -44,19 +44,26 @@ impl Arena {
         })
     }
 
-    /// Append a string; `false` if the arena would pass 4 GiB.
-    pub fn push(&mut self, s: &[u8]) -> bool {
+    /// Append a string; `Ok(false)` if the arena would pass 4 GiB. Grows fallibly (amortized, as
+    /// `Vec` does): running out is an error naming the token texts.
+    pub fn push(&mut self, s: &[u8]) -> Result<bool, OutOfMemory> {
         let Some(end) = self
             .bytes
             .len()
             .checked_add(s.len())
             .and_then(|e| u32::try_from(e).ok())
         else {
-            return false;
+            return Ok(false);
         };
+        let oom = |bytes| OutOfMemory {
+            what: "token texts",
+            bytes,
+        };
+        self.bytes.try_reserve(s.len()).map_err(|_| oom(s.len()))?;
+        self.ends.try_reserve(1).map_err(|_| oom(4))?;
         self.bytes.extend_from_slice(s);
         self.ends.push(end);
-        true
+        Ok(true)
     }
 
     pub fn len(&self) -> usize {
@@ -72,9 +79,18 @@ impl Arena {
         self.bytes.get(start as usize..end as usize).unwrap_or(&[])
     }
 
+    /// Give back the room growth left, if a copy of the exact size can be allocated (`Vec`'s
+    /// `shrink_to_fit` reallocates infallibly); otherwise keep the room.
     pub fn shrink_to_fit(&mut self) {
-        self.bytes.shrink_to_fit();
-        self.ends.shrink_to_fit();
+        fn shrink<T: Copy>(v: &mut Vec<T>) {
+            let mut exact = Vec::new();
+            if v.capacity() > v.len() && exact.try_reserve_exact(v.len()).is_ok() {
+                exact.extend_from_slice(v);
+                *v = exact;
+            }
+        }
+        shrink(&mut self.bytes);
+        shrink(&mut self.ends);
     }
 }
 
