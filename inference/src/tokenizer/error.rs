@@ -72,7 +72,7 @@ impl fmt::Display for TokenizerError {
         write!(f, "tokenizer: ")?;
         match self {
             Gguf { key, error } => write!(f, "reading {key}: {error}"),
-            OutOfMemory(e) => write!(f, "tokenizer: {e}"),
+            OutOfMemory(e) => write!(f, "{e}"),
             MissingKey { key } => write!(f, "metadata key {key} is missing"),
             WrongType { key, expected, found } => {
                 write!(f, "{key} is {}, expected {expected}", found.name())

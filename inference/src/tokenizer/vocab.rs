@@ -55,12 +55,18 @@ impl Arena {
         else {
             return Ok(false);
         };
-        let oom = |bytes| OutOfMemory {
+        // The size reported is what amortized growth asks for: twice the room, or what is needed.
+        let oom = |len: usize, cap: usize, more: usize, size: usize| OutOfMemory {
             what: "token texts",
-            bytes,
+            bytes: (cap * 2).max(len + more) * size,
         };
-        self.bytes.try_reserve(s.len()).map_err(|_| oom(s.len()))?;
-        self.ends.try_reserve(1).map_err(|_| oom(4))?;
+        let (len, cap) = (self.bytes.len(), self.bytes.capacity());
+        let more = s.len();
+        self.bytes
+            .try_reserve(more)
+            .map_err(|_| oom(len, cap, more, 1))?;
+        let (len, cap) = (self.ends.len(), self.ends.capacity());
+        self.ends.try_reserve(1).map_err(|_| oom(len, cap, 1, 4))?;
         self.bytes.extend_from_slice(s);
         self.ends.push(end);
         Ok(true)
