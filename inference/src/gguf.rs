@@ -8,11 +8,11 @@
 #![forbid(unsafe_code)]
 
 use crate::fit::{self, TooLarge};
+use crate::oom;
 use crate::quant::GgmlType;
 use crate::storage::{Storage, StorageError};
 use alloc::collections::BTreeMap;
 use alloc::string::String;
-use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
 
@@ -386,6 +386,8 @@ pub enum GgufErrorKind {
     },
     /// Something the file describes cannot be held in this board's memory.
     TooLarge(TooLarge),
+    /// A buffer for the file's contents could not be allocated.
+    OutOfMemory(crate::OutOfMemory),
 }
 
 impl fmt::Display for GgufError {
@@ -451,7 +453,15 @@ impl fmt::Display for GgufError {
                 found.name()
             ),
             TooLarge(e) => write!(f, "{e}"),
+            OutOfMemory(e) => write!(f, "{e}"),
         }
+    }
+}
+
+impl GgufError {
+    /// True when the file was fine but a buffer for it could not be allocated.
+    pub fn out_of_memory(&self) -> bool {
+        matches!(self.kind, GgufErrorKind::OutOfMemory(_))
     }
 }
 
@@ -483,15 +493,15 @@ struct Cursor<'a, S: Storage + ?Sized> {
 const CURSOR_BUF: usize = 8192;
 
 impl<'a, S: Storage + ?Sized> Cursor<'a, S> {
-    fn new(src: &'a S, pos: u64) -> Self {
-        Self {
+    fn new(src: &'a S, pos: u64) -> Result<Self, GgufError> {
+        Ok(Self {
             src,
             len: src.len(),
             pos,
-            buf: vec![0; CURSOR_BUF],
+            buf: oom_at(pos, oom::filled(CURSOR_BUF, 0, "GGUF read buffer"))?,
             buf_start: 0,
             buf_fill: 0,
-        }
+        })
     }
 
     fn remaining(&self) -> u64 {
@@ -590,7 +600,7 @@ impl<'a, S: Storage + ?Sized> Cursor<'a, S> {
                 },
             );
         }
-        let mut bytes = vec![0u8; len as usize];
+        let mut bytes = oom_at(at, oom::filled(len as usize, 0u8, field))?;
         self.read(&mut bytes, field)?;
         String::from_utf8(bytes).map_err(|_| GgufError {
             offset: at,
@@ -994,7 +1004,7 @@ fn check_overlaps(tensors: &[TensorInfo], rel_offsets: &[(u64, u64)]) -> Result<
 impl Gguf {
     /// Read and validate the header, metadata and tensor table of the GGUF file in `src`.
     pub fn open<S: Storage + ?Sized>(src: &S) -> Result<Self, GgufError> {
-        let mut c = Cursor::new(src, 0);
+        let mut c = Cursor::new(src, 0)?;
         let file_len = c.len;
         let (version, n_tensors, n_kv) = c.header()?;
         let (metadata, key_index) = c.metadata(n_kv)?;
@@ -1097,7 +1107,11 @@ impl Gguf {
 
     /// The key `{architecture}.{suffix}`, e.g. `arch_key("block_count")` = `llama.block_count`.
     pub fn arch_key(&self, suffix: &str) -> Result<String, GgufError> {
-        Ok(alloc::format!("{}.{suffix}", self.architecture()?))
+        let key = oom::format(
+            format_args!("{}.{suffix}", self.architecture()?),
+            "a metadata key",
+        );
+        oom_at(0, key)
     }
 
     /// The array value for `key`.
@@ -1117,7 +1131,7 @@ impl Gguf {
     ) -> Result<ArrayIter<'a, S>, GgufError> {
         let info = self.array_info(key)?;
         Ok(ArrayIter {
-            cursor: Cursor::new(src, info.offset),
+            cursor: Cursor::new(src, info.offset)?,
             info,
             key: key.into(),
             index: 0,
@@ -1219,7 +1233,8 @@ impl<S: Storage + ?Sized> ArrayIter<'_, S> {
             offset: self.info.offset,
             kind: GgufErrorKind::TooLarge(e),
         })?;
-        Ok(Vec::with_capacity(n / core::mem::size_of::<T>().max(1)))
+        let n = n / core::mem::size_of::<T>().max(1);
+        oom_at(self.info.offset, oom::with_capacity(n, "array elements"))
     }
 
     /// Read every element as a string (fails unless the array holds strings).
@@ -1280,7 +1295,17 @@ impl<S: Storage + ?Sized> Iterator for ArrayIter<'_, S> {
             return None;
         }
         self.index += 1;
-        let key = self.key.clone();
-        Some(self.cursor.scalar(self.info.elem, &key, "array element"))
+        Some(
+            self.cursor
+                .scalar(self.info.elem, &self.key, "array element"),
+        )
     }
+}
+
+/// An allocation's result as a [`GgufError`] at `offset`.
+fn oom_at<T>(offset: u64, r: Result<T, crate::OutOfMemory>) -> Result<T, GgufError> {
+    r.map_err(|e| GgufError {
+        offset,
+        kind: GgufErrorKind::OutOfMemory(e),
+    })
 }

@@ -6,6 +6,7 @@
 //! plus one batch less one position, so that writing a whole prompt batch never overwrites a
 //! position the batch's first token still attends to.
 
+use crate::oom::{self, OutOfMemory};
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -41,27 +42,35 @@ pub struct Seen<'a> {
 impl KvCache {
     /// Every layer keeps all `ctx` positions.
     pub fn new(layers: usize, ctx: usize, kv_dim: usize) -> Self {
-        Self::with_slots(ctx, kv_dim, &vec![ctx; layers])
+        // As `vec!` does, a failed allocation stops here; the run uses `with_slots`.
+        match Self::with_slots(ctx, kv_dim, &vec![ctx; layers]) {
+            Ok(kv) => kv,
+            Err(e) => panic!("{e}"),
+        }
     }
 
     /// Layer `l` keeps `slots[l]` positions (at most `ctx`, at least 1).
-    pub fn with_slots(ctx: usize, kv_dim: usize, slots: &[usize]) -> Self {
-        let slots: Vec<usize> = slots.iter().map(|&s| s.clamp(1, ctx.max(1))).collect();
-        let mut starts = Vec::with_capacity(slots.len());
+    /// Allocates fallibly: running out is an error naming the KV cache.
+    pub fn with_slots(ctx: usize, kv_dim: usize, slots: &[usize]) -> Result<Self, OutOfMemory> {
+        let given = slots;
+        let slots = oom::collect(given.len(), "KV cache slot table", |l| {
+            given[l].clamp(1, ctx.max(1))
+        })?;
+        let mut starts = oom::with_capacity(slots.len(), "KV cache layer table")?;
         let mut n = 0;
         for &s in &slots {
             starts.push(n);
             n += s * kv_dim;
         }
-        Self {
+        Ok(Self {
             layers: slots.len(),
             ctx,
             kv_dim,
             slots,
             starts,
-            k: vec![0; n],
-            v: vec![0; n],
-        }
+            k: oom::filled(n, 0, "KV cache keys")?,
+            v: oom::filled(n, 0, "KV cache values")?,
+        })
     }
 
     /// Bytes held.
@@ -159,7 +168,7 @@ mod tests {
     #[test]
     fn a_ring_keeps_the_last_positions_in_order() {
         // Layer 0 keeps all 10 positions, layer 1 a ring of 4.
-        let mut kv = KvCache::with_slots(10, 2, &[10, 4]);
+        let mut kv = KvCache::with_slots(10, 2, &[10, 4]).unwrap();
         for p in 0..7 {
             for l in 0..2 {
                 let (k, v) = kv.slot_mut(l, p);

@@ -18,6 +18,7 @@ pub mod gguf;
 pub mod kv;
 pub mod matvec;
 pub mod model;
+pub mod oom;
 pub mod ops;
 pub mod parallel;
 pub mod quant;
@@ -29,6 +30,7 @@ pub mod tokenizer;
 
 pub use fit::TooLarge;
 pub use gguf::{Gguf, GgufError, GgufErrorKind, TensorInfo};
+pub use oom::OutOfMemory;
 pub use quant::{ActBuf, ActFormat, Acts, GgmlType, Kernels};
 pub use sample::{json, sampler};
 pub use storage::{SliceStorage, Storage, StorageError};

@@ -59,16 +59,15 @@ impl RopeTable {
         scale: f32,
         factors: Option<&[f32]>,
         layout: RopeLayout,
-    ) -> Self {
+    ) -> Result<Self, crate::OutOfMemory> {
+        use crate::oom;
         let half = rope_dim / 2;
-        let mut cos = alloc::vec::Vec::with_capacity(positions * half);
-        let mut sin = alloc::vec::Vec::with_capacity(positions * half);
-        let freqs: alloc::vec::Vec<f64> = (0..half)
-            .map(|i| {
-                let f = libm::pow(base as f64, -2.0 * i as f64 / rope_dim as f64);
-                f / factors.and_then(|x| x.get(i)).map_or(1.0, |&x| x as f64)
-            })
-            .collect();
+        let mut cos = oom::with_capacity(positions * half, "RoPE table (cos)")?;
+        let mut sin = oom::with_capacity(positions * half, "RoPE table (sin)")?;
+        let freqs: alloc::vec::Vec<f64> = oom::collect(half, "RoPE frequencies", |i| {
+            let f = libm::pow(base as f64, -2.0 * i as f64 / rope_dim as f64);
+            f / factors.and_then(|x| x.get(i)).map_or(1.0, |&x| x as f64)
+        })?;
         for p in 0..positions {
             let pos = p as f64 / scale as f64;
             for &f in &freqs {
@@ -77,12 +76,12 @@ impl RopeTable {
                 sin.push(s as f32);
             }
         }
-        Self {
+        Ok(Self {
             half,
             layout,
             cos,
             sin,
-        }
+        })
     }
 
     /// Rotate every `head_dim` head of `x` at `pos` in the table's layout.

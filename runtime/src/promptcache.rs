@@ -53,7 +53,6 @@
 //! ([`required_file_bytes`]); for SmolLM2-135M (30 layers, KV width 192, vocabulary 49152) that is
 //! 23 044 bytes per token plus 197 120 (rounded up to a block): 3.0 MiB for 128 tokens.
 
-use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
 
@@ -189,15 +188,30 @@ pub fn model_key<S: Storage + ?Sized>(g: &Gguf, src: &S) -> Result<u64, StorageE
     }
     let data = g.data_offset.min(src.len());
     let end = src.len();
-    let mut buf = vec![0u8; MODEL_KEY_SAMPLE as usize];
     let head = (end - data).min(MODEL_KEY_SAMPLE);
-    src.read_at(data, &mut buf[..head as usize])?;
-    h.update(&buf[..head as usize]);
+    hash_range(src, &mut h, data, head)?;
     let tail_start = end.saturating_sub(MODEL_KEY_SAMPLE).max(data);
-    let tail = end - tail_start;
-    src.read_at(tail_start, &mut buf[..tail as usize])?;
-    h.update(&buf[..tail as usize]);
+    hash_range(src, &mut h, tail_start, end - tail_start)?;
     Ok(h.finish())
+}
+
+/// Hash `len` bytes of `src` from `at`, through a buffer on the stack (the key allocates nothing,
+/// so it cannot fail for want of memory).
+fn hash_range<S: Storage + ?Sized>(
+    src: &S,
+    h: &mut Fnv64,
+    at: u64,
+    len: u64,
+) -> Result<(), StorageError> {
+    let mut buf = [0u8; 1024];
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(buf.len() as u64) as usize;
+        src.read_at(at + done, &mut buf[..n])?;
+        h.update(&buf[..n]);
+        done += n as u64;
+    }
+    Ok(())
 }
 
 /// The shape of what a file stores per position, which must be the model's to restore it.
@@ -401,6 +415,8 @@ pub enum PromptCacheError<E> {
     BeyondWindow { tokens: usize },
     /// Reading or writing the file failed.
     Io(E),
+    /// The buffer for writing the file could not be allocated.
+    OutOfMemory(inference::OutOfMemory),
 }
 
 impl<E: fmt::Display> fmt::Display for PromptCacheError<E> {
@@ -425,6 +441,7 @@ impl<E: fmt::Display> fmt::Display for PromptCacheError<E> {
                  sliding-window layers keep"
             ),
             PromptCacheError::Io(e) => write!(f, "prompt cache: {e}"),
+            PromptCacheError::OutOfMemory(e) => write!(f, "prompt cache: {e}"),
         }
     }
 }
@@ -580,7 +597,7 @@ pub fn save_parts<S: CacheSink>(
     sink.write_at(0, &header.encode()).map_err(io)?;
     sink.flush().map_err(io)?;
     // 2. The payload.
-    let mut w = Writer::new(sink);
+    let mut w = Writer::new(sink)?;
     for t in tokens {
         w.put(&t.to_le_bytes())?;
     }
@@ -696,14 +713,15 @@ struct Writer<'a, S> {
 }
 
 impl<'a, S: CacheSink> Writer<'a, S> {
-    fn new(sink: &'a mut S) -> Self {
-        Writer {
+    fn new(sink: &'a mut S) -> Result<Self, PromptCacheError<S::Error>> {
+        let buf = inference::oom::with_capacity(CHUNK, "prompt cache write buffer");
+        Ok(Writer {
             sink,
-            buf: Vec::with_capacity(CHUNK),
+            buf: buf.map_err(PromptCacheError::OutOfMemory)?,
             at: HEADER_BYTES,
             bytes: 0,
             hash: Fnv64::new(),
-        }
+        })
     }
 
     fn put(&mut self, b: &[u8]) -> Result<(), PromptCacheError<S::Error>> {
@@ -764,6 +782,9 @@ impl<'a, S: CacheSource> Reader<'a, S> {
             if self.pos == self.buf.len() {
                 // The file holds the payload padded to whole blocks (checked before reading).
                 let n = self.left.min(CHUNK as u64).div_ceil(BS) * BS;
+                let grow = (n as usize).saturating_sub(self.buf.len());
+                inference::oom::reserve(&mut self.buf, grow, "prompt cache read buffer")
+                    .map_err(PromptCacheError::OutOfMemory)?;
                 self.buf.resize(n as usize, 0);
                 self.src
                     .read_at(self.at, &mut self.buf)

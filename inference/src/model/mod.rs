@@ -18,7 +18,6 @@ use crate::matvec::MatvecError;
 use crate::quant::{GgmlType, KernelError};
 use crate::storage::{Storage, StorageError};
 use alloc::string::String;
-use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
 
@@ -148,6 +147,8 @@ impl Config {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelError {
     Gguf(GgufError),
+    /// A buffer or table could not be allocated.
+    OutOfMemory(crate::OutOfMemory),
     Storage(StorageError),
     Kernel(KernelError),
     /// `general.architecture` names a model lmboot does not run.
@@ -226,6 +227,7 @@ impl fmt::Display for ModelError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ModelError::Gguf(e) => write!(f, "{e}"),
+            ModelError::OutOfMemory(e) => write!(f, "{e}"),
             ModelError::Storage(e) => write!(f, "reading weights: {e}"),
             ModelError::Kernel(e) => write!(f, "kernel: {e}"),
             ModelError::UnsupportedArch { arch } => {
@@ -302,6 +304,12 @@ impl fmt::Display for ModelError {
 
 #[cfg(feature = "std")]
 impl std::error::Error for ModelError {}
+
+impl From<crate::OutOfMemory> for ModelError {
+    fn from(e: crate::OutOfMemory) -> Self {
+        ModelError::OutOfMemory(e)
+    }
+}
 
 impl From<GgufError> for ModelError {
     fn from(e: GgufError) -> Self {
@@ -676,9 +684,10 @@ fn vector<S: Storage + ?Sized>(
             ty: t.ty,
         });
     }
-    let mut bytes = vec![0u8; fit::fit(t.size, || alloc::format!("tensor {name:?}"))?];
+    let size = fit::fit(t.size, || alloc::format!("tensor {name:?}"))?;
+    let mut bytes = crate::oom::filled(size, 0u8, "a norm or bias vector's bytes")?;
     src.read_at(t.offset, &mut bytes)?;
-    let mut out = vec![0f32; n];
+    let mut out = crate::oom::filled(n, 0f32, "a norm or bias vector")?;
     crate::quant::dequantize_row(t.ty, &bytes, &mut out);
     if let Some(index) = out.iter().position(|v| !v.is_finite()) {
         return Err(ModelError::NonFinite {
@@ -706,27 +715,27 @@ impl Weights {
         let r = cfg.recipe;
         let mut layers = Vec::with_capacity(cfg.n_layer);
         for l in 0..cfg.n_layer {
-            let n = |s: &str| alloc::format!("blk.{l}.{s}");
+            let n = |s: &str| crate::oom::format(format_args!("blk.{l}.{s}"), "a tensor name");
             // A vector the recipe has (else `None`).
             let opt = |has: bool, s: &str, len| -> Result<Option<Vec<f32>>, ModelError> {
-                has.then(|| vector(g, src, &n(s), len)).transpose()
+                has.then(|| vector(g, src, &n(s)?, len)).transpose()
             };
             layers.push(LayerWeights {
-                attn_norm: vector(g, src, &n("attn_norm.weight"), d)?,
-                wq: matrix(g, &n("attn_q.weight"), d, q)?,
-                wk: matrix(g, &n("attn_k.weight"), d, kv)?,
-                wv: matrix(g, &n("attn_v.weight"), d, kv)?,
+                attn_norm: vector(g, src, &n("attn_norm.weight")?, d)?,
+                wq: matrix(g, &n("attn_q.weight")?, d, q)?,
+                wk: matrix(g, &n("attn_k.weight")?, d, kv)?,
+                wv: matrix(g, &n("attn_v.weight")?, d, kv)?,
                 bq: opt(r.qkv_bias, "attn_q.bias", q)?,
                 bk: opt(r.qkv_bias, "attn_k.bias", kv)?,
                 bv: opt(r.qkv_bias, "attn_v.bias", kv)?,
                 q_norm: opt(r.qk_norm, "attn_q_norm.weight", cfg.head_dim)?,
                 k_norm: opt(r.qk_norm, "attn_k_norm.weight", cfg.head_dim)?,
-                wo: matrix(g, &n("attn_output.weight"), q, d)?,
+                wo: matrix(g, &n("attn_output.weight")?, q, d)?,
                 post_attn_norm: opt(r.post_norms, "post_attention_norm.weight", d)?,
-                ffn_norm: vector(g, src, &n("ffn_norm.weight"), d)?,
-                w_gate: matrix(g, &n("ffn_gate.weight"), d, f)?,
-                w_up: matrix(g, &n("ffn_up.weight"), d, f)?,
-                w_down: matrix(g, &n("ffn_down.weight"), f, d)?,
+                ffn_norm: vector(g, src, &n("ffn_norm.weight")?, d)?,
+                w_gate: matrix(g, &n("ffn_gate.weight")?, d, f)?,
+                w_up: matrix(g, &n("ffn_up.weight")?, d, f)?,
+                w_down: matrix(g, &n("ffn_down.weight")?, f, d)?,
                 post_ffn_norm: opt(r.post_norms, "post_ffw_norm.weight", d)?,
             });
         }

@@ -9,6 +9,7 @@ use super::{Config, Model, ModelError, Part};
 use crate::fit;
 use crate::gguf::TensorInfo;
 use crate::kv::KvCache;
+use crate::oom::{self, OutOfMemory};
 use crate::ops::RopeTable;
 use crate::parallel::{Parallel, MAX_WORKERS};
 use crate::quant::{ActBuf, ActFormat, ActsBatch, Kernels, MAX_BATCH};
@@ -37,11 +38,13 @@ fn slot(f: ActFormat) -> usize {
 }
 
 impl ActSet {
-    pub(super) fn new(n: usize) -> Self {
-        Self {
-            bufs: FORMATS.map(|f| ActBuf::for_format(f, n)),
+    pub(super) fn new(n: usize) -> Result<Self, OutOfMemory> {
+        let [a, b, c, d, e, f] = FORMATS;
+        let buf = |f| ActBuf::for_format(f, n);
+        Ok(Self {
+            bufs: [buf(a)?, buf(b)?, buf(c)?, buf(d)?, buf(e)?, buf(f)?],
             fresh: [false; 6],
-        }
+        })
     }
     /// Bytes [`ActSet::new`] reserves for `n` values.
     pub(super) fn bytes_for(n: usize) -> usize {
@@ -146,7 +149,7 @@ impl RunState {
     /// Bytes of the f16 KV cache for `ctx` positions (sliding-window layers keep their ring only),
     /// in `u64` (a context too long for the address space is still counted right).
     pub fn kv_bytes_for(model: &Model, ctx: usize) -> u64 {
-        2 * kv_half_bytes(&model.config, &kv_slots(&model.config, ctx))
+        2 * kv_half_bytes(&model.config, |l| kv_slot(&model.config, ctx, l))
     }
 
     /// Bytes of the per-token buffers one more token of batch costs (to size the batch from
@@ -185,7 +188,7 @@ impl RunState {
         let c = &model.config;
         let b = batch as u64;
         let workers = workers.clamp(1, MAX_WORKERS) as u64;
-        let kv_half = kv_half_bytes(c, &part_slots(c, ctx, part));
+        let kv_half = kv_half_bytes(c, |l| part_slot(c, ctx, part, l));
         let widest = c.dim.max(c.q_dim()).max(c.ffn_dim) as u64;
         let rope = fit::bytes(ctx as u64, (c.rope_dim / 2) as u64 * 4);
         let scratch = model.weights.max_row_bytes().max(SCRATCH_BYTES as u64);
@@ -258,25 +261,35 @@ impl RunState {
         let scratch_bytes = SCRATCH_BYTES.max(model.weights.max_row_bytes() as usize);
         let b = batch;
         let mm_rows = c.dim.max(c.q_dim()).max(c.ffn_dim);
+        // Every buffer allocated fallibly: running out is an error naming the buffer.
+        let f32s = |n, what| oom::filled(n, 0.0f32, what);
+        let mut scratch = oom::with_capacity(workers, "scratch table")?;
+        for _ in 0..workers {
+            scratch.push(oom::filled(scratch_bytes, 0u8, "worker scratch")?);
+        }
+        let rope_local = match c.swa {
+            Some(s) => Some(rope_table(model, ctx, s.rope_base)?),
+            None => None,
+        };
         Ok(RunState {
-            x: vec![0.0; b * c.dim],
-            xb: vec![0.0; b * c.dim],
-            att: vec![0.0; b * c.q_dim()],
-            q: vec![0.0; b * c.q_dim()],
-            k: vec![0.0; b * c.kv_dim()],
-            v: vec![0.0; b * c.kv_dim()],
-            hb: vec![0.0; b * c.ffn_dim],
-            hb2: vec![0.0; b * c.ffn_dim],
-            mm: vec![0.0; if b > 1 { b * mm_rows } else { 0 }],
+            x: f32s(b * c.dim, "activations x")?,
+            xb: f32s(b * c.dim, "activations xb")?,
+            att: f32s(b * c.q_dim(), "attention output")?,
+            q: f32s(b * c.q_dim(), "queries")?,
+            k: f32s(b * c.kv_dim(), "keys")?,
+            v: f32s(b * c.kv_dim(), "values")?,
+            hb: f32s(b * c.ffn_dim, "feed-forward hb")?,
+            hb2: f32s(b * c.ffn_dim, "feed-forward hb2")?,
+            mm: f32s(if b > 1 { b * mm_rows } else { 0 }, "batch product")?,
             batch: b,
-            logits: vec![0.0; if part.ends { c.vocab } else { 0 }],
+            logits: f32s(if part.ends { c.vocab } else { 0 }, "logits")?,
             row_logits: Vec::new(),
-            acts_dim: ActSet::new(b * c.dim.max(c.q_dim())),
-            acts_ffn: ActSet::new(b * c.ffn_dim),
-            scratch: (0..workers).map(|_| vec![0u8; scratch_bytes]).collect(),
-            kv: KvCache::with_slots(ctx, c.kv_dim(), &part_slots(c, ctx, part)),
-            rope: rope_table(model, ctx, c.rope_base),
-            rope_local: c.swa.map(|s| rope_table(model, ctx, s.rope_base)),
+            acts_dim: ActSet::new(b * c.dim.max(c.q_dim()))?,
+            acts_ffn: ActSet::new(b * c.ffn_dim)?,
+            scratch,
+            kv: KvCache::with_slots(ctx, c.kv_dim(), &part_slots(c, ctx, part)?)?,
+            rope: rope_table(model, ctx, c.rope_base)?,
+            rope_local,
             pos: 0,
             top: 0,
             exact: Exact::default(),
@@ -436,33 +449,36 @@ impl RunState {
     }
 }
 
-/// Positions each layer's KV cache keeps: all `ctx`, or for a sliding-window layer its window and
+/// Positions layer `l`'s KV cache keeps: all `ctx`, or for a sliding-window layer its window and
 /// one batch (a batch's tokens are all stored before any of them attends).
-fn kv_slots(c: &Config, ctx: usize) -> Vec<usize> {
-    (0..c.n_layer)
-        .map(|l| c.window(l).map_or(ctx, |w| (w + MAX_BATCH - 1).min(ctx)))
-        .collect()
+fn kv_slot(c: &Config, ctx: usize, l: usize) -> usize {
+    c.window(l).map_or(ctx, |w| (w + MAX_BATCH - 1).min(ctx))
 }
 
-/// Bytes of the keys (or of the values) of a KV cache with `slots` positions in each layer, in
-/// `u64` (saturating: an overflow is too large for any address space).
-fn kv_half_bytes(c: &Config, slots: &[usize]) -> u64 {
-    let positions: u64 = slots.iter().map(|&s| s as u64).sum();
+/// [`kv_slot`] for a layer of `part` (one slot for each layer it does not run).
+fn part_slot(c: &Config, ctx: usize, part: &Part, l: usize) -> usize {
+    if part.layers.contains(&l) {
+        kv_slot(c, ctx, l)
+    } else {
+        1
+    }
+}
+
+/// Bytes of the keys (or of the values) of a KV cache with `slot(l)` positions in each layer, in
+/// `u64` (saturating: an overflow is too large for any address space). Allocates nothing.
+fn kv_half_bytes(c: &Config, slot: impl Fn(usize) -> usize) -> u64 {
+    let positions: u64 = (0..c.n_layer).map(|l| slot(l) as u64).sum();
     fit::bytes(positions, c.kv_dim() as u64 * 2)
 }
 
-/// [`kv_slots`] for the layers of `part` (one slot for each layer it does not run).
-fn part_slots(c: &Config, ctx: usize, part: &Part) -> Vec<usize> {
-    let mut slots = kv_slots(c, ctx);
-    for (l, s) in slots.iter_mut().enumerate() {
-        if !part.layers.contains(&l) {
-            *s = 1;
-        }
-    }
-    slots
+/// [`part_slot`] of every layer.
+fn part_slots(c: &Config, ctx: usize, part: &Part) -> Result<Vec<usize>, OutOfMemory> {
+    oom::collect(c.n_layer, "KV cache slot table", |l| {
+        part_slot(c, ctx, part, l)
+    })
 }
 
-fn rope_table(model: &Model, ctx: usize, base: f32) -> RopeTable {
+fn rope_table(model: &Model, ctx: usize, base: f32) -> Result<RopeTable, OutOfMemory> {
     let c = &model.config;
     let factors = model.weights.rope_freqs.as_deref();
     RopeTable::new(

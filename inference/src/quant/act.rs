@@ -247,16 +247,18 @@ impl ActBuf {
 
     /// A buffer able to hold up to `max_n` activations in `format` only (quantizing to another
     /// format allocates).
-    pub fn for_format(format: ActFormat, max_n: usize) -> Self {
+    pub fn for_format(format: ActFormat, max_n: usize) -> Result<Self, crate::OutOfMemory> {
+        use crate::oom::reserve;
         let mut b = Self::default();
+        let what = "activation buffer";
         match format {
-            ActFormat::F32 => b.f32s.reserve_exact(max_n),
-            ActFormat::F16 | ActFormat::Bf16 => b.halves.reserve_exact(max_n),
-            ActFormat::Q8_0 => b.q8_0.reserve_exact(max_n / QK32),
-            ActFormat::Q8_1 => b.q8_1.reserve_exact(max_n / QK32),
-            ActFormat::Q8K => b.q8k.reserve_exact(max_n / QK_K),
+            ActFormat::F32 => reserve(&mut b.f32s, max_n, what)?,
+            ActFormat::F16 | ActFormat::Bf16 => reserve(&mut b.halves, max_n, what)?,
+            ActFormat::Q8_0 => reserve(&mut b.q8_0, max_n / QK32, what)?,
+            ActFormat::Q8_1 => reserve(&mut b.q8_1, max_n / QK32, what)?,
+            ActFormat::Q8K => reserve(&mut b.q8k, max_n / QK_K, what)?,
         }
-        b
+        Ok(b)
     }
 
     /// Bytes [`ActBuf::for_format`] reserves for `max_n` activations in `format`.

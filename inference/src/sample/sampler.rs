@@ -4,8 +4,8 @@
 //! -inf) are errors, never a panic.
 #![forbid(unsafe_code)]
 
+use crate::oom::{self, OutOfMemory};
 use crate::parallel::{par_chunks, split_range, Parallel, SingleThread, MAX_WORKERS};
-use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
 
@@ -187,6 +187,8 @@ pub enum SamplerError {
     NanLogits { index: usize },
     /// Every logit is -inf: nothing can be chosen.
     NoCandidates,
+    /// A table of the sampler could not be allocated.
+    OutOfMemory(OutOfMemory),
     /// The logits do not match the vocabulary the sampler was made for.
     WrongSize { expected: usize, found: usize },
 }
@@ -194,6 +196,7 @@ pub enum SamplerError {
 impl fmt::Display for SamplerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            SamplerError::OutOfMemory(e) => write!(f, "sampler: {e}"),
             SamplerError::BadSetting { name, value, range } => {
                 write!(f, "{name} = {value} is out of range (allowed: {range})")
             }
@@ -271,9 +274,9 @@ impl Sampler {
             config,
             rng: Rng::new(config.seed),
             vocab,
-            idx: vec![0; vocab],
-            probs: vec![0.0; vocab],
-            recent: Vec::with_capacity(config.repeat_last_n),
+            idx: oom::filled(vocab, 0, "sampler candidates")?,
+            probs: oom::filled(vocab, 0.0, "sampler probabilities")?,
+            recent: oom::with_capacity(config.repeat_last_n, "sampler recent tokens")?,
         })
     }
 
@@ -595,6 +598,7 @@ fn best_of(logits: &[f32], at: usize) -> Result<Option<(usize, f32)>, SamplerErr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::vec;
 
     fn logits() -> Vec<f32> {
         (0..1000)
@@ -815,5 +819,11 @@ mod tests {
                 "{bad:?} accepted"
             );
         }
+    }
+}
+
+impl From<OutOfMemory> for SamplerError {
+    fn from(e: OutOfMemory) -> Self {
+        SamplerError::OutOfMemory(e)
     }
 }

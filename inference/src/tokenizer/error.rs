@@ -9,6 +9,8 @@ use core::fmt;
 pub enum TokenizerError {
     /// Reading the metadata key from the file failed.
     Gguf { key: &'static str, error: GgufError },
+    /// A table of the vocabulary could not be allocated.
+    OutOfMemory(crate::OutOfMemory),
     /// A required key is absent.
     MissingKey { key: &'static str },
     /// A scalar key holds the wrong type.
@@ -70,6 +72,7 @@ impl fmt::Display for TokenizerError {
         write!(f, "tokenizer: ")?;
         match self {
             Gguf { key, error } => write!(f, "reading {key}: {error}"),
+            OutOfMemory(e) => write!(f, "{e}"),
             MissingKey { key } => write!(f, "metadata key {key} is missing"),
             WrongType { key, expected, found } => {
                 write!(f, "{key} is {}, expected {expected}", found.name())
@@ -108,3 +111,9 @@ impl fmt::Display for TokenizerError {
 
 #[cfg(feature = "std")]
 impl std::error::Error for TokenizerError {}
+
+impl From<crate::OutOfMemory> for TokenizerError {
+    fn from(e: crate::OutOfMemory) -> Self {
+        TokenizerError::OutOfMemory(e)
+    }
+}

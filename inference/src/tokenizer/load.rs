@@ -10,8 +10,8 @@ use super::{
     FIM_SEP_TEXTS, FIM_SUF_TEXTS, NONE,
 };
 use crate::gguf::{Gguf, Value, ValueType};
+use crate::oom;
 use crate::storage::Storage;
-use alloc::format;
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -60,7 +60,7 @@ impl Tokenizer {
             ignore_merges: flags.ignore_merges,
             clean_spaces: flags.clean_spaces,
         };
-        tok.pieces = tok.build_pieces();
+        tok.pieces = tok.build_pieces()?;
         Ok(tok)
     }
 }
@@ -108,7 +108,7 @@ fn read_vocab<S: Storage + ?Sized>(g: &Gguf, src: &S) -> Result<(Vocab, u32), To
     let scores = read_scores(g, src, n_tokens)?;
     let attrs = read_attrs(g, src, n_tokens)?;
     let mut vocab = Vocab::new(texts, attrs, scores);
-    if let Some((first, second)) = vocab.build_index() {
+    if let Some((first, second)) = vocab.build_index()? {
         return Err(TokenizerError::DuplicateToken {
             text: lossy(vocab.text(first)),
             first,
@@ -130,16 +130,17 @@ fn read_texts<S: Storage + ?Sized>(g: &Gguf, src: &S) -> Result<(Arena, u32), To
             })
         }
     };
-    let mut texts = Arena::with_capacity(n_tokens as usize);
+    let mut texts = Arena::with_capacity(n_tokens as usize)?;
     let mut it = g.array(src, keys::TOKENS).map_err(gguf_err(keys::TOKENS))?;
     let mut buf = Vec::new();
     let mut i = 0u32;
     while let Some(r) = it.next_bytes(&mut buf) {
         let t = r.map_err(gguf_err(keys::TOKENS))?;
         let ok = if t.is_empty() {
-            texts.push(format!("[EMPTY_{i}]").as_bytes())
+            let name = oom::format(format_args!("[EMPTY_{i}]"), "a token text")?;
+            texts.push(name.as_bytes())?
         } else {
-            texts.push(t)
+            texts.push(t)?
         };
         if !ok {
             return Err(TokenizerError::BadTokenCount {
@@ -371,8 +372,10 @@ fn byte_tables(model: Model, vocab: &Vocab) -> ([u32; 256], [u32; 256], [([u8; 2
         raw_byte_tokens[b] = vocab.find(&[b as u8]).unwrap_or(NONE);
         byte_tokens[b] = match model {
             Model::SentencePiece => {
-                let hex = format!("<0x{b:02X}>");
-                vocab.find(hex.as_bytes()).unwrap_or(raw_byte_tokens[b])
+                // `<0xNN>` spelled on the stack (a `format!` per byte made 256 allocations).
+                const HEX: &[u8; 16] = b"0123456789ABCDEF";
+                let hex = [b'<', b'0', b'x', HEX[b >> 4], HEX[b & 15], b'>'];
+                vocab.find(&hex).unwrap_or(raw_byte_tokens[b])
             }
             Model::ByteLevelBpe => {
                 let (c, n) = &byte_chars[b];

@@ -335,9 +335,9 @@ enum Fragment {
 
 impl Tokenizer {
     /// `token_to_piece(id, special = true)` of every token, as llama.cpp caches it.
-    fn build_pieces(&self) -> Arena {
+    fn build_pieces(&self) -> Result<Arena, TokenizerError> {
         let n = self.vocab.len();
-        let mut pieces = Arena::with_capacity(n);
+        let mut pieces = Arena::with_capacity(n)?;
         let mut buf = Vec::new();
         for id in 0..n as u32 {
             buf.clear();
@@ -355,12 +355,12 @@ impl Tokenizer {
             }
             // The arena holds at most the token texts, a little expanded; it fits in u32 offsets
             // because the texts did (a piece is never more than ~2x its text plus a short marker).
-            if !pieces.push(&buf) {
-                pieces.push(&[]);
+            if !pieces.push(&buf)? {
+                pieces.push(&[])?;
             }
         }
         pieces.shrink_to_fit();
-        pieces
+        Ok(pieces)
     }
 
     // ---- accessors ----

@@ -1,6 +1,7 @@
 //! The token table: texts in one byte arena, a hash index for lookup by text, attributes and scores.
 
 use super::NONE;
+use crate::oom::{self, OutOfMemory};
 use alloc::vec::Vec;
 
 /// Token attributes, as bit flags (llama.cpp's `llama_token_attr`; a token can gain CONTROL when
@@ -36,26 +37,39 @@ pub struct Arena {
 }
 
 impl Arena {
-    pub fn with_capacity(n: usize) -> Self {
-        Arena {
+    pub fn with_capacity(n: usize) -> Result<Self, OutOfMemory> {
+        Ok(Arena {
             bytes: Vec::new(),
-            ends: Vec::with_capacity(n),
-        }
+            ends: oom::with_capacity(n, "token table")?,
+        })
     }
 
-    /// Append a string; `false` if the arena would pass 4 GiB.
-    pub fn push(&mut self, s: &[u8]) -> bool {
+    /// Append a string; `Ok(false)` if the arena would pass 4 GiB. Grows fallibly (amortized, as
+    /// `Vec` does): running out is an error naming the token texts.
+    pub fn push(&mut self, s: &[u8]) -> Result<bool, OutOfMemory> {
         let Some(end) = self
             .bytes
             .len()
             .checked_add(s.len())
             .and_then(|e| u32::try_from(e).ok())
         else {
-            return false;
+            return Ok(false);
         };
+        // The size reported is what amortized growth asks for: twice the room, or what is needed.
+        let oom = |len: usize, cap: usize, more: usize, size: usize| OutOfMemory {
+            what: "token texts",
+            bytes: (cap * 2).max(len + more) * size,
+        };
+        let (len, cap) = (self.bytes.len(), self.bytes.capacity());
+        let more = s.len();
+        self.bytes
+            .try_reserve(more)
+            .map_err(|_| oom(len, cap, more, 1))?;
+        let (len, cap) = (self.ends.len(), self.ends.capacity());
+        self.ends.try_reserve(1).map_err(|_| oom(len, cap, 1, 4))?;
         self.bytes.extend_from_slice(s);
         self.ends.push(end);
-        true
+        Ok(true)
     }
 
     pub fn len(&self) -> usize {
@@ -71,9 +85,18 @@ impl Arena {
         self.bytes.get(start as usize..end as usize).unwrap_or(&[])
     }
 
+    /// Give back the room growth left, if a copy of the exact size can be allocated (`Vec`'s
+    /// `shrink_to_fit` reallocates infallibly); otherwise keep the room.
     pub fn shrink_to_fit(&mut self) {
-        self.bytes.shrink_to_fit();
-        self.ends.shrink_to_fit();
+        fn shrink<T: Copy>(v: &mut Vec<T>) {
+            let mut exact = Vec::new();
+            if v.capacity() > v.len() && exact.try_reserve_exact(v.len()).is_ok() {
+                exact.extend_from_slice(v);
+                *v = exact;
+            }
+        }
+        shrink(&mut self.bytes);
+        shrink(&mut self.ends);
     }
 }
 
@@ -125,11 +148,11 @@ impl Vocab {
     }
 
     /// Build the lookup table; returns the first pair of ids with the same text, if any.
-    pub fn build_index(&mut self) -> Option<(u32, u32)> {
+    pub fn build_index(&mut self) -> Result<Option<(u32, u32)>, OutOfMemory> {
         let n = self.len();
         let slots = n.saturating_mul(2).next_power_of_two().max(16);
         let mask = slots - 1;
-        let mut index = alloc::vec![NONE; slots];
+        let mut index = oom::filled(slots, NONE, "token index")?;
         for id in 0..n as u32 {
             let text = self.text(id);
             let mut h = hash(text) as usize & mask;
@@ -139,13 +162,13 @@ impl Vocab {
                         index[h] = id;
                         break;
                     }
-                    other if self.text(other) == text => return Some((other, id)),
+                    other if self.text(other) == text => return Ok(Some((other, id))),
                     _ => h = (h + 1) & mask,
                 }
             }
         }
         self.index = index;
-        None
+        Ok(None)
     }
 
     /// The id of the token whose text is `s`.

@@ -227,6 +227,9 @@ fn go(mut card: Card) -> ! {
         }
         Err(e) => {
             crate::println!("\nerror: {e}");
+            if e.out_of_memory() {
+                crate::println!("{}", heap::figures());
+            }
             board.exit(1)
         }
     }
@@ -254,8 +257,44 @@ extern "C" fn lmboot_trap(a: u64, b: u64, c: u64, d: u64) -> ! {
     power::exit(2)
 }
 
+/// True if the panic is alloc's report of a refused allocation (its message's first bytes,
+/// formatted into a buffer on the stack: the heap is full).
+fn is_alloc_failure(info: &PanicInfo<'_>) -> bool {
+    const WANT: &[u8] = b"memory allocation of ";
+    struct Head {
+        buf: [u8; 21],
+        len: usize,
+    }
+    impl core::fmt::Write for Head {
+        fn write_str(&mut self, s: &str) -> core::fmt::Result {
+            let n = s.len().min(self.buf.len() - self.len);
+            self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+            self.len += n;
+            Ok(())
+        }
+    }
+    let mut head = Head {
+        buf: [0; 21],
+        len: 0,
+    };
+    let _ = core::fmt::write(&mut head, format_args!("{}", info.message()));
+    head.buf[..head.len] == *WANT
+}
+
 #[panic_handler]
 fn panic(info: &PanicInfo<'_>) -> ! {
+    // An allocation that had no error path (a `Vec` grown, a `format!`) panics when the heap
+    // refuses it (alloc's "memory allocation of N bytes failed"): say what was asked, which load
+    // step asked, and how full the heap is. (A refusal that an error path handled earlier is not
+    // this panic's cause, hence the look at the message.)
+    let oom = is_alloc_failure(info);
+    if let Some(bytes) = heap::failed_request().filter(|_| oom) {
+        console::emergency(format_args!(
+            "\n*** out of memory: {bytes} bytes asked for while {}; {}\n",
+            inference::oom::stage().name(),
+            heap::figures()
+        ));
+    }
     match info.location() {
         Some(l) => console::emergency(format_args!(
             "\n*** panic at {}:{}: {}\n",

@@ -6,6 +6,7 @@
 use alloc::alloc::{alloc_zeroed, dealloc, handle_alloc_error, Layout};
 use core::ops::{Deref, DerefMut};
 use core::ptr::NonNull;
+use inference::OutOfMemory;
 
 /// The alignment: a 4 KiB page, a multiple of every cache line.
 pub const ALIGN: usize = 4096;
@@ -23,22 +24,21 @@ unsafe impl Send for AlignedBuf {}
 unsafe impl Sync for AlignedBuf {}
 
 impl AlignedBuf {
-    /// Allocate `len` zeroed bytes (an allocation failure is the allocator's error, as for a
-    /// `Vec`).
-    pub fn zeroed(len: usize) -> AlignedBuf {
+    /// Allocate `len` zeroed bytes; running out is an error naming `what`.
+    pub fn zeroed(len: usize, what: &'static str) -> Result<AlignedBuf, OutOfMemory> {
         if len == 0 {
             // No allocation: an aligned address that is never read or written (as `dangling`).
             let ptr = NonNull::new(core::ptr::without_provenance_mut::<u8>(ALIGN));
-            return AlignedBuf {
+            return Ok(AlignedBuf {
                 ptr: ptr.unwrap_or(NonNull::dangling()),
                 len,
-            };
+            });
         }
         let layout = Self::layout(len);
         // SAFETY: `layout` has a non-zero size.
-        let ptr = NonNull::new(unsafe { alloc_zeroed(layout) })
-            .unwrap_or_else(|| handle_alloc_error(layout));
-        AlignedBuf { ptr, len }
+        let ptr = NonNull::new(unsafe { alloc_zeroed(layout) });
+        let ptr = ptr.ok_or(OutOfMemory { what, bytes: len })?;
+        Ok(AlignedBuf { ptr, len })
     }
 
     fn layout(len: usize) -> Layout {
@@ -83,7 +83,7 @@ mod tests {
     #[test]
     fn aligned_zeroed_and_writable() {
         for len in [0usize, 1, 512, 256 << 10] {
-            let mut b = AlignedBuf::zeroed(len);
+            let mut b = AlignedBuf::zeroed(len, "test").unwrap();
             assert_eq!(b.len(), len);
             assert!((b.as_mut_ptr() as usize).is_multiple_of(ALIGN));
             assert!(b.iter().all(|&x| x == 0));

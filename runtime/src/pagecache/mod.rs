@@ -21,11 +21,11 @@
 //! Counters record hits, misses, bytes read, refills, pages read ahead, and stall time.
 
 use alloc::string::ToString;
-use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
 use core::sync::atomic::{AtomicU64, Ordering};
 use inference::fit::{self, TooLarge};
+use inference::oom::{self, OutOfMemory};
 use inference::storage::{check_range, Storage, StorageError};
 use pinned::Pinned;
 
@@ -305,6 +305,14 @@ pub enum CacheError {
     Load(StorageError),
     /// The pinned part or the window is more than the address space holds.
     TooLarge(TooLarge),
+    /// The pinned part, the window or a table could not be allocated.
+    OutOfMemory(OutOfMemory),
+}
+
+impl From<OutOfMemory> for CacheError {
+    fn from(e: OutOfMemory) -> Self {
+        CacheError::OutOfMemory(e)
+    }
 }
 
 impl fmt::Display for CacheError {
@@ -313,6 +321,7 @@ impl fmt::Display for CacheError {
             CacheError::BadSize { what, value } => write!(f, "page cache: bad {what} {value}"),
             CacheError::Load(e) => write!(f, "page cache: loading the model: {e}"),
             CacheError::TooLarge(e) => write!(f, "page cache: {e}"),
+            CacheError::OutOfMemory(e) => write!(f, "page cache: {e}"),
         }
     }
 }
@@ -335,7 +344,7 @@ fn layout(
     wanted: &[(u64, u64)],
 ) -> Result<(Vec<(u64, u64)>, usize), CacheError> {
     let pg = page as u64;
-    let all = pinned::plan(wanted, len, pg, u64::MAX);
+    let all = pinned::plan(wanted, len, pg, u64::MAX)?;
     let need: u64 = all.iter().map(|r| r.1).sum();
     if need == len && len <= capacity {
         return Ok((all, 0));
@@ -355,7 +364,7 @@ fn layout(
     }
     Ok(match policy {
         Policy::ResidentPrefix => (
-            pinned::plan(wanted, len, pg, capacity - window_bytes),
+            pinned::plan(wanted, len, pg, capacity - window_bytes)?,
             window_pages,
         ),
         Policy::Lru => (
@@ -492,7 +501,7 @@ impl<F: FileSource> PageCache<F> {
         };
         let (runs, slots) = layout(len, capacity, page, readahead, opts.policy, wanted)?;
         check_fits(&runs, slots, page, fit::ADDRESS_LIMIT).map_err(CacheError::TooLarge)?;
-        let mut pinned = Pinned::allocate(&runs);
+        let mut pinned = Pinned::allocate(&runs)?;
         let resident_len = pinned.bytes();
         let mut done = 0u64;
         for (start, run) in pinned.runs_mut() {
@@ -511,7 +520,8 @@ impl<F: FileSource> PageCache<F> {
             }
         }
         let mem_len = slots * page;
-        let mut buf = aligned::AlignedBuf::zeroed(mem_len);
+        let mut buf = aligned::AlignedBuf::zeroed(mem_len, "page cache window")?;
+        let tables = "page cache slot table";
         let mem = buf.as_mut_ptr();
         Ok(Self {
             len,
@@ -522,10 +532,10 @@ impl<F: FileSource> PageCache<F> {
                 _slots: buf,
                 mem,
                 mem_len,
-                tag: vec![None; slots],
-                state: vec![State::Empty; slots],
-                used: vec![0; slots],
-                consumed: vec![false; slots],
+                tag: oom::filled(slots, None, tables)?,
+                state: oom::filled(slots, State::Empty, tables)?,
+                used: oom::filled(slots, 0, tables)?,
+                consumed: oom::filled(slots, false, tables)?,
                 clock: 0,
                 hints: heapless::Deque::new(),
                 sched: Schedule::default(),
@@ -557,12 +567,20 @@ impl<F: FileSource> PageCache<F> {
     /// `(offset, length)` in read order (the model's matrices), read by `readers` cores at once
     /// (each its own rows). Eviction then keeps the streamed pages needed soonest
     /// ([`Window::victim`]); without it the cache uses its plain policy.
+    ///
+    /// The schedule is an optimisation: if its table cannot be allocated the cache keeps its plain
+    /// policy (and the run goes on).
     pub fn set_schedule(&self, ranges: impl IntoIterator<Item = (u64, u64)>, readers: usize) {
         let mut spans = Vec::new();
         let mut cyc = 0u64;
         for (offset, len) in ranges {
             let end = offset.saturating_add(len).min(self.len);
             if offset < end && !spans.iter().any(|s: &Span| s.start == offset) {
+                if spans.try_reserve(1).is_err() {
+                    spans = Vec::new();
+                    cyc = 0;
+                    break;
+                }
                 spans.push(Span {
                     start: offset,
                     end,

@@ -4,6 +4,7 @@
 
 use super::aligned::AlignedBuf;
 use alloc::vec::Vec;
+use inference::oom::{self, OutOfMemory};
 
 /// Sorted, disjoint runs `(start, bytes)` of the file, each starting on a page boundary.
 #[derive(Debug, Default)]
@@ -13,9 +14,15 @@ pub(super) struct Pinned {
 
 /// Which runs of a file of `len` bytes to pin with `budget` bytes: the `wanted` ranges in order,
 /// widened to whole pages, each taken whole while the budget lasts and the first that does not fit
-/// cut to whole pages; then sorted and merged. Returns `(start, length)` runs.
-pub(super) fn plan(wanted: &[(u64, u64)], len: u64, page: u64, budget: u64) -> Vec<(u64, u64)> {
-    let mut taken: Vec<(u64, u64)> = Vec::new();
+/// cut to whole pages; then sorted and merged. Returns `(start, length)` runs (at most one per
+/// wanted range, so the tables are reserved up front, fallibly).
+pub(super) fn plan(
+    wanted: &[(u64, u64)],
+    len: u64,
+    page: u64,
+    budget: u64,
+) -> Result<Vec<(u64, u64)>, OutOfMemory> {
+    let mut taken: Vec<(u64, u64)> = oom::with_capacity(wanted.len(), "page cache plan")?;
     let mut left = budget / page * page;
     for &(offset, n) in wanted {
         let start = offset.min(len) / page * page;
@@ -36,29 +43,37 @@ pub(super) fn plan(wanted: &[(u64, u64)], len: u64, page: u64, budget: u64) -> V
         left -= take;
     }
     taken.sort_unstable();
-    let mut merged: Vec<(u64, u64)> = Vec::new();
-    for (s, e) in taken {
-        match merged.last_mut() {
-            Some(last) if s <= last.1 => last.1 = last.1.max(e),
-            _ => merged.push((s, e)),
+    // Merged in place: the merged runs are never more than the taken ones.
+    let mut merged = 0;
+    for i in 0..taken.len() {
+        let (s, e) = taken[i];
+        match merged {
+            m if m > 0 && s <= taken[m - 1].1 => taken[m - 1].1 = taken[m - 1].1.max(e),
+            m => {
+                taken[m] = (s, e);
+                merged += 1;
+            }
         }
     }
-    merged
-        .into_iter()
-        .map(|(s, e)| (s, e.min(len) - s))
-        .filter(|&(_, n)| n > 0)
-        .collect()
+    taken.truncate(merged);
+    for r in taken.iter_mut() {
+        *r = (r.0, r.1.min(len) - r.0);
+    }
+    taken.retain(|&(_, n)| n > 0);
+    Ok(taken)
 }
 
 impl Pinned {
     /// Zeroed runs for `plan` (filled by the caller).
-    pub(super) fn allocate(plan: &[(u64, u64)]) -> Self {
-        Self {
-            runs: plan
-                .iter()
-                .map(|&(s, n)| (s, AlignedBuf::zeroed(n as usize)))
-                .collect(),
+    pub(super) fn allocate(plan: &[(u64, u64)]) -> Result<Self, OutOfMemory> {
+        let mut runs = oom::with_capacity(plan.len(), "page cache run table")?;
+        for &(s, n) in plan {
+            runs.push((
+                s,
+                AlignedBuf::zeroed(n as usize, "page cache (resident part)")?,
+            ));
         }
+        Ok(Self { runs })
     }
 
     /// The runs, to fill at load.

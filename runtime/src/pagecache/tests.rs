@@ -310,7 +310,7 @@ fn a_known_read_order_keeps_the_pages_needed_soonest() {
 /// repeats skipped, and the runs sorted and merged.
 #[test]
 fn pin_plan_takes_wanted_ranges_in_order() {
-    let plan = pinned::plan;
+    let plan = |w: &[(u64, u64)], len, page, budget| pinned::plan(w, len, page, budget).unwrap();
     // Two ranges, in reverse file order; both fit.
     assert_eq!(
         plan(&[(5000, 100), (100, 1000)], 10_000, 1024, 1 << 20),

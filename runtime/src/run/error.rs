@@ -76,6 +76,23 @@ pub enum RunError {
     Ring(crate::ring::RingError),
 }
 
+impl RunError {
+    /// True when the run stopped because an allocation failed (the board then prints its heap
+    /// figures beside the error).
+    pub fn out_of_memory(&self) -> bool {
+        use inference::model::ModelError as M;
+        match self {
+            RunError::Gguf(e) => e.out_of_memory(),
+            RunError::Model(M::OutOfMemory(_)) | RunError::Buffers(M::OutOfMemory(_)) => true,
+            RunError::Tokenizer(TokenizerError::OutOfMemory(_)) => true,
+            RunError::Cache(CacheError::OutOfMemory(_)) => true,
+            RunError::Sampler(SamplerError::OutOfMemory(_)) => true,
+            RunError::Chat(text) => text.contains("out of memory"),
+            _ => false,
+        }
+    }
+}
+
 impl fmt::Display for RunError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use RunError::*;

@@ -35,6 +35,7 @@ use core::fmt::Write;
 use drivers::block::{BlockDevice, WriteBlocks};
 use drivers::fat::{File, Volume};
 use inference::model::{Model, RunState};
+use inference::oom::{set_stage, Stage};
 use inference::parallel::Parallel;
 use inference::tokenizer::Tokenizer;
 use inference::{Gguf, Kernels};
@@ -68,7 +69,10 @@ where
         model: file,
         kv_file,
         draft: draft_file,
-    } = mount(&mut dev)?;
+    } = {
+        set_stage(Stage::Mount);
+        mount(&mut dev)?
+    };
     if let Some(line) = platform.set_arm_clock(cfg.arm_freq) {
         let _ = writeln!(out, "{line}");
     }
@@ -198,6 +202,7 @@ impl ModelRun<'_> {
                 kernels: self.kernels,
                 remote: self.remote,
             };
+            set_stage(Stage::Chat);
             chat.run((st, spec), platform, out.0)?;
             return Ok(true);
         }
@@ -211,6 +216,7 @@ impl ModelRun<'_> {
             card_rate: self.card_rate,
             remote: self.remote,
         };
+        set_stage(Stage::Generate);
         generate::run(&g, (st, spec), platform, out)?;
         Ok(false)
     }
@@ -304,6 +310,7 @@ where
 {
     use inference::Storage;
     let size = direct.len();
+    set_stage(Stage::Model);
     let gguf = Gguf::open(direct).map_err(RunError::Gguf)?;
     let model = Model::load(&gguf, direct).map_err(RunError::Model)?;
     let mut types: BTreeMap<&str, usize> = BTreeMap::new();
@@ -317,6 +324,7 @@ where
         summary(&gguf, &model),
         types.join(", ")
     );
+    set_stage(Stage::Tokenizer);
     let tok = Tokenizer::from_gguf(&gguf, direct).map_err(RunError::Tokenizer)?;
     Ok(Opened {
         gguf,
@@ -352,6 +360,7 @@ fn size_buffers<'d, P: Platform + ?Sized>(
     platform: &P,
     out: &mut Out<'_>,
 ) -> Result<Buffers<'d>, RunError> {
+    set_stage(Stage::Buffers);
     let ctx = cfg.ctx.min(model.config.train_ctx);
     let batch = cfg
         .batch
@@ -509,6 +518,7 @@ fn load<'s, P: Platform + ?Sized>(
     platform: &P,
     out: &mut Out<'_>,
 ) -> Result<Loaded<'s>, RunError> {
+    set_stage(Stage::PageCache);
     let t_load = platform.now_ns();
     let read = platform.instruction_counter();
     let counter =

@@ -10,6 +10,12 @@ pub enum Meta {
         ty: u32,
         bytes: Vec<u8>,
     },
+    /// An array of strings (GGUF type 9 of type 8).
+    Strs(Vec<String>),
+    /// An array of f32 (GGUF type 9 of type 6).
+    F32s(Vec<f32>),
+    /// An array of i32 (GGUF type 9 of type 5).
+    I32s(Vec<i32>),
 }
 
 #[derive(Default)]
@@ -83,6 +89,20 @@ impl GgufWriter {
                     b.extend(ty.to_le_bytes());
                     b.extend(bytes);
                 }
+                Meta::Strs(xs) => {
+                    array_header(&mut b, 8, xs.len());
+                    for x in xs {
+                        s(&mut b, x);
+                    }
+                }
+                Meta::F32s(xs) => {
+                    array_header(&mut b, 6, xs.len());
+                    xs.iter().for_each(|x| b.extend(x.to_le_bytes()));
+                }
+                Meta::I32s(xs) => {
+                    array_header(&mut b, 5, xs.len());
+                    xs.iter().for_each(|x| b.extend(x.to_le_bytes()));
+                }
             }
         }
         let mut off = self.gap;
@@ -110,4 +130,11 @@ impl GgufWriter {
         }
         (b, self.gap, d)
     }
+}
+
+/// The type tag of an array (9), its element type and its length.
+fn array_header(b: &mut Vec<u8>, elem: u32, len: usize) {
+    b.extend(9u32.to_le_bytes());
+    b.extend(elem.to_le_bytes());
+    b.extend((len as u64).to_le_bytes());
 }
