@@ -11,7 +11,6 @@ use crate::fit::{self, TooLarge};
 use crate::oom;
 use crate::quant::GgmlType;
 use crate::storage::{Storage, StorageError};
-use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
@@ -225,6 +224,12 @@ pub struct TensorInfo {
 }
 
 impl TensorInfo {
+    /// A copy, fallibly (the name is its one allocation).
+    pub fn try_clone(&self) -> Result<TensorInfo, crate::OutOfMemory> {
+        let name = oom::copy_str(&self.name, "a tensor name")?;
+        Ok(TensorInfo { name, ..*self })
+    }
+
     /// Elements in a row (the first dimension).
     pub fn row_len(&self) -> u64 {
         self.dims[0]
@@ -686,8 +691,10 @@ pub struct Gguf {
     pub data_offset: u64,
     pub metadata: Vec<MetaEntry>,
     pub tensors: Vec<TensorInfo>,
-    key_index: BTreeMap<String, usize>,
-    tensor_index: BTreeMap<String, usize>,
+    /// Indices into `metadata`, sorted by key.
+    key_index: Vec<usize>,
+    /// Indices into `tensors`, sorted by name.
+    tensor_index: Vec<usize>,
 }
 
 /// The steps of [`Gguf::open`], in file order.
@@ -722,12 +729,10 @@ impl<S: Storage + ?Sized> Cursor<'_, S> {
     }
 
     /// Metadata: `n_kv` entries (keys unique), and the index by key.
-    fn metadata(
-        &mut self,
-        n_kv: u64,
-    ) -> Result<(Vec<MetaEntry>, BTreeMap<String, usize>), GgufError> {
-        let mut metadata = Vec::with_capacity(n_kv as usize);
-        let mut key_index = BTreeMap::new();
+    fn metadata(&mut self, n_kv: u64) -> Result<(Vec<MetaEntry>, Vec<usize>), GgufError> {
+        let mut metadata: Vec<MetaEntry> =
+            oom_at(self.pos, oom::with_capacity(n_kv as usize, "metadata"))?;
+        let mut key_index = oom_at(self.pos, oom::with_capacity(n_kv as usize, "metadata"))?;
         for _ in 0..n_kv {
             let offset = self.pos;
             let key = self.name("metadata key", MAX_KEY_LEN)?;
@@ -741,8 +746,10 @@ impl<S: Storage + ?Sized> Cursor<'_, S> {
             } else {
                 self.scalar(ty, &key, "metadata value")?
             };
-            if key_index.insert(key.clone(), metadata.len()).is_some() {
-                return err(offset, GgufErrorKind::DuplicateKey { key });
+            match find(&key_index, &key, |i| &metadata[i].key) {
+                Ok(_) => return err(offset, GgufErrorKind::DuplicateKey { key }),
+                // Both have room for `n_kv` entries: neither grows.
+                Err(at) => key_index.insert(at, metadata.len()),
             }
             metadata.push(MetaEntry { key, value, offset });
         }
@@ -799,15 +806,21 @@ impl<S: Storage + ?Sized> Cursor<'_, S> {
         &mut self,
         n_tensors: u64,
         alignment: u64,
-    ) -> Result<(Vec<TensorInfo>, BTreeMap<String, usize>, Vec<(u64, u64)>), GgufError> {
-        let mut tensors = Vec::with_capacity(n_tensors as usize);
-        let mut tensor_index = BTreeMap::new();
-        let mut rel_offsets = Vec::with_capacity(n_tensors as usize);
+    ) -> Result<(Vec<TensorInfo>, Vec<usize>, Vec<(u64, u64)>), GgufError> {
+        let n = n_tensors as usize;
+        let mut tensors: Vec<TensorInfo> =
+            oom_at(self.pos, oom::with_capacity(n, "the tensor table"))?;
+        let mut tensor_index = oom_at(self.pos, oom::with_capacity(n, "the tensor table"))?;
+        let mut rel_offsets = oom_at(self.pos, oom::with_capacity(n, "the tensor table"))?;
         for _ in 0..n_tensors {
             let (t, rel_at) = self.tensor_info(alignment)?;
-            if tensor_index.insert(t.name.clone(), tensors.len()).is_some() {
-                let at = t.info_offset;
-                return err(at, GgufErrorKind::DuplicateTensor { tensor: t.name });
+            match find(&tensor_index, &t.name, |i| &tensors[i].name) {
+                Ok(_) => {
+                    let at = t.info_offset;
+                    return err(at, GgufErrorKind::DuplicateTensor { tensor: t.name });
+                }
+                // All three have room for `n_tensors` entries: none grows.
+                Err(at) => tensor_index.insert(at, tensors.len()),
             }
             rel_offsets.push((t.offset, rel_at));
             tensors.push(t);
@@ -921,11 +934,9 @@ impl<S: Storage + ?Sized> Cursor<'_, S> {
 }
 
 /// `general.alignment` (a power of two as u32), or the default.
-fn alignment(
-    metadata: &[MetaEntry],
-    key_index: &BTreeMap<String, usize>,
-) -> Result<u64, GgufError> {
-    match key_index.get("general.alignment").map(|&i| &metadata[i]) {
+fn alignment(metadata: &[MetaEntry], key_index: &[usize]) -> Result<u64, GgufError> {
+    let found = find(key_index, "general.alignment", |i| &metadata[i].key);
+    match found.ok().map(|p| &metadata[key_index[p]]) {
         None => Ok(DEFAULT_ALIGNMENT),
         Some(MetaEntry {
             value: Value::U32(a),
@@ -982,10 +993,20 @@ fn place_data(
     Ok(data_offset)
 }
 
+/// Where `name` is in `index` (indices sorted by `name_of`), or where it would go.
+fn find<'a>(
+    index: &[usize],
+    name: &str,
+    name_of: impl Fn(usize) -> &'a String,
+) -> Result<usize, usize> {
+    index.binary_search_by(|&i| name_of(i).as_str().cmp(name))
+}
+
 /// No two tensors' data overlap.
 fn check_overlaps(tensors: &[TensorInfo], rel_offsets: &[(u64, u64)]) -> Result<(), GgufError> {
-    let mut order: Vec<usize> = (0..tensors.len()).collect();
-    order.sort_by_key(|&i| (tensors[i].offset, tensors[i].size));
+    let mut order = oom_at(0, oom::collect(tensors.len(), "the tensor order", |i| i))?;
+    // The index breaks ties, so the unstable sort (which does not allocate) orders as a stable one.
+    order.sort_unstable_by_key(|&i| (tensors[i].offset, tensors[i].size, i));
     for w in order.windows(2) {
         let (a, b) = (&tensors[w[0]], &tensors[w[1]]);
         if a.offset + a.size > b.offset && a.size > 0 && b.size > 0 {
@@ -1026,7 +1047,8 @@ impl Gguf {
 
     /// The metadata entry for `key`.
     pub fn entry(&self, key: &str) -> Option<&MetaEntry> {
-        self.key_index.get(key).map(|&i| &self.metadata[i])
+        let found = find(&self.key_index, key, |i| &self.metadata[i].key);
+        found.ok().map(|p| &self.metadata[self.key_index[p]])
     }
 
     /// The value for `key`.
@@ -1133,14 +1155,15 @@ impl Gguf {
         Ok(ArrayIter {
             cursor: Cursor::new(src, info.offset)?,
             info,
-            key: key.into(),
+            key: oom_at(info.offset, oom::copy_str(key, "a metadata key"))?,
             index: 0,
         })
     }
 
     /// The tensor called `name`.
     pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
-        self.tensor_index.get(name).map(|&i| &self.tensors[i])
+        let found = find(&self.tensor_index, name, |i| &self.tensors[i].name);
+        found.ok().map(|p| &self.tensors[self.tensor_index[p]])
     }
 
     /// The tensor called `name`, or a [`GgufErrorKind::MissingTensor`] error.
@@ -1204,6 +1227,8 @@ impl<S: Storage + ?Sized> ArrayIter<'_, S> {
                     len
                 }
             };
+            let more = (len as usize).saturating_sub(buf.len());
+            oom_at(self.cursor.pos, oom::reserve(buf, more, "an array element"))?;
             buf.resize(len as usize, 0);
             self.cursor.read(buf, "array element")?;
             Ok(())

@@ -62,6 +62,17 @@ pub fn collect<T>(
     Ok(v)
 }
 
+/// `s.to_string()`, fallibly.
+pub fn copy_str(s: &str, what: &'static str) -> Result<String, OutOfMemory> {
+    let mut out = String::new();
+    out.try_reserve_exact(s.len()).map_err(|_| OutOfMemory {
+        what,
+        bytes: s.len(),
+    })?;
+    out.push_str(s);
+    Ok(out)
+}
+
 /// `format!(args)`, fallibly: the text is measured first, then written into a `String` reserved
 /// to its exact length (so the write never grows it).
 pub fn format(args: fmt::Arguments<'_>, what: &'static str) -> Result<String, OutOfMemory> {

@@ -446,7 +446,8 @@ impl Config {
             alloc::format!("the logits of a vocabulary of {} tokens", emb.rows())
         })?;
         let vocab = emb.rows() as usize;
-        let name = g.get_str("general.name").unwrap_or(arch_name).into();
+        let name = g.get_str("general.name").unwrap_or(arch_name);
+        let name = crate::oom::copy_str(name, "the model's name")?;
         Ok(Config {
             recipe,
             name,
@@ -660,7 +661,7 @@ fn matrix(g: &Gguf, name: &str, cols: usize, rows: usize) -> Result<TensorInfo, 
             found: t.shape().to_vec(),
         });
     }
-    Ok(t.clone())
+    Ok(t.try_clone()?)
 }
 
 /// Read a small 1-D tensor of `n` values into RAM as f32, rejecting NaN and infinity.
@@ -709,11 +710,11 @@ impl Weights {
         let token_embd = matrix(g, "token_embd.weight", d, cfg.vocab)?;
         let output = match g.tensor("output.weight") {
             Some(_) => matrix(g, "output.weight", d, cfg.vocab)?,
-            None => token_embd.clone(),
+            None => token_embd.try_clone()?,
         };
         let output_norm = vector(g, src, "output_norm.weight", d)?;
         let r = cfg.recipe;
-        let mut layers = Vec::with_capacity(cfg.n_layer);
+        let mut layers = crate::oom::with_capacity(cfg.n_layer, "the layers' weights")?;
         for l in 0..cfg.n_layer {
             let n = |s: &str| crate::oom::format(format_args!("blk.{l}.{s}"), "a tensor name");
             // A vector the recipe has (else `None`).
@@ -827,10 +828,11 @@ impl Weights {
         src: &S,
         scratch: &mut [u8],
     ) -> Result<(), ModelError> {
-        let mut seen = alloc::collections::BTreeSet::new();
         let embd = part.ends.then_some(&self.token_embd);
-        for t in self.matrices_of(part).chain(embd) {
-            if seen.insert(t.offset) {
+        let tensors = || self.matrices_of(part).chain(embd);
+        for (i, t) in tensors().enumerate() {
+            // Each tensor once (a tied output head is the embedding), without a set to allocate.
+            if !tensors().take(i).any(|u| u.offset == t.offset) {
                 check_finite(src, t, scratch)?;
             }
         }
