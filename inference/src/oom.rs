@@ -7,6 +7,7 @@
 //! [`set_stage`] records which load step is running, so that an allocation that still fails
 //! infallibly (a panic in `no_std`) can be reported with the step that made it.
 
+use alloc::collections::BinaryHeap;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
@@ -60,6 +61,46 @@ pub fn collect<T>(
     let mut v = with_capacity(n, what)?;
     v.extend((0..n).map(f));
     Ok(v)
+}
+
+/// `v.push(x)`, fallibly: grows as `push` does (doubling), or gives the error naming `what`.
+pub fn push<T>(v: &mut Vec<T>, x: T, what: &'static str) -> Result<(), OutOfMemory> {
+    if v.len() == v.capacity() {
+        v.try_reserve(1)
+            .map_err(|_| grow_error::<T>(v.capacity(), what))?;
+    }
+    v.push(x);
+    Ok(())
+}
+
+/// `v.extend_from_slice(xs)`, fallibly (growing as `extend_from_slice` does).
+pub fn extend<T: Clone>(v: &mut Vec<T>, xs: &[T], what: &'static str) -> Result<(), OutOfMemory> {
+    v.try_reserve(xs.len())
+        .map_err(|_| grow_error::<T>(v.capacity().max(xs.len()), what))?;
+    v.extend_from_slice(xs);
+    Ok(())
+}
+
+/// `heap.push(x)`, fallibly (growing as `push` does).
+pub fn push_heap<T: Ord>(
+    heap: &mut BinaryHeap<T>,
+    x: T,
+    what: &'static str,
+) -> Result<(), OutOfMemory> {
+    if heap.len() == heap.capacity() {
+        heap.try_reserve(1)
+            .map_err(|_| grow_error::<T>(heap.capacity(), what))?;
+    }
+    heap.push(x);
+    Ok(())
+}
+
+/// The error for growing a buffer of `cap` elements of `T` (to about twice that).
+fn grow_error<T>(cap: usize, what: &'static str) -> OutOfMemory {
+    OutOfMemory {
+        what,
+        bytes: cap.max(4).saturating_mul(2 * core::mem::size_of::<T>()),
+    }
 }
 
 /// `s.to_string()`, fallibly.

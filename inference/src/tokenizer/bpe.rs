@@ -6,9 +6,11 @@
 //! pairs are queued, stale entries are skipped. Symbols carry token ids, and the merge table maps a
 //! pair of ids to its rank and the id of the merged text, so no strings are built while merging.
 
+use super::spm::TOKENS;
 use super::symbols;
 use super::vocab::Vocab;
 use super::NONE;
+use crate::oom::{self, OutOfMemory};
 use alloc::collections::BinaryHeap;
 use alloc::vec::Vec;
 use core::cmp::Ordering;
@@ -100,42 +102,45 @@ pub fn tokenize_word(
     word: &[u8],
     scratch: &mut Vec<u8>,
     out: &mut Vec<u32>,
-) {
+) -> Result<(), OutOfMemory> {
     if word.is_empty() {
-        return;
+        return Ok(());
     }
     if t.ignore_merges {
         encode_bytes(t, word, scratch);
         if let Some(id) = vocab.find(scratch) {
-            out.push(id);
-            return;
+            return oom::push(out, id, TOKENS);
         }
     }
 
     let n = word.len();
-    let mut syms = symbols::chain(word.iter().map(|&b| (1, t.byte_tokens[b as usize])));
+    let mut syms = symbols::chain(n, word.iter().map(|&b| (1, t.byte_tokens[b as usize])))?;
 
     let mut queue = BinaryHeap::new();
     let try_add = |syms: &[Symbol], queue: &mut BinaryHeap<Bigram>, left: usize, right: usize| {
         let (Some(l), Some(r)) = (syms.get(left), syms.get(right)) else {
-            return;
+            return Ok(());
         };
         if l.data == NONE || r.data == NONE {
-            return;
+            return Ok(());
         }
-        if let Some(m) = t.merges.find(l.data, r.data) {
-            queue.push(Bigram {
-                rank: m.rank,
-                left,
-                right,
-                left_id: l.data,
-                right_id: r.data,
-                merged: m.merged,
-            });
+        match t.merges.find(l.data, r.data) {
+            Some(m) => {
+                let b = Bigram {
+                    rank: m.rank,
+                    left,
+                    right,
+                    left_id: l.data,
+                    right_id: r.data,
+                    merged: m.merged,
+                };
+                oom::push_heap(queue, b, "the tokenizer's merge queue")
+            }
+            None => Ok(()),
         }
     };
     for i in 1..n {
-        try_add(&syms, &mut queue, i - 1, i);
+        try_add(&syms, &mut queue, i - 1, i)?;
     }
 
     while let Some(b) = queue.pop() {
@@ -145,25 +150,26 @@ pub fn tokenize_word(
         }
         let (prev, next) = symbols::merge(&mut syms, b.left, b.right);
         syms[b.left].data = b.merged;
-        try_add(&syms, &mut queue, prev, b.left);
-        try_add(&syms, &mut queue, b.left, next);
+        try_add(&syms, &mut queue, prev, b.left)?;
+        try_add(&syms, &mut queue, b.left, next)?;
     }
 
     for s in symbols::in_order(&syms) {
         if s.data != NONE {
-            out.push(s.data);
+            oom::push(out, s.data, TOKENS)?;
         } else {
             // The symbol's text is no token: llama.cpp looks up each byte of its GPT-2 encoding as a
             // one-byte token and drops the bytes that are none.
             encode_bytes(t, &word[s.start..s.start + s.len], scratch);
-            out.extend(
-                scratch
-                    .iter()
-                    .map(|&e| t.raw_byte_tokens[e as usize])
-                    .filter(|&id| id != NONE),
-            );
+            for &e in scratch.iter() {
+                match t.raw_byte_tokens[e as usize] {
+                    NONE => {}
+                    id => oom::push(out, id, TOKENS)?,
+                }
+            }
         }
     }
+    Ok(())
 }
 
 /// `bytes` written in GPT-2 characters (UTF-8), into `out`.

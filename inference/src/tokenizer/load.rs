@@ -10,7 +10,7 @@ use super::{
     FIM_SEP_TEXTS, FIM_SUF_TEXTS, NONE,
 };
 use crate::gguf::{Gguf, Value, ValueType};
-use crate::oom;
+use crate::oom::{self, OutOfMemory};
 use crate::storage::Storage;
 use alloc::string::String;
 use alloc::vec;
@@ -34,8 +34,8 @@ impl Tokenizer {
         let (mut vocab, n_tokens) = read_vocab(g, src)?;
         let mut ids = special_ids(g, model, n_tokens, &mut flags)?;
         find_special_texts(&mut ids, &mut vocab);
-        let eog = end_of_generation(&ids, &mut vocab);
-        let special = partition_tokens(&vocab, n_tokens);
+        let eog = end_of_generation(&ids, &mut vocab)?;
+        let special = partition_tokens(&vocab, n_tokens)?;
         let (byte_tokens, raw_byte_tokens, byte_chars) = byte_tables(model, &vocab);
         // Merges (byte-level BPE only; llama.cpp requires them).
         let merges = match model {
@@ -186,18 +186,20 @@ fn read_attrs<S: Storage + ?Sized>(
     n_tokens: u32,
 ) -> Result<Vec<u8>, TokenizerError> {
     let Some(a) = array_of(g, keys::TOKEN_TYPE, &[ValueType::I32], "i32")? else {
-        return Ok(vec![attr::NORMAL; n_tokens as usize]);
+        return Ok(oom::filled(
+            n_tokens as usize,
+            attr::NORMAL,
+            "the token types",
+        )?);
     };
     check_len(keys::TOKEN_TYPE, a.len, n_tokens)?;
     let it = g
         .array(src, keys::TOKEN_TYPE)
         .map_err(gguf_err(keys::TOKEN_TYPE))?;
-    Ok(it
-        .ints()
-        .map_err(gguf_err(keys::TOKEN_TYPE))?
-        .into_iter()
-        .map(attr::from_type)
-        .collect())
+    let types = it.ints().map_err(gguf_err(keys::TOKEN_TYPE))?;
+    let mut attrs = oom::with_capacity(types.len(), "the token types")?;
+    attrs.extend(types.into_iter().map(attr::from_type));
+    Ok(attrs)
 }
 
 /// Special-token ids: the model's defaults (dropped if out of range), then the metadata; and the
@@ -297,11 +299,14 @@ fn find_special_texts(ids: &mut SpecialIds, vocab: &mut Vocab) {
 }
 
 /// End of generation: FIM pad/repo/separator, tokens with an end-like text, EOS, EOT, EOM (sorted).
-fn end_of_generation(ids: &SpecialIds, vocab: &mut Vocab) -> Vec<u32> {
-    let mut eog: Vec<u32> = [ids.fim_pad, ids.fim_rep, ids.fim_sep]
-        .into_iter()
-        .flatten()
-        .collect();
+fn end_of_generation(ids: &SpecialIds, vocab: &mut Vocab) -> Result<Vec<u32>, OutOfMemory> {
+    // Room for every candidate: three FIM ids, the texts, three end ids (so nothing grows).
+    let mut eog = oom::with_capacity(EOG_TEXTS.len() + 6, "the end-of-generation tokens")?;
+    eog.extend(
+        [ids.fim_pad, ids.fim_rep, ids.fim_sep]
+            .into_iter()
+            .flatten(),
+    );
     for t in EOG_TEXTS {
         if let Some(id) = vocab.find(t.as_bytes()) {
             eog.push(id);
@@ -340,25 +345,31 @@ fn end_of_generation(ids: &SpecialIds, vocab: &mut Vocab) -> Vec<u32> {
             vocab.attrs[s as usize] = attr::NORMAL;
         }
     }
-    eog
+    Ok(eog)
 }
 
 /// Special tokens for the partition, longest text first.
 /// (A text that is not UTF-8 could match inside a character of valid text; such tokens are
 /// left out, which changes nothing for real vocabularies.)
-fn partition_tokens(vocab: &Vocab, n_tokens: u32) -> Vec<u32> {
-    let mut special: Vec<u32> = (0..n_tokens)
-        .filter(|&id| vocab.attr(id) & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0)
-        .filter(|&id| core::str::from_utf8(vocab.text(id)).is_ok())
-        .collect();
-    special.sort_by(|&a, &b| {
+fn partition_tokens(vocab: &Vocab, n_tokens: u32) -> Result<Vec<u32>, OutOfMemory> {
+    let tokens = || {
+        (0..n_tokens)
+            .filter(|&id| {
+                vocab.attr(id) & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0
+            })
+            .filter(|&id| core::str::from_utf8(vocab.text(id)).is_ok())
+    };
+    let mut special = oom::with_capacity(tokens().count(), "the special tokens")?;
+    special.extend(tokens());
+    // The id breaks ties, so the unstable sort (which does not allocate) orders as a stable one.
+    special.sort_unstable_by(|&a, &b| {
         vocab
             .text(b)
             .len()
             .cmp(&vocab.text(a).len())
             .then(a.cmp(&b))
     });
-    special
+    Ok(special)
 }
 
 /// The byte tables: each byte's token (`<0xNN>` or its GPT-2 character), its raw one-byte token,

@@ -54,11 +54,12 @@ mod vocab;
 pub use error::TokenizerError;
 pub use stream::StreamDecoder;
 
-use alloc::format;
+use crate::oom::{self, OutOfMemory};
 use alloc::vec::Vec;
 use bpe::Merges;
 use core::fmt;
 use pretok::{Class, Stage};
+use spm::TOKENS;
 use vocab::{attr, Arena, Vocab};
 
 /// "No token" inside the tables.
@@ -344,14 +345,14 @@ impl Tokenizer {
             let text = self.vocab.text(id);
             let a = self.vocab.attr(id);
             if a & (attr::UNKNOWN | attr::CONTROL | attr::USER_DEFINED) != 0 {
-                buf.extend_from_slice(text);
+                oom::extend(&mut buf, text, PIECE)?;
             } else if a & attr::NORMAL != 0 {
                 match self.model {
-                    Model::SentencePiece => unescape_spaces(text, &mut buf),
-                    Model::ByteLevelBpe => decode_gpt2_text(text, &mut buf),
+                    Model::SentencePiece => unescape_spaces(text, &mut buf)?,
+                    Model::ByteLevelBpe => decode_gpt2_text(text, &mut buf)?,
                 }
             } else if a & attr::BYTE != 0 {
-                buf.push(parse_byte_token(text));
+                oom::push(&mut buf, parse_byte_token(text), PIECE)?;
             }
             // The arena holds at most the token texts, a little expanded; it fits in u32 offsets
             // because the texts did (a piece is never more than ~2x its text plus a short marker).
@@ -485,9 +486,9 @@ impl Tokenizer {
         parse_special: bool,
         out: &mut Vec<u32>,
     ) -> Result<(), TokenizerError> {
-        let fragments = self.partition(text, parse_special);
+        let fragments = self.partition(text, parse_special)?;
         if add_special && self.add_bos {
-            out.extend(self.ids.bos);
+            oom::extend(out, self.ids.bos.as_slice(), TOKENS)?;
         }
         match self.model {
             Model::SentencePiece => {
@@ -498,21 +499,21 @@ impl Tokenizer {
                         Fragment::Text(a, b) => {
                             buf.clear();
                             if self.add_space_prefix && prev_special {
-                                buf.push(b' ');
+                                oom::push(&mut buf, b' ', PROMPT)?;
                             }
-                            buf.extend_from_slice(&text.as_bytes()[a..b]);
-                            let escaped = escape_spaces(&buf);
+                            oom::extend(&mut buf, &text.as_bytes()[a..b], PROMPT)?;
+                            let escaped = escape_spaces(&buf)?;
                             spm::tokenize(
                                 &self.vocab,
                                 &self.byte_tokens,
                                 self.ids.unk,
                                 &escaped,
                                 out,
-                            );
+                            )?;
                             prev_special = false;
                         }
                         Fragment::Token(id) => {
-                            out.push(id);
+                            oom::push(out, id, TOKENS)?;
                             prev_special = true;
                         }
                     }
@@ -539,27 +540,28 @@ impl Tokenizer {
                                     &frag.as_bytes()[wa..wb],
                                     &mut scratch,
                                     out,
-                                );
+                                )?;
                             }
                         }
-                        Fragment::Token(id) => out.push(id),
+                        Fragment::Token(id) => oom::push(out, id, TOKENS)?,
                     }
                 }
             }
         }
         if add_special && self.add_eos {
-            out.extend(self.ids.eos);
+            oom::extend(out, self.ids.eos.as_slice(), TOKENS)?;
         }
         Ok(())
     }
 
     /// Split `text` around special tokens (llama.cpp's `tokenizer_st_partition`): for each special
     /// token, longest first, every occurrence inside still-unmatched text becomes that token.
-    fn partition(&self, text: &str, parse_special: bool) -> Vec<Fragment> {
+    fn partition(&self, text: &str, parse_special: bool) -> Result<Vec<Fragment>, OutOfMemory> {
+        const FRAGMENTS: &str = "the prompt's fragments";
         let bytes = text.as_bytes();
         let mut frags = Vec::new();
         if !bytes.is_empty() {
-            frags.push(Fragment::Text(0, bytes.len()));
+            oom::push(&mut frags, Fragment::Text(0, bytes.len()), FRAGMENTS)?;
         }
         let mut next = Vec::new();
         for &id in &self.special {
@@ -574,27 +576,27 @@ impl Tokenizer {
             next.clear();
             for &f in &frags {
                 let Fragment::Text(a, b) = f else {
-                    next.push(f);
+                    oom::push(&mut next, f, FRAGMENTS)?;
                     continue;
                 };
                 let mut pos = a;
                 while let Some(m) = find(&bytes[pos..b], pat) {
                     found = true;
                     if m > 0 {
-                        next.push(Fragment::Text(pos, pos + m));
+                        oom::push(&mut next, Fragment::Text(pos, pos + m), FRAGMENTS)?;
                     }
-                    next.push(Fragment::Token(id));
+                    oom::push(&mut next, Fragment::Token(id), FRAGMENTS)?;
                     pos += m + pat.len();
                 }
                 if pos < b {
-                    next.push(Fragment::Text(pos, b));
+                    oom::push(&mut next, Fragment::Text(pos, b), FRAGMENTS)?;
                 }
             }
             if found {
                 core::mem::swap(&mut frags, &mut next);
             }
         }
-        frags
+        Ok(frags)
     }
 
     // ---- decoding ----
@@ -663,8 +665,10 @@ impl Tokenizer {
 }
 
 /// Spaces → U+2581 (SentencePiece's visible space).
-fn escape_spaces(text: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(text.len() + text.len() / 2);
+fn escape_spaces(text: &[u8]) -> Result<Vec<u8>, OutOfMemory> {
+    // Each space becomes three bytes: room for exactly that, so the pushes never grow it.
+    let spaces = text.iter().filter(|&&b| b == b' ').count();
+    let mut out = oom::with_capacity(text.len() + 2 * spaces, PROMPT)?;
     for &b in text {
         if b == b' ' {
             out.extend_from_slice("\u{2581}".as_bytes());
@@ -672,12 +676,20 @@ fn escape_spaces(text: &[u8]) -> Vec<u8> {
             out.push(b);
         }
     }
-    out
+    Ok(out)
 }
 
+/// What the prompt's text buffers are, in an out-of-memory error.
+const PROMPT: &str = "the prompt's text";
+
+/// What the buffer a token's piece is built in is, in an out-of-memory error.
+const PIECE: &str = "a token's piece";
+
 /// U+2581 → space.
-fn unescape_spaces(text: &[u8], out: &mut Vec<u8>) {
+fn unescape_spaces(text: &[u8], out: &mut Vec<u8>) -> Result<(), OutOfMemory> {
     const MARK: &[u8] = "\u{2581}".as_bytes();
+    // The result is never longer than the text.
+    oom::reserve(out, text.len(), PIECE)?;
     let mut i = 0;
     while i < text.len() {
         if text[i..].starts_with(MARK) {
@@ -688,31 +700,35 @@ fn unescape_spaces(text: &[u8], out: &mut Vec<u8>) {
             i += 1;
         }
     }
+    Ok(())
 }
 
 /// A GPT-2 token text back to bytes. A character outside the byte alphabet is written as llama.cpp
 /// does: `[UNK_BYTE_0x<its UTF-8 in hex><the token text>]`; invalid UTF-8 counts as U+FFFD per byte.
-fn decode_gpt2_text(text: &[u8], out: &mut Vec<u8>) {
+fn decode_gpt2_text(text: &[u8], out: &mut Vec<u8>) -> Result<(), OutOfMemory> {
     let unknown = |c: char, out: &mut Vec<u8>| {
-        out.extend_from_slice(b"[UNK_BYTE_0x");
+        oom::extend(out, b"[UNK_BYTE_0x", PIECE)?;
+        const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut b = [0u8; 4];
         for x in c.encode_utf8(&mut b).bytes() {
-            out.extend_from_slice(format!("{x:02x}").as_bytes());
+            let hex = [HEX[(x >> 4) as usize], HEX[(x & 15) as usize]];
+            oom::extend(out, &hex, PIECE)?;
         }
-        out.extend_from_slice(text);
-        out.push(b']');
+        oom::extend(out, text, PIECE)?;
+        oom::push(out, b']', PIECE)
     };
     for chunk in text.utf8_chunks() {
         for c in chunk.valid().chars() {
             match unicode::char_to_byte(c) {
-                Some(b) => out.push(b),
-                None => unknown(c, out),
+                Some(b) => oom::push(out, b, PIECE)?,
+                None => unknown(c, out)?,
             }
         }
         for _ in chunk.invalid() {
-            unknown(char::REPLACEMENT_CHARACTER, out);
+            unknown(char::REPLACEMENT_CHARACTER, out)?;
         }
     }
+    Ok(())
 }
 
 /// The byte of a `<0xNN>` token (llama.cpp reads the two characters after `<0x` as hex).

@@ -9,6 +9,7 @@
 use super::symbols;
 use super::vocab::Vocab;
 use super::NONE;
+use crate::oom::{self, OutOfMemory};
 use alloc::collections::BinaryHeap;
 use alloc::vec::Vec;
 use core::cmp::Ordering;
@@ -47,45 +48,52 @@ impl PartialEq for Bigram {
 impl Eq for Bigram {}
 
 /// Append the tokens of `text` to `out`. `byte_tokens[b]` is the token for byte `b` ([`NONE`] if the
-/// vocabulary has none; then `unk` is used, or the byte is dropped).
+/// vocabulary has none; then `unk` is used, or the byte is dropped). Every buffer grows
+/// fallibly.
 pub fn tokenize(
     vocab: &Vocab,
     byte_tokens: &[u32; 256],
     unk: Option<u32>,
     text: &[u8],
     out: &mut Vec<u32>,
-) {
+) -> Result<(), OutOfMemory> {
     if text.is_empty() {
-        return;
+        return Ok(());
     }
     // One symbol per UTF-8 character (a truncated one at the end is what is left).
     let mut offs = 0;
-    let mut syms = symbols::chain(core::iter::from_fn(|| {
+    let spans = core::iter::from_fn(|| {
         let n = utf8_len(*text.get(offs)?).min(text.len() - offs);
         offs += n;
         Some((n, ()))
-    }));
+    });
+    let mut syms = symbols::chain(text.len(), spans)?;
 
     let mut queue = BinaryHeap::new();
     let try_add = |syms: &[Symbol], queue: &mut BinaryHeap<Bigram>, left: usize, right: usize| {
         let (Some(l), Some(r)) = (syms.get(left), syms.get(right)) else {
-            return;
+            return Ok(());
         };
         let len = l.len + r.len;
         let Some(piece) = text.get(l.start..l.start + len) else {
-            return;
+            return Ok(());
         };
-        if let Some(id) = vocab.find(piece) {
-            queue.push(Bigram {
-                score: vocab.score(id),
-                left,
-                right,
-                len,
-            });
+        match vocab.find(piece) {
+            Some(id) => {
+                let score = vocab.score(id);
+                let b = Bigram {
+                    score,
+                    left,
+                    right,
+                    len,
+                };
+                oom::push_heap(queue, b, "the tokenizer's merge queue")
+            }
+            None => Ok(()),
         }
     };
     for i in 1..syms.len() {
-        try_add(&syms, &mut queue, i - 1, i);
+        try_add(&syms, &mut queue, i - 1, i)?;
     }
 
     while let Some(b) = queue.pop() {
@@ -94,25 +102,29 @@ pub fn tokenize(
             continue; // stale
         }
         let (prev, next) = symbols::merge(&mut syms, b.left, b.right);
-        try_add(&syms, &mut queue, prev, b.left);
-        try_add(&syms, &mut queue, b.left, next);
+        try_add(&syms, &mut queue, prev, b.left)?;
+        try_add(&syms, &mut queue, b.left, next)?;
     }
 
     for s in symbols::in_order(&syms) {
         let piece = &text[s.start..s.start + s.len];
         match vocab.find(piece) {
-            Some(id) => out.push(id),
+            Some(id) => oom::push(out, id, TOKENS)?,
             None => {
                 for &b in piece {
                     match byte_tokens[b as usize] {
-                        NONE => out.extend(unk),
-                        id => out.push(id),
+                        NONE => oom::extend(out, unk.as_slice(), TOKENS)?,
+                        id => oom::push(out, id, TOKENS)?,
                     }
                 }
             }
         }
     }
+    Ok(())
 }
+
+/// What the token buffer is, in an out-of-memory error.
+pub(super) const TOKENS: &str = "the prompt's tokens";
 
 /// Length of the UTF-8 sequence a lead byte announces (1 for continuation and invalid bytes).
 pub fn utf8_len(b: u8) -> usize {

@@ -1,6 +1,7 @@
 //! The symbol list both merging tokenizers work on ([`super::bpe`] and [`super::spm`]): the text
 //! cut into symbols linked in order, where merging a pair leaves one symbol in place of two.
 
+use crate::oom::{self, OutOfMemory};
 use alloc::vec::Vec;
 
 /// A span of the text, linked to its neighbours; `data` is what the tokenizer keeps per symbol.
@@ -14,24 +15,32 @@ pub struct Symbol<T> {
     pub data: T,
 }
 
-/// Symbols for consecutive spans `(len, data)` from byte 0, linked in order.
-pub fn chain<T>(spans: impl Iterator<Item = (usize, T)>) -> Vec<Symbol<T>> {
-    let mut syms = Vec::new();
+/// Symbols for consecutive spans `(len, data)` from byte 0, linked in order; there are at most
+/// `n` spans (room for them is reserved at once, fallibly).
+pub fn chain<T>(
+    n: usize,
+    spans: impl Iterator<Item = (usize, T)>,
+) -> Result<Vec<Symbol<T>>, OutOfMemory> {
+    let mut syms = oom::with_capacity(n, "the tokenizer's symbols")?;
     let mut start = 0;
     for (i, (len, data)) in spans.enumerate() {
-        syms.push(Symbol {
-            start,
-            len,
-            prev: i.wrapping_sub(1),
-            next: i + 1,
-            data,
-        });
+        oom::push(
+            &mut syms,
+            Symbol {
+                start,
+                len,
+                prev: i.wrapping_sub(1),
+                next: i + 1,
+                data,
+            },
+            "the tokenizer's symbols",
+        )?;
         start += len;
     }
     if let Some(last) = syms.last_mut() {
         last.next = usize::MAX;
     }
-    syms
+    Ok(syms)
 }
 
 /// Merge symbol `right` into its left neighbour `left`; returns the merged symbol's neighbours
