@@ -487,7 +487,6 @@ const STILL_INFALLIBLE: &[&str] = &[
     "drivers::fat::dir::LongName::take",
     "drivers::fat::dir::short_name",
     "drivers::fat::file::finish",
-    "inference::sample::json::constraint::JsonConstraint::new",
     "inference::template::push_all",
     "runtime::chat::lineedit::LineEditor::insert",
     "runtime::chat::session::Chat::run",

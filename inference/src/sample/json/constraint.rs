@@ -1,9 +1,9 @@
 //! The JSON automaton against a vocabulary ([`JsonConstraint`]): which tokens may come next.
 
 use super::JsonState;
+use crate::oom::{self, OutOfMemory};
 use crate::sample::stop::LogitsFilter;
 use crate::tokenizer::Tokenizer;
-use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
 
@@ -15,6 +15,14 @@ pub enum JsonError {
     MissingByteToken { byte: u8 },
     /// More tokens or token bytes than 32-bit offsets can index.
     VocabularyTooLarge,
+    /// A table did not fit in memory.
+    OutOfMemory(OutOfMemory),
+}
+
+impl From<OutOfMemory> for JsonError {
+    fn from(e: OutOfMemory) -> Self {
+        JsonError::OutOfMemory(e)
+    }
 }
 
 impl fmt::Display for JsonError {
@@ -28,6 +36,7 @@ impl fmt::Display for JsonError {
             JsonError::VocabularyTooLarge => {
                 write!(f, "the vocabulary is too large for JSON mode's tables")
             }
+            JsonError::OutOfMemory(e) => write!(f, "{e}"),
         }
     }
 }
@@ -109,18 +118,23 @@ impl JsonConstraint {
     pub fn new<I>(pieces: I, eog: &[u32]) -> Result<Self, JsonError>
     where
         I: IntoIterator,
+        I::IntoIter: Clone,
         I::Item: AsRef<[u8]>,
     {
-        let mut bytes = Vec::new();
-        let mut starts = vec![0u32];
+        // Measured first, so both tables are allocated once at their exact size.
+        let pieces = pieces.into_iter();
+        let (n, total) = pieces
+            .clone()
+            .fold((0, 0), |(n, b), p| (n + 1, b + p.as_ref().len()));
+        u32::try_from(total).map_err(|_| JsonError::VocabularyTooLarge)?;
+        u32::try_from(n).map_err(|_| JsonError::VocabularyTooLarge)?;
+        let mut bytes = oom::with_capacity(total, "JSON mode's token bytes")?;
+        let mut starts = oom::with_capacity(n + 1, "JSON mode's token offsets")?;
+        starts.push(0u32);
         for p in pieces {
             bytes.extend_from_slice(p.as_ref());
-            starts.push(u32::try_from(bytes.len()).map_err(|_| JsonError::VocabularyTooLarge)?);
+            starts.push(bytes.len() as u32);
         }
-        bytes.shrink_to_fit();
-        starts.shrink_to_fit();
-        let n = starts.len() - 1;
-        u32::try_from(n).map_err(|_| JsonError::VocabularyTooLarge)?;
         let piece = |t: usize| &bytes[starts[t] as usize..starts[t + 1] as usize];
 
         // Group by first byte (a counting sort keeps ids ascending inside a group).
@@ -134,7 +148,7 @@ impl JsonConstraint {
             groups[b + 1] += groups[b];
         }
         let mut fill = groups;
-        let mut by_first = vec![0u32; groups[256] as usize];
+        let mut by_first = oom::filled(groups[256] as usize, 0u32, "JSON mode's token groups")?;
         for t in 0..n {
             if let Some(&b) = piece(t).first() {
                 by_first[fill[b as usize] as usize] = t as u32;
@@ -142,10 +156,10 @@ impl JsonConstraint {
             }
         }
 
-        let empty = (0..n as u32)
-            .filter(|&t| piece(t as usize).is_empty())
-            .collect();
-        let mut plain = vec![0u64; n.div_ceil(64)];
+        let empties = || (0..n as u32).filter(|&t| piece(t as usize).is_empty());
+        let mut empty = oom::with_capacity(empties().count(), "JSON mode's empty tokens")?;
+        empty.extend(empties());
+        let mut plain = oom::filled(n.div_ceil(64), 0u64, "JSON mode's plain tokens")?;
         for t in 0..n {
             let p = piece(t);
             if !p.is_empty()
@@ -169,7 +183,7 @@ impl JsonConstraint {
             }
         }
 
-        let mut eog = eog.to_vec();
+        let mut eog = oom::collect(eog.len(), "JSON mode's end tokens", |i| eog[i])?;
         eog.sort_unstable();
         eog.dedup();
         let initial = JsonState::new();
