@@ -13,7 +13,6 @@ use crate::gguf::{Gguf, Value, ValueType};
 use crate::oom::{self, OutOfMemory};
 use crate::storage::Storage;
 use alloc::string::String;
-use alloc::vec;
 use alloc::vec::Vec;
 
 /// The flags of a vocabulary: the model's defaults, then the metadata.
@@ -161,18 +160,15 @@ fn read_scores<S: Storage + ?Sized>(
 ) -> Result<Vec<f32>, TokenizerError> {
     let allowed = [ValueType::F32, ValueType::I32];
     let Some(a) = array_of(g, keys::SCORES, &allowed, "f32 or i32")? else {
-        return Ok(vec![0.0; n_tokens as usize]);
+        return Ok(oom::filled(n_tokens as usize, 0.0, "the token scores")?);
     };
     check_len(keys::SCORES, a.len, n_tokens)?;
     let it = g.array(src, keys::SCORES).map_err(gguf_err(keys::SCORES))?;
     let v = if a.elem == ValueType::F32 {
         it.f32s().map_err(gguf_err(keys::SCORES))?
     } else {
-        it.ints()
-            .map_err(gguf_err(keys::SCORES))?
-            .into_iter()
-            .map(|i| i as f32)
-            .collect()
+        let ints = it.ints().map_err(gguf_err(keys::SCORES))?;
+        oom::collect(ints.len(), "the token scores", |i| ints[i] as f32)?
     };
     Ok(v.into_iter()
         .map(|s| if s.is_nan() { f32::NEG_INFINITY } else { s })
