@@ -34,6 +34,7 @@
 #![forbid(unsafe_code)]
 
 use crate::gguf::{Gguf, Value};
+use crate::oom::OutOfMemory;
 use crate::tokenizer::Tokenizer;
 use alloc::string::String;
 
@@ -215,89 +216,55 @@ impl Template {
     /// The text that starts a conversation, with system prompt `text` (none if empty). Call it
     /// once before the first [`Template::user_turn`], even without a system prompt: Llama-2
     /// opens its first instruction here and Llama-3 writes its BOS.
-    pub fn system(self, text: &str) -> String {
-        let mut s = String::new();
+    pub fn system(self, text: &str) -> Result<String, OutOfMemory> {
         match self {
-            Template::ChatMl => {
-                if !text.is_empty() {
-                    push_all(&mut s, &["<|im_start|>system\n", text, "<|im_end|>\n"]);
-                }
-            }
-            Template::Zephyr => {
-                if !text.is_empty() {
-                    push_all(&mut s, &["<|system|>\n", text, "</s>\n"]);
-                }
-            }
+            Template::ChatMl => concat(&around(["<|im_start|>system\n", "<|im_end|>\n"], text)),
+            Template::Zephyr => concat(&around(["<|system|>\n", "</s>\n"], text)),
             Template::Llama2 => {
-                s.push_str("<s>[INST] ");
-                if !text.is_empty() {
-                    push_all(&mut s, &["<<SYS>>\n", text, "\n<</SYS>>\n\n"]);
-                }
+                let [a, b, c] = around(["<<SYS>>\n", "\n<</SYS>>\n\n"], text);
+                concat(&["<s>[INST] ", a, b, c])
             }
             Template::Llama3 => {
-                s.push_str("<|begin_of_text|>");
-                let text = text.trim();
-                if !text.is_empty() {
-                    push_all(
-                        &mut s,
-                        &[
-                            "<|start_header_id|>system<|end_header_id|>\n\n",
-                            text,
-                            "<|eot_id|>",
-                        ],
-                    );
-                }
+                let [a, b, c] = around(
+                    [
+                        "<|start_header_id|>system<|end_header_id|>\n\n",
+                        "<|eot_id|>",
+                    ],
+                    text.trim(),
+                );
+                concat(&["<|begin_of_text|>", a, b, c])
             }
             Template::Gemma => {
-                s.push_str("<bos><start_of_turn>user\n");
-                if !text.is_empty() {
-                    push_all(&mut s, &[text, "\n\n"]);
-                }
+                let [_, b, c] = around(["", "\n\n"], text);
+                concat(&["<bos><start_of_turn>user\n", b, c])
             }
         }
-        s
     }
 
     /// The text for a new user message `text`, including the assistant header, so that the model
     /// writes the reply next. `first_turn` is true for the first message after
     /// [`Template::system`].
-    pub fn user_turn(self, text: &str, first_turn: bool) -> String {
-        let mut s = String::new();
+    pub fn user_turn(self, text: &str, first_turn: bool) -> Result<String, OutOfMemory> {
+        let unless_first = |s: &'static str| if first_turn { "" } else { s };
         match self {
-            Template::ChatMl => push_all(
-                &mut s,
-                &[
-                    "<|im_start|>user\n",
-                    text,
-                    "<|im_end|>\n<|im_start|>assistant\n",
-                ],
-            ),
-            Template::Zephyr => push_all(&mut s, &["<|user|>\n", text, "</s>\n<|assistant|>\n"]),
-            Template::Llama2 => {
-                if !first_turn {
-                    s.push_str("<s>[INST] ");
-                }
-                push_all(&mut s, &[text.trim(), " [/INST]"]);
-            }
-            Template::Llama3 => push_all(
-                &mut s,
-                &[
-                    "<|start_header_id|>user<|end_header_id|>\n\n",
-                    text.trim(),
-                    "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
-                ],
-            ),
-            Template::Gemma => {
-                if !first_turn {
-                    s.push_str("<start_of_turn>user\n");
-                }
-                push_all(
-                    &mut s,
-                    &[text.trim(), "<end_of_turn>\n<start_of_turn>model\n"],
-                );
-            }
+            Template::ChatMl => concat(&[
+                "<|im_start|>user\n",
+                text,
+                "<|im_end|>\n<|im_start|>assistant\n",
+            ]),
+            Template::Zephyr => concat(&["<|user|>\n", text, "</s>\n<|assistant|>\n"]),
+            Template::Llama2 => concat(&[unless_first("<s>[INST] "), text.trim(), " [/INST]"]),
+            Template::Llama3 => concat(&[
+                "<|start_header_id|>user<|end_header_id|>\n\n",
+                text.trim(),
+                "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+            ]),
+            Template::Gemma => concat(&[
+                unless_first("<start_of_turn>user\n"),
+                text.trim(),
+                "<end_of_turn>\n<start_of_turn>model\n",
+            ]),
         }
-        s
     }
 
     /// The text that closes the assistant's reply in the transcript: `<|im_end|>\n`, `</s>\n`,
@@ -483,6 +450,28 @@ fn push_all(s: &mut String, parts: &[&str]) {
     for p in parts {
         s.push_str(p);
     }
+}
+
+/// `text` between `open` and `close`, or nothing if `text` is empty.
+fn around<'a>([open, close]: [&'a str; 2], text: &'a str) -> [&'a str; 3] {
+    if text.is_empty() {
+        ["", "", ""]
+    } else {
+        [open, text, close]
+    }
+}
+
+/// `parts` joined, in a `String` reserved fallibly to its exact length: a chat turn's text is as
+/// long as what the user typed.
+fn concat(parts: &[&str]) -> Result<String, OutOfMemory> {
+    let len = parts.iter().map(|p| p.len()).sum();
+    let mut s = String::new();
+    s.try_reserve_exact(len).map_err(|_| OutOfMemory {
+        what: "the chat template's text",
+        bytes: len,
+    })?;
+    push_all(&mut s, parts);
+    Ok(s)
 }
 
 /// The default system message a ChatML template inserts when the conversation has none, e.g.
@@ -682,15 +671,15 @@ mod tests {
     }
 
     fn incremental(t: Template, c: &Conv) -> String {
-        let mut s = t.system(c.system);
+        let mut s = t.system(c.system).unwrap();
         let mut first = true;
         for (user, reply) in c.turns {
-            s += &t.user_turn(user, first);
+            s += &t.user_turn(user, first).unwrap();
             first = false;
             s += &generated(t, reply);
             s += t.end_of_turn();
         }
-        s += &t.user_turn(c.last, first);
+        s += &t.user_turn(c.last, first).unwrap();
         s
     }
 
@@ -768,7 +757,7 @@ mod tests {
              <|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n\
              <|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n"
         );
-        assert_eq!(t.system(""), "");
+        assert_eq!(t.system("").unwrap(), "");
         // SmolLM2's template without a system message: the default, then the turn.
         let sys = default_system_prompt(SMOLLM2).unwrap();
         assert_eq!(
@@ -835,7 +824,7 @@ mod tests {
              <|start_header_id|>assistant<|end_header_id|>\n\n"
         );
         assert_eq!(
-            t.system("  "),
+            t.system("  ").unwrap(),
             "<|begin_of_text|>",
             "a blank system prompt is none"
         );
@@ -854,7 +843,7 @@ mod tests {
             assert_eq!(t.find_stop(&reply), Some(5));
             assert_eq!(
                 t.renders_bos(),
-                t.system("").contains(['<']),
+                t.system("").unwrap().contains(['<']),
                 "{}",
                 t.name()
             );
