@@ -11,6 +11,7 @@ use inference::fit::Size;
 use inference::generate::GenError;
 use inference::json::JsonError;
 use inference::model::ModelError;
+use inference::oom::OutOfMemory;
 use inference::sampler::SamplerError;
 use inference::tokenizer::TokenizerError;
 use inference::GgufError;
@@ -74,6 +75,9 @@ pub enum RunError {
     RingLink(String),
     /// The ring of boards failed (the message names the board and the cause).
     Ring(crate::ring::RingError),
+    /// A buffer of the run itself (the configuration's text, a path, a scratch buffer) does not
+    /// fit the heap.
+    OutOfMemory(OutOfMemory),
 }
 
 impl RunError {
@@ -88,6 +92,7 @@ impl RunError {
             RunError::Cache(CacheError::OutOfMemory(_)) => true,
             RunError::Sampler(SamplerError::OutOfMemory(_)) => true,
             RunError::Chat(text) => text.contains("out of memory"),
+            RunError::OutOfMemory(_) => true,
             _ => false,
         }
     }
@@ -145,6 +150,7 @@ impl fmt::Display for RunError {
             Speculation(e) => write!(f, "{CONFIG_PATH}: {e}"),
             RingLink(e) => write!(f, "{CONFIG_PATH}: ring: {e}"),
             Ring(e) => write!(f, "ring: {e}"),
+            OutOfMemory(e) => write!(f, "memory: {e}"),
         }
     }
 }
