@@ -67,8 +67,8 @@ pub enum RunError {
     Prompt(TokenizerError),
     /// The forward pass or the device failed while generating.
     Generate(GenError),
-    /// The chat stopped on a model or device error.
-    Chat(String),
+    /// The chat stopped on a model or device error, or out of memory.
+    Chat(crate::chat::ChatError),
     /// The speculation settings do not fit the model (`self_draft`, `draft`).
     Speculation(String),
     /// `ring = K/N` on a board without a link UART, or the link cannot run at `ring_baud`.
@@ -91,7 +91,7 @@ impl RunError {
             RunError::Tokenizer(TokenizerError::OutOfMemory(_)) => true,
             RunError::Cache(CacheError::OutOfMemory(_)) => true,
             RunError::Sampler(SamplerError::OutOfMemory(_)) => true,
-            RunError::Chat(text) => text.contains("out of memory"),
+            RunError::Chat(e) => e.out_of_memory(),
             RunError::OutOfMemory(_) => true,
             _ => false,
         }
