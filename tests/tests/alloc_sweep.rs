@@ -502,7 +502,6 @@ const STILL_INFALLIBLE: &[&str] = &[
     "inference::tokenizer::spm::tokenize",
     "inference::tokenizer::spm::tokenize::{{closure}}",
     "inference::tokenizer::symbols::chain",
-    "runtime::run::run",
 ];
 
 #[test]

@@ -13,6 +13,7 @@ mod generate;
 pub mod measure;
 mod profile;
 mod ring;
+mod source;
 pub(crate) mod spec;
 
 pub use error::{CardError, RunError};
@@ -25,7 +26,6 @@ use crate::console::{Console, Out};
 use crate::iocore::{IoShared, Served, Texted};
 use crate::pagecache::{FileSource, Options, PageCache};
 use crate::platform::Platform;
-use alloc::boxed::Box;
 use alloc::string::{String, ToString};
 use converse::ChatRun;
 use core::fmt::{self, Write};
@@ -132,9 +132,9 @@ where
     let (shared, plain) = reader(direct.into_inner(), cfg, capacity < size, cores, platform);
     let serve = || shared.as_ref().is_some_and(|s| s.serve_one());
     let _serving = start_serving(&shared, &serve, cores, platform, &mut out);
-    let src: Box<dyn FileSource<Error = String> + Send + '_> = match (&shared, plain) {
-        (Some(s), _) => Box::new(Served::new(s)),
-        (None, Some(c)) => Box::new(Texted(c)),
+    let src = match (&shared, plain) {
+        (Some(s), _) => source::Source::Served(Served::new(s)),
+        (None, Some(c)) => source::Source::Texted(Texted(c)),
         (None, None) => unreachable!("reader() returns one of the two"),
     };
     let wanted = spec::pin_order(cfg, &m.model, (size, capacity))?;
@@ -534,23 +534,20 @@ where
 }
 
 /// The page cache [`load`] fills, and the nanoseconds it took.
-type Loaded<'s> = (
-    PageCache<Box<dyn FileSource<Error = String> + Send + 's>>,
-    u64,
-);
+type Loaded<F> = (PageCache<F>, u64);
 
 /// Step 5: fill the page cache's resident part (the `wanted` ranges of the file, all of it for a
 /// board alone) with a progress counter, calling `tick` as it goes, and say how it went. Returns
 /// the cache and the load time in nanoseconds.
-fn load<'s, P: Platform + ?Sized>(
-    src: Box<dyn FileSource<Error = String> + Send + 's>,
+fn load<F: FileSource<Error = String> + Send, P: Platform + ?Sized>(
+    src: F,
     cfg: &Config,
     capacity: u64,
     wanted: &[(u64, u64)],
     tick: &dyn Fn(),
     platform: &P,
     out: &mut Out<'_>,
-) -> Result<Loaded<'s>, RunError> {
+) -> Result<Loaded<F>, RunError> {
     set_stage(Stage::PageCache);
     let t_load = platform.now_ns();
     let read = platform.instruction_counter();
