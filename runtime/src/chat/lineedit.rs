@@ -308,6 +308,20 @@ mod tests {
     }
 
     #[test]
+    fn a_recycled_buffer_keeps_its_room() {
+        let mut ed = LineEditor::try_new(16).unwrap();
+        let room = ed.line.capacity();
+        assert!(room >= 16);
+        let (events, _) = run(&mut ed, b"0123456789abcdef\r");
+        let Some(Event::Line(l)) = events.into_iter().next() else {
+            panic!("no line")
+        };
+        assert_eq!(l, "0123456789abcdef");
+        ed.recycle(l);
+        assert_eq!((ed.line(), ed.line.capacity()), ("", room));
+    }
+
+    #[test]
     fn enter_in_every_form_counts_once() {
         assert_eq!(lines(b"hi\r"), [line("hi")]);
         assert_eq!(lines(b"hi\n"), [line("hi")]);
