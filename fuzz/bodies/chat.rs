@@ -105,7 +105,7 @@ fn line(l: &str, max: usize, template: Template, first: bool) -> Option<String> 
                 l.ends_with(msg),
                 "chat: the message is not the end of the line"
             );
-            return Some(template.user_turn(msg, first));
+            return template.user_turn(msg, first).ok();
         }
     }
     None

@@ -5,8 +5,10 @@
 //! use the escapes `\n`, `\t` and `\\` to hold several lines.
 #![forbid(unsafe_code)]
 
+use alloc::borrow::Cow;
 use alloc::string::String;
 use core::fmt;
+use inference::oom::OutOfMemory;
 use inference::sampler::{Given, SamplerConfig};
 use inference::speculate::{SpecSettings, MAX_LOOKUP};
 
@@ -63,8 +65,8 @@ impl fmt::Display for ArmClock {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
-    /// Path of the GGUF file on the FAT volume.
-    pub model: String,
+    /// Path of the GGUF file on the FAT volume (the default is borrowed: nothing allocated).
+    pub model: Cow<'static, str>,
     pub prompt: Option<String>,
     /// Chat: the system prompt (`None`: the model's default, if its template has one).
     pub system: Option<String>,
@@ -73,7 +75,7 @@ pub struct Config {
     /// Allow writing the card: only the prompt-cache file's own blocks, never the FAT.
     pub allow_write: bool,
     /// The prompt-cache file (preallocated on the card); `None` turns the cache off.
-    pub prompt_cache: Option<String>,
+    pub prompt_cache: Option<Cow<'static, str>>,
     pub mode: Mode,
     /// Tokens to generate.
     pub max_tokens: usize,
@@ -98,7 +100,7 @@ pub struct Config {
     /// Parse special-token text (`<|im_start|>`) in the prompt.
     pub special: bool,
     /// Kernel set: `auto` (the fastest this CPU runs) or one of `inference::quant::SET_NAMES`.
-    pub kernels: String,
+    pub kernels: &'static str,
     /// Benchmarking: run an N-core split on one core, counting each core's share of every job.
     pub measure_cores: Option<usize>,
     /// Diagnostics: `panic` or `exception` stops the run that way after loading, to check that the
@@ -133,12 +135,12 @@ pub const MAX_RING_BAUD: u32 = 4_000_000;
 impl Default for Config {
     fn default() -> Self {
         Self {
-            model: "/model.gguf".into(),
+            model: Cow::Borrowed("/model.gguf"),
             prompt: None,
             system: None,
             json: false,
             allow_write: false,
-            prompt_cache: Some("/lmboot.kv".into()),
+            prompt_cache: Some(Cow::Borrowed("/lmboot.kv")),
             mode: Mode::Auto,
             max_tokens: 64,
             sampler: SamplerConfig::default(),
@@ -151,7 +153,7 @@ impl Default for Config {
             io_core: IoCore::Auto,
             cores: None,
             special: true,
-            kernels: "auto".into(),
+            kernels: "auto",
             measure_cores: None,
             selftest: None,
             arm_freq: ArmClock::Max,
@@ -195,6 +197,8 @@ pub enum ConfigErrorKind {
         key: String,
         escape: char,
     },
+    /// The heap cannot hold a value of the file (a path, a prompt).
+    OutOfMemory(OutOfMemory),
 }
 
 impl fmt::Display for ConfigError {
@@ -223,6 +227,7 @@ impl fmt::Display for ConfigError {
             ConfigErrorKind::BadEscape { key, escape } => {
                 write!(f, "{key}: unknown escape \\{escape} (use \\n, \\t or \\\\)")
             }
+            ConfigErrorKind::OutOfMemory(e) => write!(f, "{e}"),
         }
     }
 }
@@ -264,6 +269,23 @@ impl Field<'_> {
                 allowed,
             },
         }
+    }
+
+    /// The error for a value of `bytes` bytes the heap cannot hold (`what` it is).
+    fn no_memory(&self, what: &'static str, bytes: usize) -> ConfigError {
+        ConfigError {
+            line: self.line,
+            kind: ConfigErrorKind::OutOfMemory(OutOfMemory { what, bytes }),
+        }
+    }
+
+    /// The value as an owned path, allocated fallibly (`what` names it in the error).
+    fn path(&self, what: &'static str) -> Result<Cow<'static, str>, ConfigError> {
+        let mut s = String::new();
+        s.try_reserve_exact(self.v.len())
+            .map_err(|_| self.no_memory(what, self.v.len()))?;
+        s.push_str(self.v);
+        Ok(Cow::Owned(s))
     }
 
     fn boolean(&self) -> Result<bool, ConfigError> {
@@ -316,8 +338,12 @@ impl Field<'_> {
     }
 }
 
-fn unescape(line: usize, key: &str, v: &str) -> Result<String, ConfigError> {
-    let mut out = String::with_capacity(v.len());
+/// `f`'s value with its escapes replaced (never longer than the value, so reserved once).
+fn unescape(f: &Field<'_>) -> Result<String, ConfigError> {
+    let Field { line, key, v } = *f;
+    let mut out = String::new();
+    out.try_reserve_exact(v.len())
+        .map_err(|_| f.no_memory("a prompt", v.len()))?;
     let mut it = v.chars();
     while let Some(c) = it.next() {
         if c != '\\' {
@@ -355,7 +381,8 @@ impl Config {
     /// Parse a configuration file's bytes; unset keys keep their defaults.
     pub fn parse(text: &[u8]) -> Result<Config, ConfigError> {
         let mut c = Config::default();
-        let mut seen: alloc::vec::Vec<&str> = alloc::vec::Vec::new();
+        // Bit i: the i-th key of KNOWN was set (fewer than 64 keys).
+        let mut seen = 0u64;
         for (i, raw) in text.split(|&b| b == b'\n').enumerate() {
             let line = i + 1;
             let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
@@ -384,8 +411,8 @@ impl Config {
                 kind: ConfigErrorKind::NoEquals,
             })?;
             let (k, v) = (k.trim(), v.trim());
-            let key = match KNOWN.split(", ").find(|&known| known == k) {
-                Some(key) => key,
+            let (i, key) = match KNOWN.split(", ").enumerate().find(|&(_, known)| known == k) {
+                Some(found) => found,
                 None => {
                     return Err(ConfigError {
                         line,
@@ -393,13 +420,13 @@ impl Config {
                     })
                 }
             };
-            if seen.contains(&key) {
+            if seen & 1 << i != 0 {
                 return Err(ConfigError {
                     line,
                     kind: ConfigErrorKind::Repeated { key: key.into() },
                 });
             }
-            seen.push(key);
+            seen |= 1 << i;
             set(&mut c, &Field { line, key, v })?;
         }
         Ok(c)
@@ -429,22 +456,22 @@ fn set(c: &mut Config, f: &Field<'_>) -> Result<(), ConfigError> {
 
 /// The model, the text and how it is run: set if `f.key` is one of those; `false`: not one of them.
 fn set_text(c: &mut Config, f: &Field<'_>) -> Result<bool, ConfigError> {
-    let Field { line, key, v } = *f;
+    let Field { key, v, .. } = *f;
     match key {
         "model" => {
             if v.is_empty() {
                 return Err(f.bad("a path on the card, e.g. /model.gguf"));
             }
-            c.model = v.into();
+            c.model = f.path("the model's path")?;
         }
-        "prompt" => c.prompt = Some(unescape(line, key, v)?),
-        "system" => c.system = Some(unescape(line, key, v)?),
+        "prompt" => c.prompt = Some(unescape(f)?),
+        "system" => c.system = Some(unescape(f)?),
         "json" => c.json = f.boolean()?,
         "allow_write" => c.allow_write = f.boolean()?,
         "prompt_cache" => {
             c.prompt_cache = match v {
                 "off" | "none" => None,
-                p if p.starts_with('/') => Some(p.into()),
+                p if p.starts_with('/') => Some(f.path("the prompt cache's path")?),
                 _ => return Err(f.bad("off, or a path on the card starting with /")),
             }
         }
@@ -524,10 +551,12 @@ fn set_machine(c: &mut Config, f: &Field<'_>) -> Result<bool, ConfigError> {
             }
         }
         "kernels" => {
-            if v != "auto" && !inference::quant::SET_NAMES.contains(&v) {
-                return Err(f.bad(inference::quant::SET_CHOICES));
-            }
-            c.kernels = v.into();
+            let names = inference::quant::SET_NAMES;
+            c.kernels = match names.iter().find(|&&n| n == v) {
+                Some(name) => name,
+                None if v == "auto" => "auto",
+                None => return Err(f.bad(inference::quant::SET_CHOICES)),
+            };
         }
         "selftest" => {
             if !["none", "panic", "exception"].contains(&v) {

@@ -89,7 +89,7 @@ fn two_turns_keep_the_cache_and_reset_starts_again() {
     );
 
     let sys_tokens = tok
-        .encode(&template.system(&system), true, true)
+        .encode(&template.system(&system).unwrap(), true, true)
         .unwrap()
         .len();
     assert!(
@@ -102,7 +102,7 @@ fn two_turns_keep_the_cache_and_reset_starts_again() {
     assert_eq!(t.len(), 3, "{uart}");
     // Turn 1: the system prompt is in the cache; the turn feeds the user piece.
     let first = tok
-        .encode(&template.user_turn("Hi!", true), false, true)
+        .encode(&template.user_turn("Hi!", true).unwrap(), false, true)
         .unwrap();
     assert_eq!((t[0].0, t[0].1), (first.len(), sys_tokens));
     // Turn 2 starts where turn 1 ended and feeds only: the last reply token (not yet through the
@@ -110,7 +110,9 @@ fn two_turns_keep_the_cache_and_reset_starts_again() {
     let piece = format!(
         "{}{}",
         template.end_of_turn(),
-        template.user_turn("What is the capital of France?", false)
+        template
+            .user_turn("What is the capital of France?", false)
+            .unwrap()
     );
     let second = 1 + tok.encode(&piece, false, true).unwrap().len();
     assert_eq!(t[1].1, t[0].2, "turn 2 must continue from turn 1's context");
@@ -123,8 +125,8 @@ fn two_turns_keep_the_cache_and_reset_starts_again() {
     // The first reply equals the PC runner's greedy text for the same transcript.
     let transcript = format!(
         "{}{}",
-        template.system(&system),
-        template.user_turn("Hi!", true)
+        template.system(&system).unwrap(),
+        template.user_turn("Hi!", true).unwrap()
     );
     let s = xtask::Settings {
         prompt: transcript,

@@ -15,11 +15,11 @@ fn id(tok: &Tokenizer, text: &str) -> u32 {
 /// The pieces of a two-turn conversation, in order, as the kernel feeds them.
 fn pieces(t: Template, system: &str) -> Vec<String> {
     vec![
-        t.system(system),
-        t.user_turn("Hi!", true),
+        t.system(system).unwrap(),
+        t.user_turn("Hi!", true).unwrap(),
         "Hello! How can I help you today?".into(),
         t.end_of_turn().into(),
-        t.user_turn("What is 2+2?", false),
+        t.user_turn("What is 2+2?", false).unwrap(),
     ]
 }
 

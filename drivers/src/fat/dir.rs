@@ -75,25 +75,45 @@ fn oem_char(b: u8, lower: bool) -> char {
 }
 
 /// The 8.3 name of a short entry as `BASE.EXT`; `nt_case` applies the NT lowercase bits.
-fn short_name(e: &[u8], nt_case: bool) -> String {
+fn short_name(e: &[u8], nt_case: bool) -> Result<String, FormatError> {
     let trim = |s: &[u8]| s.len() - s.iter().rev().take_while(|&&b| b == b' ').count();
     let (base, ext) = (&e[0..8], &e[8..11]);
     let (lower_base, lower_ext) = (nt_case && e[12] & 0x08 != 0, nt_case && e[12] & 0x10 != 0);
-    let mut s = String::with_capacity(12);
+    // At most 8 + 1 + 3 characters: gathered on the stack, then copied into a String of their size.
+    let mut chars = ['\0'; 12];
+    let mut n = 0;
+    let mut put = |c: char| {
+        chars[n] = c;
+        n += 1;
+    };
     for (i, &b) in base[..trim(base)].iter().enumerate() {
-        s.push(oem_char(
+        put(oem_char(
             if i == 0 && b == 0x05 { 0xE5 } else { b },
             lower_base,
         ));
     }
     let ext = &ext[..trim(ext)];
     if !ext.is_empty() {
-        s.push('.');
+        put('.');
         for &b in ext {
-            s.push(oem_char(b, lower_ext));
+            put(oem_char(b, lower_ext));
         }
     }
-    s
+    string_of(chars[..n].iter().copied(), "a short name")
+}
+
+/// The characters of `chars` as a `String` allocated fallibly to their exact size, or the error
+/// naming `what`.
+pub(super) fn string_of<I>(chars: I, what: &'static str) -> Result<String, FormatError>
+where
+    I: Iterator<Item = char> + Clone,
+{
+    let bytes = chars.clone().map(char::len_utf8).sum();
+    let mut s = String::new();
+    s.try_reserve_exact(bytes)
+        .map_err(|_| FormatError::NoMemory { what, bytes })?;
+    s.extend(chars);
+    Ok(s)
 }
 
 /// A long name being collected.
@@ -149,11 +169,11 @@ impl LongName {
     }
 
     /// The collected name if it is complete and belongs to the short entry with `checksum`.
-    fn take(&mut self, checksum: u8) -> Option<String> {
+    fn take(&mut self, checksum: u8) -> Result<Option<String>, FormatError> {
         let ok = self.active && self.last == 1 && self.checksum == checksum;
         self.active = false;
         if !ok {
-            return None;
+            return Ok(None);
         }
         let units = &self.units[..self.count as usize * LFN_UNITS];
         let len = units
@@ -161,13 +181,11 @@ impl LongName {
             .position(|&u| u == 0x0000 || u == 0xFFFF)
             .unwrap_or(units.len());
         if len == 0 {
-            return None;
+            return Ok(None);
         }
-        Some(
-            char::decode_utf16(units[..len].iter().copied())
-                .map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER))
-                .collect(),
-        )
+        let chars = char::decode_utf16(units[..len].iter().copied())
+            .map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER));
+        string_of(chars, "a long name").map(Some)
     }
 }
 
@@ -214,13 +232,17 @@ pub(super) fn walk<D: BlockDevice, T>(
                     long.reset();
                     continue;
                 }
-                let long_name = long.take(short_name_checksum(&e[0..11]));
+                let long_name = long.take(short_name_checksum(&e[0..11]))?;
                 if &e[0..11] == b".          " || &e[0..11] == b"..         " {
                     continue;
                 }
+                let name = match long_name {
+                    Some(name) => name,
+                    None => short_name(e, true)?,
+                };
                 let entry = DirEntry {
-                    name: long_name.unwrap_or_else(|| short_name(e, true)),
-                    short_name: short_name(e, false),
+                    name,
+                    short_name: short_name(e, false)?,
                     is_dir: attr & ATTR_DIRECTORY != 0,
                     size: u64::from(u32::from_le_bytes([e[28], e[29], e[30], e[31]])),
                     first_cluster: u32::from(u16::from_le_bytes([e[20], e[21]])) << 16

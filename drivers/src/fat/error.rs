@@ -97,6 +97,8 @@ pub enum FormatError {
     /// The heap cannot hold the extent list of a file in (at least) `extents` extents: a file
     /// fragmented beyond what memory allows (24 bytes an extent).
     OutOfMemory { extents: u64 },
+    /// The heap cannot hold `bytes` more bytes for `what` (a name, a path, the walk's stack).
+    NoMemory { what: &'static str, bytes: usize },
     /// No entry `path` (the path up to the missing component).
     NotFound { path: String },
     /// `path` names a file where a directory was needed.
@@ -232,6 +234,9 @@ impl fmt::Display for FormatError {
                 "FAT: no memory for the extent list of a file in at least {extents} extents (24 bytes \
                  each); the file is too fragmented: copy it to a freshly formatted card"
             ),
+            NoMemory { what, bytes } => {
+                write!(f, "FAT: out of memory allocating {what} ({bytes} bytes)")
+            }
             NotFound { path } => write!(f, "FAT: '{path}' not found"),
             NotADirectory { path } => write!(f, "FAT: '{path}' is not a directory"),
             IsADirectory { path } => write!(f, "FAT: '{path}' is a directory"),

@@ -279,8 +279,15 @@ fn finish<E>(
     if let Some(last) = extents.last_mut() {
         last.blocks -= excess;
     }
-    // The pushes doubled the capacity: give back up to half the list for as long as the file is open.
-    extents.shrink_to_fit();
+    // The pushes doubled the capacity: give back up to half the list for as long as the file is open
+    // (a copy of the exact size, when the heap has room for it; else the list stays as it is).
+    if extents.capacity() > extents.len() {
+        let mut tight = Vec::new();
+        if tight.try_reserve_exact(extents.len()).is_ok() {
+            tight.extend_from_slice(&extents);
+            extents = tight;
+        }
+    }
     let mut starts = Vec::new();
     starts.try_reserve_exact(extents.len()).map_err(|_| {
         FatError::Format(FormatError::OutOfMemory {

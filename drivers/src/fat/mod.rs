@@ -165,13 +165,11 @@ impl Volume {
     ) -> Result<Target, FatError<D::Error>> {
         // The entries from the root down to the current one; empty = the root.
         let mut stack: Vec<DirEntry> = Vec::new();
-        let shown = |stack: &[DirEntry]| {
-            let mut s = String::new();
-            for e in stack {
-                s.push('/');
-                s.push_str(&e.name);
-            }
-            s
+        // The path of the entries on the stack, then `last` (for errors).
+        let shown = |stack: &[DirEntry], last: Option<&str>| {
+            let names = stack.iter().map(|e| e.name.as_str()).chain(last);
+            let chars = names.flat_map(|n| core::iter::once('/').chain(n.chars()));
+            dir::string_of(chars, "a path")
         };
         for comp in path.split('/') {
             if comp.is_empty() || comp == "." {
@@ -179,7 +177,7 @@ impl Volume {
             }
             if stack.last().is_some_and(|e| !e.is_dir) {
                 return Err(FatError::Format(FormatError::NotADirectory {
-                    path: shown(&stack),
+                    path: shown(&stack, None)?,
                 }));
             }
             if comp == ".." {
@@ -194,12 +192,16 @@ impl Volume {
                 e.matches(comp).then_some(e)
             })?;
             match found {
-                Some(e) => stack.push(e),
+                Some(e) => {
+                    stack.try_reserve(1).map_err(|_| FormatError::NoMemory {
+                        what: "the entries of a path",
+                        bytes: core::mem::size_of::<DirEntry>(),
+                    })?;
+                    stack.push(e);
+                }
                 None => {
-                    let mut p = shown(&stack);
-                    p.push('/');
-                    p.push_str(comp);
-                    return Err(FatError::Format(FormatError::NotFound { path: p }));
+                    let path = shown(&stack, Some(comp))?;
+                    return Err(FatError::Format(FormatError::NotFound { path }));
                 }
             }
         }

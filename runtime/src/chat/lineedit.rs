@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 use alloc::string::String;
+use inference::oom::OutOfMemory;
 
 /// What a received byte completed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,6 +88,27 @@ impl LineEditor {
             max_len,
             state: State::Normal,
             after_cr: false,
+        }
+    }
+
+    /// An empty editor with its `max_len` bytes reserved up front, so typing never allocates
+    /// (give each line [`Event::Line`] returns back with [`Self::recycle`]).
+    pub fn try_new(max_len: usize) -> Result<Self, OutOfMemory> {
+        let mut ed = Self::new(max_len);
+        ed.line
+            .try_reserve_exact(max_len)
+            .map_err(|_| OutOfMemory {
+                what: "the line editor's buffer",
+                bytes: max_len,
+            })?;
+        Ok(ed)
+    }
+
+    /// Take back the buffer of a line [`Event::Line`] returned (emptied), for the next line.
+    pub fn recycle(&mut self, mut line: String) {
+        if self.line.is_empty() && line.capacity() > self.line.capacity() {
+            line.clear();
+            self.line = line;
         }
     }
 
@@ -283,6 +305,20 @@ mod tests {
 
     fn line(s: &str) -> Event {
         Event::Line(s.into())
+    }
+
+    #[test]
+    fn a_recycled_buffer_keeps_its_room() {
+        let mut ed = LineEditor::try_new(16).unwrap();
+        let room = ed.line.capacity();
+        assert!(room >= 16);
+        let (events, _) = run(&mut ed, b"0123456789abcdef\r");
+        let Some(Event::Line(l)) = events.into_iter().next() else {
+            panic!("no line")
+        };
+        assert_eq!(l, "0123456789abcdef");
+        ed.recycle(l);
+        assert_eq!((ed.line(), ed.line.capacity()), ("", room));
     }
 
     #[test]

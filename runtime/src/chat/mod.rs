@@ -6,4 +6,4 @@ pub mod commands;
 pub mod lineedit;
 pub mod session;
 
-pub use session::{Chat, Line};
+pub use session::{Chat, ChatError, Line};

@@ -10,13 +10,16 @@
 use super::commands::{self as chatcmd, Command};
 use super::lineedit::{Event, LineEditor};
 use crate::console::Console;
+use alloc::borrow::Cow;
 use alloc::collections::VecDeque;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::fmt;
 use inference::generate::{Engine, GenReport, LogitsFilter, StopReason};
 use inference::json::JsonConstraint;
 use inference::model::RunState;
+use inference::oom::{self, OutOfMemory};
 use inference::parallel::Parallel;
 use inference::sampler::Sampler;
 use inference::speculate::Speculator;
@@ -57,6 +60,11 @@ impl<'a> Line<'a> {
 
     pub fn write(&mut self, s: &str) {
         self.con.write_bytes(s.as_bytes());
+    }
+
+    /// Write `args` straight to the console (no `String` is built).
+    pub fn print(&mut self, args: fmt::Arguments<'_>) {
+        let _ = fmt::Write::write_fmt(self, args);
     }
 
     /// During a reply: true if Ctrl-C arrived; other bytes are kept for the next prompt.
@@ -100,6 +108,51 @@ impl<'a> Line<'a> {
     }
 }
 
+impl fmt::Write for Line<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.write(s);
+        Ok(())
+    }
+}
+
+/// Why a chat stopped: a model or device error (as text), or an allocation that failed.
+#[derive(Debug)]
+pub enum ChatError {
+    Failed(String),
+    OutOfMemory(OutOfMemory),
+}
+
+impl ChatError {
+    /// True when an allocation failed.
+    pub fn out_of_memory(&self) -> bool {
+        match self {
+            ChatError::Failed(text) => text.contains("out of memory"),
+            ChatError::OutOfMemory(_) => true,
+        }
+    }
+}
+
+impl From<String> for ChatError {
+    fn from(e: String) -> Self {
+        ChatError::Failed(e)
+    }
+}
+
+impl From<OutOfMemory> for ChatError {
+    fn from(e: OutOfMemory) -> Self {
+        ChatError::OutOfMemory(e)
+    }
+}
+
+impl fmt::Display for ChatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ChatError::Failed(e) => f.write_str(e),
+            ChatError::OutOfMemory(e) => write!(f, "{e}"),
+        }
+    }
+}
+
 /// What one turn cost.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TurnStats {
@@ -117,8 +170,8 @@ pub struct TurnStats {
 pub struct Chat<'a> {
     pub tok: &'a Tokenizer,
     pub template: Template,
-    /// The system prompt (may be empty).
-    pub system: String,
+    /// The system prompt (may be empty): `lmboot.txt`'s, borrowed, or the model's.
+    pub system: Cow<'a, str>,
     /// Tokens per reply at most.
     pub max_reply: usize,
     pub clock: &'a dyn Fn() -> u64,
@@ -131,7 +184,7 @@ pub struct Chat<'a> {
 }
 
 /// [`Chat::start`]: runs or restores the system piece.
-pub type StartFn<'a> = dyn FnMut(&mut RunState, &[u32]) -> Result<String, String> + 'a;
+pub type StartFn<'a> = dyn FnMut(&mut RunState, &[u32]) -> Result<String, ChatError> + 'a;
 
 impl core::fmt::Debug for Chat<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -157,7 +210,10 @@ fn per_second(n: usize, ns: u64) -> String {
 impl Chat<'_> {
     /// The system piece's tokens.
     fn system_tokens(&self) -> Result<Vec<u32>, String> {
-        let text = self.template.system(&self.system);
+        let text = self
+            .template
+            .system(&self.system)
+            .map_err(|e| format!("{e}"))?;
         let add = !self.template.renders_bos();
         self.tok
             .encode(&text, add, true)
@@ -173,7 +229,7 @@ impl Chat<'_> {
         sampler: &mut Sampler,
         line: &mut Line<'_>,
         mut spec: Option<&mut Speculator<'_>>,
-    ) -> Result<(), String>
+    ) -> Result<(), ChatError>
     where
         S: Storage + Sync + ?Sized,
         P: Parallel + ?Sized,
@@ -185,8 +241,8 @@ impl Chat<'_> {
             // A /reset later feeds the same system piece: the drafts keep it.
             s.set_context(&system);
         }
-        line.write(&format!("chat: {} template, {} system tokens ({said}); context {} positions. /help for commands, Ctrl-D to end.\n", self.template.name(), system.len(), st.ctx()));
-        let mut ed = LineEditor::new(MAX_LINE);
+        line.print(format_args!("chat: {} template, {} system tokens ({said}); context {} positions. /help for commands, Ctrl-D to end.\n", self.template.name(), system.len(), st.ctx()));
+        let mut ed = LineEditor::try_new(MAX_LINE)?;
         let mut c = Convo {
             st,
             sampler,
@@ -207,30 +263,49 @@ impl Chat<'_> {
                 Event::Interrupt => continue,
                 Event::Line(l) => l,
             };
-            if text.trim().is_empty() {
-                continue;
-            }
-            match chatcmd::parse(&text) {
-                Some(Err(msg)) => line.write(&format!("{msg}\n")),
-                Some(Ok(cmd)) => {
-                    let stats = matches!(cmd, Command::Stats);
-                    self.command(cmd, &mut c)?;
-                    if let (true, Some(s)) = (stats, spec.as_deref()) {
-                        c.line.write(&format!("speculation: {}\n", s.stats));
-                    }
-                }
-                None => {
-                    let msg = chatcmd::message_text(&text);
-                    if let Some(ids) = self.turn_tokens(msg, &mut c) {
-                        self.reply(engine, &ids, &mut c, spec.as_deref_mut())?;
-                    }
-                }
-            }
+            let done = self.take_line(&text, engine, &mut c, spec.as_deref_mut());
+            // The editor types the next line into the same buffer (reserved once).
+            ed.recycle(text);
+            done?;
         }
     }
 
+    /// What a line typed asks for: a command, or a message the model replies to.
+    fn take_line<S, P>(
+        &mut self,
+        text: &str,
+        engine: &Engine<'_, S, P>,
+        c: &mut Convo<'_, '_>,
+        spec: Option<&mut Speculator<'_>>,
+    ) -> Result<(), ChatError>
+    where
+        S: Storage + Sync + ?Sized,
+        P: Parallel + ?Sized,
+    {
+        if text.trim().is_empty() {
+            return Ok(());
+        }
+        match chatcmd::parse(text) {
+            Some(Err(msg)) => c.line.print(format_args!("{msg}\n")),
+            Some(Ok(cmd)) => {
+                let stats = matches!(cmd, Command::Stats);
+                self.command(cmd, c)?;
+                if let (true, Some(s)) = (stats, spec.as_deref()) {
+                    c.line.print(format_args!("speculation: {}\n", s.stats));
+                }
+            }
+            None => {
+                let msg = chatcmd::message_text(text);
+                if let Some(ids) = self.turn_tokens(msg, c)? {
+                    self.reply(engine, &ids, c, spec)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Carry out a `/` command.
-    fn command(&mut self, cmd: Command, c: &mut Convo<'_, '_>) -> Result<(), String> {
+    fn command(&mut self, cmd: Command, c: &mut Convo<'_, '_>) -> Result<(), ChatError> {
         let Convo {
             st, sampler, line, ..
         } = c;
@@ -244,7 +319,7 @@ impl Chat<'_> {
                 c.last = TurnStats::default();
                 let said = (self.start)(c.st, &c.system)?;
                 let (st, line) = (&c.st, &mut c.line);
-                line.write(&format!(
+                line.print(format_args!(
                     "conversation reset ({said}); context {} of {} positions used\n",
                     st.pos,
                     st.ctx()
@@ -252,7 +327,7 @@ impl Chat<'_> {
             }
             Command::Stats => {
                 let last = &c.last;
-                line.write(&format!(
+                line.print(format_args!(
                     "stats: {} turns; last turn: {} new prompt tokens in {} ms, {} generated in {} ms ({} tok/s); context {} of {} positions used\n",
                     c.count,
                     last.prompt_tokens,
@@ -268,8 +343,8 @@ impl Chat<'_> {
                 let mut c = sampler.config;
                 c.temperature = t;
                 match sampler.set_config(c) {
-                    Ok(()) => line.write(&format!("temperature {t}\n")),
-                    Err(e) => line.write(&format!("/temp: {e}\n")),
+                    Ok(()) => line.print(format_args!("temperature {t}\n")),
+                    Err(e) => line.print(format_args!("/temp: {e}\n")),
                 }
             }
             Command::Json(on) => {
@@ -290,32 +365,37 @@ impl Chat<'_> {
 
     /// This turn's tokens: the unfed end of the last reply, its end of turn, the message; `None`
     /// (with a message on the line) if they cannot be encoded or do not fit the context.
-    fn turn_tokens(&self, msg: &str, c: &mut Convo<'_, '_>) -> Option<Vec<u32>> {
+    fn turn_tokens(&self, msg: &str, c: &mut Convo<'_, '_>) -> Result<Option<Vec<u32>>, ChatError> {
         let Convo { st, line, .. } = c;
-        let mut piece = String::new();
-        if c.count > 0 {
-            piece.push_str(self.template.end_of_turn());
-        }
-        piece.push_str(&self.template.user_turn(msg, c.count == 0));
-        let mut ids: Vec<u32> = c.pending.into_iter().collect();
-        match self.tok.encode(&piece, false, true) {
-            Ok(t) => ids.extend(t),
+        let end = if c.count > 0 {
+            self.template.end_of_turn()
+        } else {
+            ""
+        };
+        let user = self.template.user_turn(msg, c.count == 0)?;
+        let piece = oom::format(format_args!("{end}{user}"), "the turn's text")?;
+        let mut ids = match self.tok.encode(&piece, false, true) {
+            Ok(t) => t,
             Err(e) => {
-                line.write(&format!("cannot encode that message: {e}\n"));
-                return None;
+                line.print(format_args!("cannot encode that message: {e}\n"));
+                return Ok(None);
             }
+        };
+        if let Some(p) = c.pending {
+            oom::reserve(&mut ids, 1, "the turn's tokens")?;
+            ids.insert(0, p);
         }
         let free = st.ctx() - st.pos;
         if ids.len() + 1 > free {
-            line.write(&format!(
+            line.print(format_args!(
                 "context full: {} of {} positions used, this message needs {}; type /reset to start a new conversation\n",
                 st.pos,
                 st.ctx(),
                 ids.len() + 1
             ));
-            return None;
+            return Ok(None);
         }
-        Some(ids)
+        Ok(Some(ids))
     }
 
     /// Feed `ids`, stream the reply (JSON-constrained when on; Ctrl-C stops it), then the turn's
@@ -393,7 +473,7 @@ impl Chat<'_> {
             Some(StopReason::ContextFull) => "context full",
             _ => "token limit",
         };
-        line.write(&format!(
+        line.print(format_args!(
             "\n[turn {}: {} new tokens processed (context {} -> {} of {}) in {} ms ({} tok/s), {} generated in {} ms ({} tok/s); {why}]\n",
             c.count,
             ids.len(),

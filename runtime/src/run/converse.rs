@@ -3,18 +3,21 @@
 
 use super::spec::{self, SpecParts};
 use super::RunError;
-use crate::chat::{Chat, Line};
+use crate::chat::{Chat, ChatError, Line};
 use crate::config::Config;
 use crate::console::Console;
 use crate::pagecache::{DynDev, FileSource, PageCache};
 use crate::platform::Platform;
 use crate::promptcache::{self, LoadOutcome};
+use alloc::borrow::Cow;
 use alloc::format;
 use alloc::string::String;
+use core::fmt;
 use drivers::fat::File;
 use inference::generate::{Engine, Remote};
 use inference::json::JsonConstraint;
 use inference::model::{Model, RunState};
+use inference::oom::{self, OutOfMemory};
 use inference::parallel::Parallel;
 use inference::sampler::Sampler;
 use inference::template::{chat_template, default_system_prompt, Template};
@@ -53,10 +56,12 @@ impl<F: FileSource + Send> ChatRun<'_, F> {
     ) -> Result<(), RunError> {
         let cfg = self.cfg;
         let system = match &cfg.system {
-            Some(s) => s.clone(),
-            None => chat_template(self.g)
-                .and_then(default_system_prompt)
-                .unwrap_or_default(),
+            Some(s) => Cow::Borrowed(s.as_str()),
+            None => Cow::Owned(
+                chat_template(self.g)
+                    .and_then(default_system_prompt)
+                    .unwrap_or_default(),
+            ),
         };
         let engine = Engine {
             model: self.model,
@@ -115,7 +120,7 @@ impl<F: FileSource + Send> ChatRun<'_, F> {
         st: &mut RunState,
         ids: &[u32],
         clock_ns: fn() -> u64,
-    ) -> Result<String, String> {
+    ) -> Result<String, ChatError> {
         let kv = self.kv_file.zip(key);
         let mut said = String::new();
         if let Some(((path, file), key)) = kv {
@@ -125,10 +130,11 @@ impl<F: FileSource + Send> ChatRun<'_, F> {
             });
             match r {
                 Some(Ok(o @ LoadOutcome::Restored { .. })) => {
-                    return Ok(format!("{path}: {o}, prefill skipped"))
+                    append(&mut said, format_args!("{path}: {o}, prefill skipped"))?;
+                    return Ok(said);
                 }
-                Some(Ok(o)) => said = format!("{path}: {o}; "),
-                Some(Err(e)) => said = format!("{path}: {e}; "),
+                Some(Ok(o)) => append(&mut said, format_args!("{path}: {o}; "))?,
+                Some(Err(e)) => append(&mut said, format_args!("{path}: {e}; "))?,
                 None => {}
             }
             st.reset();
@@ -137,28 +143,52 @@ impl<F: FileSource + Send> ChatRun<'_, F> {
         engine
             .feed(st, ids)
             .map_err(|e| format!("system prompt: {e}"))?;
-        said.push_str(&format!(
-            "prefilled in {} ms",
-            (clock_ns() - t0) / 1_000_000
-        ));
+        let ms = (clock_ns() - t0) / 1_000_000;
+        append(&mut said, format_args!("prefilled in {ms} ms"))?;
         if let Some(((path, file), key)) = kv {
-            said.push_str(&self.save(path, file, key, ids, st));
+            self.save(path, file, (key, ids, st), &mut said)?;
         }
         Ok(said)
     }
 
-    /// Save the state after the system piece to the prompt-cache file, if writes are allowed.
-    fn save(&self, path: &str, file: &File, key: u64, ids: &[u32], st: &RunState) -> String {
+    /// Save the state after the system piece to the prompt-cache file, if writes are allowed, and
+    /// say how that went after `said`.
+    fn save(
+        &self,
+        path: &str,
+        file: &File,
+        (key, ids, st): (u64, &[u32], &RunState),
+        said: &mut String,
+    ) -> Result<(), OutOfMemory> {
         if !self.cfg.allow_write {
-            return format!(", not saved to {path} (allow_write = false)");
+            return append(
+                said,
+                format_args!(", not saved to {path} (allow_write = false)"),
+            );
         }
         let mut r = None;
         self.cache
             .with_device(&mut |d| r = Some(promptcache::save(file, &mut DynDev(d), key, ids, st)));
         match r {
-            Some(Ok(rep)) => format!(", saved to {path} ({} KiB)", rep.bytes >> 10),
-            Some(Err(e)) => format!(", not saved to {path}: {e}"),
-            None => String::new(),
+            Some(Ok(rep)) => append(
+                said,
+                format_args!(", saved to {path} ({} KiB)", rep.bytes >> 10),
+            ),
+            Some(Err(e)) => append(said, format_args!(", not saved to {path}: {e}")),
+            None => Ok(()),
         }
     }
+}
+
+/// `said` with `args` after it, its room reserved fallibly (the chat's first line says what the
+/// prompt cache did).
+fn append(said: &mut String, args: fmt::Arguments<'_>) -> Result<(), OutOfMemory> {
+    let what = "the prompt cache's message";
+    let piece = oom::format(args, what)?;
+    said.try_reserve(piece.len()).map_err(|_| OutOfMemory {
+        what,
+        bytes: piece.len(),
+    })?;
+    said.push_str(&piece);
+    Ok(())
 }

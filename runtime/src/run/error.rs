@@ -11,6 +11,7 @@ use inference::fit::Size;
 use inference::generate::GenError;
 use inference::json::JsonError;
 use inference::model::ModelError;
+use inference::oom::OutOfMemory;
 use inference::sampler::SamplerError;
 use inference::tokenizer::TokenizerError;
 use inference::GgufError;
@@ -66,14 +67,17 @@ pub enum RunError {
     Prompt(TokenizerError),
     /// The forward pass or the device failed while generating.
     Generate(GenError),
-    /// The chat stopped on a model or device error.
-    Chat(String),
+    /// The chat stopped on a model or device error, or out of memory.
+    Chat(crate::chat::ChatError),
     /// The speculation settings do not fit the model (`self_draft`, `draft`).
     Speculation(String),
     /// `ring = K/N` on a board without a link UART, or the link cannot run at `ring_baud`.
     RingLink(String),
     /// The ring of boards failed (the message names the board and the cause).
     Ring(crate::ring::RingError),
+    /// A buffer of the run itself (the configuration's text, a path, a scratch buffer) does not
+    /// fit the heap.
+    OutOfMemory(OutOfMemory),
 }
 
 impl RunError {
@@ -87,7 +91,8 @@ impl RunError {
             RunError::Tokenizer(TokenizerError::OutOfMemory(_)) => true,
             RunError::Cache(CacheError::OutOfMemory(_)) => true,
             RunError::Sampler(SamplerError::OutOfMemory(_)) => true,
-            RunError::Chat(text) => text.contains("out of memory"),
+            RunError::Chat(e) => e.out_of_memory(),
+            RunError::OutOfMemory(_) => true,
             _ => false,
         }
     }
@@ -145,6 +150,7 @@ impl fmt::Display for RunError {
             Speculation(e) => write!(f, "{CONFIG_PATH}: {e}"),
             RingLink(e) => write!(f, "{CONFIG_PATH}: ring: {e}"),
             Ring(e) => write!(f, "ring: {e}"),
+            OutOfMemory(e) => write!(f, "memory: {e}"),
         }
     }
 }

@@ -13,6 +13,7 @@ mod generate;
 pub mod measure;
 mod profile;
 mod ring;
+mod source;
 pub(crate) mod spec;
 
 pub use error::{CardError, RunError};
@@ -25,17 +26,14 @@ use crate::console::{Console, Out};
 use crate::iocore::{IoShared, Served, Texted};
 use crate::pagecache::{FileSource, Options, PageCache};
 use crate::platform::Platform;
-use alloc::boxed::Box;
-use alloc::collections::BTreeMap;
-use alloc::format;
 use alloc::string::{String, ToString};
-use alloc::vec::Vec;
 use converse::ChatRun;
-use core::fmt::Write;
+use core::fmt::{self, Write};
 use drivers::block::{BlockDevice, WriteBlocks};
 use drivers::fat::{File, Volume};
+use inference::gguf::TensorInfo;
 use inference::model::{Model, RunState};
-use inference::oom::{set_stage, Stage};
+use inference::oom::{self, set_stage, Stage};
 use inference::parallel::Parallel;
 use inference::tokenizer::Tokenizer;
 use inference::{Gguf, Kernels};
@@ -134,12 +132,12 @@ where
     let (shared, plain) = reader(direct.into_inner(), cfg, capacity < size, cores, platform);
     let serve = || shared.as_ref().is_some_and(|s| s.serve_one());
     let _serving = start_serving(&shared, &serve, cores, platform, &mut out);
-    let src: Box<dyn FileSource<Error = String> + Send + '_> = match (&shared, plain) {
-        (Some(s), _) => Box::new(Served::new(s)),
-        (None, Some(c)) => Box::new(Texted(c)),
+    let src = match (&shared, plain) {
+        (Some(s), _) => source::Source::Served(Served::new(s)),
+        (None, Some(c)) => source::Source::Texted(Texted(c)),
         (None, None) => unreachable!("reader() returns one of the two"),
     };
-    let wanted = spec::pin_order(cfg, &m.model, (size, capacity));
+    let wanted = spec::pin_order(cfg, &m.model, (size, capacity))?;
     let (cache, load_ns) = load(src, cfg, capacity, &wanted, &|| {}, platform, &mut out)?;
     cache.set_schedule(m.model.weights.read_order(), cores);
     let whole = inference::model::Part::whole(m.model.config.n_layer);
@@ -240,21 +238,30 @@ pub fn mount<D: BlockDevice>(dev: &mut D) -> Result<Card, RunError> {
     let f = vol
         .open(dev, CONFIG_PATH)
         .map_err(|e| RunError::ConfigMissing(e.map_device(text)))?;
-    let mut bytes = alloc::vec![0u8; f.size().min(1 << 20) as usize];
+    let mut bytes = oom::filled(
+        f.size().min(1 << 20) as usize,
+        0u8,
+        "the configuration's text",
+    )
+    .map_err(RunError::OutOfMemory)?;
     f.read_at(dev, 0, &mut bytes)
         .map_err(|e| RunError::ConfigRead(e.map_device(text)))?;
     let cfg = Config::parse(&bytes).map_err(RunError::Config)?;
     let model = vol.open(dev, &cfg.model).map_err(|e| RunError::ModelOpen {
-        path: cfg.model.clone(),
+        path: cfg.model.to_string(),
         error: e.map_device(text),
     })?;
     let kv_file = cfg
         .prompt_cache
-        .as_ref()
-        .and_then(|p| vol.open(dev, p).ok().map(|f| (p.clone(), f)));
+        .as_deref()
+        .and_then(|p| vol.open(dev, p).ok().map(|f| (p, f)));
+    let kv_file = match kv_file {
+        Some((p, f)) => Some((copy(p, "the prompt cache's path")?, f)),
+        None => None,
+    };
     let draft = match cfg.spec.draft.as_ref().filter(|_| cfg.spec.on()) {
         Some(p) => Some((
-            p.clone(),
+            copy(p, "the draft model's path")?,
             vol.open(dev, p).map_err(|e| RunError::ModelOpen {
                 path: p.clone(),
                 error: e.map_device(text),
@@ -268,6 +275,11 @@ pub fn mount<D: BlockDevice>(dev: &mut D) -> Result<Card, RunError> {
         kv_file,
         draft,
     })
+}
+
+/// `s` as an owned `String`, allocated fallibly (`what` names it in the error).
+fn copy(s: &str, what: &'static str) -> Result<String, RunError> {
+    oom::format(format_args!("{s}"), what).map_err(RunError::OutOfMemory)
 }
 
 /// The model as read from the file's header: what every later step works on.
@@ -313,16 +325,11 @@ where
     set_stage(Stage::Model);
     let gguf = Gguf::open(direct).map_err(RunError::Gguf)?;
     let model = Model::load(&gguf, direct).map_err(RunError::Model)?;
-    let mut types: BTreeMap<&str, usize> = BTreeMap::new();
-    for t in &gguf.tensors {
-        *types.entry(t.ty.name()).or_default() += 1;
-    }
-    let types: Vec<String> = types.iter().map(|(k, v)| format!("{k} x{v}")).collect();
     let _ = writeln!(
         out,
         "model: {}, tensors: {}",
         summary(&gguf, &model),
-        types.join(", ")
+        TypeCounts(&gguf.tensors)
     );
     set_stage(Stage::Tokenizer);
     let tok = Tokenizer::from_gguf(&gguf, direct).map_err(RunError::Tokenizer)?;
@@ -334,20 +341,46 @@ where
     })
 }
 
-/// `"name", arch (L layers, dim D, H heads / K kv, ffn F, vocab V)`.
-pub(crate) fn summary(g: &Gguf, model: &Model) -> String {
-    let c = &model.config;
-    format!(
-        "{:?}, {} ({} layers, dim {}, {} heads / {} kv, ffn {}, vocab {})",
-        c.name,
-        g.architecture().unwrap_or("?"),
-        c.n_layer,
-        c.dim,
-        c.n_head,
-        c.n_head_kv,
-        c.ffn_dim,
-        c.vocab
-    )
+/// `T x N, U x M`: the tensors' types by name, in name order, each with its count (written out
+/// without a map or strings: a pass over the tensors for each type).
+struct TypeCounts<'a>(&'a [TensorInfo]);
+
+impl fmt::Display for TypeCounts<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names = || self.0.iter().map(|t| t.ty.name());
+        let mut last: Option<&str> = None;
+        while let Some(name) = names().filter(|&n| last.is_none_or(|l| n > l)).min() {
+            if last.is_some() {
+                f.write_str(", ")?;
+            }
+            write!(f, "{name} x{}", names().filter(|&n| n == name).count())?;
+            last = Some(name);
+        }
+        Ok(())
+    }
+}
+
+/// `"name", arch (L layers, dim D, H heads / K kv, ffn F, vocab V)`, written where it is shown.
+pub(crate) fn summary<'a>(g: &'a Gguf, model: &'a Model) -> impl fmt::Display + 'a {
+    struct Summary<'a>(&'a Gguf, &'a Model);
+    impl fmt::Display for Summary<'_> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            let c = &self.1.config;
+            write!(
+                f,
+                "{:?}, {} ({} layers, dim {}, {} heads / {} kv, ffn {}, vocab {})",
+                c.name,
+                self.0.architecture().unwrap_or("?"),
+                c.n_layer,
+                c.dim,
+                c.n_head,
+                c.n_head_kv,
+                c.ffn_dim,
+                c.vocab
+            )
+        }
+    }
+    Summary(g, model)
 }
 
 /// Step 3: the run's buffers (KV cache for `ctx` positions, activations), then the page cache's
@@ -501,23 +534,20 @@ where
 }
 
 /// The page cache [`load`] fills, and the nanoseconds it took.
-type Loaded<'s> = (
-    PageCache<Box<dyn FileSource<Error = String> + Send + 's>>,
-    u64,
-);
+type Loaded<F> = (PageCache<F>, u64);
 
 /// Step 5: fill the page cache's resident part (the `wanted` ranges of the file, all of it for a
 /// board alone) with a progress counter, calling `tick` as it goes, and say how it went. Returns
 /// the cache and the load time in nanoseconds.
-fn load<'s, P: Platform + ?Sized>(
-    src: Box<dyn FileSource<Error = String> + Send + 's>,
+fn load<F: FileSource<Error = String> + Send, P: Platform + ?Sized>(
+    src: F,
     cfg: &Config,
     capacity: u64,
     wanted: &[(u64, u64)],
     tick: &dyn Fn(),
     platform: &P,
     out: &mut Out<'_>,
-) -> Result<Loaded<'s>, RunError> {
+) -> Result<Loaded<F>, RunError> {
     set_stage(Stage::PageCache);
     let t_load = platform.now_ns();
     let read = platform.instruction_counter();
@@ -540,11 +570,12 @@ fn load<'s, P: Platform + ?Sized>(
         }
     })
     .map_err(RunError::Cache)?;
-    let mut seen = alloc::collections::BTreeSet::new();
+    // Each start counted once (a range may be listed twice).
     let wanted_bytes: u64 = wanted
         .iter()
-        .filter(|r| seen.insert(r.0))
-        .map(|r| r.1)
+        .enumerate()
+        .filter(|&(i, r)| wanted[..i].iter().all(|q| q.0 != r.0))
+        .map(|(_, r)| r.1)
         .sum();
     let load_ns = platform.now_ns() - t_load;
     counter.sample();
@@ -557,10 +588,10 @@ fn load<'s, P: Platform + ?Sized>(
         cache.resident_bytes() >> 20,
         cfg.page_bytes >> 10,
         match cache.readahead() {
-            _ if cache.resident_bytes() >= size.min(wanted_bytes) => "not needed".to_string(),
-            0 if cfg.readahead > 0 => "off (the card reads synchronously)".to_string(),
-            0 => "off".to_string(),
-            n => format!("{n} pages"),
+            _ if cache.resident_bytes() >= size.min(wanted_bytes) => Pages::Said("not needed"),
+            0 if cfg.readahead > 0 => Pages::Said("off (the card reads synchronously)"),
+            0 => Pages::Said("off"),
+            n => Pages::Count(n),
         }
     );
     let mb = cache.resident_bytes() / 1_000_000;
@@ -569,6 +600,21 @@ fn load<'s, P: Platform + ?Sized>(
         let _ = writeln!(out, "load: {n} instructions, {} per MB read", n / mb);
     }
     Ok((cache, load_ns))
+}
+
+/// The read-ahead as the load line shows it: a word, or a count of pages.
+enum Pages {
+    Said(&'static str),
+    Count(usize),
+}
+
+impl fmt::Display for Pages {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Pages::Said(s) => f.write_str(s),
+            Pages::Count(n) => write!(f, "{n} pages"),
+        }
+    }
 }
 
 /// Step 6: every weight `part` reads is finite (NaN/Inf in a scale would poison every token): one
@@ -581,26 +627,24 @@ fn check_part<F: FileSource, P: Platform + ?Sized>(
     out: &mut Out<'_>,
 ) -> Result<(), RunError> {
     let t_check = platform.now_ns();
-    let mut scratch = alloc::vec![0u8; 64 * 1024];
+    let mut scratch =
+        oom::filled(64 * 1024, 0u8, "the weight check's buffer").map_err(RunError::OutOfMemory)?;
     model
         .weights
         .check_finite_of(part, cache, &mut scratch)
         .map_err(RunError::Model)?;
     let n_layer = model.config.n_layer;
-    let which = match part.is_whole(n_layer) {
-        true => String::new(),
-        false => format!(
+    let _ = write!(out, "weights checked: no NaN or infinity");
+    if !part.is_whole(n_layer) {
+        let _ = write!(
+            out,
             " in layers {}..{}{}",
             part.layers.start,
             part.layers.end,
             if part.ends { " and the ends" } else { "" }
-        ),
-    };
-    let _ = writeln!(
-        out,
-        "weights checked: no NaN or infinity{which} ({} ms)",
-        ms(platform.now_ns() - t_check)
-    );
+        );
+    }
+    let _ = writeln!(out, " ({} ms)", ms(platform.now_ns() - t_check));
     Ok(())
 }
 
@@ -626,7 +670,7 @@ fn selftest<P: Platform + ?Sized>(
 
 /// Step 8: the kernel set: the board's best, or the one `kernels =` names if the CPU has it.
 fn choose_kernels<P: Platform + ?Sized>(cfg: &Config, platform: &P) -> Result<Kernels, RunError> {
-    match cfg.kernels.as_str() {
+    match cfg.kernels {
         "auto" => Ok(platform.kernels()),
         name => Kernels::by_name(name).ok_or_else(|| RunError::KernelsUnavailable(name.into())),
     }

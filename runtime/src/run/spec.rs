@@ -231,8 +231,12 @@ pub(super) fn pin_order(
     cfg: &Config,
     model: &Model,
     (size, capacity): (u64, u64),
-) -> Vec<(u64, u64)> {
+) -> Result<Vec<(u64, u64)>, RunError> {
     let own = cfg.spec.self_draft;
     let pins = (own > 0 && cfg.spec.on()).then(|| self_draft_pins(model, own, capacity));
-    pins.flatten().unwrap_or_else(|| alloc::vec![(0, size)])
+    match pins.flatten() {
+        Some(pins) => Ok(pins),
+        None => inference::oom::collect(1, "the page cache's pin list", |_| (0, size))
+            .map_err(RunError::OutOfMemory),
+    }
 }
