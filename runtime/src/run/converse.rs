@@ -5,17 +5,17 @@ use super::spec::{self, SpecParts};
 use super::RunError;
 use crate::chat::{Chat, ChatError, Line};
 use crate::config::Config;
-use crate::console::Console;
+use crate::console::{Console, Out};
 use crate::pagecache::{DynDev, FileSource, PageCache};
 use crate::platform::Platform;
 use crate::promptcache::{self, LoadOutcome};
 use alloc::borrow::Cow;
 use alloc::format;
 use alloc::string::String;
-use core::fmt;
+use core::fmt::{self, Write};
 use drivers::fat::File;
 use inference::generate::{Engine, Remote};
-use inference::json::JsonConstraint;
+use inference::json::{JsonConstraint, JsonError};
 use inference::model::{Model, RunState};
 use inference::oom::{self, OutOfMemory};
 use inference::parallel::Parallel;
@@ -77,7 +77,16 @@ impl<F: FileSource + Send> ChatRun<'_, F> {
         let key = promptcache::model_key(self.g, self.cache).ok();
         let mut start =
             |st: &mut RunState, ids: &[u32]| self.start(&engine, key, st, ids, platform.clock());
-        let mut json = JsonConstraint::from_tokenizer(self.tok).ok();
+        // A vocabulary JSON mode cannot drive is said at `/json on`; a heap too small for its
+        // tables is said now, so that `/json on` is not then blamed on the model.
+        let mut json = match JsonConstraint::from_tokenizer(self.tok) {
+            Ok(j) => Some(j),
+            Err(JsonError::OutOfMemory(e)) => {
+                let _ = writeln!(Out(&mut *con), "warning: JSON mode off: {e}");
+                None
+            }
+            Err(_) => None,
+        };
         let mut chat = Chat {
             tok: self.tok,
             template: Template::from_gguf(self.g, self.tok),
