@@ -481,8 +481,8 @@ fn concat(parts: &[&str]) -> Result<String, OutOfMemory> {
 /// Looks for a string literal `'<|im_start|>system\n...<|im_end|>` in the template (the `\n` may
 /// be a newline or the escape `\n`; escapes `\n`, `\t`, `\'`, `\"` and `\\` in the text are
 /// decoded). Occurrences that build the text from an expression (`+ message['content']`) are
-/// skipped. `None` if there is none.
-pub fn default_system_prompt(chat_template: &str) -> Option<String> {
+/// skipped. `Ok(None)` if there is none; an error if the heap has no room for the text.
+pub fn default_system_prompt(chat_template: &str) -> Result<Option<String>, OutOfMemory> {
     const OPEN: &str = "<|im_start|>system";
     const CLOSE: &str = "<|im_end|>";
     let mut rest = chat_template;
@@ -498,41 +498,51 @@ pub fn default_system_prompt(chat_template: &str) -> Option<String> {
         let Some(end) = body.find(CLOSE) else {
             continue;
         };
-        if let Some(text) = unescape_literal(&body[..end]) {
+        if let Some(text) = unescape_literal(&body[..end])? {
             if !text.trim().is_empty() {
-                return Some(text);
+                return Ok(Some(text));
             }
         }
     }
-    None
+    Ok(None)
 }
 
 /// The text of a piece of a Jinja string literal, or `None` if it leaves the literal (an
 /// unescaped quote) or holds template syntax.
-fn unescape_literal(lit: &str) -> Option<String> {
-    let mut out = String::with_capacity(lit.len());
+fn unescape_literal(lit: &str) -> Result<Option<String>, OutOfMemory> {
+    let mut out = String::new();
+    // Unescaping only shortens the text, so this one reservation holds it.
+    out.try_reserve_exact(lit.len()).map_err(|_| OutOfMemory {
+        what: "the template's default system prompt",
+        bytes: lit.len(),
+    })?;
     let mut chars = lit.chars();
     while let Some(c) = chars.next() {
-        match c {
-            '\\' => out.push(match chars.next()? {
-                'n' => '\n',
-                't' => '\t',
-                '\'' => '\'',
-                '"' => '"',
-                '\\' => '\\',
-                _ => return None,
-            }),
-            '\'' | '"' | '{' | '}' => return None,
-            c => out.push(c),
-        }
+        let decoded = match c {
+            '\\' => match chars.next() {
+                Some('n') => '\n',
+                Some('t') => '\t',
+                Some('\'') => '\'',
+                Some('"') => '"',
+                Some('\\') => '\\',
+                _ => return Ok(None),
+            },
+            '\'' | '"' | '{' | '}' => return Ok(None),
+            c => c,
+        };
+        out.push(decoded);
     }
-    Some(out)
+    Ok(Some(out))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use alloc::vec::Vec;
+
+    fn dsp(t: &str) -> Option<String> {
+        default_system_prompt(t).unwrap()
+    }
 
     /// SmolLM2-135M-Instruct's template, as stored in its GGUF.
     const SMOLLM2: &str = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
@@ -618,18 +628,18 @@ mod tests {
     #[test]
     fn default_system_prompts() {
         assert_eq!(
-            default_system_prompt(SMOLLM2).as_deref(),
+            dsp(SMOLLM2).as_deref(),
             Some("You are a helpful AI assistant named SmolLM, trained by Hugging Face")
         );
         assert_eq!(
-            default_system_prompt(QWEN25).as_deref(),
+            dsp(QWEN25).as_deref(),
             Some("You are Qwen, created by Alibaba Cloud. You are a helpful assistant.")
         );
         // A template that only renders the given system message has no default.
         let plain = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}";
-        assert_eq!(default_system_prompt(plain), None);
+        assert_eq!(dsp(plain), None);
         let expr = "{{ '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}";
-        assert_eq!(default_system_prompt(expr), None);
+        assert_eq!(dsp(expr), None);
         for t in [
             ZEPHYR,
             LLAMA2,
@@ -638,21 +648,15 @@ mod tests {
             "<|im_start|>system",
             "<|im_start|>system\n",
         ] {
-            assert_eq!(default_system_prompt(t), None, "{t:?}");
+            assert_eq!(dsp(t), None, "{t:?}");
         }
         // Escapes are decoded; an empty default is no default.
         assert_eq!(
-            default_system_prompt("'<|im_start|>system\\nIt\\'s\\tme\\\\<|im_end|>'").as_deref(),
+            dsp("'<|im_start|>system\\nIt\\'s\\tme\\\\<|im_end|>'").as_deref(),
             Some("It's\tme\\")
         );
-        assert_eq!(
-            default_system_prompt("'<|im_start|>system\n<|im_end|>'"),
-            None
-        );
-        assert_eq!(
-            default_system_prompt("'<|im_start|>system\\n\\q<|im_end|>'"),
-            None
-        );
+        assert_eq!(dsp("'<|im_start|>system\n<|im_end|>'"), None);
+        assert_eq!(dsp("'<|im_start|>system\\n\\q<|im_end|>'"), None);
     }
 
     /// A conversation: system prompt, then (user, reply) pairs, then a last user message.
@@ -759,7 +763,7 @@ mod tests {
         );
         assert_eq!(t.system("").unwrap(), "");
         // SmolLM2's template without a system message: the default, then the turn.
-        let sys = default_system_prompt(SMOLLM2).unwrap();
+        let sys = dsp(SMOLLM2).unwrap();
         assert_eq!(
             conversation(t, &sys, &[], "Hi"),
             "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging \

@@ -143,6 +143,9 @@ const KV_FILE: &str = "/lmboot.kv";
 /// A turn typed on the console: a message, then Ctrl-D to end the chat.
 const TYPED: &[u8] = b"Hello there\r\x04";
 
+/// SmolLM2-135M-Instruct's chat template.
+const CHAT_TEMPLATE: &str = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
 /// The tiny model's file, with the first [`VOCAB`] tokens of llama.cpp's SentencePiece test
 /// vocabulary.
 fn model_bytes() -> Vec<u8> {
@@ -167,17 +170,21 @@ fn model_bytes() -> Vec<u8> {
             Meta::I32s(types.iter().map(|&t| t as i32).collect()),
         )
         .meta("tokenizer.ggml.bos_token_id", Meta::U32(1))
-        .meta("tokenizer.ggml.eos_token_id", Meta::U32(2));
+        .meta("tokenizer.ggml.eos_token_id", Meta::U32(2))
+        // A ChatML template with a default system prompt (SmolLM2's), as real models carry:
+        // the chat reads its default from it.
+        .meta("tokenizer.chat_template", Meta::Str(CHAT_TEMPLATE.into()));
     w.bytes()
 }
 
-/// A card image with the model, `lmboot.txt` (chat, greedy, a prompt cache that may be written)
+/// A card image with the model, `lmboot.txt` (chat with the template's default system prompt,
+/// greedy, a prompt cache that may be written)
 /// and a zero-filled prompt-cache file.
 fn card() -> &'static [u8] {
     static CARD: OnceLock<Vec<u8>> = OnceLock::new();
     CARD.get_or_init(|| {
         let cfg = format!(
-            "model = {}\nmode = chat\nsystem = Be brief.\nn = 4\ntemperature = 0\nctx = 64\n\
+            "model = {}\nmode = chat\nn = 4\ntemperature = 0\nctx = 160\n\
              prompt_cache = {KV_FILE}\nallow_write = true\ncores = 1\n",
             xtask::MODEL_ON_CARD
         );

@@ -20,7 +20,7 @@ fn model_chat() -> (Template, String, Tokenizer) {
     let tok = Tokenizer::from_gguf(&g, &src).unwrap();
     let template = Template::from_gguf(&g, &tok);
     let system = chat_template(&g)
-        .and_then(default_system_prompt)
+        .and_then(|t| default_system_prompt(t).unwrap())
         .unwrap_or_default();
     (template, system, tok)
 }

@@ -141,7 +141,7 @@ fn a_chat_speculates_across_turns() {
     let tok = inference::tokenizer::Tokenizer::from_gguf(&g, &src).unwrap();
     let template = Template::from_gguf(&g, &tok);
     let system = chat_template(&g)
-        .and_then(default_system_prompt)
+        .and_then(|t| default_system_prompt(t).unwrap())
         .unwrap_or_default();
     let transcript = format!(
         "{}{}",

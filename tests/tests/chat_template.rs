@@ -48,7 +48,9 @@ fn smollm2_instruct_is_chatml() {
     );
 
     // No system message given: the template's own default is used.
-    let system = default_system_prompt(tpl).expect("SmolLM2's template has a default");
+    let system = default_system_prompt(tpl)
+        .unwrap()
+        .expect("SmolLM2's template has a default");
     assert_eq!(
         system,
         "You are a helpful AI assistant named SmolLM, trained by Hugging Face"

@@ -50,12 +50,17 @@ impl core::fmt::Debug for Line<'_> {
 }
 
 impl<'a> Line<'a> {
-    pub fn new(con: &'a mut dyn Console, idle: &'a dyn Fn()) -> Self {
-        Self {
-            con,
-            ahead: VecDeque::new(),
-            idle,
-        }
+    /// The line on `con`, with room for [`TYPE_AHEAD`] bytes typed during a reply reserved now
+    /// (so typing never allocates), or the error if the heap has none.
+    pub fn new(con: &'a mut dyn Console, idle: &'a dyn Fn()) -> Result<Self, OutOfMemory> {
+        let mut ahead = VecDeque::new();
+        ahead
+            .try_reserve_exact(TYPE_AHEAD)
+            .map_err(|_| OutOfMemory {
+                what: "the chat's type-ahead buffer",
+                bytes: TYPE_AHEAD,
+            })?;
+        Ok(Self { con, ahead, idle })
     }
 
     pub fn write(&mut self, s: &str) {
@@ -199,12 +204,21 @@ fn ms(ns: u64) -> u64 {
     ns / 1_000_000
 }
 
-fn per_second(n: usize, ns: u64) -> String {
-    if ns == 0 || n == 0 {
-        return "-".into();
+/// `n` things in `ns` nanoseconds as a rate per second with one decimal (`-` for none), written
+/// where it is printed (no `String`).
+fn per_second(n: usize, ns: u64) -> impl fmt::Display {
+    struct Rate(usize, u64);
+    impl fmt::Display for Rate {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            let Rate(n, ns) = *self;
+            if ns == 0 || n == 0 {
+                return f.write_str("-");
+            }
+            let tenths = n as u128 * 10_000_000_000 / ns as u128;
+            write!(f, "{}.{}", tenths / 10, tenths % 10)
+        }
     }
-    let tenths = n as u128 * 10_000_000_000 / ns as u128;
-    format!("{}.{}", tenths / 10, tenths % 10)
+    Rate(n, ns)
 }
 
 impl Chat<'_> {

@@ -57,11 +57,12 @@ impl<F: FileSource + Send> ChatRun<'_, F> {
         let cfg = self.cfg;
         let system = match &cfg.system {
             Some(s) => Cow::Borrowed(s.as_str()),
-            None => Cow::Owned(
-                chat_template(self.g)
-                    .and_then(default_system_prompt)
+            None => Cow::Owned(match chat_template(self.g) {
+                Some(t) => default_system_prompt(t)
+                    .map_err(RunError::OutOfMemory)?
                     .unwrap_or_default(),
-            ),
+                None => String::new(),
+            }),
         };
         let engine = Engine {
             model: self.model,
@@ -114,7 +115,7 @@ impl<F: FileSource + Send> ChatRun<'_, F> {
             None,
         )
         .map_err(RunError::Generate)?;
-        let mut line = Line::new(con, &idle);
+        let mut line = Line::new(con, &idle).map_err(RunError::OutOfMemory)?;
         chat.run(&engine, st, &mut sampler, &mut line, spec.as_mut())
             .map_err(RunError::Chat)
     }
