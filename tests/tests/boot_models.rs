@@ -80,7 +80,11 @@ fn gemma3_chats_in_its_own_template() {
     eprintln!("{uart}");
     assert_eq!(code, 0, "QEMU exit status");
     assert!(uart.contains("chat: gemma template"), "{uart}");
-    let transcript = format!("{}{}", template.system(""), template.user_turn(msg, true));
+    let transcript = format!(
+        "{}{}",
+        template.system("").unwrap(),
+        template.user_turn(msg, true).unwrap()
+    );
     // The PC runner adds the vocabulary's BOS itself (as llama.cpp does: a prompt that also
     // writes `<bos>` would get two).
     let transcript = transcript.strip_prefix("<bos>").unwrap().to_string();

@@ -145,8 +145,8 @@ fn a_chat_speculates_across_turns() {
         .unwrap_or_default();
     let transcript = format!(
         "{}{}",
-        template.system(&system),
-        template.user_turn("Hi!", true)
+        template.system(&system).unwrap(),
+        template.user_turn("Hi!", true).unwrap()
     );
     let plain = xtask::Settings {
         prompt: transcript,
