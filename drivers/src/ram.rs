@@ -102,9 +102,12 @@ impl RamBlocks {
         self.len == 0
     }
 
-    /// Bytes in all blocks.
+    /// Bytes in all blocks, saturating: a device tree may list blocks that overlap or add up
+    /// past 2^64 (a fuzzed one did), and the sum is only ever reported.
     pub fn total(&self) -> u64 {
-        self.as_slice().iter().map(Block::len).sum()
+        self.as_slice()
+            .iter()
+            .fold(0u64, |sum, b| sum.saturating_add(b.len()))
     }
 
     /// The blocks clipped to `allowed` (the board's normal-memory regions), rounded inward to
@@ -262,6 +265,13 @@ mod tests {
         let u = found.usable(&[Block::new(0, u64::MAX)], MIB2);
         assert_eq!(pairs(&u), [(0, 0xc000_0000)]);
         assert_eq!(u.total(), 0xc000_0000);
+    }
+
+    #[test]
+    fn a_total_past_two_to_the_64_saturates() {
+        // Two overlapping blocks of nearly 2^64 bytes each, as a fuzzed device tree listed.
+        let found = blocks(&[(0, u64::MAX - 1), (1, u64::MAX)]);
+        assert_eq!(found.total(), u64::MAX);
     }
 
     #[test]
