@@ -1,18 +1,22 @@
-//! `cargo xtask bench --only mca`: estimated cycles per weight block of the hot inner loops
-//! (matvec and batched, Q4_1 and Q4_K, the Q8_1 activation quantizer) with llvm-mca on published
-//! CPU models, beside llama.cpp's loops for the same types run through the same tool.
+//! `cargo xtask bench --only mca`: estimated cycles per weight block of the hot inner loops (every
+//! loop a Q4_K_M model runs, and SmolLM2's Q4_1: one row, four rows, batched, the activation
+//! quantizers; [`rows`]) with llvm-mca on published CPU models, beside llama.cpp's loops for the
+//! same types run through the same tool.
 //!
 //! Our loops come from `rustc --emit asm` of `inference` (release profile), llama.cpp's from
 //! `clang -O3 -S` of ggml's CPU quant files, vendored in the `llama-cpp-python` sdist that pip
-//! downloads into the cache. From each function one loop is cut out ([`asm::hot_loop`]) and run
-//! by `llvm-mca -iterations=N`; cycles per block = total cycles / N / blocks per iteration.
+//! downloads into the cache. From each function one loop (or one block's path) is cut out
+//! ([`asm::hot_loop`]) and run by `llvm-mca -iterations=N`; cycles per block = total cycles / N /
+//! blocks per iteration.
 //! Not part of `cargo xtask test`: it needs LLVM 19 (`llvm-mca-19`, `clang-19`).
 
 mod asm;
 mod llama;
+mod rows;
 mod unit;
 
 use asm::Pick;
+pub use rows::{k_quant_x4_rows, rows};
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -305,17 +309,49 @@ pub fn run() -> Result<String, String> {
     );
     let _ = writeln!(md, "|---|---|---|---|---|---|");
     for row in rows() {
-        eprintln!("xtask: mca: {} on {}", row.name, row.cpu.name());
-        let ours = measure(&row.ours, row.cpu, &dir, &mut texts)?;
-        let theirs = match &row.theirs {
-            Some(t) => Some(measure(t, row.cpu, &dir, &mut texts)?),
-            None => None,
+        md += &measured_line(&row, &dir, &mut texts)?;
+    }
+    for row in k_quant_x4_rows() {
+        md += &if built(&row, &dir, &mut texts)? {
+            measured_line(&row, &dir, &mut texts)?
+        } else {
+            eprintln!("xtask: mca: {} on {}: not built", row.name, row.cpu.name());
+            format!(
+                "| {} | {} | not built | – | – | {} |\n",
+                row.name,
+                row.cpu.name(),
+                row.note
+            )
         };
-        let _ = writeln!(md, "{}", table_line(&row, &ours, theirs.as_ref()));
     }
     md += NOTES;
     crate::bench::write_results("mca", &md, None)?;
     Ok(md)
+}
+
+/// The row measured, as a line of the table.
+fn measured_line(
+    row: &Row,
+    dir: &Path,
+    texts: &mut Vec<(PathBuf, String)>,
+) -> Result<String, String> {
+    eprintln!("xtask: mca: {} on {}", row.name, row.cpu.name());
+    let ours = measure(&row.ours, row.cpu, dir, texts)?;
+    let theirs = match &row.theirs {
+        Some(t) => Some(measure(t, row.cpu, dir, texts)?),
+        None => None,
+    };
+    Ok(table_line(row, &ours, theirs.as_ref()) + "\n")
+}
+
+/// Whether our function of `row` is in our assembly for its CPU.
+fn built(row: &Row, dir: &Path, texts: &mut Vec<(PathBuf, String)>) -> Result<bool, String> {
+    let Src::Ours(p) = row.ours.src else {
+        return Ok(true);
+    };
+    let text = source_text(row.ours.src, row.cpu, dir, texts)?;
+    let prefix = asm::mangled_prefix(&format!("inference::quant::{p}"));
+    Ok(asm::symbol_with_prefix(&text, &prefix).is_some())
 }
 
 fn table_line(row: &Row, ours: &Measured, theirs: Option<&Measured>) -> String {
@@ -346,61 +382,44 @@ fn fmt_blocks(l: Option<Loop>) -> String {
     l.map_or(String::new(), |l| format!("{}", l.blocks))
 }
 
-use llama::Unit::{ArmA53, ArmA55, Riscv};
-use Cpu::{A53, A55, X280};
-use Pick::{Innermost, Outer};
-use Src::{Llama, Ours, UnitStride};
-
-/// The table's rows.
-pub fn rows() -> Vec<Row> {
-    const Q41: &str = "ggml_vec_dot_q4_1_q8_1";
-    const Q4K: &str = "ggml_vec_dot_q4_K_q8_K";
-    const LL_Q41_NEON: &str = "llama.cpp: 2 blocks per iteration";
-    // llama.cpp's NEON Q4_K: 1 super-block, its `j` loop (4 × 64 values) unrolled by clang for
-    // cortex-a55 but not for cortex-a53, where it is written out 4 times.
-    let q41 = |u| Some(l(Llama(u, Q41), Innermost, 2.0));
-    let rv_q41 = Some(l(Llama(Riscv, Q41), Innermost, 1.0));
-    let ours = |p, blocks| l(Ours(p), Innermost, blocks);
-    let row = |name, cpu, ours, theirs, note| Row {
-        name,
-        cpu,
-        ours,
-        theirs,
-        note,
-    };
-    vec![
-        row("Q4_1·Q8_1 matvec (4 rows, `_x4`)", A53, ours("neon::q32::vec_dot_q4_1_q8_1_x4", 4.0), q41(ArmA53), "ours: 1 block of 4 rows per iteration; llama.cpp: 2 blocks of 1 row"),
-        row("Q4_1·Q8_1 matvec (4 rows, `_x4`)", A55, ours("neon::q32::vec_dot_q4_1_q8_1_x4_dp", 4.0), q41(ArmA55), "SDOT; ours: 1 block of 4 rows; llama.cpp: 2 blocks"),
-        row("Q4_1·Q8_1 matvec (segment pass)", X280, ours("rvv::q32::vec_dot_q4_1_q8_1_x4", RVV_BLOCKS), rv_q41, "ours: one pass = vl = 64 blocks (`vlsseg8e8`); llama.cpp: 1 block, vl = 16"),
-        row("Q4_1·Q8_1 one row (`dot1`)", A53, ours("neon::q32::vec_dot_q4_1_q8_1", 2.0), q41(ArmA53), LL_Q41_NEON),
-        row("Q4_1·Q8_1 one row (`dot1`)", A55, ours("neon::q32::vec_dot_q4_1_q8_1_dp", 2.0), q41(ArmA55), LL_Q41_NEON),
-        row("Q4_1·Q8_1 batched (`mat`, 4×4 tile)", A53, ours("neon::q32::mat_q4_1_q8_1", 16.0), q41(ArmA53), "per block·column: 4 rows × 4 columns per iteration; llama.cpp has no Q4_1 batched loop on these cores, its vec_dot runs per column"),
-        row("Q4_1·Q8_1 batched (`mat`, 4×4 tile)", A55, ours("neon::q32::mat_q4_1_q8_1_dp", 16.0), q41(ArmA55), "per block·column, SDOT by element"),
-        row("Q4_1·Q8_1 unit-stride, Zfhmin scales", X280, l(UnitStride(true), Innermost, 1.0), rv_q41, "alternative layout (not a kernel): 1 block, vl = 16 at m1, f16 scales with `flh`/`fcvt.s.h`"),
-        row("Q4_1·Q8_1 unit-stride, base-V scales", X280, l(UnitStride(false), Innermost, 1.0), rv_q41, "alternative layout: as above, f16 scales decoded with integer ops (no Zfh), as the kernels must"),
-        row("Q4_K·Q8_K matvec", A53, ours("neon::kquant::vec_dot_q4_k_q8_k", 1.0), Some(l(Llama(ArmA53, Q4K), Outer(4), 1.0)), "1 super-block; llama.cpp's inner `j` loop (not unrolled here) written out 4 times"),
-        row("Q4_K·Q8_K matvec", A55, ours("neon::kquant::vec_dot_q4_k_q8_k_dp", 1.0), Some(l(Llama(ArmA55, Q4K), Innermost, 1.0)), "1 super-block, SDOT"),
-        row("Q4_K·Q8_K matvec", X280, ours("rvv::kquant::vec_dot_q4_k_q8_k", 1.0), Some(l(Llama(Riscv, "ggml_vec_dot_q4_K_q8_K_vl256"), Innermost, 1.0)), "1 super-block; ours: the common path (normal f16 scales); llama.cpp: its VLEN ≥ 256 loop"),
-        row("Q4_K·Q8_K batched (per column)", A53, ours("neon::kquant::mat_q4_k_q8_k", 1.0), Some(l(Llama(ArmA53, Q4K), Outer(4), 1.0)), "per block·column: ours the column loop (the decode, once per block for all columns, not counted)"),
-        row("Q4_K·Q8_K batched (per column)", A55, ours("neon::kquant::mat_q4_k_q8_k_dp", 1.0), Some(l(Llama(ArmA55, Q4K), Innermost, 1.0)), "as above, SDOT"),
-        row("Q8_1 activation quantizer", A53, ours("neon::quantize::q8_1_fcvt", 1.0), Some(l(Llama(ArmA53, "quantize_row_q8_1"), Innermost, 1.0)), "1 block of 32 values per iteration; ours: the FCVT loop (FPCR is IEEE, as on every board)"),
-    ]
-}
-
 const NOTES: &str = "
-Blocks: Q4_1 · Q8_1 blocks of 32 values, Q4_K · Q8_K super-blocks of 256, quantizer blocks of 32 (Q8_1) or 256 (Q8_K).
-Ratio = ours / llama.cpp (below 1: ours takes fewer estimated cycles).
+Blocks: Q4_1, Q5_0, Q8_0 (and Q8_1, Q8_0 activations) blocks of 32 values; Q4_K, Q5_K, Q6_K · Q8_K super-blocks
+of 256; quantizer blocks of 32 (Q8_1, Q8_0) or 256 (Q8_K). Ratio = ours / llama.cpp (below 1: ours takes fewer
+estimated cycles). A Q4_K_M file runs Q4_K and Q6_K (and Q5_0, Q8_0 for some tensors, Q5_K in Q5_K_M) with the
+Q8_K and Q8_0 quantizers; Q4_1 is SmolLM2's.
 
 Assumptions. llvm-mca simulates the loop body as straight-line code repeated, with the CPU model's latencies and
 throughputs, all loads hitting L1 and every branch predicted; it cannot know `vl`. The sifive-x280 model (VLEN 512)
 charges a vector instruction by its LMUL and SEW (set by the `vsetvli` in the loop text) as if vl = VLMAX: our RVV
 q32 pass is counted as VLEN/8 = 64 blocks (vl = VLMAX at e8/m1), llama.cpp's RVV Q4_1 loop as one block with vl = 16
-at m1 (charged as a full m1 register). Our crate is built without `+v` (the kernels are `asm!`), llama.cpp with
-`-march=rv64gcv`; its Q4_K at VLEN ≥ 256 is `ggml_vec_dot_q4_K_q8_K_vl256`. The aarch64 builds use
-`-C target-cpu` / `-mcpu` of the modelled core; SDOT rows use cortex-a55 (llama.cpp then compiles its
-`__ARM_FEATURE_DOTPROD` branches). Loops with an inner loop of fixed trip count are written out (see the notes).
-The unit-stride rows price the other RVV layout for Q4_1 (one block per iteration, as llama.cpp's loop) against
-the segment-load pass above them; the `instr × blocks` notes say what one iteration covers. The loops fed to
-llvm-mca are kept in the cache (`mca/loops/`). Of the activation quantizers, Q8_1 (the one SmolLM2's Q4_1 needs)
-is in the table; the Q8_K quantizers (a max pass, a rare tie scan, then 16 groups) are not cut yet.
+at m1, its Q5_0 and Q8_0 loops as one block with vl = 32 at m2 (each charged as full registers). Our crate is built
+without `+v` (the kernels are `asm!`), llama.cpp with `-march=rv64gcv`, and at VLEN 512 it runs: Q4_K
+`ggml_vec_dot_q4_K_q8_K_vl256` (its loop for VLEN ≥ 256), Q5_K `ggml_vec_dot_q5_K_q8_K` (one loop, vl = 32, for
+every VLEN), Q6_K `ggml_vec_dot_q6_K_q8_K_vl512` (its dispatch picks the loop by VLEN: 128, 256, 512, 1024), Q5_0
+the VLEN > 128 branch of its loop (clang splits the loop in two on `vlenb`; the second is that one). The aarch64
+builds use `-C target-cpu` / `-mcpu` of the modelled core; SDOT rows use cortex-a55 (llama.cpp then compiles its
+`__ARM_FEATURE_DOTPROD` branches). The loops fed to llvm-mca are kept in the cache (`mca/loops/`).
+
+Cutting. Most rows are one loop: the innermost with the most instructions, or the first (llama.cpp's NEON Q5_0
+and Q8_0 loops, 2 blocks, come before a scalar tail loop that is larger). A loop with an inner loop of fixed trip
+count the compiler did not unroll is written out: llama.cpp's NEON `j` loops on cortex-a53 (Q4_K and Q5_K 4 × 64
+values, Q6_K 2 × 128). Ours on the X280 run one `vl` pass per iteration: the one-row and `_x4` rows are the same
+pass (the four rows run it row after row); batched, each pass is decoded once and the column loop is priced, per
+block·column (Q5_0 rows in pairs: 2 × 64 blocks per column; Q8_0 rows alone). The batched K-quant rows price the
+column loop (the decode once per block for all columns not counted) against llama.cpp's one-row loop, which it runs
+per column. The unit-stride rows price the other RVV layout for Q4_1 (one block per iteration, as llama.cpp's loop)
+against the segment-load pass above them; the `instr × blocks` notes say what one iteration covers.
+
+Paths through branches. Where a block's work has branches (f16 scales converted in software, a max of 256 values,
+rare cases), the common path is written out: either the block loop with each loop inside it written out its trip
+count (a rare loop dropped), or the basic blocks the path runs, each cut at its branch to the next (checked to
+connect). Our RVV Q6_K one-row loop and both RVV Q8_0 quantizers take the path of a normal f16 scale (ours through
+`half`, llama.cpp through ggml's FP32_TO_FP16, both software: no Zfh). The Q8_K quantizers: ours on NEON, the max/min
+loop 63 times (4 values each after the first 4), then the 16 groups; the tie scan (only when the largest and the
+smallest value have the same |x|) is left out. llama.cpp's Arm `quantize_row_q8_K` is its reference C
+(`quantize_row_q8_K_ref` in `ggml-quants.c`, compiled as the others): a scalar max loop (32 values per iteration,
+8 times), then the quantization and the 16 sums written out straight. On the X280 both run vl = 128 (e32, m8): ours
+the max pass twice, the first-max scan twice (an upper bound: it stops in the pass that holds the max, the first
+half of the time), the quantize pass twice and the 16 sums by segment loads; llama.cpp the max/min pass twice, then
+twice a quantize pass whose 8 group sums slide the vector 7 times (a vector `vslidedown` and `vwredsum` each).
 ";

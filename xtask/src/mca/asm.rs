@@ -18,7 +18,8 @@ pub enum Pick {
     Nest(&'static [usize]),
     /// The basic blocks a common path runs, in order, each `(n, times)`: block `n` of the
     /// function (`.LBB<f>_n:` or a `%bb.n:` comment, as clang writes them) `times` times over.
-    /// Each block must branch or fall through to the next, the last to the first.
+    /// Each block is written up to its branch to the next (or whole, if it falls through into
+    /// it), the last up to the first; a path whose blocks do not connect is an error.
     Trace(&'static [(usize, usize)]),
 }
 
@@ -269,13 +270,16 @@ fn blocks(body: &[&str]) -> Vec<(usize, usize, usize)> {
     v
 }
 
-/// Whether block `a` (index into `bs`) can go straight to block `b`: a branch in it names `b`'s
-/// label, or it falls through into `b` (the next block, its last instruction not a jump).
-fn reaches(body: &[&str], bs: &[(usize, usize, usize)], a: usize, b: usize, riscv: bool) -> bool {
-    let ins: Vec<&str> = body[bs[a].1..bs[a].2]
-        .iter()
-        .filter_map(|l| instruction(l, riscv))
-        .collect();
+/// Where block `a` (index into `bs`) leaves for block `b` on a path: after the first branch in it
+/// that names `b`'s label (what follows that branch is off the path), or at its end if it falls
+/// through into `b` (the next block, its last instruction not a jump); None if it cannot.
+fn leaves(
+    body: &[&str],
+    bs: &[(usize, usize, usize)],
+    a: usize,
+    b: usize,
+    riscv: bool,
+) -> Option<usize> {
     let names = |t: &str| {
         t.rsplit([',', ' ', '\t'])
             .next()
@@ -284,40 +288,42 @@ fn reaches(body: &[&str], bs: &[(usize, usize, usize)], a: usize, b: usize, risc
             .and_then(|(_, n)| n.parse::<usize>().ok())
             == Some(bs[b].0)
     };
+    let (start, end) = (bs[a].1, bs[a].2);
+    if let Some(i) = (start..end).find(|&i| instruction(body[i], riscv).is_some_and(names)) {
+        return Some(i + 1);
+    }
+    let last = body[start..end]
+        .iter()
+        .rev()
+        .find_map(|l| instruction(l, riscv));
     let jump = |t: &str| ["b", "j", "ret"].contains(&t.split_whitespace().next().unwrap_or(""));
-    ins.iter().any(|t| names(t)) || (b == a + 1 && !ins.last().is_some_and(|t| jump(t)))
+    (b == a + 1 && !last.is_some_and(jump)).then_some(end)
 }
 
-/// [`Pick::Trace`]: the blocks of `path` written out in order.
+/// [`Pick::Trace`]: the blocks of `path` written out in order, each up to where it leaves for the
+/// next (the last for the first).
 fn trace<'a>(
     body: &[&'a str],
     path: &[(usize, usize)],
     riscv: bool,
 ) -> Result<Vec<&'a str>, String> {
     let bs = blocks(body);
-    let find = |n: usize| {
-        bs.iter()
-            .position(|b| b.0 == n)
-            .ok_or_else(|| format!("no basic block {n}"))
-    };
     let mut order = Vec::new();
     for &(n, times) in path {
-        let i = find(n)?;
+        let i = bs
+            .iter()
+            .position(|b| b.0 == n)
+            .ok_or_else(|| format!("no basic block {n}"))?;
         order.extend(std::iter::repeat_n(i, times));
     }
+    let mut v = Vec::new();
     for (k, &a) in order.iter().enumerate() {
         let b = order[(k + 1) % order.len()];
-        if !reaches(body, &bs, a, b, riscv) {
-            return Err(format!(
-                "block {} does not lead to block {}",
-                bs[a].0, bs[b].0
-            ));
-        }
+        let end = leaves(body, &bs, a, b, riscv)
+            .ok_or_else(|| format!("block {} does not lead to block {}", bs[a].0, bs[b].0))?;
+        v.extend_from_slice(&body[bs[a].1..end]);
     }
-    Ok(order
-        .iter()
-        .flat_map(|&i| body[bs[i].1..bs[i].2].iter().copied())
-        .collect())
+    Ok(v)
 }
 
 /// `vsetvli` / `vsetivli` without a tail and mask policy (GNU as accepts them; LLVM does not)
@@ -414,7 +420,8 @@ mod tests {
 \tj .LBB2_3
 .LBB2_1:
 \taddi a0, a0, 1
-\tbeqz a0, .LBB2_5
+\tbnez a0, .LBB2_2
+\tcall abort
 .LBB2_2:
 \tvle8.v v8, (a1)
 \tbnez a2, .LBB2_2
@@ -443,8 +450,9 @@ mod tests {
                 "bnez a2, .LBB2_2",
                 "bnez a3, .LBB2_1",
                 "addi a0, a0, 1",
-                "beqz a0, .LBB2_5",
-            ]
+                "bnez a0, .LBB2_2",
+            ],
+            ".LBB2_1 is left at its branch to .LBB2_2: the call after it is off the path"
         );
         // bb.3 falls into bb.4, which jumps to .LBB2_1; .LBB2_1 does not lead to bb.4.
         let rare = Pick::Trace(&[(2, 1), (3, 1), (4, 1), (1, 1)]);

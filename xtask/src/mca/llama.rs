@@ -20,6 +20,11 @@ pub enum Unit {
     ArmA55,
     /// `arch/riscv/quants.c` for rv64gcv.
     Riscv,
+    /// `ggml-quants.c` (the reference C code) for cortex-a53: Arm's `quantize_row_q8_K` in
+    /// `arch/arm/quants.c` only calls its `quantize_row_q8_K_ref`.
+    RefA53,
+    /// `ggml-quants.c` for cortex-a55.
+    RefA55,
 }
 
 impl Unit {
@@ -27,13 +32,14 @@ impl Unit {
         match self {
             Unit::ArmA53 | Unit::ArmA55 => "src/ggml-cpu/arch/arm/quants.c",
             Unit::Riscv => "src/ggml-cpu/arch/riscv/quants.c",
+            Unit::RefA53 | Unit::RefA55 => "src/ggml-quants.c",
         }
     }
 
     fn flags(self) -> &'static [&'static str] {
         match self {
-            Unit::ArmA53 => &["--target=aarch64-linux-gnu", "-mcpu=cortex-a53"],
-            Unit::ArmA55 => &["--target=aarch64-linux-gnu", "-mcpu=cortex-a55"],
+            Unit::ArmA53 | Unit::RefA53 => &["--target=aarch64-linux-gnu", "-mcpu=cortex-a53"],
+            Unit::ArmA55 | Unit::RefA55 => &["--target=aarch64-linux-gnu", "-mcpu=cortex-a55"],
             // GNU-style `vsetivli` without policies in its inline asm: let clang pass asm through.
             Unit::Riscv => &[
                 "--target=riscv64-linux-gnu",
