@@ -385,8 +385,9 @@ fn fmt_blocks(l: Option<Loop>) -> String {
 const NOTES: &str = "
 Blocks: Q4_1, Q5_0, Q8_0 (and Q8_1, Q8_0 activations) blocks of 32 values; Q4_K, Q5_K, Q6_K · Q8_K super-blocks
 of 256; quantizer blocks of 32 (Q8_1, Q8_0) or 256 (Q8_K). Ratio = ours / llama.cpp (below 1: ours takes fewer
-estimated cycles). A Q4_K_M file runs Q4_K and Q6_K (and Q5_0, Q8_0 for some tensors, Q5_K in Q5_K_M) with the
-Q8_K and Q8_0 quantizers; Q4_1 is SmolLM2's.
+estimated cycles). A Q4_K_M file holds Q4_K and Q6_K tensors and, for some tensors, Q5_K, Q5_0 or Q8_0 (per
+architecture, and where a row is not a multiple of 256); its activations go through the Q8_K and Q8_0 quantizers.
+Q4_1 · Q8_1 is SmolLM2's.
 
 Assumptions. llvm-mca simulates the loop body as straight-line code repeated, with the CPU model's latencies and
 throughputs, all loads hitting L1 and every branch predicted; it cannot know `vl`. The sifive-x280 model (VLEN 512)

@@ -1,6 +1,7 @@
 //! Cutting a hot loop out of compiler assembly (`rustc --emit asm`, `clang -S`) as text llvm-mca
-//! reads: find the function, find its loops (a label and a later branch back to it), pick one,
-//! and drop what is not an instruction (labels, directives, comments).
+//! reads: find the function, find its loops (a label and a later branch back to it), pick one
+//! (or write out a common path: inner loops by trip count, or basic blocks in order), and drop
+//! what is not an instruction (labels, directives, comments).
 
 /// Which loop of a function to measure.
 #[derive(Debug, Clone, Copy)]
@@ -411,6 +412,24 @@ mod tests {
             hot_loop(&body, Pick::Nest(&[3, 2]), false).is_err(),
             "every inner loop needs a count"
         );
+    }
+
+    #[test]
+    fn nest_merges_loops_of_one_label() {
+        let text = "k:
+.LBB4_1:
+\tadd x0, x0, #1
+\tcbz x1, .LBB4_1
+.LBB4_2:
+\tmul x2, x2, x2
+\tb.ne .LBB4_2
+\tb .LBB4_1
+.Lfunc_end4:
+";
+        let body = function(text, "k").unwrap();
+        assert_eq!(loops(&body, false).len(), 3);
+        let v = hot_loop(&body, Pick::Nest(&[2]), false).unwrap();
+        assert_eq!(v.len(), 2 + 2 * 2 + 1, "one loop inside the merged .LBB4_1");
     }
 
     /// clang's layout: blocks by label or `%bb.` comment, the common path not in text order.
