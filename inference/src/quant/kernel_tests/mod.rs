@@ -192,7 +192,7 @@ fn check_type(ty: GgmlType) {
             t.name,
         ),
         ActFormat::Q8K => {
-            let pick = |k: &Kernels| k.row(t.ty).expect("a K-quant's kernels").dot;
+            let pick = |k: &Kernels| k.row(t.ty).expect("a K-quant's kernels");
             check_k(t.name, t.block_bytes, t.scales, &pick, t.name);
         }
         f => panic!("{}: {f:?} activations are the float tests'", t.name),
@@ -242,21 +242,22 @@ fn every_quantized_type_has_its_test() {
     }
 }
 
-type DotK = fn(&[u8], &[BlockQ8K]) -> f32;
-
 /// One K-quant type in every set: super-block counts × activation fills × weight fills (random,
-/// all bits clear or set, alternating bits) × true or random `bsums`, and lengths that disagree.
+/// all bits clear or set, alternating bits) × true or random `bsums`, the one-row kernel and the
+/// four-row one (four rows of such blocks), and lengths that disagree.
 fn check_k(
     name: &str,
     bytes: usize,
     halves: &[usize],
-    pick: &dyn Fn(&Kernels) -> DotK,
+    pick: &dyn Fn(&Kernels) -> RowKernels<BlockQ8K>,
     test: &str,
 ) {
-    let scalar_fn = pick(&Kernels::SCALAR);
+    let scalar_fn = pick(&Kernels::SCALAR).dot;
     let mut rng = Rng(0x6b ^ bytes as u64);
     for k in sets(test) {
-        let f = pick(&k);
+        let RowKernels {
+            dot: f, x4: four, ..
+        } = pick(&k);
         for nb in [0, 1, 2, 3, 6] {
             for fill in FILLS {
                 for wfill in [
@@ -269,13 +270,24 @@ fn check_k(
                     Some(0x55),
                 ] {
                     for random_bsums in [false, true] {
-                        let w = weights(&mut rng, nb, bytes, halves, wfill);
+                        let rb = nb * bytes;
+                        let w4 = weights(&mut rng, 4 * nb, bytes, halves, wfill);
                         let a = acts_q8_k(&mut rng, nb, fill, random_bsums);
                         let what = format!(
                             "{name} {} nb={nb} acts={fill:?} weights={wfill:?} random bsums={random_bsums}",
                             k.name
                         );
-                        same(&what, f(&w, &a), scalar_fn(&w, &a));
+                        let want: Vec<f32> = (0..4)
+                            .map(|r| scalar_fn(&w4[r * rb..(r + 1) * rb], &a))
+                            .collect();
+                        same(&what, f(&w4[..rb], &a), want[0]);
+                        if let Some(four) = four {
+                            let mut out = [f32::NAN; 4];
+                            four(&w4, rb, &a, &mut out);
+                            for r in 0..4 {
+                                same(&format!("{what} x4 row {r}"), out[r], want[r]);
+                            }
+                        }
                     }
                 }
             }
@@ -294,6 +306,18 @@ fn check_k(
                 f(short, &a),
                 scalar_fn(short, &a),
             );
+            let Some(four) = four else { continue };
+            // Rows of 3 blocks; fewer bytes than four rows: each row as far as it goes.
+            let w4 = weights(&mut rng, 12, bytes, halves, None);
+            let mut out = [0.0f32; 4];
+            for len in [w4.len(), w4.len() - 1, 2 * 3 * bytes + 5] {
+                four(&w4[..len], 3 * bytes, &a, &mut out);
+                for r in 0..4 {
+                    let row = w4[..len].get(r * 3 * bytes..).unwrap_or(&[]);
+                    let want = scalar_fn(&row[..row.len().min(3 * bytes)], &a);
+                    same(&format!("{name} {} x4 len={len} a={na} row {r}", k.name), out[r], want);
+                }
+            }
         }
     }
 }

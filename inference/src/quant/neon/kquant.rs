@@ -365,10 +365,10 @@ fn mat<K: KBlock, const DP: bool>(
 }
 
 /// The head of a Q4_K / Q5_K block: the scales of sub-blocks 0..4 and 4..8 as i32 (`s[p]`: part
-/// `p`'s), the eight mins as i16.
+/// `p`'s), the mins likewise.
 struct K45Head {
     s: [int32x4_t; 2],
-    mn: int16x8_t,
+    mn: [int32x4_t; 2],
 }
 
 /// The head of a Q4_K / Q5_K block whose 12 bytes of scales and mins are at `sc`.
@@ -379,14 +379,10 @@ struct K45Head {
 #[inline]
 unsafe fn k45_head(sc: *const u8) -> K45Head {
     // SAFETY: the caller's promise.
-    let scm = unsafe { k4_scales_mins(sc) };
-    let s16 = vmovl_u8(vget_low_u8(scm));
+    let [s0, s1, m0, m1] = widen_u8(unsafe { k4_scales_mins(sc) });
     K45Head {
-        s: [
-            vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(s16))),
-            vreinterpretq_s32_u32(vmovl_high_u16(s16)),
-        ],
-        mn: vreinterpretq_s16_u16(vmovl_high_u8(scm)),
+        s: [s0, s1],
+        mn: [m0, m1],
     }
 }
 
@@ -408,14 +404,14 @@ fn k45_part<const DP: bool>(
     unsafe { vmlaq_s32(acc, sums4::<DP>(maxw, wk, ak), h.s[p]) }
 }
 
-/// `Σ_k mins[k] · (bsums[2k] + bsums[2k + 1])` in lanes: the pair sums fit i16 (|bsums| ≤ 2048).
+/// `Σ_k mins[k] · (bsums[2k] + bsums[2k + 1])` in lanes, the pair sums in i32 (`bsums` may be
+/// any i16: the scalar sums in i32 too).
 #[inline(always)]
 fn k45_mins(h: &K45Head, bs: &[int16x8_t; 2]) -> int32x4_t {
     // SAFETY: NEON is part of the aarch64 baseline; register operations only.
     unsafe {
-        let pairs = vpaddq_s16(bs[0], bs[1]);
-        let t = vmull_s16(vget_low_s16(pairs), vget_low_s16(h.mn));
-        vmlal_high_s16(t, pairs, h.mn)
+        let t = vmulq_s32(vpaddlq_s16(bs[0]), h.mn[0]);
+        vmlaq_s32(t, vpaddlq_s16(bs[1]), h.mn[1])
     }
 }
 
