@@ -17,11 +17,51 @@
 //! once and takes one term per column. All three give the same bits.
 
 use super::{
-    f16_to_f32, f16x4_to_f32, f16x8_high_to_f32, f16x8_low_to_f32, ld1_lane_h, ld1_lane_s, ldq,
-    ldq_i8, nibbles, rd_u16, rd_u32, sums4, sums4x16,
+    f16_to_f32, f16x4_to_f32, f16x8_high_to_f32, f16x8_low_to_f32, ld1_lane_h, ld1_lane_s,
+    nibbles, rd_u16, rd_u32, sums4, sums4x16,
 };
 use crate::quant::act::BlockQ8K;
 use core::arch::aarch64::*;
+
+/// `N` readable bytes, loaded sixteen at a time by single LDR Q that LLVM cannot pair into LDP Q:
+/// the Cortex-A55 model issues an LDP Q in 6 cycles, two LDR Q in 2 (the A53 model prices them the
+/// same). The pairing pass only pairs loads off one base register at adjacent offsets, so loads at
+/// an even multiple of 16 go off `even` and the others off `odd`: the same address, through an
+/// empty `asm!` that hides it is the same. Offsets stay immediates.
+#[derive(Clone, Copy)]
+struct Bytes<const N: usize> {
+    even: *const u8,
+    odd: *const u8,
+}
+
+impl<const N: usize> Bytes<N> {
+    /// # Safety
+    /// `b..b + N` must be readable while the value is used.
+    #[inline(always)]
+    unsafe fn new(b: *const u8) -> Self {
+        let mut odd = b;
+        // SAFETY: an empty template: no instruction, no memory, `odd` keeps its value.
+        unsafe { core::arch::asm!("/* {0} */", inout(reg) odd, options(pure, nomem, nostack, preserves_flags)) };
+        Bytes { even: b, odd }
+    }
+
+    /// Bytes `at..at + 16`.
+    #[inline(always)]
+    fn ld(self, at: usize) -> uint8x16_t {
+        assert!(N >= 16 && at <= N - 16);
+        let base = if at / 16 % 2 == 0 { self.even } else { self.odd };
+        // SAFETY: `at..at + 16` is inside the `N` readable bytes (checked above; constant-folded
+        // where `at` is constant); LD1 needs no alignment.
+        unsafe { vld1q_u8(base.add(at)) }
+    }
+
+    /// Bytes `at..at + 16` as signed.
+    #[inline(always)]
+    fn ld_i8(self, at: usize) -> int8x16_t {
+        // SAFETY: NEON is part of the aarch64 baseline; a register reinterpretation.
+        unsafe { vreinterpretq_s8_u8(self.ld(at)) }
+    }
+}
 
 /// Parts of 128 elements per super-block.
 const PARTS: usize = 2;
@@ -127,16 +167,17 @@ trait KBlock {
 fn acts(y: &BlockQ8K, p: usize) -> [int8x16_t; 8] {
     // Written out: as a loop, LLVM kept it (through the stack).
     let at = 128 * p;
-    let q = &y.qs;
+    // SAFETY: `qs` holds 256 bytes.
+    let q = unsafe { Bytes::<256>::new(y.qs.as_ptr() as *const u8) };
     [
-        ldq_i8(q, at),
-        ldq_i8(q, at + 16),
-        ldq_i8(q, at + 32),
-        ldq_i8(q, at + 48),
-        ldq_i8(q, at + 64),
-        ldq_i8(q, at + 80),
-        ldq_i8(q, at + 96),
-        ldq_i8(q, at + 112),
+        q.ld_i8(at),
+        q.ld_i8(at + 16),
+        q.ld_i8(at + 32),
+        q.ld_i8(at + 48),
+        q.ld_i8(at + 64),
+        q.ld_i8(at + 80),
+        q.ld_i8(at + 96),
+        q.ld_i8(at + 112),
     ]
 }
 
@@ -420,7 +461,7 @@ fn k45_mins(h: &K45Head, bs: &[int16x8_t; 2]) -> int32x4_t {
 /// l: element l of sub-block 2j, 2j + 1) above them.
 #[inline(always)]
 fn k45_weights<const N: usize>(
-    b: &[u8; N],
+    b: Bytes<N>,
     qs: usize,
     qh: Option<[uint8x16_t; 2]>,
     p: usize,
@@ -438,8 +479,8 @@ fn k45_weights<const N: usize>(
         let mut wq = [vdupq_n_s8(0); 8];
         for jj in 0..2 {
             let j = 2 * p + jj;
-            let [la, ha] = nibbles(ldq(b, qs + 32 * j));
-            let [lb, hb] = nibbles(ldq(b, qs + 32 * j + 16));
+            let [la, ha] = nibbles(b.ld(qs + 32 * j));
+            let [lb, hb] = nibbles(b.ld(qs + 32 * j + 16));
             wq[4 * jj] = put(la, 0, 2 * j);
             wq[4 * jj + 1] = put(lb, 1, 2 * j);
             wq[4 * jj + 2] = put(ha, 0, 2 * j + 1);
@@ -465,8 +506,7 @@ impl KBlock for Q4K {
     #[inline(always)]
     unsafe fn weights(b: *const u8, p: usize) -> [int8x16_t; 8] {
         // SAFETY: the block's 144 bytes are readable (caller).
-        let bb = unsafe { &*(b as *const [u8; 144]) };
-        k45_weights(bb, 16, None, p)
+        k45_weights(unsafe { Bytes::<144>::new(b) }, 16, None, p)
     }
     #[inline(always)]
     fn part<const DP: bool>(
@@ -500,8 +540,8 @@ impl KBlock for Q5K {
     #[inline(always)]
     unsafe fn weights(b: *const u8, p: usize) -> [int8x16_t; 8] {
         // SAFETY: the block's 176 bytes are readable (caller).
-        let bb = unsafe { &*(b as *const [u8; 176]) };
-        k45_weights(bb, 48, Some([ldq(bb, 16), ldq(bb, 32)]), p)
+        let bb = unsafe { Bytes::<176>::new(b) };
+        k45_weights(bb, 48, Some([bb.ld(16), bb.ld(32)]), p)
     }
     #[inline(always)]
     fn part<const DP: bool>(
@@ -580,10 +620,10 @@ impl KBlock for Q6K {
     unsafe fn head(b: *const u8) -> G16Head {
         // SAFETY: the block's 210 bytes are readable (caller); NEON is baseline.
         unsafe {
-            let bb = &*(b as *const [u8; 210]);
+            let bb = Bytes::<210>::new(b);
             let z = vdupq_n_s16(0);
             G16Head {
-                s: widen_i8(vreinterpretq_s8_u8(ldq(bb, 192))),
+                s: widen_i8(bb.ld_i8(192)),
                 mn: [z, z],
             }
         }
@@ -592,13 +632,13 @@ impl KBlock for Q6K {
     unsafe fn weights(b: *const u8, n: usize) -> [int8x16_t; 8] {
         // SAFETY: the block's 210 bytes are readable (caller); NEON is baseline.
         unsafe {
-            let bb = &*(b as *const [u8; 210]);
+            let bb = Bytes::<210>::new(b);
             let m4 = vdupq_n_u8(0x0f);
             let m30 = vdupq_n_u8(0x30);
             let c32 = vdupq_n_s8(32);
             let at = 64 * n;
-            let ql = [ldq(bb, at), ldq(bb, at + 16), ldq(bb, at + 32), ldq(bb, at + 48)];
-            let qh = [ldq(bb, 128 + 32 * n), ldq(bb, 128 + 32 * n + 16)];
+            let ql = [bb.ld(at), bb.ld(at + 16), bb.ld(at + 32), bb.ld(at + 48)];
+            let qh = [bb.ld(128 + 32 * n), bb.ld(128 + 32 * n + 16)];
             // value = (low nibble | two high bits << 4) - 32; vector k lines up with
             // y.qs[128n + 16k..]: ql[0..32] low, ql[32..64] low, ql[0..32] high, ql[32..64] high.
             let v = |lo: uint8x16_t, hi: uint8x16_t| {
@@ -645,9 +685,9 @@ unsafe fn q3k_scales(sc: *const u8) -> int8x16_t {
 /// start at `b[at]`, each with its plane (0..8; Q3_K's mask bit). Group 4i + t is plane
 /// 4·(i / 2) + 2·(i % 2) + t / 2 of bytes 32·(i / 2) + 16·(t % 2) .. +16.
 #[inline(always)]
-fn planes2<const N: usize>(b: &[u8; N], at: usize, i: usize) -> [(uint8x16_t, usize); 4] {
+fn planes2<const N: usize>(b: Bytes<N>, at: usize, i: usize) -> [(uint8x16_t, usize); 4] {
     let (half, pair) = (i / 2, i % 2);
-    let q = [ldq(b, at + 32 * half), ldq(b, at + 32 * half + 16)];
+    let q = [b.ld(at + 32 * half), b.ld(at + 32 * half + 16)];
     let mut out = [(q[0], 0); 4];
     for (t, o) in out.iter_mut().enumerate() {
         let sh = 2 * pair + t / 2;
@@ -680,8 +720,8 @@ impl KBlock for Q3K {
     #[inline(always)]
     unsafe fn weights(b: *const u8, p: usize) -> [int8x16_t; 8] {
         // SAFETY: the block's 110 bytes are readable (caller).
-        let bb = unsafe { &*(b as *const [u8; 110]) };
-        let hm = [ldq(bb, 0), ldq(bb, 16)];
+        let bb = unsafe { Bytes::<110>::new(b) };
+        let hm = [bb.ld(0), bb.ld(16)];
         // SAFETY: NEON is part of the aarch64 baseline; register operations only.
         let mut wq = [unsafe { vreinterpretq_s8_u8(hm[0]) }; 8];
         for ii in 0..2 {
@@ -713,7 +753,7 @@ impl KBlock for Q2K {
     unsafe fn head(b: *const u8) -> G16Head {
         // SAFETY: the block's 84 bytes are readable (caller); NEON is baseline.
         unsafe {
-            let sc = ldq(&*(b as *const [u8; 84]), 0);
+            let sc = Bytes::<84>::new(b).ld(0);
             let m = vshrq_n_u8::<4>(sc);
             G16Head {
                 s: widen_u8(vandq_u8(sc, vdupq_n_u8(0x0f))),
@@ -727,7 +767,7 @@ impl KBlock for Q2K {
     #[inline(always)]
     unsafe fn weights(b: *const u8, p: usize) -> [int8x16_t; 8] {
         // SAFETY: the block's 84 bytes are readable (caller).
-        let bb = unsafe { &*(b as *const [u8; 84]) };
+        let bb = unsafe { Bytes::<84>::new(b) };
         let (a, b2) = (planes2(bb, 16, 2 * p), planes2(bb, 16, 2 * p + 1));
         // SAFETY: NEON is part of the aarch64 baseline; register operations only.
         let s = |v: (uint8x16_t, usize)| unsafe { vreinterpretq_s8_u8(v.0) };
