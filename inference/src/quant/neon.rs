@@ -382,22 +382,6 @@ ld1_lane!(
     ld1_lane_h, uint16x4_t, "h", 2
 );
 
-/// Sixteen bytes at `b[at..at + 16]`.
-#[inline(always)]
-fn ldq<const N: usize>(b: &[u8; N], at: usize) -> uint8x16_t {
-    assert!(N >= 16 && at <= N - 16);
-    // SAFETY: `at..at + 16` is inside `b` (checked above; constant-folded where `at` is constant).
-    unsafe { ld_u8(b.as_ptr().add(at)) }
-}
-
-/// Sixteen signed bytes at `b[at..at + 16]`.
-#[inline(always)]
-fn ldq_i8<const N: usize>(b: &[i8; N], at: usize) -> int8x16_t {
-    assert!(N >= 16 && at <= N - 16);
-    // SAFETY: `at..at + 16` is inside `b` (checked above; constant-folded where `at` is constant).
-    unsafe { ld_i8(b.as_ptr().add(at)) }
-}
-
 /// Nibbles of 16 bytes: low (elements 0..16) and high (16..32), as unsigned 0..15.
 #[inline(always)]
 fn nibbles(q: uint8x16_t) -> [uint8x16_t; 2] {

@@ -405,11 +405,10 @@ fn mat<K: KBlock, const DP: bool>(
     }
 }
 
-/// The head of a Q4_K / Q5_K block: the scales of sub-blocks 0..4 and 4..8 as i32 (`s[p]`: part
-/// `p`'s), the mins likewise.
+/// The head of a Q4_K / Q5_K block: the eight scales and mins as bytes ([`k4_scales_mins`]), one
+/// register per row (the four-row kernel holds four heads through the block), widened where used.
 struct K45Head {
-    s: [int32x4_t; 2],
-    mn: [int32x4_t; 2],
+    scm: uint8x16_t,
 }
 
 /// The head of a Q4_K / Q5_K block whose 12 bytes of scales and mins are at `sc`.
@@ -420,10 +419,8 @@ struct K45Head {
 #[inline]
 unsafe fn k45_head(sc: *const u8) -> K45Head {
     // SAFETY: the caller's promise.
-    let [s0, s1, m0, m1] = widen_u8(unsafe { k4_scales_mins(sc) });
     K45Head {
-        s: [s0, s1],
-        mn: [m0, m1],
+        scm: unsafe { k4_scales_mins(sc) },
     }
 }
 
@@ -442,7 +439,16 @@ fn k45_part<const DP: bool>(
     let wk = [pair(w, 0), pair(w, 1), pair(w, 2), pair(w, 3)];
     let ak = [pair(a, 0), pair(a, 1), pair(a, 2), pair(a, 3)];
     // SAFETY: NEON is part of the aarch64 baseline.
-    unsafe { vmlaq_s32(acc, sums4::<DP>(maxw, wk, ak), h.s[p]) }
+    unsafe {
+        // Part p's four scales as i32.
+        let s16 = vmovl_u8(vget_low_u8(h.scm));
+        let s = if p == 0 {
+            vmovl_u16(vget_low_u16(s16))
+        } else {
+            vmovl_high_u16(s16)
+        };
+        vmlaq_s32(acc, sums4::<DP>(maxw, wk, ak), vreinterpretq_s32_u32(s))
+    }
 }
 
 /// `Σ_k mins[k] · (bsums[2k] + bsums[2k + 1])` in lanes, the pair sums in i32 (`bsums` may be
@@ -451,8 +457,10 @@ fn k45_part<const DP: bool>(
 fn k45_mins(h: &K45Head, bs: &[int16x8_t; 2]) -> int32x4_t {
     // SAFETY: NEON is part of the aarch64 baseline; register operations only.
     unsafe {
-        let t = vmulq_s32(vpaddlq_s16(bs[0]), h.mn[0]);
-        vmlaq_s32(t, vpaddlq_s16(bs[1]), h.mn[1])
+        let m16 = vmovl_high_u8(h.scm);
+        let m0 = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(m16)));
+        let m1 = vreinterpretq_s32_u32(vmovl_high_u16(m16));
+        vmlaq_s32(vmulq_s32(vpaddlq_s16(bs[0]), m0), vpaddlq_s16(bs[1]), m1)
     }
 }
 
