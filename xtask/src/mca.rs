@@ -380,6 +380,8 @@ pub fn rows() -> Vec<Row> {
         row("Q4_1·Q8_1 unit-stride, base-V scales", X280, l(UnitStride(false), Innermost, 1.0), rv_q41, "alternative layout: as above, f16 scales decoded with integer ops (no Zfh), as the kernels must"),
         row("Q4_K·Q8_K matvec", A53, ours("neon::kquant::vec_dot_q4_k_q8_k", 1.0), Some(l(Llama(ArmA53, Q4K), Outer(4), 1.0)), "1 super-block; llama.cpp's inner `j` loop (not unrolled here) written out 4 times"),
         row("Q4_K·Q8_K matvec", A55, ours("neon::kquant::vec_dot_q4_k_q8_k_dp", 1.0), Some(l(Llama(ArmA55, Q4K), Innermost, 1.0)), "1 super-block, SDOT"),
+        row("Q4_K·Q8_K matvec (4 rows, `_x4`)", A53, ours("neon::kquant::vec_dot_q4_k_q8_k_x4", 4.0), Some(l(Llama(ArmA53, Q4K), Outer(4), 1.0)), "ours: 1 super-block of 4 rows per iteration (per row: ÷ 4); llama.cpp: 1 super-block of 1 row"),
+        row("Q4_K·Q8_K matvec (4 rows, `_x4`)", A55, ours("neon::kquant::vec_dot_q4_k_q8_k_x4_dp", 4.0), Some(l(Llama(ArmA55, Q4K), Innermost, 1.0)), "SDOT; ours: 1 super-block of 4 rows; llama.cpp: 1 super-block"),
         row("Q4_K·Q8_K matvec", X280, ours("rvv::kquant::vec_dot_q4_k_q8_k", 1.0), Some(l(Llama(Riscv, "ggml_vec_dot_q4_K_q8_K_vl256"), Innermost, 1.0)), "1 super-block; ours: the common path (normal f16 scales); llama.cpp: its VLEN ≥ 256 loop"),
         row("Q4_K·Q8_K batched (per column)", A53, ours("neon::kquant::mat_q4_k_q8_k", 1.0), Some(l(Llama(ArmA53, Q4K), Outer(4), 1.0)), "per block·column: ours the column loop (the decode, once per block for all columns, not counted)"),
         row("Q4_K·Q8_K batched (per column)", A55, ours("neon::kquant::mat_q4_k_q8_k_dp", 1.0), Some(l(Llama(ArmA55, Q4K), Innermost, 1.0)), "as above, SDOT"),

@@ -315,7 +315,11 @@ fn check_k(
                 for r in 0..4 {
                     let row = w4[..len].get(r * 3 * bytes..).unwrap_or(&[]);
                     let want = scalar_fn(&row[..row.len().min(3 * bytes)], &a);
-                    same(&format!("{name} {} x4 len={len} a={na} row {r}", k.name), out[r], want);
+                    same(
+                        &format!("{name} {} x4 len={len} a={na} row {r}", k.name),
+                        out[r],
+                        want,
+                    );
                 }
             }
         }

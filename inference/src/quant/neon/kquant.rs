@@ -17,8 +17,8 @@
 //! once and takes one term per column. All three give the same bits.
 
 use super::{
-    f16_to_f32, f16x4_to_f32, f16x8_high_to_f32, f16x8_low_to_f32, ld1_lane_h, ld1_lane_s,
-    nibbles, rd_u16, rd_u32, sums4, sums4x16,
+    f16_to_f32, f16x4_to_f32, f16x8_high_to_f32, f16x8_low_to_f32, ld1_lane_h, ld1_lane_s, nibbles,
+    rd_u16, rd_u32, sums4, sums4x16,
 };
 use crate::quant::act::BlockQ8K;
 use core::arch::aarch64::*;
@@ -41,7 +41,9 @@ impl<const N: usize> Bytes<N> {
     unsafe fn new(b: *const u8) -> Self {
         let mut odd = b;
         // SAFETY: an empty template: no instruction, no memory, `odd` keeps its value.
-        unsafe { core::arch::asm!("/* {0} */", inout(reg) odd, options(pure, nomem, nostack, preserves_flags)) };
+        unsafe {
+            core::arch::asm!("/* {0} */", inout(reg) odd, options(pure, nomem, nostack, preserves_flags))
+        };
         Bytes { even: b, odd }
     }
 
@@ -49,7 +51,11 @@ impl<const N: usize> Bytes<N> {
     #[inline(always)]
     fn ld(self, at: usize) -> uint8x16_t {
         assert!(N >= 16 && at <= N - 16);
-        let base = if at / 16 % 2 == 0 { self.even } else { self.odd };
+        let base = if at / 16 % 2 == 0 {
+            self.even
+        } else {
+            self.odd
+        };
         // SAFETY: `at..at + 16` is inside the `N` readable bytes (checked above; constant-folded
         // where `at` is constant); LD1 needs no alignment.
         unsafe { vld1q_u8(base.add(at)) }
