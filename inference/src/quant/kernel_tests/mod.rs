@@ -15,7 +15,7 @@ pub(super) use super::testgen as gen;
 
 use crate::quant::act::{BlockQ8K, BlockQ8_0, BlockQ8_1};
 use crate::quant::types::{TypeInfo, TYPES};
-use crate::quant::{ActElem, ActFormat, GgmlType, Kernels, RowKernels, TypeKernels};
+use crate::quant::{ActElem, ActFormat, Dot, Dot4, GgmlType, Kernels, RowKernels, TypeKernels};
 use alloc::format;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -105,17 +105,7 @@ fn check_q32<A: ActElem + Copy>(t: &Q32<A>, test: &str) {
                     let w4 = weights(&mut rng, 4 * nb, bytes, halves, wfill);
                     let a = (t.acts)(&mut rng, nb, fill);
                     let what = format!("{name} {} nb={nb} acts={fill:?} weights={wfill:?}", k.name);
-                    let want: Vec<f32> = (0..4)
-                        .map(|r| scalar_fn(&w4[r * rb..(r + 1) * rb], &a))
-                        .collect();
-                    same(&what, one(&w4[..rb], &a), want[0]);
-                    if let Some(four) = four {
-                        let mut out = [f32::NAN; 4];
-                        four(&w4, rb, &a, &mut out);
-                        for r in 0..4 {
-                            same(&format!("{what} x4 row {r}"), out[r], want[r]);
-                        }
-                    }
+                    let want = check_rows(&what, scalar_fn, one, four, &w4, rb, &a);
                     // The same row at another address.
                     let shift = 1 + rng.below(7) as usize;
                     let mut buf = vec![0u8; rb + 8];
@@ -159,15 +149,54 @@ fn check_q32_lengths<A: ActElem + Copy>(t: &Q32<A>, k: &Kernels, rng: &mut Rng) 
             one(short, &a),
             scalar_fn(short, &a),
         );
-        let Some(four) = four else { continue };
-        let mut out = [0.0f32; 4];
-        for len in [w.len(), w.len() - 1, 3 * 5 * bytes + 7] {
-            four(&w[..len], 5 * bytes, &a, &mut out);
-            for r in 0..4 {
-                let row = w[..len].get(r * 5 * bytes..).unwrap_or(&[]);
-                let want = scalar_fn(&row[..row.len().min(5 * bytes)], &a);
-                same(&format!("{name} x4 len={len} a={na} row {r}"), out[r], want);
-            }
+        if let Some(four) = four {
+            check_x4_short(
+                &format!("{name} a={na}"),
+                scalar_fn,
+                four,
+                &w,
+                5 * bytes,
+                &a,
+            );
+        }
+    }
+}
+
+/// Four rows of `rb` bytes (`w4`) · `a`: the one-row kernel on row 0 and the four-row kernel, if
+/// any, against the scalar kernel on each row; the scalar results.
+fn check_rows<A>(
+    what: &str,
+    scalar_fn: Dot<A>,
+    one: Dot<A>,
+    four: Option<Dot4<A>>,
+    w4: &[u8],
+    rb: usize,
+    a: &[A],
+) -> Vec<f32> {
+    let want: Vec<f32> = (0..4)
+        .map(|r| scalar_fn(&w4[r * rb..(r + 1) * rb], a))
+        .collect();
+    same(what, one(&w4[..rb], a), want[0]);
+    if let Some(four) = four {
+        let mut out = [f32::NAN; 4];
+        four(w4, rb, a, &mut out);
+        for r in 0..4 {
+            same(&format!("{what} x4 row {r}"), out[r], want[r]);
+        }
+    }
+    want
+}
+
+/// The four-row kernel on `w` cut to fewer bytes than four rows of `rb` (and to exactly four):
+/// each row as far as it goes, as the scalar kernel takes it.
+fn check_x4_short<A>(what: &str, scalar_fn: Dot<A>, four: Dot4<A>, w: &[u8], rb: usize, a: &[A]) {
+    let mut out = [0.0f32; 4];
+    for len in [w.len(), w.len() - 1, 3 * rb + 7] {
+        four(&w[..len], rb, a, &mut out);
+        for r in 0..4 {
+            let row = w[..len].get(r * rb..).unwrap_or(&[]);
+            let want = scalar_fn(&row[..row.len().min(rb)], a);
+            same(&format!("{what} x4 len={len} row {r}"), out[r], want);
         }
     }
 }
@@ -277,17 +306,7 @@ fn check_k(
                             "{name} {} nb={nb} acts={fill:?} weights={wfill:?} random bsums={random_bsums}",
                             k.name
                         );
-                        let want: Vec<f32> = (0..4)
-                            .map(|r| scalar_fn(&w4[r * rb..(r + 1) * rb], &a))
-                            .collect();
-                        same(&what, f(&w4[..rb], &a), want[0]);
-                        if let Some(four) = four {
-                            let mut out = [f32::NAN; 4];
-                            four(&w4, rb, &a, &mut out);
-                            for r in 0..4 {
-                                same(&format!("{what} x4 row {r}"), out[r], want[r]);
-                            }
-                        }
+                        check_rows(&what, scalar_fn, f, four, &w4, rb, &a);
                     }
                 }
             }
@@ -306,21 +325,11 @@ fn check_k(
                 f(short, &a),
                 scalar_fn(short, &a),
             );
-            let Some(four) = four else { continue };
-            // Rows of 3 blocks; fewer bytes than four rows: each row as far as it goes.
-            let w4 = weights(&mut rng, 12, bytes, halves, None);
-            let mut out = [0.0f32; 4];
-            for len in [w4.len(), w4.len() - 1, 2 * 3 * bytes + 5] {
-                four(&w4[..len], 3 * bytes, &a, &mut out);
-                for r in 0..4 {
-                    let row = w4[..len].get(r * 3 * bytes..).unwrap_or(&[]);
-                    let want = scalar_fn(&row[..row.len().min(3 * bytes)], &a);
-                    same(
-                        &format!("{name} {} x4 len={len} a={na} row {r}", k.name),
-                        out[r],
-                        want,
-                    );
-                }
+            if let Some(four) = four {
+                // Rows of 3 blocks.
+                let w4 = weights(&mut rng, 12, bytes, halves, None);
+                let what = format!("{name} {} a={na}", k.name);
+                check_x4_short(&what, scalar_fn, four, &w4, 3 * bytes, &a);
             }
         }
     }

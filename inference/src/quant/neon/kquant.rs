@@ -504,37 +504,53 @@ fn k45_weights<const N: usize>(
     }
 }
 
+/// `KBlock::part` as the function `$f` of the family (`k45_part`, `g16_part`) with the weight
+/// bound `$maxw`.
+macro_rules! part_item {
+    ($f:ident, $maxw:expr, $head:ty) => {
+        #[inline(always)]
+        fn part<const DP: bool>(
+            acc: int32x4_t,
+            h: &$head,
+            p: usize,
+            w: &[int8x16_t; 8],
+            a: &[int8x16_t; 8],
+        ) -> int32x4_t {
+            $f::<DP>($maxw, acc, h, p, w, a)
+        }
+    };
+}
+
+/// The `KBlock` items Q4_K and Q5_K share (the same head: `d`, `dmin`, 12 bytes of scales and
+/// mins) beyond `BYTES` and `weights`: `part` with the weight bound `$maxw`, and the mins.
+macro_rules! k45_items {
+    ($maxw:expr) => {
+        const D_AT: usize = 0;
+        const MINS: bool = true;
+        type Head = K45Head;
+        #[inline(always)]
+        unsafe fn head(b: *const u8) -> K45Head {
+            // SAFETY: bytes 4..16 of the block (caller).
+            unsafe { k45_head(b.add(4)) }
+        }
+        part_item!(k45_part, $maxw, K45Head);
+        #[inline(always)]
+        fn mins(h: &K45Head, bs: &[int16x8_t; 2]) -> int32x4_t {
+            k45_mins(h, bs)
+        }
+    };
+}
+
 /// Q4_K: `d`, `dmin` (f16), 12 bytes of scales and mins, 128 bytes of nibbles.
 struct Q4K;
 
 impl KBlock for Q4K {
     const BYTES: usize = 144;
-    const D_AT: usize = 0;
-    const MINS: bool = true;
-    type Head = K45Head;
-    #[inline(always)]
-    unsafe fn head(b: *const u8) -> K45Head {
-        // SAFETY: bytes 4..16 of the block (caller).
-        unsafe { k45_head(b.add(4)) }
-    }
+    k45_items!(15);
     #[inline(always)]
     unsafe fn weights(b: *const u8, p: usize) -> [int8x16_t; 8] {
         // SAFETY: the block's 144 bytes are readable (caller).
         k45_weights(unsafe { Bytes::<144>::new(b) }, 16, None, p)
-    }
-    #[inline(always)]
-    fn part<const DP: bool>(
-        acc: int32x4_t,
-        h: &K45Head,
-        p: usize,
-        w: &[int8x16_t; 8],
-        a: &[int8x16_t; 8],
-    ) -> int32x4_t {
-        k45_part::<DP>(15, acc, h, p, w, a)
-    }
-    #[inline(always)]
-    fn mins(h: &K45Head, bs: &[int16x8_t; 2]) -> int32x4_t {
-        k45_mins(h, bs)
     }
 }
 
@@ -543,33 +559,12 @@ struct Q5K;
 
 impl KBlock for Q5K {
     const BYTES: usize = 176;
-    const D_AT: usize = 0;
-    const MINS: bool = true;
-    type Head = K45Head;
-    #[inline(always)]
-    unsafe fn head(b: *const u8) -> K45Head {
-        // SAFETY: bytes 4..16 of the block (caller).
-        unsafe { k45_head(b.add(4)) }
-    }
+    k45_items!(31);
     #[inline(always)]
     unsafe fn weights(b: *const u8, p: usize) -> [int8x16_t; 8] {
         // SAFETY: the block's 176 bytes are readable (caller).
         let bb = unsafe { Bytes::<176>::new(b) };
         k45_weights(bb, 48, Some([bb.ld(16), bb.ld(32)]), p)
-    }
-    #[inline(always)]
-    fn part<const DP: bool>(
-        acc: int32x4_t,
-        h: &K45Head,
-        p: usize,
-        w: &[int8x16_t; 8],
-        a: &[int8x16_t; 8],
-    ) -> int32x4_t {
-        k45_part::<DP>(31, acc, h, p, w, a)
-    }
-    #[inline(always)]
-    fn mins(h: &K45Head, bs: &[int16x8_t; 2]) -> int32x4_t {
-        k45_mins(h, bs)
     }
 }
 
@@ -600,20 +595,14 @@ fn g16_part<const DP: bool>(
     }
 }
 
-/// A G16 type's `KBlock` items beyond `head` and `weights`: `part` with its weight bound, and no
-/// mins.
+/// A G16 type's `KBlock` items beyond `head` and `weights`: `part` with its weight bound, and
+/// (unless `with mins`: Q2_K writes its own) no mins.
 macro_rules! g16_items {
+    ($maxw:expr, with mins) => {
+        part_item!(g16_part, $maxw, G16Head);
+    };
     ($maxw:expr) => {
-        #[inline(always)]
-        fn part<const DP: bool>(
-            acc: int32x4_t,
-            h: &G16Head,
-            p: usize,
-            w: &[int8x16_t; 8],
-            a: &[int8x16_t; 8],
-        ) -> int32x4_t {
-            g16_part::<DP>($maxw, acc, h, p, w, a)
-        }
+        g16_items!($maxw, with mins);
         #[inline(always)]
         fn mins(_: &G16Head, _: &[int16x8_t; 2]) -> int32x4_t {
             // SAFETY: NEON is part of the aarch64 baseline.
@@ -796,16 +785,7 @@ impl KBlock for Q2K {
             s(b2[3]),
         ]
     }
-    #[inline(always)]
-    fn part<const DP: bool>(
-        acc: int32x4_t,
-        h: &G16Head,
-        p: usize,
-        w: &[int8x16_t; 8],
-        a: &[int8x16_t; 8],
-    ) -> int32x4_t {
-        g16_part::<DP>(3, acc, h, p, w, a)
-    }
+    g16_items!(3, with mins);
     #[inline(always)]
     fn mins(h: &G16Head, bs: &[int16x8_t; 2]) -> int32x4_t {
         // summs = Σ bsums[g] · (sc[g] >> 4), exact in i32 lanes.
