@@ -39,19 +39,23 @@ impl<const N: usize> Bytes<N> {
     /// `b..b + N` must be readable while the value is used.
     #[inline(always)]
     unsafe fn new(b: *const u8) -> Self {
-        let mut odd = b;
-        // SAFETY: an empty template: no instruction, no memory, `odd` keeps its value.
+        // Zero, which LLVM cannot see is zero.
+        let mut zero = 0usize;
+        // SAFETY: an empty template: no instruction, no memory, `zero` keeps its value.
         unsafe {
-            core::arch::asm!("/* {0} */", inout(reg) odd, options(pure, nomem, nostack, preserves_flags))
+            core::arch::asm!("/* {0} */", inout(reg) zero, options(pure, nomem, nostack, preserves_flags))
         };
-        Bytes { even: b, odd }
+        Bytes {
+            even: b,
+            odd: b.wrapping_add(zero),
+        }
     }
 
     /// Bytes `at..at + 16`.
     #[inline(always)]
     fn ld(self, at: usize) -> uint8x16_t {
         assert!(N >= 16 && at <= N - 16);
-        let base = if at / 16 % 2 == 0 {
+        let base = if (at / 16).is_multiple_of(2) {
             self.even
         } else {
             self.odd
@@ -424,8 +428,8 @@ struct K45Head {
 #[target_feature(enable = "neon")]
 #[inline]
 unsafe fn k45_head(sc: *const u8) -> K45Head {
-    // SAFETY: the caller's promise.
     K45Head {
+        // SAFETY: the caller's promise.
         scm: unsafe { k4_scales_mins(sc) },
     }
 }
