@@ -23,8 +23,8 @@
 //! illegal-instruction trap of that one `asm!` instruction.
 //!
 //! Layout: `q32` (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: one row two blocks per step, or four rows sharing
-//! the activation loads), `kquant` (Q2_K..Q6_K: one row, or a batch of columns per decoded
-//! block), `float` (F32/F16/BF16 dot products, attention), `quantize` (Q8_0, Q8_1, Q8_K
+//! the activation loads), `kquant` (Q2_K..Q6_K: one row, four rows sharing the activation loads,
+//! or a batch of columns per decoded block), `float` (F32/F16/BF16 dot products, attention), `quantize` (Q8_0, Q8_1, Q8_K
 //! activations). The module is compiled on aarch64 only; the `cfg(target_arch)` that selects it
 //! lives in [`super`], the dispatch module.
 
@@ -40,9 +40,11 @@ pub use float::{
 pub use kquant::{
     mat_q2_k_q8_k, mat_q2_k_q8_k_dp, mat_q3_k_q8_k, mat_q3_k_q8_k_dp, mat_q4_k_q8_k,
     mat_q4_k_q8_k_dp, mat_q5_k_q8_k, mat_q5_k_q8_k_dp, mat_q6_k_q8_k, mat_q6_k_q8_k_dp,
-    vec_dot_q2_k_q8_k, vec_dot_q2_k_q8_k_dp, vec_dot_q3_k_q8_k, vec_dot_q3_k_q8_k_dp,
-    vec_dot_q4_k_q8_k, vec_dot_q4_k_q8_k_dp, vec_dot_q5_k_q8_k, vec_dot_q5_k_q8_k_dp,
-    vec_dot_q6_k_q8_k, vec_dot_q6_k_q8_k_dp,
+    vec_dot_q2_k_q8_k, vec_dot_q2_k_q8_k_dp, vec_dot_q2_k_q8_k_x4, vec_dot_q2_k_q8_k_x4_dp,
+    vec_dot_q3_k_q8_k, vec_dot_q3_k_q8_k_dp, vec_dot_q3_k_q8_k_x4, vec_dot_q3_k_q8_k_x4_dp,
+    vec_dot_q4_k_q8_k, vec_dot_q4_k_q8_k_dp, vec_dot_q4_k_q8_k_x4, vec_dot_q4_k_q8_k_x4_dp,
+    vec_dot_q5_k_q8_k, vec_dot_q5_k_q8_k_dp, vec_dot_q5_k_q8_k_x4, vec_dot_q5_k_q8_k_x4_dp,
+    vec_dot_q6_k_q8_k, vec_dot_q6_k_q8_k_dp, vec_dot_q6_k_q8_k_x4, vec_dot_q6_k_q8_k_x4_dp,
 };
 pub use q32::{
     mat_iq4_nl_q8_0, mat_iq4_nl_q8_0_dp, vec_dot_iq4_nl_q8_0, vec_dot_iq4_nl_q8_0_dp,
@@ -80,7 +82,8 @@ pub const KERNELS: Kernels = {
     };
     let set = with_k_quants!(
         with_q32!(with_floats!(set, self, batched), self, self),
-        self
+        self,
+        x4
     );
     let iq4_nl = RowKernels::dot(vec_dot_iq4_nl_q8_0)
         .x4(vec_dot_iq4_nl_q8_0_x4)
@@ -95,7 +98,7 @@ pub const KERNELS_DOTPROD: Kernels = {
         name: "neon-dotprod",
         ..KERNELS
     };
-    let set = with_k_quants!(with_q32!(set, dp, dp), dp);
+    let set = with_k_quants!(with_q32!(set, dp, dp), dp, x4);
     let iq4_nl = RowKernels::dot(vec_dot_iq4_nl_q8_0_dp)
         .x4(vec_dot_iq4_nl_q8_0_x4_dp)
         .mat(mat_iq4_nl_q8_0_dp);
@@ -110,6 +113,14 @@ mod dp {
         mat_q6_k_q8_k_dp as mat_q6_k_q8_k, vec_dot_q2_k_q8_k_dp as vec_dot_q2_k_q8_k,
         vec_dot_q3_k_q8_k_dp as vec_dot_q3_k_q8_k, vec_dot_q4_k_q8_k_dp as vec_dot_q4_k_q8_k,
         vec_dot_q5_k_q8_k_dp as vec_dot_q5_k_q8_k, vec_dot_q6_k_q8_k_dp as vec_dot_q6_k_q8_k,
+    };
+    // The K-quants' four-row kernels.
+    pub use super::kquant::{
+        vec_dot_q2_k_q8_k_x4_dp as vec_dot_q2_k_q8_k_x4,
+        vec_dot_q3_k_q8_k_x4_dp as vec_dot_q3_k_q8_k_x4,
+        vec_dot_q4_k_q8_k_x4_dp as vec_dot_q4_k_q8_k_x4,
+        vec_dot_q5_k_q8_k_x4_dp as vec_dot_q5_k_q8_k_x4,
+        vec_dot_q6_k_q8_k_x4_dp as vec_dot_q6_k_q8_k_x4,
     };
     // The 32-wide types: one row, four rows, batched.
     pub use super::q32::mat_q8_0_q8_0_dp as mat_q8_0_q8_0;
@@ -370,22 +381,6 @@ ld1_lane!(
     /// A 16-bit lane (2 bytes).
     ld1_lane_h, uint16x4_t, "h", 2
 );
-
-/// Sixteen bytes at `b[at..at + 16]`.
-#[inline(always)]
-fn ldq<const N: usize>(b: &[u8; N], at: usize) -> uint8x16_t {
-    assert!(N >= 16 && at <= N - 16);
-    // SAFETY: `at..at + 16` is inside `b` (checked above; constant-folded where `at` is constant).
-    unsafe { ld_u8(b.as_ptr().add(at)) }
-}
-
-/// Sixteen signed bytes at `b[at..at + 16]`.
-#[inline(always)]
-fn ldq_i8<const N: usize>(b: &[i8; N], at: usize) -> int8x16_t {
-    assert!(N >= 16 && at <= N - 16);
-    // SAFETY: `at..at + 16` is inside `b` (checked above; constant-folded where `at` is constant).
-    unsafe { ld_i8(b.as_ptr().add(at)) }
-}
 
 /// Nibbles of 16 bytes: low (elements 0..16) and high (16..32), as unsigned 0..15.
 #[inline(always)]

@@ -74,7 +74,8 @@ macro_rules! with_floats {
 #[allow(unused_imports)]
 pub(crate) use with_floats;
 
-/// `$base` with the K-quants' entries (one row and batched) from the module `$m`.
+/// `$base` with the K-quants' entries (one row and batched) from the module `$m`, and with `x4`,
+/// their four-row ones too (`vec_dot_q2_k_q8_k_x4`, ...).
 #[allow(unused_macros)]
 macro_rules! with_k_quants {
     ($base:expr, $($m:ident)::+) => {{
@@ -85,6 +86,20 @@ macro_rules! with_k_quants {
             .with(G::Q4K, T::Q8K(R::dot($($m)::+::vec_dot_q4_k_q8_k).mat($($m)::+::mat_q4_k_q8_k)))
             .with(G::Q5K, T::Q8K(R::dot($($m)::+::vec_dot_q5_k_q8_k).mat($($m)::+::mat_q5_k_q8_k)))
             .with(G::Q6K, T::Q8K(R::dot($($m)::+::vec_dot_q6_k_q8_k).mat($($m)::+::mat_q6_k_q8_k)))
+    }};
+    ($base:expr, $($m:ident)::+, x4) => {{
+        use $crate::quant::{GgmlType as G, RowKernels as R, TypeKernels as T};
+        $base
+            .with(G::Q2K, T::Q8K(R::dot($($m)::+::vec_dot_q2_k_q8_k)
+                .x4($($m)::+::vec_dot_q2_k_q8_k_x4).mat($($m)::+::mat_q2_k_q8_k)))
+            .with(G::Q3K, T::Q8K(R::dot($($m)::+::vec_dot_q3_k_q8_k)
+                .x4($($m)::+::vec_dot_q3_k_q8_k_x4).mat($($m)::+::mat_q3_k_q8_k)))
+            .with(G::Q4K, T::Q8K(R::dot($($m)::+::vec_dot_q4_k_q8_k)
+                .x4($($m)::+::vec_dot_q4_k_q8_k_x4).mat($($m)::+::mat_q4_k_q8_k)))
+            .with(G::Q5K, T::Q8K(R::dot($($m)::+::vec_dot_q5_k_q8_k)
+                .x4($($m)::+::vec_dot_q5_k_q8_k_x4).mat($($m)::+::mat_q5_k_q8_k)))
+            .with(G::Q6K, T::Q8K(R::dot($($m)::+::vec_dot_q6_k_q8_k)
+                .x4($($m)::+::vec_dot_q6_k_q8_k_x4).mat($($m)::+::mat_q6_k_q8_k)))
     }};
 }
 #[allow(unused_imports)]

@@ -15,7 +15,7 @@ pub(super) use super::testgen as gen;
 
 use crate::quant::act::{BlockQ8K, BlockQ8_0, BlockQ8_1};
 use crate::quant::types::{TypeInfo, TYPES};
-use crate::quant::{ActElem, ActFormat, GgmlType, Kernels, RowKernels, TypeKernels};
+use crate::quant::{ActElem, ActFormat, Dot, Dot4, GgmlType, Kernels, RowKernels, TypeKernels};
 use alloc::format;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -105,17 +105,7 @@ fn check_q32<A: ActElem + Copy>(t: &Q32<A>, test: &str) {
                     let w4 = weights(&mut rng, 4 * nb, bytes, halves, wfill);
                     let a = (t.acts)(&mut rng, nb, fill);
                     let what = format!("{name} {} nb={nb} acts={fill:?} weights={wfill:?}", k.name);
-                    let want: Vec<f32> = (0..4)
-                        .map(|r| scalar_fn(&w4[r * rb..(r + 1) * rb], &a))
-                        .collect();
-                    same(&what, one(&w4[..rb], &a), want[0]);
-                    if let Some(four) = four {
-                        let mut out = [f32::NAN; 4];
-                        four(&w4, rb, &a, &mut out);
-                        for r in 0..4 {
-                            same(&format!("{what} x4 row {r}"), out[r], want[r]);
-                        }
-                    }
+                    let want = check_rows(&what, scalar_fn, one, four, &w4, rb, &a);
                     // The same row at another address.
                     let shift = 1 + rng.below(7) as usize;
                     let mut buf = vec![0u8; rb + 8];
@@ -159,15 +149,54 @@ fn check_q32_lengths<A: ActElem + Copy>(t: &Q32<A>, k: &Kernels, rng: &mut Rng) 
             one(short, &a),
             scalar_fn(short, &a),
         );
-        let Some(four) = four else { continue };
-        let mut out = [0.0f32; 4];
-        for len in [w.len(), w.len() - 1, 3 * 5 * bytes + 7] {
-            four(&w[..len], 5 * bytes, &a, &mut out);
-            for r in 0..4 {
-                let row = w[..len].get(r * 5 * bytes..).unwrap_or(&[]);
-                let want = scalar_fn(&row[..row.len().min(5 * bytes)], &a);
-                same(&format!("{name} x4 len={len} a={na} row {r}"), out[r], want);
-            }
+        if let Some(four) = four {
+            check_x4_short(
+                &format!("{name} a={na}"),
+                scalar_fn,
+                four,
+                &w,
+                5 * bytes,
+                &a,
+            );
+        }
+    }
+}
+
+/// Four rows of `rb` bytes (`w4`) · `a`: the one-row kernel on row 0 and the four-row kernel, if
+/// any, against the scalar kernel on each row; the scalar results.
+fn check_rows<A>(
+    what: &str,
+    scalar_fn: Dot<A>,
+    one: Dot<A>,
+    four: Option<Dot4<A>>,
+    w4: &[u8],
+    rb: usize,
+    a: &[A],
+) -> Vec<f32> {
+    let want: Vec<f32> = (0..4)
+        .map(|r| scalar_fn(&w4[r * rb..(r + 1) * rb], a))
+        .collect();
+    same(what, one(&w4[..rb], a), want[0]);
+    if let Some(four) = four {
+        let mut out = [f32::NAN; 4];
+        four(w4, rb, a, &mut out);
+        for r in 0..4 {
+            same(&format!("{what} x4 row {r}"), out[r], want[r]);
+        }
+    }
+    want
+}
+
+/// The four-row kernel on `w` cut to fewer bytes than four rows of `rb` (and to exactly four):
+/// each row as far as it goes, as the scalar kernel takes it.
+fn check_x4_short<A>(what: &str, scalar_fn: Dot<A>, four: Dot4<A>, w: &[u8], rb: usize, a: &[A]) {
+    let mut out = [0.0f32; 4];
+    for len in [w.len(), w.len() - 1, 3 * rb + 7] {
+        four(&w[..len], rb, a, &mut out);
+        for r in 0..4 {
+            let row = w[..len].get(r * rb..).unwrap_or(&[]);
+            let want = scalar_fn(&row[..row.len().min(rb)], a);
+            same(&format!("{what} x4 len={len} row {r}"), out[r], want);
         }
     }
 }
@@ -192,7 +221,7 @@ fn check_type(ty: GgmlType) {
             t.name,
         ),
         ActFormat::Q8K => {
-            let pick = |k: &Kernels| k.row(t.ty).expect("a K-quant's kernels").dot;
+            let pick = |k: &Kernels| k.row(t.ty).expect("a K-quant's kernels");
             check_k(t.name, t.block_bytes, t.scales, &pick, t.name);
         }
         f => panic!("{}: {f:?} activations are the float tests'", t.name),
@@ -242,21 +271,22 @@ fn every_quantized_type_has_its_test() {
     }
 }
 
-type DotK = fn(&[u8], &[BlockQ8K]) -> f32;
-
 /// One K-quant type in every set: super-block counts × activation fills × weight fills (random,
-/// all bits clear or set, alternating bits) × true or random `bsums`, and lengths that disagree.
+/// all bits clear or set, alternating bits) × true or random `bsums`, the one-row kernel and the
+/// four-row one (four rows of such blocks), and lengths that disagree.
 fn check_k(
     name: &str,
     bytes: usize,
     halves: &[usize],
-    pick: &dyn Fn(&Kernels) -> DotK,
+    pick: &dyn Fn(&Kernels) -> RowKernels<BlockQ8K>,
     test: &str,
 ) {
-    let scalar_fn = pick(&Kernels::SCALAR);
+    let scalar_fn = pick(&Kernels::SCALAR).dot;
     let mut rng = Rng(0x6b ^ bytes as u64);
     for k in sets(test) {
-        let f = pick(&k);
+        let RowKernels {
+            dot: f, x4: four, ..
+        } = pick(&k);
         for nb in [0, 1, 2, 3, 6] {
             for fill in FILLS {
                 for wfill in [
@@ -269,13 +299,14 @@ fn check_k(
                     Some(0x55),
                 ] {
                     for random_bsums in [false, true] {
-                        let w = weights(&mut rng, nb, bytes, halves, wfill);
+                        let rb = nb * bytes;
+                        let w4 = weights(&mut rng, 4 * nb, bytes, halves, wfill);
                         let a = acts_q8_k(&mut rng, nb, fill, random_bsums);
                         let what = format!(
                             "{name} {} nb={nb} acts={fill:?} weights={wfill:?} random bsums={random_bsums}",
                             k.name
                         );
-                        same(&what, f(&w, &a), scalar_fn(&w, &a));
+                        check_rows(&what, scalar_fn, f, four, &w4, rb, &a);
                     }
                 }
             }
@@ -294,6 +325,12 @@ fn check_k(
                 f(short, &a),
                 scalar_fn(short, &a),
             );
+            if let Some(four) = four {
+                // Rows of 3 blocks.
+                let w4 = weights(&mut rng, 12, bytes, halves, None);
+                let what = format!("{name} {} a={na}", k.name);
+                check_x4_short(&what, scalar_fn, four, &w4, 3 * bytes, &a);
+            }
         }
     }
 }
