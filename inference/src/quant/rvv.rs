@@ -132,6 +132,14 @@ pub const KERNELS: Kernels = {
     with_k_quants!(with_q32!(with_floats!(set, self), self, q32), self)
 };
 
+/// VLENB, the bytes of one vector register (CSR 0xc22; only on harts with V).
+fn vlenb() -> usize {
+    let v: usize;
+    // SAFETY: reads a CSR that every hart with V has; reached only on harts with V.
+    unsafe { core::arch::asm!("csrr {}, 0xc22", out(reg) v, options(nomem, nostack)) };
+    v
+}
+
 /// `asm!` with the vector extension enabled for the assembler and every vector register declared
 /// clobbered (vl and vtype are not registers the compiler allocates; the crate is built without
 /// `+v`, so no compiled code keeps state in them). Usage:

@@ -396,8 +396,191 @@ macro_rules! q6k_mul {
         )
     };
 }
-/// Q6_K weights · Q8_K activations (twin of `scalar::vec_dot_q6_k_q8_k`).
+/// The seven 32-byte loads of half `n` of a Q6_K block (VLEN ≥ 512, e8 mf2): `ql[64n..]` into
+/// `$r0`, `ql[64n + 32..]` into `$r1`, `qh[32n..]` into `$r2`, the activations `a[128n + 32k..]`
+/// into `$r3..$r6`. Offsets `$o*` in that order, from `{b}` (three) and `{y}` (four).
+#[rustfmt::skip]
+macro_rules! q6k32_load {
+    ([$r0:literal, $r1:literal, $r2:literal, $r3:literal, $r4:literal, $r5:literal, $r6:literal],
+     [$o0:literal, $o1:literal, $o2:literal, $o3:literal, $o4:literal, $o5:literal, $o6:literal]) => {
+        concat!(
+            "addi {p}, {b}, ", $o0, "\n",
+            "addi {q}, {b}, ", $o2, "\n",
+            "vle8.v ", $r0, ", ({p})\n",
+            "addi {p}, {b}, ", $o1, "\n",
+            "vle8.v ", $r2, ", ({q})\n",
+            "addi {q}, {y}, ", $o3, "\n",
+            "vle8.v ", $r1, ", ({p})\n",
+            "addi {p}, {y}, ", $o4, "\n",
+            "vle8.v ", $r3, ", ({q})\n",
+            "addi {q}, {y}, ", $o5, "\n",
+            "vle8.v ", $r4, ", ({p})\n",
+            "addi {p}, {y}, ", $o6, "\n",
+            "vle8.v ", $r5, ", ({q})\n",
+            "vle8.v ", $r6, ", ({p})\n",
+        )
+    };
+}
+
+/// Half `n` of a Q6_K block, loaded by `q6k32_load!` into `$r*`: its 128 values decoded, times
+/// four (`w` = 4·(q - 32) as int8: with `qh ^ 0xaa` each 2-bit field h becomes h ^ 2 = (h - 2) mod
+/// 4, so `(h ^ 2) << 6 | low << 2` is 64·(h - 2) + 4·low mod 256), each times its activation into
+/// the e16 products `$p0..$p3` (one per group of 32 values, 32 lanes). Between the vector
+/// instructions the scales of the half: `$a*` = sc[8n + 2k] (lanes 0..16 of group k) and `$d*`
+/// = sc[8n + 2k + 1] - sc[8n + 2k] (what lanes 16..32 add), read from byte offsets `$s*` (`A0 B0
+/// A1 B1 ...`).
+#[rustfmt::skip]
+macro_rules! q6k32_dec {
+    ([$ql0:literal, $ql1:literal, $qh:literal, $x0:literal, $x1:literal, $x2:literal, $x3:literal],
+     [$p0:literal, $p1:literal, $p2:literal, $p3:literal],
+     [$s0:literal, $s1:literal, $s2:literal, $s3:literal, $s4:literal, $s5:literal, $s6:literal, $s7:literal],
+     [$a0:literal, $a1:literal, $a2:literal, $a3:literal], [$d0:literal, $d1:literal, $d2:literal, $d3:literal]) => {
+        concat!(
+            "vxor.vx ", $qh, ", ", $qh, ", {cx}\n",
+            "lb ", $a0, ", ", $s0, "({b})\n",
+            "vand.vi v8, ", $ql0, ", 15\n",
+            "lb ", $d0, ", ", $s1, "({b})\n",
+            "vsrl.vi v10, ", $ql0, ", 4\n",
+            "lb ", $a1, ", ", $s2, "({b})\n",
+            "vand.vi v9, ", $ql1, ", 15\n",
+            "lb ", $d1, ", ", $s3, "({b})\n",
+            "vsrl.vi v11, ", $ql1, ", 4\n",
+            "lb ", $a2, ", ", $s4, "({b})\n",
+            "vsll.vi v12, ", $qh, ", 6\n",
+            "lb ", $d2, ", ", $s5, "({b})\n",
+            "vsll.vi v13, ", $qh, ", 4\n",
+            "lb ", $a3, ", ", $s6, "({b})\n",
+            "vsll.vi v14, ", $qh, ", 2\n",
+            "lb ", $d3, ", ", $s7, "({b})\n",
+            "vand.vx v15, ", $qh, ", {c192}\n",
+            "sub ", $d0, ", ", $d0, ", ", $a0, "\n",
+            "vand.vx v13, v13, {c192}\n",
+            "sub ", $d1, ", ", $d1, ", ", $a1, "\n",
+            "vand.vx v14, v14, {c192}\n",
+            "sub ", $d2, ", ", $d2, ", ", $a2, "\n",
+            "vmacc.vx v12, {c4}, v8\n",
+            "sub ", $d3, ", ", $d3, ", ", $a3, "\n",
+            "vmacc.vx v13, {c4}, v9\n",
+            "vmacc.vx v14, {c4}, v10\n",
+            "vmacc.vx v15, {c4}, v11\n",
+            "vwmul.vv ", $p0, ", v12, ", $x0, "\n",
+            "vwmul.vv ", $p1, ", v13, ", $x1, "\n",
+            "vwmul.vv ", $p2, ", v14, ", $x2, "\n",
+            "vwmul.vv ", $p3, ", v15, ", $x3, "\n",
+        )
+    };
+}
+
+/// 4 · `isum` of a Q6_K block with 32 lanes (VLEN ≥ 512: e8 mf2, e16 m1, e32 m2), returned as
+/// `isum`. Both halves are decoded first (products v16..v23), then each group's product is
+/// multiplied by its first scale in all lanes and by the difference of its two scales in lanes
+/// 16..32 (mask v0), into four e32 accumulators v24..v31 (round robin, so no instruction waits
+/// for the one before). Bound: every intermediate sum is exact modulo 2^32 and the total,
+/// |4 · isum| ≤ 4 · 256 · 32 · 128 · 128 = 2^29, fits.
+fn q6k32(b: &[u8], y: &BlockQ8K) -> i32 {
+    let isum: isize;
+    // SAFETY: reads bytes 0..208 of the block `b` (210 bytes, `chunks_exact` in the caller) and
+    // the 256 bytes of `y.qs`; V present with VLEN ≥ 512 (the caller checks vlenb); only vector
+    // registers, the named scalars and vl/vtype change.
+    unsafe {
+        rvv_asm!(
+            [
+                "vsetvli zero, {c32}, e8, mf2, ta, ma",
+                q6k32_load!(["v1", "v2", "v3", "v4", "v5", "v6", "v7"], [0, 32, 128, 0, 32, 64, 96]),
+                q6k32_load!(
+                    ["v24", "v25", "v26", "v27", "v28", "v29", "v30"],
+                    [64, 96, 160, 128, 160, 192, 224]
+                ),
+                "vid.v v8",
+                "vmsgtu.vi v0, v8, 15",
+                q6k32_dec!(
+                    ["v1", "v2", "v3", "v4", "v5", "v6", "v7"],
+                    ["v16", "v17", "v18", "v19"],
+                    [192, 193, 194, 195, 196, 197, 198, 199],
+                    ["{a0}", "{a1}", "{a2}", "{a3}"],
+                    ["{d0}", "{d1}", "{d2}", "{d3}"]
+                ),
+                q6k32_dec!(
+                    ["v24", "v25", "v26", "v27", "v28", "v29", "v30"],
+                    ["v20", "v21", "v22", "v23"],
+                    [200, 201, 202, 203, 204, 205, 206, 207],
+                    ["{e0}", "{e1}", "{e2}", "{e3}"],
+                    ["{f0}", "{f1}", "{p}", "{q}"]
+                ),
+                // Mask-undisturbed: the masked `vwmacc`s must leave lanes 0..16 alone.
+                "vsetvli zero, {c32}, e16, m1, ta, mu",
+                "vwmul.vx v24, v16, {a0}",
+                "vwmul.vx v26, v17, {a1}",
+                "vwmul.vx v28, v18, {a2}",
+                "vwmul.vx v30, v19, {a3}",
+                "vwmacc.vx v26, {d0}, v16, v0.t",
+                "vwmacc.vx v28, {d1}, v17, v0.t",
+                "vwmacc.vx v30, {d2}, v18, v0.t",
+                "vwmacc.vx v24, {d3}, v19, v0.t",
+                "vwmacc.vx v28, {e0}, v20",
+                "vwmacc.vx v30, {e1}, v21",
+                "vwmacc.vx v24, {e2}, v22",
+                "vwmacc.vx v26, {e3}, v23",
+                "vwmacc.vx v30, {f0}, v20, v0.t",
+                "vwmacc.vx v24, {f1}, v21, v0.t",
+                "vwmacc.vx v26, {p}, v22, v0.t",
+                "vwmacc.vx v28, {q}, v23, v0.t",
+                "vsetvli zero, {c32}, e32, m2, ta, ma",
+                "vmv.s.x v12, zero",
+                "vadd.vv v24, v24, v26",
+                "vadd.vv v28, v28, v30",
+                "vadd.vv v24, v24, v28",
+                "vredsum.vs v12, v24, v12",
+                "vmv.x.s {p}, v12",
+                "srai {p}, {p}, 2",
+            ],
+            [
+                b = in(reg) b.as_ptr(),
+                y = in(reg) y.qs.as_ptr(),
+                c32 = in(reg) 32usize,
+                cx = in(reg) 0xaausize,
+                c192 = in(reg) 192usize,
+                c4 = in(reg) 4usize,
+                p = out(reg) isum,
+                q = out(reg) _,
+                a0 = out(reg) _,
+                a1 = out(reg) _,
+                a2 = out(reg) _,
+                a3 = out(reg) _,
+                d0 = out(reg) _,
+                d1 = out(reg) _,
+                d2 = out(reg) _,
+                d3 = out(reg) _,
+                e0 = out(reg) _,
+                e1 = out(reg) _,
+                e2 = out(reg) _,
+                e3 = out(reg) _,
+                f0 = out(reg) _,
+                f1 = out(reg) _,
+            ],
+            [nostack, readonly]
+        );
+    }
+    isum as i32
+}
+
+/// Q6_K weights · Q8_K activations (twin of `scalar::vec_dot_q6_k_q8_k`): 32 lanes per
+/// instruction where VLEN ≥ 512 (`q6k32`), else sixteen.
 pub fn vec_dot_q6_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
+    if super::vlenb() < 64 {
+        return vec_dot_q6_k_q8_k_16(w, a);
+    }
+    let mut sumf = 0.0f32;
+    for (b, y) in w.chunks_exact(210).zip(a) {
+        let d = f16_at(b, 208) * y.d;
+        let isum = q6k32(b, y);
+        sumf += d * isum as f32;
+    }
+    sumf
+}
+
+/// `vec_dot_q6_k_q8_k` with sixteen lanes (any VLEN).
+fn vec_dot_q6_k_q8_k_16(w: &[u8], a: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     for (b, y) in w.chunks_exact(210).zip(a) {
         let d = f16_at(b, 208) * y.d;
@@ -407,7 +590,8 @@ pub fn vec_dot_q6_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
         // vl/vtype change.
         unsafe {
             kq16_asm!(
-                [                    q6k_part!(0, 32, 128, 0, 32, 64, 96, 192, 194, 196, 198),
+                [
+                    q6k_part!(0, 32, 128, 0, 32, 64, 96, 192, 194, 196, 198),
                     q6k_part!(16, 48, 144, 16, 48, 80, 112, 193, 195, 197, 199),
                     q6k_part!(64, 96, 160, 128, 160, 192, 224, 200, 202, 204, 206),
                     q6k_part!(80, 112, 176, 144, 176, 208, 240, 201, 203, 205, 207),
