@@ -694,9 +694,151 @@ fn q6_k_term(b: &[u8], x: &Q6KDec, y: &BlockQ8K) -> f32 {
 }
 
 kq_mat!(
-    /// Q6_K weights · Q8_K activations, batched: each block decoded to int8 once per row.
-    mat_q6_k_q8_k, 210, q6_k_dec, q6_k_term
+    /// `mat_q6_k_q8_k` with sixteen lanes (any VLEN).
+    #[inline(never)]
+    mat_q6_k_q8_k_16, 210, q6_k_dec, q6_k_term
 );
+
+/// Q6_K weights · Q8_K activations, batched: each block decoded once per row, to int8 (VLEN <
+/// 512) or, where VLEN ≥ 512, to its values times their scales (`Q6KScaled`, 32 lanes per
+/// instruction in the column loop).
+pub fn mat_q6_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
+    if super::vlenb() < 64 {
+        return mat_q6_k_q8_k_16(w, rb, a, cols, out);
+    }
+    kmat(w, rb, a, cols, out, 210, q6_k_scaled, q6_k_scaled_term);
+}
+
+/// A Q6_K block decoded once for the batched kernel where VLEN ≥ 512: `d` and each value minus
+/// 32 times its group's scale (|·| ≤ 32 · 128 = 4096), value `e` at `ws[e]`, beside activation `e`.
+struct Q6KScaled {
+    ws: [i16; 256],
+    d: f32,
+}
+
+/// Sixteen `l` of a Q6_K block (offsets as in `q6k_part!`, `$e*` = 2 · the values' indices)
+/// decoded, times their scales (i8 at `{b}` + `$s*`), stored as i16 at `{q}`.
+#[rustfmt::skip]
+macro_rules! q6k_scaled {
+    ($ql:literal, $ql2:literal, $qh:literal, [$($e:literal),*], $s0:literal, $s1:literal, $s2:literal, $s3:literal) => {
+        concat!(
+            q6k_vals!($ql, $ql2, $qh),
+            "lb {s}, ", $s0, "({b})\n",
+            "vwmul.vx v16, v8, {s}\n",
+            "lb {s}, ", $s1, "({b})\n",
+            "vwmul.vx v18, v9, {s}\n",
+            "lb {s}, ", $s2, "({b})\n",
+            "vwmul.vx v20, v10, {s}\n",
+            "lb {s}, ", $s3, "({b})\n",
+            "vwmul.vx v22, v11, {s}\n",
+            "vsetivli zero, 16, e16, m2, ta, ma\n",
+            q6k_io!("vse16.v", "{q}", ["v16", "v18", "v20", "v22"], [$($e),*]),
+        )
+    };
+}
+
+fn q6_k_scaled(b: &[u8]) -> Q6KScaled {
+    let mut x = Q6KScaled {
+        ws: [0; 256],
+        d: f16_at(b, 208),
+    };
+    // SAFETY: reads bytes 0..208 of the block `b` (210 bytes, `chunks_exact` in the caller) and
+    // writes the 512 bytes of `x.ws`; V present (reached only on harts with V); only vector
+    // registers, the named scalars, vl/vtype and `x.ws` change.
+    unsafe {
+        rvv_asm!(
+            [
+                q6k_scaled!(0, 32, 128, [0, 64, 128, 192], 192, 194, 196, 198),
+                q6k_scaled!(16, 48, 144, [32, 96, 160, 224], 193, 195, 197, 199),
+                q6k_scaled!(64, 96, 160, [256, 320, 384, 448], 200, 202, 204, 206),
+                q6k_scaled!(80, 112, 176, [288, 352, 416, 480], 201, 203, 205, 207),
+            ],
+            [
+                b = in(reg) b.as_ptr(),
+                q = in(reg) x.ws.as_mut_ptr(),
+                p = out(reg) _,
+                s = out(reg) _,
+                c32 = in(reg) 32usize,
+                c48 = in(reg) 48usize,
+            ],
+            [nostack]
+        );
+    }
+    x
+}
+
+/// Two of the eight 32-value chunks of a scaled Q6_K block (`j`, `j + 1`): their values (e16, at
+/// `{q}` + `$w*`) into `$r0`/`$r1`, their activations (at `{y}` + `$a*`) into `$x0`/`$x1`.
+#[rustfmt::skip]
+macro_rules! q6k_scaled_load {
+    ($w0:literal, $a0:literal, $w1:literal, $a1:literal, $r0:literal, $x0:literal, $r1:literal, $x1:literal) => {
+        concat!(
+            "addi {p0}, {q}, ", $w0, "\n",
+            "addi {p1}, {y}, ", $a0, "\n",
+            "addi {p2}, {q}, ", $w1, "\n",
+            "addi {p3}, {y}, ", $a1, "\n",
+            "vle16.v ", $r0, ", ({p0})\n",
+            "vle8.v ", $x0, ", ({p1})\n",
+            "vle16.v ", $r1, ", ({p2})\n",
+            "vle8.v ", $x1, ", ({p3})\n",
+        )
+    };
+}
+
+/// A Q6_K block's term (`d · y.d · isum`, as `vec_dot_q6_k_q8_k`) from its scaled values, 32
+/// lanes per instruction (VLEN ≥ 512: e16 m1, e32 m2): each chunk's activations sign-extended to
+/// e16 and multiplied with the scaled values into two e32 accumulators (v16, v18). Bound per lane:
+/// 8 products of at most 4096 · 128 = 2^19: < 2^22.
+fn q6_k_scaled_term(_b: &[u8], x: &Q6KScaled, y: &BlockQ8K) -> f32 {
+    let d = x.d * y.d;
+    let isum: isize;
+    // SAFETY: reads the 512 bytes of `x.ws` and the 256 bytes of `y.qs`; V present with VLEN ≥
+    // 512 (the caller checks vlenb); only vector registers, the named scalars and vl/vtype change.
+    unsafe {
+        rvv_asm!(
+            [
+                "vsetvli zero, {c32}, e16, m1, ta, ma",
+                q6k_scaled_load!(0, 0, 64, 32, "v1", "v24", "v2", "v25"),
+                q6k_scaled_load!(128, 64, 192, 96, "v3", "v26", "v4", "v27"),
+                "vsext.vf2 v9, v24",
+                "vsext.vf2 v10, v25",
+                q6k_scaled_load!(256, 128, 320, 160, "v5", "v28", "v6", "v29"),
+                "vsext.vf2 v11, v26",
+                "vsext.vf2 v12, v27",
+                q6k_scaled_load!(384, 192, 448, 224, "v7", "v30", "v8", "v31"),
+                "vsext.vf2 v13, v28",
+                "vsext.vf2 v14, v29",
+                "vsext.vf2 v15, v30",
+                "vsext.vf2 v20, v31",
+                "vwmul.vv v16, v1, v9",
+                "vwmul.vv v18, v2, v10",
+                "vwmacc.vv v16, v3, v11",
+                "vwmacc.vv v18, v4, v12",
+                "vwmacc.vv v16, v5, v13",
+                "vwmacc.vv v18, v6, v14",
+                "vwmacc.vv v16, v7, v15",
+                "vwmacc.vv v18, v8, v20",
+                "vsetvli zero, {c32}, e32, m2, ta, ma",
+                "vmv.s.x v12, zero",
+                "vadd.vv v16, v16, v18",
+                "vredsum.vs v12, v16, v12",
+                "vmv.x.s {isum}, v12",
+            ],
+            [
+                q = in(reg) x.ws.as_ptr(),
+                y = in(reg) y.qs.as_ptr(),
+                c32 = in(reg) 32usize,
+                p0 = out(reg) _,
+                p1 = out(reg) _,
+                p2 = out(reg) _,
+                p3 = out(reg) _,
+                isum = lateout(reg) isum,
+            ],
+            [nostack, readonly]
+        );
+    }
+    d * isum as i32 as f32
+}
 
 // ---------------------------------------------------------------------------------------------
 // Q3_K and Q2_K: half h (128 values), shift s (0..4), part p (16 values): values
