@@ -8,6 +8,11 @@
 //! the end; `summs` and the float expression stay in Rust, written as in the scalar code. Vector
 //! lengths are 32 (Q4_K, Q5_K: e8 LMUL=2) or 16 (Q2_K, Q3_K, Q6_K: e8 LMUL=1, one scale per 16
 //! values), which every VLEN ≥ 128 holds. Each kernel states its bound: no lane overflows.
+//! Q6_K where VLEN ≥ 512 (vlenb read per call) takes 32 lanes per instruction at the same cost
+//! as 16 (e8 mf2, e16 m1, e32 m2): a 32-value group has two scales, so its products are
+//! multiplied by the first in every lane and by the difference of the two in lanes 16..32 (under
+//! a mask); batched, its blocks are decoded once to their values times their scales (i16) and
+//! each column is 8 widening multiply-accumulates.
 //!
 //! Each type is a decode of a block (`*_scales` / `q6_k_dec`: what does not depend on the
 //! activations) and a term (`*_term`: the block's contribution, the scalar twin's expression).
