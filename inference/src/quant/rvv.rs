@@ -37,7 +37,9 @@
 //!   widened to e16, multiplied by their group's scale into e32 lanes, one reduction per super-block.
 //!   Each kernel is a per-block decode (f16 scales, 6-bit scales and mins) and a per-block term;
 //!   batched, the decode runs once per row and block and the term once per column (Q6_K also
-//!   decodes its 6-bit values to int8 once, and each column reads them with unit-stride loads).
+//!   decodes its 6-bit values once, to int8, or where VLEN ≥ 512 to the values times their scales
+//!   as i16, and each column reads them with unit-stride loads). Q6_K where VLEN ≥ 512: 32 values
+//!   per vector (e8 mf2), the 16-value scales applied under a mask.
 //! - `float`: F32/F16/BF16 dot products and the attention of one head (`q·k` with the scalar code's
 //!   eight partial sums as eight lanes; the output updates elementwise).
 //! - `quantize`: Q8_0, Q8_1, Q8_K activations (same bytes as `act`).
@@ -131,6 +133,14 @@ pub const KERNELS: Kernels = {
     // Float weights: one row; a batch goes column by column.
     with_k_quants!(with_q32!(with_floats!(set, self), self, q32), self)
 };
+
+/// VLENB, the bytes of one vector register (CSR 0xc22; only on harts with V).
+fn vlenb() -> usize {
+    let v: usize;
+    // SAFETY: reads a CSR that every hart with V has; reached only on harts with V.
+    unsafe { core::arch::asm!("csrr {}, 0xc22", out(reg) v, options(nomem, nostack)) };
+    v
+}
 
 /// `asm!` with the vector extension enabled for the assembler and every vector register declared
 /// clobbered (vl and vtype are not registers the compiler allocates; the crate is built without

@@ -146,9 +146,10 @@ fn k_rows() -> Vec<Row> {
         "Q6_K·Q8_K", "q6_k", "q6_K", Outer(2),
         "1 super-block; llama.cpp's `j` loop (2 × 128 values) written out twice",
         "ggml_vec_dot_q6_K_q8_K_vl512",
-        "1 super-block; ours: the path of a normal f16 `d`; llama.cpp: its VLEN = 512 loop (what it runs on the X280)",
-        // The block loop's blocks: the f16 `d` read (.LBB_6), normal (.LBB_10), the body (.LBB_5).
-        Trace(&[(6, 1), (10, 1), (5, 1)])
+        "1 super-block; ours: the path of a normal f16 `d` in the VLEN ≥ 512 loop (32 lanes); llama.cpp: its VLEN = 512 loop (what it runs on the X280)",
+        // The 32-lane (VLEN ≥ 512) block loop's blocks: the f16 `d` read (.LBB_24), normal
+        // (.LBB_28), the body (.LBB_23).
+        Trace(&[(24, 1), (28, 1), (23, 1)])
     ));
     v
 }

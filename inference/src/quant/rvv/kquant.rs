@@ -8,6 +8,11 @@
 //! the end; `summs` and the float expression stay in Rust, written as in the scalar code. Vector
 //! lengths are 32 (Q4_K, Q5_K: e8 LMUL=2) or 16 (Q2_K, Q3_K, Q6_K: e8 LMUL=1, one scale per 16
 //! values), which every VLEN ≥ 128 holds. Each kernel states its bound: no lane overflows.
+//! Q6_K where VLEN ≥ 512 (vlenb read per call) takes 32 lanes per instruction at the same cost
+//! as 16 (e8 mf2, e16 m1, e32 m2): a 32-value group has two scales, so its products are
+//! multiplied by the first in every lane and by the difference of the two in lanes 16..32 (under
+//! a mask); batched, its blocks are decoded once to their values times their scales (i16) and
+//! each column is 8 widening multiply-accumulates.
 //!
 //! Each type is a decode of a block (`*_scales` / `q6_k_dec`: what does not depend on the
 //! activations) and a term (`*_term`: the block's contribution, the scalar twin's expression).
@@ -396,8 +401,191 @@ macro_rules! q6k_mul {
         )
     };
 }
-/// Q6_K weights · Q8_K activations (twin of `scalar::vec_dot_q6_k_q8_k`).
+/// The seven 32-byte loads of half `n` of a Q6_K block (VLEN ≥ 512, e8 mf2): `ql[64n..]` into
+/// `$r0`, `ql[64n + 32..]` into `$r1`, `qh[32n..]` into `$r2`, the activations `a[128n + 32k..]`
+/// into `$r3..$r6`. Offsets `$o*` in that order, from `{b}` (three) and `{y}` (four).
+#[rustfmt::skip]
+macro_rules! q6k32_load {
+    ([$r0:literal, $r1:literal, $r2:literal, $r3:literal, $r4:literal, $r5:literal, $r6:literal],
+     [$o0:literal, $o1:literal, $o2:literal, $o3:literal, $o4:literal, $o5:literal, $o6:literal]) => {
+        concat!(
+            "addi {p}, {b}, ", $o0, "\n",
+            "addi {q}, {b}, ", $o2, "\n",
+            "vle8.v ", $r0, ", ({p})\n",
+            "addi {p}, {b}, ", $o1, "\n",
+            "vle8.v ", $r2, ", ({q})\n",
+            "addi {q}, {y}, ", $o3, "\n",
+            "vle8.v ", $r1, ", ({p})\n",
+            "addi {p}, {y}, ", $o4, "\n",
+            "vle8.v ", $r3, ", ({q})\n",
+            "addi {q}, {y}, ", $o5, "\n",
+            "vle8.v ", $r4, ", ({p})\n",
+            "addi {p}, {y}, ", $o6, "\n",
+            "vle8.v ", $r5, ", ({q})\n",
+            "vle8.v ", $r6, ", ({p})\n",
+        )
+    };
+}
+
+/// Half `n` of a Q6_K block, loaded by `q6k32_load!` into `$r*`: its 128 values decoded, times
+/// four (`w` = 4·(q - 32) as int8: with `qh ^ 0xaa` each 2-bit field h becomes h ^ 2 = (h - 2) mod
+/// 4, so `(h ^ 2) << 6 | low << 2` is 64·(h - 2) + 4·low mod 256), each times its activation into
+/// the e16 products `$p0..$p3` (one per group of 32 values, 32 lanes). Between the vector
+/// instructions the scales of the half: `$a*` = sc[8n + 2k] (lanes 0..16 of group k) and `$d*`
+/// = sc[8n + 2k + 1] - sc[8n + 2k] (what lanes 16..32 add), read from byte offsets `$s*` (`A0 B0
+/// A1 B1 ...`).
+#[rustfmt::skip]
+macro_rules! q6k32_dec {
+    ([$ql0:literal, $ql1:literal, $qh:literal, $x0:literal, $x1:literal, $x2:literal, $x3:literal],
+     [$p0:literal, $p1:literal, $p2:literal, $p3:literal],
+     [$s0:literal, $s1:literal, $s2:literal, $s3:literal, $s4:literal, $s5:literal, $s6:literal, $s7:literal],
+     [$a0:literal, $a1:literal, $a2:literal, $a3:literal], [$d0:literal, $d1:literal, $d2:literal, $d3:literal]) => {
+        concat!(
+            "vxor.vx ", $qh, ", ", $qh, ", {cx}\n",
+            "lb ", $a0, ", ", $s0, "({b})\n",
+            "vand.vi v8, ", $ql0, ", 15\n",
+            "lb ", $d0, ", ", $s1, "({b})\n",
+            "vsrl.vi v10, ", $ql0, ", 4\n",
+            "lb ", $a1, ", ", $s2, "({b})\n",
+            "vand.vi v9, ", $ql1, ", 15\n",
+            "lb ", $d1, ", ", $s3, "({b})\n",
+            "vsrl.vi v11, ", $ql1, ", 4\n",
+            "lb ", $a2, ", ", $s4, "({b})\n",
+            "vsll.vi v12, ", $qh, ", 6\n",
+            "lb ", $d2, ", ", $s5, "({b})\n",
+            "vsll.vi v13, ", $qh, ", 4\n",
+            "lb ", $a3, ", ", $s6, "({b})\n",
+            "vsll.vi v14, ", $qh, ", 2\n",
+            "lb ", $d3, ", ", $s7, "({b})\n",
+            "vand.vx v15, ", $qh, ", {c192}\n",
+            "sub ", $d0, ", ", $d0, ", ", $a0, "\n",
+            "vand.vx v13, v13, {c192}\n",
+            "sub ", $d1, ", ", $d1, ", ", $a1, "\n",
+            "vand.vx v14, v14, {c192}\n",
+            "sub ", $d2, ", ", $d2, ", ", $a2, "\n",
+            "vmacc.vx v12, {c4}, v8\n",
+            "sub ", $d3, ", ", $d3, ", ", $a3, "\n",
+            "vmacc.vx v13, {c4}, v9\n",
+            "vmacc.vx v14, {c4}, v10\n",
+            "vmacc.vx v15, {c4}, v11\n",
+            "vwmul.vv ", $p0, ", v12, ", $x0, "\n",
+            "vwmul.vv ", $p1, ", v13, ", $x1, "\n",
+            "vwmul.vv ", $p2, ", v14, ", $x2, "\n",
+            "vwmul.vv ", $p3, ", v15, ", $x3, "\n",
+        )
+    };
+}
+
+/// 4 · `isum` of a Q6_K block with 32 lanes (VLEN ≥ 512: e8 mf2, e16 m1, e32 m2), returned as
+/// `isum`. Both halves are decoded first (products v16..v23), then each group's product is
+/// multiplied by its first scale in all lanes and by the difference of its two scales in lanes
+/// 16..32 (mask v0), into four e32 accumulators v24..v31 (round robin, so no instruction waits
+/// for the one before). Bound: every intermediate sum is exact modulo 2^32 and the total,
+/// |4 · isum| ≤ 4 · 256 · 32 · 128 · 128 = 2^29, fits.
+fn q6k32(b: &[u8], y: &BlockQ8K) -> i32 {
+    let isum: isize;
+    // SAFETY: reads bytes 0..208 of the block `b` (210 bytes, `chunks_exact` in the caller) and
+    // the 256 bytes of `y.qs`; V present with VLEN ≥ 512 (the caller checks vlenb); only vector
+    // registers, the named scalars and vl/vtype change.
+    unsafe {
+        rvv_asm!(
+            [
+                "vsetvli zero, {c32}, e8, mf2, ta, ma",
+                q6k32_load!(["v1", "v2", "v3", "v4", "v5", "v6", "v7"], [0, 32, 128, 0, 32, 64, 96]),
+                q6k32_load!(
+                    ["v24", "v25", "v26", "v27", "v28", "v29", "v30"],
+                    [64, 96, 160, 128, 160, 192, 224]
+                ),
+                "vid.v v8",
+                "vmsgtu.vi v0, v8, 15",
+                q6k32_dec!(
+                    ["v1", "v2", "v3", "v4", "v5", "v6", "v7"],
+                    ["v16", "v17", "v18", "v19"],
+                    [192, 193, 194, 195, 196, 197, 198, 199],
+                    ["{a0}", "{a1}", "{a2}", "{a3}"],
+                    ["{d0}", "{d1}", "{d2}", "{d3}"]
+                ),
+                q6k32_dec!(
+                    ["v24", "v25", "v26", "v27", "v28", "v29", "v30"],
+                    ["v20", "v21", "v22", "v23"],
+                    [200, 201, 202, 203, 204, 205, 206, 207],
+                    ["{e0}", "{e1}", "{e2}", "{e3}"],
+                    ["{f0}", "{f1}", "{p}", "{q}"]
+                ),
+                // Mask-undisturbed: the masked `vwmacc`s must leave lanes 0..16 alone.
+                "vsetvli zero, {c32}, e16, m1, ta, mu",
+                "vwmul.vx v24, v16, {a0}",
+                "vwmul.vx v26, v17, {a1}",
+                "vwmul.vx v28, v18, {a2}",
+                "vwmul.vx v30, v19, {a3}",
+                "vwmacc.vx v26, {d0}, v16, v0.t",
+                "vwmacc.vx v28, {d1}, v17, v0.t",
+                "vwmacc.vx v30, {d2}, v18, v0.t",
+                "vwmacc.vx v24, {d3}, v19, v0.t",
+                "vwmacc.vx v28, {e0}, v20",
+                "vwmacc.vx v30, {e1}, v21",
+                "vwmacc.vx v24, {e2}, v22",
+                "vwmacc.vx v26, {e3}, v23",
+                "vwmacc.vx v30, {f0}, v20, v0.t",
+                "vwmacc.vx v24, {f1}, v21, v0.t",
+                "vwmacc.vx v26, {p}, v22, v0.t",
+                "vwmacc.vx v28, {q}, v23, v0.t",
+                "vsetvli zero, {c32}, e32, m2, ta, ma",
+                "vmv.s.x v12, zero",
+                "vadd.vv v24, v24, v26",
+                "vadd.vv v28, v28, v30",
+                "vadd.vv v24, v24, v28",
+                "vredsum.vs v12, v24, v12",
+                "vmv.x.s {p}, v12",
+                "srai {p}, {p}, 2",
+            ],
+            [
+                b = in(reg) b.as_ptr(),
+                y = in(reg) y.qs.as_ptr(),
+                c32 = in(reg) 32usize,
+                cx = in(reg) 0xaausize,
+                c192 = in(reg) 192usize,
+                c4 = in(reg) 4usize,
+                p = out(reg) isum,
+                q = out(reg) _,
+                a0 = out(reg) _,
+                a1 = out(reg) _,
+                a2 = out(reg) _,
+                a3 = out(reg) _,
+                d0 = out(reg) _,
+                d1 = out(reg) _,
+                d2 = out(reg) _,
+                d3 = out(reg) _,
+                e0 = out(reg) _,
+                e1 = out(reg) _,
+                e2 = out(reg) _,
+                e3 = out(reg) _,
+                f0 = out(reg) _,
+                f1 = out(reg) _,
+            ],
+            [nostack, readonly]
+        );
+    }
+    isum as i32
+}
+
+/// Q6_K weights · Q8_K activations (twin of `scalar::vec_dot_q6_k_q8_k`): 32 lanes per
+/// instruction where VLEN ≥ 512 (`q6k32`), else sixteen.
 pub fn vec_dot_q6_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
+    if super::vlenb() < 64 {
+        return vec_dot_q6_k_q8_k_16(w, a);
+    }
+    let mut sumf = 0.0f32;
+    for (b, y) in w.chunks_exact(210).zip(a) {
+        let d = f16_at(b, 208) * y.d;
+        let isum = q6k32(b, y);
+        sumf += d * isum as f32;
+    }
+    sumf
+}
+
+/// `vec_dot_q6_k_q8_k` with sixteen lanes (any VLEN).
+fn vec_dot_q6_k_q8_k_16(w: &[u8], a: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     for (b, y) in w.chunks_exact(210).zip(a) {
         let d = f16_at(b, 208) * y.d;
@@ -407,7 +595,8 @@ pub fn vec_dot_q6_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
         // vl/vtype change.
         unsafe {
             kq16_asm!(
-                [                    q6k_part!(0, 32, 128, 0, 32, 64, 96, 192, 194, 196, 198),
+                [
+                    q6k_part!(0, 32, 128, 0, 32, 64, 96, 192, 194, 196, 198),
                     q6k_part!(16, 48, 144, 16, 48, 80, 112, 193, 195, 197, 199),
                     q6k_part!(64, 96, 160, 128, 160, 192, 224, 200, 202, 204, 206),
                     q6k_part!(80, 112, 176, 144, 176, 208, 240, 201, 203, 205, 207),
@@ -510,9 +699,151 @@ fn q6_k_term(b: &[u8], x: &Q6KDec, y: &BlockQ8K) -> f32 {
 }
 
 kq_mat!(
-    /// Q6_K weights · Q8_K activations, batched: each block decoded to int8 once per row.
-    mat_q6_k_q8_k, 210, q6_k_dec, q6_k_term
+    /// `mat_q6_k_q8_k` with sixteen lanes (any VLEN).
+    #[inline(never)]
+    mat_q6_k_q8_k_16, 210, q6_k_dec, q6_k_term
 );
+
+/// Q6_K weights · Q8_K activations, batched: each block decoded once per row, to int8 (VLEN <
+/// 512) or, where VLEN ≥ 512, to its values times their scales (`Q6KScaled`, 32 lanes per
+/// instruction in the column loop).
+pub fn mat_q6_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut [f32]) {
+    if super::vlenb() < 64 {
+        return mat_q6_k_q8_k_16(w, rb, a, cols, out);
+    }
+    kmat(w, rb, a, cols, out, 210, q6_k_scaled, q6_k_scaled_term);
+}
+
+/// A Q6_K block decoded once for the batched kernel where VLEN ≥ 512: `d` and each value minus
+/// 32 times its group's scale (|·| ≤ 32 · 128 = 4096), value `e` at `ws[e]`, beside activation `e`.
+struct Q6KScaled {
+    ws: [i16; 256],
+    d: f32,
+}
+
+/// Sixteen `l` of a Q6_K block (offsets as in `q6k_part!`, `$e*` = 2 · the values' indices)
+/// decoded, times their scales (i8 at `{b}` + `$s*`), stored as i16 at `{q}`.
+#[rustfmt::skip]
+macro_rules! q6k_scaled {
+    ($ql:literal, $ql2:literal, $qh:literal, [$($e:literal),*], $s0:literal, $s1:literal, $s2:literal, $s3:literal) => {
+        concat!(
+            q6k_vals!($ql, $ql2, $qh),
+            "lb {s}, ", $s0, "({b})\n",
+            "vwmul.vx v16, v8, {s}\n",
+            "lb {s}, ", $s1, "({b})\n",
+            "vwmul.vx v18, v9, {s}\n",
+            "lb {s}, ", $s2, "({b})\n",
+            "vwmul.vx v20, v10, {s}\n",
+            "lb {s}, ", $s3, "({b})\n",
+            "vwmul.vx v22, v11, {s}\n",
+            "vsetivli zero, 16, e16, m2, ta, ma\n",
+            q6k_io!("vse16.v", "{q}", ["v16", "v18", "v20", "v22"], [$($e),*]),
+        )
+    };
+}
+
+fn q6_k_scaled(b: &[u8]) -> Q6KScaled {
+    let mut x = Q6KScaled {
+        ws: [0; 256],
+        d: f16_at(b, 208),
+    };
+    // SAFETY: reads bytes 0..208 of the block `b` (210 bytes, `chunks_exact` in the caller) and
+    // writes the 512 bytes of `x.ws`; V present (reached only on harts with V); only vector
+    // registers, the named scalars, vl/vtype and `x.ws` change.
+    unsafe {
+        rvv_asm!(
+            [
+                q6k_scaled!(0, 32, 128, [0, 64, 128, 192], 192, 194, 196, 198),
+                q6k_scaled!(16, 48, 144, [32, 96, 160, 224], 193, 195, 197, 199),
+                q6k_scaled!(64, 96, 160, [256, 320, 384, 448], 200, 202, 204, 206),
+                q6k_scaled!(80, 112, 176, [288, 352, 416, 480], 201, 203, 205, 207),
+            ],
+            [
+                b = in(reg) b.as_ptr(),
+                q = in(reg) x.ws.as_mut_ptr(),
+                p = out(reg) _,
+                s = out(reg) _,
+                c32 = in(reg) 32usize,
+                c48 = in(reg) 48usize,
+            ],
+            [nostack]
+        );
+    }
+    x
+}
+
+/// Two of the eight 32-value chunks of a scaled Q6_K block (`j`, `j + 1`): their values (e16, at
+/// `{q}` + `$w*`) into `$r0`/`$r1`, their activations (at `{y}` + `$a*`) into `$x0`/`$x1`.
+#[rustfmt::skip]
+macro_rules! q6k_scaled_load {
+    ($w0:literal, $a0:literal, $w1:literal, $a1:literal, $r0:literal, $x0:literal, $r1:literal, $x1:literal) => {
+        concat!(
+            "addi {p0}, {q}, ", $w0, "\n",
+            "addi {p1}, {y}, ", $a0, "\n",
+            "addi {p2}, {q}, ", $w1, "\n",
+            "addi {p3}, {y}, ", $a1, "\n",
+            "vle16.v ", $r0, ", ({p0})\n",
+            "vle8.v ", $x0, ", ({p1})\n",
+            "vle16.v ", $r1, ", ({p2})\n",
+            "vle8.v ", $x1, ", ({p3})\n",
+        )
+    };
+}
+
+/// A Q6_K block's term (`d · y.d · isum`, as `vec_dot_q6_k_q8_k`) from its scaled values, 32
+/// lanes per instruction (VLEN ≥ 512: e16 m1, e32 m2): each chunk's activations sign-extended to
+/// e16 and multiplied with the scaled values into two e32 accumulators (v16, v18). Bound per lane:
+/// 8 products of at most 4096 · 128 = 2^19: < 2^22.
+fn q6_k_scaled_term(_b: &[u8], x: &Q6KScaled, y: &BlockQ8K) -> f32 {
+    let d = x.d * y.d;
+    let isum: isize;
+    // SAFETY: reads the 512 bytes of `x.ws` and the 256 bytes of `y.qs`; V present with VLEN ≥
+    // 512 (the caller checks vlenb); only vector registers, the named scalars and vl/vtype change.
+    unsafe {
+        rvv_asm!(
+            [
+                "vsetvli zero, {c32}, e16, m1, ta, ma",
+                q6k_scaled_load!(0, 0, 64, 32, "v1", "v24", "v2", "v25"),
+                q6k_scaled_load!(128, 64, 192, 96, "v3", "v26", "v4", "v27"),
+                "vsext.vf2 v9, v24",
+                "vsext.vf2 v10, v25",
+                q6k_scaled_load!(256, 128, 320, 160, "v5", "v28", "v6", "v29"),
+                "vsext.vf2 v11, v26",
+                "vsext.vf2 v12, v27",
+                q6k_scaled_load!(384, 192, 448, 224, "v7", "v30", "v8", "v31"),
+                "vsext.vf2 v13, v28",
+                "vsext.vf2 v14, v29",
+                "vsext.vf2 v15, v30",
+                "vsext.vf2 v20, v31",
+                "vwmul.vv v16, v1, v9",
+                "vwmul.vv v18, v2, v10",
+                "vwmacc.vv v16, v3, v11",
+                "vwmacc.vv v18, v4, v12",
+                "vwmacc.vv v16, v5, v13",
+                "vwmacc.vv v18, v6, v14",
+                "vwmacc.vv v16, v7, v15",
+                "vwmacc.vv v18, v8, v20",
+                "vsetvli zero, {c32}, e32, m2, ta, ma",
+                "vmv.s.x v12, zero",
+                "vadd.vv v16, v16, v18",
+                "vredsum.vs v12, v16, v12",
+                "vmv.x.s {isum}, v12",
+            ],
+            [
+                q = in(reg) x.ws.as_ptr(),
+                y = in(reg) y.qs.as_ptr(),
+                c32 = in(reg) 32usize,
+                p0 = out(reg) _,
+                p1 = out(reg) _,
+                p2 = out(reg) _,
+                p3 = out(reg) _,
+                isum = lateout(reg) isum,
+            ],
+            [nostack, readonly]
+        );
+    }
+    d * isum as i32 as f32
+}
 
 // ---------------------------------------------------------------------------------------------
 // Q3_K and Q2_K: half h (128 values), shift s (0..4), part p (16 values): values

@@ -25,7 +25,7 @@
 //! A register holds VLENB bytes and the scratch is sized for VLENB ≤ 64 (VLEN ≤ 512); a hart
 //! with longer vectors runs the one-row kernels column by column instead.
 
-use super::super::{f16_bits_to_f32, rvv_asm, BIG, INF, K112, MAG};
+use super::super::{f16_bits_to_f32, rvv_asm, vlenb, BIG, INF, K112, MAG};
 use super::{
     vec_dot_q4_0_q8_0, vec_dot_q4_1_q8_1, vec_dot_q5_0_q8_0, vec_dot_q5_1_q8_1, vec_dot_q8_0_q8_0,
     Q8_0_BYTES, Q8_1_BYTES,
@@ -42,14 +42,6 @@ const MAX_VLENB: usize = 64;
 struct Scratch {
     ds: [f32; 4 * MAX_VLENB],
     w: [u8; 64 * MAX_VLENB],
-}
-
-/// VLENB, the bytes of one vector register (CSR 0xc22; only on harts with V).
-fn vlenb() -> usize {
-    let v: usize;
-    // SAFETY: reads a CSR that every hart with V has; reached only on harts with V.
-    unsafe { core::arch::asm!("csrr {}, 0xc22", out(reg) v, options(nomem, nostack)) };
-    v
 }
 
 /// One row's (or two rows') passes: `$dec` decodes the pass at `{w}` into the scratch (`{sc}`
