@@ -9,12 +9,12 @@
 //! operation per scalar operation, and the activations are loaded once for four rows.
 
 use super::{
-    f16_le, f16x4_to_f32, f16x8_high_to_f32, f16x8_low_to_f32, interleave4, ld1_lane_h, ld1_lane_s,
-    ld_i8, ld_u8, nibbles, rd_u16, rd_u32, sum1, sums2, sums4, sums4_lanes,
+    f16_le, f16x4_to_f32, interleave4, ld_i8, ld_u8, nibbles, sum1, sums2, sums4, sums4_lanes,
 };
 use crate::quant::act::{Act32 as Act, BlockQ8_0, BlockQ8_1};
 use crate::quant::scalar::IQ4_NL_VALUES;
 use core::arch::aarch64::*;
+use core::arch::asm;
 
 /// A 32-element weight block format.
 trait Fmt {
@@ -24,25 +24,25 @@ trait Fmt {
     const MAXW: i32;
     /// The block stores a min `m` after its scale `d` (Q4_1, Q5_1, paired with Q8_1).
     const MIN: bool;
-    /// The block's 32 weights as int8: elements 0..16 and 16..32.
+    /// The 32 weights of the `K`th block after the one at `p` as int8: elements 0..16 and 16..32.
     ///
     /// # Safety
-    /// `p..p + BYTES` must be readable.
-    unsafe fn decode(p: *const u8) -> [int8x16_t; 2];
+    /// `p + K·BYTES..p + (K + 1)·BYTES` must be readable.
+    unsafe fn decode<const K: usize>(p: *const u8) -> [int8x16_t; 2];
 }
 
 #[target_feature(enable = "neon")]
 #[inline]
 fn ld_act<A: Act>(y: &A) -> [int8x16_t; 2] {
-    let q = y.qs().as_ptr();
+    let q = y.qs().as_ptr() as *const u8;
     // SAFETY: `qs` holds 32 bytes.
-    unsafe { [ld_i8(q), ld_i8(q.add(16))] }
+    unsafe { [ld_q::<Q8_0, 0, 0>(q), ld_q::<Q8_0, 16, 0>(q)] }
 }
 
 /// The fifth bits of a Q5 block as 0xff (bit set) / 0x00 bytes for elements 0..16 and 16..32:
-/// element `e` uses bit `e` of `qh`.
+/// element `e` uses bit `e` of `qh` (lane 0 of `qh`; the other lanes are not read).
 #[inline(always)]
-fn q5_high_mask(qh: u32) -> [uint8x16_t; 2] {
+fn q5_high_mask(qh: uint32x4_t) -> [uint8x16_t; 2] {
     const IDX: [u8; 32] = [
         0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,
         3, 3,
@@ -50,7 +50,7 @@ fn q5_high_mask(qh: u32) -> [uint8x16_t; 2] {
     const BIT: [u8; 16] = [1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128];
     // SAFETY: the constant tables hold 32 and 16 bytes; NEON is part of the aarch64 baseline.
     unsafe {
-        let h = vreinterpretq_u8_u32(vdupq_n_u32(qh));
+        let h = vreinterpretq_u8_u32(qh);
         let bit = ld_u8(BIT.as_ptr());
         [
             vtstq_u8(vqtbl1q_u8(h, ld_u8(IDX.as_ptr())), bit),
@@ -67,7 +67,7 @@ impl<const NL: bool> Fmt for Nib4<NL> {
     const MAXW: i32 = if NL { 127 } else { 8 };
     const MIN: bool = false;
     #[inline(always)]
-    unsafe fn decode(p: *const u8) -> [int8x16_t; 2] {
+    unsafe fn decode<const K: usize>(p: *const u8) -> [int8x16_t; 2] {
         // SAFETY: bytes 2..18 of the block are readable (caller), the table holds 16 bytes; NEON
         // is baseline.
         unsafe {
@@ -94,7 +94,7 @@ impl Fmt for Q4_1 {
     const MAXW: i32 = 15;
     const MIN: bool = true;
     #[inline(always)]
-    unsafe fn decode(p: *const u8) -> [int8x16_t; 2] {
+    unsafe fn decode<const K: usize>(p: *const u8) -> [int8x16_t; 2] {
         // SAFETY: bytes 4..20 of the block are readable (caller); NEON is baseline.
         unsafe {
             let [lo, hi] = nibbles(ld_u8(p.add(4)));
@@ -110,11 +110,11 @@ impl Fmt for Q5_0 {
     const MAXW: i32 = 16;
     const MIN: bool = false;
     #[inline(always)]
-    unsafe fn decode(p: *const u8) -> [int8x16_t; 2] {
+    unsafe fn decode<const K: usize>(p: *const u8) -> [int8x16_t; 2] {
         // SAFETY: bytes 2..22 of the block are readable (caller); NEON is baseline.
         unsafe {
-            let [hl, hh] = q5_high_mask(rd_u32(p.add(2)));
-            let [lo, hi] = nibbles(ld_u8(p.add(6)));
+            let [hl, hh] = q5_high_mask(ld_s::<Self, 2, K>(p));
+            let [lo, hi] = nibbles(vreinterpretq_u8_s8(ld_q::<Self, 6, K>(p)));
             // (n | b << 4) - 16 is n when b is set and n - 16 = n | 0xf0 (two's complement) if not.
             let f0 = vdupq_n_u8(0xf0);
             [
@@ -132,11 +132,11 @@ impl Fmt for Q5_1 {
     const MAXW: i32 = 31;
     const MIN: bool = true;
     #[inline(always)]
-    unsafe fn decode(p: *const u8) -> [int8x16_t; 2] {
+    unsafe fn decode<const K: usize>(p: *const u8) -> [int8x16_t; 2] {
         // SAFETY: bytes 4..24 of the block are readable (caller); NEON is baseline.
         unsafe {
-            let [hl, hh] = q5_high_mask(rd_u32(p.add(4)));
-            let [lo, hi] = nibbles(ld_u8(p.add(8)));
+            let [hl, hh] = q5_high_mask(ld_s::<Self, 4, K>(p));
+            let [lo, hi] = nibbles(vreinterpretq_u8_s8(ld_q::<Self, 8, K>(p)));
             let b4 = vdupq_n_u8(0x10);
             [
                 vreinterpretq_s8_u8(vorrq_u8(lo, vandq_u8(hl, b4))),
@@ -153,15 +153,16 @@ impl Fmt for Q8_0 {
     const MAXW: i32 = 128;
     const MIN: bool = false;
     #[inline(always)]
-    unsafe fn decode(p: *const u8) -> [int8x16_t; 2] {
-        let q = p as *const i8;
+    unsafe fn decode<const K: usize>(p: *const u8) -> [int8x16_t; 2] {
         // SAFETY: bytes 2..34 of the block are readable (caller).
-        unsafe { [ld_i8(q.add(2)), ld_i8(q.add(18))] }
+        unsafe { [ld_q::<Self, 2, K>(p), ld_q::<Self, 18, K>(p)] }
     }
 }
 
 /// One row: `w` (whole blocks) · `a`, over as many blocks as both hold, two blocks per step.
-#[target_feature(enable = "neon")]
+/// (`inline(always)`, which `#[target_feature]` functions cannot have: each entry point keeps its
+/// own loop.)
+#[inline(always)]
 fn dot1<F: Fmt, A: Act, const DP: bool>(w: &[u8], a: &[A]) -> f32 {
     let nb = (w.len() / F::BYTES).min(a.len());
     let p = w.as_ptr();
@@ -169,52 +170,51 @@ fn dot1<F: Fmt, A: Act, const DP: bool>(w: &[u8], a: &[A]) -> f32 {
     let mut i = 0;
     while i + 1 < nb {
         let (y0, y1) = (&a[i], &a[i + 1]);
-        // SAFETY: blocks i and i + 1 lie in `w`: (i + 2) · BYTES ≤ nb · BYTES ≤ w.len().
-        let (b0, b1, w0, w1) = unsafe {
+        // SAFETY: blocks i and i + 1 lie in `w`: (i + 2) · BYTES ≤ nb · BYTES ≤ w.len(); NEON is
+        // part of the aarch64 baseline.
+        let u = unsafe {
             let b0 = p.add(i * F::BYTES);
-            let b1 = b0.add(F::BYTES);
-            (b0, b1, F::decode(b0), F::decode(b1))
+            let (w0, w1) = (F::decode::<0>(b0), F::decode::<1>(b0));
+            // [sumi0, sumi1] as f32.
+            let s = vget_low_f32(vcvtq_f32_s32(sums2::<DP>(
+                F::MAXW,
+                w0,
+                ld_act(y0),
+                w1,
+                ld_act(y1),
+            )));
+            if F::MIN {
+                // [d0, m0, d1, m1] · [y0.d, y0.s, y1.d, y1.s]
+                let dm = vzip1q_u32(ld_s::<F, 0, 0>(b0), ld_s::<F, 0, 1>(b0));
+                let dm = f16x4_to_f32(vreinterpret_u16_u32(vget_low_u32(dm)));
+                let ys = vcombine_f32(
+                    vset_lane_f32::<1>(y0.s(), vdup_n_f32(y0.d())),
+                    vset_lane_f32::<1>(y1.s(), vdup_n_f32(y1.d())),
+                );
+                let t = vmulq_f32(dm, ys);
+                let dy = vget_low_f32(vuzp1q_f32(t, t));
+                let ms = vget_low_f32(vuzp2q_f32(t, t));
+                // (d · y.d) · sumi + m · y.s
+                vadd_f32(vmul_f32(dy, s), ms)
+            } else {
+                let dd = vzip1_u16(ld_h::<F, 0, 0>(b0), ld_h::<F, 0, 1>(b0));
+                let d = vget_low_f32(f16x4_to_f32(dd));
+                let yd = vset_lane_f32::<1>(y1.d(), vdup_n_f32(y0.d()));
+                // sumi · (d · y.d)
+                vmul_f32(s, vmul_f32(d, yd))
+            }
         };
-        // [sumi0, sumi1] as f32.
-        let s = vget_low_f32(vcvtq_f32_s32(sums2::<DP>(
-            F::MAXW,
-            w0,
-            ld_act(y0),
-            w1,
-            ld_act(y1),
-        )));
-        let u = if F::MIN {
-            // SAFETY: each block starts with `d`, `m` (4 bytes).
-            let dm = unsafe { vset_lane_u32::<1>(rd_u32(b1), vdup_n_u32(rd_u32(b0))) };
-            // [d0, m0, d1, m1] · [y0.d, y0.s, y1.d, y1.s]
-            let dm = f16x4_to_f32(vreinterpret_u16_u32(dm));
-            let ys = vcombine_f32(
-                vset_lane_f32::<1>(y0.s(), vdup_n_f32(y0.d())),
-                vset_lane_f32::<1>(y1.s(), vdup_n_f32(y1.d())),
-            );
-            let t = vmulq_f32(dm, ys);
-            let dy = vget_low_f32(vuzp1q_f32(t, t));
-            let ms = vget_low_f32(vuzp2q_f32(t, t));
-            // (d · y.d) · sumi + m · y.s
-            vadd_f32(vmul_f32(dy, s), ms)
-        } else {
-            // SAFETY: each block starts with `d` (2 bytes).
-            let dd = unsafe { vset_lane_u16::<1>(rd_u16(b1), vdup_n_u16(rd_u16(b0))) };
-            let d = vget_low_f32(f16x4_to_f32(dd));
-            let yd = vset_lane_f32::<1>(y1.d(), vdup_n_f32(y0.d()));
-            // sumi · (d · y.d)
-            vmul_f32(s, vmul_f32(d, yd))
-        };
-        sumf += vget_lane_f32::<0>(u);
-        sumf += vget_lane_f32::<1>(u);
+        // SAFETY: NEON is part of the aarch64 baseline.
+        sumf += unsafe { vget_lane_f32::<0>(u) };
+        // SAFETY: as above.
+        sumf += unsafe { vget_lane_f32::<1>(u) };
         i += 2;
     }
     if i < nb {
         let y = &a[i];
         let b = &w[i * F::BYTES..(i + 1) * F::BYTES];
-        // SAFETY: `b` is one whole block.
-        let wq = unsafe { F::decode(b.as_ptr()) };
-        let sumi = sum1::<DP>(F::MAXW, wq, ld_act(y));
+        // SAFETY: `b` is one whole block; NEON is part of the aarch64 baseline.
+        let sumi = unsafe { sum1::<DP>(F::MAXW, F::decode::<0>(b.as_ptr()), ld_act(y)) };
         let d = f16_le(b, 0);
         if F::MIN {
             let m = f16_le(b, 2);
@@ -244,68 +244,100 @@ fn dot4<F: Fmt, A: Act, const DP: bool>(w: &[u8], rb: usize, a: &[A], out: &mut 
     unsafe { vst1q_f32(out.as_mut_ptr(), acc) };
 }
 
-/// Four rows of `rb` bytes each, consecutive in `w` (`4 · rb ≤ w.len()`), · `C` activation
-/// columns of equal length (at most `rb / BYTES` blocks): lane `r` of result `t` is what [`dot1`]
-/// gives for row `r` and column `t`. Each block of the four rows is decoded once for the `C`
-/// columns; every column's float work is that of [`dot1`], lane by lane.
-#[target_feature(enable = "neon")]
-#[inline]
-fn tile4<F: Fmt, A: Act, const DP: bool, const C: usize>(
-    w: &[u8],
-    rb: usize,
-    ys: [&[A]; C],
-) -> [float32x4_t; C] {
-    let nb = ys.iter().map(|y| y.len()).min().unwrap_or(0);
-    let nb = nb.min(rb / F::BYTES);
-    debug_assert!(rb.checked_mul(4).is_some_and(|n| n <= w.len()));
-    let base = w.as_ptr();
-    // Row r's next block; each step reads the block's scale field(s) with post-indexed lane loads
-    // (which leave the pointer after them) and then the rest of the block.
-    // SAFETY: r·rb ≤ 3·rb < w.len() (the caller's promise), so each pointer is inside `w`.
-    let mut p = unsafe { [base, base.add(rb), base.add(2 * rb), base.add(3 * rb)] };
-    let head = if F::MIN { 4 } else { 2 };
-    let mut acc = [vdupq_n_f32(0.0); C];
-    // Every lane is overwritten each step; the previous contents are never used.
-    let mut dm = vdupq_n_u32(0);
-    let mut dd = vdup_n_u16(0);
-    for i in 0..nb {
-        // SAFETY: block i of row r lies in r·rb + i·BYTES .. r·rb + (i + 1)·BYTES ⊆ r·rb..(r+1)·rb
-        // (i < nb ≤ rb / BYTES), inside `w` (4·rb ≤ w.len()); `p[r]` is at its start.
-        unsafe {
-            if F::MIN {
-                dm = ld1_lane_s::<0>(dm, &mut p[0]);
-                dm = ld1_lane_s::<1>(dm, &mut p[1]);
-                dm = ld1_lane_s::<2>(dm, &mut p[2]);
-                dm = ld1_lane_s::<3>(dm, &mut p[3]);
-            } else {
-                dd = ld1_lane_h::<0>(dd, &mut p[0]);
-                dd = ld1_lane_h::<1>(dd, &mut p[1]);
-                dd = ld1_lane_h::<2>(dd, &mut p[2]);
-                dd = ld1_lane_h::<3>(dd, &mut p[3]);
+/// `$name::<F, OFF, K>(p)`: the `$bytes` bytes at `p + OFF + K·F::BYTES` (field `OFF` of the
+/// `K`th `F` block after `p`) in lane 0 of a vector (one LDR/LDUR, any
+/// alignment: the crate is built with strict alignment, under which the compiler would assemble
+/// a 2- or 4-byte field from byte loads; and as `asm!` the compiler does not pair two 16-byte
+/// loads into an LDP, which in-order cores such as Cortex-A55 issue slower than two LDRs).
+macro_rules! ld_at {
+    ($(#[$doc:meta])* $name:ident, $vec:ty, $reg:literal, $bytes:literal) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        #[doc = concat!("`p + OFF + K·F::BYTES` and the ", $bytes, " bytes after it must be readable.")]
+        #[inline(always)]
+        unsafe fn $name<F: Fmt, const OFF: usize, const K: usize>(p: *const u8) -> $vec {
+            let v: $vec;
+            // SAFETY: reads the bytes at `p + OFF + K·F::BYTES` (readable: caller); a scalar or 16-byte LDR
+            // needs no alignment on normal memory.
+            unsafe {
+                asm!(
+                    concat!("ldr {v:", $reg, "}, [{p}, #{off}]"),
+                    v = out(vreg) v,
+                    p = in(reg) p,
+                    off = const OFF + K * F::BYTES,
+                    options(pure, readonly, nostack, preserves_flags)
+                );
             }
+            v
         }
-        // SAFETY: as above; `p[r] - head` is the start of row r's block.
-        let wq = unsafe { p.map(|q| F::decode(q.sub(head))) };
-        // With SDOT and more than one column, the four rows interleaved once for SDOT by element
-        // (the row sums land in their lanes with no reduction).
+    };
+}
+ld_at!(
+    /// A 2-byte field (an f16 scale).
+    ld_h, uint16x4_t, "h", 2
+);
+ld_at!(
+    /// A 4-byte field (`d`, `m` or Q5's `qh`).
+    ld_s, uint32x4_t, "s", 4
+);
+ld_at!(
+    /// Sixteen weight or activation bytes.
+    ld_q, int8x16_t, "q", 16
+);
+
+/// The scales of four blocks (`p[r]` at each block's start) as f32: `d`, and `m` when the format
+/// has one (else zeros). Each row's f16 field(s) come in with their own load into their own
+/// register (no chain of lane inserts); zips gather them for one FCVTL (two for `d`, `m`).
+///
+/// # Safety
+/// `p[r]..p[r] + 4` (`+ 2` without a min) must be readable.
+#[inline(always)]
+unsafe fn scales4<F: Fmt, const K: usize>(p: [*const u8; 4]) -> (float32x4_t, float32x4_t) {
+    // SAFETY: 4 (2) readable bytes at each `p[r]` (caller); NEON is part of the aarch64 baseline.
+    unsafe {
+        if F::MIN {
+            let s = p.map(|q| ld_s::<F, 0, K>(q));
+            // [d0, m0, d1, m1], [d2, m2, d3, m3] → d, m
+            let dm01 = vreinterpret_u16_u32(vget_low_u32(vzip1q_u32(s[0], s[1])));
+            let dm23 = vreinterpret_u16_u32(vget_low_u32(vzip1q_u32(s[2], s[3])));
+            let (lo, hi) = (f16x4_to_f32(dm01), f16x4_to_f32(dm23));
+            (vuzp1q_f32(lo, hi), vuzp2q_f32(lo, hi))
+        } else {
+            let h = p.map(|q| ld_h::<F, 0, K>(q));
+            let d01 = vreinterpret_u32_u16(vzip1_u16(h[0], h[1]));
+            let d23 = vreinterpret_u32_u16(vzip1_u16(h[2], h[3]));
+            let d = f16x4_to_f32(vreinterpret_u16_u32(vzip1_u32(d01, d23)));
+            (d, vdupq_n_f32(0.0))
+        }
+    }
+}
+
+/// Block `i` of four rows (`p[r]` at row `r`'s block start) · `C` activation columns: lane `r` of
+/// each column's `acc` gets row `r`'s term, in [`dot1`]'s float order. (`inline(always)`, which
+/// `#[target_feature]` functions cannot have: the four-row loop must come out as one loop.)
+///
+/// # Safety
+/// `p[r]..p[r] + BYTES` must be readable and `i` inside every column.
+#[inline(always)]
+unsafe fn step4<F: Fmt, A: Act, const DP: bool, const C: usize, const K: usize>(
+    p: [*const u8; 4],
+    ys: &[&[A]; C],
+    i: usize,
+    acc: &mut [float32x4_t; C],
+) {
+    // SAFETY: each `p[r]` is at a whole block (caller); NEON is part of the aarch64 baseline.
+    unsafe {
+        let (d, m) = scales4::<F, K>(p);
+        let wq = p.map(|q| F::decode::<K>(q));
+        // With SDOT and more than one column, the four rows interleaved once for SDOT by
+        // element (the row sums land in their lanes with no reduction).
         let wi = if DP && C > 1 {
             interleave4(wq)
         } else {
             [vdupq_n_s8(0); 8]
         };
-        // SAFETY: the next block of each row starts BYTES after this one (at most one past the
-        // row's end after its last block).
-        p = unsafe { p.map(|q| q.add(F::BYTES - head)) };
-        // The scales of the four rows as f32: (d, m) or d.
-        let (d, m) = if F::MIN {
-            // [d0, m0, d1, m1], [d2, m2, d3, m3] → d, m
-            let dmh = vreinterpretq_u16_u32(dm);
-            let (lo, hi) = (f16x8_low_to_f32(dmh), f16x8_high_to_f32(dmh));
-            (vuzp1q_f32(lo, hi), vuzp2q_f32(lo, hi))
-        } else {
-            (f16x4_to_f32(dd), vdupq_n_f32(0.0))
-        };
-        for (acc, y) in acc.iter_mut().zip(&ys) {
+        for (acc, y) in acc.iter_mut().zip(ys) {
             let y = &y[i];
             let ya = ld_act(y);
             // [sumi of row 0, .., row 3] as f32.
@@ -324,6 +356,50 @@ fn tile4<F: Fmt, A: Act, const DP: bool, const C: usize>(
                 vaddq_f32(*acc, vmulq_f32(s, vmulq_n_f32(d, y.d())))
             };
         }
+    }
+}
+
+/// Four rows of `rb` bytes each, consecutive in `w` (`4 · rb ≤ w.len()`), · `C` activation
+/// columns of equal length (at most `rb / BYTES` blocks): lane `r` of result `t` is what [`dot1`]
+/// gives for row `r` and column `t`. Each block of the four rows is decoded once for the `C`
+/// columns; every column's float work is that of [`dot1`], lane by lane. With one column, two
+/// blocks per step (their terms still added in order), so the second block's loads and integer
+/// work fill the first one's float latency.
+#[inline(always)]
+fn tile4<F: Fmt, A: Act, const DP: bool, const C: usize>(
+    w: &[u8],
+    rb: usize,
+    ys: [&[A]; C],
+) -> [float32x4_t; C] {
+    let nb = ys.iter().map(|y| y.len()).min().unwrap_or(0);
+    let nb = nb.min(rb / F::BYTES);
+    debug_assert!(rb.checked_mul(4).is_some_and(|n| n <= w.len()));
+    let base = w.as_ptr();
+    // Row r's block i starts at r·rb + i·BYTES.
+    let at = |i: usize| {
+        // SAFETY: for i ≤ nb ≤ rb / BYTES, r·rb + i·BYTES ≤ (r + 1)·rb ≤ 4·rb ≤ w.len() (the
+        // caller's promise): inside `w` or one past its end.
+        unsafe { [0, 1, 2, 3].map(|r| base.add(r * rb + i * F::BYTES)) }
+    };
+    // SAFETY: NEON is part of the aarch64 baseline.
+    let mut acc = [unsafe { vdupq_n_f32(0.0) }; C];
+    let mut i = 0;
+    if C == 1 {
+        while i + 1 < nb {
+            // SAFETY: blocks i and i + 1 of every row lie inside `w` (i + 2 ≤ nb, see `at`),
+            // and both are inside the column.
+            unsafe {
+                let p = at(i);
+                step4::<F, A, DP, C, 0>(p, &ys, i, &mut acc);
+                step4::<F, A, DP, C, 1>(p, &ys, i + 1, &mut acc);
+            }
+            i += 2;
+        }
+    }
+    while i < nb {
+        // SAFETY: block i of every row lies inside `w` (i < nb, see `at`) and in every column.
+        unsafe { step4::<F, A, DP, C, 0>(at(i), &ys, i, &mut acc) };
+        i += 1;
     }
     acc
 }
@@ -366,14 +442,13 @@ macro_rules! entries {
      $fmt:ty, $act:ty) => {
         $(#[$doc])*
         pub fn $one(w: &[u8], a: &[$act]) -> f32 {
-            // SAFETY: NEON is part of every aarch64 target this module is built for.
-            unsafe { dot1::<$fmt, $act, false>(w, a) }
+            dot1::<$fmt, $act, false>(w, a)
         }
         $(#[$doc])*
         /// SDOT flavour: only for cores with FEAT_DotProd (`Kernels::NEON_DOTPROD`).
         pub fn $one_dp(w: &[u8], a: &[$act]) -> f32 {
-            // SAFETY: as above (SDOT itself is an `asm!` instruction, see `sdot`).
-            unsafe { dot1::<$fmt, $act, true>(w, a) }
+            // SDOT itself is an `asm!` instruction, see `sdot`.
+            dot1::<$fmt, $act, true>(w, a)
         }
         $(#[$doc])*
         /// Four rows of `rb` bytes, consecutive in `w`, at once: `out[r]` equals the one-row
