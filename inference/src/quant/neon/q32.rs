@@ -40,7 +40,8 @@ fn ld_act<A: Act>(y: &A) -> [int8x16_t; 2] {
 }
 
 /// The fifth bits of a Q5 block as 0xff (bit set) / 0x00 bytes for elements 0..16 and 16..32:
-/// element `e` uses bit `e` of `qh` (lane 0 of `qh`; the other lanes are not read).
+/// element `e` uses bit `e` of `qh` (lane 0 of `qh`; the other lanes are not read). Given `!qh`,
+/// 0xff marks a clear bit.
 #[inline(always)]
 fn q5_high_mask(qh: uint32x4_t) -> [uint8x16_t; 2] {
     const IDX: [u8; 32] = [
@@ -68,10 +69,10 @@ impl<const NL: bool> Fmt for Nib4<NL> {
     const MIN: bool = false;
     #[inline(always)]
     unsafe fn decode<const K: usize>(p: *const u8) -> [int8x16_t; 2] {
-        // SAFETY: bytes 2..18 of the block are readable (caller), the table holds 16 bytes; NEON
+        // SAFETY: bytes 2..18 of the `K`th block after `p` are readable (caller), the table holds 16 bytes; NEON
         // is baseline.
         unsafe {
-            let [lo, hi] = nibbles(ld_u8(p.add(2)));
+            let [lo, hi] = nibbles(vreinterpretq_u8_s8(ld_q::<Self, 2, K>(p)));
             if NL {
                 let values = ld_i8(IQ4_NL_VALUES.as_ptr());
                 return [vqtbl1q_s8(values, lo), vqtbl1q_s8(values, hi)];
@@ -95,9 +96,9 @@ impl Fmt for Q4_1 {
     const MIN: bool = true;
     #[inline(always)]
     unsafe fn decode<const K: usize>(p: *const u8) -> [int8x16_t; 2] {
-        // SAFETY: bytes 4..20 of the block are readable (caller); NEON is baseline.
+        // SAFETY: bytes 4..20 of the `K`th block after `p` are readable (caller); NEON is baseline.
         unsafe {
-            let [lo, hi] = nibbles(ld_u8(p.add(4)));
+            let [lo, hi] = nibbles(vreinterpretq_u8_s8(ld_q::<Self, 4, K>(p)));
             [vreinterpretq_s8_u8(lo), vreinterpretq_s8_u8(hi)]
         }
     }
@@ -111,15 +112,18 @@ impl Fmt for Q5_0 {
     const MIN: bool = false;
     #[inline(always)]
     unsafe fn decode<const K: usize>(p: *const u8) -> [int8x16_t; 2] {
-        // SAFETY: bytes 2..22 of the block are readable (caller); NEON is baseline.
+        // SAFETY: bytes 2..22 of the `K`th block after `p` are readable (caller); NEON is baseline.
         unsafe {
-            let [hl, hh] = q5_high_mask(ld_s::<Self, 2, K>(p));
-            let [lo, hi] = nibbles(vreinterpretq_u8_s8(ld_q::<Self, 6, K>(p)));
-            // (n | b << 4) - 16 is n when b is set and n - 16 = n | 0xf0 (two's complement) if not.
-            let f0 = vdupq_n_u8(0xf0);
+            // 0xff where the fifth bit is clear: the bits of `!qh`.
+            let qh = vmvnq_u32(ld_s::<Self, 2, K>(p));
+            let [cl, ch] = q5_high_mask(qh);
+            let q = vreinterpretq_u8_s8(ld_q::<Self, 6, K>(p));
+            // (n | b << 4) - 16 is n when b is set and n - 16 = n | 0xf0 (two's complement) if
+            // not: the high nibble of the clear mask over the low nibble of `q` (BSL), and over
+            // `q >> 4` (SRI, shift right and insert), one instruction each.
             [
-                vreinterpretq_s8_u8(vorrq_u8(lo, vbicq_u8(f0, hl))),
-                vreinterpretq_s8_u8(vorrq_u8(hi, vbicq_u8(f0, hh))),
+                vreinterpretq_s8_u8(vbslq_u8(vdupq_n_u8(0xf0), cl, q)),
+                vreinterpretq_s8_u8(vsriq_n_u8::<4>(ch, q)),
             ]
         }
     }
@@ -133,7 +137,7 @@ impl Fmt for Q5_1 {
     const MIN: bool = true;
     #[inline(always)]
     unsafe fn decode<const K: usize>(p: *const u8) -> [int8x16_t; 2] {
-        // SAFETY: bytes 4..24 of the block are readable (caller); NEON is baseline.
+        // SAFETY: bytes 4..24 of the `K`th block after `p` are readable (caller); NEON is baseline.
         unsafe {
             let [hl, hh] = q5_high_mask(ld_s::<Self, 4, K>(p));
             let [lo, hi] = nibbles(vreinterpretq_u8_s8(ld_q::<Self, 8, K>(p)));
@@ -154,7 +158,7 @@ impl Fmt for Q8_0 {
     const MIN: bool = false;
     #[inline(always)]
     unsafe fn decode<const K: usize>(p: *const u8) -> [int8x16_t; 2] {
-        // SAFETY: bytes 2..34 of the block are readable (caller).
+        // SAFETY: bytes 2..34 of the `K`th block after `p` are readable (caller).
         unsafe { [ld_q::<Self, 2, K>(p), ld_q::<Self, 18, K>(p)] }
     }
 }
@@ -359,6 +363,45 @@ unsafe fn step4<F: Fmt, A: Act, const DP: bool, const C: usize, const K: usize>(
     }
 }
 
+/// One block of four rows (`p[r]` at row `r`'s block) · the activation block `y`: the rows'
+/// exact sums as f32 (lane `r`: row `r`) and their terms' scale factors `d · y.d` and, for
+/// formats with a min, `m · y.s` (else zeros); [`add_term`] adds the term.
+///
+/// # Safety
+/// `p[r]..p[r] + BYTES` must be readable.
+#[inline(always)]
+unsafe fn block4<F: Fmt, A: Act, const DP: bool>(
+    p: [*const u8; 4],
+    y: &A,
+) -> [float32x4_t; 3] {
+    // SAFETY: each `p[r]` is at a whole block (caller); NEON is part of the aarch64 baseline.
+    unsafe {
+        let (d, m) = scales4::<F, 0>(p);
+        let wq = p.map(|q| F::decode::<0>(q));
+        let s = vcvtq_f32_s32(sums4::<DP>(F::MAXW, wq, [ld_act(y); 4]));
+        let ms = if F::MIN {
+            vmulq_n_f32(m, y.s())
+        } else {
+            m
+        };
+        [s, vmulq_n_f32(d, y.d()), ms]
+    }
+}
+
+/// `acc` plus the term of [`block4`]'s `[s, dy, ms]`, in [`dot1`]'s order: `sumi · (d · y.d)`,
+/// or `(d · y.d) · sumi + m · y.s` with a min.
+#[inline(always)]
+fn add_term<F: Fmt>(acc: float32x4_t, [s, dy, ms]: [float32x4_t; 3]) -> float32x4_t {
+    // SAFETY: NEON is part of the aarch64 baseline.
+    unsafe {
+        if F::MIN {
+            vaddq_f32(acc, vaddq_f32(vmulq_f32(dy, s), ms))
+        } else {
+            vaddq_f32(acc, vmulq_f32(s, dy))
+        }
+    }
+}
+
 /// Four rows of `rb` bytes each, consecutive in `w` (`4 · rb ≤ w.len()`), · `C` activation
 /// columns of equal length (at most `rb / BYTES` blocks): lane `r` of result `t` is what [`dot1`]
 /// gives for row `r` and column `t`. Each block of the four rows is decoded once for the `C`
@@ -383,23 +426,29 @@ fn tile4<F: Fmt, A: Act, const DP: bool, const C: usize>(
     };
     // SAFETY: NEON is part of the aarch64 baseline.
     let mut acc = [unsafe { vdupq_n_f32(0.0) }; C];
-    let mut i = 0;
-    if C == 1 {
-        while i + 1 < nb {
-            // SAFETY: blocks i and i + 1 of every row lie inside `w` (i + 2 ≤ nb, see `at`),
-            // and both are inside the column.
-            unsafe {
-                let p = at(i);
-                step4::<F, A, DP, C, 0>(p, &ys, i, &mut acc);
-                step4::<F, A, DP, C, 1>(p, &ys, i + 1, &mut acc);
-            }
-            i += 2;
+    if C == 1 && nb > 0 {
+        // Software-pipelined: block i's loads, integer sums and scale factors, then block
+        // i - 1's float term (still added in block order), so the one's latency hides the other's.
+        let y = ys[0];
+        let mut p = at(0);
+        // SAFETY: block 0 of every row lies inside `w` (0 < nb, see `at`) and in the column.
+        let mut pending = unsafe { block4::<F, A, DP>(p, &y[0]) };
+        for y in &y[1..nb] {
+            // SAFETY: `p` steps from `at(i - 1)` to `at(i)`, block i (i < nb) of every row,
+            // inside `w` (see `at`); `y` is block i of the column.
+            let next = unsafe {
+                p = p.map(|q| q.add(F::BYTES));
+                block4::<F, A, DP>(p, y)
+            };
+            acc[0] = add_term::<F>(acc[0], pending);
+            pending = next;
         }
+        acc[0] = add_term::<F>(acc[0], pending);
+        return acc;
     }
-    while i < nb {
+    for i in 0..nb {
         // SAFETY: block i of every row lies inside `w` (i < nb, see `at`) and in every column.
         unsafe { step4::<F, A, DP, C, 0>(at(i), &ys, i, &mut acc) };
-        i += 1;
     }
     acc
 }
