@@ -9,7 +9,8 @@
 //! operation per scalar operation, and the activations are loaded once for four rows.
 
 use super::{
-    f16_le, f16x4_to_f32, interleave4, ld_i8, ld_u8, nibbles, sum1, sums2, sums4, sums4_lanes,
+    f16_le, f16x4_to_f32, interleave4, ld_i8, ld_u8, nibbles, prod_dp, prod_i16, prod_i32, sum1, sums2,
+    sums4, sums4_lanes,
 };
 use crate::quant::act::{Act32 as Act, BlockQ8_0, BlockQ8_1};
 use crate::quant::scalar::IQ4_NL_VALUES;
@@ -363,8 +364,76 @@ unsafe fn step4<F: Fmt, A: Act, const DP: bool, const C: usize, const K: usize>(
     }
 }
 
+/// [`sums4`] with one activation block for the four rows, stopped before its last step: the
+/// four sums are [`sums4_join`] of the two halves (the last pairwise add, left to the next step
+/// of the pipelined loop).
+#[inline(always)]
+fn sums4_halves<const DP: bool>(
+    maxw: i32,
+    w: [[int8x16_t; 2]; 4],
+    a: [int8x16_t; 2],
+) -> [int32x4_t; 2] {
+    // SAFETY: NEON is part of the aarch64 baseline.
+    unsafe {
+        if DP || maxw > 31 {
+            let q: [int32x4_t; 4] = core::array::from_fn(|r| {
+                if DP {
+                    prod_dp(w[r], a)
+                } else {
+                    prod_i32(w[r], a)
+                }
+            });
+            [vpaddq_s32(q[0], q[1]), vpaddq_s32(q[2], q[3])]
+        } else if maxw <= 15 {
+            // All of `sums4` (sixteen products per i16 lane); `sums4_join` takes it as it is.
+            let s = sums4::<DP>(maxw, w, [a; 4]);
+            [s, s]
+        } else {
+            // Four products per lane, then eight: 8 · 31 · 128 < 2^15.
+            let p: [int16x8_t; 4] = core::array::from_fn(|r| prod_i16(w[r], a));
+            [
+                vpaddlq_s16(vpaddq_s16(p[0], p[1])),
+                vpaddlq_s16(vpaddq_s16(p[2], p[3])),
+            ]
+        }
+    }
+}
+
+/// The four sums from [`sums4_halves`]'s halves.
+#[inline(always)]
+fn sums4_join<const DP: bool>(maxw: i32, [h0, h1]: [int32x4_t; 2]) -> int32x4_t {
+    if !DP && maxw <= 15 {
+        return h0;
+    }
+    // SAFETY: NEON is part of the aarch64 baseline.
+    unsafe { vpaddq_s32(h0, h1) }
+}
+
+/// `p + BYTES`, the next block, added by an `asm!` ADD: the compiler keeps each row's pointer in
+/// a register of its own (left to itself it recomputes the four rows' addresses from one base each
+/// step, and each row's first load then waits for its ADD).
+///
+/// # Safety
+/// `p..p + BYTES` must lie in one allocation (the result is inside it or one past its end).
+#[inline(always)]
+unsafe fn next_block<F: Fmt>(p: *const u8) -> *const u8 {
+    let mut p = p;
+    // SAFETY: an integer ADD on a register: no memory, no flags; the result is what
+    // `p.add(BYTES)` gives, in bounds (caller).
+    unsafe {
+        asm!(
+            "add {p}, {p}, #{n}",
+            p = inout(reg) p,
+            n = const F::BYTES,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    p
+}
+
 /// One block of four rows (`p[r]` at row `r`'s block) · the activation block `y`: the rows'
-/// exact sums as f32 (lane `r`: row `r`) and their terms' scale factors `d · y.d` and, for
+/// exact sums as the two halves of [`sums4_halves`] (i32 bits; joined and converted by
+/// [`add_term`], off this step's latency chain) and their terms' scale factors `d · y.d` and, for
 /// formats with a min, `m · y.s` (else zeros); [`add_term`] adds the term.
 ///
 /// # Safety
@@ -373,27 +442,33 @@ unsafe fn step4<F: Fmt, A: Act, const DP: bool, const C: usize, const K: usize>(
 unsafe fn block4<F: Fmt, A: Act, const DP: bool>(
     p: [*const u8; 4],
     y: &A,
-) -> [float32x4_t; 3] {
+) -> [float32x4_t; 4] {
     // SAFETY: each `p[r]` is at a whole block (caller); NEON is part of the aarch64 baseline.
     unsafe {
         let (d, m) = scales4::<F, 0>(p);
         let wq = p.map(|q| F::decode::<0>(q));
-        let s = vcvtq_f32_s32(sums4::<DP>(F::MAXW, wq, [ld_act(y); 4]));
+        let [s0, s1] = sums4_halves::<DP>(F::MAXW, wq, ld_act(y));
         let ms = if F::MIN {
             vmulq_n_f32(m, y.s())
         } else {
             m
         };
-        [s, vmulq_n_f32(d, y.d()), ms]
+        let f = vreinterpretq_f32_s32;
+        [f(s0), f(s1), vmulq_n_f32(d, y.d()), ms]
     }
 }
 
-/// `acc` plus the term of [`block4`]'s `[s, dy, ms]`, in [`dot1`]'s order: `sumi · (d · y.d)`,
-/// or `(d · y.d) · sumi + m · y.s` with a min.
+/// `acc` plus the term of [`block4`]'s `[s0, s1, dy, ms]`, in [`dot1`]'s order:
+/// `sumi · (d · y.d)`, or `(d · y.d) · sumi + m · y.s` with a min.
 #[inline(always)]
-fn add_term<F: Fmt>(acc: float32x4_t, [s, dy, ms]: [float32x4_t; 3]) -> float32x4_t {
+fn add_term<F: Fmt, const DP: bool>(
+    acc: float32x4_t,
+    [s0, s1, dy, ms]: [float32x4_t; 4],
+) -> float32x4_t {
     // SAFETY: NEON is part of the aarch64 baseline.
     unsafe {
+        let i = vreinterpretq_s32_f32;
+        let s = vcvtq_f32_s32(sums4_join::<DP>(F::MAXW, [i(s0), i(s1)]));
         if F::MIN {
             vaddq_f32(acc, vaddq_f32(vmulq_f32(dy, s), ms))
         } else {
@@ -430,20 +505,23 @@ fn tile4<F: Fmt, A: Act, const DP: bool, const C: usize>(
         // Software-pipelined: block i's loads, integer sums and scale factors, then block
         // i - 1's float term (still added in block order), so the one's latency hides the other's.
         let y = ys[0];
-        let mut p = at(0);
         // SAFETY: block 0 of every row lies inside `w` (0 < nb, see `at`) and in the column.
-        let mut pending = unsafe { block4::<F, A, DP>(p, &y[0]) };
+        let mut pending = unsafe { block4::<F, A, DP>(at(0), &y[0]) };
+        // Each row's pointer is advanced after the step's loads, ready for the next step's.
+        let mut p = at(1);
         for y in &y[1..nb] {
-            // SAFETY: `p` steps from `at(i - 1)` to `at(i)`, block i (i < nb) of every row,
-            // inside `w` (see `at`); `y` is block i of the column.
+            // SAFETY: `p` is `at(i)`, block i (i < nb) of every row, inside `w` (see `at`); `y`
+            // is block i of the column; `at(i + 1)` is inside `w` or one past its end (i + 1 ≤
+            // nb).
             let next = unsafe {
-                p = p.map(|q| q.add(F::BYTES));
-                block4::<F, A, DP>(p, y)
+                let next = block4::<F, A, DP>(p, y);
+                p = p.map(|q| next_block::<F>(q));
+                next
             };
-            acc[0] = add_term::<F>(acc[0], pending);
+            acc[0] = add_term::<F, DP>(acc[0], pending);
             pending = next;
         }
-        acc[0] = add_term::<F>(acc[0], pending);
+        acc[0] = add_term::<F, DP>(acc[0], pending);
         return acc;
     }
     for i in 0..nb {
