@@ -9,7 +9,7 @@
 //! operation per scalar operation, and the activations are loaded once for four rows.
 
 use super::{
-    f16_le, f16x4_to_f32, interleave4, ld_i8, ld_u8, nibbles, prod_dp, prod_i16, prod_i32, sum1, sums2,
+    f16_le, f16x4_to_f32, interleave4, ld_i8, ld_u8, nibbles, prod_i16, prod_i32, sum1, sums2,
     sums4, sums4_lanes,
 };
 use crate::quant::act::{Act32 as Act, BlockQ8_0, BlockQ8_1};
@@ -364,49 +364,94 @@ unsafe fn step4<F: Fmt, A: Act, const DP: bool, const C: usize, const K: usize>(
     }
 }
 
-/// [`sums4`] with one activation block for the four rows, stopped before its last step: the
-/// four sums are [`sums4_join`] of the two halves (the last pairwise add, left to the next step
-/// of the pipelined loop).
+/// [`sums4`] with one activation block for the four rows, stopped before its last steps: the four
+/// sums are [`sums4_join`] of the parts (the last pairwise adds, left to the next step of the
+/// pipelined loop; parts the join does not read are zeros).
 #[inline(always)]
-fn sums4_halves<const DP: bool>(
+fn sums4_parts<const DP: bool>(
     maxw: i32,
     w: [[int8x16_t; 2]; 4],
     a: [int8x16_t; 2],
-) -> [int32x4_t; 2] {
+) -> [int32x4_t; 4] {
     // SAFETY: NEON is part of the aarch64 baseline.
     unsafe {
-        if DP || maxw > 31 {
-            let q: [int32x4_t; 4] = core::array::from_fn(|r| {
-                if DP {
-                    prod_dp(w[r], a)
-                } else {
-                    prod_i32(w[r], a)
-                }
-            });
-            [vpaddq_s32(q[0], q[1]), vpaddq_s32(q[2], q[3])]
+        let z = vdupq_n_s32(0);
+        if DP {
+            // Each row's four-lane SDOT accumulator, reduced by the join.
+            sdot4(w, a)
+        } else if maxw > 31 {
+            let q: [int32x4_t; 4] = core::array::from_fn(|r| prod_i32(w[r], a));
+            [vpaddq_s32(q[0], q[1]), vpaddq_s32(q[2], q[3]), z, z]
         } else if maxw <= 15 {
-            // All of `sums4` (sixteen products per i16 lane); `sums4_join` takes it as it is.
-            let s = sums4::<DP>(maxw, w, [a; 4]);
-            [s, s]
+            // All of `sums4` (sixteen products per i16 lane).
+            [sums4::<DP>(maxw, w, [a; 4]), z, z, z]
         } else {
             // Four products per lane, then eight: 8 · 31 · 128 < 2^15.
             let p: [int16x8_t; 4] = core::array::from_fn(|r| prod_i16(w[r], a));
             [
                 vpaddlq_s16(vpaddq_s16(p[0], p[1])),
                 vpaddlq_s16(vpaddq_s16(p[2], p[3])),
+                z,
+                z,
             ]
         }
     }
 }
 
-/// The four sums from [`sums4_halves`]'s halves.
+/// The four sums from [`sums4_parts`]'s parts.
 #[inline(always)]
-fn sums4_join<const DP: bool>(maxw: i32, [h0, h1]: [int32x4_t; 2]) -> int32x4_t {
-    if !DP && maxw <= 15 {
-        return h0;
-    }
+fn sums4_join<const DP: bool>(maxw: i32, p: [int32x4_t; 4]) -> int32x4_t {
     // SAFETY: NEON is part of the aarch64 baseline.
-    unsafe { vpaddq_s32(h0, h1) }
+    unsafe {
+        if DP {
+            vpaddq_s32(vpaddq_s32(p[0], p[1]), vpaddq_s32(p[2], p[3]))
+        } else if maxw <= 15 {
+            p[0]
+        } else {
+            vpaddq_s32(p[0], p[1])
+        }
+    }
+}
+
+/// Row `r`'s SDOT accumulator `Σ w[r]·a` (four lanes, each four products of each half), the
+/// eight SDOTs in one `asm!` block in the order the in-order cores want: the four rows' first
+/// halves, then their second halves, each SDOT four after the one it adds to (the compiler,
+/// which takes an `asm!` result as ready the next cycle, would pair each row's two).
+#[inline(always)]
+fn sdot4(w: [[int8x16_t; 2]; 4], a: [int8x16_t; 2]) -> [int32x4_t; 4] {
+    // SAFETY: NEON is part of the aarch64 baseline.
+    let mut s = [unsafe { vdupq_n_s32(0) }; 4];
+    // SAFETY: SDOT on registers only: no memory, no flags. Reached only through the dot-product
+    // kernel set (see `sdot`).
+    unsafe {
+        asm!(
+            ".arch_extension dotprod",
+            "sdot {s0:v}.4s, {w00:v}.16b, {a0:v}.16b",
+            "sdot {s1:v}.4s, {w10:v}.16b, {a0:v}.16b",
+            "sdot {s2:v}.4s, {w20:v}.16b, {a0:v}.16b",
+            "sdot {s3:v}.4s, {w30:v}.16b, {a0:v}.16b",
+            "sdot {s0:v}.4s, {w01:v}.16b, {a1:v}.16b",
+            "sdot {s1:v}.4s, {w11:v}.16b, {a1:v}.16b",
+            "sdot {s2:v}.4s, {w21:v}.16b, {a1:v}.16b",
+            "sdot {s3:v}.4s, {w31:v}.16b, {a1:v}.16b",
+            s0 = inout(vreg) s[0],
+            s1 = inout(vreg) s[1],
+            s2 = inout(vreg) s[2],
+            s3 = inout(vreg) s[3],
+            w00 = in(vreg) w[0][0],
+            w01 = in(vreg) w[0][1],
+            w10 = in(vreg) w[1][0],
+            w11 = in(vreg) w[1][1],
+            w20 = in(vreg) w[2][0],
+            w21 = in(vreg) w[2][1],
+            w30 = in(vreg) w[3][0],
+            w31 = in(vreg) w[3][1],
+            a0 = in(vreg) a[0],
+            a1 = in(vreg) a[1],
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    s
 }
 
 /// `p + BYTES`, the next block, added by an `asm!` ADD: the compiler keeps each row's pointer in
@@ -432,7 +477,7 @@ unsafe fn next_block<F: Fmt>(p: *const u8) -> *const u8 {
 }
 
 /// One block of four rows (`p[r]` at row `r`'s block) · the activation block `y`: the rows'
-/// exact sums as the two halves of [`sums4_halves`] (i32 bits; joined and converted by
+/// exact sums as the parts of [`sums4_parts`] (i32 bits; joined and converted by
 /// [`add_term`], off this step's latency chain) and their terms' scale factors `d · y.d` and, for
 /// formats with a min, `m · y.s` (else zeros); [`add_term`] adds the term.
 ///
@@ -442,33 +487,33 @@ unsafe fn next_block<F: Fmt>(p: *const u8) -> *const u8 {
 unsafe fn block4<F: Fmt, A: Act, const DP: bool>(
     p: [*const u8; 4],
     y: &A,
-) -> [float32x4_t; 4] {
+) -> [float32x4_t; 6] {
     // SAFETY: each `p[r]` is at a whole block (caller); NEON is part of the aarch64 baseline.
     unsafe {
         let (d, m) = scales4::<F, 0>(p);
         let wq = p.map(|q| F::decode::<0>(q));
-        let [s0, s1] = sums4_halves::<DP>(F::MAXW, wq, ld_act(y));
+        let [s0, s1, s2, s3] = sums4_parts::<DP>(F::MAXW, wq, ld_act(y));
         let ms = if F::MIN {
             vmulq_n_f32(m, y.s())
         } else {
             m
         };
         let f = vreinterpretq_f32_s32;
-        [f(s0), f(s1), vmulq_n_f32(d, y.d()), ms]
+        [f(s0), f(s1), f(s2), f(s3), vmulq_n_f32(d, y.d()), ms]
     }
 }
 
-/// `acc` plus the term of [`block4`]'s `[s0, s1, dy, ms]`, in [`dot1`]'s order:
+/// `acc` plus the term of [`block4`]'s `[s0, s1, s2, s3, dy, ms]`, in [`dot1`]'s order:
 /// `sumi · (d · y.d)`, or `(d · y.d) · sumi + m · y.s` with a min.
 #[inline(always)]
 fn add_term<F: Fmt, const DP: bool>(
     acc: float32x4_t,
-    [s0, s1, dy, ms]: [float32x4_t; 4],
+    [s0, s1, s2, s3, dy, ms]: [float32x4_t; 6],
 ) -> float32x4_t {
     // SAFETY: NEON is part of the aarch64 baseline.
     unsafe {
         let i = vreinterpretq_s32_f32;
-        let s = vcvtq_f32_s32(sums4_join::<DP>(F::MAXW, [i(s0), i(s1)]));
+        let s = vcvtq_f32_s32(sums4_join::<DP>(F::MAXW, [i(s0), i(s1), i(s2), i(s3)]));
         if F::MIN {
             vaddq_f32(acc, vaddq_f32(vmulq_f32(dy, s), ms))
         } else {
