@@ -315,16 +315,6 @@ unsafe fn ld_i8(p: *const i8) -> int8x16_t {
     unsafe { vld1q_s8(p) }
 }
 
-/// A little-endian `u16` at `p` (any alignment).
-///
-/// # Safety
-/// `p..p + 2` must be readable.
-#[inline(always)]
-unsafe fn rd_u16(p: *const u8) -> u16 {
-    // SAFETY: the caller guarantees 2 readable bytes; `read_unaligned` needs no alignment.
-    u16::from_le(unsafe { (p as *const u16).read_unaligned() })
-}
-
 /// A little-endian `u32` at `p` (any alignment).
 ///
 /// # Safety
@@ -334,42 +324,6 @@ unsafe fn rd_u32(p: *const u8) -> u32 {
     // SAFETY: the caller guarantees 4 readable bytes; `read_unaligned` needs no alignment.
     u32::from_le(unsafe { (p as *const u32).read_unaligned() })
 }
-
-/// `$name::<L>(v, p)`: `v` with its lane `L` loaded from `*p` (`$bytes` bytes, any alignment),
-/// and `p` advanced by `$bytes` (LD1 single lane, post-indexed: one instruction for a gather the
-/// compiler would do in three); `$size` is the lane's size letter.
-macro_rules! ld1_lane {
-    ($(#[$doc:meta])* $name:ident, $vec:ty, $size:literal, $bytes:literal) => {
-        $(#[$doc])*
-        ///
-        /// # Safety
-        #[doc = concat!("`*p..*p + ", $bytes, "` must be readable.")]
-        #[inline(always)]
-        unsafe fn $name<const L: i32>(v: $vec, p: &mut *const u8) -> $vec {
-            let mut v = v;
-            // SAFETY: reads the bytes at `*p` (readable: caller) into one lane; LD1 needs no
-            // alignment.
-            unsafe {
-                asm!(
-                    concat!("ld1 {{{v:v}.", $size, "}}[{l}], [{p}], #", $bytes),
-                    v = inout(vreg) v,
-                    p = inout(reg) *p,
-                    l = const L,
-                    options(readonly, nostack, preserves_flags)
-                );
-            }
-            v
-        }
-    };
-}
-ld1_lane!(
-    /// A 32-bit lane (4 bytes).
-    ld1_lane_s, uint32x4_t, "s", 4
-);
-ld1_lane!(
-    /// A 16-bit lane (2 bytes).
-    ld1_lane_h, uint16x4_t, "h", 2
-);
 
 /// Sixteen bytes at `b[at..at + 16]`.
 #[inline(always)]

@@ -6,7 +6,13 @@
 //! The one-row kernels take two blocks per step (two integer sums reduced together, the scales of
 //! both blocks converted and multiplied together) and add the two block results to `sumf` in order.
 //! The four-row kernels keep row `r`'s `sumf` in lane `r`: every block's float work is one vector
-//! operation per scalar operation, and the activations are loaded once for four rows.
+//! operation per scalar operation, and the activations are loaded once for four rows. Their
+//! matvec loop is written for in-order cores (Cortex-A53, A55; measured with llvm-mca, `cargo
+//! xtask bench --only mca`): each step loads one block of the four rows and adds the term of the
+//! block before (software pipelining, terms still in block order), the four f16 scales are four
+//! LDRs zipped for one FCVTL, and loads are `asm!` LDRs at constant offsets (no LDP pairs, which
+//! these cores issue slower than two LDRs, and no byte loads for the f16 and `qh` fields, which
+//! the compiler emits under strict alignment).
 
 use super::{
     f16_le, f16x4_to_f32, interleave4, ld_i8, ld_u8, nibbles, prod_i16, prod_i32, sum1, sums2,
@@ -38,6 +44,16 @@ fn ld_act<A: Act>(y: &A) -> [int8x16_t; 2] {
     let q = y.qs().as_ptr() as *const u8;
     // SAFETY: `qs` holds 32 bytes.
     unsafe { [ld_q::<Q8_0, 0, 0>(q), ld_q::<Q8_0, 16, 0>(q)] }
+}
+
+/// [`ld_act`] through the load intrinsics (the batched tiles: LLVM counts an `asm!` load as
+/// costly and would no longer unroll their loop over the columns).
+#[target_feature(enable = "neon")]
+#[inline]
+fn ld_act_tile<A: Act>(y: &A) -> [int8x16_t; 2] {
+    let q = y.qs().as_ptr();
+    // SAFETY: `qs` holds 32 bytes.
+    unsafe { [ld_i8(q), ld_i8(q.add(16))] }
 }
 
 /// The fifth bits of a Q5 block as 0xff (bit set) / 0x00 bytes for elements 0..16 and 16..32:
@@ -298,18 +314,18 @@ ld_at!(
 /// # Safety
 /// `p[r]..p[r] + 4` (`+ 2` without a min) must be readable.
 #[inline(always)]
-unsafe fn scales4<F: Fmt, const K: usize>(p: [*const u8; 4]) -> (float32x4_t, float32x4_t) {
+unsafe fn scales4<F: Fmt>(p: [*const u8; 4]) -> (float32x4_t, float32x4_t) {
     // SAFETY: 4 (2) readable bytes at each `p[r]` (caller); NEON is part of the aarch64 baseline.
     unsafe {
         if F::MIN {
-            let s = p.map(|q| ld_s::<F, 0, K>(q));
+            let s = p.map(|q| ld_s::<F, 0, 0>(q));
             // [d0, m0, d1, m1], [d2, m2, d3, m3] → d, m
             let dm01 = vreinterpret_u16_u32(vget_low_u32(vzip1q_u32(s[0], s[1])));
             let dm23 = vreinterpret_u16_u32(vget_low_u32(vzip1q_u32(s[2], s[3])));
             let (lo, hi) = (f16x4_to_f32(dm01), f16x4_to_f32(dm23));
             (vuzp1q_f32(lo, hi), vuzp2q_f32(lo, hi))
         } else {
-            let h = p.map(|q| ld_h::<F, 0, K>(q));
+            let h = p.map(|q| ld_h::<F, 0, 0>(q));
             let d01 = vreinterpret_u32_u16(vzip1_u16(h[0], h[1]));
             let d23 = vreinterpret_u32_u16(vzip1_u16(h[2], h[3]));
             let d = f16x4_to_f32(vreinterpret_u16_u32(vzip1_u32(d01, d23)));
@@ -319,13 +335,14 @@ unsafe fn scales4<F: Fmt, const K: usize>(p: [*const u8; 4]) -> (float32x4_t, fl
 }
 
 /// Block `i` of four rows (`p[r]` at row `r`'s block start) · `C` activation columns: lane `r` of
-/// each column's `acc` gets row `r`'s term, in [`dot1`]'s float order. (`inline(always)`, which
-/// `#[target_feature]` functions cannot have: the four-row loop must come out as one loop.)
+/// each column's `acc` gets row `r`'s term, in [`dot1`]'s float order (the batched tiles).
+/// (`inline(always)`, which `#[target_feature]` functions cannot have, as the other steps of the
+/// four-row loops: each entry point must come out as one loop.)
 ///
 /// # Safety
 /// `p[r]..p[r] + BYTES` must be readable and `i` inside every column.
 #[inline(always)]
-unsafe fn step4<F: Fmt, A: Act, const DP: bool, const C: usize, const K: usize>(
+unsafe fn step4<F: Fmt, A: Act, const DP: bool, const C: usize>(
     p: [*const u8; 4],
     ys: &[&[A]; C],
     i: usize,
@@ -333,8 +350,8 @@ unsafe fn step4<F: Fmt, A: Act, const DP: bool, const C: usize, const K: usize>(
 ) {
     // SAFETY: each `p[r]` is at a whole block (caller); NEON is part of the aarch64 baseline.
     unsafe {
-        let (d, m) = scales4::<F, K>(p);
-        let wq = p.map(|q| F::decode::<K>(q));
+        let (d, m) = scales4::<F>(p);
+        let wq = p.map(|q| F::decode::<0>(q));
         // With SDOT and more than one column, the four rows interleaved once for SDOT by
         // element (the row sums land in their lanes with no reduction).
         let wi = if DP && C > 1 {
@@ -344,7 +361,7 @@ unsafe fn step4<F: Fmt, A: Act, const DP: bool, const C: usize, const K: usize>(
         };
         for (acc, y) in acc.iter_mut().zip(ys) {
             let y = &y[i];
-            let ya = ld_act(y);
+            let ya = ld_act_tile(y);
             // [sumi of row 0, .., row 3] as f32.
             let sumi = if DP && C > 1 {
                 sums4_lanes(&wi, ya)
@@ -484,20 +501,13 @@ unsafe fn next_block<F: Fmt>(p: *const u8) -> *const u8 {
 /// # Safety
 /// `p[r]..p[r] + BYTES` must be readable.
 #[inline(always)]
-unsafe fn block4<F: Fmt, A: Act, const DP: bool>(
-    p: [*const u8; 4],
-    y: &A,
-) -> [float32x4_t; 6] {
+unsafe fn block4<F: Fmt, A: Act, const DP: bool>(p: [*const u8; 4], y: &A) -> [float32x4_t; 6] {
     // SAFETY: each `p[r]` is at a whole block (caller); NEON is part of the aarch64 baseline.
     unsafe {
-        let (d, m) = scales4::<F, 0>(p);
+        let (d, m) = scales4::<F>(p);
         let wq = p.map(|q| F::decode::<0>(q));
         let [s0, s1, s2, s3] = sums4_parts::<DP>(F::MAXW, wq, ld_act(y));
-        let ms = if F::MIN {
-            vmulq_n_f32(m, y.s())
-        } else {
-            m
-        };
+        let ms = if F::MIN { vmulq_n_f32(m, y.s()) } else { m };
         let f = vreinterpretq_f32_s32;
         [f(s0), f(s1), f(s2), f(s3), vmulq_n_f32(d, y.d()), ms]
     }
@@ -525,9 +535,10 @@ fn add_term<F: Fmt, const DP: bool>(
 /// Four rows of `rb` bytes each, consecutive in `w` (`4 · rb ≤ w.len()`), · `C` activation
 /// columns of equal length (at most `rb / BYTES` blocks): lane `r` of result `t` is what [`dot1`]
 /// gives for row `r` and column `t`. Each block of the four rows is decoded once for the `C`
-/// columns; every column's float work is that of [`dot1`], lane by lane. With one column, two
-/// blocks per step (their terms still added in order), so the second block's loads and integer
-/// work fill the first one's float latency.
+/// columns; every column's float work is that of [`dot1`], lane by lane. With one column (the
+/// matvec), the loop is software-pipelined: a step loads block i, computes its integer sums and
+/// scale factors ([`block4`]), and adds block i - 1's term ([`add_term`]), so on in-order cores
+/// (Cortex-A53, A55) neither block's latency chain stalls the other.
 #[inline(always)]
 fn tile4<F: Fmt, A: Act, const DP: bool, const C: usize>(
     w: &[u8],
@@ -571,7 +582,7 @@ fn tile4<F: Fmt, A: Act, const DP: bool, const C: usize>(
     }
     for i in 0..nb {
         // SAFETY: block i of every row lies inside `w` (i < nb, see `at`) and in every column.
-        unsafe { step4::<F, A, DP, C, 0>(at(i), &ys, i, &mut acc) };
+        unsafe { step4::<F, A, DP, C>(at(i), &ys, i, &mut acc) };
     }
     acc
 }
