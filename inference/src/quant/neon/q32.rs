@@ -6,15 +6,22 @@
 //! The one-row kernels take two blocks per step (two integer sums reduced together, the scales of
 //! both blocks converted and multiplied together) and add the two block results to `sumf` in order.
 //! The four-row kernels keep row `r`'s `sumf` in lane `r`: every block's float work is one vector
-//! operation per scalar operation, and the activations are loaded once for four rows.
+//! operation per scalar operation, and the activations are loaded once for four rows. Their
+//! matvec loop is written for in-order cores (Cortex-A53, A55; measured with llvm-mca, `cargo
+//! xtask bench --only mca`): each step loads one block of the four rows and adds the term of the
+//! block before (software pipelining, terms still in block order), the four f16 scales are four
+//! LDRs zipped for one FCVTL, and loads are `asm!` LDRs at constant offsets (no LDP pairs, which
+//! these cores issue slower than two LDRs, and no byte loads for the f16 and `qh` fields, which
+//! the compiler emits under strict alignment).
 
 use super::{
-    f16_le, f16x4_to_f32, f16x8_high_to_f32, f16x8_low_to_f32, interleave4, ld1_lane_h, ld1_lane_s,
-    ld_i8, ld_u8, nibbles, rd_u16, rd_u32, sum1, sums2, sums4, sums4_lanes,
+    f16_le, f16x4_to_f32, interleave4, ld_i8, ld_u8, nibbles, prod_i16, prod_i32, sum1, sums2,
+    sums4, sums4_lanes,
 };
 use crate::quant::act::{Act32 as Act, BlockQ8_0, BlockQ8_1};
 use crate::quant::scalar::IQ4_NL_VALUES;
 use core::arch::aarch64::*;
+use core::arch::asm;
 
 /// A 32-element weight block format.
 trait Fmt {
@@ -24,25 +31,36 @@ trait Fmt {
     const MAXW: i32;
     /// The block stores a min `m` after its scale `d` (Q4_1, Q5_1, paired with Q8_1).
     const MIN: bool;
-    /// The block's 32 weights as int8: elements 0..16 and 16..32.
+    /// The 32 weights of the `K`th block after the one at `p` as int8: elements 0..16 and 16..32.
     ///
     /// # Safety
-    /// `p..p + BYTES` must be readable.
-    unsafe fn decode(p: *const u8) -> [int8x16_t; 2];
+    /// `p + K·BYTES..p + (K + 1)·BYTES` must be readable.
+    unsafe fn decode<const K: usize>(p: *const u8) -> [int8x16_t; 2];
 }
 
 #[target_feature(enable = "neon")]
 #[inline]
 fn ld_act<A: Act>(y: &A) -> [int8x16_t; 2] {
+    let q = y.qs().as_ptr() as *const u8;
+    // SAFETY: `qs` holds 32 bytes.
+    unsafe { [ld_q::<Q8_0, 0, 0>(q), ld_q::<Q8_0, 16, 0>(q)] }
+}
+
+/// [`ld_act`] through the load intrinsics (the batched tiles: LLVM counts an `asm!` load as
+/// costly and would no longer unroll their loop over the columns).
+#[target_feature(enable = "neon")]
+#[inline]
+fn ld_act_tile<A: Act>(y: &A) -> [int8x16_t; 2] {
     let q = y.qs().as_ptr();
     // SAFETY: `qs` holds 32 bytes.
     unsafe { [ld_i8(q), ld_i8(q.add(16))] }
 }
 
 /// The fifth bits of a Q5 block as 0xff (bit set) / 0x00 bytes for elements 0..16 and 16..32:
-/// element `e` uses bit `e` of `qh`.
+/// element `e` uses bit `e` of `qh` (lane 0 of `qh`; the other lanes are not read). Given `!qh`,
+/// 0xff marks a clear bit.
 #[inline(always)]
-fn q5_high_mask(qh: u32) -> [uint8x16_t; 2] {
+fn q5_high_mask(qh: uint32x4_t) -> [uint8x16_t; 2] {
     const IDX: [u8; 32] = [
         0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,
         3, 3,
@@ -50,7 +68,7 @@ fn q5_high_mask(qh: u32) -> [uint8x16_t; 2] {
     const BIT: [u8; 16] = [1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128];
     // SAFETY: the constant tables hold 32 and 16 bytes; NEON is part of the aarch64 baseline.
     unsafe {
-        let h = vreinterpretq_u8_u32(vdupq_n_u32(qh));
+        let h = vreinterpretq_u8_u32(qh);
         let bit = ld_u8(BIT.as_ptr());
         [
             vtstq_u8(vqtbl1q_u8(h, ld_u8(IDX.as_ptr())), bit),
@@ -67,11 +85,11 @@ impl<const NL: bool> Fmt for Nib4<NL> {
     const MAXW: i32 = if NL { 127 } else { 8 };
     const MIN: bool = false;
     #[inline(always)]
-    unsafe fn decode(p: *const u8) -> [int8x16_t; 2] {
-        // SAFETY: bytes 2..18 of the block are readable (caller), the table holds 16 bytes; NEON
+    unsafe fn decode<const K: usize>(p: *const u8) -> [int8x16_t; 2] {
+        // SAFETY: bytes 2..18 of the `K`th block after `p` are readable (caller), the table holds 16 bytes; NEON
         // is baseline.
         unsafe {
-            let [lo, hi] = nibbles(ld_u8(p.add(2)));
+            let [lo, hi] = nibbles(vreinterpretq_u8_s8(ld_q::<Self, 2, K>(p)));
             if NL {
                 let values = ld_i8(IQ4_NL_VALUES.as_ptr());
                 return [vqtbl1q_s8(values, lo), vqtbl1q_s8(values, hi)];
@@ -94,10 +112,10 @@ impl Fmt for Q4_1 {
     const MAXW: i32 = 15;
     const MIN: bool = true;
     #[inline(always)]
-    unsafe fn decode(p: *const u8) -> [int8x16_t; 2] {
-        // SAFETY: bytes 4..20 of the block are readable (caller); NEON is baseline.
+    unsafe fn decode<const K: usize>(p: *const u8) -> [int8x16_t; 2] {
+        // SAFETY: bytes 4..20 of the `K`th block after `p` are readable (caller); NEON is baseline.
         unsafe {
-            let [lo, hi] = nibbles(ld_u8(p.add(4)));
+            let [lo, hi] = nibbles(vreinterpretq_u8_s8(ld_q::<Self, 4, K>(p)));
             [vreinterpretq_s8_u8(lo), vreinterpretq_s8_u8(hi)]
         }
     }
@@ -110,16 +128,19 @@ impl Fmt for Q5_0 {
     const MAXW: i32 = 16;
     const MIN: bool = false;
     #[inline(always)]
-    unsafe fn decode(p: *const u8) -> [int8x16_t; 2] {
-        // SAFETY: bytes 2..22 of the block are readable (caller); NEON is baseline.
+    unsafe fn decode<const K: usize>(p: *const u8) -> [int8x16_t; 2] {
+        // SAFETY: bytes 2..22 of the `K`th block after `p` are readable (caller); NEON is baseline.
         unsafe {
-            let [hl, hh] = q5_high_mask(rd_u32(p.add(2)));
-            let [lo, hi] = nibbles(ld_u8(p.add(6)));
-            // (n | b << 4) - 16 is n when b is set and n - 16 = n | 0xf0 (two's complement) if not.
-            let f0 = vdupq_n_u8(0xf0);
+            // 0xff where the fifth bit is clear: the bits of `!qh`.
+            let qh = vmvnq_u32(ld_s::<Self, 2, K>(p));
+            let [cl, ch] = q5_high_mask(qh);
+            let q = vreinterpretq_u8_s8(ld_q::<Self, 6, K>(p));
+            // (n | b << 4) - 16 is n when b is set and n - 16 = n | 0xf0 (two's complement) if
+            // not: the high nibble of the clear mask over the low nibble of `q` (BSL), and over
+            // `q >> 4` (SRI, shift right and insert), one instruction each.
             [
-                vreinterpretq_s8_u8(vorrq_u8(lo, vbicq_u8(f0, hl))),
-                vreinterpretq_s8_u8(vorrq_u8(hi, vbicq_u8(f0, hh))),
+                vreinterpretq_s8_u8(vbslq_u8(vdupq_n_u8(0xf0), cl, q)),
+                vreinterpretq_s8_u8(vsriq_n_u8::<4>(ch, q)),
             ]
         }
     }
@@ -132,11 +153,11 @@ impl Fmt for Q5_1 {
     const MAXW: i32 = 31;
     const MIN: bool = true;
     #[inline(always)]
-    unsafe fn decode(p: *const u8) -> [int8x16_t; 2] {
-        // SAFETY: bytes 4..24 of the block are readable (caller); NEON is baseline.
+    unsafe fn decode<const K: usize>(p: *const u8) -> [int8x16_t; 2] {
+        // SAFETY: bytes 4..24 of the `K`th block after `p` are readable (caller); NEON is baseline.
         unsafe {
-            let [hl, hh] = q5_high_mask(rd_u32(p.add(4)));
-            let [lo, hi] = nibbles(ld_u8(p.add(8)));
+            let [hl, hh] = q5_high_mask(ld_s::<Self, 4, K>(p));
+            let [lo, hi] = nibbles(vreinterpretq_u8_s8(ld_q::<Self, 8, K>(p)));
             let b4 = vdupq_n_u8(0x10);
             [
                 vreinterpretq_s8_u8(vorrq_u8(lo, vandq_u8(hl, b4))),
@@ -153,15 +174,16 @@ impl Fmt for Q8_0 {
     const MAXW: i32 = 128;
     const MIN: bool = false;
     #[inline(always)]
-    unsafe fn decode(p: *const u8) -> [int8x16_t; 2] {
-        let q = p as *const i8;
-        // SAFETY: bytes 2..34 of the block are readable (caller).
-        unsafe { [ld_i8(q.add(2)), ld_i8(q.add(18))] }
+    unsafe fn decode<const K: usize>(p: *const u8) -> [int8x16_t; 2] {
+        // SAFETY: bytes 2..34 of the `K`th block after `p` are readable (caller).
+        unsafe { [ld_q::<Self, 2, K>(p), ld_q::<Self, 18, K>(p)] }
     }
 }
 
 /// One row: `w` (whole blocks) · `a`, over as many blocks as both hold, two blocks per step.
-#[target_feature(enable = "neon")]
+/// (`inline(always)`, which `#[target_feature]` functions cannot have: each entry point keeps its
+/// own loop.)
+#[inline(always)]
 fn dot1<F: Fmt, A: Act, const DP: bool>(w: &[u8], a: &[A]) -> f32 {
     let nb = (w.len() / F::BYTES).min(a.len());
     let p = w.as_ptr();
@@ -169,52 +191,51 @@ fn dot1<F: Fmt, A: Act, const DP: bool>(w: &[u8], a: &[A]) -> f32 {
     let mut i = 0;
     while i + 1 < nb {
         let (y0, y1) = (&a[i], &a[i + 1]);
-        // SAFETY: blocks i and i + 1 lie in `w`: (i + 2) · BYTES ≤ nb · BYTES ≤ w.len().
-        let (b0, b1, w0, w1) = unsafe {
+        // SAFETY: blocks i and i + 1 lie in `w`: (i + 2) · BYTES ≤ nb · BYTES ≤ w.len(); NEON is
+        // part of the aarch64 baseline.
+        let u = unsafe {
             let b0 = p.add(i * F::BYTES);
-            let b1 = b0.add(F::BYTES);
-            (b0, b1, F::decode(b0), F::decode(b1))
+            let (w0, w1) = (F::decode::<0>(b0), F::decode::<1>(b0));
+            // [sumi0, sumi1] as f32.
+            let s = vget_low_f32(vcvtq_f32_s32(sums2::<DP>(
+                F::MAXW,
+                w0,
+                ld_act(y0),
+                w1,
+                ld_act(y1),
+            )));
+            if F::MIN {
+                // [d0, m0, d1, m1] · [y0.d, y0.s, y1.d, y1.s]
+                let dm = vzip1q_u32(ld_s::<F, 0, 0>(b0), ld_s::<F, 0, 1>(b0));
+                let dm = f16x4_to_f32(vreinterpret_u16_u32(vget_low_u32(dm)));
+                let ys = vcombine_f32(
+                    vset_lane_f32::<1>(y0.s(), vdup_n_f32(y0.d())),
+                    vset_lane_f32::<1>(y1.s(), vdup_n_f32(y1.d())),
+                );
+                let t = vmulq_f32(dm, ys);
+                let dy = vget_low_f32(vuzp1q_f32(t, t));
+                let ms = vget_low_f32(vuzp2q_f32(t, t));
+                // (d · y.d) · sumi + m · y.s
+                vadd_f32(vmul_f32(dy, s), ms)
+            } else {
+                let dd = vzip1_u16(ld_h::<F, 0, 0>(b0), ld_h::<F, 0, 1>(b0));
+                let d = vget_low_f32(f16x4_to_f32(dd));
+                let yd = vset_lane_f32::<1>(y1.d(), vdup_n_f32(y0.d()));
+                // sumi · (d · y.d)
+                vmul_f32(s, vmul_f32(d, yd))
+            }
         };
-        // [sumi0, sumi1] as f32.
-        let s = vget_low_f32(vcvtq_f32_s32(sums2::<DP>(
-            F::MAXW,
-            w0,
-            ld_act(y0),
-            w1,
-            ld_act(y1),
-        )));
-        let u = if F::MIN {
-            // SAFETY: each block starts with `d`, `m` (4 bytes).
-            let dm = unsafe { vset_lane_u32::<1>(rd_u32(b1), vdup_n_u32(rd_u32(b0))) };
-            // [d0, m0, d1, m1] · [y0.d, y0.s, y1.d, y1.s]
-            let dm = f16x4_to_f32(vreinterpret_u16_u32(dm));
-            let ys = vcombine_f32(
-                vset_lane_f32::<1>(y0.s(), vdup_n_f32(y0.d())),
-                vset_lane_f32::<1>(y1.s(), vdup_n_f32(y1.d())),
-            );
-            let t = vmulq_f32(dm, ys);
-            let dy = vget_low_f32(vuzp1q_f32(t, t));
-            let ms = vget_low_f32(vuzp2q_f32(t, t));
-            // (d · y.d) · sumi + m · y.s
-            vadd_f32(vmul_f32(dy, s), ms)
-        } else {
-            // SAFETY: each block starts with `d` (2 bytes).
-            let dd = unsafe { vset_lane_u16::<1>(rd_u16(b1), vdup_n_u16(rd_u16(b0))) };
-            let d = vget_low_f32(f16x4_to_f32(dd));
-            let yd = vset_lane_f32::<1>(y1.d(), vdup_n_f32(y0.d()));
-            // sumi · (d · y.d)
-            vmul_f32(s, vmul_f32(d, yd))
-        };
-        sumf += vget_lane_f32::<0>(u);
-        sumf += vget_lane_f32::<1>(u);
+        // SAFETY: NEON is part of the aarch64 baseline.
+        sumf += unsafe { vget_lane_f32::<0>(u) };
+        // SAFETY: as above.
+        sumf += unsafe { vget_lane_f32::<1>(u) };
         i += 2;
     }
     if i < nb {
         let y = &a[i];
         let b = &w[i * F::BYTES..(i + 1) * F::BYTES];
-        // SAFETY: `b` is one whole block.
-        let wq = unsafe { F::decode(b.as_ptr()) };
-        let sumi = sum1::<DP>(F::MAXW, wq, ld_act(y));
+        // SAFETY: `b` is one whole block; NEON is part of the aarch64 baseline.
+        let sumi = unsafe { sum1::<DP>(F::MAXW, F::decode::<0>(b.as_ptr()), ld_act(y)) };
         let d = f16_le(b, 0);
         if F::MIN {
             let m = f16_le(b, 2);
@@ -244,70 +265,103 @@ fn dot4<F: Fmt, A: Act, const DP: bool>(w: &[u8], rb: usize, a: &[A], out: &mut 
     unsafe { vst1q_f32(out.as_mut_ptr(), acc) };
 }
 
-/// Four rows of `rb` bytes each, consecutive in `w` (`4 · rb ≤ w.len()`), · `C` activation
-/// columns of equal length (at most `rb / BYTES` blocks): lane `r` of result `t` is what [`dot1`]
-/// gives for row `r` and column `t`. Each block of the four rows is decoded once for the `C`
-/// columns; every column's float work is that of [`dot1`], lane by lane.
-#[target_feature(enable = "neon")]
-#[inline]
-fn tile4<F: Fmt, A: Act, const DP: bool, const C: usize>(
-    w: &[u8],
-    rb: usize,
-    ys: [&[A]; C],
-) -> [float32x4_t; C] {
-    let nb = ys.iter().map(|y| y.len()).min().unwrap_or(0);
-    let nb = nb.min(rb / F::BYTES);
-    debug_assert!(rb.checked_mul(4).is_some_and(|n| n <= w.len()));
-    let base = w.as_ptr();
-    // Row r's next block; each step reads the block's scale field(s) with post-indexed lane loads
-    // (which leave the pointer after them) and then the rest of the block.
-    // SAFETY: r·rb ≤ 3·rb < w.len() (the caller's promise), so each pointer is inside `w`.
-    let mut p = unsafe { [base, base.add(rb), base.add(2 * rb), base.add(3 * rb)] };
-    let head = if F::MIN { 4 } else { 2 };
-    let mut acc = [vdupq_n_f32(0.0); C];
-    // Every lane is overwritten each step; the previous contents are never used.
-    let mut dm = vdupq_n_u32(0);
-    let mut dd = vdup_n_u16(0);
-    for i in 0..nb {
-        // SAFETY: block i of row r lies in r·rb + i·BYTES .. r·rb + (i + 1)·BYTES ⊆ r·rb..(r+1)·rb
-        // (i < nb ≤ rb / BYTES), inside `w` (4·rb ≤ w.len()); `p[r]` is at its start.
-        unsafe {
-            if F::MIN {
-                dm = ld1_lane_s::<0>(dm, &mut p[0]);
-                dm = ld1_lane_s::<1>(dm, &mut p[1]);
-                dm = ld1_lane_s::<2>(dm, &mut p[2]);
-                dm = ld1_lane_s::<3>(dm, &mut p[3]);
-            } else {
-                dd = ld1_lane_h::<0>(dd, &mut p[0]);
-                dd = ld1_lane_h::<1>(dd, &mut p[1]);
-                dd = ld1_lane_h::<2>(dd, &mut p[2]);
-                dd = ld1_lane_h::<3>(dd, &mut p[3]);
+/// `$name::<F, OFF, K>(p)`: the `$bytes` bytes at `p + OFF + K·F::BYTES` (field `OFF` of the
+/// `K`th `F` block after `p`) in lane 0 of a vector (one LDR/LDUR, any
+/// alignment: the crate is built with strict alignment, under which the compiler would assemble
+/// a 2- or 4-byte field from byte loads; and as `asm!` the compiler does not pair two 16-byte
+/// loads into an LDP, which in-order cores such as Cortex-A55 issue slower than two LDRs).
+macro_rules! ld_at {
+    ($(#[$doc:meta])* $name:ident, $vec:ty, $reg:literal, $bytes:literal) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        #[doc = concat!("`p + OFF + K·F::BYTES` and the ", $bytes, " bytes after it must be readable.")]
+        #[inline(always)]
+        unsafe fn $name<F: Fmt, const OFF: usize, const K: usize>(p: *const u8) -> $vec {
+            let v: $vec;
+            // SAFETY: reads the bytes at `p + OFF + K·F::BYTES` (readable: caller); a scalar or 16-byte LDR
+            // needs no alignment on normal memory.
+            unsafe {
+                asm!(
+                    concat!("ldr {v:", $reg, "}, [{p}, #{off}]"),
+                    v = out(vreg) v,
+                    p = in(reg) p,
+                    off = const OFF + K * F::BYTES,
+                    options(pure, readonly, nostack, preserves_flags)
+                );
             }
+            v
         }
-        // SAFETY: as above; `p[r] - head` is the start of row r's block.
-        let wq = unsafe { p.map(|q| F::decode(q.sub(head))) };
-        // With SDOT and more than one column, the four rows interleaved once for SDOT by element
-        // (the row sums land in their lanes with no reduction).
+    };
+}
+ld_at!(
+    /// A 2-byte field (an f16 scale).
+    ld_h, uint16x4_t, "h", 2
+);
+ld_at!(
+    /// A 4-byte field (`d`, `m` or Q5's `qh`).
+    ld_s, uint32x4_t, "s", 4
+);
+ld_at!(
+    /// Sixteen weight or activation bytes.
+    ld_q, int8x16_t, "q", 16
+);
+
+/// The scales of four blocks (`p[r]` at each block's start) as f32: `d`, and `m` when the format
+/// has one (else zeros). Each row's f16 field(s) come in with their own load into their own
+/// register (no chain of lane inserts); zips gather them for one FCVTL (two for `d`, `m`).
+///
+/// # Safety
+/// `p[r]..p[r] + 4` (`+ 2` without a min) must be readable.
+#[inline(always)]
+unsafe fn scales4<F: Fmt>(p: [*const u8; 4]) -> (float32x4_t, float32x4_t) {
+    // SAFETY: 4 (2) readable bytes at each `p[r]` (caller); NEON is part of the aarch64 baseline.
+    unsafe {
+        if F::MIN {
+            let s = p.map(|q| ld_s::<F, 0, 0>(q));
+            // [d0, m0, d1, m1], [d2, m2, d3, m3] → d, m
+            let dm01 = vreinterpret_u16_u32(vget_low_u32(vzip1q_u32(s[0], s[1])));
+            let dm23 = vreinterpret_u16_u32(vget_low_u32(vzip1q_u32(s[2], s[3])));
+            let (lo, hi) = (f16x4_to_f32(dm01), f16x4_to_f32(dm23));
+            (vuzp1q_f32(lo, hi), vuzp2q_f32(lo, hi))
+        } else {
+            let h = p.map(|q| ld_h::<F, 0, 0>(q));
+            let d01 = vreinterpret_u32_u16(vzip1_u16(h[0], h[1]));
+            let d23 = vreinterpret_u32_u16(vzip1_u16(h[2], h[3]));
+            let d = f16x4_to_f32(vreinterpret_u16_u32(vzip1_u32(d01, d23)));
+            (d, vdupq_n_f32(0.0))
+        }
+    }
+}
+
+/// Block `i` of four rows (`p[r]` at row `r`'s block start) · `C` activation columns: lane `r` of
+/// each column's `acc` gets row `r`'s term, in [`dot1`]'s float order (the batched tiles).
+/// (`inline(always)`, which `#[target_feature]` functions cannot have, as the other steps of the
+/// four-row loops: each entry point must come out as one loop.)
+///
+/// # Safety
+/// `p[r]..p[r] + BYTES` must be readable and `i` inside every column.
+#[inline(always)]
+unsafe fn step4<F: Fmt, A: Act, const DP: bool, const C: usize>(
+    p: [*const u8; 4],
+    ys: &[&[A]; C],
+    i: usize,
+    acc: &mut [float32x4_t; C],
+) {
+    // SAFETY: each `p[r]` is at a whole block (caller); NEON is part of the aarch64 baseline.
+    unsafe {
+        let (d, m) = scales4::<F>(p);
+        let wq = p.map(|q| F::decode::<0>(q));
+        // With SDOT and more than one column, the four rows interleaved once for SDOT by
+        // element (the row sums land in their lanes with no reduction).
         let wi = if DP && C > 1 {
             interleave4(wq)
         } else {
             [vdupq_n_s8(0); 8]
         };
-        // SAFETY: the next block of each row starts BYTES after this one (at most one past the
-        // row's end after its last block).
-        p = unsafe { p.map(|q| q.add(F::BYTES - head)) };
-        // The scales of the four rows as f32: (d, m) or d.
-        let (d, m) = if F::MIN {
-            // [d0, m0, d1, m1], [d2, m2, d3, m3] → d, m
-            let dmh = vreinterpretq_u16_u32(dm);
-            let (lo, hi) = (f16x8_low_to_f32(dmh), f16x8_high_to_f32(dmh));
-            (vuzp1q_f32(lo, hi), vuzp2q_f32(lo, hi))
-        } else {
-            (f16x4_to_f32(dd), vdupq_n_f32(0.0))
-        };
-        for (acc, y) in acc.iter_mut().zip(&ys) {
+        for (acc, y) in acc.iter_mut().zip(ys) {
             let y = &y[i];
-            let ya = ld_act(y);
+            let ya = ld_act_tile(y);
             // [sumi of row 0, .., row 3] as f32.
             let sumi = if DP && C > 1 {
                 sums4_lanes(&wi, ya)
@@ -324,6 +378,211 @@ fn tile4<F: Fmt, A: Act, const DP: bool, const C: usize>(
                 vaddq_f32(*acc, vmulq_f32(s, vmulq_n_f32(d, y.d())))
             };
         }
+    }
+}
+
+/// [`sums4`] with one activation block for the four rows, stopped before its last steps: the four
+/// sums are [`sums4_join`] of the parts (the last pairwise adds, left to the next step of the
+/// pipelined loop; parts the join does not read are zeros).
+#[inline(always)]
+fn sums4_parts<const DP: bool>(
+    maxw: i32,
+    w: [[int8x16_t; 2]; 4],
+    a: [int8x16_t; 2],
+) -> [int32x4_t; 4] {
+    // SAFETY: NEON is part of the aarch64 baseline.
+    unsafe {
+        let z = vdupq_n_s32(0);
+        if DP {
+            // Each row's four-lane SDOT accumulator, reduced by the join.
+            sdot4(w, a)
+        } else if maxw > 31 {
+            let q: [int32x4_t; 4] = core::array::from_fn(|r| prod_i32(w[r], a));
+            [vpaddq_s32(q[0], q[1]), vpaddq_s32(q[2], q[3]), z, z]
+        } else if maxw <= 15 {
+            // All of `sums4` (sixteen products per i16 lane).
+            [sums4::<DP>(maxw, w, [a; 4]), z, z, z]
+        } else {
+            // Four products per lane, then eight: 8 · 31 · 128 < 2^15.
+            let p: [int16x8_t; 4] = core::array::from_fn(|r| prod_i16(w[r], a));
+            [
+                vpaddlq_s16(vpaddq_s16(p[0], p[1])),
+                vpaddlq_s16(vpaddq_s16(p[2], p[3])),
+                z,
+                z,
+            ]
+        }
+    }
+}
+
+/// The four sums from [`sums4_parts`]'s parts.
+#[inline(always)]
+fn sums4_join<const DP: bool>(maxw: i32, p: [int32x4_t; 4]) -> int32x4_t {
+    // SAFETY: NEON is part of the aarch64 baseline.
+    unsafe {
+        if DP {
+            vpaddq_s32(vpaddq_s32(p[0], p[1]), vpaddq_s32(p[2], p[3]))
+        } else if maxw <= 15 {
+            p[0]
+        } else {
+            vpaddq_s32(p[0], p[1])
+        }
+    }
+}
+
+/// Row `r`'s SDOT accumulator `Σ w[r]·a` (four lanes, each four products of each half), the
+/// eight SDOTs in one `asm!` block in the order the in-order cores want: the four rows' first
+/// halves, then their second halves, each SDOT four after the one it adds to (the compiler,
+/// which takes an `asm!` result as ready the next cycle, would pair each row's two).
+#[inline(always)]
+fn sdot4(w: [[int8x16_t; 2]; 4], a: [int8x16_t; 2]) -> [int32x4_t; 4] {
+    // SAFETY: NEON is part of the aarch64 baseline.
+    let mut s = [unsafe { vdupq_n_s32(0) }; 4];
+    // SAFETY: SDOT on registers only: no memory, no flags. Reached only through the dot-product
+    // kernel set (see `sdot`).
+    unsafe {
+        asm!(
+            ".arch_extension dotprod",
+            "sdot {s0:v}.4s, {w00:v}.16b, {a0:v}.16b",
+            "sdot {s1:v}.4s, {w10:v}.16b, {a0:v}.16b",
+            "sdot {s2:v}.4s, {w20:v}.16b, {a0:v}.16b",
+            "sdot {s3:v}.4s, {w30:v}.16b, {a0:v}.16b",
+            "sdot {s0:v}.4s, {w01:v}.16b, {a1:v}.16b",
+            "sdot {s1:v}.4s, {w11:v}.16b, {a1:v}.16b",
+            "sdot {s2:v}.4s, {w21:v}.16b, {a1:v}.16b",
+            "sdot {s3:v}.4s, {w31:v}.16b, {a1:v}.16b",
+            s0 = inout(vreg) s[0],
+            s1 = inout(vreg) s[1],
+            s2 = inout(vreg) s[2],
+            s3 = inout(vreg) s[3],
+            w00 = in(vreg) w[0][0],
+            w01 = in(vreg) w[0][1],
+            w10 = in(vreg) w[1][0],
+            w11 = in(vreg) w[1][1],
+            w20 = in(vreg) w[2][0],
+            w21 = in(vreg) w[2][1],
+            w30 = in(vreg) w[3][0],
+            w31 = in(vreg) w[3][1],
+            a0 = in(vreg) a[0],
+            a1 = in(vreg) a[1],
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    s
+}
+
+/// `p + BYTES`, the next block, added by an `asm!` ADD: the compiler keeps each row's pointer in
+/// a register of its own (left to itself it recomputes the four rows' addresses from one base each
+/// step, and each row's first load then waits for its ADD).
+///
+/// # Safety
+/// `p..p + BYTES` must lie in one allocation (the result is inside it or one past its end).
+#[inline(always)]
+unsafe fn next_block<F: Fmt>(p: *const u8) -> *const u8 {
+    let mut p = p;
+    // SAFETY: an integer ADD on a register: no memory, no flags; the result is what
+    // `p.add(BYTES)` gives, in bounds (caller).
+    unsafe {
+        asm!(
+            "add {p}, {p}, #{n}",
+            p = inout(reg) p,
+            n = const F::BYTES,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    p
+}
+
+/// One block of four rows (`p[r]` at row `r`'s block) · the activation block `y`: the rows'
+/// exact sums as the parts of [`sums4_parts`] (i32 bits; joined and converted by
+/// [`add_term`], off this step's latency chain) and their terms' scale factors `d · y.d` and, for
+/// formats with a min, `m · y.s` (else zeros); [`add_term`] adds the term.
+///
+/// # Safety
+/// `p[r]..p[r] + BYTES` must be readable.
+#[inline(always)]
+unsafe fn block4<F: Fmt, A: Act, const DP: bool>(p: [*const u8; 4], y: &A) -> [float32x4_t; 6] {
+    // SAFETY: each `p[r]` is at a whole block (caller); NEON is part of the aarch64 baseline.
+    unsafe {
+        let (d, m) = scales4::<F>(p);
+        let wq = p.map(|q| F::decode::<0>(q));
+        let [s0, s1, s2, s3] = sums4_parts::<DP>(F::MAXW, wq, ld_act(y));
+        let ms = if F::MIN { vmulq_n_f32(m, y.s()) } else { m };
+        let f = vreinterpretq_f32_s32;
+        [f(s0), f(s1), f(s2), f(s3), vmulq_n_f32(d, y.d()), ms]
+    }
+}
+
+/// `acc` plus the term of [`block4`]'s `[s0, s1, s2, s3, dy, ms]`, in [`dot1`]'s order:
+/// `sumi · (d · y.d)`, or `(d · y.d) · sumi + m · y.s` with a min.
+#[inline(always)]
+fn add_term<F: Fmt, const DP: bool>(
+    acc: float32x4_t,
+    [s0, s1, s2, s3, dy, ms]: [float32x4_t; 6],
+) -> float32x4_t {
+    // SAFETY: NEON is part of the aarch64 baseline.
+    unsafe {
+        let i = vreinterpretq_s32_f32;
+        let s = vcvtq_f32_s32(sums4_join::<DP>(F::MAXW, [i(s0), i(s1), i(s2), i(s3)]));
+        if F::MIN {
+            vaddq_f32(acc, vaddq_f32(vmulq_f32(dy, s), ms))
+        } else {
+            vaddq_f32(acc, vmulq_f32(s, dy))
+        }
+    }
+}
+
+/// Four rows of `rb` bytes each, consecutive in `w` (`4 · rb ≤ w.len()`), · `C` activation
+/// columns of equal length (at most `rb / BYTES` blocks): lane `r` of result `t` is what [`dot1`]
+/// gives for row `r` and column `t`. Each block of the four rows is decoded once for the `C`
+/// columns; every column's float work is that of [`dot1`], lane by lane. With one column (the
+/// matvec), the loop is software-pipelined: a step loads block i, computes its integer sums and
+/// scale factors ([`block4`]), and adds block i - 1's term ([`add_term`]), so on in-order cores
+/// (Cortex-A53, A55) neither block's latency chain stalls the other.
+#[inline(always)]
+fn tile4<F: Fmt, A: Act, const DP: bool, const C: usize>(
+    w: &[u8],
+    rb: usize,
+    ys: [&[A]; C],
+) -> [float32x4_t; C] {
+    let nb = ys.iter().map(|y| y.len()).min().unwrap_or(0);
+    let nb = nb.min(rb / F::BYTES);
+    debug_assert!(rb.checked_mul(4).is_some_and(|n| n <= w.len()));
+    let base = w.as_ptr();
+    // Row r's block i starts at r·rb + i·BYTES.
+    let at = |i: usize| {
+        // SAFETY: for i ≤ nb ≤ rb / BYTES, r·rb + i·BYTES ≤ (r + 1)·rb ≤ 4·rb ≤ w.len() (the
+        // caller's promise): inside `w` or one past its end.
+        unsafe { [0, 1, 2, 3].map(|r| base.add(r * rb + i * F::BYTES)) }
+    };
+    // SAFETY: NEON is part of the aarch64 baseline.
+    let mut acc = [unsafe { vdupq_n_f32(0.0) }; C];
+    if C == 1 && nb > 0 {
+        // Software-pipelined: block i's loads, integer sums and scale factors, then block
+        // i - 1's float term (still added in block order), so the one's latency hides the other's.
+        let y = ys[0];
+        // SAFETY: block 0 of every row lies inside `w` (0 < nb, see `at`) and in the column.
+        let mut pending = unsafe { block4::<F, A, DP>(at(0), &y[0]) };
+        // Each row's pointer is advanced after the step's loads, ready for the next step's.
+        let mut p = at(1);
+        for y in &y[1..nb] {
+            // SAFETY: `p` is `at(i)`, block i (i < nb) of every row, inside `w` (see `at`); `y`
+            // is block i of the column; `at(i + 1)` is inside `w` or one past its end (i + 1 ≤
+            // nb).
+            let next = unsafe {
+                let next = block4::<F, A, DP>(p, y);
+                p = p.map(|q| next_block::<F>(q));
+                next
+            };
+            acc[0] = add_term::<F, DP>(acc[0], pending);
+            pending = next;
+        }
+        acc[0] = add_term::<F, DP>(acc[0], pending);
+        return acc;
+    }
+    for i in 0..nb {
+        // SAFETY: block i of every row lies inside `w` (i < nb, see `at`) and in every column.
+        unsafe { step4::<F, A, DP, C>(at(i), &ys, i, &mut acc) };
     }
     acc
 }
@@ -366,14 +625,13 @@ macro_rules! entries {
      $fmt:ty, $act:ty) => {
         $(#[$doc])*
         pub fn $one(w: &[u8], a: &[$act]) -> f32 {
-            // SAFETY: NEON is part of every aarch64 target this module is built for.
-            unsafe { dot1::<$fmt, $act, false>(w, a) }
+            dot1::<$fmt, $act, false>(w, a)
         }
         $(#[$doc])*
         /// SDOT flavour: only for cores with FEAT_DotProd (`Kernels::NEON_DOTPROD`).
         pub fn $one_dp(w: &[u8], a: &[$act]) -> f32 {
-            // SAFETY: as above (SDOT itself is an `asm!` instruction, see `sdot`).
-            unsafe { dot1::<$fmt, $act, true>(w, a) }
+            // SDOT itself is an `asm!` instruction, see `sdot`.
+            dot1::<$fmt, $act, true>(w, a)
         }
         $(#[$doc])*
         /// Four rows of `rb` bytes, consecutive in `w`, at once: `out[r]` equals the one-row
