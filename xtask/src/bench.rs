@@ -419,7 +419,8 @@ pub const BENCH_MODELS: [(&str, &str); 2] =
 
 /// Instructions per prompt and per generated token of each of [`BENCH_MODELS`] for NEON (Cortex-A53),
 /// NEON+SDOT (Cortex-A76) and RVV at VLEN 256, on 1 and 4 cores (4: the busiest core and its share
-/// of the 1-core count). Writes `results/models.md`.
+/// of the 1-core count); then llama.cpp beside the 1-core NEON and NEON+SDOT rows
+/// ([`crate::llamacpp`]). Writes `results/models.md`.
 pub fn models(n: usize) -> Result<String, String> {
     let mut md = String::new();
     let _ = writeln!(md, "# Instructions per token of other models (QEMU -icount shift=0, \"Once upon a time\", greedy, {n} tokens)\n");
@@ -431,23 +432,13 @@ pub fn models(n: usize) -> Result<String, String> {
         .filter(|c| c.kernels != "scalar" && !c.cpu.contains("vlen=128"))
         .filter(|c| c.board.starts_with("qemu-virt"))
         .collect();
+    let mut ours = vec![];
     for (name, mem) in BENCH_MODELS {
         let model = crate::ensure_named_model(name)?;
         let mut one_core = 0;
         for c in &sets {
-            eprintln!(
-                "xtask: bench models {name} {} {} cores={}",
-                c.cpu, c.kernels, c.cores
-            );
-            let settings = Settings {
-                prompt: "Once upon a time".into(),
-                n,
-                ..Default::default()
-            };
-            let f = match measure_model(c, settings, Some(mem), &model) {
-                Ok(f) => f,
-                Err(e) if e.contains("not available on this CPU") => continue,
-                Err(e) => return Err(e),
+            let Some(f) = measure_bench_model(name, &model, mem, c, n)? else {
+                continue;
             };
             let (prompt, generated) = if c.cores > 1 {
                 (
@@ -456,6 +447,7 @@ pub fn models(n: usize) -> Result<String, String> {
                 )
             } else {
                 one_core = f.per_generated_token;
+                ours.push((name, c.kernels, f.clone()));
                 (f.per_prompt_token, f.per_generated_token)
             };
             let share = generated as f64 * 100.0 / one_core.max(1) as f64;
@@ -470,7 +462,112 @@ pub fn models(n: usize) -> Result<String, String> {
             );
         }
     }
+    md.push_str(&beside_llama_cpp(&ours, n)?);
     write_results("models", &md, None)?;
+    Ok(md)
+}
+
+/// lmboot's figures for `c` on the model `name` at `model` with `mem` of RAM; `None` where the
+/// kernel set is not available on the CPU.
+fn measure_bench_model(
+    name: &str,
+    model: &Path,
+    mem: &str,
+    c: &Case,
+    n: usize,
+) -> Result<Option<Figures>, String> {
+    eprintln!(
+        "xtask: bench models {name} {} {} cores={}",
+        c.cpu, c.kernels, c.cores
+    );
+    let settings = Settings {
+        prompt: crate::llamacpp::PROMPT.into(),
+        n,
+        ..Default::default()
+    };
+    match measure_model(c, settings, Some(mem), model) {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.contains("not available on this CPU") => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// `--only llamacpp`: lmboot on one core beside llama.cpp for [`BENCH_MODELS`] on the Cortex-A53
+/// (NEON) and Cortex-A76 (NEON+SDOT), without the rest of `--only models`. Writes
+/// `results/llamacpp.md`.
+pub fn llama_cpp(n: usize) -> Result<String, String> {
+    let mut ours = vec![];
+    for (name, mem) in BENCH_MODELS {
+        let model = crate::ensure_named_model(name)?;
+        for b in crate::llamacpp::BUILDS {
+            let c = Case {
+                board: "qemu-virt-aarch64",
+                cpu: b.cpu,
+                kernels: b.kernels,
+                cores: 1,
+            };
+            if let Some(f) = measure_bench_model(name, &model, mem, &c, n)? {
+                ours.push((name, b.kernels, f));
+            }
+        }
+    }
+    let md = format!(
+        "# lmboot beside llama.cpp (QEMU -icount shift=0, \"Once upon a time\", greedy, {n} tokens)\n{}",
+        beside_llama_cpp(&ours, n)?
+    );
+    write_results("llamacpp", &md, None)?;
+    Ok(md)
+}
+
+/// The markdown section of llama.cpp beside lmboot's 1-core `ours` (model, kernel set, figures):
+/// llama.cpp measured (or read from the cache) for each model and build, the ratio per generated
+/// token, both texts, and the commands and version that produced the figures.
+fn beside_llama_cpp(ours: &[(&str, &str, Figures)], n: usize) -> Result<String, String> {
+    use crate::llamacpp::{cmake_args, measure, version, BUILDS};
+    let mut md = String::new();
+    let mut texts = String::new();
+    let mut commands = vec![];
+    let _ = writeln!(md, "\n## Beside llama.cpp, one core\n");
+    let _ = writeln!(md, "| model | cpu | lmboot kernels | llama.cpp -march | prompt tokens (lmboot / llama.cpp) | lmboot per prompt token | llama.cpp per prompt token | lmboot per generated token | llama.cpp per generated token | lmboot / llama.cpp per generated token |");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|");
+    for (name, _) in BENCH_MODELS {
+        let model = crate::ensure_named_model(name)?;
+        for b in BUILDS {
+            let Some((_, _, f)) = ours.iter().find(|(m, k, _)| *m == name && *k == b.kernels)
+            else {
+                continue;
+            };
+            let (l, cmd) = measure(b, &model, n)?;
+            commands.push(cmd);
+            let _ = writeln!(
+                md,
+                "| {name} | {} | {} | {} | {} / {} | {} | {} | {} | {} | {:.2} |",
+                b.cpu,
+                b.kernels,
+                b.arch,
+                f.prompt_tokens,
+                l.prompt_tokens,
+                m(f.per_prompt_token),
+                m(l.per_prompt_token),
+                m(f.per_generated_token),
+                m(l.per_generated_token),
+                f.per_generated_token as f64 / l.per_generated_token.max(1) as f64
+            );
+            let _ = writeln!(
+                texts,
+                "- {name}, {}: lmboot {:?}, llama.cpp {:?}",
+                b.cpu,
+                f.text.trim(),
+                l.text.trim()
+            );
+        }
+    }
+    let _ = writeln!(md, "\nllama.cpp {}: `llama-simple` (one thread, no mmap: `examples/simple/simple.cpp` patched, as it takes neither from its command line), built static for aarch64 Linux with Debian's cross compiler (`cmake -S vendor/llama.cpp -B build-ARCH {}`, `cmake --build build-ARCH --target llama-simple`), run as the init of Debian's arm64 Linux {} {} on the same QEMU board, CPU model and counter as lmboot. Under `-icount shift=0` the guest clock advances 1 ns per instruction, so llama.cpp's own perf lines (`prompt eval time = X ms / N tokens`, `eval time = Y ms / M runs`) are instructions: X / N per prompt token, Y / M per generated token (its {} generated tokens after the first, as lmboot's). Its figures include the guest kernel's work meanwhile (timer ticks at 250 Hz; the page faults of the first touches of its buffers); lmboot's tokens are its own tokenizer's (llama.cpp adds Gemma's BOS to the prompt).\n", version()?, cmake_args(BUILDS[0]).join(" ").replace(BUILDS[0].arch, "ARCH"), crate::dtb::PACKAGE, crate::dtb::VERSION, n.saturating_sub(1));
+    let _ = writeln!(md, "Texts (greedy, {n} tokens):\n\n{texts}");
+    let _ = writeln!(md, "Commands (`cargo xtask bench --only models` or `--only llamacpp`; the initramfs holds `/llama-simple` and the model as `/model.gguf`):\n");
+    for c in commands {
+        let _ = writeln!(md, "    {c}");
+    }
     Ok(md)
 }
 
