@@ -35,13 +35,38 @@ pub struct Figures {
     pub text: String,
 }
 
-/// llama.cpp b4747's static builds, 1 thread, per generated token on this model and prompt (from
-/// the issues; counted under qemu-user with an instruction-counting plugin).
-pub const LLAMA_CPP: [(&str, u64); 3] = [
-    ("llama.cpp armv8-a (NEON)", 151_300_000),
-    ("llama.cpp armv8.2-a+dotprod", 118_100_000),
-    ("llama.cpp rv64gcv VLEN 256", 166_400_000),
-];
+/// llama.cpp b4747's static rv64gcv build, 1 thread, per generated token on this model and prompt
+/// (from the issues, counted under qemu-user with an instruction-counting plugin; not measured
+/// here: [`crate::llamacpp`] builds and counts the aarch64 ones).
+pub const LLAMA_CPP_RVV: (&str, u64) = (
+    "llama.cpp rv64gcv VLEN 256 (b4747, from the issues)",
+    166_400_000,
+);
+
+/// llama.cpp on the default model and prompt, `n` tokens, for each of [`crate::llamacpp::BUILDS`]
+/// (measured once, then read from the cache): the build, its figures and the QEMU command.
+fn llama_default(
+    n: usize,
+) -> Result<Vec<(crate::llamacpp::Build, crate::llamacpp::Figures, String)>, String> {
+    let model = ensure_model()?;
+    crate::llamacpp::BUILDS
+        .iter()
+        .map(|&b| crate::llamacpp::measure(b, &model, n).map(|(f, cmd)| (b, f, cmd)))
+        .collect()
+}
+
+/// Where the llama.cpp figures come from, and the commands that produced them.
+fn llama_note(runs: &[(crate::llamacpp::Build, crate::llamacpp::Figures, String)]) -> String {
+    let mut s = format!(
+        "\nllama.cpp {} (`llama-simple`, static, one thread; see `results/models.md` or \
+         `xtask/src/llamacpp.rs` for how it is built and counted), measured with:\n\n",
+        crate::llamacpp::version().unwrap_or_else(|e| e)
+    );
+    for (_, _, cmd) in runs {
+        let _ = writeln!(s, "    {cmd}");
+    }
+    s
+}
 
 fn num_after(line: &str, key: &str) -> Option<u64> {
     let i = line.find(key)? + key.len();
@@ -231,9 +256,19 @@ pub fn run(cases: &[Case], n: usize) -> Result<String, String> {
             }
         }
     }
-    for (name, v) in LLAMA_CPP {
-        let _ = writeln!(md, "| {name} | | | 1 | | {} | | |", m(v));
+    let llama = llama_default(n)?;
+    for (b, f, _) in &llama {
+        let _ = writeln!(
+            md,
+            "| llama.cpp {} | {} | | 1 | {} | {} | | |",
+            b.arch,
+            b.cpu,
+            m(f.per_prompt_token),
+            m(f.per_generated_token)
+        );
     }
+    let (name, v) = LLAMA_CPP_RVV;
+    let _ = writeln!(md, "| {name} | | | 1 | | {} | | |", m(v));
     let _ = writeln!(
         md,
         "\n4-core rows run the 4-way split on one core and count each core's share of every parallel job \
@@ -257,7 +292,12 @@ pub fn run(cases: &[Case], n: usize) -> Result<String, String> {
             })
         })
         .collect();
-    bars.extend(LLAMA_CPP.iter().map(|(n, v)| (n.to_string(), *v)));
+    bars.extend(
+        llama
+            .iter()
+            .map(|(b, f, _)| (format!("llama.cpp {}", b.arch), f.per_generated_token)),
+    );
+    bars.push(("llama.cpp rv64gcv (b4747)".into(), LLAMA_CPP_RVV.1));
     let max = bars.iter().map(|b| b.1).max().unwrap_or(1) as f64;
     let (w, bh) = (760.0, 26.0);
     let h = 60.0 + bars.len() as f64 * (bh + 8.0);
@@ -273,6 +313,7 @@ pub fn run(cases: &[Case], n: usize) -> Result<String, String> {
         let _ = writeln!(svg, "<text x='10' y='{:.0}'>{label}</text><rect x='230' y='{y:.0}' width='{len:.0}' height='{bh}' fill='{color}'/><text x='{:.0}' y='{:.0}'>{:.1}</text>", y + 18.0, 236.0 + len, y + 18.0, *v as f64 / 1e6);
     }
     svg.push_str("</svg>\n");
+    md.push_str(&llama_note(&llama));
     write_results("bench", &md, Some(&svg))?;
     Ok(md)
 }
@@ -325,6 +366,7 @@ pub fn batches(n: usize) -> Result<String, String> {
     );
     let _ = writeln!(md, "| kernels | cpu | cores | prompt tokens | B = 1 | B = 8 | B = 32 | per generated token | B = 32 / generated | llama.cpp per prompt token |");
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|");
+    let llama = llama_default(n)?;
     // Scalar once (the aarch64 build): the RISC-V scalar build runs the same Rust.
     let sets = default_cases()
         .into_iter()
@@ -374,14 +416,20 @@ pub fn batches(n: usize) -> Result<String, String> {
             m(per[2]),
             m(generated),
             per[2] as f64 / generated.max(1) as f64,
-            llama_per_prompt_token(c.kernels, c.cores)
+            llama
+                .iter()
+                .find(|(b, _, _)| b.kernels == c.kernels && c.cores == 1)
+                .map_or("–".into(), |(_, f, _)| m(f.per_prompt_token))
         );
     }
     let _ = writeln!(
         md,
-        "\n4-core rows: the busiest core's share (the 4-way split run on one core). llama.cpp: b4747's \
-         count per prompt token of a 4-token prompt on one core (armv8-a build for NEON, +dotprod for SDOT), \
-         where known.\n"
+        "\n4-core rows: the busiest core's share (the 4-way split run on one core). llama.cpp: its \
+         count per prompt token of the {}-token prompt \"{}\" in one batch on one core (armv8-a build \
+         for NEON, armv8.2-a+dotprod for SDOT).\n{}",
+        llama.first().map_or(0, |(_, f, _)| f.prompt_tokens),
+        crate::llamacpp::PROMPT,
+        llama_note(&llama)
     );
     let _ = writeln!(
         md,
@@ -569,15 +617,6 @@ fn beside_llama_cpp(ours: &[(&str, &str, Figures)], n: usize) -> Result<String, 
         let _ = writeln!(md, "    {c}");
     }
     Ok(md)
-}
-
-/// llama.cpp's instructions per prompt token where known (b4747, a 4-token prompt, one core).
-fn llama_per_prompt_token(kernels: &str, cores: usize) -> &'static str {
-    match (kernels, cores) {
-        ("neon", 1) => "125 M",
-        ("neon-dotprod", 1) => "98 M",
-        _ => "–",
-    }
 }
 
 /// Only the cases of `board` (or all with `None`).

