@@ -540,12 +540,13 @@ fn measure_bench_model(
     }
 }
 
-/// `--only llamacpp`: lmboot on one core beside llama.cpp for [`BENCH_MODELS`] on the Cortex-A53
-/// (NEON) and Cortex-A76 (NEON+SDOT), without the rest of `--only models`. Writes
-/// `results/llamacpp.md`.
+/// `--only llamacpp`: lmboot on one core beside llama.cpp for the default model and
+/// [`BENCH_MODELS`] on the Cortex-A53 (NEON) and Cortex-A76 (NEON+SDOT), without the rest of
+/// `--only models`. Writes `results/llamacpp.md`.
 pub fn llama_cpp(n: usize) -> Result<String, String> {
     let mut ours = vec![];
-    for (name, mem) in BENCH_MODELS {
+    let models = std::iter::once((crate::DEFAULT.name, "512M")).chain(BENCH_MODELS);
+    for (name, mem) in models {
         let model = crate::ensure_named_model(name)?;
         for b in crate::llamacpp::BUILDS {
             let c = Case {
@@ -578,7 +579,9 @@ fn beside_llama_cpp(ours: &[(&str, &str, Figures)], n: usize) -> Result<String, 
     let _ = writeln!(md, "\n## Beside llama.cpp, one core\n");
     let _ = writeln!(md, "| model | cpu | lmboot kernels | llama.cpp -march | prompt tokens (lmboot / llama.cpp) | lmboot per prompt token | llama.cpp per prompt token | lmboot per generated token | llama.cpp per generated token | lmboot / llama.cpp per generated token |");
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|");
-    for (name, _) in BENCH_MODELS {
+    let mut names: Vec<&str> = ours.iter().map(|o| o.0).collect();
+    names.dedup();
+    for name in names {
         let model = crate::ensure_named_model(name)?;
         for b in BUILDS {
             let Some((_, _, f)) = ours.iter().find(|(m, k, _)| *m == name && *k == b.kernels)

@@ -36,8 +36,8 @@ commands:
                   only with --only mca); instructions per token of Gemma-3-270M and
                   Qwen2.5-Coder-0.5B (NEON, SDOT, RVV 256; 1 and 4 cores) and llama.cpp's beside
                   them (static aarch64 llama-simple under Debian's Linux in the same QEMU, built
-                  and measured once into the cache): results/models.md; that comparison alone
-                  with --only llamacpp: results/llamacpp.md
+                  and measured once into the cache): results/models.md; that comparison alone,
+                  with SmolLM2 too, with --only llamacpp: results/llamacpp.md
                   the SD bus per host and mode (simulators: time per 256 KiB page, register
                   accesses per MB, the driver's instructions per MB by callgrind) and raspi3b's
                   PIO instructions per MB under -icount: results/card.md
