@@ -159,16 +159,18 @@ pub(crate) fn run(mut c: Command, what: &str) -> Result<(), String> {
     }
 }
 
+/// Whether `tool --version` runs.
+pub(crate) fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// CMake and Ninja: on PATH, or pip's wheels in a virtual environment in the cache.
 fn build_tools() -> Result<PathBuf, String> {
-    let have = |t: &str| {
-        Command::new(t)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
     if have("cmake") && have("ninja") {
         return Ok(PathBuf::from("cmake"));
     }
@@ -191,14 +193,8 @@ fn build_tools() -> Result<PathBuf, String> {
 
 /// Debian's aarch64 cross compilers, installed on first use through the setup's script.
 fn cross_compiler() -> Result<(), String> {
-    let have = || {
-        Command::new("aarch64-linux-gnu-g++")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if have() {
+    let gxx = "aarch64-linux-gnu-g++";
+    if have(gxx) {
         return Ok(());
     }
     let mut c = Command::new("bash");
@@ -206,7 +202,7 @@ fn cross_compiler() -> Result<(), String> {
         .arg(cache_dir())
         .arg("g++-aarch64-linux-gnu");
     let _ = c.status();
-    have().then_some(()).ok_or_else(|| {
+    have(gxx).then_some(()).ok_or_else(|| {
         "aarch64-linux-gnu-g++ not found: install Debian's g++-aarch64-linux-gnu".into()
     })
 }
