@@ -478,6 +478,12 @@ pub fn parse(text: &str) -> Option<Figures> {
     })
 }
 
+/// The figures and command of a run's log in the cache: `$ COMMAND`, then the console text.
+fn parse_log(log: &str) -> Option<(Figures, String)> {
+    let (cmd, text) = log.split_once('\n')?;
+    Some((parse(text)?, cmd.strip_prefix("$ ")?.to_string()))
+}
+
 /// The command line of `args` for the report.
 pub fn shell_line(program: &str, args: &[String]) -> String {
     let quote = |a: &String| {
@@ -503,10 +509,8 @@ pub fn measure(b: Build, model: &Path, n: usize) -> Result<(Figures, String), St
     let runs = dir().join("runs");
     fs::create_dir_all(&runs).map_err(|e| format!("{}: {e}", runs.display()))?;
     let log = runs.join(format!("{stem}-{}-{}-n{n}.txt", b.cpu, b.arch));
-    if let Ok(text) = fs::read_to_string(&log) {
-        if let (Some(f), Some(cmd)) = (parse(&text), text.lines().next()) {
-            return Ok((f, cmd.trim_start_matches("$ ").to_string()));
-        }
+    if let Some(cached) = fs::read_to_string(&log).ok().as_deref().and_then(parse_log) {
+        return Ok(cached);
     }
     let bin = build(b)?;
     let kernel = kernel()?;
@@ -554,6 +558,11 @@ mod tests {
         assert_eq!(f.per_generated_token, 120_000_000);
         assert_eq!(f.text, ", there was a");
         assert!(parse("no perf here").is_none());
+        // A cached log starts with the command, whose prompt is not the text.
+        let log = format!("$ qemu -append \"rdinit=/llama-simple -- {PROMPT}\"\n{RUN}");
+        let (f, cmd) = parse_log(&log).unwrap();
+        assert_eq!(f.text, ", there was a");
+        assert!(cmd.starts_with("qemu -append"));
     }
 
     #[test]
