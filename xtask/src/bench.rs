@@ -589,7 +589,12 @@ fn beside_llama_cpp(ours: &[(&str, &str, Figures)], n: usize) -> Result<String, 
                 continue;
             };
             let (l, cmd) = measure(b, &model, n)?;
-            commands.push(cmd);
+            let file = model.file_name().map(|f| f.to_string_lossy().into_owned());
+            commands.push(format!(
+                "# {name}, {}: {}\n    {cmd}",
+                b.cpu,
+                file.unwrap_or_default()
+            ));
             let _ = writeln!(
                 md,
                 "| {name} | {} | {} | {} | {} / {} | {} | {} | {} | {} | {:.2} |",
