@@ -35,13 +35,38 @@ pub struct Figures {
     pub text: String,
 }
 
-/// llama.cpp b4747's static builds, 1 thread, per generated token on this model and prompt (from
-/// the issues; counted under qemu-user with an instruction-counting plugin).
-pub const LLAMA_CPP: [(&str, u64); 3] = [
-    ("llama.cpp armv8-a (NEON)", 151_300_000),
-    ("llama.cpp armv8.2-a+dotprod", 118_100_000),
-    ("llama.cpp rv64gcv VLEN 256", 166_400_000),
-];
+/// llama.cpp b4747's static rv64gcv build, 1 thread, per generated token on this model and prompt
+/// (from the issues, counted under qemu-user with an instruction-counting plugin; not measured
+/// here: [`crate::llamacpp`] builds and counts the aarch64 ones).
+pub const LLAMA_CPP_RVV: (&str, u64) = (
+    "llama.cpp rv64gcv VLEN 256 (b4747, from the issues)",
+    166_400_000,
+);
+
+/// llama.cpp on the default model and prompt, `n` tokens, for each of [`crate::llamacpp::BUILDS`]
+/// (measured once, then read from the cache): the build, its figures and the QEMU command.
+fn llama_default(
+    n: usize,
+) -> Result<Vec<(crate::llamacpp::Build, crate::llamacpp::Figures, String)>, String> {
+    let model = ensure_model()?;
+    crate::llamacpp::BUILDS
+        .iter()
+        .map(|&b| crate::llamacpp::measure(b, &model, n).map(|(f, cmd)| (b, f, cmd)))
+        .collect()
+}
+
+/// Where the llama.cpp figures come from, and the commands that produced them.
+fn llama_note(runs: &[(crate::llamacpp::Build, crate::llamacpp::Figures, String)]) -> String {
+    let mut s = format!(
+        "\nllama.cpp {} (`llama-simple`, static, one thread; see `results/models.md` or \
+         `xtask/src/llamacpp.rs` for how it is built and counted), measured with:\n\n",
+        crate::llamacpp::version().unwrap_or_else(|e| e)
+    );
+    for (_, _, cmd) in runs {
+        let _ = writeln!(s, "    {cmd}");
+    }
+    s
+}
 
 fn num_after(line: &str, key: &str) -> Option<u64> {
     let i = line.find(key)? + key.len();
@@ -231,9 +256,19 @@ pub fn run(cases: &[Case], n: usize) -> Result<String, String> {
             }
         }
     }
-    for (name, v) in LLAMA_CPP {
-        let _ = writeln!(md, "| {name} | | | 1 | | {} | | |", m(v));
+    let llama = llama_default(n)?;
+    for (b, f, _) in &llama {
+        let _ = writeln!(
+            md,
+            "| llama.cpp {} | {} | | 1 | {} | {} | | |",
+            b.arch,
+            b.cpu,
+            m(f.per_prompt_token),
+            m(f.per_generated_token)
+        );
     }
+    let (name, v) = LLAMA_CPP_RVV;
+    let _ = writeln!(md, "| {name} | | | 1 | | {} | | |", m(v));
     let _ = writeln!(
         md,
         "\n4-core rows run the 4-way split on one core and count each core's share of every parallel job \
@@ -257,7 +292,12 @@ pub fn run(cases: &[Case], n: usize) -> Result<String, String> {
             })
         })
         .collect();
-    bars.extend(LLAMA_CPP.iter().map(|(n, v)| (n.to_string(), *v)));
+    bars.extend(
+        llama
+            .iter()
+            .map(|(b, f, _)| (format!("llama.cpp {}", b.arch), f.per_generated_token)),
+    );
+    bars.push(("llama.cpp rv64gcv (b4747)".into(), LLAMA_CPP_RVV.1));
     let max = bars.iter().map(|b| b.1).max().unwrap_or(1) as f64;
     let (w, bh) = (760.0, 26.0);
     let h = 60.0 + bars.len() as f64 * (bh + 8.0);
@@ -273,6 +313,7 @@ pub fn run(cases: &[Case], n: usize) -> Result<String, String> {
         let _ = writeln!(svg, "<text x='10' y='{:.0}'>{label}</text><rect x='230' y='{y:.0}' width='{len:.0}' height='{bh}' fill='{color}'/><text x='{:.0}' y='{:.0}'>{:.1}</text>", y + 18.0, 236.0 + len, y + 18.0, *v as f64 / 1e6);
     }
     svg.push_str("</svg>\n");
+    md.push_str(&llama_note(&llama));
     write_results("bench", &md, Some(&svg))?;
     Ok(md)
 }
@@ -325,6 +366,7 @@ pub fn batches(n: usize) -> Result<String, String> {
     );
     let _ = writeln!(md, "| kernels | cpu | cores | prompt tokens | B = 1 | B = 8 | B = 32 | per generated token | B = 32 / generated | llama.cpp per prompt token |");
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|");
+    let llama = llama_default(n)?;
     // Scalar once (the aarch64 build): the RISC-V scalar build runs the same Rust.
     let sets = default_cases()
         .into_iter()
@@ -374,14 +416,20 @@ pub fn batches(n: usize) -> Result<String, String> {
             m(per[2]),
             m(generated),
             per[2] as f64 / generated.max(1) as f64,
-            llama_per_prompt_token(c.kernels, c.cores)
+            llama
+                .iter()
+                .find(|(b, _, _)| b.kernels == c.kernels && c.cores == 1)
+                .map_or("–".into(), |(_, f, _)| m(f.per_prompt_token))
         );
     }
     let _ = writeln!(
         md,
-        "\n4-core rows: the busiest core's share (the 4-way split run on one core). llama.cpp: b4747's \
-         count per prompt token of a 4-token prompt on one core (armv8-a build for NEON, +dotprod for SDOT), \
-         where known.\n"
+        "\n4-core rows: the busiest core's share (the 4-way split run on one core). llama.cpp: its \
+         count per prompt token of the {}-token prompt \"{}\" in one batch on one core (armv8-a build \
+         for NEON, armv8.2-a+dotprod for SDOT).\n{}",
+        llama.first().map_or(0, |(_, f, _)| f.prompt_tokens),
+        crate::llamacpp::PROMPT,
+        llama_note(&llama)
     );
     let _ = writeln!(
         md,
@@ -419,7 +467,8 @@ pub const BENCH_MODELS: [(&str, &str); 2] =
 
 /// Instructions per prompt and per generated token of each of [`BENCH_MODELS`] for NEON (Cortex-A53),
 /// NEON+SDOT (Cortex-A76) and RVV at VLEN 256, on 1 and 4 cores (4: the busiest core and its share
-/// of the 1-core count). Writes `results/models.md`.
+/// of the 1-core count); then llama.cpp beside the 1-core NEON and NEON+SDOT rows
+/// ([`crate::llamacpp`]). Writes `results/models.md`.
 pub fn models(n: usize) -> Result<String, String> {
     let mut md = String::new();
     let _ = writeln!(md, "# Instructions per token of other models (QEMU -icount shift=0, \"Once upon a time\", greedy, {n} tokens)\n");
@@ -431,23 +480,13 @@ pub fn models(n: usize) -> Result<String, String> {
         .filter(|c| c.kernels != "scalar" && !c.cpu.contains("vlen=128"))
         .filter(|c| c.board.starts_with("qemu-virt"))
         .collect();
+    let mut ours = vec![];
     for (name, mem) in BENCH_MODELS {
         let model = crate::ensure_named_model(name)?;
         let mut one_core = 0;
         for c in &sets {
-            eprintln!(
-                "xtask: bench models {name} {} {} cores={}",
-                c.cpu, c.kernels, c.cores
-            );
-            let settings = Settings {
-                prompt: "Once upon a time".into(),
-                n,
-                ..Default::default()
-            };
-            let f = match measure_model(c, settings, Some(mem), &model) {
-                Ok(f) => f,
-                Err(e) if e.contains("not available on this CPU") => continue,
-                Err(e) => return Err(e),
+            let Some(f) = measure_bench_model(name, &model, mem, c, n)? else {
+                continue;
             };
             let (prompt, generated) = if c.cores > 1 {
                 (
@@ -456,6 +495,7 @@ pub fn models(n: usize) -> Result<String, String> {
                 )
             } else {
                 one_core = f.per_generated_token;
+                ours.push((name, c.kernels, f.clone()));
                 (f.per_prompt_token, f.per_generated_token)
             };
             let share = generated as f64 * 100.0 / one_core.max(1) as f64;
@@ -470,17 +510,121 @@ pub fn models(n: usize) -> Result<String, String> {
             );
         }
     }
+    md.push_str(&beside_llama_cpp(&ours, n)?);
     write_results("models", &md, None)?;
     Ok(md)
 }
 
-/// llama.cpp's instructions per prompt token where known (b4747, a 4-token prompt, one core).
-fn llama_per_prompt_token(kernels: &str, cores: usize) -> &'static str {
-    match (kernels, cores) {
-        ("neon", 1) => "125 M",
-        ("neon-dotprod", 1) => "98 M",
-        _ => "–",
+/// lmboot's figures for `c` on the model `name` at `model` with `mem` of RAM; `None` where the
+/// kernel set is not available on the CPU.
+fn measure_bench_model(
+    name: &str,
+    model: &Path,
+    mem: &str,
+    c: &Case,
+    n: usize,
+) -> Result<Option<Figures>, String> {
+    eprintln!(
+        "xtask: bench models {name} {} {} cores={}",
+        c.cpu, c.kernels, c.cores
+    );
+    let settings = Settings {
+        prompt: crate::llamacpp::PROMPT.into(),
+        n,
+        ..Default::default()
+    };
+    match measure_model(c, settings, Some(mem), model) {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.contains("not available on this CPU") => Ok(None),
+        Err(e) => Err(e),
     }
+}
+
+/// `--only llamacpp`: lmboot on one core beside llama.cpp for the default model and
+/// [`BENCH_MODELS`] on the Cortex-A53 (NEON) and Cortex-A76 (NEON+SDOT), without the rest of
+/// `--only models`. Writes `results/llamacpp.md`.
+pub fn llama_cpp(n: usize) -> Result<String, String> {
+    let mut ours = vec![];
+    let models = std::iter::once((crate::DEFAULT.name, "512M")).chain(BENCH_MODELS);
+    for (name, mem) in models {
+        let model = crate::ensure_named_model(name)?;
+        for b in crate::llamacpp::BUILDS {
+            let c = Case {
+                board: "qemu-virt-aarch64",
+                cpu: b.cpu,
+                kernels: b.kernels,
+                cores: 1,
+            };
+            if let Some(f) = measure_bench_model(name, &model, mem, &c, n)? {
+                ours.push((name, b.kernels, f));
+            }
+        }
+    }
+    let md = format!(
+        "# lmboot beside llama.cpp (QEMU -icount shift=0, \"Once upon a time\", greedy, {n} tokens)\n{}",
+        beside_llama_cpp(&ours, n)?
+    );
+    write_results("llamacpp", &md, None)?;
+    Ok(md)
+}
+
+/// The markdown section of llama.cpp beside lmboot's 1-core `ours` (model, kernel set, figures):
+/// llama.cpp measured (or read from the cache) for each model and build, the ratio per generated
+/// token, both texts, and the commands and version that produced the figures.
+fn beside_llama_cpp(ours: &[(&str, &str, Figures)], n: usize) -> Result<String, String> {
+    use crate::llamacpp::{cmake_args, measure, version, BUILDS};
+    let mut md = String::new();
+    let mut texts = String::new();
+    let mut commands = vec![];
+    let _ = writeln!(md, "\n## Beside llama.cpp, one core\n");
+    let _ = writeln!(md, "| model | cpu | lmboot kernels | llama.cpp -march | prompt tokens (lmboot / llama.cpp) | lmboot per prompt token | llama.cpp per prompt token | lmboot per generated token | llama.cpp per generated token | lmboot / llama.cpp per generated token |");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|");
+    let mut names: Vec<&str> = ours.iter().map(|o| o.0).collect();
+    names.dedup();
+    for name in names {
+        let model = crate::ensure_named_model(name)?;
+        for b in BUILDS {
+            let Some((_, _, f)) = ours.iter().find(|(m, k, _)| *m == name && *k == b.kernels)
+            else {
+                continue;
+            };
+            let (l, cmd) = measure(b, &model, n)?;
+            let file = model.file_name().map(|f| f.to_string_lossy().into_owned());
+            commands.push(format!(
+                "# {name}, {}: {}\n    {cmd}",
+                b.cpu,
+                file.unwrap_or_default()
+            ));
+            let _ = writeln!(
+                md,
+                "| {name} | {} | {} | {} | {} / {} | {} | {} | {} | {} | {:.2} |",
+                b.cpu,
+                b.kernels,
+                b.arch,
+                f.prompt_tokens,
+                l.prompt_tokens,
+                m(f.per_prompt_token),
+                m(l.per_prompt_token),
+                m(f.per_generated_token),
+                m(l.per_generated_token),
+                f.per_generated_token as f64 / l.per_generated_token.max(1) as f64
+            );
+            let _ = writeln!(
+                texts,
+                "- {name}, {}: lmboot {:?}, llama.cpp {:?}",
+                b.cpu,
+                f.text.trim(),
+                l.text.trim()
+            );
+        }
+    }
+    let _ = writeln!(md, "\nllama.cpp {}: `llama-simple` (one thread, no mmap: `examples/simple/simple.cpp` patched, as it takes neither from its command line), built static for aarch64 Linux with Debian's cross compiler (`cmake -S vendor/llama.cpp -B build-ARCH {}`, `cmake --build build-ARCH --target llama-simple`), run as the init of Debian's arm64 Linux {} {} on the same QEMU board, CPU model and counter as lmboot. Under `-icount shift=0` the guest clock advances 1 ns per instruction, so llama.cpp's own perf lines (`prompt eval time = X ms / N tokens`, `eval time = Y ms / M runs`) are instructions: X / N per prompt token, Y / M per generated token (its {} generated tokens after the first, as lmboot's). They include the guest kernel's work meanwhile (timer ticks at 250 Hz, about 0.2% of a 60 M-instruction loop timed the same way; the page faults of the first touches of its buffers) and llama.cpp's graph building and scheduling for each pass, not its sampler (timed apart; lmboot's count per generated token includes its greedy pick). Each side tokenizes the prompt itself (the counts are in the table). On the Cortex-A76 build llama.cpp repacks the Q4_K and Q4_0 weights it can into its interleaved SDOT layout (`CPU_REPACK`), as it does by default on such a CPU.\n", version()?, cmake_args(BUILDS[0]).join(" ").replace(BUILDS[0].arch, "ARCH"), crate::dtb::PACKAGE, crate::dtb::VERSION, n.saturating_sub(1));
+    let _ = writeln!(md, "Texts (greedy, {n} tokens):\n\n{texts}");
+    let _ = writeln!(md, "Commands (`cargo xtask bench --only models` or `--only llamacpp`; the initramfs holds `/llama-simple` and the model as `/model.gguf`):\n");
+    for c in commands {
+        let _ = writeln!(md, "    {c}");
+    }
+    Ok(md)
 }
 
 /// Only the cases of `board` (or all with `None`).

@@ -49,6 +49,7 @@ pub mod fidelity;
 pub mod fuzz;
 pub mod house;
 pub mod image;
+pub mod llamacpp;
 pub mod mca;
 pub mod ring;
 pub mod specbench;

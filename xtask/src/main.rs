@@ -34,14 +34,17 @@ commands:
                   estimated cycles per weight block of the hot loops with llvm-mca (cortex-a53,
                   cortex-a55, sifive-x280) beside llama.cpp's loops: results/mca.md (needs LLVM 19;
                   only with --only mca); instructions per token of Gemma-3-270M and
-                  Qwen2.5-Coder-0.5B (NEON, SDOT, RVV 256; 1 and 4 cores): results/models.md
+                  Qwen2.5-Coder-0.5B (NEON, SDOT, RVV 256; 1 and 4 cores) and llama.cpp's beside
+                  them (static aarch64 llama-simple under Debian's Linux in the same QEMU, built
+                  and measured once into the cache): results/models.md; that comparison alone,
+                  with SmolLM2 too, with --only llamacpp: results/llamacpp.md
                   the SD bus per host and mode (simulators: time per 256 KiB page, register
                   accesses per MB, the driver's instructions per MB by callgrind) and raspi3b's
                   PIO instructions per MB under -icount: results/card.md
                   speculative decoding on a Pi Zero 2 W's and a Pi 4's clock through the page cache
                   (lmboot-host --board-sim; fetches Qwen2.5-Coder-1.5B and -0.5B; only with --only
                   speculative): results/speculative.md
-                  [--only instructions|batches|cache|readahead|mca|models|card|speculative]
+                  [--only instructions|batches|cache|readahead|mca|models|llamacpp|card|speculative]
   fidelity        the error budget: mean KL from the float64 reference on every golden case with
                   each approximation made exact in turn (lmboot-host --exact): results/fidelity.md
   fuzz            run each fuzz target (gguf, fat, tokenizer, config, ring, fdt, promptcache,
@@ -857,13 +860,14 @@ fn number<T: std::str::FromStr>(
 
 /// The parts of `cargo xtask bench` (`--only PART`); `mca` and `speculative` run only when asked
 /// for.
-const BENCH_PARTS: [&str; 8] = [
+const BENCH_PARTS: [&str; 9] = [
     "instructions",
     "batches",
     "cache",
     "readahead",
     "mca",
     "models",
+    "llamacpp",
     "card",
     "speculative",
 ];
@@ -900,6 +904,12 @@ fn bench(args: &[String]) -> Result<i32, String> {
         return Err("setup failed".into());
     }
     let want = |part: &str| only.as_deref().is_none_or(|o| o == part);
+    // `models` measures llama.cpp too; `llamacpp` is its comparison alone.
+    if only.as_deref() == Some("llamacpp") {
+        println!("{}", xtask::bench::llama_cpp(n.min(4))?);
+        eprintln!("xtask: wrote results/llamacpp.md");
+        return Ok(0);
+    }
     if want("instructions") {
         let md = xtask::bench::run(&xtask::bench::cases_for(board.as_deref()), n)?;
         println!("{md}");

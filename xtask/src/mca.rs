@@ -15,6 +15,7 @@ mod llama;
 mod rows;
 mod unit;
 
+use crate::llamacpp::have;
 use asm::Pick;
 pub use rows::{k_quant_x4_rows, rows};
 use std::fmt::Write as _;
@@ -96,16 +97,6 @@ const fn l(src: Src, pick: Pick, blocks: f64) -> Loop {
 struct Measured {
     instructions: usize,
     per_block: f64,
-}
-
-/// Whether `tool --version` runs.
-fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 /// The tools the bench runs: installed on first use (Debian's `llvm-19` and `clang-19`, through

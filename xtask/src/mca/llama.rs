@@ -2,12 +2,10 @@
 //! (pip downloads it into the cache; nothing of it enters the repository), compiled with
 //! `clang-19 -O3 -S` for the modelled cores.
 
+use crate::llamacpp::{run, unpack};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The sdist that vendors llama.cpp.
-const SDIST: &str = "llama-cpp-python==0.3.36";
-const SDIST_FILE: &str = "llama_cpp_python-0.3.36.tar.gz";
 /// ggml inside it.
 const GGML: &str = "llama_cpp_python-0.3.36/vendor/llama.cpp/ggml";
 
@@ -57,34 +55,7 @@ pub fn asm_path(u: Unit, dir: &Path) -> PathBuf {
 
 /// ggml's source tree, downloading and unpacking the sdist first if needed.
 fn ggml(dir: &Path) -> Result<PathBuf, String> {
-    let root = dir.join(GGML);
-    if root.join("src/ggml-cpu/arch").exists() {
-        return Ok(root);
-    }
-    let sdist = dir.join(SDIST_FILE);
-    if !sdist.exists() {
-        eprintln!("xtask: mca: downloading {SDIST} (llama.cpp's source) with pip");
-        // Only this package from source; its build tools as wheels (pip prepares its metadata).
-        let mut c = Command::new(crate::python());
-        c.args(["-m", "pip", "download", "--no-deps", "--no-binary"])
-            .args(["llama-cpp-python", "-d"])
-            .arg(dir)
-            .arg(SDIST);
-        run(c, &format!("pip download {SDIST}"))?;
-    }
-    let mut c = Command::new("tar");
-    c.arg("-xzf").arg(&sdist).arg("-C").arg(dir).arg(GGML);
-    run(c, &format!("unpacking {}", sdist.display()))?;
-    Ok(root)
-}
-
-/// Run `c`; an error naming `what` if it cannot start or fails.
-fn run(mut c: Command, what: &str) -> Result<(), String> {
-    match c.status() {
-        Ok(s) if s.success() => Ok(()),
-        Ok(s) => Err(format!("{what} failed ({s})")),
-        Err(e) => Err(format!("{what}: {e}")),
-    }
+    unpack(dir, GGML, "src/ggml-cpu/arch")
 }
 
 /// Compile `u` to assembly (`-O3 -S`, as llama.cpp's release build); its path.
