@@ -59,7 +59,7 @@ fn llama_default(
 fn llama_note(runs: &[(crate::llamacpp::Build, crate::llamacpp::Figures, String)]) -> String {
     let mut s = format!(
         "\nllama.cpp {} (`llama-simple`, static, one thread; see `results/models.md` or \
-         `xtask/src/llamacpp.rs` for how it is built and counted), measured with:\n\n",
+         `xtask/src/llamacpp.rs` for how it is built and counted), measured with (`$LMBOOT_CACHE`: the cache directory, `~/.cache/lmboot` unless set):\n\n",
         crate::llamacpp::version().unwrap_or_else(|e| e)
     );
     for (_, _, cmd) in runs {
@@ -620,7 +620,7 @@ fn beside_llama_cpp(ours: &[(&str, &str, Figures)], n: usize) -> Result<String, 
     }
     let _ = writeln!(md, "\nllama.cpp {}: `llama-simple` (one thread, no mmap: `examples/simple/simple.cpp` patched, as it takes neither from its command line), built static for aarch64 Linux with Debian's cross compiler (`cmake -S vendor/llama.cpp -B build-ARCH {}`, `cmake --build build-ARCH --target llama-simple`), run as the init of Debian's arm64 Linux {} {} on the same QEMU board, CPU model and counter as lmboot. Under `-icount shift=0` the guest clock advances 1 ns per instruction, so llama.cpp's own perf lines (`prompt eval time = X ms / N tokens`, `eval time = Y ms / M runs`) are instructions: X / N per prompt token, Y / M per generated token (its {} generated tokens after the first, as lmboot's). They include the guest kernel's work meanwhile (timer ticks at 250 Hz, about 0.2% of a 60 M-instruction loop timed the same way; the page faults of the first touches of its buffers) and llama.cpp's graph building and scheduling for each pass, not its sampler (timed apart; lmboot's count per generated token includes its greedy pick). Each side tokenizes the prompt itself (the counts are in the table). On the Cortex-A76 build llama.cpp repacks the Q4_K and Q4_0 weights it can into its interleaved SDOT layout (`CPU_REPACK`), as it does by default on such a CPU.\n", version()?, cmake_args(BUILDS[0]).join(" ").replace(BUILDS[0].arch, "ARCH"), crate::dtb::PACKAGE, crate::dtb::VERSION, n.saturating_sub(1));
     let _ = writeln!(md, "Texts (greedy, {n} tokens):\n\n{texts}");
-    let _ = writeln!(md, "Commands (`cargo xtask bench --only models` or `--only llamacpp`; the initramfs holds `/llama-simple` and the model as `/model.gguf`):\n");
+    let _ = writeln!(md, "Commands (`cargo xtask bench --only models` or `--only llamacpp`; the initramfs holds `/llama-simple` and the model as `/model.gguf`; `$LMBOOT_CACHE` is the cache directory, `~/.cache/lmboot` unless set):\n");
     for c in commands {
         let _ = writeln!(md, "    {c}");
     }

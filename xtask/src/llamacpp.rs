@@ -509,8 +509,8 @@ pub fn measure(b: Build, model: &Path, n: usize) -> Result<(Figures, String), St
     let runs = dir().join("runs");
     fs::create_dir_all(&runs).map_err(|e| format!("{}: {e}", runs.display()))?;
     let log = runs.join(format!("{stem}-{}-{}-n{n}.txt", b.cpu, b.arch));
-    if let Some(cached) = fs::read_to_string(&log).ok().as_deref().and_then(parse_log) {
-        return Ok(cached);
+    if let Some((f, cmd)) = fs::read_to_string(&log).ok().as_deref().and_then(parse_log) {
+        return Ok((f, shown(&cmd)));
     }
     let bin = build(b)?;
     let kernel = kernel()?;
@@ -536,7 +536,13 @@ pub fn measure(b: Build, model: &Path, n: usize) -> Result<(Figures, String), St
         )
     })?;
     fs::write(&log, format!("$ {cmd}\n{text}")).map_err(|e| format!("{}: {e}", log.display()))?;
-    Ok((f, cmd))
+    Ok((f, shown(&cmd)))
+}
+
+/// `cmd` as the results print it: the cache directory written `$LMBOOT_CACHE`, so that the
+/// results name no path of the machine that measured them.
+fn shown(cmd: &str) -> String {
+    cmd.replace(&crate::cache_dir().display().to_string(), "$LMBOOT_CACHE")
 }
 
 #[cfg(test)]
