@@ -193,9 +193,9 @@ fn quantizer_rows() -> Vec<Row> {
         1.0,
     );
     vec![
-        row("Q8_1 activation quantizer", A53, ours("neon::quantize::q8_1_fcvt", 1.0), theirs(ArmA53, "quantize_row_q8_1", Innermost, 1.0), "1 block of 32 values per iteration; ours: the FCVT loop (FPCR is IEEE, as on every board)"),
-        row("Q8_0 activation quantizer", A53, ours("neon::quantize::q8_0_fcvt", 1.0), q8_0(ArmA53), "1 block of 32 values; ours: the FCVT loop"),
-        row("Q8_0 activation quantizer", A55, ours("neon::quantize::q8_0_fcvt", 1.0), q8_0(ArmA55), "as above"),
+        row("Q8_1 activation quantizer", A53, ours("neon::quantize::q8_1_fcvt", 4.0), theirs(ArmA53, "quantize_row_q8_1", Innermost, 1.0), "ours: 4 blocks of 32 values per iteration (one FDIV pair for the four scales), the FCVT loop (FPCR is IEEE, as on every board); llama.cpp: 1 block"),
+        row("Q8_0 activation quantizer", A53, ours("neon::quantize::q8_0_fcvt", 4.0), q8_0(ArmA53), "ours: 4 blocks of 32 values per iteration, the FCVT loop; llama.cpp: 1 block"),
+        row("Q8_0 activation quantizer", A55, ours("neon::quantize::q8_0_fcvt", 4.0), q8_0(ArmA55), "as above"),
         row("Q8_0 activation quantizer", X280, l(Ours("rvv::quantize::quantize_q8_0"), RV_Q8_0, 1.0), theirs(Riscv, "quantize_row_q8_0", LL_RV_Q8_0, 1.0), "1 block of 32 values (vl = 32 at e32, m8); both: the path of a normal f16 scale"),
         row("Q8_K activation quantizer", A53, neon_q8_k, q8_k(RefA53), "1 super-block of 256 values; ours: max loop × 63, 16 groups, no tie scan; llama.cpp: the reference C (`ggml-quants.c`), its max loop (32 values) × 8"),
         row("Q8_K activation quantizer", A55, neon_q8_k, q8_k(RefA55), "as above"),
