@@ -28,24 +28,14 @@ pub(super) fn fpcr_is_ieee() -> bool {
 }
 
 /// `x` rounded through f16 (to nearest, ties to even), as `half::f16::from_f32(x).to_f32()`: with
-/// FCVT when `hw` (FPCR is IEEE, see [`fpcr_is_ieee`]), else with `half` itself.
+/// FCVTN/FCVTL when `hw` ([`f16_round4`]; FPCR is IEEE, see [`fpcr_is_ieee`]), else with `half` itself.
 #[inline(always)]
 pub(super) fn f16_round(x: f32, hw: bool) -> f32 {
     if !hw {
         return f16::from_f32(x).to_f32();
     }
-    let mut v = x;
-    // SAFETY: FCVT (single to half and back) is base ARMv8-A floating point; registers only.
-    unsafe {
-        asm!(
-            "fcvt {t:h}, {v:s}",
-            "fcvt {v:s}, {t:h}",
-            v = inout(vreg) v,
-            t = out(vreg) _,
-            options(pure, nomem, nostack, preserves_flags)
-        );
-    }
-    v
+    // SAFETY: NEON is baseline on every aarch64 target this module is built for.
+    unsafe { vgetq_lane_f32::<0>(f16_round4(vdupq_n_f32(x))) }
 }
 
 /// `nearest_int(x · s) as i8` for sixteen values: the low byte of `x · s + MAGIC`'s bits is the low
@@ -223,11 +213,17 @@ fn group(x: &[f32], qs: [&mut [i8; QK32]; GROUP]) -> (float32x4_t, int32x4_t) {
     }
 }
 
-/// The FCVT loops (the common case) under names of their own (the benchmark's llvm-mca rows):
-/// `GROUP` blocks per step, the last ones one at a time.
-#[target_feature(enable = "neon")]
-#[inline(never)]
-fn q8_0_fcvt(x: &[f32], out: &mut [BlockQ8_0]) {
+/// The FCVT loop over `out`'s blocks: `GROUP` blocks per step through [`group`] (`qs` picks a
+/// block's values, `fin` writes the rest from the lanes of the scales and sums), the last ones one
+/// at a time through `tail`.
+#[inline(always)]
+fn by_groups<B>(
+    x: &[f32],
+    out: &mut [B],
+    qs: impl Fn(&mut B) -> &mut [i8; QK32],
+    fin: impl Fn(&mut [B], float32x4_t, int32x4_t),
+    tail: impl FnOnce(&[f32], &mut [B]),
+) {
     let n = out.len().min(x.len() / QK32) / GROUP * GROUP;
     let (x0, x1) = x.split_at(n * QK32);
     let (o0, o1) = out.split_at_mut(n);
@@ -236,27 +232,29 @@ fn q8_0_fcvt(x: &[f32], out: &mut [BlockQ8_0]) {
         .zip(o0.chunks_exact_mut(GROUP))
     {
         let [y0, y1, y2, y3] = yg else { unreachable!() };
-        let (d, _) = group(xg, [&mut y0.qs, &mut y1.qs, &mut y2.qs, &mut y3.qs]);
+        let (d, sum) = group(xg, [qs(y0), qs(y1), qs(y2), qs(y3)]);
+        fin(yg, d, sum);
+    }
+    tail(x1, o1)
+}
+
+/// The FCVT loops (the common case) under names of their own (the benchmark's llvm-mca rows).
+#[target_feature(enable = "neon")]
+#[inline(never)]
+fn q8_0_fcvt(x: &[f32], out: &mut [BlockQ8_0]) {
+    let fin = |yg: &mut [BlockQ8_0], d, _| {
         let d = f16_round4(d);
         for (b, y) in yg.iter_mut().enumerate() {
             y.d = lane(d, b);
         }
-    }
-    q8_0::<true>(x1, o1)
+    };
+    by_groups(x, out, |y| &mut y.qs, fin, |x, out| q8_0::<true>(x, out))
 }
 
 #[target_feature(enable = "neon")]
 #[inline(never)]
 fn q8_1_fcvt(x: &[f32], out: &mut [BlockQ8_1]) {
-    let n = out.len().min(x.len() / QK32) / GROUP * GROUP;
-    let (x0, x1) = x.split_at(n * QK32);
-    let (o0, o1) = out.split_at_mut(n);
-    for (xg, yg) in x0
-        .chunks_exact(GROUP * QK32)
-        .zip(o0.chunks_exact_mut(GROUP))
-    {
-        let [y0, y1, y2, y3] = yg else { unreachable!() };
-        let (d, sum) = group(xg, [&mut y0.qs, &mut y1.qs, &mut y2.qs, &mut y3.qs]);
+    let fin = |yg: &mut [BlockQ8_1], d, sum| {
         // `sum as f32 * d`, then both rounded through f16.
         let s = f16_round4(vmulq_f32(vcvtq_f32_s32(sum), d));
         let d = f16_round4(d);
@@ -264,8 +262,8 @@ fn q8_1_fcvt(x: &[f32], out: &mut [BlockQ8_1]) {
             y.d = lane(d, b);
             y.s = lane(s, b);
         }
-    }
-    q8_1::<true>(x1, o1)
+    };
+    by_groups(x, out, |y| &mut y.qs, fin, |x, out| q8_1::<true>(x, out))
 }
 
 #[target_feature(enable = "neon")]
