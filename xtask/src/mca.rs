@@ -406,7 +406,8 @@ Paths through branches. Where a block's work has branches (f16 scales converted 
 rare cases), the common path is written out: either the block loop with each loop inside it written out its trip
 count (a rare loop dropped), or the basic blocks the path runs, each cut at its branch to the next (checked to
 connect). Our RVV Q6_K one-row loop and both RVV Q8_0 quantizers take the path of a normal f16 scale (ours through
-`half`, llama.cpp through ggml's FP32_TO_FP16, both software: no Zfh). The Q8_K quantizers: ours on NEON, the max/min
+`half` in the Q6_K loop and an integer rounding of the mantissa in the quantizer, llama.cpp through ggml's
+FP32_TO_FP16, all software: no Zfh). The Q8_K quantizers: ours on NEON, the max/min
 loop 63 times (4 values each after the first 4), then the 16 groups; the tie scan (only when the largest and the
 smallest value have the same |x|) is left out. llama.cpp's Arm `quantize_row_q8_K` is its reference C
 (`quantize_row_q8_K_ref` in `ggml-quants.c`, compiled as the others): a scalar max loop (32 values per iteration,

@@ -156,10 +156,10 @@ fn k_rows() -> Vec<Row> {
 
 /// The activation quantizers: Q8_1 (SmolLM2's Q4_1), Q8_0 and Q8_K.
 fn quantizer_rows() -> Vec<Row> {
-    // Ours on the X280 through `half`'s f16 rounding: the path of a normal scale (block .LBB_6 to
-    // the rounding's normal case .LBB_8, .LBB_10, .LBB_15; the widening back, .LBB_16, .LBB_20;
-    // the store, .LBB_5).
-    const RV_Q8_0: Pick = Trace(&[(6, 1), (8, 1), (10, 1), (15, 1), (16, 1), (20, 1), (5, 1)]);
+    // Ours on the X280: the VLEN ≥ 512 loop, two blocks per step (.LBB_7: both blocks, the
+    // first scale's f16 rounding on its normal path and its store, the second's range check;
+    // .LBB_5: the second's rounding; .LBB_6: its store, the loop back).
+    const RV_Q8_0: Pick = Trace(&[(7, 1), (5, 1), (6, 1)]);
     // llama.cpp's: the block (.LBB_4), d != 0 (.LBB_7), ggml's FP32_TO_FP16 for a normal d
     // (.LBB_8, .LBB_9), the store (.LBB_3).
     const LL_RV_Q8_0: Pick = Trace(&[(4, 1), (7, 1), (8, 1), (9, 1), (3, 1)]);
@@ -193,10 +193,10 @@ fn quantizer_rows() -> Vec<Row> {
         1.0,
     );
     vec![
-        row("Q8_1 activation quantizer", A53, ours("neon::quantize::q8_1_fcvt", 1.0), theirs(ArmA53, "quantize_row_q8_1", Innermost, 1.0), "1 block of 32 values per iteration; ours: the FCVT loop (FPCR is IEEE, as on every board)"),
-        row("Q8_0 activation quantizer", A53, ours("neon::quantize::q8_0_fcvt", 1.0), q8_0(ArmA53), "1 block of 32 values; ours: the FCVT loop"),
-        row("Q8_0 activation quantizer", A55, ours("neon::quantize::q8_0_fcvt", 1.0), q8_0(ArmA55), "as above"),
-        row("Q8_0 activation quantizer", X280, l(Ours("rvv::quantize::quantize_q8_0"), RV_Q8_0, 1.0), theirs(Riscv, "quantize_row_q8_0", LL_RV_Q8_0, 1.0), "1 block of 32 values (vl = 32 at e32, m8); both: the path of a normal f16 scale"),
+        row("Q8_1 activation quantizer", A53, ours("neon::quantize::q8_1_fcvt", 4.0), theirs(ArmA53, "quantize_row_q8_1", Innermost, 1.0), "ours: 4 blocks of 32 values per iteration (one FDIV pair for the four scales), the FCVT loop (FPCR is IEEE, as on every board); llama.cpp: 1 block"),
+        row("Q8_0 activation quantizer", A53, ours("neon::quantize::q8_0_fcvt", 4.0), q8_0(ArmA53), "ours: 4 blocks of 32 values per iteration, the FCVT loop; llama.cpp: 1 block"),
+        row("Q8_0 activation quantizer", A55, ours("neon::quantize::q8_0_fcvt", 4.0), q8_0(ArmA55), "as above"),
+        row("Q8_0 activation quantizer", X280, l(Ours("rvv::quantize::quantize_q8_0"), RV_Q8_0, 2.0), theirs(Riscv, "quantize_row_q8_0", LL_RV_Q8_0, 1.0), "ours: 2 blocks of 32 values per iteration, the VLEN ≥ 512 loop (vl = 32 at e32 m2, e16 m1, e8 mf2; the X280's VLEN is 512); llama.cpp: 1 block (vl = 32 at e32 m8); both: the path of a normal f16 scale"),
         row("Q8_K activation quantizer", A53, neon_q8_k, q8_k(RefA53), "1 super-block of 256 values; ours: max loop × 63, 16 groups, no tie scan; llama.cpp: the reference C (`ggml-quants.c`), its max loop (32 values) × 8"),
         row("Q8_K activation quantizer", A55, neon_q8_k, q8_k(RefA55), "as above"),
         row("Q8_K activation quantizer", X280, l(Ours("rvv::quantize::quantize_q8_k"), Nest(&[2, 2, 2]), 1.0), theirs(Riscv, "quantize_row_q8_K", LL_RV_Q8_K, 1.0), "1 super-block, vl = 128; ours: the quantize loop × 2, the max loop × 2, the first-max scan × 2 (at most: it stops in the pass holding the max); llama.cpp: max/min × 2, quantize × 2 with 7 bsum slides each"),

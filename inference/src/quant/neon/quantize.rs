@@ -28,24 +28,14 @@ pub(super) fn fpcr_is_ieee() -> bool {
 }
 
 /// `x` rounded through f16 (to nearest, ties to even), as `half::f16::from_f32(x).to_f32()`: with
-/// FCVT when `hw` (FPCR is IEEE, see [`fpcr_is_ieee`]), else with `half` itself.
+/// FCVTN/FCVTL when `hw` ([`f16_round4`]; FPCR is IEEE, see [`fpcr_is_ieee`]), else with `half` itself.
 #[inline(always)]
 pub(super) fn f16_round(x: f32, hw: bool) -> f32 {
     if !hw {
         return f16::from_f32(x).to_f32();
     }
-    let mut v = x;
-    // SAFETY: FCVT (single to half and back) is base ARMv8-A floating point; registers only.
-    unsafe {
-        asm!(
-            "fcvt {t:h}, {v:s}",
-            "fcvt {v:s}, {t:h}",
-            v = inout(vreg) v,
-            t = out(vreg) _,
-            options(pure, nomem, nostack, preserves_flags)
-        );
-    }
-    v
+    // SAFETY: NEON is baseline on every aarch64 target this module is built for.
+    unsafe { vgetq_lane_f32::<0>(f16_round4(vdupq_n_f32(x))) }
 }
 
 /// `nearest_int(x · s) as i8` for sixteen values: the low byte of `x · s + MAGIC`'s bits is the low
@@ -139,17 +129,141 @@ fn q8_1<const HW: bool>(x: &[f32], out: &mut [BlockQ8_1]) {
     }
 }
 
+/// `x` rounded through f16 in each lane (FCVTN, FCVTL: FPCR must be IEEE, see [`fpcr_is_ieee`]).
+#[inline(always)]
+fn f16_round4(x: float32x4_t) -> float32x4_t {
+    let mut v = x;
+    // SAFETY: FCVTN/FCVTL (single to half and back) are base ARMv8-A SIMD; registers only.
+    unsafe {
+        asm!(
+            "fcvtn {t:v}.4h, {v:v}.4s",
+            "fcvtl {v:v}.4s, {t:v}.4h",
+            v = inout(vreg) v,
+            t = out(vreg) _,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    v
+}
+
+/// Lane `k` (< 4) of `v`.
+#[inline(always)]
+fn lane(v: float32x4_t, k: usize) -> f32 {
+    // SAFETY: NEON is baseline on every aarch64 target this module is built for.
+    unsafe {
+        match k {
+            0 => vgetq_lane_f32::<0>(v),
+            1 => vgetq_lane_f32::<1>(v),
+            2 => vgetq_lane_f32::<2>(v),
+            _ => vgetq_lane_f32::<3>(v),
+        }
+    }
+}
+
+/// Blocks quantized together in the FCVT loops: their scales are found, divided and rounded
+/// through f16 as the lanes of one vector (FDIV is not pipelined on in-order cores: one divide
+/// serves four blocks), and one block's reductions overlap the others' work.
+const GROUP: usize = 4;
+
+/// `GROUP` blocks of 32 values at `x` (`GROUP · 32` floats): the quantized values stored in `qs`,
+/// and per block (one lane each) the unrounded scale `d` and the sum of its bytes.
+#[inline(always)]
+fn group(x: &[f32], qs: [&mut [i8; QK32]; GROUP]) -> (float32x4_t, int32x4_t) {
+    assert!(x.len() >= GROUP * QK32);
+    // SAFETY: NEON is baseline on every aarch64 target this module is built for; the loads read
+    // the GROUP · 32 floats of `x` (checked above) and the stores write the 32 bytes of each `qs`;
+    // the empty asm only passes a pointer through.
+    unsafe {
+        let ld = |p: *const f32, k: usize| vld1q_f32(p.add(4 * k));
+        // Each block's 4-lane maximum of |x|.
+        let m: [float32x4_t; GROUP] = core::array::from_fn(|b| {
+            let a: [float32x4_t; 8] =
+                core::array::from_fn(|k| vabsq_f32(ld(x.as_ptr(), 8 * b + k)));
+            vmaxnmq_f32(
+                vmaxnmq_f32(vmaxnmq_f32(a[0], a[1]), vmaxnmq_f32(a[2], a[3])),
+                vmaxnmq_f32(vmaxnmq_f32(a[4], a[5]), vmaxnmq_f32(a[6], a[7])),
+            )
+        });
+        // Lane b: block b's largest |x| (from 0, as the scalar fold), then `d` and `id` as the scalar
+        // computes them (`id` = 0 where `d` = 0).
+        let amax = vmaxnmq_f32(
+            vpmaxnmq_f32(vpmaxnmq_f32(m[0], m[1]), vpmaxnmq_f32(m[2], m[3])),
+            vdupq_n_f32(0.0),
+        );
+        let d = vdivq_f32(amax, vdupq_n_f32(127.0));
+        let id = vdivq_f32(vdupq_n_f32(1.0), d);
+        let id = vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(id), vceqzq_f32(d)));
+        // The values again from memory (32 registers do not hold four blocks and the temporaries):
+        // the pointer laundered so that the loads are not merged with the ones above.
+        let mut p = x.as_ptr();
+        asm!("/* {p} */", p = inout(reg) p, options(pure, nomem, nostack, preserves_flags));
+        let mut sums = [vdupq_n_s16(0); GROUP];
+        for (b, (y, sum)) in qs.into_iter().zip(sums.iter_mut()).enumerate() {
+            let v: [float32x4_t; 8] = core::array::from_fn(|k| ld(p, 8 * b + k));
+            let q = [round16(&v[..4], lane(id, b)), round16(&v[4..], lane(id, b))];
+            vst1q_s8(y.as_mut_ptr(), q[0]);
+            vst1q_s8(y.as_mut_ptr().add(16), q[1]);
+            // Sixteen int8 fit an i16 sum.
+            *sum = vpadalq_s8(vpaddlq_s8(q[0]), q[1]);
+        }
+        // Lane b: block b's sum (|sum| ≤ 4096 fits every i16 step).
+        let s = vpaddq_s16(vpaddq_s16(sums[0], sums[1]), vpaddq_s16(sums[2], sums[3]));
+        let s = vpaddq_s16(s, s);
+        (d, vmovl_s16(vget_low_s16(s)))
+    }
+}
+
+/// The FCVT loop over `out`'s blocks: `GROUP` blocks per step through [`group`] (`qs` picks a
+/// block's values, `fin` writes the rest from the lanes of the scales and sums), the last ones one
+/// at a time through `tail`.
+#[inline(always)]
+fn by_groups<B>(
+    x: &[f32],
+    out: &mut [B],
+    qs: impl Fn(&mut B) -> &mut [i8; QK32],
+    fin: impl Fn(&mut [B], float32x4_t, int32x4_t),
+    tail: impl FnOnce(&[f32], &mut [B]),
+) {
+    let n = out.len().min(x.len() / QK32) / GROUP * GROUP;
+    let (x0, x1) = x.split_at(n * QK32);
+    let (o0, o1) = out.split_at_mut(n);
+    for (xg, yg) in x0
+        .chunks_exact(GROUP * QK32)
+        .zip(o0.chunks_exact_mut(GROUP))
+    {
+        let [y0, y1, y2, y3] = yg else { unreachable!() };
+        let (d, sum) = group(xg, [qs(y0), qs(y1), qs(y2), qs(y3)]);
+        fin(yg, d, sum);
+    }
+    tail(x1, o1)
+}
+
 /// The FCVT loops (the common case) under names of their own (the benchmark's llvm-mca rows).
 #[target_feature(enable = "neon")]
 #[inline(never)]
 fn q8_0_fcvt(x: &[f32], out: &mut [BlockQ8_0]) {
-    q8_0::<true>(x, out)
+    let fin = |yg: &mut [BlockQ8_0], d, _| {
+        let d = f16_round4(d);
+        for (b, y) in yg.iter_mut().enumerate() {
+            y.d = lane(d, b);
+        }
+    };
+    by_groups(x, out, |y| &mut y.qs, fin, |x, out| q8_0::<true>(x, out))
 }
 
 #[target_feature(enable = "neon")]
 #[inline(never)]
 fn q8_1_fcvt(x: &[f32], out: &mut [BlockQ8_1]) {
-    q8_1::<true>(x, out)
+    let fin = |yg: &mut [BlockQ8_1], d, sum| {
+        // `sum as f32 * d`, then both rounded through f16.
+        let s = f16_round4(vmulq_f32(vcvtq_f32_s32(sum), d));
+        let d = f16_round4(d);
+        for (b, y) in yg.iter_mut().enumerate() {
+            y.d = lane(d, b);
+            y.s = lane(s, b);
+        }
+    };
+    by_groups(x, out, |y| &mut y.qs, fin, |x, out| q8_1::<true>(x, out))
 }
 
 #[target_feature(enable = "neon")]

@@ -5,7 +5,10 @@
 //! fold it ignores NaN, and a maximum does not depend on the order), computed with the scalar
 //! code's float operations (`fdiv.s` as Rust's `/`); each value is `nearest_int(x · id)` done the
 //! scalar way (`x · id + 1.5·2^23`, then the low bits of the result), so even out-of-range products
-//! give the same bytes. Rounding a scale through f16 stays in Rust (`half`), as in the scalar code.
+//! give the same bytes. Rounding a scale through f16 stays in Rust: the integer bits of the mantissa
+//! rounded to 10 bits where the result is a normal f16, `half` elsewhere ([`f16_round`]). Where
+//! VLEN ≥ 512 the Q8_0 quantizer takes two blocks per step at e32 m2 (`pair32_vl512`), so one
+//! block's reduction and divides overlap the other's.
 
 use super::rvv_asm;
 use crate::quant::act::{BlockQ8K, BlockQ8_0, BlockQ8_1};
@@ -15,9 +18,18 @@ use half::f16;
 /// `nearest_int`'s magic number, 1.5 · 2^23.
 const MAGIC: f32 = 12_582_912.0;
 
+/// `x` rounded through f16 (to nearest, ties to even), as `half::f16::from_f32(x).to_f32()`:
+/// where the result is a normal f16 (|x| from 2^-14 up to the halfway point between 65504 and
+/// 65536), by rounding the f32 mantissa to 10 bits in the integer bits (a carry into the exponent
+/// is the right result); elsewhere (zero, subnormal f16, overflow) with `half`.
 #[inline(always)]
 fn f16_round(x: f32) -> f32 {
-    f16::from_f32(x).to_f32()
+    let b = x.to_bits();
+    if (b & 0x7fff_ffff).wrapping_sub(0x3880_0000) < 0x477f_f000 - 0x3880_0000 {
+        f32::from_bits((b + 0x0fff + (b >> 13 & 1)) & !0x1fff)
+    } else {
+        f16::from_f32(x).to_f32()
+    }
 }
 
 /// Quantize the 32 floats at `x` into `qs`: returns `d = amax / 127` and the sum of the bytes.
@@ -78,8 +90,100 @@ unsafe fn block32(x: *const f32, qs: *mut i8) -> (f32, i32) {
     (d, sum as i32)
 }
 
-/// Quantize `x` (length a multiple of 32) to Q8_0 blocks (twin of `act::quantize_q8_0`).
+/// Quantize two blocks of 32 floats, at `x` and `x + 32`, into `qs0` and `qs1` where VLEN ≥ 512
+/// (32 lanes at e32 m2, e16 m1, e8 mf2); returns the two `d = amax / 127`. The blocks are
+/// interleaved so that one block's reduction and divides overlap the other's.
+///
+/// # Safety
+/// `x` points to 64 readable f32, `qs0` and `qs1` to 32 writable bytes each; the hart has V with
+/// VLEN ≥ 512.
+#[inline(always)]
+unsafe fn pair32_vl512(x: *const f32, qs0: *mut i8, qs1: *mut i8) -> (f32, f32) {
+    let (d0, d1): (f32, f32);
+    // SAFETY: reads 64 f32 at `x` and writes 32 bytes at `qs0` and at `qs1` (the caller guarantees
+    // all three), V with VLEN ≥ 512 is present (caller); only vector registers, the named scalars
+    // and vl/vtype change.
+    unsafe {
+        rvv_asm!(
+            [
+                "vsetvli zero, {c32}, e32, m2, ta, ma",
+                "vle32.v v8, ({x})",
+                "vle32.v v10, ({x1})",
+                "vfsgnjx.vv v16, v8, v8",
+                "vfsgnjx.vv v18, v10, v10",
+                "fmv.w.x {id0}, zero",
+                "fmv.w.x {id1}, zero",
+                "vmv.s.x v1, zero",
+                "vmv.s.x v2, zero",
+                // d = amax / 127; id = d != 0 ? 1 / d : 0. In order of issue: block 0's divides
+                // start while block 1's reduction runs, block 0's values are scaled while
+                // block 1's divides run.
+                "vfredmax.vs v1, v16, v1",
+                "vfmv.f.s {d0}, v1",
+                "fdiv.s {d0}, {d0}, {k127}",
+                "vfredmax.vs v2, v18, v2",
+                "feq.s {t}, {d0}, {id0}",
+                "bnez {t}, 2f",
+                "fdiv.s {id0}, {one}, {d0}",
+                "2:",
+                "vfmv.f.s {d1}, v2",
+                "fdiv.s {d1}, {d1}, {k127}",
+                "vfmul.vf v8, v8, {id0}",
+                "vfadd.vf v8, v8, {magic}",
+                "feq.s {t}, {d1}, {id1}",
+                "bnez {t}, 3f",
+                "fdiv.s {id1}, {one}, {d1}",
+                "3:",
+                "vfmul.vf v10, v10, {id1}",
+                "vfadd.vf v10, v10, {magic}",
+                // The low byte of each result's bits is nearest_int's low byte.
+                "vsetvli zero, {c32}, e16, m1, ta, ma",
+                "vnsrl.wi v16, v8, 0",
+                "vnsrl.wi v17, v10, 0",
+                "vsetvli zero, {c32}, e8, mf2, ta, ma",
+                "vnsrl.wi v8, v16, 0",
+                "vnsrl.wi v9, v17, 0",
+                "vse8.v v8, ({qs0})",
+                "vse8.v v9, ({qs1})",
+            ],
+            [
+                x = in(reg) x,
+                x1 = in(reg) x.wrapping_add(QK32),
+                qs0 = in(reg) qs0,
+                qs1 = in(reg) qs1,
+                c32 = in(reg) QK32,
+                t = out(reg) _,
+                d0 = out(freg) d0,
+                d1 = out(freg) d1,
+                id0 = out(freg) _,
+                id1 = out(freg) _,
+                k127 = in(freg) 127.0f32,
+                one = in(freg) 1.0f32,
+                magic = in(freg) MAGIC,
+            ],
+            [nostack]
+        );
+    }
+    (d0, d1)
+}
+
+/// Quantize `x` (length a multiple of 32) to Q8_0 blocks (twin of `act::quantize_q8_0`): two
+/// blocks per step where VLEN ≥ 512, the rest one at a time.
 pub fn quantize_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
+    let mut done = 0;
+    if super::vlenb() >= 64 {
+        for (xp, yp) in x.chunks_exact(2 * QK32).zip(out.chunks_exact_mut(2)) {
+            let [y0, y1] = yp else { unreachable!() };
+            // SAFETY: `xp` holds 64 f32, `y0.qs` and `y1.qs` 32 bytes each; VLEN ≥ 512 (checked
+            // above); reached only on harts with V.
+            let (d0, d1) =
+                unsafe { pair32_vl512(xp.as_ptr(), y0.qs.as_mut_ptr(), y1.qs.as_mut_ptr()) };
+            y0.d = f16_round(d0);
+            y1.d = f16_round(d1);
+            done += 2;
+        }
+    }
+    let (x, out) = (x.get(done * QK32..).unwrap_or(&[]), &mut out[done..]);
     for (xb, y) in x.chunks_exact(QK32).zip(out.iter_mut()) {
         // SAFETY: `xb` holds 32 f32 and `y.qs` 32 bytes; reached only on harts with V.
         let (d, _) = unsafe { block32(xb.as_ptr(), y.qs.as_mut_ptr()) };
