@@ -378,14 +378,14 @@ unsafe fn block1<K: KBlock, const DP: bool>(
 fn tail1<K: KBlock>((iv, mn, dy): (int32x4_t, int32x4_t, float32x2_t)) -> f32 {
     // SAFETY: NEON is part of the aarch64 baseline.
     unsafe {
-        // [isum, summs]
-        let s = vpaddq_s32(iv, mn);
-        let s = vget_low_s32(vpaddq_s32(s, s));
-        let t = vmul_f32(dy, vcvt_f32_s32(s));
         if K::MINS {
+            // [isum, summs]
+            let s = vpaddq_s32(iv, mn);
+            let s = vget_low_s32(vpaddq_s32(s, s));
+            let t = vmul_f32(dy, vcvt_f32_s32(s));
             vget_lane_f32::<0>(t) - vget_lane_f32::<1>(t)
         } else {
-            vget_lane_f32::<0>(t)
+            vget_lane_f32::<0>(dy) * vaddvq_s32(iv) as f32
         }
     }
 }

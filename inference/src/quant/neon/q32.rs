@@ -15,7 +15,7 @@
 //! the compiler emits under strict alignment).
 
 use super::{
-    f16_le, f16x4_to_f32, interleave4, ld_i8, ld_u8, nibbles, prod_i16, prod_i32, sum1, sums2,
+    f16_le, f16x4_to_f32, interleave4, ld_i8, ld_u8, nibbles, prod_dp, prod_i16, prod_i32, sum1,
     sums4, sums4_lanes,
 };
 use crate::quant::act::{Act32 as Act, BlockQ8_0, BlockQ8_1};
@@ -180,56 +180,107 @@ impl Fmt for Q8_0 {
     }
 }
 
+/// The two blocks at `p` (`y0`, `y1` their activations) without their float tail: the two
+/// integer sums before their last pairwise add (lanes 0 + 1 and 2 + 3 are `sumi0`, `sumi1`,
+/// added by [`pair_tail`]), `d · y.d` of both, and `m · y.s` of both (zeros without a min).
+///
+/// # Safety
+/// `p..p + 2·BYTES` must be readable.
+#[inline(always)]
+unsafe fn pair1<F: Fmt, A: Act, const DP: bool>(
+    p: *const u8,
+    y0: &A,
+    y1: &A,
+) -> (int32x4_t, float32x2_t, float32x2_t) {
+    // SAFETY: the blocks are readable (caller); NEON is part of the aarch64 baseline.
+    unsafe {
+        let (w0, w1) = (F::decode::<0>(p), F::decode::<1>(p));
+        let (a0, a1) = (ld_act(y0), ld_act(y1));
+        let x = if DP || F::MAXW > 31 {
+            let (q0, q1) = if DP {
+                (prod_dp(w0, a0), prod_dp(w1, a1))
+            } else {
+                (prod_i32(w0, a0), prod_i32(w1, a1))
+            };
+            vpaddq_s32(q0, q1)
+        } else {
+            // Eight products per lane: 8 · 31 · 128 < 2^15.
+            vpaddlq_s16(vpaddq_s16(prod_i16(w0, a0), prod_i16(w1, a1)))
+        };
+        if F::MIN {
+            // [d0, m0, d1, m1] · [y0.d, y0.s, y1.d, y1.s]
+            let dm = vzip1q_u32(ld_s::<F, 0, 0>(p), ld_s::<F, 0, 1>(p));
+            let dm = f16x4_to_f32(vreinterpret_u16_u32(vget_low_u32(dm)));
+            let ys = vcombine_f32(
+                vset_lane_f32::<1>(y0.s(), vdup_n_f32(y0.d())),
+                vset_lane_f32::<1>(y1.s(), vdup_n_f32(y1.d())),
+            );
+            let t = vmulq_f32(dm, ys);
+            (
+                x,
+                vget_low_f32(vuzp1q_f32(t, t)),
+                vget_low_f32(vuzp2q_f32(t, t)),
+            )
+        } else {
+            let dd = vzip1_u16(ld_h::<F, 0, 0>(p), ld_h::<F, 0, 1>(p));
+            let d = vget_low_f32(f16x4_to_f32(dd));
+            let yd = vset_lane_f32::<1>(y1.d(), vdup_n_f32(y0.d()));
+            (x, vmul_f32(d, yd), vdup_n_f32(0.0))
+        }
+    }
+}
+
+/// `sumf` plus the two block terms of [`pair1`]'s result, in order: `sumi · (d · y.d)`, or
+/// `(d · y.d) · sumi + m · y.s` with a min.
+#[inline(always)]
+fn pair_tail<F: Fmt>(sumf: f32, (x, dy, ms): (int32x4_t, float32x2_t, float32x2_t)) -> f32 {
+    // SAFETY: NEON is part of the aarch64 baseline.
+    unsafe {
+        // [sumi0, sumi1] as f32.
+        let s = vcvt_f32_s32(vget_low_s32(vpaddq_s32(x, x)));
+        let u = if F::MIN {
+            vadd_f32(vmul_f32(dy, s), ms)
+        } else {
+            vmul_f32(s, dy)
+        };
+        (sumf + vget_lane_f32::<0>(u)) + vget_lane_f32::<1>(u)
+    }
+}
+
 /// One row: `w` (whole blocks) · `a`, over as many blocks as both hold, two blocks per step.
+/// Software-pipelined for in-order cores (Cortex-A53, A55): a step loads blocks i, i + 1 and
+/// computes their integer sums and scale factors ([`pair1`]), then adds the terms of blocks
+/// i − 2, i − 1 ([`pair_tail`]; still in block order).
 /// (`inline(always)`, which `#[target_feature]` functions cannot have: each entry point keeps its
 /// own loop.)
 #[inline(always)]
 fn dot1<F: Fmt, A: Act, const DP: bool>(w: &[u8], a: &[A]) -> f32 {
     let nb = (w.len() / F::BYTES).min(a.len());
-    let p = w.as_ptr();
     let mut sumf = 0.0f32;
     let mut i = 0;
-    while i + 1 < nb {
-        let (y0, y1) = (&a[i], &a[i + 1]);
-        // SAFETY: blocks i and i + 1 lie in `w`: (i + 2) · BYTES ≤ nb · BYTES ≤ w.len(); NEON is
-        // part of the aarch64 baseline.
-        let u = unsafe {
-            let b0 = p.add(i * F::BYTES);
-            let (w0, w1) = (F::decode::<0>(b0), F::decode::<1>(b0));
-            // [sumi0, sumi1] as f32.
-            let s = vget_low_f32(vcvtq_f32_s32(sums2::<DP>(
-                F::MAXW,
-                w0,
-                ld_act(y0),
-                w1,
-                ld_act(y1),
-            )));
-            if F::MIN {
-                // [d0, m0, d1, m1] · [y0.d, y0.s, y1.d, y1.s]
-                let dm = vzip1q_u32(ld_s::<F, 0, 0>(b0), ld_s::<F, 0, 1>(b0));
-                let dm = f16x4_to_f32(vreinterpret_u16_u32(vget_low_u32(dm)));
-                let ys = vcombine_f32(
-                    vset_lane_f32::<1>(y0.s(), vdup_n_f32(y0.d())),
-                    vset_lane_f32::<1>(y1.s(), vdup_n_f32(y1.d())),
-                );
-                let t = vmulq_f32(dm, ys);
-                let dy = vget_low_f32(vuzp1q_f32(t, t));
-                let ms = vget_low_f32(vuzp2q_f32(t, t));
-                // (d · y.d) · sumi + m · y.s
-                vadd_f32(vmul_f32(dy, s), ms)
-            } else {
-                let dd = vzip1_u16(ld_h::<F, 0, 0>(b0), ld_h::<F, 0, 1>(b0));
-                let d = vget_low_f32(f16x4_to_f32(dd));
-                let yd = vset_lane_f32::<1>(y1.d(), vdup_n_f32(y0.d()));
-                // sumi · (d · y.d)
-                vmul_f32(s, vmul_f32(d, yd))
-            }
+    if nb >= 2 {
+        let mut p = w.as_ptr();
+        // SAFETY: blocks 0 and 1 lie in `w` (2 ≤ nb); block 2 starts inside `w` or one past its
+        // end.
+        let mut pending = unsafe {
+            let first = pair1::<F, A, DP>(p, &a[0], &a[1]);
+            p = next_block::<F>(next_block::<F>(p));
+            first
         };
-        // SAFETY: NEON is part of the aarch64 baseline.
-        sumf += unsafe { vget_lane_f32::<0>(u) };
-        // SAFETY: as above.
-        sumf += unsafe { vget_lane_f32::<1>(u) };
-        i += 2;
+        i = 2;
+        while i + 1 < nb {
+            // SAFETY: `p` is block i; blocks i, i + 1 lie in `w`: (i + 2) · BYTES ≤ nb · BYTES ≤
+            // w.len(), so `p + 2·BYTES` is inside `w` or one past its end.
+            let next = unsafe {
+                let next = pair1::<F, A, DP>(p, &a[i], &a[i + 1]);
+                p = next_block::<F>(next_block::<F>(p));
+                next
+            };
+            sumf = pair_tail::<F>(sumf, pending);
+            pending = next;
+            i += 2;
+        }
+        sumf = pair_tail::<F>(sumf, pending);
     }
     if i < nb {
         let y = &a[i];
