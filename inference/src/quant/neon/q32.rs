@@ -46,6 +46,31 @@ fn ld_act<A: Act>(y: &A) -> [int8x16_t; 2] {
     unsafe { [ld_q::<Q8_0, 0, 0>(q), ld_q::<Q8_0, 16, 0>(q)] }
 }
 
+/// The quants of the activation block `K` after the one at `y`, by `asm!` loads at constant
+/// offsets from `y` (one pointer for the blocks of a step).
+///
+/// # Safety
+/// Block `K` after `y` must be readable.
+#[inline(always)]
+unsafe fn ld_act_at<A: Act, const K: usize>(y: *const A) -> [int8x16_t; 2] {
+    let (lo, hi): (int8x16_t, int8x16_t);
+    // SAFETY: the 32 quants of block `K` after `y` are readable (caller); an LDR needs no
+    // alignment on normal memory.
+    unsafe {
+        asm!(
+            "ldr {lo:q}, [{y}, #{a}]",
+            "ldr {hi:q}, [{y}, #{b}]",
+            lo = out(vreg) lo,
+            hi = out(vreg) hi,
+            y = in(reg) y,
+            a = const K * core::mem::size_of::<A>() + A::QS_AT,
+            b = const K * core::mem::size_of::<A>() + A::QS_AT + 16,
+            options(pure, readonly, nostack, preserves_flags)
+        );
+    }
+    [lo, hi]
+}
+
 /// [`ld_act`] through the load intrinsics (the batched tiles: LLVM counts an `asm!` load as
 /// costly and would no longer unroll their loop over the columns).
 #[target_feature(enable = "neon")]
@@ -182,20 +207,21 @@ impl Fmt for Q8_0 {
 
 /// The two blocks at `p` (`y0`, `y1` their activations) without their float tail: the two
 /// integer sums before their last pairwise add (lanes 0 + 1 and 2 + 3 are `sumi0`, `sumi1`,
-/// added by [`pair_tail`]), `d · y.d` of both, and `m · y.s` of both (zeros without a min).
+/// added by [`pair_tail`]) and the scale factors: `[d0 · y0.d, m0 · y0.s, d1 · y1.d, m1 · y1.s]`
+/// with a min, else `[d0 · y0.d, d1 · y1.d, 0, 0]`.
 ///
 /// # Safety
-/// `p..p + 2·BYTES` must be readable.
+/// `p..p + 2·BYTES` must be readable, and `y1` must be the block after `y0` in memory.
 #[inline(always)]
 unsafe fn pair1<F: Fmt, A: Act, const DP: bool>(
     p: *const u8,
     y0: &A,
     y1: &A,
-) -> (int32x4_t, float32x2_t, float32x2_t) {
+) -> (int32x4_t, float32x4_t) {
     // SAFETY: the blocks are readable (caller); NEON is part of the aarch64 baseline.
     unsafe {
         let (w0, w1) = (F::decode::<0>(p), F::decode::<1>(p));
-        let (a0, a1) = (ld_act(y0), ld_act(y1));
+        let (a0, a1) = (ld_act_at::<A, 0>(y0), ld_act_at::<A, 1>(y0));
         let x = if DP || F::MAXW > 31 {
             let (q0, q1) = if DP {
                 (prod_dp(w0, a0), prod_dp(w1, a1))
@@ -211,40 +237,97 @@ unsafe fn pair1<F: Fmt, A: Act, const DP: bool>(
             // [d0, m0, d1, m1] · [y0.d, y0.s, y1.d, y1.s]
             let dm = vzip1q_u32(ld_s::<F, 0, 0>(p), ld_s::<F, 0, 1>(p));
             let dm = f16x4_to_f32(vreinterpret_u16_u32(vget_low_u32(dm)));
-            let ys = vcombine_f32(
-                vset_lane_f32::<1>(y0.s(), vdup_n_f32(y0.d())),
-                vset_lane_f32::<1>(y1.s(), vdup_n_f32(y1.d())),
-            );
-            let t = vmulq_f32(dm, ys);
-            (
-                x,
-                vget_low_f32(vuzp1q_f32(t, t)),
-                vget_low_f32(vuzp2q_f32(t, t)),
-            )
+            let ys = vcombine_f32(ld_ds::<A, 0>(y0), ld_ds::<A, 1>(y0));
+            // [d0 · y0.d, m0 · y0.s, d1 · y1.d, m1 · y1.s]
+            (x, vmulq_f32(dm, ys))
         } else {
             let dd = vzip1_u16(ld_h::<F, 0, 0>(p), ld_h::<F, 0, 1>(p));
             let d = vget_low_f32(f16x4_to_f32(dd));
             let yd = vset_lane_f32::<1>(y1.d(), vdup_n_f32(y0.d()));
-            (x, vmul_f32(d, yd), vdup_n_f32(0.0))
+            (x, vcombine_f32(vmul_f32(d, yd), vdup_n_f32(0.0)))
         }
     }
 }
 
 /// `sumf` plus the two block terms of [`pair1`]'s result, in order: `sumi · (d · y.d)`, or
-/// `(d · y.d) · sumi + m · y.s` with a min.
+/// `(d · y.d) · sumi + m · y.s` with a min (the products `[(d0 · y0.d) · sumi0, (m0 · y0.s) · 1,
+/// (d1 · y1.d) · sumi1, (m1 · y1.s) · 1]` in one multiplication, exact in the lanes times 1, then
+/// added in pairs).
 #[inline(always)]
-fn pair_tail<F: Fmt>(sumf: f32, (x, dy, ms): (int32x4_t, float32x2_t, float32x2_t)) -> f32 {
+fn pair_tail<F: Fmt>(sumf: f32, (x, f): (int32x4_t, float32x4_t)) -> f32 {
     // SAFETY: NEON is part of the aarch64 baseline.
     unsafe {
         // [sumi0, sumi1] as f32.
-        let s = vcvt_f32_s32(vget_low_s32(vpaddq_s32(x, x)));
+        let s = vcvt_f32_s32(vget_low_s32(addp_self(x)));
         let u = if F::MIN {
-            vadd_f32(vmul_f32(dy, s), ms)
+            // [sumi0, 1, sumi1, 1]
+            let s1 = vzip1q_f32(vcombine_f32(s, s), vdupq_n_f32(1.0));
+            let t = vmulq_f32(f, s1);
+            vget_low_f32(vpaddq_f32(t, t))
         } else {
-            vmul_f32(s, dy)
+            vmul_f32(s, vget_low_f32(f))
         };
         (sumf + vget_lane_f32::<0>(u)) + vget_lane_f32::<1>(u)
     }
+}
+
+/// `[y.d, y.s]` of the activation block `K` after the one at `y` (one 8-byte load; `s` follows
+/// `d` in Q8_1, the only activation paired with a min).
+///
+/// # Safety
+/// Block `K` after `y` must be readable.
+#[inline(always)]
+unsafe fn ld_ds<A: Act, const K: usize>(y: *const A) -> float32x2_t {
+    let v: float32x2_t;
+    // SAFETY: bytes D_AT..D_AT + 8 of block `K` after `y` are readable (caller); an LDR needs no
+    // alignment on normal memory.
+    unsafe {
+        asm!(
+            "ldr {v:d}, [{y}, #{o}]",
+            v = out(vreg) v,
+            y = in(reg) y,
+            o = const K * core::mem::size_of::<A>() + A::D_AT,
+            options(pure, readonly, nostack, preserves_flags)
+        );
+    }
+    v
+}
+
+/// `vpaddq_s32(x, x)` as one ADDP (the compiler, seeing only the low half used, would make it
+/// three instructions).
+#[inline(always)]
+fn addp_self(x: int32x4_t) -> int32x4_t {
+    let out: int32x4_t;
+    // SAFETY: ADDP on registers only: no memory, no flags.
+    unsafe {
+        asm!(
+            "addp {o:v}.4s, {x:v}.4s, {x:v}.4s",
+            x = in(vreg) x,
+            o = lateout(vreg) out,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    out
+}
+
+/// `p + 2·BYTES`, two blocks on, by one `asm!` ADD (see [`next_block`]).
+///
+/// # Safety
+/// `p..p + 2·BYTES` must lie in one allocation.
+#[inline(always)]
+unsafe fn next_pair<F: Fmt>(p: *const u8) -> *const u8 {
+    let mut p = p;
+    // SAFETY: an integer ADD on a register: no memory, no flags; the result is `p.add(2 ·
+    // BYTES)`, in bounds (caller).
+    unsafe {
+        asm!(
+            "add {p}, {p}, #{n}",
+            p = inout(reg) p,
+            n = const 2 * F::BYTES,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    p
 }
 
 /// One row: `w` (whole blocks) · `a`, over as many blocks as both hold, two blocks per step.
@@ -264,22 +347,22 @@ fn dot1<F: Fmt, A: Act, const DP: bool>(w: &[u8], a: &[A]) -> f32 {
         // end.
         let mut pending = unsafe {
             let first = pair1::<F, A, DP>(p, &a[0], &a[1]);
-            p = next_block::<F>(next_block::<F>(p));
+            p = next_pair::<F>(p);
             first
         };
-        i = 2;
-        while i + 1 < nb {
-            // SAFETY: `p` is block i; blocks i, i + 1 lie in `w`: (i + 2) · BYTES ≤ nb · BYTES ≤
-            // w.len(), so `p + 2·BYTES` is inside `w` or one past its end.
+        for ys in a[2..nb & !1].chunks_exact(2) {
+            // SAFETY: `p` is block i (`ys` holds blocks i, i + 1 of `a`); blocks i, i + 1 lie in
+            // `w`: (i + 2) · BYTES ≤ nb · BYTES ≤ w.len(), so `p + 2·BYTES` is inside `w` or one
+            // past its end.
             let next = unsafe {
-                let next = pair1::<F, A, DP>(p, &a[i], &a[i + 1]);
-                p = next_block::<F>(next_block::<F>(p));
+                let next = pair1::<F, A, DP>(p, &ys[0], &ys[1]);
+                p = next_pair::<F>(p);
                 next
             };
             sumf = pair_tail::<F>(sumf, pending);
             pending = next;
-            i += 2;
         }
+        i = nb & !1;
         sumf = pair_tail::<F>(sumf, pending);
     }
     if i < nb {
