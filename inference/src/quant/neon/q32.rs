@@ -15,8 +15,8 @@
 //! the compiler emits under strict alignment).
 
 use super::{
-    f16_le, f16x4_to_f32, interleave4, ld_i8, ld_u8, nibbles, prod_dp, prod_i16, prod_i32, sum1,
-    sums4, sums4_lanes,
+    f16_le, f16x4_to_f32, interleave4, ld_i8, ld_u8, nibbles, prod_i16, prod_i32, sum1, sums4,
+    sums4_lanes,
 };
 use crate::quant::act::{Act32 as Act, BlockQ8_0, BlockQ8_1};
 use crate::quant::scalar::IQ4_NL_VALUES;
@@ -222,13 +222,10 @@ unsafe fn pair1<F: Fmt, A: Act, const DP: bool>(
     unsafe {
         let (w0, w1) = (F::decode::<0>(p), F::decode::<1>(p));
         let (a0, a1) = (ld_act_at::<A, 0>(y0), ld_act_at::<A, 1>(y0));
-        let x = if DP || F::MAXW > 31 {
-            let (q0, q1) = if DP {
-                (prod_dp(w0, a0), prod_dp(w1, a1))
-            } else {
-                (prod_i32(w0, a0), prod_i32(w1, a1))
-            };
-            vpaddq_s32(q0, q1)
+        let x = if DP {
+            sdot2(w0, a0, w1, a1)
+        } else if F::MAXW > 31 {
+            vpaddq_s32(prod_i32(w0, a0), prod_i32(w1, a1))
         } else {
             // Eight products per lane: 8 · 31 · 128 < 2^15.
             vpaddlq_s16(vpaddq_s16(prod_i16(w0, a0), prod_i16(w1, a1)))
@@ -291,6 +288,44 @@ unsafe fn ld_ds<A: Act, const K: usize>(y: *const A) -> float32x2_t {
         );
     }
     v
+}
+
+/// `vpaddq_s32(Σ w0·a0, Σ w1·a1)` (each sum in four lanes) with SDOT: the four SDOTs in one
+/// `asm!` block, the two blocks' alternating, so on the in-order cores no SDOT directly follows
+/// the one it adds to (the compiler, which takes an `asm!` result as ready the next cycle, would
+/// pair each block's two).
+#[inline(always)]
+fn sdot2(
+    w0: [int8x16_t; 2],
+    a0: [int8x16_t; 2],
+    w1: [int8x16_t; 2],
+    a1: [int8x16_t; 2],
+) -> int32x4_t {
+    // SAFETY: NEON is part of the aarch64 baseline.
+    let (mut s0, mut s1) = unsafe { (vdupq_n_s32(0), vdupq_n_s32(0)) };
+    // SAFETY: SDOT on registers only: no memory, no flags. Reached only through the dot-product
+    // kernel set (see `sdot`).
+    unsafe {
+        asm!(
+            ".arch_extension dotprod",
+            "sdot {s0:v}.4s, {w00:v}.16b, {a00:v}.16b",
+            "sdot {s1:v}.4s, {w10:v}.16b, {a10:v}.16b",
+            "sdot {s0:v}.4s, {w01:v}.16b, {a01:v}.16b",
+            "sdot {s1:v}.4s, {w11:v}.16b, {a11:v}.16b",
+            s0 = inout(vreg) s0,
+            s1 = inout(vreg) s1,
+            w00 = in(vreg) w0[0],
+            w01 = in(vreg) w0[1],
+            w10 = in(vreg) w1[0],
+            w11 = in(vreg) w1[1],
+            a00 = in(vreg) a0[0],
+            a01 = in(vreg) a0[1],
+            a10 = in(vreg) a1[0],
+            a11 = in(vreg) a1[1],
+            options(pure, nomem, nostack, preserves_flags)
+        );
+        vpaddq_s32(s0, s1)
+    }
 }
 
 /// `vpaddq_s32(x, x)` as one ADDP (the compiler, seeing only the low half used, would make it
