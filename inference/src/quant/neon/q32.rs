@@ -227,8 +227,15 @@ unsafe fn pair1<F: Fmt, A: Act, const DP: bool>(
         } else if F::MAXW > 31 {
             vpaddq_s32(prod_i32(w0, a0), prod_i32(w1, a1))
         } else {
-            // Eight products per lane: 8 · 31 · 128 < 2^15.
-            vpaddlq_s16(vpaddq_s16(prod_i16(w0, a0), prod_i16(w1, a1)))
+            // Each block's halves as two chains of two products per i16 lane (on the in-order
+            // cores a chain of four multiply-adds would wait on itself), pairwise added to four
+            // per lane, then the two blocks to eight: 8 · 31 · 128 < 2^15.
+            let half = |w: int8x16_t, a: int8x16_t| {
+                vmlal_high_s8(vmull_s8(vget_low_s8(w), vget_low_s8(a)), w, a)
+            };
+            let b0 = vpaddq_s16(half(w0[0], a0[0]), half(w0[1], a0[1]));
+            let b1 = vpaddq_s16(half(w1[0], a1[0]), half(w1[1], a1[1]));
+            vpaddlq_s16(vpaddq_s16(b0, b1))
         };
         if F::MIN {
             // [d0, m0, d1, m1] · [y0.d, y0.s, y1.d, y1.s]
