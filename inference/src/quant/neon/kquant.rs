@@ -283,6 +283,26 @@ macro_rules! ldr_q {
     }};
 }
 
+/// The f16 value(s) at `$b + $off` (`$reg` "h": one, "s": two) as f32 in the low lanes of the
+/// result: one LDR at a constant offset and one FCVTL. Inside an `unsafe` block whose caller
+/// makes the bytes readable.
+macro_rules! ld_cvt {
+    ($b:expr, $reg:literal, $off:expr) => {{
+        let v: float32x4_t;
+        // (SAFETY: the enclosing block's.) An LDR needs no alignment on normal memory; FCVTL
+        // works on registers.
+        core::arch::asm!(
+            concat!("ldr {v:", $reg, "}, [{b}, #{off}]"),
+            "fcvtl {v:v}.4s, {v:v}.4h",
+            v = out(vreg) v,
+            b = in(reg) $b,
+            off = const $off,
+            options(pure, readonly, nostack, preserves_flags)
+        );
+        vget_low_f32(v)
+    }};
+}
+
 /// Part `p` of the activations whose `qs` start at `q` ([`acts`] by constant-offset loads).
 ///
 /// # Safety
@@ -334,29 +354,11 @@ unsafe fn block1<K: KBlock, const DP: bool>(
     // baseline. (The loads of `bsums`, which follow `qs`, are below.)
     let parts = unsafe {
         let h = K::head(b);
+        // d (and dmin) in lane 0 (1): one load of the f16 field(s), one FCVTL.
         let dm = if K::MINS {
-            // d, dmin in lanes 0, 1: one 4-byte load, one FCVTL.
-            let v: float32x4_t;
-            core::arch::asm!(
-                "ldr {v:s}, [{b}, #{off}]",
-                "fcvtl {v:v}.4s, {v:v}.4h",
-                v = out(vreg) v,
-                b = in(reg) b,
-                off = const K::D_AT,
-                options(pure, readonly, nostack, preserves_flags)
-            );
-            vget_low_f32(v)
+            ld_cvt!(b, "s", K::D_AT)
         } else {
-            let v: float32x4_t;
-            core::arch::asm!(
-                "ldr {v:h}, [{b}, #{off}]",
-                "fcvtl {v:v}.4s, {v:v}.4h",
-                v = out(vreg) v,
-                b = in(reg) b,
-                off = const K::D_AT,
-                options(pure, readonly, nostack, preserves_flags)
-            );
-            vget_low_f32(v)
+            ld_cvt!(b, "h", K::D_AT)
         };
         let mut iv = vdupq_n_s32(0);
         unroll!(p in [0, 1] {

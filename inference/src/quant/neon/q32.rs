@@ -352,26 +352,6 @@ fn addp_self(x: int32x4_t) -> int32x4_t {
     out
 }
 
-/// `p + 2·BYTES`, two blocks on, by one `asm!` ADD (see [`next_block`]).
-///
-/// # Safety
-/// `p..p + 2·BYTES` must lie in one allocation.
-#[inline(always)]
-unsafe fn next_pair<F: Fmt>(p: *const u8) -> *const u8 {
-    let mut p = p;
-    // SAFETY: an integer ADD on a register: no memory, no flags; the result is `p.add(2 ·
-    // BYTES)`, in bounds (caller).
-    unsafe {
-        asm!(
-            "add {p}, {p}, #{n}",
-            p = inout(reg) p,
-            n = const 2 * F::BYTES,
-            options(pure, nomem, nostack, preserves_flags)
-        );
-    }
-    p
-}
-
 /// One row: `w` (whole blocks) · `a`, over as many blocks as both hold, two blocks per step.
 /// Software-pipelined for in-order cores (Cortex-A53, A55): a step loads blocks i, i + 1 and
 /// computes their integer sums and scale factors ([`pair1`]), then adds the terms of blocks
@@ -389,7 +369,7 @@ fn dot1<F: Fmt, A: Act, const DP: bool>(w: &[u8], a: &[A]) -> f32 {
         // end.
         let mut pending = unsafe {
             let first = pair1::<F, A, DP>(p, &a[0], &a[1]);
-            p = next_pair::<F>(p);
+            p = next_block::<F, 2>(p);
             first
         };
         for ys in a[2..nb & !1].chunks_exact(2) {
@@ -398,7 +378,7 @@ fn dot1<F: Fmt, A: Act, const DP: bool>(w: &[u8], a: &[A]) -> f32 {
             // past its end.
             let next = unsafe {
                 let next = pair1::<F, A, DP>(p, &ys[0], &ys[1]);
-                p = next_pair::<F>(p);
+                p = next_block::<F, 2>(p);
                 next
             };
             sumf = pair_tail::<F>(sumf, pending);
@@ -647,22 +627,23 @@ fn sdot4(w: [[int8x16_t; 2]; 4], a: [int8x16_t; 2]) -> [int32x4_t; 4] {
     s
 }
 
-/// `p + BYTES`, the next block, added by an `asm!` ADD: the compiler keeps each row's pointer in
-/// a register of its own (left to itself it recomputes the four rows' addresses from one base each
-/// step, and each row's first load then waits for its ADD).
+/// `p + N·BYTES`, `N` blocks on, added by an `asm!` ADD: the compiler keeps each row's pointer
+/// in a register of its own (left to itself it recomputes the four rows' addresses from one base
+/// each step, and each row's first load then waits for its ADD; the one-row loop's pointer steps
+/// by one ADD of two blocks).
 ///
 /// # Safety
-/// `p..p + BYTES` must lie in one allocation (the result is inside it or one past its end).
+/// `p..p + N·BYTES` must lie in one allocation (the result is inside it or one past its end).
 #[inline(always)]
-unsafe fn next_block<F: Fmt>(p: *const u8) -> *const u8 {
+unsafe fn next_block<F: Fmt, const N: usize>(p: *const u8) -> *const u8 {
     let mut p = p;
     // SAFETY: an integer ADD on a register: no memory, no flags; the result is what
-    // `p.add(BYTES)` gives, in bounds (caller).
+    // `p.add(N · BYTES)` gives, in bounds (caller).
     unsafe {
         asm!(
             "add {p}, {p}, #{n}",
             p = inout(reg) p,
-            n = const F::BYTES,
+            n = const N * F::BYTES,
             options(pure, nomem, nostack, preserves_flags)
         );
     }
@@ -747,7 +728,7 @@ fn tile4<F: Fmt, A: Act, const DP: bool, const C: usize>(
             // nb).
             let next = unsafe {
                 let next = block4::<F, A, DP>(p, y);
-                p = p.map(|q| next_block::<F>(q));
+                p = p.map(|q| next_block::<F, 1>(q));
                 next
             };
             acc[0] = add_term::<F, DP>(acc[0], pending);
