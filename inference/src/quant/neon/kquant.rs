@@ -11,7 +11,8 @@
 //! Each type is a `KBlock` cut in two parts of 128 elements: `head` decodes a block's integer
 //! scales (and mins) once, `weights` one part's 128 weights as eight vectors lined up with
 //! `y.qs[128p..128p + 128]`, `part` that part's scaled integer sum. The one-row kernel (`row`)
-//! takes a block part by part; the four-row kernel (`row4`) loads each part's activations once
+//! takes a block part by part, software-pipelined (block i's integer sums beside block i − 1's
+//! float term); the four-row kernel (`row4`) loads each part's activations once
 //! for the four rows and does the float work of the four rows in one vector operation per scalar
 //! operation (row `r` in lane `r`); the batched one (`mat`, prompt batches) decodes each block
 //! once and takes one term per column. All three give the same bits.
@@ -399,18 +400,19 @@ fn tail1<K: KBlock>((iv, mn, dy): (int32x4_t, int32x4_t, float32x2_t)) -> f32 {
 /// `p..p + BYTES` must lie in one allocation.
 #[inline(always)]
 unsafe fn next_block<K: KBlock>(p: *const u8) -> *const u8 {
-    let mut p = p;
-    // SAFETY: an integer ADD on a register: no memory, no flags; the result is `p.add(BYTES)`,
-    // in bounds (caller).
+    // The address as an integer (the ADD reads no memory), `p`'s provenance kept.
+    let mut a = p.addr();
+    // SAFETY: an integer ADD on a register: no memory, no flags; the result is the address of
+    // `p.add(BYTES)`, in bounds (caller).
     unsafe {
         core::arch::asm!(
-            "add {p}, {p}, #{n}",
-            p = inout(reg) p,
+            "add {a}, {a}, #{n}",
+            a = inout(reg) a,
             n = const K::BYTES,
             options(pure, nomem, nostack, preserves_flags)
         );
     }
-    p
+    p.with_addr(a)
 }
 
 /// One row: `w` (whole blocks) · `a`. Software-pipelined for in-order cores (Cortex-A53, A55): a

@@ -4,7 +4,9 @@
 //! Q4_0, Q8_0, IQ4_NL: `sumf += sumi as f32 * (d * y.d)`; Q5_0: `sumf += (d * y.d) * sumi as f32` (the same
 //! bits: IEEE multiplication commutes); Q4_1, Q5_1: `sumf += (d * y.d) * sumi as f32 + m * y.s`.
 //! The one-row kernels take two blocks per step (two integer sums reduced together, the scales of
-//! both blocks converted and multiplied together) and add the two block results to `sumf` in order.
+//! both blocks converted and multiplied together) and add the two block results to `sumf` in order;
+//! the loop is software-pipelined (a step's integer work beside the float terms of the step
+//! before), its loads `asm!` LDRs at constant offsets off one weight and one activation pointer.
 //! The four-row kernels keep row `r`'s `sumf` in lane `r`: every block's float work is one vector
 //! operation per scalar operation, and the activations are loaded once for four rows. Their
 //! matvec loop is written for in-order cores (Cortex-A53, A55; measured with llvm-mca, `cargo
@@ -403,6 +405,13 @@ fn dot1<F: Fmt, A: Act, const DP: bool>(w: &[u8], a: &[A]) -> f32 {
     sumf
 }
 
+/// [`dot1`] out of line, for [`dot4`]'s path that is never taken (inlined, its loop would change
+/// how the compiler lays out the four-row loop).
+#[inline(never)]
+fn dot1_cold<F: Fmt, A: Act, const DP: bool>(w: &[u8], a: &[A]) -> f32 {
+    dot1::<F, A, DP>(w, a)
+}
+
 /// Four rows of `rb` bytes each, consecutive in `w`, · `a`: `out[r]` is what [`dot1`] gives for
 /// row `r`.
 #[target_feature(enable = "neon")]
@@ -411,7 +420,7 @@ fn dot4<F: Fmt, A: Act, const DP: bool>(w: &[u8], rb: usize, a: &[A], out: &mut 
         // Not four whole rows: each row as far as it goes (never reached through `dot_rows`).
         for (r, o) in out.iter_mut().enumerate() {
             let row = w.get(r * rb..).unwrap_or(&[]);
-            *o = dot1::<F, A, DP>(&row[..rb.min(row.len())], a);
+            *o = dot1_cold::<F, A, DP>(&row[..rb.min(row.len())], a);
         }
         return;
     }
@@ -636,18 +645,19 @@ fn sdot4(w: [[int8x16_t; 2]; 4], a: [int8x16_t; 2]) -> [int32x4_t; 4] {
 /// `p..p + N·BYTES` must lie in one allocation (the result is inside it or one past its end).
 #[inline(always)]
 unsafe fn next_block<F: Fmt, const N: usize>(p: *const u8) -> *const u8 {
-    let mut p = p;
-    // SAFETY: an integer ADD on a register: no memory, no flags; the result is what
-    // `p.add(N · BYTES)` gives, in bounds (caller).
+    // The address as an integer (the ADD reads no memory), `p`'s provenance kept.
+    let mut a = p.addr();
+    // SAFETY: an integer ADD on a register: no memory, no flags; the result is the address
+    // `p.add(N · BYTES)` has, in bounds (caller).
     unsafe {
         asm!(
-            "add {p}, {p}, #{n}",
-            p = inout(reg) p,
+            "add {a}, {a}, #{n}",
+            a = inout(reg) a,
             n = const N * F::BYTES,
             options(pure, nomem, nostack, preserves_flags)
         );
     }
-    p
+    p.with_addr(a)
 }
 
 /// One block of four rows (`p[r]` at row `r`'s block) · the activation block `y`: the rows'
