@@ -69,6 +69,10 @@ impl Default for BlockQ8K {
 /// The 32-element activation blocks (Q8_0, Q8_1) as the kernels read them: the values, the
 /// scale, and the scaled sum (Q8_1; 0 for Q8_0, whose weights have no min to pair it with).
 pub trait Act32 {
+    /// Where `qs` lies in the block, in bytes.
+    const QS_AT: usize;
+    /// Where `d` lies in the block, in bytes (Q8_1's `s` follows it: see below).
+    const D_AT: usize;
     fn qs(&self) -> &[i8; QK32];
     fn d(&self) -> f32;
     fn s(&self) -> f32;
@@ -78,6 +82,8 @@ pub trait Act32 {
 macro_rules! act32 {
     ($block:ty, |$b:pat_param| $s:expr) => {
         impl Act32 for $block {
+            const QS_AT: usize = core::mem::offset_of!($block, qs);
+            const D_AT: usize = core::mem::offset_of!($block, d);
             #[inline(always)]
             fn qs(&self) -> &[i8; QK32] {
                 &self.qs
@@ -96,6 +102,9 @@ macro_rules! act32 {
 }
 act32!(BlockQ8_0, |_| 0.0);
 act32!(BlockQ8_1, |b| b.s);
+// Q8_1's `d` and `s` are one 8-byte field pair (the NEON kernels load both at once).
+const _: () =
+    assert!(core::mem::offset_of!(BlockQ8_1, s) == core::mem::offset_of!(BlockQ8_1, d) + 4);
 
 /// Round to the nearest integer, ties to even (ggml's `nearest_int`); valid for |x| < 2^22.
 #[inline(always)]

@@ -447,31 +447,6 @@ fn sums4<const DP: bool>(maxw: i32, w: [[int8x16_t; 2]; 4], a: [[int8x16_t; 2]; 
     }
 }
 
-/// `[Σ w0·a0, Σ w1·a1, Σ w0·a0, Σ w1·a1]` for two 32-element dot products, exact (`maxw` as in
-/// [`sums4`]).
-#[target_feature(enable = "neon")]
-#[inline]
-fn sums2<const DP: bool>(
-    maxw: i32,
-    w0: [int8x16_t; 2],
-    a0: [int8x16_t; 2],
-    w1: [int8x16_t; 2],
-    a1: [int8x16_t; 2],
-) -> int32x4_t {
-    let x = if DP || maxw > 31 {
-        let (q0, q1) = if DP {
-            (prod_dp(w0, a0), prod_dp(w1, a1))
-        } else {
-            (prod_i32(w0, a0), prod_i32(w1, a1))
-        };
-        vpaddq_s32(q0, q1)
-    } else {
-        // Eight products per lane: 8 · 31 · 128 < 2^15.
-        vpaddlq_s16(vpaddq_s16(prod_i16(w0, a0), prod_i16(w1, a1)))
-    };
-    vpaddq_s32(x, x)
-}
-
 /// One 32-element dot product, exact (`maxw` as in [`sums4`]).
 #[target_feature(enable = "neon")]
 #[inline]

@@ -11,7 +11,8 @@
 //! Each type is a `KBlock` cut in two parts of 128 elements: `head` decodes a block's integer
 //! scales (and mins) once, `weights` one part's 128 weights as eight vectors lined up with
 //! `y.qs[128p..128p + 128]`, `part` that part's scaled integer sum. The one-row kernel (`row`)
-//! takes a block part by part; the four-row kernel (`row4`) loads each part's activations once
+//! takes a block part by part, software-pipelined (block i's integer sums beside block i − 1's
+//! float term); the four-row kernel (`row4`) loads each part's activations once
 //! for the four rows and does the float work of the four rows in one vector operation per scalar
 //! operation (row `r` in lane `r`); the batched one (`mat`, prompt batches) decodes each block
 //! once and takes one term per column. All three give the same bits.
@@ -262,24 +263,185 @@ fn lane_sums(v: [int32x4_t; 4]) -> int32x4_t {
     vpaddq_s32(vpaddq_s32(v[0], v[1]), vpaddq_s32(v[2], v[3]))
 }
 
-/// One row: `w` (whole blocks) · `a`.
-#[target_feature(enable = "neon")]
-fn row<K: KBlock, const DP: bool>(w: &[u8], a: &[BlockQ8K]) -> f32 {
-    let mut sumf = 0.0f32;
-    for (b, y) in w.chunks_exact(K::BYTES).zip(a) {
-        let b = b.as_ptr();
-        // SAFETY: `b` is the start of one whole block.
-        let (h, (d, dmin)) = unsafe { (K::head(b), scales1::<K>(b)) };
+/// `ldr q` of the sixteen bytes at `$p + $off` (`$off` a constant): an `asm!` load at a constant
+/// offset, which the compiler neither pairs into an LDP Q (the Cortex-A55 model issues one in 6
+/// cycles) nor rebases.
+macro_rules! ldr_q {
+    ($p:expr, $off:expr) => {{
+        let v: int8x16_t;
+        // SAFETY: the caller of the enclosing function makes `$p + $off..+ 16` readable; an LDR
+        // needs no alignment on normal memory.
+        unsafe {
+            core::arch::asm!(
+                "ldr {v:q}, [{p}, #{off}]",
+                v = out(vreg) v,
+                p = in(reg) $p,
+                off = const $off,
+                options(pure, readonly, nostack, preserves_flags)
+            );
+        }
+        v
+    }};
+}
+
+/// The f16 value(s) at `$b + $off` (`$reg` "h": one, "s": two) as f32 in the low lanes of the
+/// result: one LDR at a constant offset and one FCVTL. Inside an `unsafe` block whose caller
+/// makes the bytes readable.
+macro_rules! ld_cvt {
+    ($b:expr, $reg:literal, $off:expr) => {{
+        let v: float32x4_t;
+        // (SAFETY: the enclosing block's.) An LDR needs no alignment on normal memory; FCVTL
+        // works on registers.
+        core::arch::asm!(
+            concat!("ldr {v:", $reg, "}, [{b}, #{off}]"),
+            "fcvtl {v:v}.4s, {v:v}.4h",
+            v = out(vreg) v,
+            b = in(reg) $b,
+            off = const $off,
+            options(pure, readonly, nostack, preserves_flags)
+        );
+        vget_low_f32(v)
+    }};
+}
+
+/// Part `p` of the activations whose `qs` start at `q` ([`acts`] by constant-offset loads).
+///
+/// # Safety
+/// `q..q + 256` must be readable.
+#[inline(always)]
+unsafe fn acts_at(q: *const u8, p: usize) -> [int8x16_t; 8] {
+    if p == 0 {
+        [
+            ldr_q!(q, 0),
+            ldr_q!(q, 16),
+            ldr_q!(q, 32),
+            ldr_q!(q, 48),
+            ldr_q!(q, 64),
+            ldr_q!(q, 80),
+            ldr_q!(q, 96),
+            ldr_q!(q, 112),
+        ]
+    } else {
+        [
+            ldr_q!(q, 128),
+            ldr_q!(q, 144),
+            ldr_q!(q, 160),
+            ldr_q!(q, 176),
+            ldr_q!(q, 192),
+            ldr_q!(q, 208),
+            ldr_q!(q, 224),
+            ldr_q!(q, 240),
+        ]
+    }
+}
+
+/// Where `bsums` lies after `qs` in a [`BlockQ8K`].
+const BSUMS_AT: usize =
+    core::mem::offset_of!(BlockQ8K, bsums) - core::mem::offset_of!(BlockQ8K, qs);
+
+/// One block of one row (`b` at the block, `y` its activations) without its float tail: the
+/// integer lanes of `isum` and `summs` (zeros without mins), and `[d · y.d, dmin · y.d]` (lane 1
+/// `0 · y.d` without mins); [`tail1`] adds the term.
+///
+/// # Safety
+/// `b..b + K::BYTES` must be readable.
+#[inline(always)]
+unsafe fn block1<K: KBlock, const DP: bool>(
+    b: *const u8,
+    y: &BlockQ8K,
+) -> (int32x4_t, int32x4_t, float32x2_t) {
+    let q = y.qs.as_ptr() as *const u8;
+    // SAFETY: `b` is one whole block (caller), `q` 256 quants; NEON is part of the aarch64
+    // baseline. (The loads of `bsums`, which follow `qs`, are below.)
+    let parts = unsafe {
+        let h = K::head(b);
+        // d (and dmin) in lane 0 (1): one load of the f16 field(s), one FCVTL.
+        let dm = if K::MINS {
+            ld_cvt!(b, "s", K::D_AT)
+        } else {
+            ld_cvt!(b, "h", K::D_AT)
+        };
         let mut iv = vdupq_n_s32(0);
         unroll!(p in [0, 1] {
-            // SAFETY: as above.
-            let wq = unsafe { K::weights(b, p) };
-            iv = K::part::<DP>(iv, &h, p, &wq, &acts(y, p));
+            let wq = K::weights(b, p);
+            iv = K::part::<DP>(iv, &h, p, &wq, &acts_at(q, p));
         });
-        let summs = vaddvq_s32(K::mins(&h, &bsums(y)));
-        sumf += term1::<K>(d, dmin, y.d, vaddvq_s32(iv), summs);
+        (h, iv, vmul_n_f32(dm, y.d))
+    };
+    let (h, iv, dy) = parts;
+    let (b0, b1) = (ldr_q!(q, BSUMS_AT), ldr_q!(q, BSUMS_AT + 16));
+    // SAFETY: NEON is part of the aarch64 baseline; a register reinterpretation.
+    let bs = unsafe { [vreinterpretq_s16_s8(b0), vreinterpretq_s16_s8(b1)] };
+    (iv, K::mins(&h, &bs), dy)
+}
+
+/// [`block1`]'s block term, [`term1`]'s float expression: `(d · y.d) · isum − (dmin · y.d) ·
+/// summs` (without mins `(d · y.d) · isum`), each product one lane of one multiplication.
+#[inline(always)]
+fn tail1<K: KBlock>((iv, mn, dy): (int32x4_t, int32x4_t, float32x2_t)) -> f32 {
+    // SAFETY: NEON is part of the aarch64 baseline.
+    unsafe {
+        if K::MINS {
+            // [isum, summs]
+            let s = vpaddq_s32(iv, mn);
+            let s = vget_low_s32(vpaddq_s32(s, s));
+            let t = vmul_f32(dy, vcvt_f32_s32(s));
+            vget_lane_f32::<0>(t) - vget_lane_f32::<1>(t)
+        } else {
+            vget_lane_f32::<0>(dy) * vaddvq_s32(iv) as f32
+        }
     }
-    sumf
+}
+
+/// `p + BYTES`, the next block, added by an `asm!` ADD (the pointer stays one register, ready for
+/// the next step's constant-offset loads).
+///
+/// # Safety
+/// `p..p + BYTES` must lie in one allocation.
+#[inline(always)]
+unsafe fn next_block<K: KBlock>(p: *const u8) -> *const u8 {
+    // The address as an integer (the ADD reads no memory), `p`'s provenance kept.
+    let mut a = p.addr();
+    // SAFETY: an integer ADD on a register: no memory, no flags; the result is the address of
+    // `p.add(BYTES)`, in bounds (caller).
+    unsafe {
+        core::arch::asm!(
+            "add {a}, {a}, #{n}",
+            a = inout(reg) a,
+            n = const K::BYTES,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    p.with_addr(a)
+}
+
+/// One row: `w` (whole blocks) · `a`. Software-pipelined for in-order cores (Cortex-A53, A55): a
+/// step loads block i and computes its integer sums ([`block1`]), then adds block i − 1's float
+/// term ([`tail1`]; terms still added in block order).
+#[target_feature(enable = "neon")]
+fn row<K: KBlock, const DP: bool>(w: &[u8], a: &[BlockQ8K]) -> f32 {
+    let nb = (w.len() / K::BYTES).min(a.len());
+    if nb == 0 {
+        return 0.0;
+    }
+    let mut sumf = 0.0f32;
+    let mut b = w.as_ptr();
+    // SAFETY: block 0 lies in `w` (0 < nb).
+    let mut pending = unsafe { block1::<K, DP>(b, &a[0]) };
+    // SAFETY: block 1 starts inside `w` or one past its end (1 ≤ nb).
+    b = unsafe { next_block::<K>(b) };
+    for y in &a[1..nb] {
+        // SAFETY: `b` is block i (i < nb) of `w`; block i + 1 starts inside `w` or one past its
+        // end.
+        let next = unsafe {
+            let next = block1::<K, DP>(b, y);
+            b = next_block::<K>(b);
+            next
+        };
+        sumf += tail1::<K>(pending);
+        pending = next;
+    }
+    sumf + tail1::<K>(pending)
 }
 
 /// Four rows of `rb` bytes each, consecutive in `w`, · `a`: `out[r]` is what [`row`] gives for

@@ -4,7 +4,9 @@
 //! Q4_0, Q8_0, IQ4_NL: `sumf += sumi as f32 * (d * y.d)`; Q5_0: `sumf += (d * y.d) * sumi as f32` (the same
 //! bits: IEEE multiplication commutes); Q4_1, Q5_1: `sumf += (d * y.d) * sumi as f32 + m * y.s`.
 //! The one-row kernels take two blocks per step (two integer sums reduced together, the scales of
-//! both blocks converted and multiplied together) and add the two block results to `sumf` in order.
+//! both blocks converted and multiplied together) and add the two block results to `sumf` in order;
+//! the loop is software-pipelined (a step's integer work beside the float terms of the step
+//! before), its loads `asm!` LDRs at constant offsets off one weight and one activation pointer.
 //! The four-row kernels keep row `r`'s `sumf` in lane `r`: every block's float work is one vector
 //! operation per scalar operation, and the activations are loaded once for four rows. Their
 //! matvec loop is written for in-order cores (Cortex-A53, A55; measured with llvm-mca, `cargo
@@ -15,8 +17,8 @@
 //! the compiler emits under strict alignment).
 
 use super::{
-    f16_le, f16x4_to_f32, interleave4, ld_i8, ld_u8, nibbles, prod_i16, prod_i32, sum1, sums2,
-    sums4, sums4_lanes,
+    f16_le, f16x4_to_f32, interleave4, ld_i8, ld_u8, nibbles, prod_i16, prod_i32, sum1, sums4,
+    sums4_lanes,
 };
 use crate::quant::act::{Act32 as Act, BlockQ8_0, BlockQ8_1};
 use crate::quant::scalar::IQ4_NL_VALUES;
@@ -44,6 +46,31 @@ fn ld_act<A: Act>(y: &A) -> [int8x16_t; 2] {
     let q = y.qs().as_ptr() as *const u8;
     // SAFETY: `qs` holds 32 bytes.
     unsafe { [ld_q::<Q8_0, 0, 0>(q), ld_q::<Q8_0, 16, 0>(q)] }
+}
+
+/// The quants of the activation block `K` after the one at `y`, by `asm!` loads at constant
+/// offsets from `y` (one pointer for the blocks of a step).
+///
+/// # Safety
+/// Block `K` after `y` must be readable.
+#[inline(always)]
+unsafe fn ld_act_at<A: Act, const K: usize>(y: *const A) -> [int8x16_t; 2] {
+    let (lo, hi): (int8x16_t, int8x16_t);
+    // SAFETY: the 32 quants of block `K` after `y` are readable (caller); an LDR needs no
+    // alignment on normal memory.
+    unsafe {
+        asm!(
+            "ldr {lo:q}, [{y}, #{a}]",
+            "ldr {hi:q}, [{y}, #{b}]",
+            lo = out(vreg) lo,
+            hi = out(vreg) hi,
+            y = in(reg) y,
+            a = const K * core::mem::size_of::<A>() + A::QS_AT,
+            b = const K * core::mem::size_of::<A>() + A::QS_AT + 16,
+            options(pure, readonly, nostack, preserves_flags)
+        );
+    }
+    [lo, hi]
 }
 
 /// [`ld_act`] through the load intrinsics (the batched tiles: LLVM counts an `asm!` load as
@@ -180,56 +207,187 @@ impl Fmt for Q8_0 {
     }
 }
 
+/// The two blocks at `p` (`y0`, `y1` their activations) without their float tail: the two
+/// integer sums before their last pairwise add (lanes 0 + 1 and 2 + 3 are `sumi0`, `sumi1`,
+/// added by [`pair_tail`]) and the scale factors: `[d0 · y0.d, m0 · y0.s, d1 · y1.d, m1 · y1.s]`
+/// with a min, else `[d0 · y0.d, d1 · y1.d, 0, 0]`.
+///
+/// # Safety
+/// `p..p + 2·BYTES` must be readable, and `y1` must be the block after `y0` in memory.
+#[inline(always)]
+unsafe fn pair1<F: Fmt, A: Act, const DP: bool>(
+    p: *const u8,
+    y0: &A,
+    y1: &A,
+) -> (int32x4_t, float32x4_t) {
+    // SAFETY: the blocks are readable (caller); NEON is part of the aarch64 baseline.
+    unsafe {
+        let (w0, w1) = (F::decode::<0>(p), F::decode::<1>(p));
+        let (a0, a1) = (ld_act_at::<A, 0>(y0), ld_act_at::<A, 1>(y0));
+        let x = if DP {
+            sdot2(w0, a0, w1, a1)
+        } else if F::MAXW > 31 {
+            vpaddq_s32(prod_i32(w0, a0), prod_i32(w1, a1))
+        } else {
+            // Each block's halves as two chains of two products per i16 lane (on the in-order
+            // cores a chain of four multiply-adds would wait on itself), pairwise added to four
+            // per lane, then the two blocks to eight: 8 · 31 · 128 < 2^15.
+            let half = |w: int8x16_t, a: int8x16_t| {
+                vmlal_high_s8(vmull_s8(vget_low_s8(w), vget_low_s8(a)), w, a)
+            };
+            let b0 = vpaddq_s16(half(w0[0], a0[0]), half(w0[1], a0[1]));
+            let b1 = vpaddq_s16(half(w1[0], a1[0]), half(w1[1], a1[1]));
+            vpaddlq_s16(vpaddq_s16(b0, b1))
+        };
+        if F::MIN {
+            // [d0, m0, d1, m1] · [y0.d, y0.s, y1.d, y1.s]
+            let dm = vzip1q_u32(ld_s::<F, 0, 0>(p), ld_s::<F, 0, 1>(p));
+            let dm = f16x4_to_f32(vreinterpret_u16_u32(vget_low_u32(dm)));
+            let ys = vcombine_f32(ld_ds::<A, 0>(y0), ld_ds::<A, 1>(y0));
+            // [d0 · y0.d, m0 · y0.s, d1 · y1.d, m1 · y1.s]
+            (x, vmulq_f32(dm, ys))
+        } else {
+            let dd = vzip1_u16(ld_h::<F, 0, 0>(p), ld_h::<F, 0, 1>(p));
+            let d = vget_low_f32(f16x4_to_f32(dd));
+            let yd = vset_lane_f32::<1>(y1.d(), vdup_n_f32(y0.d()));
+            (x, vcombine_f32(vmul_f32(d, yd), vdup_n_f32(0.0)))
+        }
+    }
+}
+
+/// `sumf` plus the two block terms of [`pair1`]'s result, in order: `sumi · (d · y.d)`, or
+/// `(d · y.d) · sumi + m · y.s` with a min (the products `[(d0 · y0.d) · sumi0, (m0 · y0.s) · 1,
+/// (d1 · y1.d) · sumi1, (m1 · y1.s) · 1]` in one multiplication, exact in the lanes times 1, then
+/// added in pairs).
+#[inline(always)]
+fn pair_tail<F: Fmt>(sumf: f32, (x, f): (int32x4_t, float32x4_t)) -> f32 {
+    // SAFETY: NEON is part of the aarch64 baseline.
+    unsafe {
+        // [sumi0, sumi1] as f32.
+        let s = vcvt_f32_s32(vget_low_s32(addp_self(x)));
+        let u = if F::MIN {
+            // [sumi0, 1, sumi1, 1]
+            let s1 = vzip1q_f32(vcombine_f32(s, s), vdupq_n_f32(1.0));
+            let t = vmulq_f32(f, s1);
+            vget_low_f32(vpaddq_f32(t, t))
+        } else {
+            vmul_f32(s, vget_low_f32(f))
+        };
+        (sumf + vget_lane_f32::<0>(u)) + vget_lane_f32::<1>(u)
+    }
+}
+
+/// `[y.d, y.s]` of the activation block `K` after the one at `y` (one 8-byte load; `s` follows
+/// `d` in Q8_1, the only activation paired with a min).
+///
+/// # Safety
+/// Block `K` after `y` must be readable.
+#[inline(always)]
+unsafe fn ld_ds<A: Act, const K: usize>(y: *const A) -> float32x2_t {
+    let v: float32x2_t;
+    // SAFETY: bytes D_AT..D_AT + 8 of block `K` after `y` are readable (caller); an LDR needs no
+    // alignment on normal memory.
+    unsafe {
+        asm!(
+            "ldr {v:d}, [{y}, #{o}]",
+            v = out(vreg) v,
+            y = in(reg) y,
+            o = const K * core::mem::size_of::<A>() + A::D_AT,
+            options(pure, readonly, nostack, preserves_flags)
+        );
+    }
+    v
+}
+
+/// `vpaddq_s32(Σ w0·a0, Σ w1·a1)` (each sum in four lanes) with SDOT: the four SDOTs in one
+/// `asm!` block, the two blocks' alternating, so on the in-order cores no SDOT directly follows
+/// the one it adds to (the compiler, which takes an `asm!` result as ready the next cycle, would
+/// pair each block's two).
+#[inline(always)]
+fn sdot2(
+    w0: [int8x16_t; 2],
+    a0: [int8x16_t; 2],
+    w1: [int8x16_t; 2],
+    a1: [int8x16_t; 2],
+) -> int32x4_t {
+    // SAFETY: NEON is part of the aarch64 baseline.
+    let (mut s0, mut s1) = unsafe { (vdupq_n_s32(0), vdupq_n_s32(0)) };
+    // SAFETY: SDOT on registers only: no memory, no flags. Reached only through the dot-product
+    // kernel set (see `sdot`).
+    unsafe {
+        asm!(
+            ".arch_extension dotprod",
+            "sdot {s0:v}.4s, {w00:v}.16b, {a00:v}.16b",
+            "sdot {s1:v}.4s, {w10:v}.16b, {a10:v}.16b",
+            "sdot {s0:v}.4s, {w01:v}.16b, {a01:v}.16b",
+            "sdot {s1:v}.4s, {w11:v}.16b, {a11:v}.16b",
+            s0 = inout(vreg) s0,
+            s1 = inout(vreg) s1,
+            w00 = in(vreg) w0[0],
+            w01 = in(vreg) w0[1],
+            w10 = in(vreg) w1[0],
+            w11 = in(vreg) w1[1],
+            a00 = in(vreg) a0[0],
+            a01 = in(vreg) a0[1],
+            a10 = in(vreg) a1[0],
+            a11 = in(vreg) a1[1],
+            options(pure, nomem, nostack, preserves_flags)
+        );
+        vpaddq_s32(s0, s1)
+    }
+}
+
+/// `vpaddq_s32(x, x)` as one ADDP (the compiler, seeing only the low half used, would make it
+/// three instructions).
+#[inline(always)]
+fn addp_self(x: int32x4_t) -> int32x4_t {
+    let out: int32x4_t;
+    // SAFETY: ADDP on registers only: no memory, no flags.
+    unsafe {
+        asm!(
+            "addp {o:v}.4s, {x:v}.4s, {x:v}.4s",
+            x = in(vreg) x,
+            o = lateout(vreg) out,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    out
+}
+
 /// One row: `w` (whole blocks) · `a`, over as many blocks as both hold, two blocks per step.
+/// Software-pipelined for in-order cores (Cortex-A53, A55): a step loads blocks i, i + 1 and
+/// computes their integer sums and scale factors ([`pair1`]), then adds the terms of blocks
+/// i − 2, i − 1 ([`pair_tail`]; still in block order).
 /// (`inline(always)`, which `#[target_feature]` functions cannot have: each entry point keeps its
 /// own loop.)
 #[inline(always)]
 fn dot1<F: Fmt, A: Act, const DP: bool>(w: &[u8], a: &[A]) -> f32 {
     let nb = (w.len() / F::BYTES).min(a.len());
-    let p = w.as_ptr();
     let mut sumf = 0.0f32;
     let mut i = 0;
-    while i + 1 < nb {
-        let (y0, y1) = (&a[i], &a[i + 1]);
-        // SAFETY: blocks i and i + 1 lie in `w`: (i + 2) · BYTES ≤ nb · BYTES ≤ w.len(); NEON is
-        // part of the aarch64 baseline.
-        let u = unsafe {
-            let b0 = p.add(i * F::BYTES);
-            let (w0, w1) = (F::decode::<0>(b0), F::decode::<1>(b0));
-            // [sumi0, sumi1] as f32.
-            let s = vget_low_f32(vcvtq_f32_s32(sums2::<DP>(
-                F::MAXW,
-                w0,
-                ld_act(y0),
-                w1,
-                ld_act(y1),
-            )));
-            if F::MIN {
-                // [d0, m0, d1, m1] · [y0.d, y0.s, y1.d, y1.s]
-                let dm = vzip1q_u32(ld_s::<F, 0, 0>(b0), ld_s::<F, 0, 1>(b0));
-                let dm = f16x4_to_f32(vreinterpret_u16_u32(vget_low_u32(dm)));
-                let ys = vcombine_f32(
-                    vset_lane_f32::<1>(y0.s(), vdup_n_f32(y0.d())),
-                    vset_lane_f32::<1>(y1.s(), vdup_n_f32(y1.d())),
-                );
-                let t = vmulq_f32(dm, ys);
-                let dy = vget_low_f32(vuzp1q_f32(t, t));
-                let ms = vget_low_f32(vuzp2q_f32(t, t));
-                // (d · y.d) · sumi + m · y.s
-                vadd_f32(vmul_f32(dy, s), ms)
-            } else {
-                let dd = vzip1_u16(ld_h::<F, 0, 0>(b0), ld_h::<F, 0, 1>(b0));
-                let d = vget_low_f32(f16x4_to_f32(dd));
-                let yd = vset_lane_f32::<1>(y1.d(), vdup_n_f32(y0.d()));
-                // sumi · (d · y.d)
-                vmul_f32(s, vmul_f32(d, yd))
-            }
+    if nb >= 2 {
+        let mut p = w.as_ptr();
+        // SAFETY: blocks 0 and 1 lie in `w` (2 ≤ nb); block 2 starts inside `w` or one past its
+        // end.
+        let mut pending = unsafe {
+            let first = pair1::<F, A, DP>(p, &a[0], &a[1]);
+            p = next_block::<F, 2>(p);
+            first
         };
-        // SAFETY: NEON is part of the aarch64 baseline.
-        sumf += unsafe { vget_lane_f32::<0>(u) };
-        // SAFETY: as above.
-        sumf += unsafe { vget_lane_f32::<1>(u) };
-        i += 2;
+        for ys in a[2..nb & !1].chunks_exact(2) {
+            // SAFETY: `p` is block i (`ys` holds blocks i, i + 1 of `a`); blocks i, i + 1 lie in
+            // `w`: (i + 2) · BYTES ≤ nb · BYTES ≤ w.len(), so `p + 2·BYTES` is inside `w` or one
+            // past its end.
+            let next = unsafe {
+                let next = pair1::<F, A, DP>(p, &ys[0], &ys[1]);
+                p = next_block::<F, 2>(p);
+                next
+            };
+            sumf = pair_tail::<F>(sumf, pending);
+            pending = next;
+        }
+        i = nb & !1;
+        sumf = pair_tail::<F>(sumf, pending);
     }
     if i < nb {
         let y = &a[i];
@@ -247,6 +405,13 @@ fn dot1<F: Fmt, A: Act, const DP: bool>(w: &[u8], a: &[A]) -> f32 {
     sumf
 }
 
+/// [`dot1`] out of line, for [`dot4`]'s path that is never taken (inlined, its loop would change
+/// how the compiler lays out the four-row loop).
+#[inline(never)]
+fn dot1_cold<F: Fmt, A: Act, const DP: bool>(w: &[u8], a: &[A]) -> f32 {
+    dot1::<F, A, DP>(w, a)
+}
+
 /// Four rows of `rb` bytes each, consecutive in `w`, · `a`: `out[r]` is what [`dot1`] gives for
 /// row `r`.
 #[target_feature(enable = "neon")]
@@ -255,7 +420,7 @@ fn dot4<F: Fmt, A: Act, const DP: bool>(w: &[u8], rb: usize, a: &[A], out: &mut 
         // Not four whole rows: each row as far as it goes (never reached through `dot_rows`).
         for (r, o) in out.iter_mut().enumerate() {
             let row = w.get(r * rb..).unwrap_or(&[]);
-            *o = dot1::<F, A, DP>(&row[..rb.min(row.len())], a);
+            *o = dot1_cold::<F, A, DP>(&row[..rb.min(row.len())], a);
         }
         return;
     }
@@ -471,26 +636,28 @@ fn sdot4(w: [[int8x16_t; 2]; 4], a: [int8x16_t; 2]) -> [int32x4_t; 4] {
     s
 }
 
-/// `p + BYTES`, the next block, added by an `asm!` ADD: the compiler keeps each row's pointer in
-/// a register of its own (left to itself it recomputes the four rows' addresses from one base each
-/// step, and each row's first load then waits for its ADD).
+/// `p + N·BYTES`, `N` blocks on, added by an `asm!` ADD: the compiler keeps each row's pointer
+/// in a register of its own (left to itself it recomputes the four rows' addresses from one base
+/// each step, and each row's first load then waits for its ADD; the one-row loop's pointer steps
+/// by one ADD of two blocks).
 ///
 /// # Safety
-/// `p..p + BYTES` must lie in one allocation (the result is inside it or one past its end).
+/// `p..p + N·BYTES` must lie in one allocation (the result is inside it or one past its end).
 #[inline(always)]
-unsafe fn next_block<F: Fmt>(p: *const u8) -> *const u8 {
-    let mut p = p;
-    // SAFETY: an integer ADD on a register: no memory, no flags; the result is what
-    // `p.add(BYTES)` gives, in bounds (caller).
+unsafe fn next_block<F: Fmt, const N: usize>(p: *const u8) -> *const u8 {
+    // The address as an integer (the ADD reads no memory), `p`'s provenance kept.
+    let mut a = p.addr();
+    // SAFETY: an integer ADD on a register: no memory, no flags; the result is the address
+    // `p.add(N · BYTES)` has, in bounds (caller).
     unsafe {
         asm!(
-            "add {p}, {p}, #{n}",
-            p = inout(reg) p,
-            n = const F::BYTES,
+            "add {a}, {a}, #{n}",
+            a = inout(reg) a,
+            n = const N * F::BYTES,
             options(pure, nomem, nostack, preserves_flags)
         );
     }
-    p
+    p.with_addr(a)
 }
 
 /// One block of four rows (`p[r]` at row `r`'s block) · the activation block `y`: the rows'
@@ -571,7 +738,7 @@ fn tile4<F: Fmt, A: Act, const DP: bool, const C: usize>(
             // nb).
             let next = unsafe {
                 let next = block4::<F, A, DP>(p, y);
-                p = p.map(|q| next_block::<F>(q));
+                p = p.map(|q| next_block::<F, 1>(q));
                 next
             };
             acc[0] = add_term::<F, DP>(acc[0], pending);
