@@ -385,6 +385,13 @@ fn cross_runs() -> Vec<(&'static str, Vec<&'static str>, &'static str, &'static 
             "rv64,v=true,vlen=256,elen=64",
             "",
         ),
+        // The X280's VLEN: the Q6_K kernels and the Q8_0 quantizer take wider paths from 512 on.
+        (
+            "RVV kernels vs scalar, VLEN 512",
+            rv.clone(),
+            "rv64,v=true,vlen=512,elen=64",
+            "",
+        ),
         ("scalar fallback without V", rv, "rv64,v=false", ""),
         (
             "teacher-forced KL on the RVV build",
