@@ -11,6 +11,11 @@ use alloc::vec::Vec;
 use half::{bf16, f16};
 
 /// 32 int8 activations with one scale (pairs with Q4_0, Q5_0, Q8_0 weights).
+///
+/// Every `qs` lies in -127..=127, never -128: the quantizers scale the block's largest magnitude
+/// to 127 (as ggml's do, whose AVX2 kernels rely on it too). The NEON Q8_0 kernels rely on it:
+/// they add two products of an int8 weight and an activation in one i16 lane, and 2 · 128 · 127
+/// fits where 2 · 128 · 128 would not. The same holds for [`BlockQ8_1`].
 #[derive(Debug, Clone, Copy)]
 #[repr(C)]
 pub struct BlockQ8_0 {

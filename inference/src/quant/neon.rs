@@ -348,9 +348,10 @@ unsafe fn rd_u32(p: *const u8) -> u32 {
 
 /// `$name::<L>(v, p)`: `v` with its lane `L` loaded from `*p` (`$bytes` bytes, any alignment),
 /// and `p` advanced by `$bytes` (LD1 single lane, post-indexed: one instruction for a gather the
-/// compiler would do in three); `$size` is the lane's size letter.
+/// compiler would do in three); `$at::<L>(v, p)` the same load from `p`, which stays; `$size` is
+/// the lane's size letter.
 macro_rules! ld1_lane {
-    ($(#[$doc:meta])* $name:ident, $vec:ty, $size:literal, $bytes:literal) => {
+    ($(#[$doc:meta])* $name:ident, $at:ident, $vec:ty, $size:literal, $bytes:literal) => {
         $(#[$doc])*
         ///
         /// # Safety
@@ -371,15 +372,36 @@ macro_rules! ld1_lane {
             }
             v
         }
+
+        $(#[$doc])*
+        /// (`p` stays.)
+        ///
+        /// # Safety
+        #[doc = concat!("`p..p + ", $bytes, "` must be readable.")]
+        #[inline(always)]
+        unsafe fn $at<const L: i32>(v: $vec, p: *const u8) -> $vec {
+            let mut v = v;
+            // SAFETY: as above, without the write-back.
+            unsafe {
+                asm!(
+                    concat!("ld1 {{{v:v}.", $size, "}}[{l}], [{p}]"),
+                    v = inout(vreg) v,
+                    p = in(reg) p,
+                    l = const L,
+                    options(pure, readonly, nostack, preserves_flags)
+                );
+            }
+            v
+        }
     };
 }
 ld1_lane!(
     /// A 32-bit lane (4 bytes).
-    ld1_lane_s, uint32x4_t, "s", 4
+    ld1_lane_s, ld1_lane_s_at, uint32x4_t, "s", 4
 );
 ld1_lane!(
     /// A 16-bit lane (2 bytes).
-    ld1_lane_h, uint16x4_t, "h", 2
+    ld1_lane_h, ld1_lane_h_at, uint16x4_t, "h", 2
 );
 
 /// Nibbles of 16 bytes: low (elements 0..16) and high (16..32), as unsigned 0..15.

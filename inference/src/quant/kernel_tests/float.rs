@@ -242,6 +242,11 @@ pub(super) fn check_quantizers(k: &Kernels, x: &[f32], what: &str) {
     (k.quantize_q8_0)(x, &mut b);
     for (i, (a, b)) in a.iter().zip(&b).enumerate() {
         let block = &x[32 * i..32 * i + 32];
+        // The range the kernels rely on (see `BlockQ8_0`).
+        assert!(
+            a.qs.iter().all(|&q| q != -128),
+            "{what} q8_0 block {i} holds -128"
+        );
         assert_eq!(
             (a.d.to_bits(), a.qs),
             (b.d.to_bits(), b.qs),
@@ -258,6 +263,10 @@ pub(super) fn check_quantizers(k: &Kernels, x: &[f32], what: &str) {
         let (a, b) = (
             (a.d.to_bits(), a.s.to_bits(), a.qs),
             (b.d.to_bits(), b.s.to_bits(), b.qs),
+        );
+        assert!(
+            a.2.iter().all(|&q| q != -128),
+            "{what} q8_1 block {i} holds -128"
         );
         assert_eq!(a, b, "{what} q8_1 block {i}");
     }

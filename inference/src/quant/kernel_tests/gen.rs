@@ -148,6 +148,12 @@ pub fn act_byte(rng: &mut Rng, fill: Fill, i: usize) -> i8 {
     }
 }
 
+/// The quants of a Q8_0 / Q8_1 activation block: [`act_byte`] within -127..=127, the range
+/// every quantizer gives them (see `BlockQ8_0`).
+fn act32_byte(rng: &mut Rng, fill: Fill, i: usize) -> i8 {
+    act_byte(rng, fill, i).max(-127)
+}
+
 pub fn acts_q8_0(rng: &mut Rng, nb: usize, fill: Fill) -> Vec<BlockQ8_0> {
     (0..nb)
         .map(|_| {
@@ -156,7 +162,7 @@ pub fn acts_q8_0(rng: &mut Rng, nb: usize, fill: Fill) -> Vec<BlockQ8_0> {
                 qs: [0; 32],
             };
             for (i, q) in b.qs.iter_mut().enumerate() {
-                *q = act_byte(rng, fill, i);
+                *q = act32_byte(rng, fill, i);
             }
             b
         })
@@ -172,7 +178,7 @@ pub fn acts_q8_1(rng: &mut Rng, nb: usize, fill: Fill) -> Vec<BlockQ8_1> {
                 qs: [0; 32],
             };
             for (i, q) in b.qs.iter_mut().enumerate() {
-                *q = act_byte(rng, fill, i);
+                *q = act32_byte(rng, fill, i);
             }
             b
         })

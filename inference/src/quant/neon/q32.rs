@@ -17,8 +17,8 @@
 //! the compiler emits under strict alignment).
 
 use super::{
-    f16_le, f16x4_to_f32, interleave4, ld_i8, ld_u8, nibbles, prod_i16, prod_i32, sum1, sums4,
-    sums4_lanes,
+    f16_le, f16x4_to_f32, f16x8_high_to_f32, f16x8_low_to_f32, interleave4, ld1_lane_h_at,
+    ld1_lane_s_at, ld_i8, ld_u8, nibbles, prod_i16, sum1, sums4, sums4_lanes,
 };
 use crate::quant::act::{Act32 as Act, BlockQ8_0, BlockQ8_1};
 use crate::quant::scalar::IQ4_NL_VALUES;
@@ -227,14 +227,11 @@ unsafe fn pair1<F: Fmt, A: Act, const DP: bool>(
         let x = if DP {
             sdot2(w0, a0, w1, a1)
         } else if F::MAXW > 31 {
-            vpaddq_s32(prod_i32(w0, a0), prod_i32(w1, a1))
+            vpaddq_s32(prod_pairs(w0, a0), prod_pairs(w1, a1))
         } else {
             // Each block's halves as two chains of two products per i16 lane (on the in-order
             // cores a chain of four multiply-adds would wait on itself), pairwise added to four
             // per lane, then the two blocks to eight: 8 · 31 · 128 < 2^15.
-            let half = |w: int8x16_t, a: int8x16_t| {
-                vmlal_high_s8(vmull_s8(vget_low_s8(w), vget_low_s8(a)), w, a)
-            };
             let b0 = vpaddq_s16(half(w0[0], a0[0]), half(w0[1], a0[1]));
             let b1 = vpaddq_s16(half(w1[0], a1[0]), half(w1[1], a1[1]));
             vpaddlq_s16(vpaddq_s16(b0, b1))
@@ -297,6 +294,24 @@ unsafe fn ld_ds<A: Act, const K: usize>(y: *const A) -> float32x2_t {
         );
     }
     v
+}
+
+/// Σ w·a over 16 pairs as eight i16 lanes, two products each (one SMULL, one SMLAL2): exact for
+/// any int8 `w` when every |a| ≤ 127 (2 · 128 · 127 < 2^15), which every Q8_0 and Q8_1 block
+/// holds (see `BlockQ8_0`), and for |w| ≤ 127 whatever `a` is.
+#[inline(always)]
+fn half(w: int8x16_t, a: int8x16_t) -> int16x8_t {
+    // SAFETY: NEON is part of the aarch64 baseline; register operations only.
+    unsafe { vmlal_high_s8(vmull_s8(vget_low_s8(w), vget_low_s8(a)), w, a) }
+}
+
+/// Σ w·a over the 32 pairs of a block as four i32 lanes: [`half`]'s two products per i16 lane,
+/// then widened pairwise (six instructions, against eight when every product is widened alone);
+/// exact under [`half`]'s bound, which the Q8_0 and Q8_1 activations meet.
+#[inline(always)]
+fn prod_pairs(w: [int8x16_t; 2], a: [int8x16_t; 2]) -> int32x4_t {
+    // SAFETY: NEON is part of the aarch64 baseline; register operations only.
+    unsafe { vpadalq_s16(vpaddlq_s16(half(w[0], a[0])), half(w[1], a[1])) }
 }
 
 /// `vpaddq_s32(Σ w0·a0, Σ w1·a1)` (each sum in four lanes) with SDOT: the four SDOTs in one
@@ -473,8 +488,9 @@ ld_at!(
 );
 
 /// The scales of four blocks (`p[r]` at each block's start) as f32: `d`, and `m` when the format
-/// has one (else zeros). Each row's f16 field(s) come in with their own load into their own
-/// register (no chain of lane inserts); zips gather them for one FCVTL (two for `d`, `m`).
+/// has one (else zeros). Row 0's f16 field(s) come in with a plain load, rows 1 to 3's into their
+/// lanes of the same register (LD1 single lane at each block's start, no zips), for one FCVTL
+/// (two and an unzip for `d`, `m`).
 ///
 /// # Safety
 /// `p[r]..p[r] + 4` (`+ 2` without a min) must be readable.
@@ -483,18 +499,18 @@ unsafe fn scales4<F: Fmt>(p: [*const u8; 4]) -> (float32x4_t, float32x4_t) {
     // SAFETY: 4 (2) readable bytes at each `p[r]` (caller); NEON is part of the aarch64 baseline.
     unsafe {
         if F::MIN {
-            let s = p.map(|q| ld_s::<F, 0, 0>(q));
+            let s = ld_s::<F, 0, 0>(p[0]);
+            let s = ld1_lane_s_at::<1>(s, p[1]);
+            let s = ld1_lane_s_at::<2>(s, p[2]);
+            let s = vreinterpretq_u16_u32(ld1_lane_s_at::<3>(s, p[3]));
             // [d0, m0, d1, m1], [d2, m2, d3, m3] → d, m
-            let dm01 = vreinterpret_u16_u32(vget_low_u32(vzip1q_u32(s[0], s[1])));
-            let dm23 = vreinterpret_u16_u32(vget_low_u32(vzip1q_u32(s[2], s[3])));
-            let (lo, hi) = (f16x4_to_f32(dm01), f16x4_to_f32(dm23));
+            let (lo, hi) = (f16x8_low_to_f32(s), f16x8_high_to_f32(s));
             (vuzp1q_f32(lo, hi), vuzp2q_f32(lo, hi))
         } else {
-            let h = p.map(|q| ld_h::<F, 0, 0>(q));
-            let d01 = vreinterpret_u32_u16(vzip1_u16(h[0], h[1]));
-            let d23 = vreinterpret_u32_u16(vzip1_u16(h[2], h[3]));
-            let d = f16x4_to_f32(vreinterpret_u16_u32(vzip1_u32(d01, d23)));
-            (d, vdupq_n_f32(0.0))
+            let h = ld_h::<F, 0, 0>(p[0]);
+            let h = ld1_lane_h_at::<1>(h, p[1]);
+            let h = ld1_lane_h_at::<2>(h, p[2]);
+            (f16x4_to_f32(ld1_lane_h_at::<3>(h, p[3])), vdupq_n_f32(0.0))
         }
     }
 }
@@ -562,7 +578,7 @@ fn sums4_parts<const DP: bool>(
             // Each row's four-lane SDOT accumulator, reduced by the join.
             sdot4(w, a)
         } else if maxw > 31 {
-            let q: [int32x4_t; 4] = core::array::from_fn(|r| prod_i32(w[r], a));
+            let q: [int32x4_t; 4] = core::array::from_fn(|r| prod_pairs(w[r], a));
             [vpaddq_s32(q[0], q[1]), vpaddq_s32(q[2], q[3]), z, z]
         } else if maxw <= 15 {
             // All of `sums4` (sixteen products per i16 lane).
