@@ -68,7 +68,10 @@ impl<A> RowKernels<A> {
     }
 
     /// `out[r]` = row `r` of `w` (rows of `rb` bytes) · `a`: four rows at a time where there is
-    /// a four-row kernel, the rest one by one.
+    /// a four-row kernel, the rest one by one. Rows past the last multiple of four, when there
+    /// are four rows or more, go through the four-row kernel too, as the last four rows (the
+    /// one to three before them computed twice, to the same bits): the one-row kernel runs only
+    /// for a matrix of fewer than four rows.
     pub(super) fn rows(&self, w: &[u8], rb: usize, a: &[A], out: &mut [f32]) {
         let mut done = 0;
         if let (Some(f4), Some(rb4)) = (self.x4, rb.checked_mul(4)) {
@@ -77,6 +80,14 @@ impl<A> RowKernels<A> {
                     f4(w4, rb, a, o);
                     done += 4;
                 }
+            }
+            let n = out.len().min(w.len() / rb.max(1));
+            if done >= 4 && done < n {
+                let last = (n - 4) * rb;
+                let mut o = [0.0f32; 4];
+                f4(&w[last..last + rb4], rb, a, &mut o);
+                out[done..n].copy_from_slice(&o[4 - (n - done)..]);
+                done = n;
             }
         }
         for (o, row) in out[done..].iter_mut().zip(w[done * rb..].chunks_exact(rb)) {

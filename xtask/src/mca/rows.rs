@@ -39,15 +39,15 @@ pub fn rows() -> Vec<Row> {
 /// Q4_1 · Q8_1 (SmolLM2), with the unit-stride RVV alternative.
 fn q4_1_rows() -> Vec<Row> {
     const Q41: &str = "ggml_vec_dot_q4_1_q8_1";
-    const LL_Q41_NEON: &str = "llama.cpp: 2 blocks per iteration";
+    const LL_Q41_ONE: &str = "ours: 4 blocks of the row per iteration (the four-row loop, the blocks in the rows' places); llama.cpp: 2 blocks";
     let q41 = |u| theirs(u, Q41, Innermost, 2.0);
     let rv_q41 = theirs(Riscv, Q41, Innermost, 1.0);
     vec![
         row("Q4_1·Q8_1 matvec (4 rows, `_x4`)", A53, ours("neon::q32::vec_dot_q4_1_q8_1_x4", 4.0), q41(ArmA53), "ours: 1 block of 4 rows per iteration; llama.cpp: 2 blocks of 1 row"),
         row("Q4_1·Q8_1 matvec (4 rows, `_x4`)", A55, ours("neon::q32::vec_dot_q4_1_q8_1_x4_dp", 4.0), q41(ArmA55), "SDOT; ours: 1 block of 4 rows; llama.cpp: 2 blocks"),
         row("Q4_1·Q8_1 matvec (segment pass)", X280, ours("rvv::q32::vec_dot_q4_1_q8_1_x4", RVV_BLOCKS), rv_q41, "ours: one pass = vl = 64 blocks (`vlsseg8e8`); llama.cpp: 1 block, vl = 16"),
-        row("Q4_1·Q8_1 one row (`dot1`)", A53, ours("neon::q32::vec_dot_q4_1_q8_1", 2.0), q41(ArmA53), LL_Q41_NEON),
-        row("Q4_1·Q8_1 one row (`dot1`)", A55, ours("neon::q32::vec_dot_q4_1_q8_1_dp", 2.0), q41(ArmA55), LL_Q41_NEON),
+        row("Q4_1·Q8_1 one row (`dot1`)", A53, ours("neon::q32::vec_dot_q4_1_q8_1", 4.0), q41(ArmA53), LL_Q41_ONE),
+        row("Q4_1·Q8_1 one row (`dot1`)", A55, ours("neon::q32::vec_dot_q4_1_q8_1_dp", 4.0), q41(ArmA55), LL_Q41_ONE),
         row("Q4_1·Q8_1 batched (`mat`, 4×4 tile)", A53, ours("neon::q32::mat_q4_1_q8_1", 16.0), q41(ArmA53), "per block·column: 4 rows × 4 columns per iteration; llama.cpp has no Q4_1 batched loop on these cores, its vec_dot runs per column"),
         row("Q4_1·Q8_1 batched (`mat`, 4×4 tile)", A55, ours("neon::q32::mat_q4_1_q8_1_dp", 16.0), q41(ArmA55), "per block·column, SDOT by element"),
         row("Q4_1·Q8_1 unit-stride, Zfhmin scales", X280, l(UnitStride(true), Innermost, 1.0), rv_q41, "alternative layout (not a kernel): 1 block, vl = 16 at m1, f16 scales with `flh`/`fcvt.s.h`"),
@@ -64,8 +64,8 @@ macro_rules! q32_rows {
         let rv = theirs(Riscv, concat!("ggml_vec_dot_", $t), $rv_pick, 1.0);
         let (mat, mat_pick, mat_blocks, mat_note) = $rv_mat;
         vec![
-            row(concat!($name, " one row (`dot1`)"), A53, ours(concat!("neon::q32::vec_dot_", $t), 2.0), ll(ArmA53), "2 blocks per iteration, both"),
-            row(concat!($name, " one row (`dot1`)"), A55, ours(concat!("neon::q32::vec_dot_", $t, "_dp"), 2.0), ll(ArmA55), "SDOT; 2 blocks per iteration, both"),
+            row(concat!($name, " one row (`dot1`)"), A53, ours(concat!("neon::q32::vec_dot_", $t), 4.0), ll(ArmA53), "ours: 4 blocks of the row per iteration (the four-row loop, the blocks in the rows' places); llama.cpp: 2 blocks"),
+            row(concat!($name, " one row (`dot1`)"), A55, ours(concat!("neon::q32::vec_dot_", $t, "_dp"), 4.0), ll(ArmA55), "SDOT; ours: 4 blocks per iteration; llama.cpp: 2 blocks"),
             row(concat!($name, " one row (pass)"), X280, ours(concat!("rvv::q32::vec_dot_", $t), RVV_BLOCKS), rv, "ours: one pass = vl = 64 blocks; llama.cpp: 1 block, vl = 32 at m2"),
             row(concat!($name, " matvec (4 rows, `_x4`)"), A53, ours(concat!("neon::q32::vec_dot_", $t, "_x4"), 4.0), ll(ArmA53), "ours: 1 block of 4 rows; llama.cpp: 2 blocks of 1 row"),
             row(concat!($name, " matvec (4 rows, `_x4`)"), A55, ours(concat!("neon::q32::vec_dot_", $t, "_x4_dp"), 4.0), ll(ArmA55), "SDOT; ours: 1 block of 4 rows; llama.cpp: 2 blocks"),

@@ -24,7 +24,7 @@ fn dot_rows_match_scalar() {
             acts.quantize(ty.act_format(), &x).unwrap();
             let a = acts.acts().unwrap();
             let rb = ty.row_bytes(n as u64).unwrap() as usize;
-            for rows in [1, 3, 4, 5, 8, 9, 13] {
+            for rows in [1, 3, 4, 5, 6, 7, 8, 9, 13] {
                 let mut w: Vec<u8> = (0..rows * rb).map(|_| rng.byte()).collect();
                 if ty.block_elems() > 1 {
                     for b in w.chunks_exact_mut(ty.block_bytes()) {

@@ -3,18 +3,19 @@
 //! Per block the scalar twin computes an exact integer `sumi`, then, in this order,
 //! Q4_0, Q8_0, IQ4_NL: `sumf += sumi as f32 * (d * y.d)`; Q5_0: `sumf += (d * y.d) * sumi as f32` (the same
 //! bits: IEEE multiplication commutes); Q4_1, Q5_1: `sumf += (d * y.d) * sumi as f32 + m * y.s`.
-//! The one-row kernels take two blocks per step (two integer sums reduced together, the scales of
-//! both blocks converted and multiplied together) and add the two block results to `sumf` in order;
-//! the loop is software-pipelined (a step's integer work beside the float terms of the step
-//! before), its loads `asm!` LDRs at constant offsets off one weight and one activation pointer.
 //! The four-row kernels keep row `r`'s `sumf` in lane `r`: every block's float work is one vector
 //! operation per scalar operation, and the activations are loaded once for four rows. Their
-//! matvec loop is written for in-order cores (Cortex-A53, A55; measured with llvm-mca, `cargo
-//! xtask bench --only mca`): each step loads one block of the four rows and adds the term of the
-//! block before (software pipelining, terms still in block order), the four f16 scales are four
-//! LDRs zipped for one FCVTL, and loads are `asm!` LDRs at constant offsets (no LDP pairs, which
-//! these cores issue slower than two LDRs, and no byte loads for the f16 and `qh` fields, which
-//! the compiler emits under strict alignment).
+//! matvec loop ([`pipeline`]) is written for in-order cores (Cortex-A53, A55; measured with
+//! llvm-mca, `cargo xtask bench --only mca`): each step loads one block of the four rows and adds
+//! the term of the block before (software pipelining, terms still in block order), the four f16
+//! scales are one LDR and three LD1 single-lane loads for one FCVTL, and loads are `asm!` LDRs at
+//! constant offsets (no LDP pairs, which these cores issue slower than two LDRs, and no byte loads
+//! for the f16 and `qh` fields, which the compiler emits under strict alignment). The one-row
+//! kernels run the same loop with four consecutive blocks of the row in the places of the four
+//! rows, each against its own activation block, and add the four terms to `sumf` one after
+//! another. (Matrices of four rows or more never reach them: see `RowKernels::rows`.)
+//! Q8_0 products are summed two to an i16 lane before widening, which holds because the
+//! activations never hold -128 (see `BlockQ8_0`).
 
 use super::{
     f16_le, f16x4_to_f32, f16x8_high_to_f32, f16x8_low_to_f32, interleave4, ld1_lane_h_at,
@@ -207,73 +208,6 @@ impl Fmt for Q8_0 {
     }
 }
 
-/// The two blocks at `p` (`y0`, `y1` their activations) without their float tail: the two
-/// integer sums before their last pairwise add (lanes 0 + 1 and 2 + 3 are `sumi0`, `sumi1`,
-/// added by [`pair_tail`]) and the scale factors: `[d0 · y0.d, m0 · y0.s, d1 · y1.d, m1 · y1.s]`
-/// with a min, else `[d0 · y0.d, d1 · y1.d, 0, 0]`.
-///
-/// # Safety
-/// `p..p + 2·BYTES` must be readable, and `y1` must be the block after `y0` in memory.
-#[inline(always)]
-unsafe fn pair1<F: Fmt, A: Act, const DP: bool>(
-    p: *const u8,
-    y0: &A,
-    y1: &A,
-) -> (int32x4_t, float32x4_t) {
-    // SAFETY: the blocks are readable (caller); NEON is part of the aarch64 baseline.
-    unsafe {
-        let (w0, w1) = (F::decode::<0>(p), F::decode::<1>(p));
-        let (a0, a1) = (ld_act_at::<A, 0>(y0), ld_act_at::<A, 1>(y0));
-        let x = if DP {
-            sdot2(w0, a0, w1, a1)
-        } else if F::MAXW > 31 {
-            vpaddq_s32(prod_pairs(w0, a0), prod_pairs(w1, a1))
-        } else {
-            // Each block's halves as two chains of two products per i16 lane (on the in-order
-            // cores a chain of four multiply-adds would wait on itself), pairwise added to four
-            // per lane, then the two blocks to eight: 8 · 31 · 128 < 2^15.
-            let b0 = vpaddq_s16(half(w0[0], a0[0]), half(w0[1], a0[1]));
-            let b1 = vpaddq_s16(half(w1[0], a1[0]), half(w1[1], a1[1]));
-            vpaddlq_s16(vpaddq_s16(b0, b1))
-        };
-        if F::MIN {
-            // [d0, m0, d1, m1] · [y0.d, y0.s, y1.d, y1.s]
-            let dm = vzip1q_u32(ld_s::<F, 0, 0>(p), ld_s::<F, 0, 1>(p));
-            let dm = f16x4_to_f32(vreinterpret_u16_u32(vget_low_u32(dm)));
-            let ys = vcombine_f32(ld_ds::<A, 0>(y0), ld_ds::<A, 1>(y0));
-            // [d0 · y0.d, m0 · y0.s, d1 · y1.d, m1 · y1.s]
-            (x, vmulq_f32(dm, ys))
-        } else {
-            let dd = vzip1_u16(ld_h::<F, 0, 0>(p), ld_h::<F, 0, 1>(p));
-            let d = vget_low_f32(f16x4_to_f32(dd));
-            let yd = vset_lane_f32::<1>(y1.d(), vdup_n_f32(y0.d()));
-            (x, vcombine_f32(vmul_f32(d, yd), vdup_n_f32(0.0)))
-        }
-    }
-}
-
-/// `sumf` plus the two block terms of [`pair1`]'s result, in order: `sumi · (d · y.d)`, or
-/// `(d · y.d) · sumi + m · y.s` with a min (the products `[(d0 · y0.d) · sumi0, (m0 · y0.s) · 1,
-/// (d1 · y1.d) · sumi1, (m1 · y1.s) · 1]` in one multiplication, exact in the lanes times 1, then
-/// added in pairs).
-#[inline(always)]
-fn pair_tail<F: Fmt>(sumf: f32, (x, f): (int32x4_t, float32x4_t)) -> f32 {
-    // SAFETY: NEON is part of the aarch64 baseline.
-    unsafe {
-        // [sumi0, sumi1] as f32.
-        let s = vcvt_f32_s32(vget_low_s32(addp_self(x)));
-        let u = if F::MIN {
-            // [sumi0, 1, sumi1, 1]
-            let s1 = vzip1q_f32(vcombine_f32(s, s), vdupq_n_f32(1.0));
-            let t = vmulq_f32(f, s1);
-            vget_low_f32(vpaddq_f32(t, t))
-        } else {
-            vmul_f32(s, vget_low_f32(f))
-        };
-        (sumf + vget_lane_f32::<0>(u)) + vget_lane_f32::<1>(u)
-    }
-}
-
 /// `[y.d, y.s]` of the activation block `K` after the one at `y` (one 8-byte load; `s` follows
 /// `d` in Q8_1, the only activation paired with a min).
 ///
@@ -314,99 +248,27 @@ fn prod_pairs(w: [int8x16_t; 2], a: [int8x16_t; 2]) -> int32x4_t {
     unsafe { vpadalq_s16(vpaddlq_s16(half(w[0], a[0])), half(w[1], a[1])) }
 }
 
-/// `vpaddq_s32(Σ w0·a0, Σ w1·a1)` (each sum in four lanes) with SDOT: the four SDOTs in one
-/// `asm!` block, the two blocks' alternating, so on the in-order cores no SDOT directly follows
-/// the one it adds to (the compiler, which takes an `asm!` result as ready the next cycle, would
-/// pair each block's two).
-#[inline(always)]
-fn sdot2(
-    w0: [int8x16_t; 2],
-    a0: [int8x16_t; 2],
-    w1: [int8x16_t; 2],
-    a1: [int8x16_t; 2],
-) -> int32x4_t {
-    // SAFETY: NEON is part of the aarch64 baseline.
-    let (mut s0, mut s1) = unsafe { (vdupq_n_s32(0), vdupq_n_s32(0)) };
-    // SAFETY: SDOT on registers only: no memory, no flags. Reached only through the dot-product
-    // kernel set (see `sdot`).
-    unsafe {
-        asm!(
-            ".arch_extension dotprod",
-            "sdot {s0:v}.4s, {w00:v}.16b, {a00:v}.16b",
-            "sdot {s1:v}.4s, {w10:v}.16b, {a10:v}.16b",
-            "sdot {s0:v}.4s, {w01:v}.16b, {a01:v}.16b",
-            "sdot {s1:v}.4s, {w11:v}.16b, {a11:v}.16b",
-            s0 = inout(vreg) s0,
-            s1 = inout(vreg) s1,
-            w00 = in(vreg) w0[0],
-            w01 = in(vreg) w0[1],
-            w10 = in(vreg) w1[0],
-            w11 = in(vreg) w1[1],
-            a00 = in(vreg) a0[0],
-            a01 = in(vreg) a0[1],
-            a10 = in(vreg) a1[0],
-            a11 = in(vreg) a1[1],
-            options(pure, nomem, nostack, preserves_flags)
-        );
-        vpaddq_s32(s0, s1)
-    }
-}
-
-/// `vpaddq_s32(x, x)` as one ADDP (the compiler, seeing only the low half used, would make it
-/// three instructions).
-#[inline(always)]
-fn addp_self(x: int32x4_t) -> int32x4_t {
-    let out: int32x4_t;
-    // SAFETY: ADDP on registers only: no memory, no flags.
-    unsafe {
-        asm!(
-            "addp {o:v}.4s, {x:v}.4s, {x:v}.4s",
-            x = in(vreg) x,
-            o = lateout(vreg) out,
-            options(pure, nomem, nostack, preserves_flags)
-        );
-    }
-    out
-}
-
-/// One row: `w` (whole blocks) · `a`, over as many blocks as both hold, two blocks per step.
-/// Software-pipelined for in-order cores (Cortex-A53, A55): a step loads blocks i, i + 1 and
-/// computes their integer sums and scale factors ([`pair1`]), then adds the terms of blocks
-/// i − 2, i − 1 ([`pair_tail`]; still in block order).
+/// One row: `w` (whole blocks) · `a`, over as many blocks as both hold. Four blocks per step run
+/// through the four-row tiles' pipelined loop ([`pipeline`]: the blocks take the places of the
+/// rows, each against its own activation block), and their four terms are added to `sumf` in
+/// block order ([`add_lanes`]); the last `nb % 4` blocks go one by one.
 /// (`inline(always)`, which `#[target_feature]` functions cannot have: each entry point keeps its
 /// own loop.)
 #[inline(always)]
 fn dot1<F: Fmt, A: Act, const DP: bool>(w: &[u8], a: &[A]) -> f32 {
     let nb = (w.len() / F::BYTES).min(a.len());
+    let steps = nb / 4;
     let mut sumf = 0.0f32;
-    let mut i = 0;
-    if nb >= 2 {
-        let mut p = w.as_ptr();
-        // SAFETY: blocks 0 and 1 lie in `w` (2 ≤ nb); block 2 starts inside `w` or one past its
-        // end.
-        let mut pending = unsafe {
-            let first = pair1::<F, A, DP>(p, &a[0], &a[1]);
-            p = next_block::<F, 2>(p);
-            first
+    if steps > 0 {
+        // SAFETY: `w` and `a` hold 4·steps ≤ nb blocks.
+        unsafe {
+            pipeline::<F, A, DP, true>([w.as_ptr(); 4], a.as_ptr(), steps, |t| {
+                sumf = add_lanes(sumf, t);
+            })
         };
-        for ys in a[2..nb & !1].chunks_exact(2) {
-            // SAFETY: `p` is block i (`ys` holds blocks i, i + 1 of `a`); blocks i, i + 1 lie in
-            // `w`: (i + 2) · BYTES ≤ nb · BYTES ≤ w.len(), so `p + 2·BYTES` is inside `w` or one
-            // past its end.
-            let next = unsafe {
-                let next = pair1::<F, A, DP>(p, &ys[0], &ys[1]);
-                p = next_block::<F, 2>(p);
-                next
-            };
-            sumf = pair_tail::<F>(sumf, pending);
-            pending = next;
-        }
-        i = nb & !1;
-        sumf = pair_tail::<F>(sumf, pending);
     }
-    if i < nb {
-        let y = &a[i];
-        let b = &w[i * F::BYTES..(i + 1) * F::BYTES];
+    let tail = w[4 * steps * F::BYTES..].chunks_exact(F::BYTES);
+    for (b, y) in tail.zip(&a[4 * steps..nb]) {
         // SAFETY: `b` is one whole block; NEON is part of the aarch64 baseline.
         let sumi = unsafe { sum1::<DP>(F::MAXW, F::decode::<0>(b.as_ptr()), ld_act(y)) };
         let d = f16_le(b, 0);
@@ -562,14 +424,14 @@ unsafe fn step4<F: Fmt, A: Act, const DP: bool, const C: usize>(
     }
 }
 
-/// [`sums4`] with one activation block for the four rows, stopped before its last steps: the four
-/// sums are [`sums4_join`] of the parts (the last pairwise adds, left to the next step of the
-/// pipelined loop; parts the join does not read are zeros).
+/// [`sums4`] (`Σ w[r]·a[r]`) stopped before its last steps: the four sums are [`sums4_join`] of
+/// the parts (the last pairwise adds, left to the next step of the pipelined loop; parts the join
+/// does not read are zeros).
 #[inline(always)]
 fn sums4_parts<const DP: bool>(
     maxw: i32,
     w: [[int8x16_t; 2]; 4],
-    a: [int8x16_t; 2],
+    a: [[int8x16_t; 2]; 4],
 ) -> [int32x4_t; 4] {
     // SAFETY: NEON is part of the aarch64 baseline.
     unsafe {
@@ -578,14 +440,14 @@ fn sums4_parts<const DP: bool>(
             // Each row's four-lane SDOT accumulator, reduced by the join.
             sdot4(w, a)
         } else if maxw > 31 {
-            let q: [int32x4_t; 4] = core::array::from_fn(|r| prod_pairs(w[r], a));
+            let q: [int32x4_t; 4] = core::array::from_fn(|r| prod_pairs(w[r], a[r]));
             [vpaddq_s32(q[0], q[1]), vpaddq_s32(q[2], q[3]), z, z]
         } else if maxw <= 15 {
             // All of `sums4` (sixteen products per i16 lane).
-            [sums4::<DP>(maxw, w, [a; 4]), z, z, z]
+            [sums4::<DP>(maxw, w, a), z, z, z]
         } else {
             // Four products per lane, then eight: 8 · 31 · 128 < 2^15.
-            let p: [int16x8_t; 4] = core::array::from_fn(|r| prod_i16(w[r], a));
+            let p: [int16x8_t; 4] = core::array::from_fn(|r| prod_i16(w[r], a[r]));
             [
                 vpaddlq_s16(vpaddq_s16(p[0], p[1])),
                 vpaddlq_s16(vpaddq_s16(p[2], p[3])),
@@ -611,12 +473,12 @@ fn sums4_join<const DP: bool>(maxw: i32, p: [int32x4_t; 4]) -> int32x4_t {
     }
 }
 
-/// Row `r`'s SDOT accumulator `Σ w[r]·a` (four lanes, each four products of each half), the
+/// Row `r`'s SDOT accumulator `Σ w[r]·a[r]` (four lanes, each four products of each half), the
 /// eight SDOTs in one `asm!` block in the order the in-order cores want: the four rows' first
 /// halves, then their second halves, each SDOT four after the one it adds to (the compiler,
 /// which takes an `asm!` result as ready the next cycle, would pair each row's two).
 #[inline(always)]
-fn sdot4(w: [[int8x16_t; 2]; 4], a: [int8x16_t; 2]) -> [int32x4_t; 4] {
+fn sdot4(w: [[int8x16_t; 2]; 4], a: [[int8x16_t; 2]; 4]) -> [int32x4_t; 4] {
     // SAFETY: NEON is part of the aarch64 baseline.
     let mut s = [unsafe { vdupq_n_s32(0) }; 4];
     // SAFETY: SDOT on registers only: no memory, no flags. Reached only through the dot-product
@@ -624,14 +486,14 @@ fn sdot4(w: [[int8x16_t; 2]; 4], a: [int8x16_t; 2]) -> [int32x4_t; 4] {
     unsafe {
         asm!(
             ".arch_extension dotprod",
-            "sdot {s0:v}.4s, {w00:v}.16b, {a0:v}.16b",
-            "sdot {s1:v}.4s, {w10:v}.16b, {a0:v}.16b",
-            "sdot {s2:v}.4s, {w20:v}.16b, {a0:v}.16b",
-            "sdot {s3:v}.4s, {w30:v}.16b, {a0:v}.16b",
-            "sdot {s0:v}.4s, {w01:v}.16b, {a1:v}.16b",
-            "sdot {s1:v}.4s, {w11:v}.16b, {a1:v}.16b",
-            "sdot {s2:v}.4s, {w21:v}.16b, {a1:v}.16b",
-            "sdot {s3:v}.4s, {w31:v}.16b, {a1:v}.16b",
+            "sdot {s0:v}.4s, {w00:v}.16b, {a00:v}.16b",
+            "sdot {s1:v}.4s, {w10:v}.16b, {a10:v}.16b",
+            "sdot {s2:v}.4s, {w20:v}.16b, {a20:v}.16b",
+            "sdot {s3:v}.4s, {w30:v}.16b, {a30:v}.16b",
+            "sdot {s0:v}.4s, {w01:v}.16b, {a01:v}.16b",
+            "sdot {s1:v}.4s, {w11:v}.16b, {a11:v}.16b",
+            "sdot {s2:v}.4s, {w21:v}.16b, {a21:v}.16b",
+            "sdot {s3:v}.4s, {w31:v}.16b, {a31:v}.16b",
             s0 = inout(vreg) s[0],
             s1 = inout(vreg) s[1],
             s2 = inout(vreg) s[2],
@@ -644,8 +506,15 @@ fn sdot4(w: [[int8x16_t; 2]; 4], a: [int8x16_t; 2]) -> [int32x4_t; 4] {
             w21 = in(vreg) w[2][1],
             w30 = in(vreg) w[3][0],
             w31 = in(vreg) w[3][1],
-            a0 = in(vreg) a[0],
-            a1 = in(vreg) a[1],
+            // The four rows of a tile share one activation block: the same registers.
+            a00 = in(vreg) a[0][0],
+            a01 = in(vreg) a[0][1],
+            a10 = in(vreg) a[1][0],
+            a11 = in(vreg) a[1][1],
+            a20 = in(vreg) a[2][0],
+            a21 = in(vreg) a[2][1],
+            a30 = in(vreg) a[3][0],
+            a31 = in(vreg) a[3][1],
             options(pure, nomem, nostack, preserves_flags)
         );
     }
@@ -676,42 +545,172 @@ unsafe fn next_block<F: Fmt, const N: usize>(p: *const u8) -> *const u8 {
     p.with_addr(a)
 }
 
-/// One block of four rows (`p[r]` at row `r`'s block) · the activation block `y`: the rows'
-/// exact sums as the parts of [`sums4_parts`] (i32 bits; joined and converted by
-/// [`add_term`], off this step's latency chain) and their terms' scale factors `d · y.d` and, for
-/// formats with a min, `m · y.s` (else zeros); [`add_term`] adds the term.
+/// One step of [`pipeline`]: with `ONE`, blocks 0..4 at `p[0]` (one row's) · the activation
+/// blocks 0..4 at `y`, else one block of each of four rows (`p[r]` at row `r`'s block) · the
+/// activation block at `y`. It gives the four exact sums as the parts of [`sums4_parts`] (i32
+/// bits; joined and converted by [`term`], off this step's latency chain) and the terms' scale
+/// factors `d · y.d` and, for formats with a min, `m · y.s` (else zeros).
 ///
 /// # Safety
-/// `p[r]..p[r] + BYTES` must be readable.
+/// The blocks read (`p[r]..p[r] + BYTES`, or `p[0]..p[0] + 4·BYTES` with `ONE`; one or four
+/// activation blocks at `y`) must be readable.
 #[inline(always)]
-unsafe fn block4<F: Fmt, A: Act, const DP: bool>(p: [*const u8; 4], y: &A) -> [float32x4_t; 6] {
-    // SAFETY: each `p[r]` is at a whole block (caller); NEON is part of the aarch64 baseline.
+unsafe fn block4<F: Fmt, A: Act, const DP: bool, const ONE: bool>(
+    p: [*const u8; 4],
+    y: *const A,
+) -> [float32x4_t; 6] {
+    // SAFETY: the blocks are readable (caller); NEON is part of the aarch64 baseline.
     unsafe {
-        let (d, m) = scales4::<F>(p);
-        let wq = p.map(|q| F::decode::<0>(q));
-        let [s0, s1, s2, s3] = sums4_parts::<DP>(F::MAXW, wq, ld_act(y));
-        let ms = if F::MIN { vmulq_n_f32(m, y.s()) } else { m };
+        let (w, (d, m), a, (yd, ys)) = if ONE {
+            let q = p[0];
+            let w = [
+                F::decode::<0>(q),
+                F::decode::<1>(q),
+                F::decode::<2>(q),
+                F::decode::<3>(q),
+            ];
+            let a = [
+                ld_act_at::<A, 0>(y),
+                ld_act_at::<A, 1>(y),
+                ld_act_at::<A, 2>(y),
+                ld_act_at::<A, 3>(y),
+            ];
+            (w, scales_run::<F>(q), a, act_scales4(y))
+        } else {
+            let y = &*y;
+            let yds = (vdupq_n_f32(y.d()), vdupq_n_f32(y.s()));
+            (
+                p.map(|q| F::decode::<0>(q)),
+                scales4::<F>(p),
+                [ld_act(y); 4],
+                yds,
+            )
+        };
+        let [s0, s1, s2, s3] = sums4_parts::<DP>(F::MAXW, w, a);
+        let ms = if F::MIN { vmulq_f32(m, ys) } else { m };
         let f = vreinterpretq_f32_s32;
-        [f(s0), f(s1), f(s2), f(s3), vmulq_n_f32(d, y.d()), ms]
+        [f(s0), f(s1), f(s2), f(s3), vmulq_f32(d, yd), ms]
     }
 }
 
-/// `acc` plus the term of [`block4`]'s `[s0, s1, s2, s3, dy, ms]`, in [`dot1`]'s order:
-/// `sumi · (d · y.d)`, or `(d · y.d) · sumi + m · y.s` with a min.
+/// The scales of blocks 0..4 at `p` (one row's) as f32: `d`, and `m` when the format has one
+/// (else zeros); each block's field(s) in a register of its own (loads at constant offsets),
+/// zipped for one FCVTL (two and an unzip for `d`, `m`).
+///
+/// # Safety
+/// `p..p + 4·BYTES` must be readable.
 #[inline(always)]
-fn add_term<F: Fmt, const DP: bool>(
-    acc: float32x4_t,
-    [s0, s1, s2, s3, dy, ms]: [float32x4_t; 6],
-) -> float32x4_t {
+unsafe fn scales_run<F: Fmt>(p: *const u8) -> (float32x4_t, float32x4_t) {
+    // SAFETY: the four blocks are readable (caller); NEON is part of the aarch64 baseline.
+    unsafe {
+        if F::MIN {
+            let s = [
+                ld_s::<F, 0, 0>(p),
+                ld_s::<F, 0, 1>(p),
+                ld_s::<F, 0, 2>(p),
+                ld_s::<F, 0, 3>(p),
+            ];
+            // [d0, m0, d1, m1], [d2, m2, d3, m3] → d, m
+            let dm01 = vreinterpret_u16_u32(vget_low_u32(vzip1q_u32(s[0], s[1])));
+            let dm23 = vreinterpret_u16_u32(vget_low_u32(vzip1q_u32(s[2], s[3])));
+            let (lo, hi) = (f16x4_to_f32(dm01), f16x4_to_f32(dm23));
+            (vuzp1q_f32(lo, hi), vuzp2q_f32(lo, hi))
+        } else {
+            let h = [
+                ld_h::<F, 0, 0>(p),
+                ld_h::<F, 0, 1>(p),
+                ld_h::<F, 0, 2>(p),
+                ld_h::<F, 0, 3>(p),
+            ];
+            let d01 = vreinterpret_u32_u16(vzip1_u16(h[0], h[1]));
+            let d23 = vreinterpret_u32_u16(vzip1_u16(h[2], h[3]));
+            let d = f16x4_to_f32(vreinterpret_u16_u32(vzip1_u32(d01, d23)));
+            (d, vdupq_n_f32(0.0))
+        }
+    }
+}
+
+/// `[y.d]` and `[y.s]` of the four activation blocks at `y` (each block's `[d, s]` pair in one
+/// 8-byte load, unzipped; for Q8_0, whose `s` is 0, the second word is quants, unused).
+///
+/// # Safety
+/// Four activation blocks at `y` must be readable.
+#[inline(always)]
+unsafe fn act_scales4<A: Act>(y: *const A) -> (float32x4_t, float32x4_t) {
+    // SAFETY: the blocks are readable (caller); NEON is part of the aarch64 baseline.
+    unsafe {
+        let v01 = vcombine_f32(ld_ds::<A, 0>(y), ld_ds::<A, 1>(y));
+        let v23 = vcombine_f32(ld_ds::<A, 2>(y), ld_ds::<A, 3>(y));
+        (vuzp1q_f32(v01, v23), vuzp2q_f32(v01, v23))
+    }
+}
+
+/// The terms of [`block4`]'s `[s0, s1, s2, s3, dy, ms]`, in the scalar order: `sumi · (d · y.d)`,
+/// or `(d · y.d) · sumi + m · y.s` with a min.
+#[inline(always)]
+fn term<F: Fmt, const DP: bool>([s0, s1, s2, s3, dy, ms]: [float32x4_t; 6]) -> float32x4_t {
     // SAFETY: NEON is part of the aarch64 baseline.
     unsafe {
         let i = vreinterpretq_s32_f32;
         let s = vcvtq_f32_s32(sums4_join::<DP>(F::MAXW, [i(s0), i(s1), i(s2), i(s3)]));
         if F::MIN {
-            vaddq_f32(acc, vaddq_f32(vmulq_f32(dy, s), ms))
+            vaddq_f32(vmulq_f32(dy, s), ms)
         } else {
-            vaddq_f32(acc, vmulq_f32(s, dy))
+            vmulq_f32(s, dy)
         }
+    }
+}
+
+/// `sumf` plus the four lanes of `t`, one after another (the blocks' order).
+#[inline(always)]
+fn add_lanes(sumf: f32, t: float32x4_t) -> f32 {
+    // SAFETY: NEON is part of the aarch64 baseline.
+    unsafe {
+        let s = sumf + vgetq_lane_f32::<0>(t);
+        let s = s + vgetq_lane_f32::<1>(t);
+        let s = s + vgetq_lane_f32::<2>(t);
+        s + vgetq_lane_f32::<3>(t)
+    }
+}
+
+/// The software-pipelined loop of the one-column four-row tile and of [`dot1`]: `steps` steps of
+/// [`block4`], each followed by `fold` of the step before's result, so that on in-order cores
+/// (Cortex-A53, A55) the one's latency hides the other's; `fold` still sees the steps in order.
+/// With `ONE`, step k takes blocks 4k..4k + 4 of the row at `p[0]` against activation blocks
+/// 4k..4k + 4 from `y`; else block k of the four rows at `p[r]` against activation block k.
+/// Each pointer moves on after its step's loads (one `asm!` ADD each: see [`next_block`]).
+///
+/// # Safety
+/// `steps` ≥ 1; the rows at `p[r]` and the activations at `y` must hold `steps` blocks (`4 ·
+/// steps` with `ONE`).
+#[inline(always)]
+unsafe fn pipeline<F: Fmt, A: Act, const DP: bool, const ONE: bool>(
+    mut p: [*const u8; 4],
+    mut y: *const A,
+    steps: usize,
+    mut fold: impl FnMut(float32x4_t),
+) {
+    let per = if ONE { 4 } else { 1 };
+    // SAFETY: step k reads blocks per·k..per·(k + 1) of the rows and of `y`, all inside (caller);
+    // after it each pointer is at block per·(k + 1) ≤ per·steps: inside or one past the end.
+    unsafe {
+        let step = |p: &mut [*const u8; 4], y: &mut *const A| {
+            let t = block4::<F, A, DP, ONE>(*p, *y);
+            *p = if ONE {
+                [next_block::<F, 4>(p[0]); 4]
+            } else {
+                p.map(|q| next_block::<F, 1>(q))
+            };
+            *y = y.add(per);
+            t
+        };
+        let mut pending = step(&mut p, &mut y);
+        for _ in 1..steps {
+            let next = step(&mut p, &mut y);
+            fold(term::<F, DP>(pending));
+            pending = next;
+        }
+        fold(term::<F, DP>(pending));
     }
 }
 
@@ -741,26 +740,14 @@ fn tile4<F: Fmt, A: Act, const DP: bool, const C: usize>(
     // SAFETY: NEON is part of the aarch64 baseline.
     let mut acc = [unsafe { vdupq_n_f32(0.0) }; C];
     if C == 1 && nb > 0 {
-        // Software-pipelined: block i's loads, integer sums and scale factors, then block
-        // i - 1's float term (still added in block order), so the one's latency hides the other's.
-        let y = ys[0];
-        // SAFETY: block 0 of every row lies inside `w` (0 < nb, see `at`) and in the column.
-        let mut pending = unsafe { block4::<F, A, DP>(at(0), &y[0]) };
-        // Each row's pointer is advanced after the step's loads, ready for the next step's.
-        let mut p = at(1);
-        for y in &y[1..nb] {
-            // SAFETY: `p` is `at(i)`, block i (i < nb) of every row, inside `w` (see `at`); `y`
-            // is block i of the column; `at(i + 1)` is inside `w` or one past its end (i + 1 ≤
-            // nb).
-            let next = unsafe {
-                let next = block4::<F, A, DP>(p, y);
-                p = p.map(|q| next_block::<F, 1>(q));
-                next
-            };
-            acc[0] = add_term::<F, DP>(acc[0], pending);
-            pending = next;
-        }
-        acc[0] = add_term::<F, DP>(acc[0], pending);
+        let mut acc0 = acc[0];
+        // SAFETY: block 0..nb of every row lies inside `w` (see `at`) and in the column.
+        unsafe {
+            pipeline::<F, A, DP, false>(at(0), ys[0].as_ptr(), nb, |t| {
+                acc0 = vaddq_f32(acc0, t);
+            })
+        };
+        acc[0] = acc0;
         return acc;
     }
     for i in 0..nb {
