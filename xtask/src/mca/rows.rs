@@ -112,9 +112,9 @@ macro_rules! k_rows {
         let (a53, a55) = (theirs(ArmA53, ll, $a53, 1.0), theirs(ArmA55, ll, Innermost, 1.0));
         let rv = theirs(Riscv, $rv, Innermost, 1.0);
         vec![
-            row(concat!($name, " matvec"), A53, ours(concat!("neon::kquant::vec_dot_", $k, "_q8_k"), 1.0), a53, $a53_note),
-            row(concat!($name, " matvec"), A55, ours(concat!("neon::kquant::vec_dot_", $k, "_q8_k_dp"), 1.0), a55, "1 super-block, SDOT"),
-            row(concat!($name, " matvec"), X280, l(Ours(concat!("rvv::kquant::vec_dot_", $k, "_q8_k")), $rv_ours, 1.0), rv, $rv_note),
+            row(concat!($name, " one row"), A53, ours(concat!("neon::kquant::vec_dot_", $k, "_q8_k"), 1.0), a53, $a53_note),
+            row(concat!($name, " one row"), A55, ours(concat!("neon::kquant::vec_dot_", $k, "_q8_k_dp"), 1.0), a55, "1 super-block, SDOT"),
+            row(concat!($name, " one row (the matvec: no four-row kernel)"), X280, l(Ours(concat!("rvv::kquant::vec_dot_", $k, "_q8_k")), $rv_ours, 1.0), rv, $rv_note),
             row(concat!($name, " batched (per column)"), A53, ours(concat!("neon::kquant::mat_", $k, "_q8_k"), 1.0), a53, "per block·column: ours the column loop (the decode, once per block for all columns, not counted)"),
             row(concat!($name, " batched (per column)"), A55, ours(concat!("neon::kquant::mat_", $k, "_q8_k_dp"), 1.0), a55, "as above, SDOT"),
             row(concat!($name, " batched (per column)"), X280, ours(concat!("rvv::kquant::mat_", $k, "_q8_k"), 1.0), rv, "per block·column: ours the column loop (scales decoded once per block)"),
