@@ -89,9 +89,8 @@ fn shape(w: &[u8], rb: usize, a_len: usize, cols: usize, out: &[f32]) -> (usize,
 
 /// A batched kernel from a SIMD set's four-row tile: rows in groups of four, their blocks decoded
 /// once per `T` columns (`tile`: four rows · the given columns, lane `r` of result `t` for row `r`
-/// and column `t`; `tile1` for one column), columns left over one by one; rows past the last
-/// multiple of four as the last four rows, so the one-row kernel (`one`) serves only a matrix of
-/// fewer than four rows. Output `[rows][cols]`. `T` is what the set's registers
+/// and column `t`; `tile1` for one column), columns left over one by one, the rows left over one
+/// by one (`one`: the one-row kernel). Output `[rows][cols]`. `T` is what the set's registers
 /// hold: accumulators for `T` columns beside the decoded weights.
 #[cfg(any(
     all(target_arch = "aarch64", target_feature = "neon"),
@@ -114,12 +113,12 @@ pub(crate) fn by_tiles<A, const T: usize>(
         return;
     }
     let col = |c: usize| &a[c * nb..(c + 1) * nb];
-    // Rows r0..r0 + 4 through the tiles, written from row `from` on.
-    let mut four = |r0: usize, from: usize| {
-        let w4 = &w[r0 * rb..(r0 + 4) * rb];
+    let mut r = 0;
+    while r + 4 <= rows {
+        let w4 = &w[r * rb..(r + 4) * rb];
         let mut put = |c: usize, lanes: [f32; 4]| {
-            for (k, x) in lanes.into_iter().enumerate().skip(from - r0) {
-                out[(r0 + k) * cols + c] = x;
+            for (k, x) in lanes.into_iter().enumerate() {
+                out[(r + k) * cols + c] = x;
             }
         };
         let mut c = 0;
@@ -133,17 +132,7 @@ pub(crate) fn by_tiles<A, const T: usize>(
         for c in c..cols {
             put(c, tile1(w4, col(c)));
         }
-    };
-    let mut r = 0;
-    while r + 4 <= rows {
-        four(r, r);
         r += 4;
-    }
-    // The rows past the last multiple of four as the last four rows (those before them computed
-    // twice, to the same bits), so `one` serves only matrices of fewer than four rows.
-    if r < rows && rows >= 4 {
-        four(rows - 4, r);
-        r = rows;
     }
     for r in r..rows {
         for c in 0..cols {
