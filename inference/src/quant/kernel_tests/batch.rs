@@ -94,7 +94,16 @@ fn batched_kernels_match_the_one_row_path() {
     let mut checked = 0;
     for k in all_sets() {
         for ty in GgmlType::ALL {
-            for (rows, cols) in [(1, 2), (3, 3), (4, 7), (5, 32), (9, 5), (8, MAX_BATCH)] {
+            for (rows, cols) in [
+                (1, 2),
+                (3, 3),
+                (4, 7),
+                (5, 32),
+                (6, 5),
+                (7, 9),
+                (9, 5),
+                (8, MAX_BATCH),
+            ] {
                 for fill in [None, Some(0x00), Some(0xff), Some(0x88)] {
                     let w = rows_of(&mut rng, ty, n, rows, fill);
                     let x = columns(&mut rng, n, cols);
@@ -105,7 +114,7 @@ fn batched_kernels_match_the_one_row_path() {
         }
     }
     std::println!("{checked} weight/column sets checked");
-    assert!(checked >= 13 * 6 * 4);
+    assert!(checked >= 13 * 8 * 4);
 }
 
 #[test]
