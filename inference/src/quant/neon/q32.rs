@@ -13,7 +13,7 @@
 //! for the f16 and `qh` fields, which the compiler emits under strict alignment). The one-row
 //! kernels run the same loop with four consecutive blocks of the row in the places of the four
 //! rows, each against its own activation block, and add the four terms to `sumf` one after
-//! another. (Matrices of four rows or more never reach them: see `RowKernels::rows`.)
+//! another. (A matvec over four rows or more never reaches them: see `RowKernels::rows`.)
 //! Q8_0 products are summed two to an i16 lane before widening, which holds because the
 //! activations never hold -128 (see `BlockQ8_0`).
 
