@@ -5,7 +5,11 @@
 //! models and instruction counter as lmboot's bench. The rv64gcv build ([`RVV`]) is the same for
 //! riscv64 Linux: compiled by Debian's clang 19 against the riscv64 cross toolchain's libraries
 //! (bookworm's riscv64 cross gcc 12 has no RVV intrinsics), run as the init of Debian trixie's
-//! riscv64 kernel (bookworm has no riscv64 port) on QEMU's riscv64 virt board at VLEN 256. Under `-icount shift=0` the guest's clock
+//! riscv64 kernel (bookworm has no riscv64 port) on QEMU's riscv64 virt board at VLEN 256. That
+//! guest's clock runs ahead of its instructions for a while after init starts: a 60 M-instruction
+//! loop timed there reads 117 M to 225 M until about 2.1 s of guest time, then 60.07 M. The
+//! model's load (1.6 s on SmolLM2) spans that, and a run whose init first waits until 4 s reads
+//! the same prompt and eval times (547.23 ms; 468.94 ms against 468.89 ms). Under `-icount shift=0` the guest's clock
 //! advances 1 ns per instruction, so llama.cpp's own timings (`llama_perf_context_print`: prompt
 //! eval time over its tokens, eval time over its runs) are instruction counts. They include what
 //! the guest kernel runs meanwhile: its timer ticks (250 Hz; a loop of 60 M instructions timed
