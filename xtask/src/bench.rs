@@ -35,21 +35,14 @@ pub struct Figures {
     pub text: String,
 }
 
-/// llama.cpp b4747's static rv64gcv build, 1 thread, per generated token on this model and prompt
-/// (from the issues, counted under qemu-user with an instruction-counting plugin; not measured
-/// here: [`crate::llamacpp`] builds and counts the aarch64 ones).
-pub const LLAMA_CPP_RVV: (&str, u64) = (
-    "llama.cpp rv64gcv VLEN 256 (b4747, from the issues)",
-    166_400_000,
-);
-
-/// llama.cpp on the default model and prompt, `n` tokens, for each of [`crate::llamacpp::BUILDS`]
-/// (measured once, then read from the cache): the build, its figures and the QEMU command.
+/// llama.cpp on the default model and prompt, `n` tokens, for each of
+/// [`crate::llamacpp::DEFAULT_BUILDS`] (the aarch64 ones and rv64gcv at VLEN 256; measured once,
+/// then read from the cache): the build, its figures and the QEMU command.
 fn llama_default(
     n: usize,
 ) -> Result<Vec<(crate::llamacpp::Build, crate::llamacpp::Figures, String)>, String> {
     let model = ensure_model()?;
-    crate::llamacpp::BUILDS
+    crate::llamacpp::DEFAULT_BUILDS
         .iter()
         .map(|&b| crate::llamacpp::measure(b, &model, n).map(|(f, cmd)| (b, f, cmd)))
         .collect()
@@ -260,15 +253,13 @@ pub fn run(cases: &[Case], n: usize) -> Result<String, String> {
     for (b, f, _) in &llama {
         let _ = writeln!(
             md,
-            "| llama.cpp {} | {} | | 1 | {} | {} | | |",
-            b.arch,
+            "| {} | {} | | 1 | {} | {} | | |",
+            crate::llamacpp::label(*b),
             b.cpu,
             m(f.per_prompt_token),
             m(f.per_generated_token)
         );
     }
-    let (name, v) = LLAMA_CPP_RVV;
-    let _ = writeln!(md, "| {name} | | | 1 | | {} | | |", m(v));
     let _ = writeln!(
         md,
         "\n4-core rows run the 4-way split on one core and count each core's share of every parallel job \
@@ -295,12 +286,21 @@ pub fn run(cases: &[Case], n: usize) -> Result<String, String> {
     bars.extend(
         llama
             .iter()
-            .map(|(b, f, _)| (format!("llama.cpp {}", b.arch), f.per_generated_token)),
+            .map(|(b, f, _)| (crate::llamacpp::label(*b), f.per_generated_token)),
     );
-    bars.push(("llama.cpp rv64gcv (b4747)".into(), LLAMA_CPP_RVV.1));
+    let svg = bar_chart(&bars);
+    md.push_str(&llama_note(&llama));
+    write_results("bench", &md, Some(&svg))?;
+    Ok(md)
+}
+
+/// The SVG bar chart of `bars` (label, instructions per generated token), llama.cpp's grey, with
+/// a line naming llama.cpp's version below them.
+fn bar_chart(bars: &[(String, u64)]) -> String {
     let max = bars.iter().map(|b| b.1).max().unwrap_or(1) as f64;
     let (w, bh) = (760.0, 26.0);
-    let h = 60.0 + bars.len() as f64 * (bh + 8.0);
+    // Room below the bars for the line naming llama.cpp's version.
+    let h = 80.0 + bars.len() as f64 * (bh + 8.0);
     let mut svg = format!("<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' font-size='13'>\n<rect width='100%' height='100%' fill='white'/>\n<text x='10' y='22' font-size='15'>Instructions per generated token (millions; multi-core: busiest core)</text>\n");
     for (i, (label, v)) in bars.iter().enumerate() {
         let y = 40.0 + i as f64 * (bh + 8.0);
@@ -312,10 +312,14 @@ pub fn run(cases: &[Case], n: usize) -> Result<String, String> {
         };
         let _ = writeln!(svg, "<text x='10' y='{:.0}'>{label}</text><rect x='230' y='{y:.0}' width='{len:.0}' height='{bh}' fill='{color}'/><text x='{:.0}' y='{:.0}'>{:.1}</text>", y + 18.0, 236.0 + len, y + 18.0, *v as f64 / 1e6);
     }
+    let _ = writeln!(
+        svg,
+        "<text x='10' y='{:.0}' fill='#555555'>llama.cpp {}</text>",
+        h - 14.0,
+        crate::llamacpp::version().unwrap_or_else(|e| e)
+    );
     svg.push_str("</svg>\n");
-    md.push_str(&llama_note(&llama));
-    write_results("bench", &md, Some(&svg))?;
-    Ok(md)
+    svg
 }
 
 /// The default matrix: virt aarch64 (scalar / NEON on a Cortex-A53, NEON+dotprod on a Cortex-A76),
@@ -418,7 +422,7 @@ pub fn batches(n: usize) -> Result<String, String> {
             per[2] as f64 / generated.max(1) as f64,
             llama
                 .iter()
-                .find(|(b, _, _)| b.kernels == c.kernels && c.cores == 1)
+                .find(|(b, _, _)| b.kernels == c.kernels && b.cpu == c.cpu && c.cores == 1)
                 .map_or("–".into(), |(_, f, _)| m(f.per_prompt_token))
         );
     }
@@ -426,7 +430,7 @@ pub fn batches(n: usize) -> Result<String, String> {
         md,
         "\n4-core rows: the busiest core's share (the 4-way split run on one core). llama.cpp: its \
          count per prompt token of the {}-token prompt \"{}\" in one batch on one core (armv8-a build \
-         for NEON, armv8.2-a+dotprod for SDOT).\n{}",
+         for NEON, armv8.2-a+dotprod for SDOT, rv64gcv for RVV at VLEN 256).\n{}",
         llama.first().map_or(0, |(_, f, _)| f.prompt_tokens),
         crate::llamacpp::PROMPT,
         llama_note(&llama)
@@ -541,16 +545,26 @@ fn measure_bench_model(
 }
 
 /// `--only llamacpp`: lmboot on one core beside llama.cpp for the default model and
-/// [`BENCH_MODELS`] on the Cortex-A53 (NEON) and Cortex-A76 (NEON+SDOT), without the rest of
-/// `--only models`. Writes `results/llamacpp.md`.
+/// [`BENCH_MODELS`] on the Cortex-A53 (NEON) and Cortex-A76 (NEON+SDOT), and for the default
+/// model on rv64 at VLEN 256 (RVV), without the rest of `--only models`. Writes
+/// `results/llamacpp.md`.
 pub fn llama_cpp(n: usize) -> Result<String, String> {
+    use crate::llamacpp::{Isa, BUILDS, DEFAULT_BUILDS};
     let mut ours = vec![];
     let models = std::iter::once((crate::DEFAULT.name, "512M")).chain(BENCH_MODELS);
     for (name, mem) in models {
         let model = crate::ensure_named_model(name)?;
-        for b in crate::llamacpp::BUILDS {
+        let builds: &[_] = if name == crate::DEFAULT.name {
+            &DEFAULT_BUILDS
+        } else {
+            &BUILDS
+        };
+        for b in builds {
             let c = Case {
-                board: "qemu-virt-aarch64",
+                board: match b.isa {
+                    Isa::Aarch64 => "qemu-virt-aarch64",
+                    Isa::Riscv64 => "qemu-virt-riscv64",
+                },
                 cpu: b.cpu,
                 kernels: b.kernels,
                 cores: 1,
@@ -572,10 +586,11 @@ pub fn llama_cpp(n: usize) -> Result<String, String> {
 /// llama.cpp measured (or read from the cache) for each model and build, the ratio per generated
 /// token, both texts, and the commands and version that produced the figures.
 fn beside_llama_cpp(ours: &[(&str, &str, Figures)], n: usize) -> Result<String, String> {
-    use crate::llamacpp::{cmake_args, measure, version, BUILDS};
+    use crate::llamacpp::{cmake_args, kernel_package, measure, version, Isa, BUILDS, RVV};
     let mut md = String::new();
     let mut texts = String::new();
     let mut commands = vec![];
+    let mut riscv = false;
     let _ = writeln!(md, "\n## Beside llama.cpp, one core\n");
     let _ = writeln!(md, "| model | cpu | lmboot kernels | llama.cpp -march | prompt tokens (lmboot / llama.cpp) | lmboot per prompt token | llama.cpp per prompt token | lmboot per generated token | llama.cpp per generated token | lmboot / llama.cpp per generated token |");
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|");
@@ -583,12 +598,15 @@ fn beside_llama_cpp(ours: &[(&str, &str, Figures)], n: usize) -> Result<String, 
     names.dedup();
     for name in names {
         let model = crate::ensure_named_model(name)?;
-        for b in BUILDS {
+        // llama.cpp's rv64gcv build runs the default model only.
+        let rvv = (name == crate::DEFAULT.name).then_some(RVV);
+        for b in BUILDS.into_iter().chain(rvv) {
             let Some((_, _, f)) = ours.iter().find(|(m, k, _)| *m == name && *k == b.kernels)
             else {
                 continue;
             };
             let (l, cmd) = measure(b, &model, n)?;
+            riscv |= b.isa == Isa::Riscv64;
             let file = model.file_name().map(|f| f.to_string_lossy().into_owned());
             commands.push(format!(
                 "# {name}, {}: {}\n    {cmd}",
@@ -619,6 +637,10 @@ fn beside_llama_cpp(ours: &[(&str, &str, Figures)], n: usize) -> Result<String, 
         }
     }
     let _ = writeln!(md, "\nllama.cpp {}: `llama-simple` (one thread, no mmap: `examples/simple/simple.cpp` patched, as it takes neither from its command line), built static for aarch64 Linux with Debian's cross compiler (`cmake -S vendor/llama.cpp -B build-ARCH {}`, `cmake --build build-ARCH --target llama-simple`), run as the init of Debian's arm64 Linux {} {} on the same QEMU board, CPU model and counter as lmboot. Under `-icount shift=0` the guest clock advances 1 ns per instruction, so llama.cpp's own perf lines (`prompt eval time = X ms / N tokens`, `eval time = Y ms / M runs`) are instructions: X / N per prompt token, Y / M per generated token (its {} generated tokens after the first, as lmboot's). They include the guest kernel's work meanwhile (timer ticks at 250 Hz, about 0.2% of a 60 M-instruction loop timed the same way; the page faults of the first touches of its buffers) and llama.cpp's graph building and scheduling for each pass, not its sampler (timed apart; lmboot's count per generated token includes its greedy pick). Each side tokenizes the prompt itself (the counts are in the table). On the Cortex-A76 build llama.cpp repacks the Q4_K and Q4_0 weights it can into its interleaved SDOT layout (`CPU_REPACK`), as it does by default on such a CPU.\n", version()?, cmake_args(BUILDS[0]).join(" ").replace(BUILDS[0].arch, "ARCH"), crate::dtb::PACKAGE, crate::dtb::VERSION, n.saturating_sub(1));
+    if riscv {
+        let (package, kversion, suite, _, _) = kernel_package(Isa::Riscv64);
+        let _ = writeln!(md, "The rv64gcv build (the default model only) is the same for riscv64 Linux, compiled by Debian's clang 19 against the riscv64 cross toolchain's libraries (bookworm's riscv64 cross gcc 12 has no RVV intrinsics; C assembled by its GNU assembler, which takes the inline RVV assembly of ggml's `arch/riscv/quants.c`): `cmake -S vendor/llama.cpp -B build-rv64gcv {}`. It runs as the init of Debian {suite}'s riscv64 Linux {package} {kversion} (bookworm has no riscv64 port) on QEMU's riscv64 virt board with `-cpu {} -bios default`, the CPU model of lmboot's RVV row at VLEN 256. That guest's clock runs ahead of its instructions for about 1.3 s after init starts (a 60 M-instruction loop reads up to 225 M until about 2.1 s of guest time, then 60.07 M); the model's load spans it, and a run that first waits until 4 s reads the same prompt and eval times to 0.01%.\n", cmake_args(RVV).join(" "), RVV.cpu);
+    }
     let _ = writeln!(md, "Texts (greedy, {n} tokens):\n\n{texts}");
     let _ = writeln!(md, "Commands (`cargo xtask bench --only models` or `--only llamacpp`; the initramfs holds `/llama-simple` and the model as `/model.gguf`; `$LMBOOT_CACHE` is the cache directory, `~/.cache/lmboot` unless set):\n");
     for c in commands {

@@ -2,7 +2,14 @@
 //! Debian's cross compiler from the source vendored in the `llama-cpp-python` sdist (pip downloads
 //! it into the cache; nothing of it enters the repository), run as the init of Debian bookworm's
 //! arm64 Linux kernel on QEMU's virt board with `-icount shift=0 -smp 1`, the same board, CPU
-//! models and instruction counter as lmboot's bench. Under `-icount shift=0` the guest's clock
+//! models and instruction counter as lmboot's bench. The rv64gcv build ([`RVV`]) is the same for
+//! riscv64 Linux: compiled by Debian's clang 19 against the riscv64 cross toolchain's libraries
+//! (bookworm's riscv64 cross gcc 12 has no RVV intrinsics), run as the init of Debian trixie's
+//! riscv64 kernel (bookworm has no riscv64 port) on QEMU's riscv64 virt board at VLEN 256. That
+//! guest's clock runs ahead of its instructions for a while after init starts: a 60 M-instruction
+//! loop timed there reads 117 M to 225 M until about 2.1 s of guest time, then 60.07 M. The
+//! model's load (1.6 s on SmolLM2) spans that, and a run whose init first waits until 4 s reads
+//! the same prompt and eval times (547.23 ms; 468.94 ms against 468.89 ms). Under `-icount shift=0` the guest's clock
 //! advances 1 ns per instruction, so llama.cpp's own timings (`llama_perf_context_print`: prompt
 //! eval time over its tokens, eval time over its runs) are instruction counts. They include what
 //! the guest kernel runs meanwhile: its timer ticks (250 Hz; a loop of 60 M instructions timed
@@ -23,12 +30,31 @@ const TREE: &str = "llama_cpp_python-0.3.36/vendor/llama.cpp";
 /// The sdist's changelog, which names the llama.cpp commit it vendors.
 const CHANGELOG: &str = "llama_cpp_python-0.3.36/CHANGELOG.md";
 
+/// The instruction set of a build (and so its compiler, kernel and QEMU).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Isa {
+    Aarch64,
+    Riscv64,
+}
+
+impl Isa {
+    /// The QEMU system emulator.
+    pub fn qemu(self) -> &'static str {
+        match self {
+            Isa::Aarch64 => "qemu-system-aarch64",
+            Isa::Riscv64 => "qemu-system-riscv64",
+        }
+    }
+}
+
 /// One build of llama.cpp and the QEMU CPU model it runs on.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Build {
+    pub isa: Isa,
     /// QEMU's `-cpu`.
     pub cpu: &'static str,
-    /// `GGML_CPU_ARM_ARCH` (`-march`).
+    /// `-march`: `GGML_CPU_ARM_ARCH` on aarch64; on riscv64 what the `GGML_RV*` options of
+    /// [`cmake_args`] make.
     pub arch: &'static str,
     /// lmboot's kernel set on that CPU in the bench.
     pub kernels: &'static str,
@@ -38,16 +64,46 @@ pub struct Build {
 /// `neon-dotprod` rows).
 pub const BUILDS: [Build; 2] = [
     Build {
+        isa: Isa::Aarch64,
         cpu: "cortex-a53",
         arch: "armv8-a",
         kernels: "neon",
     },
     Build {
+        isa: Isa::Aarch64,
         cpu: "cortex-a76",
         arch: "armv8.2-a+dotprod",
         kernels: "neon-dotprod",
     },
 ];
+
+/// RVV 1.0 at VLEN 256 (as lmboot's `rvv` row on that CPU): rv64gcv, ggml's RVV code on and its
+/// optional extensions (Zfh, Zvfh, Zicbop, Zihintpause) off. Measured on the default model only.
+pub const RVV: Build = Build {
+    isa: Isa::Riscv64,
+    cpu: "rv64,v=true,vlen=256,elen=64",
+    arch: "rv64gcv",
+    kernels: "rvv",
+};
+
+/// The builds measured on the default model: [`BUILDS`] and [`RVV`].
+pub const DEFAULT_BUILDS: [Build; 3] = [BUILDS[0], BUILDS[1], RVV];
+
+/// `b`'s name in tables and charts: its `-march`, and the vector length on riscv64.
+pub fn label(b: Build) -> String {
+    match b.isa {
+        Isa::Aarch64 => format!("llama.cpp {}", b.arch),
+        Isa::Riscv64 => format!("llama.cpp {} VLEN 256", b.arch),
+    }
+}
+
+/// Debian trixie's riscv64 Linux kernel package (bookworm has no riscv64 port), its version and
+/// the kernel's file in `/boot`.
+const RV_KERNEL: (&str, &str, &str) = (
+    "linux-image-6.12.117+deb13-riscv64",
+    "6.12.117-1",
+    "vmlinux-6.12.117+deb13-riscv64",
+);
 
 /// The guest's RAM: the model twice (the initramfs's copy and llama.cpp's, read without mmap)
 /// with room to spare.
@@ -191,36 +247,84 @@ fn build_tools() -> Result<PathBuf, String> {
     Ok(cmake)
 }
 
-/// Debian's aarch64 cross compilers, installed on first use through the setup's script.
-fn cross_compiler() -> Result<(), String> {
-    let gxx = "aarch64-linux-gnu-g++";
-    if have(gxx) {
+/// Debian's cross compilers for `isa`, installed on first use through the setup's script: the
+/// aarch64 g++; for riscv64 clang 19 with the riscv64 g++'s libraries, linker and headers.
+fn cross_compiler(isa: Isa) -> Result<(), String> {
+    let tools: &[(&str, &str)] = match isa {
+        Isa::Aarch64 => &[("aarch64-linux-gnu-g++", "g++-aarch64-linux-gnu")],
+        Isa::Riscv64 => &[
+            ("riscv64-linux-gnu-g++", "g++-riscv64-linux-gnu"),
+            ("clang++-19", "clang-19"),
+        ],
+    };
+    if tools.iter().all(|(t, _)| have(t)) {
         return Ok(());
     }
     let mut c = Command::new("bash");
     c.arg(workspace_root().join("xtask/scripts/install-qemu.sh"))
         .arg(cache_dir())
-        .arg("g++-aarch64-linux-gnu");
+        .args(tools.iter().map(|(_, p)| p));
     let _ = c.status();
-    have(gxx).then_some(()).ok_or_else(|| {
-        "aarch64-linux-gnu-g++ not found: install Debian's g++-aarch64-linux-gnu".into()
-    })
+    match tools.iter().find(|(t, _)| !have(t)) {
+        None => Ok(()),
+        Some((t, p)) => Err(format!("{t} not found: install Debian's {p}")),
+    }
 }
 
-/// CMake's configure arguments for `b` (after `-S SOURCE -B BUILD`).
+/// CMake's configure arguments for `b` (after `-S SOURCE -B BUILD`). For riscv64: clang 19 for
+/// riscv64 Linux, `-march=rv64gcv -mabi=lp64d` (ggml's default adds Zfh, Zvfh, Zicbop and
+/// Zihintpause, which rv64gcv does not have). Its C is assembled by the GNU cross assembler: the
+/// inline RVV assembly of ggml's `arch/riscv/quants.c` writes `vsetivli` without the tail and mask
+/// policies, which GNU as defaults and clang's own assembler rejects. C++ keeps clang's
+/// (bookworm's GNU as cannot take its exception tables' `.uleb128`s).
 pub fn cmake_args(b: Build) -> Vec<String> {
-    [
+    let (processor, cc, cxx, cross): (_, _, _, &[&str]) = match b.isa {
+        Isa::Aarch64 => (
+            "aarch64",
+            "aarch64-linux-gnu-gcc",
+            "aarch64-linux-gnu-g++",
+            &[],
+        ),
+        Isa::Riscv64 => (
+            "riscv64",
+            "clang-19",
+            "clang++-19",
+            &[
+                "-DCMAKE_C_COMPILER_TARGET=riscv64-linux-gnu",
+                "-DCMAKE_CXX_COMPILER_TARGET=riscv64-linux-gnu",
+                "-DCMAKE_C_FLAGS=-fno-integrated-as",
+            ],
+        ),
+    };
+    let arm_arch = format!("-DGGML_CPU_ARM_ARCH={}", b.arch);
+    let isa: &[&str] = match b.isa {
+        Isa::Aarch64 => &[&arm_arch],
+        Isa::Riscv64 => &[
+            "-DGGML_RVV=ON",
+            "-DGGML_RV_ZFH=OFF",
+            "-DGGML_RV_ZVFH=OFF",
+            "-DGGML_RV_ZICBOP=OFF",
+            "-DGGML_RV_ZIHINTPAUSE=OFF",
+        ],
+    };
+    let mut v: Vec<String> = [
         "-G",
         "Ninja",
         "-DCMAKE_BUILD_TYPE=Release",
         "-DCMAKE_SYSTEM_NAME=Linux",
-        "-DCMAKE_SYSTEM_PROCESSOR=aarch64",
-        "-DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc",
-        "-DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.push(format!("-DCMAKE_SYSTEM_PROCESSOR={processor}"));
+    v.push(format!("-DCMAKE_C_COMPILER={cc}"));
+    v.push(format!("-DCMAKE_CXX_COMPILER={cxx}"));
+    let shared = [
         "-DBUILD_SHARED_LIBS=OFF",
         "-DGGML_STATIC=ON",
         "-DGGML_NATIVE=OFF",
-        &format!("-DGGML_CPU_ARM_ARCH={}", b.arch),
+    ];
+    let tail = [
         "-DGGML_OPENMP=OFF",
         "-DLLAMA_BUILD_TESTS=OFF",
         "-DLLAMA_BUILD_TOOLS=OFF",
@@ -228,10 +332,10 @@ pub fn cmake_args(b: Build) -> Vec<String> {
         "-DLLAMA_BUILD_APP=OFF",
         "-DLLAMA_OPENSSL=OFF",
         "-DCMAKE_EXE_LINKER_FLAGS=-static",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+    ];
+    let rest = cross.iter().chain(&shared).chain(isa).chain(&tail);
+    v.extend(rest.map(|s| s.to_string()));
+    v
 }
 
 /// The static `llama-simple` for `b`, built on first use (cmake, Ninja, 2 jobs).
@@ -242,7 +346,7 @@ pub fn build(b: Build) -> Result<PathBuf, String> {
         return Ok(bin);
     }
     let src = source()?;
-    cross_compiler()?;
+    cross_compiler(b.isa)?;
     let cmake = build_tools()?;
     // Ninja from the same environment as cmake.
     let path = match cmake.parent() {
@@ -275,23 +379,54 @@ pub fn build(b: Build) -> Result<PathBuf, String> {
     Ok(bin)
 }
 
-/// Debian bookworm's arm64 Linux kernel (the package the Pi device trees come from), fetched into
-/// the cache on first use.
-pub fn kernel() -> Result<PathBuf, String> {
+/// The Linux kernel package for `isa`, its version, Debian suite and architecture, and the
+/// kernel's file in `/boot`: for aarch64 Debian bookworm's arm64 kernel (the package the Pi device
+/// trees come from), for riscv64 [`RV_KERNEL`].
+pub fn kernel_package(
+    isa: Isa,
+) -> (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    String,
+) {
     use crate::dtb::{PACKAGE, VERSION};
-    let name = PACKAGE.replacen("linux-image-", "vmlinuz-", 1);
-    let out = dir().join("kernel").join(VERSION);
+    match isa {
+        Isa::Aarch64 => (
+            PACKAGE,
+            VERSION,
+            "bookworm",
+            "arm64",
+            PACKAGE.replacen("linux-image-", "vmlinuz-", 1),
+        ),
+        Isa::Riscv64 => (
+            RV_KERNEL.0,
+            RV_KERNEL.1,
+            "trixie",
+            "riscv64",
+            RV_KERNEL.2.to_string(),
+        ),
+    }
+}
+
+/// [`kernel_package`]'s kernel, fetched into the cache on first use.
+pub fn kernel(isa: Isa) -> Result<PathBuf, String> {
+    let (package, version, suite, arch, name) = kernel_package(isa);
+    let out = dir().join("kernel").join(version);
     let file = out.join(&name);
     if file.exists() {
         return Ok(file);
     }
-    eprintln!("xtask: fetching {name} from {PACKAGE} {VERSION}");
+    eprintln!("xtask: fetching {name} from {package} {version} (Debian {suite}, {arch})");
     let mut c = Command::new("bash");
     c.arg(workspace_root().join("xtask/scripts/fetch-dtbs.sh"))
         .arg(cache_dir())
-        .args([PACKAGE, VERSION, "boot"])
+        .args([package, version, "boot"])
         .arg(&out)
-        .arg(&name);
+        .arg(&name)
+        .env("DEB_ARCH", arch)
+        .env("DEB_SUITE", suite);
     run(c, &format!("fetching {name}"))?;
     Ok(file)
 }
@@ -406,41 +541,48 @@ fn initramfs(bin: &Path, model: &Path, out: &Path) -> Result<(), String> {
 /// The prompt of lmboot's bench.
 pub const PROMPT: &str = "Once upon a time";
 
-/// QEMU's arguments for one run (after the binary): virt, one core of `cpu`, `-icount shift=0`,
-/// Debian's kernel with the initramfs, whose init is `llama-simple -m /model.gguf -n N PROMPT`
-/// (the kernel passes what follows `--` to init; the panic when init exits reboots, which
-/// `-no-reboot` turns into QEMU's exit).
-pub fn qemu_args(cpu: &str, kernel: &Path, initrd: &Path, n: usize) -> Vec<String> {
-    let mut v: Vec<String> = [
-        "-M",
-        "virt",
-        "-cpu",
-        cpu,
-        "-accel",
-        "tcg,thread=single",
-        "-smp",
-        "1",
-        "-m",
-        MEM,
-        "-icount",
-        "shift=0",
-        "-nographic",
-        "-monitor",
-        "none",
-        "-nic",
-        "none",
-        "-no-reboot",
-        "-kernel",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+/// QEMU's arguments for one run of `b` (after the binary): virt, one core of its CPU,
+/// `-icount shift=0`, Debian's kernel with the initramfs, whose init is
+/// `llama-simple -m /model.gguf -n N PROMPT` (the kernel passes what follows `--` to init; the
+/// panic when init exits reboots, which `-no-reboot` turns into QEMU's exit). On riscv64 QEMU's
+/// OpenSBI (`-bios default`) starts the kernel, whose console is the virt board's 16550.
+pub fn qemu_args(b: Build, kernel: &Path, initrd: &Path, n: usize) -> Vec<String> {
+    let (bios, console): (&[&str], _) = match b.isa {
+        Isa::Aarch64 => (&[], "ttyAMA0"),
+        Isa::Riscv64 => (&["-bios", "default"], "ttyS0"),
+    };
+    let mut v: Vec<String> = ["-M", "virt", "-cpu", b.cpu]
+        .iter()
+        .chain(bios)
+        .map(|s| s.to_string())
+        .collect();
+    v.extend(
+        [
+            "-accel",
+            "tcg,thread=single",
+            "-smp",
+            "1",
+            "-m",
+            MEM,
+            "-icount",
+            "shift=0",
+            "-nographic",
+            "-monitor",
+            "none",
+            "-nic",
+            "none",
+            "-no-reboot",
+            "-kernel",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
     v.push(kernel.display().to_string());
     v.push("-initrd".into());
     v.push(initrd.display().to_string());
     v.push("-append".into());
     v.push(format!(
-        "console=ttyAMA0 quiet panic=-1 rdinit=/llama-simple -- -m /model.gguf -n {n} {PROMPT}"
+        "console={console} quiet panic=-1 rdinit=/llama-simple -- -m /model.gguf -n {n} {PROMPT}"
     ));
     v
 }
@@ -508,18 +650,20 @@ pub fn measure(b: Build, model: &Path, n: usize) -> Result<(Figures, String), St
         .unwrap_or_default();
     let runs = dir().join("runs");
     fs::create_dir_all(&runs).map_err(|e| format!("{}: {e}", runs.display()))?;
-    let log = runs.join(format!("{stem}-{}-{}-n{n}.txt", b.cpu, b.arch));
+    // The CPU as a file name (`rv64,v=true,…` without commas and equals signs).
+    let cpu = b.cpu.replace([',', '='], "-");
+    let log = runs.join(format!("{stem}-{cpu}-{}-n{n}.txt", b.arch));
     if let Some((f, cmd)) = fs::read_to_string(&log).ok().as_deref().and_then(parse_log) {
         return Ok((f, shown(&cmd)));
     }
     let bin = build(b)?;
-    let kernel = kernel()?;
+    let kernel = kernel(b.isa)?;
     let initrd = dir().join(format!("initramfs-{}.cpio", b.arch));
     initramfs(&bin, model, &initrd)?;
-    let args = qemu_args(b.cpu, &kernel, &initrd, n);
-    let cmd = shell_line("qemu-system-aarch64", &args);
+    let args = qemu_args(b, &kernel, &initrd, n);
+    let cmd = shell_line(b.isa.qemu(), &args);
     eprintln!("xtask: llama.cpp {} on {} ({stem})", b.arch, b.cpu);
-    let out = Command::new("qemu-system-aarch64")
+    let out = Command::new(b.isa.qemu())
         .args(&args)
         .stdin(Stdio::null())
         .output()
@@ -584,6 +728,47 @@ mod tests {
         assert!(h.starts_with(b"070701"));
         assert_eq!(&h[6 + 8..6 + 16], b"00002180");
         assert!(cpio_header(1, &e, 1 << 32).is_err());
+    }
+
+    #[test]
+    fn qemu_lines_per_isa() {
+        let (k, i) = (Path::new("K"), Path::new("I"));
+        let arm = shell_line(BUILDS[0].isa.qemu(), &qemu_args(BUILDS[0], k, i, 4));
+        // The aarch64 line of the cached runs, unchanged.
+        assert_eq!(
+            arm,
+            "qemu-system-aarch64 -M virt -cpu cortex-a53 -accel tcg,thread=single -smp 1 -m 3G \
+             -icount shift=0 -nographic -monitor none -nic none -no-reboot -kernel K -initrd I \
+             -append \"console=ttyAMA0 quiet panic=-1 rdinit=/llama-simple -- -m /model.gguf -n 4 \
+             Once upon a time\""
+        );
+        let rv = shell_line(RVV.isa.qemu(), &qemu_args(RVV, k, i, 4));
+        assert!(rv.starts_with(
+            "qemu-system-riscv64 -M virt -cpu rv64,v=true,vlen=256,elen=64 -bios default -accel"
+        ));
+        assert!(rv.contains("\"console=ttyS0 quiet panic=-1 rdinit=/llama-simple --"));
+        // The aarch64 builds' configure line, unchanged (their cached builds and runs stay valid).
+        assert_eq!(
+            cmake_args(BUILDS[1]).join(" "),
+            "-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_SYSTEM_NAME=Linux \
+             -DCMAKE_SYSTEM_PROCESSOR=aarch64 -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc \
+             -DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++ -DBUILD_SHARED_LIBS=OFF -DGGML_STATIC=ON \
+             -DGGML_NATIVE=OFF -DGGML_CPU_ARM_ARCH=armv8.2-a+dotprod -DGGML_OPENMP=OFF \
+             -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \
+             -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DCMAKE_EXE_LINKER_FLAGS=-static"
+        );
+        assert_eq!(
+            cmake_args(RVV).join(" "),
+            "-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_SYSTEM_NAME=Linux \
+             -DCMAKE_SYSTEM_PROCESSOR=riscv64 -DCMAKE_C_COMPILER=clang-19 \
+             -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_C_COMPILER_TARGET=riscv64-linux-gnu \
+             -DCMAKE_CXX_COMPILER_TARGET=riscv64-linux-gnu -DCMAKE_C_FLAGS=-fno-integrated-as \
+             -DBUILD_SHARED_LIBS=OFF -DGGML_STATIC=ON -DGGML_NATIVE=OFF -DGGML_RVV=ON \
+             -DGGML_RV_ZFH=OFF -DGGML_RV_ZVFH=OFF -DGGML_RV_ZICBOP=OFF -DGGML_RV_ZIHINTPAUSE=OFF \
+             -DGGML_OPENMP=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF \
+             -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF \
+             -DCMAKE_EXE_LINKER_FLAGS=-static"
+        );
     }
 
     #[test]

@@ -37,7 +37,8 @@ commands:
                   Qwen2.5-Coder-0.5B (NEON, SDOT, RVV 256; 1 and 4 cores) and llama.cpp's beside
                   them (static aarch64 llama-simple under Debian's Linux in the same QEMU, built
                   and measured once into the cache): results/models.md; that comparison alone,
-                  with SmolLM2 too, with --only llamacpp: results/llamacpp.md
+                  with SmolLM2 too (also on RVV 256 beside llama.cpp's static rv64gcv build
+                  under Debian trixie's riscv64 Linux), with --only llamacpp: results/llamacpp.md
                   the SD bus per host and mode (simulators: time per 256 KiB page, register
                   accesses per MB, the driver's instructions per MB by callgrind) and raspi3b's
                   PIO instructions per MB under -icount: results/card.md
