@@ -182,6 +182,7 @@ fn message<'a>(r: &mut Bytes<'a>) -> Msg<'a> {
             model_key: r.u64(),
             profile: Profile {
                 ram: r.u64(),
+                cache: r.u64(),
                 compute: r.u64(),
                 card: r.u64(),
                 cores: r.u8(),

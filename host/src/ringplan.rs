@@ -42,6 +42,7 @@ fn parse(spec: &str) -> Result<Spec, String> {
             .map_err(|_| format!("{n:?} is not a board count"))?,
         profile: Profile {
             ram: size(ram)?,
+            cache: u64::MAX,
             compute: size(rate)?,
             card: size(card)?,
             cores: 4,

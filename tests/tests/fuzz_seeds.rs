@@ -58,6 +58,7 @@ fn conversation() -> Vec<Vec<u8>> {
             model_key: 0x1234_5678_9abc_def0,
             profile: Profile {
                 ram: 512 << 20,
+                cache: 64 << 20,
                 compute: 300 << 20,
                 card: 20 << 20,
                 cores: 4,

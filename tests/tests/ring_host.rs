@@ -343,6 +343,27 @@ fn a_ring_chats_as_one_board_does() {
     assert_eq!(got, want, "the ring's chat and one board's differ");
 }
 
+/// The cards of a ring with one board per entry of `caches`, each with that `cache =` setting.
+fn cards_with_caches(
+    s: &xtask::Settings,
+    caches: &[&str],
+    model: &Path,
+    name: &str,
+) -> Vec<Vec<u8>> {
+    let n = caches.len();
+    (1..=n)
+        .zip(caches)
+        .map(|(k, cache)| {
+            let s = xtask::Settings {
+                cache: cache.to_string(),
+                ..s.clone()
+            };
+            let extra = [("ring", format!("{k}/{n}"))];
+            card(&s, &extra, model, &format!("{name}{k}"))
+        })
+        .collect()
+}
+
 /// Boards whose page cache is smaller than their window stream the rest of it from their cards,
 /// as a board alone streams a model larger than its RAM, and the tokens stay the same.
 #[test]
@@ -350,16 +371,10 @@ fn ring_boards_that_stream_their_window_print_the_same() {
     let s = settings(6);
     let want = alone(&s);
     let model = common::model_path();
-    let s = xtask::Settings {
-        cache: "24M".into(),
-        ..s
-    };
-    let cards = (1..=2)
-        .map(|k| {
-            let extra = [("ring", format!("{k}/2"))];
-            card(&s, &extra, &model, &format!("stream{k}"))
-        })
-        .collect();
+    // The head's cache holds less than its window. Board 2's pins at most 1 MiB (3 MiB less its
+    // 8-page window), less than any one layer (2.1 MiB), so it streams whatever window the split
+    // (made from measured, timing-dependent rates) gives it.
+    let cards = cards_with_caches(&s, &["24M", "3M"], &model, "stream");
     let out = ring(cards, Faults::default(), None);
     for (k, (r, con)) in out.iter().enumerate() {
         assert!(r.is_ok(), "board {}: {r:?}\n{con}", k + 1);
@@ -371,6 +386,31 @@ fn ring_boards_that_stream_their_window_print_the_same() {
         .find(|l| l.starts_with("ring: board 2 ready"))
         .unwrap_or_else(|| panic!("no ready line in:\n{head}"));
     assert!(!streamed.contains(" 0 MiB streamed"), "{streamed}");
+}
+
+/// A board whose window cannot be loaded (its cache is smaller than the page cache's least
+/// window) tells the head why, and the head ends the run naming it instead of waiting for its
+/// ready.
+#[test]
+fn a_board_that_cannot_load_its_window_is_named() {
+    let s = settings(4);
+    let model = common::model_path();
+    let cards = cards_with_caches(&s, &["auto", "1M"], &model, "noroom");
+    let start = Instant::now();
+    let out = ring(cards, Faults::default(), None);
+    let (head, board2) = (&out[0], &out[1]);
+    let e = head.0.as_ref().expect_err("the head's run should fail");
+    assert!(e.contains("board 2 gave up"), "{e}\n{}", head.1);
+    assert!(
+        e.contains("cache = 1024 KiB is too small"),
+        "no cause named: {e}"
+    );
+    assert!(board2.0.is_err(), "{}", board2.1);
+    assert!(
+        start.elapsed() < Duration::from_secs(240),
+        "{:?}",
+        start.elapsed()
+    );
 }
 
 /// A ring whose head speculates (lookup and a self-draft of its first layers, the checking pass

@@ -298,9 +298,14 @@ impl<F: FileSource> fmt::Debug for PageCache<F> {
 /// Why a cache could not be built.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CacheError {
-    /// Page size 0, not a multiple of 512, or a cache smaller than two pages for a file that does
-    /// not fit.
+    /// Page size 0 or not a multiple of 512, or too many read-ahead pages.
     BadSize { what: &'static str, value: u64 },
+    /// A capacity below the least a file that does not fit needs: its window and one page more.
+    TooSmall {
+        capacity: u64,
+        least: u64,
+        page: u64,
+    },
     /// Loading the resident part failed.
     Load(StorageError),
     /// The pinned part or the window is more than the address space holds.
@@ -319,6 +324,20 @@ impl fmt::Display for CacheError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CacheError::BadSize { what, value } => write!(f, "page cache: bad {what} {value}"),
+            CacheError::TooSmall {
+                capacity,
+                least,
+                page,
+            } => write!(
+                f,
+                "page cache: cache = {} KiB is too small for a model that does not fit: it needs \
+                 at least {} KiB ({} pages of {} KiB: the streamed window and one more); set a \
+                 larger cache or a smaller page",
+                capacity >> 10,
+                least >> 10,
+                least / page.max(&1),
+                page >> 10
+            ),
             CacheError::Load(e) => write!(f, "page cache: loading the model: {e}"),
             CacheError::TooLarge(e) => write!(f, "page cache: {e}"),
             CacheError::OutOfMemory(e) => write!(f, "page cache: {e}"),
@@ -357,9 +376,10 @@ fn layout(
     let window_pages = window_pages(capacity, page) + readahead;
     let window_bytes = fit::bytes(window_pages as u64, pg);
     if capacity < window_bytes + pg {
-        return Err(CacheError::BadSize {
-            what: "capacity (bytes)",
-            value: capacity,
+        return Err(CacheError::TooSmall {
+            capacity,
+            least: window_bytes + pg,
+            page: pg,
         });
     }
     Ok(match policy {

@@ -109,10 +109,21 @@ fn bad_sizes_and_failing_sources_are_errors() {
         PageCache::new(mk(), 1 << 20, 1000, &mut |_, _| {}),
         Err(CacheError::BadSize { .. })
     ));
-    assert!(matches!(
-        PageCache::new(mk(), 4096, 1024, &mut |_, _| {}),
-        Err(CacheError::BadSize { .. })
-    ));
+    let small = PageCache::new(mk(), 4096, 1024, &mut |_, _| {}).unwrap_err();
+    assert_eq!(
+        small,
+        CacheError::TooSmall {
+            capacity: 4096,
+            least: 9 * 1024,
+            page: 1024
+        }
+    );
+    assert!(
+        small
+            .to_string()
+            .contains("at least 9 KiB (9 pages of 1 KiB"),
+        "{small}"
+    );
     struct Broken;
     impl FileSource for Broken {
         type Error = &'static str;

@@ -290,7 +290,13 @@ fn pass_on<L: Link>(
 
 /// Tell the head why this board gives up (best effort), and return the error.
 fn report<L: Link>(node: &mut Node<L>, e: RingError) -> RingError {
-    let what = super::node::fault_text(&e);
+    give_up(node, &e);
+    e
+}
+
+/// Tell the head this board gives up because of `why` (best effort; its first 300 bytes).
+pub fn give_up<L: Link>(node: &mut Node<L>, why: &dyn core::fmt::Display) {
+    let what = super::node::fault_text(why);
     let m = Msg::Fault {
         board: node.me(),
         what: &what,
@@ -298,5 +304,4 @@ fn report<L: Link>(node: &mut Node<L>, e: RingError) -> RingError {
     if node.send(1, &m).is_ok() {
         node.flush(STOP_FLUSH_NS);
     }
-    e
 }

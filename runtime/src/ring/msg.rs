@@ -156,6 +156,7 @@ mod tests {
                 model_key: 0xdead_beef_0123_4567,
                 profile: Profile {
                     ram: 400 << 20,
+                    cache: u64::MAX,
                     compute: 3 << 30,
                     card: 20 << 20,
                     cores: 4,

@@ -334,9 +334,14 @@ pub fn stats_line(s: &::ring::endpoint::Stats, line: Option<::ring::link::LineSt
 }
 
 /// Text of a fault message for the head.
-pub fn fault_text(e: &RingError) -> String {
-    let mut s = e.to_string();
-    s.truncate(300);
+pub fn fault_text(e: &dyn core::fmt::Display) -> String {
+    let mut s = alloc::format!("{e}");
+    // At most 300 bytes, cut at a character's start.
+    let mut end = s.len().min(300);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.truncate(end);
     s
 }
 

@@ -5,7 +5,8 @@
 //! one whose slowest board is fastest (what a pipelined prompt waits for).
 //!
 //! A board's predicted time for a window is its weight bytes through its matrix kernels plus, for
-//! the bytes its RAM cannot hold, a read from its card every token.
+//! the bytes its RAM (or the page cache its `cache =` setting allows) cannot hold, a read from its
+//! card every token.
 
 use crate::pagecache::{MAX_READAHEAD, MIN_WINDOW_PAGES};
 use alloc::vec;
@@ -19,6 +20,9 @@ use serde::{Deserialize, Serialize};
 pub struct Profile {
     /// Heap bytes free before the model's buffers.
     pub ram: u64,
+    /// Most bytes its page cache may take (its `cache =` setting; `u64::MAX` for `auto`): what
+    /// it can keep of its window is the least of this and what its heap leaves.
+    pub cache: u64,
     /// Weight bytes per second through the matrix-vector kernels on all its working cores.
     pub compute: u64,
     /// Card read rate, bytes per second.
@@ -114,7 +118,8 @@ pub fn predict(shape: &Shape, p: &Profile, i: usize, layers: Range<usize>) -> Op
     let avail = p
         .ram
         .checked_sub(shape.fixed)?
-        .checked_sub(n * shape.kv_per_layer)?;
+        .checked_sub(n * shape.kv_per_layer)?
+        .min(p.cache);
     let streamed = keep.saturating_sub(avail).min(bytes);
     let ns = time_ns(bytes, p.compute) + time_ns(streamed, p.card);
     Some(Window {

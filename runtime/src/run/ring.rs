@@ -66,11 +66,13 @@ where
     let kernels = choose_kernels(b.cfg, platform)?;
     let key =
         promptcache::model_key(&b.m.gguf, &b.direct).map_err(|e| RunError::Model(e.into()))?;
-    let profile = measure(&b.m.model, &b.direct, &kernels, b.cores, platform);
+    let mut profile = measure(&b.m.model, &b.direct, &kernels, b.cores, platform);
+    profile.cache = b.cfg.cache_bytes.unwrap_or(u64::MAX);
     let _ = writeln!(
         out,
-        "ring: this board: {} MiB free, matrices at {} MB/s, card at {} MB/s",
+        "ring: this board: {} MiB free{}, matrices at {} MB/s, card at {} MB/s",
         profile.ram >> 20,
+        cache_note(&profile),
         profile.compute / 1_000_000,
         profile.card / 1_000_000
     );
@@ -135,6 +137,7 @@ where
     );
     Profile {
         ram,
+        cache: u64::MAX,
         compute,
         card,
         cores: cores as u8,
@@ -211,15 +214,24 @@ fn say_speculation(cfg: &Config, part: &Part, out: &mut Out<'_>) {
     );
 }
 
+/// `, page cache at most N MiB` when a board's `cache =` setting bounds it, else nothing.
+fn cache_note(p: &Profile) -> String {
+    match p.cache {
+        u64::MAX => String::new(),
+        c => alloc::format!(", page cache at most {} MiB", c >> 20),
+    }
+}
+
 /// Each board's window and prediction, on the head's console.
 fn say_split(windows: &[Window], profiles: &[Profile], out: &mut Out<'_>) {
     let total: u64 = windows.iter().map(|w| w.ns).sum();
     for (i, (w, p)) in windows.iter().zip(profiles).enumerate() {
         let _ = writeln!(
             out,
-            "ring: board {} runs {w} ({} MiB RAM, matrices at {} MB/s)",
+            "ring: board {} runs {w} ({} MiB RAM{}, matrices at {} MB/s)",
             i + 1,
             p.ram >> 20,
+            cache_note(p),
             p.compute / 1_000_000
         );
     }
@@ -303,23 +315,34 @@ where
             "ring: the head gave this board layers {}..{} (context {}, batches of {})",
             part.layers.start, part.layers.end, asg.ctx, asg.batch
         );
-        let mut st = RunState::for_part(model, asg.ctx, b.cores, asg.batch, &part)
-            .map_err(RunError::Buffers)?;
         let node = RefCell::new(node);
-        let tick = || node.borrow_mut().tick();
-        let what = (cfg, model, &part, b.cores);
-        let served = with_part(b.direct, what, &tick, platform, out, |cache, out| {
-            let want = model.weights.bytes_of(&part);
-            let pinned = cache.resident_bytes().min(want);
-            follower::ready(&mut node.borrow_mut(), pinned, want - pinned)
-                .map_err(RunError::Ring)?;
-            let _ = writeln!(
-                out,
-                "ring: serving layers {}..{}",
-                part.layers.start, part.layers.end
-            );
-            let run = (cache, platform.pool(), &kernels);
-            Ok(follower::serve(&node, model, &mut st, run, &part))
+        let ready = core::cell::Cell::new(false);
+        let served = RunState::for_part(model, asg.ctx, b.cores, asg.batch, &part)
+            .map_err(RunError::Buffers)
+            .and_then(|mut st| {
+                let tick = || node.borrow_mut().tick();
+                let what = (cfg, model, &part, b.cores);
+                with_part(b.direct, what, &tick, platform, out, |cache, out| {
+                    let want = model.weights.bytes_of(&part);
+                    let pinned = cache.resident_bytes().min(want);
+                    follower::ready(&mut node.borrow_mut(), pinned, want - pinned)
+                        .map_err(RunError::Ring)?;
+                    ready.set(true);
+                    let _ = writeln!(
+                        out,
+                        "ring: serving layers {}..{}",
+                        part.layers.start, part.layers.end
+                    );
+                    let run = (cache, platform.pool(), &kernels);
+                    Ok(follower::serve(&node, model, &mut st, run, &part))
+                })
+            });
+        // A board that cannot load its window tells the head why, which would otherwise wait
+        // for its ready for as long as loading may take.
+        let served = served.inspect_err(|e| {
+            if !ready.get() {
+                follower::give_up(&mut node.borrow_mut(), e);
+            }
         })?;
         let _ = writeln!(out, "{}", node.borrow().stats_text());
         match served {

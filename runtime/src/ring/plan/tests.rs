@@ -13,6 +13,7 @@ fn shape(layers: usize) -> Shape {
 fn board(ram_mib: u64, compute_mib: u64) -> Profile {
     Profile {
         ram: ram_mib << 20,
+        cache: u64::MAX,
         compute: compute_mib << 20,
         card: 20 << 20,
         cores: 4,
@@ -51,6 +52,25 @@ fn slow_and_small_boards_get_less() {
     let w = plan(&s, &[board(1024, 1000), board(60, 1000), board(1024, 1000)]).unwrap();
     assert!(w[1].layers.len() <= 4 && w[1].streamed == 0, "{w:?}");
     assert_eq!(w.iter().map(|w| w.layers.len()).sum::<usize>(), 30);
+}
+
+/// A board whose `cache =` setting bounds its page cache below its window is predicted to stream
+/// the rest, as it will, and gets fewer layers than its RAM alone would give it.
+#[test]
+fn a_cache_setting_bounds_what_a_board_keeps() {
+    let s = shape(30);
+    let free = [board(1024, 1000), board(1024, 1000)];
+    let w = plan(&s, &free).unwrap();
+    assert!(w.iter().all(|w| w.streamed == 0), "{w:?}");
+    let mut bounded = free;
+    bounded[1].cache = 20 << 20;
+    let b = plan(&s, &bounded).unwrap();
+    // Board 2 keeps 20 MiB: two layers; past them every layer comes from its card.
+    let kept = b[1].bytes - b[1].streamed;
+    assert_eq!(kept, (b[1].bytes).min(20 << 20), "{b:?}");
+    assert!(b[1].layers.len() < w[1].layers.len(), "{b:?} against {w:?}");
+    let one = predict(&s, &bounded[1], 1, 10..30).unwrap();
+    assert_eq!(one.streamed, (20 * 10 - 20) << 20);
 }
 
 /// When the model does not fit in the ring, the boards stream what their RAM cannot hold, and the
