@@ -13,7 +13,9 @@
 //! for the f16 and `qh` fields, which the compiler emits under strict alignment). The one-row
 //! kernels run the same loop with four consecutive blocks of the row in the places of the four
 //! rows, each against its own activation block, and add the four terms to `sumf` one after
-//! another. (A matvec over four rows or more never reaches them: see `RowKernels::rows`.)
+//! another; with SDOT, Q8_0 and Q5_0 run a step of the same shape written out in one `asm!`
+//! block and scheduled by hand ([`q8_dp_step`], [`q5_dp_step`]). (A matvec over four rows or
+//! more never reaches them: see `RowKernels::rows`.)
 //! Q8_0 products are summed two to an i16 lane before widening, which holds because the
 //! activations never hold -128 (see `BlockQ8_0`).
 
@@ -34,6 +36,9 @@ trait Fmt {
     const MAXW: i32;
     /// The block stores a min `m` after its scale `d` (Q4_1, Q5_1, paired with Q8_1).
     const MIN: bool;
+    /// The step of the one-row SDOT kernel ([`dot1`] with `DP`): the four-row loop's, or one
+    /// scheduled by hand.
+    const ONE_DP: OneDp = OneDp::Pipeline;
     /// The 32 weights of the `K`th block after the one at `p` as int8: elements 0..16 and 16..32.
     ///
     /// # Safety
@@ -84,23 +89,25 @@ fn ld_act_tile<A: Act>(y: &A) -> [int8x16_t; 2] {
     unsafe { [ld_i8(q), ld_i8(q.add(16))] }
 }
 
+/// [`q5_high_mask`]'s TBL indices: element `e` takes byte `e / 8` of `qh`.
+const Q5_IDX: [u8; 32] = [
+    0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3,
+];
+/// [`q5_high_mask`]'s bit of each element in its byte.
+const Q5_BIT: [u8; 16] = [1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128];
+
 /// The fifth bits of a Q5 block as 0xff (bit set) / 0x00 bytes for elements 0..16 and 16..32:
 /// element `e` uses bit `e` of `qh` (lane 0 of `qh`; the other lanes are not read). Given `!qh`,
 /// 0xff marks a clear bit.
 #[inline(always)]
 fn q5_high_mask(qh: uint32x4_t) -> [uint8x16_t; 2] {
-    const IDX: [u8; 32] = [
-        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,
-        3, 3,
-    ];
-    const BIT: [u8; 16] = [1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128];
     // SAFETY: the constant tables hold 32 and 16 bytes; NEON is part of the aarch64 baseline.
     unsafe {
         let h = vreinterpretq_u8_u32(qh);
-        let bit = ld_u8(BIT.as_ptr());
+        let bit = ld_u8(Q5_BIT.as_ptr());
         [
-            vtstq_u8(vqtbl1q_u8(h, ld_u8(IDX.as_ptr())), bit),
-            vtstq_u8(vqtbl1q_u8(h, ld_u8(IDX.as_ptr().add(16))), bit),
+            vtstq_u8(vqtbl1q_u8(h, ld_u8(Q5_IDX.as_ptr())), bit),
+            vtstq_u8(vqtbl1q_u8(h, ld_u8(Q5_IDX.as_ptr().add(16))), bit),
         ]
     }
 }
@@ -155,6 +162,7 @@ impl Fmt for Q5_0 {
     const BYTES: usize = 22;
     const MAXW: i32 = 16;
     const MIN: bool = false;
+    const ONE_DP: OneDp = OneDp::Q5;
     #[inline(always)]
     unsafe fn decode<const K: usize>(p: *const u8) -> [int8x16_t; 2] {
         // SAFETY: bytes 2..22 of the `K`th block after `p` are readable (caller); NEON is baseline.
@@ -201,6 +209,7 @@ impl Fmt for Q8_0 {
     const BYTES: usize = 34;
     const MAXW: i32 = 128;
     const MIN: bool = false;
+    const ONE_DP: OneDp = OneDp::Q8;
     #[inline(always)]
     unsafe fn decode<const K: usize>(p: *const u8) -> [int8x16_t; 2] {
         // SAFETY: bytes 2..34 of the `K`th block after `p` are readable (caller).
@@ -251,7 +260,8 @@ fn prod_pairs(w: [int8x16_t; 2], a: [int8x16_t; 2]) -> int32x4_t {
 /// One row: `w` (whole blocks) · `a`, over as many blocks as both hold. Four blocks per step run
 /// through the four-row tiles' pipelined loop ([`pipeline`]: the blocks take the places of the
 /// rows, each against its own activation block), and their four terms are added to `sumf` in
-/// block order ([`add_lanes`]); the last `nb % 4` blocks go one by one.
+/// block order ([`add_lanes`]); the last `nb % 4` blocks go one by one. With SDOT, Q8_0 and Q5_0
+/// run their hand-scheduled steps instead ([`dp_run`]), in the same float order.
 /// (`inline(always)`, which `#[target_feature]` functions cannot have: each entry point keeps its
 /// own loop.)
 #[inline(always)]
@@ -259,7 +269,20 @@ fn dot1<F: Fmt, A: Act, const DP: bool>(w: &[u8], a: &[A]) -> f32 {
     let nb = (w.len() / F::BYTES).min(a.len());
     let steps = nb / 4;
     let mut sumf = 0.0f32;
-    if steps > 0 {
+    let (x, y) = (w.as_ptr(), a.as_ptr());
+    if steps > 0 && DP && F::ONE_DP != OneDp::Pipeline {
+        // SAFETY: `w` and `a` hold 4·steps ≤ nb blocks (of Q8_0, Q5_0 for `ONE_DP` Q8, Q5);
+        // reached only through the dot-product kernel set.
+        sumf = unsafe {
+            match F::ONE_DP {
+                OneDp::Q8 => dp_run(x, y, steps, |x, y, st| q8_dp_step(x, y, st)),
+                _ => {
+                    let c = q5_consts();
+                    dp_run(x, y, steps, |x, y, st| q5_dp_step(x, y, st, c))
+                }
+            }
+        };
+    } else if steps > 0 {
         // SAFETY: `w` and `a` hold 4·steps ≤ nb blocks.
         unsafe {
             pipeline::<F, A, DP, true>([w.as_ptr(); 4], a.as_ptr(), steps, |t| {
@@ -287,6 +310,329 @@ fn dot1<F: Fmt, A: Act, const DP: bool>(w: &[u8], a: &[A]) -> f32 {
 #[inline(never)]
 fn dot1_cold<F: Fmt, A: Act, const DP: bool>(w: &[u8], a: &[A]) -> f32 {
     dot1::<F, A, DP>(w, a)
+}
+
+/// The step [`dot1`] runs with SDOT.
+#[derive(PartialEq, Eq)]
+enum OneDp {
+    /// The four-row loop's ([`pipeline`]), four blocks in the rows' places.
+    Pipeline,
+    /// [`q8_dp_step`] (Q8_0 weights).
+    Q8,
+    /// [`q5_dp_step`] (Q5_0 weights).
+    Q5,
+}
+
+/// What a hand-scheduled step ([`q8_dp_step`], [`q5_dp_step`]) carries to the next: its four
+/// blocks' SDOT accumulators (block k's in `s[k]`), their `d · y.d` and the running `sumf`.
+struct DpRun {
+    s: [int32x4_t; 4],
+    dy: float32x4_t,
+    sumf: f32,
+}
+
+/// [`dot1`]'s four-block steps with SDOT: `steps` calls of `step` (each adds the step before's
+/// terms to `sumf`), then the last step's terms. The first step adds `0 · 0` four times to
+/// `sumf = 0`, which leaves it +0, the scalar sum's start.
+///
+/// # Safety
+/// `x` and `y` must hold `4 · steps` blocks of `step`'s formats; SDOT must be available.
+#[inline(always)]
+unsafe fn dp_run<A: Act>(
+    mut x: *const u8,
+    mut y: *const A,
+    steps: usize,
+    mut step: impl FnMut(&mut *const u8, &mut *const A, &mut DpRun),
+) -> f32 {
+    // SAFETY: NEON is part of the aarch64 baseline; the blocks are readable (caller).
+    unsafe {
+        let mut st = DpRun {
+            s: [vdupq_n_s32(0); 4],
+            dy: vdupq_n_f32(0.0),
+            sumf: 0.0,
+        };
+        for _ in 0..steps {
+            step(&mut x, &mut y, &mut st);
+        }
+        let [s0, s1, s2, s3] = st.s.map(|s| vreinterpretq_f32_s32(s));
+        add_lanes(st.sumf, term::<Q8_0, true>([s0, s1, s2, s3, st.dy, st.dy]))
+    }
+}
+
+/// The `asm!` of a hand-scheduled step ([`q8_dp_step`], [`q5_dp_step`]) on weight format `$f`
+/// and activations `$a`: `.arch_extension dotprod`, the template lines, then the operands both
+/// have (the pointers `$x`, `$y`, the [`DpRun`] `$st` as `s0`..`s3`, `dy`, `sumf`; the scratch
+/// `p`, `q`, `h0`..`h3`, `d0`..`d3`; the offsets of blocks 1..4's `d` (`wd1`..`wd3`), of the
+/// activation blocks' `d` and quants (`yd0`.., `yq0`..), and the pointers' steps `wstep`,
+/// `ystep`), then the step's own (given before the template).
+macro_rules! dp_asm {
+    ($f:ty, $a:ty, $x:ident, $y:ident, $st:ident, {$($own:tt)*}, [$($line:literal),* $(,)?]) => {{
+        let [s0, s1, s2, s3] = &mut $st.s;
+        // SAFETY: the loads read the four blocks at `x` and at `y` (readable: the step's caller;
+        // an LDR needs no alignment on normal memory), the rest are register operations and two
+        // ADDs; no flags.
+        unsafe {
+            asm!(
+                ".arch_extension dotprod",
+                $($line,)*
+                x = inout(reg) *$x,
+                y = inout(reg) *$y,
+                s0 = inout(vreg) *s0,
+                s1 = inout(vreg) *s1,
+                s2 = inout(vreg) *s2,
+                s3 = inout(vreg) *s3,
+                dy = inout(vreg) $st.dy,
+                sumf = inout(vreg) $st.sumf,
+                p = out(vreg) _,
+                q = out(vreg) _,
+                h0 = out(vreg) _,
+                h1 = out(vreg) _,
+                h2 = out(vreg) _,
+                h3 = out(vreg) _,
+                d0 = out(vreg) _,
+                d1 = out(vreg) _,
+                d2 = out(vreg) _,
+                d3 = out(vreg) _,
+                wd1 = const <$f>::BYTES,
+                wd2 = const 2 * <$f>::BYTES,
+                wd3 = const 3 * <$f>::BYTES,
+                yd0 = const <$a>::D_AT,
+                yd1 = const <$a>::D_AT + core::mem::size_of::<$a>(),
+                yd2 = const <$a>::D_AT + 2 * core::mem::size_of::<$a>(),
+                yd3 = const <$a>::D_AT + 3 * core::mem::size_of::<$a>(),
+                yq0 = const <$a>::QS_AT,
+                yq1 = const <$a>::QS_AT + core::mem::size_of::<$a>(),
+                yq2 = const <$a>::QS_AT + 2 * core::mem::size_of::<$a>(),
+                yq3 = const <$a>::QS_AT + 3 * core::mem::size_of::<$a>(),
+                wstep = const 4 * <$f>::BYTES,
+                ystep = const 4 * core::mem::size_of::<$a>(),
+                $($own)*
+                options(pure, readonly, nostack, preserves_flags)
+            )
+        }
+    }};
+}
+
+/// One step of Q8_0's one-row SDOT loop, scheduled by hand for the in-order cores (Cortex-A55;
+/// the compiler gathers the loads first and the SDOTs last, and each stalls on the one
+/// before): the step before's four terms (`sumi · (d · y.d)`, the SDOT accumulators reduced
+/// by ADDPs) are added to `sumf` lane by lane, in block order, between the loads and SDOTs of
+/// blocks 0..4 at `x` (Q8_0) · blocks 0..4 at `y`, and the new `d · y.d` comes last. Each
+/// load is paired with a NEON instruction after it (one that ends no earlier, which the cores
+/// issue beside it) and used three cycles or more after it; the accumulators are zeroed by
+/// 64-bit MOVIs (half the issue of a 128-bit one). Both pointers move on by four blocks.
+///
+/// # Safety
+/// Four Q8_0 blocks at `x` and four activation blocks at `y` must be readable; SDOT must be
+/// available.
+#[inline(always)]
+unsafe fn q8_dp_step<A: Act>(x: &mut *const u8, y: &mut *const A, st: &mut DpRun) {
+    dp_asm!(
+        Q8_0, A, x, y, st,
+        {
+            // Scratch beside `dp_asm!`'s (of which `q`, `h2`, `h3` come to hold lanes of the
+            // terms, `d1`, `d3` block 3's second halves): the quants.
+            w0 = out(vreg) _, w1 = out(vreg) _, w2 = out(vreg) _, w3 = out(vreg) _,
+            w4 = out(vreg) _, w5 = out(vreg) _, w6 = out(vreg) _, a0 = out(vreg) _,
+            a1 = out(vreg) _, a2 = out(vreg) _, a3 = out(vreg) _, a4 = out(vreg) _,
+            a5 = out(vreg) _, a6 = out(vreg) _, wq0 = const 2, wq1 = const 2 + Q8_0::BYTES,
+            wq2 = const 2 + 2 * Q8_0::BYTES, wq3 = const 2 + 3 * Q8_0::BYTES,
+        },
+        [
+            "ldr {h0:h}, [{x}]",
+            "addp {p:v}.4s, {s0:v}.4s, {s1:v}.4s",
+            "ldr {h1:h}, [{x}, #{wd1}]",
+            "addp {q:v}.4s, {s2:v}.4s, {s3:v}.4s",
+            "ldr {h2:h}, [{x}, #{wd2}]",
+            "movi {s0:d}, #0",
+            "ldr {h3:h}, [{x}, #{wd3}]",
+            "movi {s1:d}, #0",
+            "ldr {d0:s}, [{y}, #{yd0}]",
+            "addp {p:v}.4s, {p:v}.4s, {q:v}.4s",
+            "ldr {d1:s}, [{y}, #{yd1}]",
+            "movi {s2:d}, #0",
+            "ldr {d2:s}, [{y}, #{yd2}]",
+            "zip1 {h0:v}.4h, {h0:v}.4h, {h1:v}.4h",
+            "ldr {d3:s}, [{y}, #{yd3}]",
+            "scvtf {p:v}.4s, {p:v}.4s",
+            "ldr {w0:q}, [{x}, #{wq0}]",
+            "zip1 {h1:v}.4h, {h2:v}.4h, {h3:v}.4h",
+            "ldr {a0:q}, [{y}, #{yq0}]",
+            "movi {s3:d}, #0",
+            "ldr {w2:q}, [{x}, #{wq1}]",
+            "zip1 {d0:v}.2s, {d0:v}.2s, {d1:v}.2s",
+            "ldr {a2:q}, [{y}, #{yq1}]",
+            "fmul {p:v}.4s, {p:v}.4s, {dy:v}.4s",
+            "ldr {w4:q}, [{x}, #{wq2}]",
+            "sdot {s0:v}.4s, {w0:v}.16b, {a0:v}.16b",
+            "ldr {a4:q}, [{y}, #{yq2}]",
+            "zip1 {d2:v}.2s, {d2:v}.2s, {d3:v}.2s",
+            "ldr {w6:q}, [{x}, #{wq3}]",
+            "sdot {s1:v}.4s, {w2:v}.16b, {a2:v}.16b",
+            "ldr {a6:q}, [{y}, #{yq3}]",
+            "fadd {sumf:s}, {sumf:s}, {p:s}",
+            "ldr {w1:q}, [{x}, #{wq0} + 16]",
+            "mov {q:s}, {p:v}.s[1]",
+            "ldr {a1:q}, [{y}, #{yq0} + 16]",
+            "sdot {s2:v}.4s, {w4:v}.16b, {a4:v}.16b",
+            "ldr {w3:q}, [{x}, #{wq1} + 16]",
+            "sdot {s3:v}.4s, {w6:v}.16b, {a6:v}.16b",
+            "ldr {a3:q}, [{y}, #{yq1} + 16]",
+            "mov {h2:s}, {p:v}.s[2]",
+            "ldr {w5:q}, [{x}, #{wq2} + 16]",
+            "fadd {sumf:s}, {sumf:s}, {q:s}",
+            "ldr {a5:q}, [{y}, #{yq2} + 16]",
+            "sdot {s0:v}.4s, {w1:v}.16b, {a1:v}.16b",
+            "ldr {d3:q}, [{x}, #{wq3} + 16]",
+            "zip1 {h0:v}.2s, {h0:v}.2s, {h1:v}.2s",
+            "ldr {d1:q}, [{y}, #{yq3} + 16]",
+            "sdot {s1:v}.4s, {w3:v}.16b, {a3:v}.16b",
+            "add {x}, {x}, #{wstep}",
+            "mov {h3:s}, {p:v}.s[3]",
+            "add {y}, {y}, #{ystep}",
+            "fadd {sumf:s}, {sumf:s}, {h2:s}",
+            "sdot {s2:v}.4s, {w5:v}.16b, {a5:v}.16b",
+            "zip1 {d0:v}.2d, {d0:v}.2d, {d2:v}.2d",
+            "sdot {s3:v}.4s, {d3:v}.16b, {d1:v}.16b",
+            "fcvtl {h0:v}.4s, {h0:v}.4h",
+            "fadd {sumf:s}, {sumf:s}, {h3:s}",
+            "fmul {dy:v}.4s, {h0:v}.4s, {d0:v}.4s",
+        ]
+    );
+}
+
+/// The constant vectors of [`q5_dp_step`]: [`Q5_IDX`]'s two halves, [`Q5_BIT`], 0xf0 bytes.
+#[inline(always)]
+fn q5_consts() -> [uint8x16_t; 4] {
+    // SAFETY: the tables hold 32 and 16 bytes; NEON is part of the aarch64 baseline.
+    unsafe {
+        [
+            ld_u8(Q5_IDX.as_ptr()),
+            ld_u8(Q5_IDX.as_ptr().add(16)),
+            ld_u8(Q5_BIT.as_ptr()),
+            vdupq_n_u8(0xf0),
+        ]
+    }
+}
+
+/// [`q8_dp_step`] for Q5_0 weights (`c` from [`q5_consts`]): the same fold of the step before,
+/// and each block decoded as [`Q5_0::decode`] does (the fifth bits by TBL and CMTST of `!qh`,
+/// then BIF and SRI), blocks 0 and 2 in one set of registers, 1 and 3 in another; `!qh` by a
+/// 64-bit MVN (only its first four bytes are read).
+///
+/// # Safety
+/// Four Q5_0 blocks at `x` and four activation blocks at `y` must be readable; SDOT must be
+/// available.
+#[inline(always)]
+unsafe fn q5_dp_step<A: Act>(
+    x: &mut *const u8,
+    y: &mut *const A,
+    st: &mut DpRun,
+    [i0, i1, bit, f0]: [uint8x16_t; 4],
+) {
+    dp_asm!(
+        Q5_0, A, x, y, st,
+        {
+            i0 = in(vreg) i0, i1 = in(vreg) i1, bit = in(vreg) bit, f0 = in(vreg) f0,
+            // Scratch beside `dp_asm!`'s (of which `q`, `h2`, `h3` come to hold lanes of the
+            // terms): blocks 0 and 2 (`qh`, nibbles, the two halves of the weights and of the
+            // activations: `ha`, `va`, `la`, `ua`, `aa0`, `aa1`), blocks 1 and 3.
+            ha = out(vreg) _, va = out(vreg) _, la = out(vreg) _, ua = out(vreg) _,
+            aa0 = out(vreg) _, aa1 = out(vreg) _, hb = out(vreg) _, vb = out(vreg) _,
+            lb = out(vreg) _, ub = out(vreg) _, ab0 = out(vreg) _, ab1 = out(vreg) _,
+            qh0 = const 2, qh1 = const 2 + Q5_0::BYTES, qh2 = const 2 + 2 * Q5_0::BYTES,
+            qh3 = const 2 + 3 * Q5_0::BYTES, qs0 = const 6, qs1 = const 6 + Q5_0::BYTES,
+            qs2 = const 6 + 2 * Q5_0::BYTES, qs3 = const 6 + 3 * Q5_0::BYTES,
+        },
+        [
+            "ldr {h0:h}, [{x}]",
+            "addp {p:v}.4s, {s0:v}.4s, {s1:v}.4s",
+            "ldr {ha:s}, [{x}, #{qh0}]",
+            "addp {q:v}.4s, {s2:v}.4s, {s3:v}.4s",
+            "ldr {va:q}, [{x}, #{qs0}]",
+            "movi {s0:d}, #0",
+            "ldr {hb:s}, [{x}, #{qh1}]",
+            "movi {s1:d}, #0",
+            "ldr {h1:h}, [{x}, #{wd1}]",
+            "mvn {ha:v}.8b, {ha:v}.8b",
+            "ldr {vb:q}, [{x}, #{qs1}]",
+            "addp {p:v}.4s, {p:v}.4s, {q:v}.4s",
+            "ldr {h2:h}, [{x}, #{wd2}]",
+            "tbl {la:v}.16b, {{ {ha:v}.16b }}, {i0:v}.16b",
+            "ldr {h3:h}, [{x}, #{wd3}]",
+            "mvn {hb:v}.8b, {hb:v}.8b",
+            "ldr {aa0:q}, [{y}, #{yq0}]",
+            "tbl {ua:v}.16b, {{ {ha:v}.16b }}, {i1:v}.16b",
+            "ldr {aa1:q}, [{y}, #{yq0} + 16]",
+            "scvtf {p:v}.4s, {p:v}.4s",
+            "ldr {d0:s}, [{y}, #{yd0}]",
+            "tbl {lb:v}.16b, {{ {hb:v}.16b }}, {i0:v}.16b",
+            "ldr {d1:s}, [{y}, #{yd1}]",
+            "cmtst {la:v}.16b, {la:v}.16b, {bit:v}.16b",
+            "ldr {d2:s}, [{y}, #{yd2}]",
+            "tbl {ub:v}.16b, {{ {hb:v}.16b }}, {i1:v}.16b",
+            "ldr {d3:s}, [{y}, #{yd3}]",
+            "fmul {p:v}.4s, {p:v}.4s, {dy:v}.4s",
+            "ldr {ab0:q}, [{y}, #{yq1}]",
+            "cmtst {ua:v}.16b, {ua:v}.16b, {bit:v}.16b",
+            "ldr {ab1:q}, [{y}, #{yq1} + 16]",
+            "bif {la:v}.16b, {va:v}.16b, {f0:v}.16b",
+            "movi {s2:d}, #0",
+            "cmtst {lb:v}.16b, {lb:v}.16b, {bit:v}.16b",
+            "sri {ua:v}.16b, {va:v}.16b, #4",
+            "fadd {sumf:s}, {sumf:s}, {p:s}",
+            "sdot {s0:v}.4s, {la:v}.16b, {aa0:v}.16b",
+            "cmtst {ub:v}.16b, {ub:v}.16b, {bit:v}.16b",
+            "mov {q:s}, {p:v}.s[1]",
+            "bif {lb:v}.16b, {vb:v}.16b, {f0:v}.16b",
+            "movi {s3:d}, #0",
+            "sri {ub:v}.16b, {vb:v}.16b, #4",
+            "sdot {s0:v}.4s, {ua:v}.16b, {aa1:v}.16b",
+            "sdot {s1:v}.4s, {lb:v}.16b, {ab0:v}.16b",
+            "ldr {ha:s}, [{x}, #{qh2}]",
+            "fadd {sumf:s}, {sumf:s}, {q:s}",
+            "ldr {va:q}, [{x}, #{qs2}]",
+            "sdot {s1:v}.4s, {ub:v}.16b, {ab1:v}.16b",
+            "ldr {hb:s}, [{x}, #{qh3}]",
+            "zip1 {h0:v}.4h, {h0:v}.4h, {h1:v}.4h",
+            "ldr {vb:q}, [{x}, #{qs3}]",
+            "mvn {ha:v}.8b, {ha:v}.8b",
+            "ldr {aa0:q}, [{y}, #{yq2}]",
+            "zip1 {h1:v}.4h, {h2:v}.4h, {h3:v}.4h",
+            "ldr {aa1:q}, [{y}, #{yq2} + 16]",
+            "mvn {hb:v}.8b, {hb:v}.8b",
+            "ldr {ab0:q}, [{y}, #{yq3}]",
+            "tbl {la:v}.16b, {{ {ha:v}.16b }}, {i0:v}.16b",
+            "ldr {ab1:q}, [{y}, #{yq3} + 16]",
+            "mov {h2:s}, {p:v}.s[2]",
+            "tbl {ua:v}.16b, {{ {ha:v}.16b }}, {i1:v}.16b",
+            "tbl {lb:v}.16b, {{ {hb:v}.16b }}, {i0:v}.16b",
+            "fadd {sumf:s}, {sumf:s}, {h2:s}",
+            "tbl {ub:v}.16b, {{ {hb:v}.16b }}, {i1:v}.16b",
+            "cmtst {la:v}.16b, {la:v}.16b, {bit:v}.16b",
+            "zip1 {d0:v}.2s, {d0:v}.2s, {d1:v}.2s",
+            "cmtst {ua:v}.16b, {ua:v}.16b, {bit:v}.16b",
+            "mov {h3:s}, {p:v}.s[3]",
+            "cmtst {lb:v}.16b, {lb:v}.16b, {bit:v}.16b",
+            "bif {la:v}.16b, {va:v}.16b, {f0:v}.16b",
+            "cmtst {ub:v}.16b, {ub:v}.16b, {bit:v}.16b",
+            "sri {ua:v}.16b, {va:v}.16b, #4",
+            "fadd {sumf:s}, {sumf:s}, {h3:s}",
+            "bif {lb:v}.16b, {vb:v}.16b, {f0:v}.16b",
+            "sdot {s2:v}.4s, {la:v}.16b, {aa0:v}.16b",
+            "sri {ub:v}.16b, {vb:v}.16b, #4",
+            "zip1 {d2:v}.2s, {d2:v}.2s, {d3:v}.2s",
+            "sdot {s3:v}.4s, {lb:v}.16b, {ab0:v}.16b",
+            "zip1 {h0:v}.2s, {h0:v}.2s, {h1:v}.2s",
+            "sdot {s2:v}.4s, {ua:v}.16b, {aa1:v}.16b",
+            "add {x}, {x}, #{wstep}",
+            "zip1 {d0:v}.2d, {d0:v}.2d, {d2:v}.2d",
+            "add {y}, {y}, #{ystep}",
+            "sdot {s3:v}.4s, {ub:v}.16b, {ab1:v}.16b",
+            "fcvtl {h0:v}.4s, {h0:v}.4h",
+            "fmul {dy:v}.4s, {h0:v}.4s, {d0:v}.4s",
+        ]
+    );
 }
 
 /// Four rows of `rb` bytes each, consecutive in `w`, · `a`: `out[r]` is what [`dot1`] gives for
