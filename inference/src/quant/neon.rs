@@ -482,14 +482,39 @@ fn sum1<const DP: bool>(maxw: i32, w: [int8x16_t; 2], a: [int8x16_t; 2]) -> i32 
     }
 }
 
+/// Four zeroed vectors for a group's SDOT accumulators (`w`, `a`: its weights and activations),
+/// by 64-bit MOVIs (which in-order cores such as Cortex-A55 issue at half the cost of the
+/// 128-bit MOVI the compiler writes for a zero vector). `w` and `a` are not read: they make each
+/// call's zeros its own, in the loop and in every row and column (hoisted out of a loop, or
+/// shared by the rows of one activation, the zeros would be copied for each SDOT by 128-bit
+/// MOVs).
+#[inline(always)]
+fn zeros4(w: int8x16_t, a: int8x16_t) -> [int32x4_t; 4] {
+    let (z0, z1, z2, z3);
+    // SAFETY: MOVIs on registers only: no memory, no flags.
+    unsafe {
+        asm!(
+            "movi {0:d}, #0\n movi {1:d}, #0\n movi {2:d}, #0\n movi {3:d}, #0 // {4:v} {5:v}",
+            out(vreg) z0,
+            out(vreg) z1,
+            out(vreg) z2,
+            out(vreg) z3,
+            in(vreg) w,
+            in(vreg) a,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    [z0, z1, z2, z3]
+}
+
 /// `[Σ w0·a0, .., Σ w3·a3]` for four 16-element groups, exact; every |w| ≤ `maxw` ≤ 63.
 #[target_feature(enable = "neon")]
 #[inline]
 fn sums4x16<const DP: bool>(maxw: i32, w: [int8x16_t; 4], a: [int8x16_t; 4]) -> int32x4_t {
     debug_assert!(maxw <= 63);
     if DP {
-        let z = vdupq_n_s32(0);
-        let q: [int32x4_t; 4] = core::array::from_fn(|k| sdot(z, w[k], a[k]));
+        let z = zeros4(w[0], a[0]);
+        let q: [int32x4_t; 4] = core::array::from_fn(|k| sdot(z[k], w[k], a[k]));
         vpaddq_s32(vpaddq_s32(q[0], q[1]), vpaddq_s32(q[2], q[3]))
     } else {
         // Two products per lane, then four: 4 · 63 · 128 < 2^15.
