@@ -71,6 +71,35 @@ pub enum BlockKind {
     SunxiMmc,
 }
 
+/// How the data cache is kept coherent with DMA masters (riscv64; the Arm boards' is the
+/// architecture's own, by address to the point of coherency).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "std", derive(Deserialize), serde(rename_all = "kebab-case"))]
+pub enum CacheMaintenance {
+    /// DMA is coherent with the caches (QEMU's virt, virtio): nothing to do.
+    #[default]
+    None,
+    /// T-Head's XTheadCmo (`th.dcache.cva`, `.iva`, `.civa` by virtual address, then
+    /// `th.sync.s`): the C906 of the Milk-V Duo family. M-mode must have set
+    /// `mxstatus.THEADISAEE` (the vendor OpenSBI does); the kernel checks `sxstatus` first.
+    Xtheadcmo,
+    /// The standard Zicbom (`cbo.clean`, `cbo.inval`, `cbo.flush` per cache block, the block size
+    /// from the device tree's `riscv,cbom-block-size`): the SpacemiT K1's X60.
+    Zicbom,
+}
+
+/// Which vector unit the harts have (riscv64).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "std", derive(Deserialize), serde(rename_all = "kebab-case"))]
+pub enum Vector {
+    /// As the device tree's `riscv,isa` says: V is RVV 1.0 (the `rvv` kernels), else none.
+    #[default]
+    Isa,
+    /// T-Head's XTheadVector (RVV 0.7.1, the `xtheadvector` kernels), whatever the device tree
+    /// says (the vendor trees of the CV18xx name it `v`, which RVV 1.0 code would trap on).
+    Xtheadvector,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "std", derive(Deserialize), serde(rename_all = "kebab-case"))]
 pub enum MemKind {

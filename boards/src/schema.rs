@@ -46,6 +46,12 @@ pub struct Board {
     pub gpio_kind: Option<GpioKind>,
     /// The mailbox clock id of the SD host when `block.clock_ids` is not given.
     pub sd_clock_id: Option<u32>,
+    /// riscv64: how the data cache is kept coherent with DMA (default: coherent).
+    #[serde(default)]
+    pub cache_maintenance: CacheMaintenance,
+    /// riscv64: which vector unit the harts have (default: as the device tree says).
+    #[serde(default)]
+    pub vector: Vector,
     pub uart: Uart,
     /// The ring link's UART, apart from the console (optional).
     pub ring_uart: Option<RingUart>,
@@ -53,7 +59,10 @@ pub struct Board {
     pub irq: Option<Irq>,
     pub block: Block,
     pub memory: Vec<Region>,
-    pub qemu: Qemu,
+    /// How QEMU runs the board; a board QEMU has no machine for names its stand-in instead.
+    pub qemu: Option<Qemu>,
+    /// The QEMU board that stands in for this one (for a board QEMU cannot run).
+    pub qemu_stand_in: Option<String>,
     pub card: Option<Card>,
 }
 
@@ -211,6 +220,32 @@ pub struct Card {
     /// The U-Boot script (`boot.scr` on the card, wrapped in U-Boot's script image header) that
     /// loads and starts the kernel.
     pub boot_script: Option<String>,
+    /// The kernel goes on the card as a U-Boot FIT image (named `kernel`) that the board's own
+    /// U-Boot starts with `bootm`, with a device tree made from this table.
+    pub fit: Option<Fit>,
+}
+
+/// A FIT image for a vendor U-Boot's `bootm`: its configurations and the device tree it hands the
+/// kernel.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fit {
+    /// The configuration names the board's U-Boot may ask for (`bootm ADDR#config-NAME`); the
+    /// first is the default.
+    pub configs: Vec<String>,
+    /// The device tree's `model` and `compatible`.
+    pub model: String,
+    pub compatible: Vec<String>,
+    /// RAM blocks as `[start, size]` pairs: the memory nodes (U-Boot may fix them up).
+    pub ram: Vec<[u64; 2]>,
+    /// `/cpus/timebase-frequency`: the `time` CSR's rate.
+    pub timebase_hz: u32,
+    /// Harts to list (the kernel starts at most `max_cores`).
+    pub harts: u32,
+    /// Each hart's `riscv,isa`.
+    pub isa: String,
+    /// `riscv,cbom-block-size`, for harts with Zicbom.
+    pub cbom_block: Option<u32>,
 }
 
 fn kernel8() -> String {
@@ -249,6 +284,17 @@ impl Board {
                 self.uart.stride
             ));
         }
+        if self.arch != Arch::Riscv64
+            && (self.cache_maintenance != CacheMaintenance::None || self.vector != Vector::Isa)
+        {
+            return Err(
+                "cache_maintenance and vector are riscv64 keys (the Arm boards' come with the architecture)"
+                    .into(),
+            );
+        }
+        if self.qemu.is_some() == self.qemu_stand_in.is_some() {
+            return Err("a board has either a [qemu] table or a qemu_stand_in (the QEMU board that stands in for it), not both".into());
+        }
         self.check_ring_uart()?;
         self.check_block()?;
         self.check_memory()?;
@@ -282,6 +328,27 @@ impl Board {
     /// The card's config.txt keeps the Pi 4's peripherals low, where the memory map has them.
     fn check_card(&self) -> Result<(), String> {
         let Some(c) = &self.card else { return Ok(()) };
+        if let Some(f) = &c.fit {
+            if self.arch != Arch::Riscv64 {
+                return Err("[card.fit] is for riscv64 boards (their U-Boot's bootm)".into());
+            }
+            if f.configs.is_empty() || f.ram.is_empty() || f.harts == 0 || f.timebase_hz == 0 {
+                return Err(
+                    "[card.fit] needs configs, ram, harts and timebase_hz (none empty or 0)".into(),
+                );
+            }
+            let inside = |a: u64| {
+                f.ram
+                    .iter()
+                    .any(|[s, n]| (*s..s.saturating_add(*n)).contains(&a))
+            };
+            if !inside(self.load_address) {
+                return Err(format!(
+                    "[card.fit] ram does not hold load_address = {:#x}",
+                    self.load_address
+                ));
+            }
+        }
         if c.config_txt
             .iter()
             .flat_map(|t| t.lines())
@@ -474,6 +541,8 @@ impl Board {
             format!("pub const RING_UART_IRQ: Option<u32> = {:?};", ring.and_then(|r| r.irq)),
             "// The interrupt controller; None: none.".into(),
             format!("pub const IRQ_CONTROLLER: Option<boards::IrqController> = {};", self.irq.as_ref().map_or("None".into(), Irq::constant)),
+            format!("pub const CACHE_MAINTENANCE: boards::CacheMaintenance = boards::CacheMaintenance::{:?};", self.cache_maintenance),
+            format!("pub const VECTOR: boards::Vector = boards::Vector::{:?};", self.vector),
             format!("pub const QEMU: bool = {qemu};"),
             "pub const MEMORY: &[Region] = &[".into(),
         ];

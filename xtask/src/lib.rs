@@ -46,6 +46,7 @@ pub mod bench;
 pub mod dtb;
 pub mod fetch;
 pub mod fidelity;
+pub mod fit;
 pub mod fuzz;
 pub mod house;
 pub mod image;
@@ -84,6 +85,10 @@ pub struct Board {
     pub config_txt: Option<String>,
     /// `-smp` for machines that take it.
     pub smp: Option<u32>,
+    /// The kernel goes on the card inside a FIT image with this device tree ([`fit`]).
+    pub fit: Option<boards::Fit>,
+    /// For a board QEMU has no machine for: the board that stands in for it.
+    pub stand_in: Option<String>,
 }
 
 /// Read and check `boards/NAME.toml` (an unknown board lists the known ones).
@@ -113,25 +118,36 @@ pub fn board(name: &str) -> Result<Board, String> {
     }
     let b = boards::load(&path)?;
     let card = b.card.clone();
+    let fit = card.as_ref().and_then(|c| c.fit.clone());
+    let q = b.qemu.clone().unwrap_or(boards::Qemu {
+        binary: String::new(),
+        args: vec![],
+        memory: String::new(),
+        smp: None,
+        drive: vec![],
+        kernel: boards::KernelFormat::UBoot,
+    });
     Ok(Board {
         name: b.name,
         target: b.target,
-        qemu_binary: b.qemu.binary,
-        qemu_args: b.qemu.args,
-        memory: b.qemu.memory,
-        drive: b.qemu.drive,
-        kernel_format: match b.qemu.kernel {
+        qemu_binary: q.binary,
+        qemu_args: q.args,
+        memory: q.memory,
+        drive: q.drive,
+        kernel_format: match q.kernel {
             boards::KernelFormat::Elf => "elf".into(),
             boards::KernelFormat::Raw => "raw".into(),
             boards::KernelFormat::UBoot => "u-boot".into(),
         },
+        fit,
+        stand_in: b.qemu_stand_in,
         kernel_name: card
             .as_ref()
             .map_or_else(|| "kernel8.img".into(), |c| c.kernel.clone()),
         load_address: b.load_address,
         u_boot: card.as_ref().and_then(|c| c.u_boot.clone()),
         boot_script: card.as_ref().and_then(|c| c.boot_script.clone()),
-        smp: b.qemu.smp,
+        smp: q.smp,
         firmware_dir: card.as_ref().and_then(|c| c.firmware_dir.clone()),
         firmware: card
             .as_ref()
@@ -232,6 +248,28 @@ pub fn llvm_tool(name: &str) -> Result<PathBuf, String> {
     ))
 }
 
+/// The FIT image a board's U-Boot starts: `kernel` (the flat image) and the device tree the
+/// board file describes.
+pub fn fit_image(board: &Board, f: &boards::Fit, kernel: &[u8]) -> Vec<u8> {
+    let ram: Vec<(u64, u64)> = f.ram.iter().map(|[s, n]| (*s, *n)).collect();
+    let tree = fit::board_tree(&fit::BoardTree {
+        model: &f.model,
+        compatible: &f.compatible,
+        memory: &ram,
+        timebase_hz: f.timebase_hz,
+        harts: f.harts,
+        isa: &f.isa,
+        cbom_block: f.cbom_block,
+    });
+    fit::fit(&fit::FitSpec {
+        description: &format!("lmboot {} for {}", env!("CARGO_PKG_VERSION"), board.name),
+        kernel,
+        load: board.load_address,
+        fdt: &tree,
+        configs: &f.configs,
+    })
+}
+
 /// Write the card image for `board`: firmware and `config.txt` where the board needs them, the
 /// kernel image (for boards that boot from the card), `lmboot.txt` for `settings`, and the model.
 pub fn card_image(
@@ -263,10 +301,12 @@ pub fn card_image(
         blobs.push(("config.txt".into(), c.clone().into_bytes()));
     }
     if let (Some(k), "raw" | "u-boot") = (kernel, board.kernel_format.as_str()) {
-        blobs.push((
-            board.kernel_name.clone(),
-            fs::read(k).map_err(|e| format!("{}: {e}", k.display()))?,
-        ));
+        let flat = fs::read(k).map_err(|e| format!("{}: {e}", k.display()))?;
+        let bytes = match &board.fit {
+            Some(f) => fit_image(board, f, &flat),
+            None => flat,
+        };
+        blobs.push((board.kernel_name.clone(), bytes));
     }
     if let Some(script) = &board.boot_script {
         let text = script

@@ -692,6 +692,7 @@ fn demo(args: &[String]) -> Result<i32, String> {
         return Err("setup failed".into());
     }
     let mut a = boot_args(args)?;
+    no_qemu_machine(&a.board)?;
     // A chat: replies up to 256 tokens, a 2048-position context, and the prompt cache on (the image is this demo's own copy of the card).
     if !args.iter().any(|x| x == "-n") {
         a.settings.n = 256;
@@ -753,6 +754,17 @@ fn run_qemu(board: &xtask::Board, mut c: Command) -> Result<i32, String> {
 
 /// `cargo xtask image`: a card for real hardware (Raspberry Pi boards get the firmware, config.txt
 /// and kernel8.img too).
+/// A board QEMU has no machine for is refused, naming the board that stands in for it.
+fn no_qemu_machine(b: &xtask::Board) -> Result<(), String> {
+    match &b.stand_in {
+        Some(s) if b.qemu_binary.is_empty() => Err(format!(
+            "QEMU has no machine for {}: boot its stand-in, --board {s} (what it shows and what it cannot: boards/{s}.toml), or build its card with `cargo xtask image --board {}`",
+            b.name, b.name
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn image(args: &[String]) -> Result<std::path::PathBuf, String> {
     let a = boot_args(args)?;
     Ok(build_card(&a, false)?.1)
@@ -763,6 +775,7 @@ fn qemu(args: &[String]) -> Result<i32, String> {
         return Err("setup failed".into());
     }
     let a = boot_args(args)?;
+    no_qemu_machine(&a.board)?;
     let (kernel, img) = build_card(&a, true)?;
     let opts = xtask::QemuOpts {
         mem: a.mem.clone(),

@@ -130,7 +130,7 @@ fn the_armv7a_boards_and_their_rules() {
     let h3 = board_text("orangepi-h3");
     let b = parse(&h3).unwrap();
     assert_eq!((b.uart.stride, b.ram_from), (4, RamFrom::SunxiDramc));
-    assert_eq!(b.qemu.kernel, KernelFormat::UBoot);
+    assert_eq!(b.qemu.as_ref().map(|q| q.kernel), Some(KernelFormat::UBoot));
     let card = b.card.unwrap();
     assert_eq!(card.u_boot.as_deref(), Some("orangepi_zero"));
     assert!(card.boot_script.unwrap().contains("go {load_address}"));

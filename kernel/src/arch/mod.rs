@@ -84,9 +84,13 @@ pub trait Arch {
     fn counter_hz() -> Option<u64>;
     /// Retired instructions on this core (exact under QEMU `-icount`).
     fn instructions() -> u64;
-    /// Enable the SIMD kernels the CPU has; `isa` is the device tree's ISA string where the
-    /// architecture needs it. Returns a line for the console, if there is something to say.
-    fn detect_features(isa: Option<&str>) -> Option<alloc::string::String>;
+    /// Enable the SIMD kernels the CPU has and ready the cache maintenance; `isa` is the device
+    /// tree's ISA string and `cache_block` its cache-block size (`riscv,cbom-block-size`) where
+    /// the architecture needs them. Returns lines for the console, if there is something to say.
+    fn detect_features(
+        isa: Option<&str>,
+        cache_block: Option<u64>,
+    ) -> Option<alloc::string::String>;
 
     /// Mask interrupts on this core; returns the state for [`Arch::irq_restore`].
     fn irq_save() -> u64;

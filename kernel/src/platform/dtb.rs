@@ -24,6 +24,8 @@ pub struct DtInfo {
     /// The Pi 4's `emmc2bus` DMA window (the firmware rewrites it for the BCM2711's C0
     /// stepping).
     pub emmc2_dma: Option<fdt::DmaRange>,
+    /// The first hart's `riscv,cbom-block-size`: the block Zicbom's cache operations act on.
+    pub cache_block: Option<u64>,
     isa: [u8; ISA_MAX],
     isa_len: usize,
 }
@@ -128,6 +130,10 @@ pub fn read(addr: usize) -> Result<DtInfo, DtReadError> {
             .property(&["emmc2bus"], "dma-ranges")
             .map_err(bad)?
             .and_then(fdt::dma_range),
+        cache_block: t
+            .property(&["cpus", "cpu@"], "riscv,cbom-block-size")
+            .map_err(bad)?
+            .and_then(fdt::cells),
         isa: [0; ISA_MAX],
         isa_len: 0,
     };

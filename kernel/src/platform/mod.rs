@@ -135,7 +135,8 @@ extern "C" fn lmboot_main(dtb_addr: usize, core: usize) -> ! {
     }
     let (ram, source) = ram::find(dt.as_ref());
     start_heap(&ram, source);
-    if let Some(line) = Cpu::detect_features(dt.as_ref().and_then(|d| d.isa())) {
+    let isa = dt.as_ref().and_then(|d| d.isa());
+    if let Some(line) = Cpu::detect_features(isa, dt.as_ref().and_then(|d| d.cache_block)) {
         crate::println!("{line}");
     }
     let expected = start_cores();

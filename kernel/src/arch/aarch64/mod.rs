@@ -106,7 +106,10 @@ impl Arch for Cpu {
 
     /// The kernel sets' features from ID_AA64ISAR0_EL1 (SDOT: its DP field), recorded once; no
     /// line to print (the kernel set's line names the set chosen).
-    fn detect_features(_isa: Option<&str>) -> Option<alloc::string::String> {
+    fn detect_features(
+        _isa: Option<&str>,
+        _cache_block: Option<u64>,
+    ) -> Option<alloc::string::String> {
         use aarch64_cpu::registers::{Readable, ID_AA64ISAR0_EL1};
         inference::quant::set_features(inference::quant::Features::aarch64(ID_AA64ISAR0_EL1.get()));
         None

@@ -247,7 +247,10 @@ impl Arch for Cpu {
     /// (`neon32::mvfr1_has_neon`); the NEON kernels are chosen from that. The whole kernel is
     /// built for VFPv4 + NEON, so a core without them stops at its first vector instruction: the
     /// line says so.
-    fn detect_features(_isa: Option<&str>) -> Option<alloc::string::String> {
+    fn detect_features(
+        _isa: Option<&str>,
+        _cache_block: Option<u64>,
+    ) -> Option<alloc::string::String> {
         use inference::quant::neon32;
         let mvfr1: u32;
         // SAFETY: reads MVFR1 (the FPU is on since boot.s).

@@ -2,8 +2,10 @@
 //! through the `sbi-rt` crate (HSM to start harts, IPI to wake them, SRST to power off). Bare mode:
 //! no page table (see the board file for why).
 
+mod cache;
+
 use super::{Arch, Cpu};
-use crate::board::{CoreStart, Exit};
+use crate::board::{self, CacheMaintenance, CoreStart, Exit, Vector};
 use core::arch::{asm, global_asm};
 use core::sync::atomic::{AtomicU64, Ordering};
 use sbi_rt::{HartMask, NoReason, Shutdown, SystemFailure};
@@ -43,6 +45,34 @@ impl core::fmt::Display for Fault {
     }
 }
 
+/// XTheadVector's state field in `sstatus` (bits 24:23, where the C906 keeps VS; RVV 1.0's is
+/// at 10:9, which boot.s sets): Initial.
+const SSTATUS_VS_THEAD: u64 = 1 << 23;
+
+/// Turn the C906's vector unit on (Linux's `SR_VS_THEAD`). Only on boards whose file says
+/// XTheadVector: elsewhere bit 23 is reserved.
+fn enable_thead_vector() {
+    // SAFETY: sets the vector state field T-Head's harts keep at sstatus bits 24:23 to Initial;
+    // run only where the board file says the harts are T-Head's with XTheadVector.
+    unsafe { asm!("csrs sstatus, {}", in(reg) SSTATUS_VS_THEAD, options(nomem, nostack)) };
+}
+
+/// The cache operations' boot check, as the end of the `cache:` line.
+fn self_test() -> &'static str {
+    match cache::self_test() {
+        Ok(()) => "; clean, invalidate and flush checked",
+        Err(_) => "; CHECK FAILED: a cleaned and flushed line lost what the CPU wrote",
+    }
+}
+
+/// Record the kernel sets the harts run.
+fn record_features(rvv: bool, _xtheadvector: bool) {
+    inference::quant::set_features(inference::quant::Features {
+        rvv,
+        ..Default::default()
+    });
+}
+
 /// Harts online, as a bit mask (for IPIs).
 static HARTS: AtomicU64 = AtomicU64::new(0);
 
@@ -64,6 +94,9 @@ impl Arch for Cpu {
     /// Mark this hart online and let IPIs wake it from `wfi` (OpenSBI enables the counters).
     fn core_init() {
         HARTS.fetch_or(1 << Self::core_id(), Ordering::AcqRel);
+        if board::VECTOR == Vector::Xtheadvector {
+            enable_thead_vector();
+        }
         // SAFETY: enable the supervisor software interrupt locally (sie.SSIE); sstatus.SIE stays
         // off, so no trap is taken: the pending bit only ends `wfi`.
         unsafe { asm!("csrs sie, {}", in(reg) 1u64 << 1, options(nomem, nostack)) };
@@ -88,18 +121,40 @@ impl Arch for Cpu {
         i
     }
 
-    /// Enable the RVV kernels if the device tree's ISA string says the harts have V.
-    fn detect_features(isa: Option<&str>) -> Option<alloc::string::String> {
-        let v = isa.is_some_and(inference::quant::rvv::isa_has_v);
-        inference::quant::set_features(inference::quant::Features {
-            rvv: v,
-            ..Default::default()
-        });
-        Some(alloc::format!(
-            "isa: {} (vector {})",
-            isa.unwrap_or("unknown"),
-            if v { "on" } else { "off" }
-        ))
+    /// Enable the vector kernels the harts have: RVV 1.0 if the device tree's ISA string names V,
+    /// or XTheadVector where the board file says so (its vector unit turned on first); ready the
+    /// cache maintenance the board file names.
+    fn detect_features(
+        isa: Option<&str>,
+        cache_block: Option<u64>,
+    ) -> Option<alloc::string::String> {
+        use alloc::format;
+        let (rvv, thead) = match board::VECTOR {
+            Vector::Isa => (isa.is_some_and(inference::quant::rvv::isa_has_v), false),
+            Vector::Xtheadvector => (false, true),
+        };
+        if thead {
+            enable_thead_vector();
+        }
+        record_features(rvv, thead);
+        let vector = match (rvv, thead) {
+            (true, _) => "RVV 1.0",
+            (_, true) => "XTheadVector (board file)",
+            _ => "off",
+        };
+        let mut s = format!("isa: {} (vector {vector})", isa.unwrap_or("unknown"));
+        if let Some(warn) = cache::set_block(cache_block) {
+            s += &format!("\nwarning: {warn}");
+        }
+        match board::CACHE_MAINTENANCE {
+            CacheMaintenance::None => {}
+            CacheMaintenance::Xtheadcmo => match cache::check_thead() {
+                Ok(sx) => s += &format!("\ncache: XTheadCmo, {}-byte lines (sxstatus {sx:#x}: THEADISAEE on){}", cache::block(), self_test()),
+                Err(sx) => s += &format!("\nwarning: cache: sxstatus {sx:#x} lacks THEADISAEE (bit 22): the firmware did not enable T-Head's instructions, so the card's DMA cache maintenance (th.dcache) will trap; use the vendor's fip.bin (its OpenSBI sets mxstatus)"),
+            },
+            CacheMaintenance::Zicbom => s += &format!("\ncache: Zicbom, {}-byte blocks{}", cache::block(), self_test()),
+        }
+        Some(s)
     }
 
     fn irq_save() -> u64 {
@@ -116,14 +171,18 @@ impl Arch for Cpu {
         }
     }
 
-    /// Caches are coherent for the harts and virtio here: nothing to do.
-    fn dcache_flush(_addr: usize, _len: usize) {}
+    /// As the board file's `cache_maintenance` says (nothing on coherent machines).
+    fn dcache_flush(addr: usize, len: usize) {
+        cache::range(cache::Op::Flush, addr, len);
+    }
 
-    /// Coherent caches: nothing to do.
-    fn dcache_clean(_addr: usize, _len: usize) {}
+    fn dcache_clean(addr: usize, len: usize) {
+        cache::range(cache::Op::Clean, addr, len);
+    }
 
-    /// Coherent caches: nothing to do.
-    unsafe fn dcache_invalidate(_addr: usize, _len: usize) {}
+    unsafe fn dcache_invalidate(addr: usize, len: usize) {
+        cache::range(cache::Op::Invalidate, addr, len);
+    }
 
     fn io_barrier() {
         // SAFETY: a fence only: orders device and memory accesses.
