@@ -187,7 +187,7 @@ fn python_zip(script: &str, wheel: &Path, member: &str) -> Command {
 }
 
 /// Stream `member` of `wheel` through `sink` in chunks; an error from `sink` stops Python.
-fn copy_member(
+pub(crate) fn copy_member(
     wheel: &Path,
     member: &str,
     sink: &mut dyn FnMut(&[u8]) -> Result<(), String>,

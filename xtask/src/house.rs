@@ -37,7 +37,7 @@ const CRATES: [&str; 9] = [
 ];
 
 /// The kernel sets' own files: each set's file and its folder, and the scalar reference.
-const SET_FILES: [&str; 5] = ["neon", "avx2", "rvv", "neon32", "scalar"];
+const SET_FILES: [&str; 6] = ["neon", "avx2", "rvv", "xtheadvector", "neon32", "scalar"];
 
 /// One long function.
 #[derive(Debug, Clone, PartialEq, Eq)]

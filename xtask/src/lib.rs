@@ -55,6 +55,7 @@ pub mod mca;
 pub mod ring;
 pub mod specbench;
 pub mod uboot;
+pub mod xuantie;
 
 /// A board description (`boards/NAME.toml`), the parts the host needs, from the board schema.
 #[derive(Debug, Clone)]

@@ -151,6 +151,11 @@ fn setup() -> i32 {
         eprintln!("xtask: {e}");
         return 1;
     }
+    // T-Head's qemu-riscv64 (PyPI xuantie-qemu) for the XTheadVector kernel tests.
+    if let Err(e) = xtask::xuantie::ensure() {
+        eprintln!("xtask: {e}");
+        return 1;
+    }
     0
 }
 
@@ -285,6 +290,9 @@ fn test(extra: &[String]) -> i32 {
             c.args(args)
                 .env("QEMU_CPU", cpu)
                 .env("LMBOOT_MODEL", &model);
+            if let Some(runner) = xtask::xuantie::runner_for(cpu) {
+                c.env("CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_RUNNER", runner);
+            }
             if !cases.is_empty() {
                 c.env("LMBOOT_GOLDEN_CASES", cases);
             }
@@ -307,7 +315,8 @@ fn test(extra: &[String]) -> i32 {
     }
 }
 
-/// Test runs for other architectures under qemu-user: (what, cargo arguments, QEMU_CPU).
+/// Test runs for other architectures under qemu-user: (what, cargo arguments, QEMU_CPU, golden
+/// cases). T-Head CPU models run under T-Head's qemu-riscv64 ([`xtask::xuantie::runner_for`]).
 fn cross_runs() -> Vec<(&'static str, Vec<&'static str>, &'static str, &'static str)> {
     let a64 = vec![
         "test",
@@ -393,7 +402,9 @@ fn cross_runs() -> Vec<(&'static str, Vec<&'static str>, &'static str, &'static 
             "rv64,v=true,vlen=512,elen=64",
             "",
         ),
-        ("scalar fallback without V", rv, "rv64,v=false", ""),
+        ("scalar fallback without V", rv.clone(), "rv64,v=false", ""),
+        // T-Head's qemu-riscv64 (xuantie-qemu): XTheadVector, RVV 0.7.1 at VLEN 128.
+        ("XTheadVector kernels vs scalar, C906", rv, "c906fdv", ""),
         (
             "teacher-forced KL on the RVV build",
             rv_golden,

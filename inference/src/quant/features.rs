@@ -6,7 +6,8 @@ use super::Kernels;
 use core::sync::atomic::{AtomicU8, Ordering};
 
 /// What the CPU offers the kernel sets. The arch code fills it once at boot (aarch64:
-/// ID_AA64ISAR0_EL1; 32-bit Arm: MVFR1; riscv64: the device tree's ISA string) and records it
+/// ID_AA64ISAR0_EL1; 32-bit Arm: MVFR1; riscv64: the device tree's ISA string, and for
+/// XTheadVector also SBI's mvendorid) and records it
 /// with [`set_features`]; where nothing was recorded, [`features`] reads what the CPU itself
 /// tells (ID_AA64ISAR0_EL1 on aarch64, CPUID on x86-64).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -18,6 +19,10 @@ pub struct Features {
     pub dotprod: bool,
     /// The V extension (RVV 1.0) on riscv64.
     pub rvv: bool,
+    /// T-Head's XTheadVector (RVV 0.7.1: the C906 of the Milk-V Duo, the C910/C920) on riscv64.
+    /// Its encodings overlap RVV 1.0's with other meanings, so a hart has one or the other: a
+    /// record with both runs neither vector set.
+    pub xtheadvector: bool,
     /// AVX2 and F16C, with the OS saving the YMM registers (x86-64).
     pub avx2: bool,
 }
@@ -38,6 +43,7 @@ impl Features {
             | u8::from(self.dotprod) << 1
             | u8::from(self.rvv) << 2
             | u8::from(self.avx2) << 3
+            | u8::from(self.xtheadvector) << 4
     }
 
     fn from_bits(b: u8) -> Features {
@@ -46,6 +52,7 @@ impl Features {
             dotprod: b & 2 != 0,
             rvv: b & 4 != 0,
             avx2: b & 8 != 0,
+            xtheadvector: b & 16 != 0,
         }
     }
 }
@@ -92,10 +99,17 @@ fn detect() -> Features {
 }
 
 /// The name of every set lmboot has, on any architecture (`kernels = NAME`, `--kernels NAME`).
-pub const SET_NAMES: [&str; 5] = ["scalar", "neon", "neon-dotprod", "rvv", "avx2"];
+pub const SET_NAMES: [&str; 6] = [
+    "scalar",
+    "neon",
+    "neon-dotprod",
+    "rvv",
+    "xtheadvector",
+    "avx2",
+];
 
 /// What a `kernels` setting may say, for error messages: `auto` and [`SET_NAMES`].
-pub const SET_CHOICES: &str = "auto, scalar, neon, neon-dotprod, rvv or avx2";
+pub const SET_CHOICES: &str = "auto, scalar, neon, neon-dotprod, rvv, xtheadvector or avx2";
 
 /// A set built for this architecture and what it needs.
 type Candidate = (Kernels, fn(&Features) -> bool);
@@ -111,6 +125,8 @@ const SETS: &[Candidate] = &[
     (super::neon32::KERNELS, super::neon32::runs_on),
     #[cfg(target_arch = "riscv64")]
     (super::rvv::KERNELS, super::rvv::runs_on),
+    #[cfg(target_arch = "riscv64")]
+    (super::xtheadvector::KERNELS, super::xtheadvector::runs_on),
     #[cfg(target_arch = "x86_64")]
     (super::avx2::KERNELS, super::avx2::runs_on),
 ];
@@ -166,6 +182,7 @@ mod tests {
             dotprod: true,
             rvv: true,
             avx2: true,
+            xtheadvector: true,
         };
         assert_eq!(Features::from_bits(all.bits()), all);
         assert_eq!(Features::from_bits(0), Features::default());

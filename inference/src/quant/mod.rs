@@ -7,6 +7,8 @@
 //! - [`scalar`]: the reference kernels (dequantize, dot products);
 //! - `neon` (aarch64): bit-identical NEON twins of the dot products, the activation quantizers and
 //!   the attention, plain (SMULL/SMLAL) and with SDOT (`Kernels::NEON`, `Kernels::NEON_DOTPROD`);
+//! - `rvv`, `xtheadvector` (riscv64): RVV 1.0 twins, and T-Head's RVV 0.7.1 ones for the C906
+//!   (`Kernels::RVV`, `Kernels::XTHEADVECTOR`; a hart runs one or the other);
 //! - `neon32` (32-bit Arm, Cortex-A7): `asm!` NEON twins of the 32-wide dot products, Q4_K, Q6_K
 //!   and the Q8_0 / Q8_1 quantizers (`Kernels::NEON32`, named `neon` as on aarch64);
 //! - [`Kernels`] (`table.rs`): a set as a table with one entry per weight type, indexed as
@@ -50,6 +52,8 @@ mod table;
 #[allow(dead_code)]
 mod testgen;
 pub mod types;
+#[cfg(target_arch = "riscv64")]
+pub mod xtheadvector;
 
 pub use act::{ActBuf, ActLenError, Acts, BlockQ8K, BlockQ8_0, BlockQ8_1};
 pub use batch::{ActsBatch, Mat, MAX_BATCH};
@@ -201,6 +205,13 @@ impl Kernels {
     /// [`Kernels::available`], which follow the features recorded at boot ([`set_features`]).
     #[cfg(target_arch = "riscv64")]
     pub const RVV: Kernels = rvv::KERNELS;
+
+    /// XTheadVector (T-Head's RVV 0.7.1: the C906 of the Milk-V Duo, VLEN 128):
+    /// `xtheadvector::KERNELS`. Only for harts with XTheadVector (RVV 1.0 code traps there, and
+    /// this set's code on an RVV 1.0 hart): take it from [`Kernels::best`] or
+    /// [`Kernels::available`], which follow the features recorded at boot ([`set_features`]).
+    #[cfg(target_arch = "riscv64")]
+    pub const XTHEADVECTOR: Kernels = xtheadvector::KERNELS;
 
     /// AArch32 NEON (32-bit Arm with NEON and VFPv4: Cortex-A7), `neon32::KERNELS`, named `neon`.
     /// Only for cores with NEON: take it from [`Kernels::best`] or [`Kernels::available`], which

@@ -74,9 +74,11 @@ use super::table::{with_floats, with_k_quants};
 use super::{Features, Kernels};
 
 /// Whether a CPU with `f` runs [`KERNELS`]: the harts have V (the boot code records it from the
-/// device tree's ISA string, [`isa_has_v`]; tests under Linux from `AT_HWCAP`, [`hwcap_has_v`]).
+/// device tree's ISA string, [`isa_has_v`]; tests under Linux from `AT_HWCAP`, [`hwcap_has_v`])
+/// and not T-Head's XTheadVector, whose encodings overlap V's with other meanings (a C906 may
+/// well announce `v`; see `super::xtheadvector`).
 pub fn runs_on(f: &Features) -> bool {
-    f.rvv
+    f.rvv && !f.xtheadvector
 }
 
 /// Whether a device tree `riscv,isa` string (`rv64imafdcv_zicsr_...`, any case, with or without
@@ -167,7 +169,7 @@ macro_rules! rvv_asm {
         )
     };
 }
-use rvv_asm;
+pub(crate) use rvv_asm;
 
 /// f16 bits → f32, exactly as `half::f16::to_f32` (for every non-NaN value; NaN stays NaN), for
 /// the e32 lanes of a register group that holds `h << 13` (zero-extended 16-bit `h`; e.g. from

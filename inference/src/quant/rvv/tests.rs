@@ -18,20 +18,13 @@
 extern crate std;
 
 use super::*;
-use alloc::vec::Vec;
-
-use crate::quant::testgen::at_hwcap as hwcap;
 
 /// Records what the hart reports (as the kernel does at boot from the device tree) and returns it:
 /// `false` means the RVV kernels must not run. Every test records the same answer, so none races
 /// another.
+/// (On a T-Head CPU model the V of AT_HWCAP is XTheadVector: recorded as such, and `false` here.)
 pub(crate) fn record_v() -> bool {
-    let v = hwcap_has_v(hwcap());
-    crate::quant::set_features(crate::quant::Features {
-        rvv: v,
-        ..Default::default()
-    });
-    v
+    crate::quant::testgen::record_riscv_vector().rvv
 }
 
 /// VLEN in bits (vlenb · 8); only on harts with V.
@@ -91,7 +84,12 @@ fn kernel_set_follows_v() {
         Ok(cpu) if cpu.contains("v=false") => assert!(!v, "QEMU_CPU={cpu} but AT_HWCAP has V"),
         _ => {}
     }
-    if v {
+    if crate::quant::testgen::qemu_cpu_is_thead() {
+        std::println!(
+            "kernel_set_follows_v: a T-Head CPU model: its V is XTheadVector, RVV 1.0 traps: best = {}",
+            crate::quant::Kernels::best().name
+        );
+    } else if v {
         std::println!(
             "kernel_set_follows_v: V present, VLEN {}: best = rvv",
             vlen()

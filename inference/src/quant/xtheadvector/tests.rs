@@ -1,0 +1,338 @@
+//! What is specific to XTheadVector: the encoding layer (every re-encoded instruction against a
+//! known-good word, and its behaviour on the emulated C906), the ISA string and ids, and the
+//! choice of kernel set. Every kernel against its scalar twin is checked by the shared harness
+//! (`quant::kernel_tests`). Run under T-Head's user-mode QEMU (PyPI `xuantie-qemu`, which
+//! `cargo xtask setup` installs in the cache):
+//!
+//! ```text
+//! QEMU_CPU=c906fdv CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_RUNNER="<cache>/xuantie-qemu/qemu-riscv64 -L /usr/riscv64-linux-gnu" \
+//!     cargo test --release -p inference --target riscv64gc-unknown-linux-gnu
+//! ```
+//!
+//! Elsewhere (RVV 1.0 or no vector unit) the behaviour test says it is skipped; the encodings are
+//! checked everywhere (the words are read, never run).
+
+extern crate std;
+
+use super::*;
+use crate::quant::testgen::{check_set_choice, record_riscv_vector};
+use crate::quant::Features;
+use alloc::vec::Vec;
+
+/// One instruction as the encoding layer assembles it, read back from a data section (never
+/// run): `word!("vfmv.f.s fa0, v4")`.
+macro_rules! word {
+    ($insn:literal) => {{
+        let p: *const u32;
+        // SAFETY: emits one 4-byte word into a read-only data section and takes its address; the
+        // word is read below, never executed. No register but `p` changes.
+        unsafe {
+            core::arch::asm!(
+                ".option push",
+                ".option arch, +v",
+                xtv_enter!(),
+                ".pushsection .rodata.xtv_words, \"a\"",
+                ".balign 4",
+                "1:",
+                $insn,
+                ".popsection",
+                xtv_leave!(),
+                ".option pop",
+                "lla {p}, 1b",
+                p = out(reg) p,
+                options(nomem, nostack, preserves_flags)
+            );
+        }
+        // SAFETY: `p` is the address of the 4-byte word emitted above, 4-byte aligned.
+        unsafe { p.read() }
+    }};
+}
+
+#[test]
+fn encodings_match_known_words() {
+    // (instruction through the layer, known word, source of the word)
+    let cases: [(u32, u32, &str); 18] = [
+        (
+            word!("vsetvli t4, zero, e8, m8, ta, ma"),
+            0x0030_7ed7,
+            "Linux THEAD_VSETVLI_T4X0E8M8D1",
+        ),
+        (
+            word!("vsetvli a2, a0, e32, m4, ta, ma"),
+            0x00a5_7657,
+            "LLVM xtheadvector/vsetvl.s",
+        ),
+        (
+            word!("vsetvli a2, a0, e16, m2, ta, mu"),
+            0x0055_7657,
+            "vsew 1 << 2 | vlmul 1",
+        ),
+        (
+            word!("vfmv.f.s fa0, v4"),
+            0x3240_1557,
+            "LLVM xtheadvector/fmv.s",
+        ),
+        (
+            word!("vfmv.s.f v8, fa0"),
+            0x3605_5457,
+            "LLVM xtheadvector/fmv.s",
+        ),
+        (
+            word!("vmv.s.x v8, a0"),
+            0x3605_6457,
+            "LLVM xtheadvector/mv.s",
+        ),
+        (
+            word!("th.vext.x.v a2, v4, a0"),
+            0x3245_2657,
+            "LLVM xtheadvector/mv.s",
+        ),
+        (
+            word!("vfcvt.xu.f.v v8, v4"),
+            0x8a40_1457,
+            "LLVM xtheadvector/convert.s",
+        ),
+        (
+            word!("vfcvt.x.f.v v8, v4"),
+            0x8a40_9457,
+            "LLVM xtheadvector/convert.s",
+        ),
+        (
+            word!("vfcvt.f.xu.v v8, v4"),
+            0x8a41_1457,
+            "LLVM xtheadvector/convert.s",
+        ),
+        (
+            word!("vfcvt.f.x.v v8, v4"),
+            0x8a41_9457,
+            "LLVM xtheadvector/convert.s",
+        ),
+        (
+            word!("vfwcvt.f.f.v v8, v4"),
+            0x8a46_1457,
+            "LLVM xtheadvector/convert.s",
+        ),
+        (
+            word!("vfncvt.f.f.w v8, v4"),
+            0x8a4a_1457,
+            "LLVM xtheadvector/convert.s (.v)",
+        ),
+        (word!("vid.v v8"), 0x5a08_a457, "LLVM xtheadvector/mask.s"),
+        (
+            word!("vfirst.m a2, v4"),
+            0x5640_2657,
+            "LLVM xtheadvector/mask.s th.vmfirst.m",
+        ),
+        (
+            word!("vcpop.m a2, v4"),
+            0x5240_2657,
+            "LLVM xtheadvector/mask.s th.vmpopc.m",
+        ),
+        // Shared encodings, assembled as RVV 1.0.
+        (
+            word!("vfredosum.vs v8, v4, v20"),
+            0x0e4a_1457,
+            "LLVM xtheadvector/freduction.s",
+        ),
+        (
+            word!("vlsseg2e8.v v8, (a0), a1"),
+            0x2ab5_0407,
+            "LLVM xtheadvector/zvlsseg.s th.vlsseg2bu.v",
+        ),
+    ];
+    for (got, want, source) in cases {
+        assert_eq!(got, want, "{got:#010x} != {want:#010x} ({source})");
+    }
+}
+
+/// Runs `$tpl` through `xtv_asm!` with the given operands (a behaviour probe).
+macro_rules! probe {
+    ([$($tpl:tt)*], [$($ops:tt)*]) => {
+        // SAFETY: reached only on a hart with XTheadVector (checked by the caller); the template
+        // touches only the operands' memory, which the caller provides.
+        unsafe { xtv_asm!([$($tpl)*], [$($ops)*], [nostack]) }
+    };
+}
+
+/// The emulated C906: vector length, vlenb, tail zeroing, the mask layout, and every
+/// re-encoded instruction doing what it says.
+#[test]
+fn encoding_layer_behaves_on_the_hart() {
+    if !record_riscv_vector().xtheadvector {
+        std::println!("encoding_layer_behaves_on_the_hart: skipped, this hart has no XTheadVector");
+        return;
+    }
+    let (vl32, vl8, vlenb): (usize, usize, usize);
+    probe!(
+        [
+            "vsetvli {a}, {n}, e32, m4, ta, ma",
+            "vsetvli {b}, {n}, e8, m1, ta, ma",
+            "csrr {c}, 0xc22",
+        ],
+        [a = out(reg) vl32, b = out(reg) vl8, c = out(reg) vlenb, n = in(reg) 100usize,]
+    );
+    assert_eq!(
+        (vl32, vl8, vlenb),
+        (16, 16, 16),
+        "VLEN 128: vl at e32 m4, at e8 m1, vlenb"
+    );
+
+    // Tail zeroing: 7 everywhere, then 1 in the first three lanes only.
+    let mut tail = [0xaau8; 16];
+    probe!(
+        [
+            "vsetvli {t}, zero, e8, m1, ta, ma",
+            "vmv.v.i v8, 7",
+            "vsetvli zero, {three}, e8, m1, ta, ma",
+            "vmv.v.i v8, 1",
+            "vsetvli {t}, zero, e8, m1, ta, ma",
+            "vse8.v v8, ({p})",
+        ],
+        [t = out(reg) _, three = in(reg) 3usize, p = in(reg) tail.as_mut_ptr(),]
+    );
+    let mut want = [0u8; 16];
+    want[..3].fill(1);
+    assert_eq!(tail, want, "0.7.1 zeroes the tail");
+
+    // Mask layout: at e32 m1 (MLEN 32) element 1's bit is bit 32 of v0; masked-off lanes
+    // keep their value.
+    let mut mask = [0xaau8; 16];
+    let mut merged = [0u32; 4];
+    probe!(
+        [
+            "vsetvli {t}, zero, e32, m1, ta, mu",
+            "vid.v v8",
+            "vmseq.vi v0, v8, 1",
+            "vmv.v.i v9, 5",
+            "vadd.vi v9, v9, 2, v0.t",
+            "vse32.v v9, ({m})",
+            "vsetvli {t}, zero, e8, m1, ta, ma",
+            "vse8.v v0, ({p})",
+        ],
+        [t = out(reg) _, p = in(reg) mask.as_mut_ptr(), m = in(reg) merged.as_mut_ptr(),]
+    );
+    let set: Vec<usize> = (0..128)
+        .filter(|&i| mask[i / 8] >> (i % 8) & 1 != 0)
+        .collect();
+    assert_eq!(set, [32], "mask bit of element 1 at e32 m1");
+    assert_eq!(merged, [5, 7, 5, 5], "masked-off lanes undisturbed");
+
+    // th.vext.x.v zero-extends and takes element rs1; vfirst.m / vcpop.m; vmv.s.x.
+    let (ext, elem2, first, pop): (usize, usize, usize, usize);
+    probe!(
+        [
+            "vsetvli {t}, zero, e16, m1, ta, ma",
+            "vmv.v.i v8, -1",
+            "th.vext.x.v {ext}, v8, zero",
+            "vid.v v9",
+            "th.vext.x.v {e2}, v9, {two}",
+            "vsetvli {t}, zero, e8, m1, ta, ma",
+            "vid.v v12",
+            "vmsgtu.vi v0, v12, 4",
+            "vfirst.m {first}, v0",
+            "vcpop.m {pop}, v0",
+            "vmv.s.x v13, {t}",
+        ],
+        [t = out(reg) _, ext = out(reg) ext, e2 = out(reg) elem2, two = in(reg) 2usize,
+         first = out(reg) first, pop = out(reg) pop,]
+    );
+    assert_eq!(ext, 0xffff, "th.vext.x.v zero-extends an e16 -1");
+    assert_eq!(elem2, 2, "th.vext.x.v takes element rs1");
+    assert_eq!(
+        (first, pop),
+        (5, 11),
+        "vfirst.m / vcpop.m over elements 5..16"
+    );
+
+    // vfcvt both ways (to nearest even), vfmv.s.f / vfmv.f.s.
+    let (f, back): (f32, f32);
+    probe!(
+        [
+            "vsetvli {t}, zero, e32, m1, ta, ma",
+            "vmv.v.i v10, -3",
+            "vfcvt.f.x.v v10, v10",
+            "vfmv.f.s {f}, v10",
+            "vfmv.s.f v11, {half}",
+            "vfcvt.x.f.v v11, v11",
+            "vfcvt.f.x.v v11, v11",
+            "vfmv.f.s {back}, v11",
+        ],
+        [t = out(reg) _, f = out(freg) f, half = in(freg) 2.5f32, back = out(freg) back,]
+    );
+    assert_eq!(f.to_bits(), (-3.0f32).to_bits(), "vfcvt.f.x.v");
+    assert_eq!(
+        back.to_bits(),
+        2.0f32.to_bits(),
+        "vfcvt.x.f.v rounds to nearest even"
+    );
+    std::println!(
+        "encoding_layer_behaves_on_the_hart: VLEN 128 (vlenb {vlenb}), tail zeroed, MLEN = SEW/LMUL"
+    );
+}
+
+#[test]
+fn isa_string_and_ids_decide_xtheadvector() {
+    let cases = [
+        ("rv64imafdc_xtheadvector", true),
+        ("rv64imafdcv_zicsr_zifencei_xtheadvector1p0", true),
+        ("RV64IMAFDC_XTHEADVECTOR", true),
+        // An entry of `riscv,isa-extensions`.
+        ("xtheadvector", true),
+        ("rv64imafdcv", false),
+        ("rv64imafdc_xtheadcmo_xtheadsync", false),
+        ("rv64gc_xtheadvectorx", false),
+        ("rv64gc_zve64d_zvl128b", false),
+        ("", false),
+    ];
+    for (isa, want) in cases {
+        assert_eq!(isa_has_xtheadvector(isa), want, "{isa}");
+    }
+    assert!(ids_have_xtheadvector(0x5b7, 0, true));
+    assert!(!ids_have_xtheadvector(0x5b7, 0, false), "no V in misa");
+    assert!(
+        !ids_have_xtheadvector(0x5b7, 0x1, true),
+        "a later T-Head core (RVV 1.0)"
+    );
+    assert!(!ids_have_xtheadvector(0x489, 0, true), "SiFive");
+}
+
+/// Features with XTheadVector or nothing.
+fn with_xtv(xtheadvector: bool) -> Features {
+    Features {
+        xtheadvector,
+        ..Features::default()
+    }
+}
+
+#[test]
+fn kernel_set_follows_xtheadvector() {
+    let f = record_riscv_vector();
+    check_set_choice("xtheadvector", with_xtv, true, f.xtheadvector);
+    // A hart has one vector unit or the other; a record claiming both runs neither.
+    let both = Features {
+        rvv: true,
+        ..with_xtv(true)
+    };
+    assert_eq!(Kernels::best_on(&both).name, "scalar");
+    assert_eq!(
+        Kernels::best_on(&Features {
+            rvv: true,
+            ..with_xtv(false)
+        })
+        .name,
+        "rvv"
+    );
+    let here: Vec<&str> = Kernels::available().map(|k| k.name).collect();
+    if f.xtheadvector {
+        assert_eq!(here, ["scalar", "xtheadvector"]);
+    }
+    std::println!(
+        "kernel_set_follows_xtheadvector: {} (QEMU_CPU={}): sets {here:?}",
+        if f.xtheadvector {
+            "XTheadVector"
+        } else {
+            "no XTheadVector"
+        },
+        std::env::var("QEMU_CPU").unwrap_or_default()
+    );
+}
