@@ -68,6 +68,10 @@ const USAGE: &str = "usage: lmboot-host --model FILE.gguf|NAME [options]
   --board-sim B --mem M  run as board B (zero2w, pi4) with M of RAM (e.g. 512M) would: the weights
                          through the kernel's page cache, on a clock of that board's card and
                          cores; prints the time and card bytes per generated token
+  --kernels NAME         the kernel set (scalar, neon, neon-dotprod, rvv, xtheadvector, avx2),
+                         trusting that the CPU has it (under a user-mode emulator whose CPU
+                         model says so: the RISC-V sets cannot be detected from user mode);
+                         default: the fastest this CPU is known to run
   --info                 print the model's metadata and tensor table
   --cache-sweep MIB,...  bytes read per generated token through the runtime's page cache of each
                          size (MiB), resident-prefix with and without read-ahead, and LRU (-n tokens)
@@ -99,11 +103,35 @@ struct Args {
     spec: inference::speculate::SpecSettings,
     board_sim: Option<String>,
     mem: Option<u64>,
+    kernels: Option<String>,
 }
 
 fn fail(msg: impl std::fmt::Display) -> ! {
     eprintln!("lmboot-host: {msg}");
     exit(1)
+}
+
+/// The kernel set `--kernels` names (its features recorded as the CPU's), or the fastest known.
+fn kernels(name: Option<&str>) -> Kernels {
+    use inference::quant::{features, set_features, Features, SET_CHOICES};
+    let Some(name) = name else {
+        return Kernels::best();
+    };
+    let mut f: Features = features();
+    match name {
+        "neon" => f.neon = true,
+        "neon-dotprod" => (f.neon, f.dotprod) = (true, true),
+        "rvv" => (f.rvv, f.xtheadvector) = (true, false),
+        "xtheadvector" => (f.rvv, f.xtheadvector) = (false, true),
+        "avx2" => f.avx2 = true,
+        _ => {}
+    }
+    set_features(f);
+    Kernels::by_name(name).unwrap_or_else(|| {
+        fail(format!(
+            "--kernels {name}: not a set built for this architecture ({SET_CHOICES})"
+        ))
+    })
 }
 
 fn parse_args() -> Args {
@@ -127,6 +155,7 @@ fn parse_args() -> Args {
         spec: Default::default(),
         board_sim: None,
         mem: None,
+        kernels: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -187,6 +216,7 @@ fn parse_args() -> Args {
             "--dump-logits" => a.dump = Some(val("--dump-logits").into()),
             "--info" => a.info = true,
             "--board-sim" => a.board_sim = Some(val("--board-sim")),
+            "--kernels" => a.kernels = Some(val("--kernels")),
             "--mem" => {
                 let v = val("--mem");
                 a.mem =
@@ -332,7 +362,7 @@ fn run<S: Storage + Sync>(args: &Args, src: &S) -> Result<(), String> {
     let mut st =
         RunState::with_batch(&model, ctx, args.threads, args.batch).map_err(|e| e.to_string())?;
     let pool = pool::Pool::new(args.threads);
-    let engine = Engine::new(&model, src, &pool, Kernels::best());
+    let engine = Engine::new(&model, src, &pool, kernels(args.kernels.as_deref()));
     let load_ms = t_load.elapsed().as_secs_f64() * 1e3;
 
     if let Some(teacher) = &args.teacher {

@@ -44,6 +44,7 @@ pub(crate) fn python() -> String {
 
 pub mod bench;
 pub mod dtb;
+pub mod duo;
 pub mod fetch;
 pub mod fidelity;
 pub mod fit;
@@ -200,7 +201,15 @@ pub fn build_kernel(board: &Board, for_qemu: bool) -> Result<PathBuf, String> {
         .join("release")
         .join("kernel");
     if board.kernel_format == "elf" {
-        return Ok(elf);
+        // A copy of its own: boards of one target share cargo's output path, and tests boot
+        // several of them at once.
+        let own = elf.with_file_name(format!(
+            "kernel-{}{}.elf",
+            board.name,
+            if for_qemu { "-qemu" } else { "" }
+        ));
+        fs::copy(&elf, &own).map_err(|e| format!("{}: {e}", own.display()))?;
+        return Ok(own);
     }
     let stem = board.kernel_name.trim_end_matches(".img");
     let img = elf.with_file_name(format!(

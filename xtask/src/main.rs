@@ -45,7 +45,11 @@ commands:
                   speculative decoding on a Pi Zero 2 W's and a Pi 4's clock through the page cache
                   (lmboot-host --board-sim; fetches Qwen2.5-Coder-1.5B and -0.5B; only with --only
                   speculative): results/speculative.md
-                  [--only instructions|batches|cache|readahead|mca|models|llamacpp|card|speculative]
+                  the XTheadVector set's instructions per token beside RVV 1.0's at VLEN 128
+                  (xuantie-qemu user mode, -cpu c906fdv / c908v, the insncount plugin) and the
+                  Milk-V Duo's predicted time per token (only with --only xtheadvector):
+                  results/xtheadvector.md
+                  [--only instructions|batches|cache|readahead|mca|models|llamacpp|card|speculative|xtheadvector]
   fidelity        the error budget: mean KL from the float64 reference on every golden case with
                   each approximation made exact in turn (lmboot-host --exact): results/fidelity.md
   fuzz            run each fuzz target (gguf, fat, tokenizer, config, ring, fdt, promptcache,
@@ -890,9 +894,9 @@ fn number<T: std::str::FromStr>(
         .ok_or_else(|| format!("{flag} needs a number"))
 }
 
-/// The parts of `cargo xtask bench` (`--only PART`); `mca` and `speculative` run only when asked
-/// for.
-const BENCH_PARTS: [&str; 9] = [
+/// The parts of `cargo xtask bench` (`--only PART`); `mca`, `speculative` and `xtheadvector` run
+/// only when asked for.
+const BENCH_PARTS: [&str; 10] = [
     "instructions",
     "batches",
     "cache",
@@ -902,6 +906,7 @@ const BENCH_PARTS: [&str; 9] = [
     "llamacpp",
     "card",
     "speculative",
+    "xtheadvector",
 ];
 
 fn bench(args: &[String]) -> Result<i32, String> {
@@ -934,6 +939,12 @@ fn bench(args: &[String]) -> Result<i32, String> {
     }
     if setup() != 0 {
         return Err("setup failed".into());
+    }
+    if only.as_deref() == Some("xtheadvector") {
+        // T-Head's emulator and the Duo's stand-in: only when asked for.
+        println!("{}", xtask::duo::run()?);
+        eprintln!("xtask: wrote results/xtheadvector.md");
+        return Ok(0);
     }
     let want = |part: &str| only.as_deref().is_none_or(|o| o == part);
     // `models` measures llama.cpp too; `llamacpp` is its comparison alone.

@@ -65,10 +65,27 @@ fn self_test() -> &'static str {
     }
 }
 
+/// (RVV 1.0, XTheadVector) as the device tree's ISA string and the firmware's ids tell: V is RVV
+/// 1.0 unless the string names XTheadVector, or the hart is a T-Head one whose `mimpid` is 0 (the
+/// XTheadVector spec's rule: those harts call their 0.7.1 unit `v`).
+fn vector_from_isa(isa: Option<&str>) -> (bool, bool) {
+    use inference::quant::{rvv, xtheadvector as xt};
+    let v = isa.is_some_and(rvv::isa_has_v);
+    let named = isa.is_some_and(xt::isa_has_xtheadvector);
+    let thead_v = v && {
+        let vendor = sbi_rt::get_mvendorid();
+        let imp = sbi_rt::get_mimpid();
+        xt::ids_have_xtheadvector(vendor, imp, true)
+    };
+    let thead = named || thead_v;
+    (v && !thead, thead)
+}
+
 /// Record the kernel sets the harts run.
-fn record_features(rvv: bool, _xtheadvector: bool) {
+fn record_features(rvv: bool, xtheadvector: bool) {
     inference::quant::set_features(inference::quant::Features {
         rvv,
+        xtheadvector,
         ..Default::default()
     });
 }
@@ -130,7 +147,7 @@ impl Arch for Cpu {
     ) -> Option<alloc::string::String> {
         use alloc::format;
         let (rvv, thead) = match board::VECTOR {
-            Vector::Isa => (isa.is_some_and(inference::quant::rvv::isa_has_v), false),
+            Vector::Isa => vector_from_isa(isa),
             Vector::Xtheadvector => (false, true),
         };
         if thead {
@@ -139,7 +156,7 @@ impl Arch for Cpu {
         record_features(rvv, thead);
         let vector = match (rvv, thead) {
             (true, _) => "RVV 1.0",
-            (_, true) => "XTheadVector (board file)",
+            (_, true) => "XTheadVector",
             _ => "off",
         };
         let mut s = format!("isa: {} (vector {vector})", isa.unwrap_or("unknown"));
