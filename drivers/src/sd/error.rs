@@ -180,6 +180,12 @@ pub enum Cause {
     BadCsd { structure: u8, read_bl_len: u8 },
     /// No base clock: none given and the capabilities register has none.
     NoBaseClock { caps: u32 },
+    /// No base clock given, and this controller's capabilities register is not to be trusted
+    /// for one (Linux's `SDHCI_QUIRK_CAP_CLOCK_BASE_BROKEN`; `caps` as read).
+    BaseClockNotGiven { caps: u32 },
+    /// The DesignWare MSHC's P_VENDOR_AREA1 (0xE8, bits 11:0: `ptr`) points outside the register
+    /// block, where its vendor registers cannot be.
+    VendorArea { ptr: u32 },
     /// No divider brings `base_hz` down to `target_hz` or below on this controller version.
     Divider {
         base_hz: u32,
@@ -355,6 +361,14 @@ impl fmt::Display for Cause {
             Cause::NoBaseClock { caps } => write!(
                 f,
                 "no base clock given and none in the capabilities register ({caps:#010x})"
+            ),
+            Cause::BaseClockNotGiven { caps } => write!(
+                f,
+                "no base clock given, and this controller's capabilities register ({caps:#010x}) is not to be trusted for one (the board file's base_clock_hz must give it)"
+            ),
+            Cause::VendorArea { ptr } => write!(
+                f,
+                "the vendor area pointer P_VENDOR_AREA1 ({ptr:#x}) lies outside the controller's registers"
             ),
             Cause::Divider {
                 base_hz,
