@@ -5,6 +5,8 @@
 //! architecture's methods for `core_start` and `exit`).
 #![allow(dead_code)]
 
-pub use boards::{BlockKind, CoreStart, Exit, IrqController, MemKind, RamFrom, Region, UartKind};
+pub use boards::{
+    BlockKind, CoreStart, Exit, IrqController, MemKind, RamFrom, Region, SdhciHost, UartKind,
+};
 
 include!(concat!(env!("OUT_DIR"), "/board.rs"));

@@ -316,6 +316,20 @@ fn bit_names(f: &mut fmt::Formatter<'_>, value: u32, names: &[(u32, &str)]) -> f
     Ok(())
 }
 
+/// An ADMA2 error: the state the engine stopped in, a length mismatch, the registers.
+fn adma_error(f: &mut fmt::Formatter<'_>, adma_status: u32, err_status: u16) -> fmt::Result {
+    let state = match adma_status & 3 {
+        0 => "stop (ST_STOP)",
+        1 => "fetching a descriptor (ST_FDS)",
+        _ => "transferring data (ST_TFR)",
+    };
+    write!(
+        f,
+        "ADMA2 error while {state}{} (ADMA error status {adma_status:#x}, ERR_INT_STAT {err_status:#06x})",
+        if adma_status & 4 != 0 { ", length mismatch" } else { "" }
+    )
+}
+
 impl fmt::Display for Cause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
@@ -418,18 +432,7 @@ impl fmt::Display for Cause {
             Cause::Adma {
                 adma_status,
                 err_status,
-            } => {
-                let state = match adma_status & 3 {
-                    0 => "stop (ST_STOP)",
-                    1 => "fetching a descriptor (ST_FDS)",
-                    _ => "transferring data (ST_TFR)",
-                };
-                write!(
-                    f,
-                    "ADMA2 error while {state}{} (ADMA error status {adma_status:#x}, ERR_INT_STAT {err_status:#06x})",
-                    if adma_status & 4 != 0 { ", length mismatch" } else { "" }
-                )
-            }
+            } => adma_error(f, adma_status, err_status),
             Cause::VoltageSwitch { stage, dat } => write!(
                 f,
                 "signal voltage switch: {stage} (DAT[3:0] {dat:#06b})"
