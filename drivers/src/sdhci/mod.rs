@@ -1,6 +1,9 @@
 //! SD host controller (SDHCI) driver: reads SD cards through the Raspberry Pi's Arasan "EMMC"
 //! controller (Pi 3 / Zero 2 W at `0x3F30_0000`, Pi 4 legacy `0xFE30_0000`, where QEMU's raspi3b
-//! and raspi4b attach `-drive if=sd`) and other SDHCI v2/v3 controllers such as the Pi 4's EMMC2.
+//! and raspi4b attach `-drive if=sd`) and other SDHCI v2/v3 controllers such as the Pi 4's EMMC2,
+//! the Sophgo CV1800B / SG2002's DesignWare MSHC (Milk-V Duo) and the SpacemiT K1's SDHCI
+//! (BPI-F3): what those two need beyond the specification is [`Config::variant`] (the module
+//! `vendor`, [`Variant`]).
 //! Reads, and block writes when asked ([`WriteBlocks`]); polled; High Speed on every host, UHS-I
 //! (DDR50, SDR50, SDR104) on SDHCI v3 hosts in a slot that switches to 1.8 V ([`Slot`]), ADMA2
 //! reads where the host has it.
@@ -53,8 +56,10 @@
 //! # Init sequence ([`Sdhci::init`])
 //!
 //! 1. Read the host version (0xFE) and capabilities (0x40); base clock = the given one, else the
-//!    capabilities' base clock field (the BCM2835 reports none: the kernel asks the firmware).
-//! 2. SRST_ALL, wait for it to clear. Status enables on (command complete, transfer complete, buffer
+//!    capabilities' base clock field (the BCM2835 reports none: the kernel asks the firmware; a
+//!    [`Variant`] whose field is not to be trusted refuses to start without a given one).
+//! 2. SRST_ALL, wait for it to clear; a [`Variant`]'s host control 2 cleared and its vendor
+//!    registers set ([`Variant`]'s docs). Status enables on (command complete, transfer complete, buffer
 //!    read ready, error bits 0-9), signal enables off, status cleared. Bus power on at 3.3 V.
 //! 3. Identification clock <= 400 kHz: SDHCI v3 10-bit divider (base / 2N), v1/v2 8-bit power of
 //!    two; internal clock on, wait for stable, then SD clock on; 1 ms for the card's 74 clocks.
