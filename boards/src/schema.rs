@@ -63,7 +63,8 @@ pub struct Board {
 pub struct Uart {
     pub kind: UartKind,
     pub base: u64,
-    /// The reference clock the baud-rate divisor comes from.
+    /// The reference clock the baud-rate divisor comes from (`ns16550`: 0 keeps the boot
+    /// loader's divisor).
     pub clock_hz: u32,
     /// Bytes between registers (`ns16550`): 1 (byte registers), or 4 (32-bit registers read and
     /// written as words, as the DesignWare APB UART of Allwinner SoCs needs).
@@ -422,6 +423,12 @@ impl Board {
     /// A `variant` is a 16550's, on 32-bit registers.
     fn check_uart_variant(&self) -> Result<(), String> {
         let u = &self.uart;
+        if u.clock_hz == 0 && u.kind != UartKind::Ns16550 {
+            return Err(
+                "[uart] clock_hz = 0 (keep the boot loader's divisor) is for kind = \"ns16550\""
+                    .into(),
+            );
+        }
         if u.variant == UartVariant::Plain {
             return Ok(());
         }

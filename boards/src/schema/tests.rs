@@ -452,6 +452,15 @@ fn uart_variants_need_a_16550_on_words() {
         e.contains("unknown variant `pxa`") && e.contains("xscale"),
         "{e}"
     );
+    let k1 = load(&boards_dir().join("scratch-p39-k1.toml")).unwrap();
+    assert!(k1
+        .kernel_constants(false, 0)
+        .contains("pub const UART_CLOCK_HZ: u32 = 0;"));
+    let e = parse(&virt_text().replace("clock_hz = 24_000_000", "clock_hz = 0")).unwrap_err();
+    assert!(
+        e.contains("clock_hz = 0 (keep the boot loader's divisor)"),
+        "{e}"
+    );
     let e = parse(&virt_text().replace("[uart]\n", "[uart]\nvariant = \"xscale\"\n")).unwrap_err();
     assert!(
         e.contains("variant = \"xscale\" needs kind = \"ns16550\""),

@@ -185,24 +185,32 @@ impl<R: ByteRegs> Ns16550<R> {
         }
     }
 
-    /// 8N1 at `baud` from `clock_hz`, FIFOs on, interrupts off. Whether every LCR write took (a
-    /// DesignWare UART that stayed busy throughout may not have): the console goes on either
-    /// way, at whatever the boot loader had set.
+    /// 8N1 at `baud` from `clock_hz`, FIFOs on, interrupts off; `clock_hz` 0 keeps the divisor
+    /// the boot loader programmed (for a UART whose clock the board file cannot be sure of: the
+    /// K1's may come from 14.7456, 48 or 57.6 MHz). Whether every LCR write took (a DesignWare
+    /// UART that stayed busy throughout may not have): the console goes on either way, at
+    /// whatever the boot loader had set.
     pub fn init(&mut self, clock_hz: u32, baud: u32) -> bool {
-        // Rounded to the nearest, as U-Boot's `ns16550_calc_divisor` does: 25 MHz gives 14
-        // (111607 baud, 3.1% slow) where truncating would give 13 (120192 baud, 4.3% fast).
-        let div = div_round(clock_hz as u64, 16 * baud.max(1) as u64).clamp(1, 0xffff) as u16;
         // What a boot loader printed last leaves first (bounded: a wedged UART is not waited on).
         self.wait_while(LSR, LSR_TEMT, false, DRAIN_SPIN_LIMIT);
         let ier = self.ier_off();
         self.regs.write(IER_DLM, ier);
-        let dlab = self.set_lcr(0x80); // DLAB
-        self.regs.write(RBR_THR_DLL, div as u8);
-        self.regs.write(IER_DLM, (div >> 8) as u8);
+        let dlab = clock_hz == 0 || self.set_divisor(clock_hz, baud);
         let line = self.set_lcr(0x03); // 8N1
         self.regs.write(FCR, FCR_FIFO_CLEAR); // FIFOs on and cleared
         self.regs.write(MCR, 0x03); // DTR, RTS
         dlab && line
+    }
+
+    /// DLL/DLM for `baud` from `clock_hz`, through the divisor latch; whether DLAB took.
+    fn set_divisor(&mut self, clock_hz: u32, baud: u32) -> bool {
+        // Rounded to the nearest, as U-Boot's `ns16550_calc_divisor` does: 25 MHz gives 14
+        // (111607 baud, 3.1% slow) where truncating would give 13 (120192 baud, 4.3% fast).
+        let div = div_round(clock_hz as u64, 16 * baud.max(1) as u64).clamp(1, 0xffff) as u16;
+        let dlab = self.set_lcr(0x80); // DLAB
+        self.regs.write(RBR_THR_DLL, div as u8);
+        self.regs.write(IER_DLM, (div >> 8) as u8);
+        dlab
     }
 }
 

@@ -187,3 +187,13 @@ fn xscale_as_plain_turns_the_unit_off() {
     u.write_byte(b'x');
     assert_eq!(u.regs().lost, b"x");
 }
+
+#[test]
+fn clock_zero_keeps_the_boot_loaders_divisor() {
+    let mut fake = FakeUart::new(Variant::Xscale);
+    (fake.dll, fake.dlm, fake.lcr) = (31, 0, 0x1B);
+    let mut u = uart(fake);
+    assert!(u.init(0, 115_200));
+    let f = u.regs();
+    assert_eq!((f.dll, f.dlm, f.lcr, f.ier), (31, 0, 0x03, IER_UUE));
+}
