@@ -54,6 +54,8 @@
 //! - `SDHCI_QUIRK_BROKEN_CARD_DETECTION`: card detect is never consulted (nor on any host here).
 //! - `SDHCI_QUIRK_BROKEN_TIMEOUT_VAL`, `SDHCI_QUIRK_DATA_TIMEOUT_USES_SDCLK`: the driver always
 //!   programs the largest data timeout and ends every wait with its own deadline.
+//! - High Speed also sets host control 2's UHS mode to SDR25 ([`Variant::uhs_mode_at_3v3`]), as
+//!   Linux's generic `sdhci_set_uhs_signaling` does for `MMC_TIMING_SD_HS`.
 //! - After a reset of the whole controller, TX_CFG (0x11C) bit 30 `TX_INT_CLK_SEL` is set ("to
 //!   guarantee the hold time at default speed mode or HS/SDR12/SDR25/SDR50", the vendor driver;
 //!   mainline sets it before each clock change at those timings). The vendor driver leaves the
@@ -136,6 +138,15 @@ impl Variant {
             Variant::DwcmshcCv18xx => Some(DWCMSHC_ADMA_BOUNDARY),
             _ => None,
         }
+    }
+
+    /// Host control 2's UHS mode select follows the timing at 3.3 V too (SDR25 in High Speed,
+    /// SDR12 at Default Speed), as Linux's generic `sdhci_set_uhs_signaling`, which the K1's
+    /// `spacemit_sdhci_set_uhs_signaling` calls, writes it; the specification has the host
+    /// ignore it without 1.8 V. The DesignWare's `dwcmshc_set_uhs_signaling` leaves it 0 for an
+    /// SD card in High Speed.
+    pub const fn uhs_mode_at_3v3(self) -> bool {
+        matches!(self, Variant::SpacemitK1)
     }
 
     /// Can the write-protect line (PRESENT_STATE bit 19) be believed at all? Not on the CV18xx
