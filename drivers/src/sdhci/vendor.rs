@@ -1,7 +1,9 @@
 //! The SDHCI hosts that are not the Raspberry Pi's, and what each needs beyond the SD Host
 //! Controller specification ([`Variant`]): the Sophgo CV1800B / SG2002's Synopsys DesignWare
 //! MSHC (Milk-V Duo, Duo 256M, LicheeRV Nano) and the SpacemiT K1's SDHCI (Banana Pi BPI-F3,
-//! Milk-V Jupiter). Both run 3.3 V only here (a [`NoSlot`]): High Speed at most, never UHS-I.
+//! Milk-V Jupiter). Both run 3.3 V only here (a [`NoSlot`]): High Speed at most, never UHS-I (the
+//! Duo boards' trees say `no-1-8-v`; a K1 board's slot rail is a PMIC regulator the kernel does
+//! not drive).
 //!
 //! # DesignWare MSHC, CV18xx (`sophgo,cv1800b-dwcmshc`, `sophgo,sg2002-dwcmshc`)
 //!

@@ -38,7 +38,7 @@ pub fn open() -> Result<Card, String> {
             }
             Some(host) => {
                 let dev = sd::open_host(host).map_err(|e| alloc::format!("card: {e}"))?;
-                // A 3.3 V slot (the boards' trees say `no-1-8-v`): High Speed at most.
+                // A 3.3 V slot (`sd::open_host`): High Speed at most.
                 let bus = sd_bus(dev.info(), BusMode::HighSpeed);
                 Ok(Card::new("SD", dev, Some(bus)))
             }

@@ -280,8 +280,9 @@ fn host_variant(host: SdhciHost) -> (Variant, CpuDma) {
 }
 
 /// Bring up the board's non-Pi SDHCI host (`[block] host`) at its base, clocked at the board
-/// file's `base_clock_hz`, in a 3.3 V slot (High Speed at most: the boards' trees say
-/// `no-1-8-v`); reads by ADMA2, queued (the card line says "ADMA2, reads queued", or "PIO" if
+/// file's `base_clock_hz`, in a 3.3 V slot (High Speed at most: the Duo boards' trees say
+/// `no-1-8-v`, and a K1 board switches its slot's I/O rail through a PMIC this kernel does not
+/// drive); reads by ADMA2, queued (the card line says "ADMA2, reads queued", or "PIO" if
 /// the driver could not use it).
 pub fn open_host(host: SdhciHost) -> Result<HostCard, String> {
     let base = board::BLOCK_BASES[0];
