@@ -62,6 +62,39 @@ pub enum UartKind {
     Ns16550,
 }
 
+/// Which 16550 an `ns16550` console is (`[uart] variant`; the drivers' `ns16550::Variant`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "std", derive(Deserialize), serde(rename_all = "kebab-case"))]
+pub enum UartVariant {
+    /// A plain 16550A (QEMU's).
+    #[default]
+    Plain,
+    /// The DesignWare APB UART (`snps,dw-apb-uart`): LCR writes wait for USR.BUSY to clear.
+    DwApb,
+    /// The XScale / PXA UART (`intel,xscale-uart`): IER's unit enable stays set.
+    Xscale,
+}
+
+/// A non-Raspberry-Pi SDHCI host (`[block] host` with `kind = "sdhci"`; the drivers'
+/// `sdhci::Variant`): its clock comes from the board file, not the VideoCore mailbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(Deserialize), serde(rename_all = "kebab-case"))]
+pub enum SdhciHost {
+    /// The Sophgo CV1800B / SG2002 DesignWare MSHC (Milk-V Duo, Duo 256M, LicheeRV Nano).
+    DwcmshcCv18xx,
+    /// The SpacemiT K1's SDHCI (Banana Pi BPI-F3, Milk-V Jupiter).
+    SpacemitK1,
+}
+
+impl SdhciHost {
+    /// The architecture of the SoCs that have it.
+    pub fn arch(self) -> Arch {
+        match self {
+            SdhciHost::DwcmshcCv18xx | SdhciHost::SpacemitK1 => Arch::Riscv64,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "std", derive(Deserialize), serde(rename_all = "kebab-case"))]
 pub enum BlockKind {

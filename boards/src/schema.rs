@@ -72,12 +72,16 @@ pub struct Board {
 pub struct Uart {
     pub kind: UartKind,
     pub base: u64,
-    /// The reference clock the baud-rate divisor comes from.
+    /// The reference clock the baud-rate divisor comes from (`ns16550`: 0 keeps the boot
+    /// loader's divisor).
     pub clock_hz: u32,
     /// Bytes between registers (`ns16550`): 1 (byte registers), or 4 (32-bit registers read and
     /// written as words, as the DesignWare APB UART of Allwinner SoCs needs).
     #[serde(default = "one")]
     pub stride: u32,
+    /// `ns16550`: which 16550 (default `plain`).
+    #[serde(default)]
+    pub variant: UartVariant,
 }
 
 fn one() -> u32 {
@@ -176,6 +180,11 @@ pub struct Block {
     pub count: Option<u32>,
     /// `sunxi-mmc`: the clock controller (CCU) that gates, resets and clocks the host.
     pub ccu: Option<u64>,
+    /// `sdhci`: a host other than the Raspberry Pi's (its quirks), clocked as the board says.
+    pub host: Option<SdhciHost>,
+    /// `sdhci` with `host`: the controller's base clock in Hz (its capabilities register is not
+    /// trusted for it).
+    pub base_clock_hz: Option<u32>,
 }
 
 /// How QEMU runs the board.
@@ -295,6 +304,7 @@ impl Board {
         if self.qemu.is_some() == self.qemu_stand_in.is_some() {
             return Err("a board has either a [qemu] table or a qemu_stand_in (the QEMU board that stands in for it), not both".into());
         }
+        self.check_uart_variant()?;
         self.check_ring_uart()?;
         self.check_block()?;
         self.check_memory()?;
@@ -427,6 +437,9 @@ impl Board {
 
     fn check_block(&self) -> Result<(), String> {
         let b = &self.block;
+        if b.kind != BlockKind::Sdhci && (b.host.is_some() || b.base_clock_hz.is_some()) {
+            return Err("[block] host and base_clock_hz are for kind = \"sdhci\"".into());
+        }
         match b.kind {
             BlockKind::VirtioMmio => {
                 let (Some(_), Some(_), Some(_)) = (b.base, b.stride, b.count) else {
@@ -438,7 +451,11 @@ impl Board {
                     return Err("[block] bases and clock_ids are for kind = \"sdhci\"".into());
                 }
             }
+            BlockKind::Sdhci if b.host.is_some() => self.check_sdhci_host()?,
             BlockKind::Sdhci => {
+                if b.base_clock_hz.is_some() {
+                    return Err("[block] base_clock_hz is for an sdhci host other than the Raspberry Pi's (set host): the Pi's clock comes from the mailbox".into());
+                }
                 let n = self.block_bases().len();
                 if n == 0 {
                     return Err("[block] kind = \"sdhci\" needs base or bases".into());
@@ -468,6 +485,61 @@ impl Board {
             }
         }
         Ok(())
+    }
+
+    /// A `variant` is a 16550's, on 32-bit registers.
+    fn check_uart_variant(&self) -> Result<(), String> {
+        let u = &self.uart;
+        if u.clock_hz == 0 && u.kind != UartKind::Ns16550 {
+            return Err(
+                "[uart] clock_hz = 0 (keep the boot loader's divisor) is for kind = \"ns16550\""
+                    .into(),
+            );
+        }
+        if u.variant == UartVariant::Plain {
+            return Ok(());
+        }
+        let v = kebab(&format!("{:?}", u.variant));
+        if u.kind != UartKind::Ns16550 || u.stride != 4 {
+            return Err(format!(
+                "[uart] variant = \"{v}\" needs kind = \"ns16550\" and stride = 4 (32-bit registers)"
+            ));
+        }
+        Ok(())
+    }
+
+    /// An `sdhci` host other than the Pi's: one controller at `base`, its clock from
+    /// `base_clock_hz`, nothing of the mailbox's, on its SoC's architecture.
+    fn check_sdhci_host(&self) -> Result<(), String> {
+        let b = &self.block;
+        let Some(host) = b.host else { return Ok(()) };
+        let name = kebab(&format!("{host:?}"));
+        if host.arch() != self.arch {
+            let arch = kebab(&format!("{:?}", self.arch));
+            return Err(format!(
+                "[block] host = \"{name}\" is a {} SoC's, not {arch}'s",
+                kebab(&format!("{:?}", host.arch()))
+            ));
+        }
+        if b.base.is_none() || b.bases.is_some() {
+            return Err(format!(
+                "[block] host = \"{name}\" needs base (one controller; no bases)"
+            ));
+        }
+        if b.clock_ids.is_some() || self.sd_clock_id.is_some() {
+            return Err(format!(
+                "[block] host = \"{name}\" takes its clock from base_clock_hz, not clock_ids or sd_clock_id (the mailbox's)"
+            ));
+        }
+        match b.base_clock_hz {
+            Some(hz) if (400_000..=1_000_000_000).contains(&hz) => Ok(()),
+            Some(hz) => Err(format!(
+                "[block] base_clock_hz = {hz}: must be the controller's clock, 400 kHz to 1 GHz"
+            )),
+            None => Err(format!(
+                "[block] host = \"{name}\" needs base_clock_hz (its capabilities register is not trusted for the clock)"
+            )),
+        }
     }
 
     fn check_memory(&self) -> Result<(), String> {
@@ -523,12 +595,16 @@ impl Board {
             format!("pub const UART_BASE: usize = {:#x};", self.uart.base),
             format!("pub const UART_CLOCK_HZ: u32 = {};", self.uart.clock_hz),
             format!("pub const UART_STRIDE: usize = {};", self.uart.stride),
+            format!("pub const UART_VARIANT: drivers::uart::ns16550::Variant = drivers::uart::ns16550::Variant::{:?};", self.uart.variant),
             format!("pub const BLOCK: BlockKind = BlockKind::{:?};", self.block.kind),
             format!("pub const BLOCK_BASES: &[usize] = &{bases:#x?};"),
             format!("pub const BLOCK_CLOCK_IDS: &[u32] = &{ids:?};"),
             format!("pub const BLOCK_STRIDE: usize = {:#x};", self.block.stride.unwrap_or(0)),
             format!("pub const BLOCK_COUNT: usize = {};", self.block.count.unwrap_or(1)),
             format!("pub const BLOCK_CCU: Option<usize> = {};", opt(self.block.ccu)),
+            "// A non-Pi SDHCI host and its base clock; None: the Pi's (or another kind).".into(),
+            format!("pub const BLOCK_HOST: Option<boards::SdhciHost> = {};", self.block.host.map_or("None".into(), |h| format!("Some(boards::SdhciHost::{h:?})"))),
+            format!("pub const BLOCK_BASE_CLOCK_HZ: u32 = {};", self.block.base_clock_hz.unwrap_or(0)),
             format!("pub const MAILBOX_BASE: Option<usize> = {};", opt(self.mailbox_base)),
             format!("pub const GPIO_BASE: Option<usize> = {};", opt(self.gpio_base)),
             format!("pub const GPIO_KIND: drivers::bcm2835::gpio::GpioKind = drivers::bcm2835::gpio::GpioKind::{gpio:?};"),

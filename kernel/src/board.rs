@@ -7,7 +7,7 @@
 
 pub use boards::{
     BlockKind, CacheMaintenance, CoreStart, Exit, IrqController, MemKind, RamFrom, Region,
-    UartKind, Vector,
+    SdhciHost, UartKind, Vector,
 };
 
 include!(concat!(env!("OUT_DIR"), "/board.rs"));

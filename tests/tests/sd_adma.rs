@@ -9,39 +9,14 @@ mod dma_mem;
 mod sd_card_sim;
 mod sd_sim;
 
-use dma_mem::MemOp;
+use dma_mem::{Buf, Forget, MemOp};
 use drivers::block::{BlockDevice, Submitted};
-use drivers::dma::{DmaMemory, DMA_ALIGN};
+use drivers::dma::DmaMemory;
 use drivers::sd::{BusMode, Cause, SdError};
 use drivers::sdhci::{Config, NoSlot, Sdhci, QUEUE_DEPTH};
 use sd_sim::*;
 
 const PAGE: usize = 256 << 10;
-
-/// A buffer of `len` bytes at a `DMA_ALIGN`-aligned address (`shift` bytes past it, for an
-/// unaligned one), filled with 0xA5.
-struct Buf {
-    raw: Vec<u8>,
-    at: usize,
-    len: usize,
-}
-
-impl Buf {
-    fn new(len: usize, shift: usize) -> Buf {
-        let raw = vec![0xA5u8; len + 2 * DMA_ALIGN];
-        let at =
-            (raw.as_ptr() as usize).next_multiple_of(DMA_ALIGN) - raw.as_ptr() as usize + shift;
-        Buf { raw, at, len }
-    }
-
-    fn ptr(&mut self) -> *mut u8 {
-        self.raw[self.at..].as_mut_ptr()
-    }
-
-    fn bytes(&self) -> &[u8] {
-        &self.raw[self.at..self.at + self.len]
-    }
-}
 
 type Adma<D> = Sdhci<SimRegs, SimClock, NoSlot, D>;
 
@@ -62,10 +37,7 @@ fn start<D: DmaMemory>(faults: Faults, dma: impl FnOnce(&Sim) -> D) -> (Sim, Adm
 }
 
 fn read_into<D: DmaMemory>(sd: &mut Adma<D>, lba: u64, b: &mut Buf) -> Result<(), SdError> {
-    let len = b.len;
-    // SAFETY: `b` holds `len` bytes from `ptr()`.
-    let s = unsafe { std::slice::from_raw_parts_mut(b.ptr(), len) };
-    sd.read_blocks(lba, s)
+    sd.read_blocks(lba, b.slice())
 }
 
 #[test]
@@ -125,17 +97,7 @@ fn queued_reads_land_while_the_cpu_is_elsewhere() {
     }
     assert_eq!(sd.poll_read(), None, "nothing has had time to arrive");
     // 512 blocks at 50 MHz on 4 lines: about 10.7 ms a page.
-    let mut got = Vec::new();
-    for _ in 0..1000 {
-        sim.pass_us(1_000);
-        while let Some((t, r)) = sd.poll_read() {
-            r.unwrap();
-            got.push(t);
-        }
-        if got.len() == 4 {
-            break;
-        }
-    }
+    let got = poll_until(&sim, &mut sd, 4);
     assert_eq!(got, tags, "reported in order");
     for (i, b) in bufs.iter().enumerate() {
         assert!(
@@ -263,23 +225,6 @@ fn a_descriptor_outside_memory_gives_a_clear_error() {
 /// CPU reads stale bytes; without the clean the engine finds no valid descriptor.
 #[test]
 fn missing_cache_maintenance_shows() {
-    struct Forget(SimDma, bool, bool);
-    impl DmaMemory for Forget {
-        fn bus_address(&mut self, addr: usize, len: usize) -> Option<u32> {
-            self.0.bus_address(addr, len)
-        }
-        fn to_device(&mut self, addr: usize, len: usize) {
-            if !self.1 {
-                self.0.to_device(addr, len)
-            }
-        }
-        unsafe fn from_device(&mut self, addr: usize, len: usize) {
-            if !self.2 {
-                // SAFETY: the driver's promise, passed on.
-                unsafe { self.0.from_device(addr, len) }
-            }
-        }
-    }
     let (sim, mut sd) = start(Faults::default(), |s| Forget(s.dma(), false, true));
     let mut b = Buf::new(PAGE, 0);
     read_into(&mut sd, 3, &mut b).unwrap();

@@ -351,3 +351,119 @@ fn the_link_interrupt_rules_are_checked() {
     let e = parse(&virt.replace("kind = \"gicv2\"", "kind = \"gicv3\"")).unwrap_err();
     assert!(e.contains("unknown variant `gicv3`"), "{e}");
 }
+
+#[test]
+fn a_non_pi_sdhci_host_and_its_clock_are_emitted_as_constants() {
+    let duo = load(&boards_dir().join("milkv-duo.toml")).unwrap();
+    let k = duo.kernel_constants(false, 0x8_0000);
+    assert!(
+        k.contains("pub const BLOCK_HOST: Option<boards::SdhciHost> = Some(boards::SdhciHost::DwcmshcCv18xx);"),
+        "{k}"
+    );
+    assert!(
+        k.contains("pub const BLOCK_BASE_CLOCK_HZ: u32 = 375000000;"),
+        "{k}"
+    );
+    assert!(
+        k.contains("ns16550::Variant = drivers::uart::ns16550::Variant::DwApb;"),
+        "{k}"
+    );
+    let k1 = load(&boards_dir().join("spacemit-k1.toml")).unwrap();
+    let k = k1.kernel_constants(false, 0x8_0000);
+    assert!(k.contains("Some(boards::SdhciHost::SpacemitK1)"), "{k}");
+    assert!(
+        k.contains("ns16550::Variant = drivers::uart::ns16550::Variant::Xscale;"),
+        "{k}"
+    );
+    // The Pi's: no host, the mailbox's clock.
+    let k = load(&boards_dir().join("rpi4.toml"))
+        .unwrap()
+        .kernel_constants(false, 0x8_0000);
+    assert!(
+        k.contains("pub const BLOCK_HOST: Option<boards::SdhciHost> = None;"),
+        "{k}"
+    );
+    assert!(k.contains("Variant::Plain;"), "{k}");
+}
+
+#[test]
+fn sdhci_host_rules_name_the_key() {
+    let duo = board_text("milkv-duo");
+    let e = parse(&duo.replace("base_clock_hz = 375_000_000\n", "")).unwrap_err();
+    assert!(
+        e.contains("needs base_clock_hz") && e.contains("dwcmshc-cv18xx"),
+        "{e}"
+    );
+    let e = parse(&duo.replace("base_clock_hz = 375_000_000", "base_clock_hz = 0")).unwrap_err();
+    assert!(e.contains("base_clock_hz = 0"), "{e}");
+    let e = parse(&duo.replace("host = \"dwcmshc-cv18xx\"", "host = \"dwcmshc\"")).unwrap_err();
+    assert!(
+        e.contains("unknown variant `dwcmshc`") && e.contains("spacemit-k1"),
+        "{e}"
+    );
+    let e = parse(&duo.replace("base = 0x0431_0000", "bases = [0x0431_0000]")).unwrap_err();
+    assert!(e.contains("needs base (one controller; no bases)"), "{e}");
+    let e = parse(&duo.replace("[block]\n", "[block]\nclock_ids = [1]\n")).unwrap_err();
+    assert!(e.contains("not clock_ids or sd_clock_id"), "{e}");
+    let e = parse(&duo.replace("max_cores = 1\n", "max_cores = 1\nsd_clock_id = 1\n")).unwrap_err();
+    assert!(e.contains("not clock_ids or sd_clock_id"), "{e}");
+    // A Pi's sdhci takes no base_clock_hz; other kinds take neither key.
+    let rpi4 = board_text("rpi4");
+    let e = parse(&rpi4.replace(
+        "clock_ids = [12, 1]",
+        "clock_ids = [12, 1]\nbase_clock_hz = 1",
+    ))
+    .unwrap_err();
+    assert!(
+        e.contains("base_clock_hz is for an sdhci host other than"),
+        "{e}"
+    );
+    let e = parse(&rpi4.replace(
+        "clock_ids = [12, 1]",
+        "clock_ids = [12, 1]\nhost = \"spacemit-k1\"",
+    ))
+    .unwrap_err();
+    assert!(
+        e.contains("host = \"spacemit-k1\" is a riscv64 SoC's, not aarch64's"),
+        "{e}"
+    );
+    let orange = board_text("orangepi-h3");
+    let e = parse(&orange.replace(
+        "ccu = 0x01c2_0000",
+        "ccu = 0x01c2_0000\nhost = \"spacemit-k1\"",
+    ))
+    .unwrap_err();
+    assert!(
+        e.contains("host and base_clock_hz are for kind = \"sdhci\""),
+        "{e}"
+    );
+}
+
+#[test]
+fn uart_variants_need_a_16550_on_words() {
+    let duo = board_text("milkv-duo");
+    let e = parse(&duo.replace("stride = 4\n", "")).unwrap_err();
+    assert!(
+        e.contains("variant = \"dw-apb\" needs kind = \"ns16550\" and stride = 4"),
+        "{e}"
+    );
+    let e = parse(&duo.replace("variant = \"dw-apb\"", "variant = \"pxa\"")).unwrap_err();
+    assert!(
+        e.contains("unknown variant `pxa`") && e.contains("xscale"),
+        "{e}"
+    );
+    let k1 = load(&boards_dir().join("spacemit-k1.toml")).unwrap();
+    assert!(k1
+        .kernel_constants(false, 0)
+        .contains("pub const UART_CLOCK_HZ: u32 = 0;"));
+    let e = parse(&virt_text().replace("clock_hz = 24_000_000", "clock_hz = 0")).unwrap_err();
+    assert!(
+        e.contains("clock_hz = 0 (keep the boot loader's divisor)"),
+        "{e}"
+    );
+    let e = parse(&virt_text().replace("[uart]\n", "[uart]\nvariant = \"xscale\"\n")).unwrap_err();
+    assert!(
+        e.contains("variant = \"xscale\" needs kind = \"ns16550\""),
+        "{e}"
+    );
+}

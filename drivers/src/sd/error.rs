@@ -180,6 +180,12 @@ pub enum Cause {
     BadCsd { structure: u8, read_bl_len: u8 },
     /// No base clock: none given and the capabilities register has none.
     NoBaseClock { caps: u32 },
+    /// No base clock given, and this controller's capabilities register is not to be trusted
+    /// for one (Linux's `SDHCI_QUIRK_CAP_CLOCK_BASE_BROKEN`; `caps` as read).
+    BaseClockNotGiven { caps: u32 },
+    /// The DesignWare MSHC's P_VENDOR_AREA1 (0xE8, bits 11:0: `ptr`) points outside the register
+    /// block, where its vendor registers cannot be.
+    VendorArea { ptr: u32 },
     /// No divider brings `base_hz` down to `target_hz` or below on this controller version.
     Divider {
         base_hz: u32,
@@ -310,6 +316,20 @@ fn bit_names(f: &mut fmt::Formatter<'_>, value: u32, names: &[(u32, &str)]) -> f
     Ok(())
 }
 
+/// An ADMA2 error: the state the engine stopped in, a length mismatch, the registers.
+fn adma_error(f: &mut fmt::Formatter<'_>, adma_status: u32, err_status: u16) -> fmt::Result {
+    let state = match adma_status & 3 {
+        0 => "stop (ST_STOP)",
+        1 => "fetching a descriptor (ST_FDS)",
+        _ => "transferring data (ST_TFR)",
+    };
+    write!(
+        f,
+        "ADMA2 error while {state}{} (ADMA error status {adma_status:#x}, ERR_INT_STAT {err_status:#06x})",
+        if adma_status & 4 != 0 { ", length mismatch" } else { "" }
+    )
+}
+
 impl fmt::Display for Cause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
@@ -355,6 +375,14 @@ impl fmt::Display for Cause {
             Cause::NoBaseClock { caps } => write!(
                 f,
                 "no base clock given and none in the capabilities register ({caps:#010x})"
+            ),
+            Cause::BaseClockNotGiven { caps } => write!(
+                f,
+                "no base clock given, and this controller's capabilities register ({caps:#010x}) is not to be trusted for one (the board file's base_clock_hz must give it)"
+            ),
+            Cause::VendorArea { ptr } => write!(
+                f,
+                "the vendor area pointer P_VENDOR_AREA1 ({ptr:#x}) lies outside the controller's registers"
             ),
             Cause::Divider {
                 base_hz,
@@ -404,18 +432,7 @@ impl fmt::Display for Cause {
             Cause::Adma {
                 adma_status,
                 err_status,
-            } => {
-                let state = match adma_status & 3 {
-                    0 => "stop (ST_STOP)",
-                    1 => "fetching a descriptor (ST_FDS)",
-                    _ => "transferring data (ST_TFR)",
-                };
-                write!(
-                    f,
-                    "ADMA2 error while {state}{} (ADMA error status {adma_status:#x}, ERR_INT_STAT {err_status:#06x})",
-                    if adma_status & 4 != 0 { ", length mismatch" } else { "" }
-                )
-            }
+            } => adma_error(f, adma_status, err_status),
             Cause::VoltageSwitch { stage, dat } => write!(
                 f,
                 "signal voltage switch: {stage} (DAT[3:0] {dat:#06b})"

@@ -32,8 +32,10 @@ use crate::sd::queue::{DmaCmd, DmaReads, ReadQueue};
 pub const ADMA_DESC_BYTES: usize = 32 << 10;
 /// Bytes one command moves at most.
 pub const ADMA_MAX_BYTES: usize = 1 << 20;
-/// Descriptors in the table.
-pub const ADMA_DESCRIPTORS: usize = ADMA_MAX_BYTES / ADMA_DESC_BYTES;
+/// Descriptors in the table: a command's, and one more for a host whose descriptors may not
+/// cross a boundary ([`Variant::adma_boundary`], 128 MiB: a command of at most
+/// [`ADMA_MAX_BYTES`] crosses one at most once).
+pub const ADMA_DESCRIPTORS: usize = ADMA_MAX_BYTES / ADMA_DESC_BYTES + 1;
 /// Bytes of the bounce buffer for reads whose buffer the controller cannot reach.
 pub const ADMA_BOUNCE_BYTES: usize = 256 << 10;
 /// Bytes of the table, in whole cache lines.
@@ -83,22 +85,33 @@ impl AdmaArea {
     }
 
     /// Write the table for `len` bytes (1..=[`ADMA_MAX_BYTES`], a multiple of 4) at bus address
-    /// `bus`; returns the bytes of table written.
-    fn write_table(&mut self, bus: u32, len: usize) -> usize {
-        let n = len.div_ceil(ADMA_DESC_BYTES).clamp(1, ADMA_DESCRIPTORS);
+    /// `bus`, no descriptor crossing a multiple of `boundary` (when given: Linux's
+    /// `dwcmshc_adma_write_desc` splits such a one in two); returns the bytes of table written.
+    fn write_table(&mut self, bus: u32, len: usize, boundary: Option<u32>) -> usize {
         let base = self.ptr.as_ptr().cast::<u32>();
-        for i in 0..n {
-            let size = (len - i * ADMA_DESC_BYTES).min(ADMA_DESC_BYTES) as u32;
-            let end = if i + 1 == n { DESC_END } else { 0 };
-            let attr = DESC_VALID | DESC_TRAN | end | size << 16;
-            let addr = bus + (i * ADMA_DESC_BYTES) as u32;
+        let (mut i, mut off) = (0, 0);
+        while i < ADMA_DESCRIPTORS {
+            let addr = bus.wrapping_add(off as u32);
+            let mut size = (len - off).min(ADMA_DESC_BYTES);
+            if let Some(b) = boundary.filter(|&b| b > 0) {
+                size = size.min((b - addr % b) as usize);
+            }
+            off += size;
+            // The last one ends the table, also if (against the arithmetic) the table is full.
+            let last = off >= len || i + 1 == ADMA_DESCRIPTORS;
+            let end = if last { DESC_END } else { 0 };
+            let attr = DESC_VALID | DESC_TRAN | end | (size as u32) << 16;
             for (w, v) in [attr, addr].into_iter().enumerate() {
                 // SAFETY: descriptor i < ADMA_DESCRIPTORS lies in the area's first TABLE_BYTES,
                 // aligned for u32; the area is ours and no reference points into it.
                 unsafe { base.add(2 * i + w).write_volatile(v.to_le()) };
             }
+            i += 1;
+            if last {
+                break;
+            }
         }
-        n * 8
+        i * 8
     }
 
     /// Copy the first `dst.len()` bytes of the bounce buffer out (after the transfer).
@@ -163,7 +176,7 @@ impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> Sdhci<R, C, S, D> {
         let timeout = Self::adma_timeout_us(blocks);
         let c = DmaCmd::new(lba, dst, target, bytes, now, timeout);
         let area = self.area.as_mut().ok_or_else(|| no_dma(blocks))?;
-        let table_len = area.write_table(bus, bytes);
+        let table_len = area.write_table(bus, bytes, self.config.variant.adma_boundary());
         let (table, table_bus) = (area.table(), area.bus);
         self.dma.to_device(table, table_len);
         // SAFETY: whole cache lines (an aligned start, whole blocks) of a buffer this transfer

@@ -1,6 +1,9 @@
 //! SD host controller (SDHCI) driver: reads SD cards through the Raspberry Pi's Arasan "EMMC"
 //! controller (Pi 3 / Zero 2 W at `0x3F30_0000`, Pi 4 legacy `0xFE30_0000`, where QEMU's raspi3b
-//! and raspi4b attach `-drive if=sd`) and other SDHCI v2/v3 controllers such as the Pi 4's EMMC2.
+//! and raspi4b attach `-drive if=sd`) and other SDHCI v2/v3 controllers such as the Pi 4's EMMC2,
+//! the Sophgo CV1800B / SG2002's DesignWare MSHC (Milk-V Duo) and the SpacemiT K1's SDHCI
+//! (BPI-F3): what those two need beyond the specification is [`Config::variant`] (the module
+//! `vendor`, [`Variant`]).
 //! Reads, and block writes when asked ([`WriteBlocks`]); polled; High Speed on every host, UHS-I
 //! (DDR50, SDR50, SDR104) on SDHCI v3 hosts in a slot that switches to 1.8 V ([`Slot`]), ADMA2
 //! reads where the host has it.
@@ -53,8 +56,10 @@
 //! # Init sequence ([`Sdhci::init`])
 //!
 //! 1. Read the host version (0xFE) and capabilities (0x40); base clock = the given one, else the
-//!    capabilities' base clock field (the BCM2835 reports none: the kernel asks the firmware).
-//! 2. SRST_ALL, wait for it to clear. Status enables on (command complete, transfer complete, buffer
+//!    capabilities' base clock field (the BCM2835 reports none: the kernel asks the firmware; a
+//!    [`Variant`] whose field is not to be trusted refuses to start without a given one).
+//! 2. SRST_ALL, wait for it to clear; a [`Variant`]'s host control 2 cleared and its vendor
+//!    registers set ([`Variant`]'s docs). Status enables on (command complete, transfer complete, buffer
 //!    read ready, error bits 0-9), signal enables off, status cleared. Bus power on at 3.3 V.
 //! 3. Identification clock <= 400 kHz: SDHCI v3 10-bit divider (base / 2N), v1/v2 8-bit power of
 //!    two; internal clock on, wait for stable, then SD clock on; 1 ms for the card's 74 clocks.
@@ -147,6 +152,7 @@ mod adma;
 mod divider;
 pub use crate::sd::regs::sdhci as regs;
 mod uhs;
+mod vendor;
 
 pub use crate::dma::{DmaMemory, NoDma, DMA_ALIGN};
 pub use crate::sd::queue::QUEUE_DEPTH;
@@ -161,6 +167,7 @@ pub use crate::sd::{
 pub use adma::{ADMA_BOUNCE_BYTES, ADMA_DESCRIPTORS, ADMA_DESC_BYTES, ADMA_MAX_BYTES};
 pub use divider::{clock_divider, Divider};
 pub use uhs::{NoSlot, Slot, POWER_OFF_US, SIGNAL_CLOCK_US, SIGNAL_SETTLE_US, TUNING_TRIES};
+pub use vendor::*;
 
 use core::fmt;
 
@@ -250,6 +257,8 @@ pub struct Config {
     /// "EMMC" (Pi 1 to 3, the Pi 4's legacy controller): Linux's sdhci-iproc gives it
     /// `SDHCI_QUIRK_NO_HISPD_BIT`, and runs its High Speed with the bit clear.
     pub high_speed_bit: bool,
+    /// Which host, for its quirks ([`Variant`]): [`Variant::Standard`] by default.
+    pub variant: Variant,
 }
 
 impl Config {
@@ -266,6 +275,7 @@ impl Config {
             write_protect_switch: false,
             max_bus_mode: BusMode::HighSpeed,
             high_speed_bit: true,
+            variant: Variant::Standard,
         }
     }
 }
@@ -527,6 +537,9 @@ impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> Sdhci<R, C, S, D> {
             RESET_TIMEOUT_US,
             Wait::Reset(bit),
         )?;
+        if bit == SRST_CMD && self.config.variant.cmd_reset_keeps_complete() {
+            self.write(INT_STATUS, INT_CMD_COMPLETE);
+        }
         Ok(())
     }
 
@@ -602,6 +615,8 @@ impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> Sdhci<R, C, S, D> {
         }
         let base_hz = if self.config.base_clock_hz != 0 {
             self.config.base_clock_hz
+        } else if self.config.variant.caps_base_clock_broken() {
+            return Err((Step::Clock, Cause::BaseClockNotGiven { caps }));
         } else {
             let mask = if version >= SPEC_V3 { 0xFF } else { 0x3F };
             ((caps >> CAPS_BASE_CLOCK_SHIFT) & mask) * 1_000_000
@@ -623,6 +638,7 @@ impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> Sdhci<R, C, S, D> {
 
         self.slot_to_3v3();
         self.reset(SRST_ALL).map_err(|c| (Step::Reset, c))?;
+        self.after_reset_all().map_err(|c| (Step::Reset, c))?;
         self.write(INT_SIGNAL_ENABLE, 0);
         self.write(INT_STATUS_ENABLE, INT_ENABLED);
         self.write(INT_STATUS, u32::MAX);
@@ -887,7 +903,8 @@ impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> Host for Sdhci<R, C, S, D> {
     /// [`Config::write_protect_switch`]) or the CSD's write-protect bits.
     fn write_protection(&mut self) -> Option<WriteProtect> {
         let present = self.regs.read32(PRESENT_STATE);
-        if self.config.write_protect_switch && present & PS_WRITE_ENABLED == 0 {
+        let believed = self.config.variant.write_protect_line();
+        if self.config.write_protect_switch && believed && present & PS_WRITE_ENABLED == 0 {
             return Some(WriteProtect::Switch { present });
         }
         sd::csd_write_protection(&self.info)

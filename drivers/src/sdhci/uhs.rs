@@ -104,7 +104,8 @@ impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> Sdhci<R, C, S, D> {
     }
 
     /// [`Host::enter_mode`]: the clock off, host control 1's high-speed enable (above Default
-    /// Speed, unless [`Config::high_speed_bit`] is off), host control 2's UHS mode at 1.8 V, then
+    /// Speed, unless [`Config::high_speed_bit`] is off), host control 2's UHS mode at 1.8 V (and
+    /// at 3.3 V where [`Variant::uhs_mode_at_3v3`]: SDR25 for High Speed), then
     /// the mode's clock (Linux's order: timing, then clock).
     pub(super) fn enter_mode_at(&mut self, mode: BusMode) -> Result<u32, Cause> {
         let d = self.mode_divider(mode).ok_or(Cause::Divider {
@@ -118,7 +119,7 @@ impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> Sdhci<R, C, S, D> {
         let hc = self.regs.read32(HOST_CONTROL) & 0xFFFF & !HC_HIGH_SPEED;
         let hs = mode > BusMode::DefaultSpeed && self.config.high_speed_bit;
         self.write(HOST_CONTROL, if hs { hc | HC_HIGH_SPEED } else { hc });
-        if self.info.signal_1v8 {
+        if self.info.signal_1v8 || self.config.variant.uhs_mode_at_3v3() {
             let hc2 = self.host_control2() & !HC2_UHS_MODE_MASK;
             self.write(
                 AUTO_CMD_ERR_HOST_CONTROL2,

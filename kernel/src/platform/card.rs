@@ -30,11 +30,19 @@ pub fn open() -> Result<Card, String> {
             // Transient device errors cost a retry, not the run.
             Ok(Card::new("virtio-blk", Retry::new(dev, 3), None))
         }
-        BlockKind::Sdhci => {
-            let (dev, best) = sd::open().map_err(|e| alloc::format!("card: {e}"))?;
-            let bus = sd_bus(dev.info(), best);
-            Ok(Card::new("SD", dev, Some(bus)))
-        }
+        BlockKind::Sdhci => match board::BLOCK_HOST {
+            None => {
+                let (dev, best) = sd::open().map_err(|e| alloc::format!("card: {e}"))?;
+                let bus = sd_bus(dev.info(), best);
+                Ok(Card::new("SD", dev, Some(bus)))
+            }
+            Some(host) => {
+                let dev = sd::open_host(host).map_err(|e| alloc::format!("card: {e}"))?;
+                // A 3.3 V slot (`sd::open_host`): High Speed at most.
+                let bus = sd_bus(dev.info(), BusMode::HighSpeed);
+                Ok(Card::new("SD", dev, Some(bus)))
+            }
+        },
         BlockKind::SunxiMmc => {
             let dev = sd::open_sunxi().map_err(|e| alloc::format!("card: {e}"))?;
             // The Orange Pi's slot: 3.3 V only as far as is known (its 1.8 V switching is

@@ -1,7 +1,7 @@
 //! The serial console: `print!`/`println!` to the board's UART, and a lock-free emergency path for
 //! panics and exceptions.
 
-use crate::board::{UartKind, UART, UART_BASE, UART_CLOCK_HZ, UART_STRIDE};
+use crate::board::{UartKind, UART, UART_BASE, UART_CLOCK_HZ, UART_STRIDE, UART_VARIANT};
 use core::fmt::{self, Write};
 use drivers::uart::ns16550::Ns16550;
 use drivers::uart::pl011::Pl011;
@@ -21,7 +21,9 @@ impl Port {
         unsafe {
             match UART {
                 UartKind::Pl011 => Port::Pl011(Pl011::new(UART_BASE)),
-                UartKind::Ns16550 => Port::Ns16550(Ns16550::new(UART_BASE, UART_STRIDE)),
+                UartKind::Ns16550 => {
+                    Port::Ns16550(Ns16550::new(UART_BASE, UART_STRIDE).with_variant(UART_VARIANT))
+                }
             }
         }
     }
@@ -67,7 +69,11 @@ pub fn init() {
     let mut u = unsafe { Port::board() };
     match &mut u {
         Port::Pl011(p) => p.init(UART_CLOCK_HZ, BAUD),
-        Port::Ns16550(p) => p.init(UART_CLOCK_HZ, BAUD),
+        Port::Ns16550(p) => {
+            // A DesignWare UART busy throughout keeps the boot loader's line settings, which
+            // are 115200 8N1 on every board here: printing goes on either way.
+            let _ = p.init(UART_CLOCK_HZ, BAUD);
+        }
     }
     *PORT.lock() = Some(u);
 }

@@ -1,6 +1,8 @@
 //! The Raspberry Pi card slot: prepare it (pins on the Pi 3, 3.3 V select on the Pi 4, power from
 //! the firmware), take each SD host controller's base clock from the VideoCore, and bring the card
-//! up with the polled SDHCI driver on the first controller where a card answers.
+//! up with the polled SDHCI driver on the first controller where a card answers. The other SDHCI
+//! hosts ([`open_host`]: the CV18xx DesignWare MSHC, the SpacemiT K1's) and the Allwinner SD/MMC
+//! host ([`open_sunxi`]) take their clock from the board file and need no slot preparation.
 //!
 //! Card detect is not consulted (Linux's sdhci-iproc.c marks it broken on the Arasan EMMC): each
 //! controller in the board's list is initialised, and "no card" is a card that does not answer.
@@ -9,17 +11,17 @@
 //! QEMU's raspi4b connects to the card (see boards/rpi4.toml).
 
 use crate::arch::{Arch, Cpu};
-use crate::board;
+use crate::board::{self, SdhciHost};
 use alloc::format;
 use alloc::string::String;
 use core::sync::atomic::{AtomicU64, Ordering};
 use drivers::bcm2835::gpio::{self, GpioKind, GPIO_BLOCK_SIZE};
-use drivers::bcm2835::mailbox::{ClockSource, Mailbox, SD_POWER_DEVICE};
+use drivers::bcm2835::mailbox::{Mailbox, SD_POWER_DEVICE};
 use drivers::dma::DmaMemory;
 use drivers::fdt::DmaRange;
 use drivers::mmio::Mmio;
 use drivers::sd::BusMode;
-use drivers::sdhci::{self, Sdhci, Slot, REGISTER_BLOCK_SIZE};
+use drivers::sdhci::{self, NoSlot, Sdhci, Slot, Variant, REGISTER_BLOCK_SIZE};
 use drivers::sunxi_mmc::{self, SunxiMmc};
 
 /// The Pi 4's firmware GPIO that selects 1.8 V signalling for the card slot (expander GPIO 4,
@@ -113,18 +115,34 @@ impl Slot for PiSlot {
 /// The Allwinner SD/MMC host's card, read through its IDMAC.
 pub type SunxiCard = SunxiMmc<Mmio, TimerClock, CpuDma>;
 
-/// RAM as the Allwinner SD/MMC host's IDMAC sees it: bus addresses are physical ones, which the
-/// identity map makes the CPU's (RAM sits below 4 GiB on the H3), and the data cache is not
-/// coherent with the controller, so the driver's descriptors are cleaned, and the destination of
-/// each read (its bounce buffer, or the caller's cache-aligned buffer the IDMAC fills directly:
-/// a page of the page cache) is invalidated by address before and after the transfer.
+/// The card behind a non-Pi SDHCI host: a 3.3 V slot, ADMA2 on physical addresses.
+pub type HostCard = Sdhci<Mmio, TimerClock, NoSlot, CpuDma>;
+
+/// RAM as a DMA engine that uses physical addresses sees it (the Allwinner SD/MMC host's IDMAC,
+/// the CV18xx and K1 SDHCI hosts' ADMA2): bus addresses are physical ones, which the identity
+/// map (or, on RISC-V, no paging) makes the CPU's, up to the engine's reach (`limit`: 4 GiB for
+/// 32-bit addresses, less where the bus has a smaller window); the data cache is not coherent
+/// with the controller (none of these SoCs is: `dma-noncoherent` in `cv18xx.dtsi`'s boards and
+/// `k1.dtsi`), so the driver's descriptors are cleaned, and the destination of each read (its
+/// bounce buffer, or the caller's cache-aligned buffer the engine fills directly: a page of the
+/// page cache) is invalidated by address before and after the transfer.
 #[derive(Debug)]
-pub struct CpuDma;
+pub struct CpuDma {
+    /// The first physical address the engine cannot reach.
+    pub limit: u64,
+}
+
+impl CpuDma {
+    /// An engine with 32-bit addresses.
+    pub const BELOW_4G: CpuDma = CpuDma { limit: 1 << 32 };
+}
 
 impl sunxi_mmc::DmaMemory for CpuDma {
     fn bus_address(&mut self, addr: usize, len: usize) -> Option<u32> {
         let last = addr.checked_add(len.max(1) - 1)?;
-        u32::try_from(last).ok()?;
+        if last as u64 >= self.limit.min(1 << 32) {
+            return None;
+        }
         u32::try_from(addr).ok()
     }
 
@@ -244,16 +262,55 @@ pub fn open_sunxi() -> Result<SunxiCard, String> {
             Mmio::new(ccu, sunxi_mmc::CCU_BLOCK_SIZE).with_barrier(Cpu::io_barrier),
         )
     };
-    let card = SunxiMmc::init_dma(regs, Some(ccu), TimerClock, CpuDma)
+    let card = SunxiMmc::init_dma(regs, Some(ccu), TimerClock, CpuDma::BELOW_4G)
         .map_err(|e| format!("SD/MMC at {base:#x}: {e}"))?;
     let mode = if card.dma_active() { "IDMA" } else { "PIO" };
     print_info(card.info(), "SD/MMC", base, "its clock controller", mode);
     Ok(card)
 }
 
+/// The driver's variant for a board's non-Pi host, and the reach of its DMA: 4 GiB (32-bit
+/// ADMA2) on the CV18xx; 2 GiB on the K1, whose SD host sits on `k1.dtsi`'s `storage-bus` with
+/// `dma-ranges` mapping bus 0..0x8000_0000 to the same physical addresses.
+fn host_variant(host: SdhciHost) -> (Variant, CpuDma) {
+    match host {
+        SdhciHost::DwcmshcCv18xx => (Variant::DwcmshcCv18xx, CpuDma::BELOW_4G),
+        SdhciHost::SpacemitK1 => (Variant::SpacemitK1, CpuDma { limit: 0x8000_0000 }),
+    }
+}
+
+/// Bring up the board's non-Pi SDHCI host (`[block] host`) at its base, clocked at the board
+/// file's `base_clock_hz`, in a 3.3 V slot (High Speed at most: the Duo boards' trees say
+/// `no-1-8-v`, and a K1 board switches its slot's I/O rail through a PMIC this kernel does not
+/// drive); reads by ADMA2, queued (the card line says "ADMA2, reads queued", or "PIO" if
+/// the driver could not use it).
+pub fn open_host(host: SdhciHost) -> Result<HostCard, String> {
+    let base = board::BLOCK_BASES[0];
+    let (variant, dma) = host_variant(host);
+    let config = sdhci::Config {
+        variant,
+        max_bus_mode: BusMode::HighSpeed,
+        // The BCM2835 Arasan's lost-write workaround: not these hosts' (Linux has it for none).
+        arasan_write_delay: false,
+        ..sdhci::Config::new(board::BLOCK_BASE_CLOCK_HZ)
+    };
+    // SAFETY: the board's SD host controller, device-mapped, used only by this driver.
+    let regs =
+        unsafe { Mmio::new(base, variant.register_block_size()) }.with_barrier(Cpu::io_barrier);
+    let card = Sdhci::with_dma(regs, TimerClock, config, NoSlot, dma)
+        .map_err(|e| format!("{} at {base:#x}: {e}", variant.name()))?;
+    print_card(&card, variant.name(), base, "board file");
+    Ok(card)
+}
+
 /// The card lines: controller, capacity, clocks, bus mode and width and how data moves (PIO: the
 /// polled data port; ADMA2: the controller's DMA engine, reads queued), then the CID and CSD.
-fn print_card(card: &Card, name: &str, base: usize, source: ClockSource) {
+fn print_card<S: Slot, D: DmaMemory>(
+    card: &Sdhci<Mmio, TimerClock, S, D>,
+    name: &str,
+    base: usize,
+    source: impl core::fmt::Display,
+) {
     let mode = if card.dma_active() {
         "ADMA2, reads queued"
     } else {

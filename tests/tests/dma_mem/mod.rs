@@ -183,3 +183,55 @@ impl DmaRam {
         Ok(())
     }
 }
+
+/// A buffer of `len` bytes at a `DMA_ALIGN`-aligned address (`shift` bytes past it, for an
+/// unaligned one), filled with 0xA5.
+pub struct Buf {
+    raw: Vec<u8>,
+    at: usize,
+    pub len: usize,
+}
+
+impl Buf {
+    pub fn new(len: usize, shift: usize) -> Buf {
+        let raw = vec![0xA5u8; len + 2 * DMA_ALIGN];
+        let at =
+            (raw.as_ptr() as usize).next_multiple_of(DMA_ALIGN) - raw.as_ptr() as usize + shift;
+        Buf { raw, at, len }
+    }
+
+    pub fn ptr(&mut self) -> *mut u8 {
+        self.raw[self.at..].as_mut_ptr()
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.raw[self.at..self.at + self.len]
+    }
+
+    /// The buffer's `len` bytes, to read into.
+    pub fn slice(&mut self) -> &mut [u8] {
+        let (at, len) = (self.at, self.len);
+        &mut self.raw[at..at + len]
+    }
+}
+
+/// A board's `DmaMemory` `D` that forgets its cache maintenance: the clean (`.1`), the
+/// invalidate (`.2`), or both.
+pub struct Forget<D>(pub D, pub bool, pub bool);
+
+impl<D: DmaMemory> DmaMemory for Forget<D> {
+    fn bus_address(&mut self, addr: usize, len: usize) -> Option<u32> {
+        self.0.bus_address(addr, len)
+    }
+    fn to_device(&mut self, addr: usize, len: usize) {
+        if !self.1 {
+            self.0.to_device(addr, len)
+        }
+    }
+    unsafe fn from_device(&mut self, addr: usize, len: usize) {
+        if !self.2 {
+            // SAFETY: the driver's promise, passed on.
+            unsafe { self.0.from_device(addr, len) }
+        }
+    }
+}

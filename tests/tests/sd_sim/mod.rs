@@ -64,6 +64,20 @@
 //! direction does not match its command, a data port write with no write transfer or a full buffer,
 //! a write command to a card that is still programming, ...).
 //!
+//! Vendor hosts ([`HostSpec::vendor`]): the Sophgo CV18xx DesignWare MSHC ([`Vendor::Cv18xx`]:
+//! P_VENDOR_AREA1 at 0xE8 pointing at its vendor area at 0x200 with MSHC_CTRL, PHY_TX_RX_DLY
+//! (0x240) and PHY_CONFIG; a CMD line reset that leaves command complete set, as Linux's
+//! `dwcmshc_reset` says; no ADMA2 descriptor may cross a 128 MiB boundary) and the SpacemiT K1
+//! ([`Vendor::K1`]: TX_CFG at 0x11C). A reset of the whole controller clears their vendor
+//! registers and leaves host control 2 at [`HostSpec::host2_after_reset`] (what a boot loader left,
+//! on a controller whose reset keeps it: the pessimistic model). The simulator demands what
+//! Linux's drivers set (the CV18xx vendor PHY as `cv18xx_sdhci_reset` programs it; the K1's
+//! TX_INT_CLK_SEL, as the vendor driver sets it for an SD slot) before any data moves, and flags
+//! preset value enable, host version 4 mode and 1.8 V on these 3.3 V hosts, and any write to the
+//! K1's PHY registers (the vendor leaves the SD slot's PHY alone). The capabilities may report a
+//! base clock other than the true one ([`HostSpec::caps_base_mhz`]), and the DMA windows may
+//! start anywhere in the bus space ([`HostSpec::bus_base`]).
+//!
 //! Faults: a CRC error on the response of the Nth command or on the Nth data block (transient), a
 //! permanently bad block (every read of it has a data CRC error), a card that never finishes
 //! ACMD41, a card that stops answering after N blocks, and a controller that reports no timeouts
@@ -160,7 +174,33 @@ pub struct HostSpec {
     pub tuning_blocks: u32,
     /// ADMA2 in the capabilities (bit 19), and the engine behind it.
     pub adma: bool,
+    /// A vendor host's registers and quirks (module docs); [`Vendor::None`]: a standard host.
+    pub vendor: Vendor,
+    /// The capabilities report this base clock in MHz instead of the true one (0: none).
+    pub caps_base_mhz: Option<u32>,
+    /// Host control 2 (its 16 bits in the word's upper half) after a reset of the whole
+    /// controller, on a vendor host.
+    pub host2_after_reset: u32,
+    /// The bus address of the first DMA window.
+    pub bus_base: u32,
 }
+
+/// Which vendor host (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Vendor {
+    None,
+    Cv18xx,
+    K1,
+}
+
+/// The CV18xx vendor area, and what Linux's `cv18xx_sdhci_reset` leaves in it.
+pub const CV18XX_AREA: usize = 0x200;
+pub const CV18XX_PHY_DELAYS: u32 = (1 << 8) | (1 << 24);
+/// The K1's TX_CFG and its TX_INT_CLK_SEL.
+pub const K1_TX_CFG: usize = 0x11C;
+pub const K1_TX_INT_CLK_SEL: u32 = 1 << 30;
+/// The DesignWare ADMA2 boundary.
+pub const BOUNDARY: u32 = 128 << 20;
 
 impl HostSpec {
     /// A BCM2835-like SDHCI 3.00 controller with the given base clock reported in the
@@ -182,6 +222,44 @@ impl HostSpec {
             regulator_refuses: false,
             tuning_blocks: 4,
             adma: false,
+            vendor: Vendor::None,
+            caps_base_mhz: None,
+            host2_after_reset: 0,
+            bus_base: BUS_BASE,
+        }
+    }
+
+    /// The Milk-V Duo's SD host as this simulator sees it: the CV18xx DesignWare MSHC (SDHCI
+    /// 4.00 register set) on a 375 MHz clock, ADMA2, capabilities that report 1.8 V and the UHS
+    /// modes (the IP's, not the 3.3 V-only board's) and a base clock of 200 MHz (wrong: Linux
+    /// does not read it), and a host control 2 a boot loader left with preset values, host
+    /// version 4 mode and 1.8 V on.
+    pub fn cv18xx() -> HostSpec {
+        HostSpec {
+            version: 3,
+            adma: true,
+            arasan_write_check: false,
+            card_detect: false,
+            uhs: 0b111,
+            vendor: Vendor::Cv18xx,
+            caps_base_mhz: Some(200),
+            host2_after_reset: (1 << 31) | (1 << 28) | (1 << 19),
+            ..HostSpec::v3(375_000_000)
+        }
+    }
+
+    /// The SpacemiT K1's SD host: SDHCI 3.00 on its 204.8 MHz `io` clock, ADMA2, capabilities
+    /// with no base clock, host control 2 left with preset values on.
+    pub fn k1() -> HostSpec {
+        HostSpec {
+            adma: true,
+            arasan_write_check: false,
+            card_detect: false,
+            uhs: 0b111,
+            vendor: Vendor::K1,
+            caps_base_mhz: Some(0),
+            host2_after_reset: 1 << 31,
+            ..HostSpec::v3(204_800_000)
         }
     }
 
@@ -212,7 +290,9 @@ impl HostSpec {
         if self.adma {
             caps |= 1 << 19;
         }
-        if self.caps_base_clock {
+        if let Some(mhz) = self.caps_base_mhz {
+            caps |= (mhz & 0xFF) << 8;
+        } else if self.caps_base_clock {
             let mhz = self.base_clock_hz / 1_000_000;
             let mask = if self.version >= 2 { 0xFF } else { 0x3F };
             if mhz <= mask {
@@ -360,6 +440,10 @@ pub struct State {
     adma_err: u32,
     /// ADMA transfers started.
     pub dma_transfers: u64,
+    /// Vendor registers written (offset, value), cleared by a reset of the whole controller.
+    vendor_regs: Vec<(usize, u32)>,
+    /// Command complete left set by a CMD line reset (the DesignWare quirk), not yet cleared.
+    stale_cc: bool,
     /// Time the bus was busy, by the clock model: command and response bits, the card's access
     /// time before a read's first block, each block's bits (on 4 lines, both edges in DDR50),
     /// CRC and start and end bits.
@@ -493,12 +577,17 @@ impl Sim {
             norint_en: 0,
             errint_en: 0,
             sig_en: 0,
-            host2: 0,
+            host2: match host.vendor {
+                Vendor::None => 0,
+                _ => host.host2_after_reset,
+            },
             regulator_1v8: false,
             v18_since: None,
             tuning_seen: 0,
             slot_power_cycles: 0,
-            dma: DmaRam::new(BUS_BASE),
+            dma: DmaRam::new(host.bus_base),
+            vendor_regs: Vec::new(),
+            stale_cc: false,
             adma_addr: 0,
             adma_err: 0,
             dma_transfers: 0,
@@ -591,6 +680,16 @@ impl Sim {
 
     pub fn signal_enables(&self) -> u32 {
         self.0.borrow().sig_en
+    }
+
+    /// A vendor register's value now (0 if never written since the last reset).
+    pub fn vendor_reg(&self, off: usize) -> u32 {
+        self.0.borrow().vendor_reg(off)
+    }
+
+    /// Host control 2 now (in the word's upper half).
+    pub fn host2(&self) -> u32 {
+        self.0.borrow().host2
     }
 
     /// (barriers seen, register accesses outside a pair of them).
@@ -1128,6 +1227,14 @@ impl State {
                     0 => 65536,
                     n => n as usize,
                 };
+                let last = addr.wrapping_add(st.left as u32 - 1);
+                if self.host.vendor == Vendor::Cv18xx && addr / BOUNDARY != last / BOUNDARY {
+                    self.violation(format!(
+                        "ADMA descriptor at {:#x}: {addr:#x}+{} crosses a 128 MiB boundary",
+                        st.desc, st.left
+                    ));
+                    return Err(3);
+                }
                 st.addr = addr;
                 st.ended = attr & 2 != 0;
                 st.desc += 8;
@@ -1216,6 +1323,11 @@ impl State {
                 c as u32 | (self.timeout as u32) << 16 | (reset as u32) << 24
             }
             R_INT => {
+                if self.stale_cc && self.norint & N_CC != 0 {
+                    self.violation(
+                        "INT_STATUS read with the command complete a CMD line reset left".into(),
+                    );
+                }
                 let mut n = self.norint;
                 if self.errint != 0 {
                     n |= 1 << 15;
@@ -1232,10 +1344,13 @@ impl State {
             R_ADMA_ADDR_HI => 0,
             R_MAXCURR => 0,
             R_VERSION => (0x99 << 24) | (self.host.version as u32) << 16,
-            _ => {
-                self.violation(format!("read of unmodelled register {off:#x}"));
-                0
-            }
+            _ => match self.vendor_read(off) {
+                Some(v) => v,
+                None => {
+                    self.violation(format!("read of unmodelled register {off:#x}"));
+                    0
+                }
+            },
         }
     }
 
@@ -1327,6 +1442,7 @@ impl State {
                 self.sig_en
             ));
         }
+        self.check_vendor(&name);
         let ident = matches!(
             self.card.state,
             CardState::Idle | CardState::Ready | CardState::Ident
@@ -1508,6 +1624,9 @@ impl State {
             }
             R_CLOCK => self.write_clock(v),
             R_INT => {
+                if v as u16 & N_CC != 0 {
+                    self.stale_cc = false;
+                }
                 self.norint &= !(v as u16);
                 self.errint &= !((v >> 16) as u16);
             }
@@ -1529,7 +1648,70 @@ impl State {
                 self.host2 = v & 0xFFFF_0000;
                 self.note_io(before);
             }
-            _ => self.violation(format!("write of {v:#x} to {off:#x}")),
+            _ => self.vendor_write(off, v),
+        }
+    }
+
+    /// A vendor register's value (the last written, 0 after a reset), if the host has it.
+    fn vendor_read(&self, off: usize) -> Option<u32> {
+        let known = match self.host.vendor {
+            Vendor::None => false,
+            Vendor::Cv18xx if off == 0xE8 => return Some(0x0300_0000 | CV18XX_AREA as u32),
+            Vendor::Cv18xx => [0x00, 0x40, 0x4C].contains(&off.wrapping_sub(CV18XX_AREA)),
+            Vendor::K1 => [0x114, K1_TX_CFG, 0x160, 0x178].contains(&off),
+        };
+        known.then(|| self.vendor_reg(off))
+    }
+
+    /// The value last written to vendor register `off` since the last reset (0 if none).
+    pub fn vendor_reg(&self, off: usize) -> u32 {
+        let last = self.vendor_regs.iter().rev().find(|(o, _)| *o == off);
+        last.map_or(0, |&(_, v)| v)
+    }
+
+    /// A write to a vendor register (a violation where the host has none, or where the vendor
+    /// driver leaves it alone).
+    fn vendor_write(&mut self, off: usize, v: u32) {
+        let known = self.vendor_read(off).is_some() && off != 0xE8;
+        if !known {
+            self.violation(format!("write of {v:#x} to {off:#x}"));
+            return;
+        }
+        if self.host.vendor == Vendor::K1 && off != K1_TX_CFG {
+            self.violation(format!(
+                "write of {v:#x} to the K1's {off:#x}: the vendor driver leaves the SD slot's PHY and eMMC mode alone"
+            ));
+        }
+        self.vendor_regs.push((off, v));
+    }
+
+    /// What a vendor host needs set before a command (module docs), as a violation if it is not.
+    fn check_vendor(&mut self, name: &str) {
+        let h2 = self.host2;
+        if self.host.vendor != Vendor::None {
+            for (bit, what) in [
+                (31, "preset value enable"),
+                (28, "host version 4 enable"),
+                (19, "1.8 V signalling"),
+            ] {
+                if h2 & (1 << bit) != 0 {
+                    self.violation(format!("{name} with host control 2's {what} set on a 3.3 V host whose preset values are broken"));
+                }
+            }
+        }
+        let ok = match self.host.vendor {
+            Vendor::None => true,
+            Vendor::Cv18xx => {
+                self.vendor_reg(CV18XX_AREA) & 2 != 0
+                    && self.vendor_reg(CV18XX_AREA + 0x4C) & 1 != 0
+                    && self.vendor_reg(CV18XX_AREA + 0x40) == CV18XX_PHY_DELAYS
+            }
+            Vendor::K1 => self.vendor_reg(K1_TX_CFG) & K1_TX_INT_CLK_SEL != 0,
+        };
+        if !ok {
+            self.violation(format!(
+                "{name} before the vendor registers were set after the reset"
+            ));
         }
     }
 
@@ -1549,7 +1731,12 @@ impl State {
                     2 => {
                         self.cmd_inhibit = false;
                         self.pending = None;
-                        self.norint &= !N_CC;
+                        if self.host.vendor == Vendor::Cv18xx {
+                            // Against the spec, command complete stays (`dwcmshc_reset`).
+                            self.stale_cc = self.norint & N_CC != 0;
+                        } else {
+                            self.norint &= !N_CC;
+                        }
                     }
                     4 => {
                         self.xfer = None;
@@ -1618,7 +1805,12 @@ impl State {
         self.norint_en = 0;
         self.errint_en = 0;
         self.sig_en = 0;
-        self.host2 = 0;
+        self.host2 = match self.host.vendor {
+            Vendor::None => 0,
+            _ => self.host.host2_after_reset,
+        };
+        self.vendor_regs.clear();
+        self.stale_cc = false;
         self.stable_at = None;
         self.cmd_inhibit = false;
         self.dat_inhibit = false;
@@ -1670,6 +1862,26 @@ pub fn start_card(card: CardSpec) -> (Sim, Driver) {
         Faults::default(),
         Config::new(PI_BASE),
     )
+}
+
+/// Let the simulated time pass a millisecond at a time (a second at most) until `n` queued reads
+/// of `dev` have been reported; their tags in report order, each read's result unwrapped.
+pub fn poll_until<B: drivers::block::BlockDevice>(sim: &Sim, dev: &mut B, n: usize) -> Vec<u16>
+where
+    B::Error: std::fmt::Debug,
+{
+    let mut got = Vec::new();
+    for _ in 0..1000 {
+        sim.pass_us(1_000);
+        while let Some((t, r)) = dev.poll_read() {
+            r.unwrap();
+            got.push(t);
+        }
+        if got.len() >= n {
+            break;
+        }
+    }
+    got
 }
 
 /// The simulator saw no protocol violation.
