@@ -322,70 +322,16 @@ fn test(extra: &[String]) -> i32 {
 /// Test runs for other architectures under qemu-user: (what, cargo arguments, QEMU_CPU, golden
 /// cases). T-Head CPU models run under T-Head's qemu-riscv64 ([`xtask::xuantie::runner_for`]).
 fn cross_runs() -> Vec<(&'static str, Vec<&'static str>, &'static str, &'static str)> {
-    let a64 = vec![
-        "test",
-        "--release",
-        "-p",
-        "inference",
-        "--target",
-        "aarch64-unknown-linux-gnu",
-    ];
-    let golden = vec![
-        "test",
-        "--release",
-        "-p",
-        "lmboot-tests",
-        "--target",
-        "aarch64-unknown-linux-gnu",
-        "--test",
-        "golden_kl",
-    ];
-    let rv = vec![
-        "test",
-        "--release",
-        "-p",
-        "inference",
-        "--target",
-        "riscv64gc-unknown-linux-gnu",
-    ];
-    let rv_golden = vec![
-        "test",
-        "--release",
-        "-p",
-        "lmboot-tests",
-        "--target",
-        "riscv64gc-unknown-linux-gnu",
-        "--test",
-        "golden_kl",
-    ];
-    let a32 = vec![
-        "test",
-        "--release",
-        "-p",
-        "inference",
-        "--target",
-        "armv7-unknown-linux-gnueabihf",
-    ];
-    let arm32 = vec![
-        "test",
-        "--release",
-        "-p",
-        "drivers",
-        "-p",
-        "runtime",
-        "--target",
-        "armv7-unknown-linux-gnueabihf",
-    ];
-    let arm32_far = vec![
-        "test",
-        "--release",
-        "-p",
-        "lmboot-tests",
-        "--target",
-        "armv7-unknown-linux-gnueabihf",
-        "--test",
-        "offsets_past_4g",
-    ];
+    const A64: &str = "aarch64-unknown-linux-gnu";
+    const RV: &str = "riscv64gc-unknown-linux-gnu";
+    const A32: &str = "armv7-unknown-linux-gnueabihf";
+    let a64 = cargo_test(A64, &["-p", "inference"]);
+    let golden = cargo_test(A64, &["-p", "lmboot-tests", "--test", "golden_kl"]);
+    let rv = cargo_test(RV, &["-p", "inference"]);
+    let rv_golden = cargo_test(RV, &["-p", "lmboot-tests", "--test", "golden_kl"]);
+    let a32 = cargo_test(A32, &["-p", "inference"]);
+    let arm32 = cargo_test(A32, &["-p", "drivers", "-p", "runtime"]);
+    let arm32_far = cargo_test(A32, &["-p", "lmboot-tests", "--test", "offsets_past_4g"]);
     vec![
         (
             "RVV kernels vs scalar, VLEN 128",
@@ -442,6 +388,13 @@ fn cross_runs() -> Vec<(&'static str, Vec<&'static str>, &'static str, &'static 
             "",
         ),
     ]
+}
+
+/// `cargo test --release` of `what` (packages, test binaries) for `target`.
+fn cargo_test(target: &'static str, what: &[&'static str]) -> Vec<&'static str> {
+    let mut v = vec!["test", "--release", "--target", target];
+    v.extend_from_slice(what);
+    v
 }
 
 /// Run a `cargo test` command, echoing its output, and add up its "test result:" lines
