@@ -54,7 +54,7 @@
 
 mod float;
 mod kquant;
-mod q32;
+pub(crate) mod q32;
 mod quantize;
 
 pub use float::{attend_head, dot_f32_f16, vec_dot_bf16_bf16, vec_dot_f16_f16, vec_dot_f32_f32};
@@ -194,16 +194,16 @@ macro_rules! f16_bits_to_f32 {
         )
     };
 }
-use f16_bits_to_f32;
+pub(crate) use f16_bits_to_f32;
 
 /// 2^112 as f32 (see [`f16_bits_to_f32`]).
-const K112: f32 = f32::from_bits(0x7780_0000);
+pub(crate) const K112: f32 = f32::from_bits(0x7780_0000);
 /// Mask of an f16 magnitude shifted left by 13.
-const MAG: usize = 0x0fff_e000;
+pub(crate) const MAG: usize = 0x0fff_e000;
 /// Largest finite f16 magnitude (0x7bff) shifted left by 13.
-const BIG: usize = 0x0f7f_e000;
+pub(crate) const BIG: usize = 0x0f7f_e000;
 /// f32 exponent bits.
-const INF: usize = 0x7f80_0000;
+pub(crate) const INF: usize = 0x7f80_0000;
 
 #[cfg(test)]
 pub(crate) mod tests;

@@ -37,6 +37,15 @@
 //! `Kernels::best()` / `Kernels::available()` follow it ([`runs_on`]). The boot code must also
 //! have turned the vector unit on (`sstatus.VS`, bits 24:23, as for V).
 
+mod q32;
+
+pub use q32::{
+    vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_x4, vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_x4,
+    vec_dot_q5_0_q8_0, vec_dot_q5_0_q8_0_x4, vec_dot_q5_1_q8_1, vec_dot_q5_1_q8_1_x4,
+    vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_x4,
+};
+
+use super::scalar::with_q32;
 use super::{Features, Kernels};
 
 /// T-Head's JEDEC vendor id as `mvendorid` reads it (bank 12, 0x37: `0x5b7`).
@@ -79,9 +88,13 @@ pub fn ids_have_xtheadvector(mvendorid: usize, mimpid: usize, isa_v: bool) -> bo
 /// The XTheadVector set: the scalar set's entries, with XTheadVector twins where this module has
 /// them. Only for harts with XTheadVector: take it from `Kernels::best()` /
 /// `Kernels::available()`, which consult [`runs_on`].
-pub const KERNELS: Kernels = Kernels {
-    name: "xtheadvector",
-    ..Kernels::SCALAR
+pub const KERNELS: Kernels = {
+    let set = Kernels {
+        name: "xtheadvector",
+        ..Kernels::SCALAR
+    };
+    // The 32-wide types: one row and four; a batch goes column by column.
+    with_q32!(set, self)
 };
 
 /// The encoding layer: assembler macros, defined at the start of every XTheadVector `asm!` block

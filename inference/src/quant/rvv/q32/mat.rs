@@ -51,6 +51,7 @@ struct Scratch {
 macro_rules! mat_asm {
     ([$($dec:tt)*], [$($col:tt)*], $row:expr, $wbytes:expr, $abytes:expr $(, $($extra:tt)+)?) => {
         q32_asm!(
+            rvv_asm,
             [
                 "2:",
                 "vsetvli {vl}, {n}, e8, m1, ta, ma",
