@@ -55,7 +55,7 @@
 mod float;
 mod kquant;
 pub(crate) mod q32;
-mod quantize;
+pub(crate) mod quantize;
 
 pub use float::{attend_head, dot_f32_f16, vec_dot_bf16_bf16, vec_dot_f16_f16, vec_dot_f32_f32};
 pub use kquant::{

@@ -38,12 +38,14 @@
 //! have turned the vector unit on (`sstatus.VS`, bits 24:23, as for V).
 
 mod q32;
+mod quantize;
 
 pub use q32::{
     vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_x4, vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_x4,
     vec_dot_q5_0_q8_0, vec_dot_q5_0_q8_0_x4, vec_dot_q5_1_q8_1, vec_dot_q5_1_q8_1_x4,
     vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_x4,
 };
+pub use quantize::{quantize_q8_0, quantize_q8_1, quantize_q8_k};
 
 use super::scalar::with_q32;
 use super::{Features, Kernels};
@@ -91,6 +93,9 @@ pub fn ids_have_xtheadvector(mvendorid: usize, mimpid: usize, isa_v: bool) -> bo
 pub const KERNELS: Kernels = {
     let set = Kernels {
         name: "xtheadvector",
+        quantize_q8_0,
+        quantize_q8_1,
+        quantize_q8_k,
         ..Kernels::SCALAR
     };
     // The 32-wide types: one row and four; a batch goes column by column.
