@@ -27,7 +27,7 @@
 //! - No `vzext`/`vsext` (a widening add with x0 instead); `vmv.x.s` is `th.vext.x.v`, which
 //!   zero-extends (RVV 1.0 sign-extends).
 //!
-//! Layout: `q32` (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 · Q8_0 / Q8_1, one row or four), `quantize`
+//! Layout: `q32` (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 · Q8_0 / Q8_1, one row, four, batched), `quantize`
 //! (Q8_0, Q8_1, Q8_K activations). The K-quants and the float operations are the scalar ones
 //! here (their entries are left empty).
 //!
@@ -41,9 +41,10 @@ mod q32;
 mod quantize;
 
 pub use q32::{
-    vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_x4, vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_x4,
-    vec_dot_q5_0_q8_0, vec_dot_q5_0_q8_0_x4, vec_dot_q5_1_q8_1, vec_dot_q5_1_q8_1_x4,
-    vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_x4,
+    mat_q4_0_q8_0, mat_q4_1_q8_1, mat_q5_0_q8_0, mat_q5_1_q8_1, mat_q8_0_q8_0, vec_dot_q4_0_q8_0,
+    vec_dot_q4_0_q8_0_x4, vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_x4, vec_dot_q5_0_q8_0,
+    vec_dot_q5_0_q8_0_x4, vec_dot_q5_1_q8_1, vec_dot_q5_1_q8_1_x4, vec_dot_q8_0_q8_0,
+    vec_dot_q8_0_q8_0_x4,
 };
 pub use quantize::{quantize_q8_0, quantize_q8_1, quantize_q8_k};
 
@@ -98,8 +99,8 @@ pub const KERNELS: Kernels = {
         quantize_q8_k,
         ..Kernels::SCALAR
     };
-    // The 32-wide types: one row and four; a batch goes column by column.
-    with_q32!(set, self)
+    // The 32-wide types: one row, four and batched.
+    with_q32!(set, self, q32)
 };
 
 /// The encoding layer: assembler macros, defined at the start of every XTheadVector `asm!` block

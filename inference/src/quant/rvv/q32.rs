@@ -454,7 +454,7 @@ macro_rules! q8_quarter {
     };
     (@load [scratch], $aq:literal) => {
         concat!(
-            "vl8re8.v v8, ({q})\n",
+            whole_reg!(ld, 8, 8, "v8", "{q}", "vsetvli zero, {vl}, e8, m1, ta, ma\n"),
             "add {q}, {q}, {s8}\n",
             q8_quarter!(@mul $aq),
         )
@@ -568,5 +568,5 @@ pub(crate) use {
     reduce_positions, scale_d, scale_dm, term_d, term_dm,
 };
 
-mod mat;
+pub(crate) mod mat;
 pub use mat::{mat_q4_0_q8_0, mat_q4_1_q8_1, mat_q5_0_q8_0, mat_q5_1_q8_1, mat_q8_0_q8_0};

@@ -15,8 +15,8 @@
 //!   `vlsseg2e32` at SEW 32 (= `vlsseg8bu`, ..., `vlswu`: the same instructions);
 //! - `vfcvt.f.x.v`, `vfmv.s.f` and `vfmv.f.s` are re-encoded by the layer.
 //!
-//! Batched calls go column by column through the one-row kernels (the RVV set's batched kernels
-//! keep decoded weights in whole registers, which 0.7.1 cannot load).
+//! Batched: `mat` (the RVV set's batched kernels, with unit-stride stand-ins for their
+//! whole-register operations).
 
 use super::{xtv_asm, xtv_enter, xtv_leave, xtv_refused};
 use crate::quant::act::{BlockQ8_0, BlockQ8_1};
@@ -28,3 +28,6 @@ use crate::quant::rvv::q32::{
 use crate::quant::rvv::{f16_bits_to_f32, BIG, INF, K112, MAG};
 
 q32_kernels!(xtv_asm);
+
+mod mat;
+pub use mat::{mat_q4_0_q8_0, mat_q4_1_q8_1, mat_q5_0_q8_0, mat_q5_1_q8_1, mat_q8_0_q8_0};
