@@ -315,6 +315,16 @@ fn test(extra: &[String]) -> i32 {
     }
 }
 
+/// The riscv64 kernel tests (`inference` under qemu-user), run once per CPU model.
+const RV_KERNEL_TESTS: [&str; 6] = [
+    "test",
+    "--release",
+    "-p",
+    "inference",
+    "--target",
+    "riscv64gc-unknown-linux-gnu",
+];
+
 /// Test runs for other architectures under qemu-user: (what, cargo arguments, QEMU_CPU, golden
 /// cases). T-Head CPU models run under T-Head's qemu-riscv64 ([`xtask::xuantie::runner_for`]).
 fn cross_runs() -> Vec<(&'static str, Vec<&'static str>, &'static str, &'static str)> {
@@ -336,14 +346,7 @@ fn cross_runs() -> Vec<(&'static str, Vec<&'static str>, &'static str, &'static 
         "--test",
         "golden_kl",
     ];
-    let rv = vec![
-        "test",
-        "--release",
-        "-p",
-        "inference",
-        "--target",
-        "riscv64gc-unknown-linux-gnu",
-    ];
+    let rv = RV_KERNEL_TESTS.to_vec();
     let rv_golden = vec![
         "test",
         "--release",
@@ -403,7 +406,6 @@ fn cross_runs() -> Vec<(&'static str, Vec<&'static str>, &'static str, &'static 
             "",
         ),
         ("scalar fallback without V", rv.clone(), "rv64,v=false", ""),
-        // T-Head's qemu-riscv64 (xuantie-qemu): XTheadVector, RVV 0.7.1 at VLEN 128.
         ("XTheadVector kernels vs scalar, C906", rv, "c906fdv", ""),
         (
             "teacher-forced KL on the RVV build",
