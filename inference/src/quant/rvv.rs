@@ -44,6 +44,12 @@
 //!   eight partial sums as eight lanes; the output updates elementwise).
 //! - `quantize`: Q8_0, Q8_1, Q8_K activations (same bytes as `act`).
 //!
+//! The 32-wide kernels (one row, four, batched) and the quantizers are macro text
+//! (`q32::q32_kernels!`, `q32::mat::mat_kernels!`, `quantize::quantizers!`) that takes the `asm!`
+//! wrapper as an argument: `rvv_asm` here; `super::xtheadvector` expands the same text with
+//! `xtv_asm` for T-Head's RVV 0.7.1. Changing it changes both sets: keep to what both mean alike
+//! (the `xtheadvector` module docs list the differences; its tests run under xuantie-qemu).
+//!
 //! Masked and partial operations that must leave other lanes alone run under `mu` / `tu`; the
 //! tests also pass with QEMU's `rvv_ta_all_1s=true,rvv_ma_all_1s=true` (agnostic lanes overwritten).
 //!
