@@ -44,6 +44,12 @@
 //!   eight partial sums as eight lanes; the output updates elementwise).
 //! - `quantize`: Q8_0, Q8_1, Q8_K activations (same bytes as `act`).
 //!
+//! The 32-wide kernels (one row, four, batched) and the quantizers are macro text
+//! (`q32::q32_kernels!`, `q32::mat::mat_kernels!`, `quantize::quantizers!`) that takes the `asm!`
+//! wrapper as an argument: `rvv_asm` here; `super::xtheadvector` expands the same text with
+//! `xtv_asm` for T-Head's RVV 0.7.1. Changing it changes both sets: keep to what both mean alike
+//! (the `xtheadvector` module docs list the differences; its tests run under xuantie-qemu).
+//!
 //! Masked and partial operations that must leave other lanes alone run under `mu` / `tu`; the
 //! tests also pass with QEMU's `rvv_ta_all_1s=true,rvv_ma_all_1s=true` (agnostic lanes overwritten).
 //!
@@ -54,8 +60,8 @@
 
 mod float;
 mod kquant;
-mod q32;
-mod quantize;
+pub(crate) mod q32;
+pub(crate) mod quantize;
 
 pub use float::{attend_head, dot_f32_f16, vec_dot_bf16_bf16, vec_dot_f16_f16, vec_dot_f32_f32};
 pub use kquant::{
@@ -194,16 +200,16 @@ macro_rules! f16_bits_to_f32 {
         )
     };
 }
-use f16_bits_to_f32;
+pub(crate) use f16_bits_to_f32;
 
 /// 2^112 as f32 (see [`f16_bits_to_f32`]).
-const K112: f32 = f32::from_bits(0x7780_0000);
+pub(crate) const K112: f32 = f32::from_bits(0x7780_0000);
 /// Mask of an f16 magnitude shifted left by 13.
-const MAG: usize = 0x0fff_e000;
+pub(crate) const MAG: usize = 0x0fff_e000;
 /// Largest finite f16 magnitude (0x7bff) shifted left by 13.
-const BIG: usize = 0x0f7f_e000;
+pub(crate) const BIG: usize = 0x0f7f_e000;
 /// f32 exponent bits.
-const INF: usize = 0x7f80_0000;
+pub(crate) const INF: usize = 0x7f80_0000;
 
 #[cfg(test)]
 pub(crate) mod tests;

@@ -488,23 +488,24 @@ pub fn mat_q6_k_q8_k(w: &[u8], rb: usize, a: &[BlockQ8K], cols: usize, out: &mut
 
 /// `$base` (a [`Kernels`]) with the entries of the 32-wide types from the module `$m` (one row
 /// and four rows, named as every set names them: `vec_dot_q4_0_q8_0`, `vec_dot_q4_0_q8_0_x4`,
-/// ...), batched from the module `$mat` (`mat_q4_0_q8_0`, ...).
+/// ...), batched from the module `$mat` (`mat_q4_0_q8_0`, ...) if one is named (else a batch goes
+/// column by column through the one-row kernels).
 // (Unused only where no set has the whole family, as on 32-bit Arm.)
 #[allow(unused_macros)]
 macro_rules! with_q32 {
-    ($base:expr, $($m:ident)::+, $($mat:ident)::+) => {{
+    ($base:expr, $($m:ident)::+ $(, $($mat:ident)::+)?) => {{
         use $crate::quant::{GgmlType as G, RowKernels as R, TypeKernels as T};
         $base
             .with(G::Q4_0, T::Q8_0(R::dot($($m)::+::vec_dot_q4_0_q8_0)
-                .x4($($m)::+::vec_dot_q4_0_q8_0_x4).mat($($mat)::+::mat_q4_0_q8_0)))
+                .x4($($m)::+::vec_dot_q4_0_q8_0_x4)$(.mat($($mat)::+::mat_q4_0_q8_0))?))
             .with(G::Q4_1, T::Q8_1(R::dot($($m)::+::vec_dot_q4_1_q8_1)
-                .x4($($m)::+::vec_dot_q4_1_q8_1_x4).mat($($mat)::+::mat_q4_1_q8_1)))
+                .x4($($m)::+::vec_dot_q4_1_q8_1_x4)$(.mat($($mat)::+::mat_q4_1_q8_1))?))
             .with(G::Q5_0, T::Q8_0(R::dot($($m)::+::vec_dot_q5_0_q8_0)
-                .x4($($m)::+::vec_dot_q5_0_q8_0_x4).mat($($mat)::+::mat_q5_0_q8_0)))
+                .x4($($m)::+::vec_dot_q5_0_q8_0_x4)$(.mat($($mat)::+::mat_q5_0_q8_0))?))
             .with(G::Q5_1, T::Q8_1(R::dot($($m)::+::vec_dot_q5_1_q8_1)
-                .x4($($m)::+::vec_dot_q5_1_q8_1_x4).mat($($mat)::+::mat_q5_1_q8_1)))
+                .x4($($m)::+::vec_dot_q5_1_q8_1_x4)$(.mat($($mat)::+::mat_q5_1_q8_1))?))
             .with(G::Q8_0, T::Q8_0(R::dot($($m)::+::vec_dot_q8_0_q8_0)
-                .x4($($m)::+::vec_dot_q8_0_q8_0_x4).mat($($mat)::+::mat_q8_0_q8_0)))
+                .x4($($m)::+::vec_dot_q8_0_q8_0_x4)$(.mat($($mat)::+::mat_q8_0_q8_0))?))
     }};
 }
 #[allow(unused_imports)]

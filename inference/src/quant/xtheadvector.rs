@@ -19,17 +19,27 @@
 //! - A mask register holds element `i`'s bit at bit `i · MLEN`, MLEN = SEW/LMUL: a mask must be
 //!   made and used under the same SEW/LMUL (every kernel does so).
 //! - Widening and narrowing instructions may not overlap their destination with a source of
-//!   another width (RVV 1.0 allows some overlaps): the register use below never does.
+//!   another width (RVV 1.0 allows some overlaps): the kernels' register use never does.
 //! - Loads and stores: `vlb/vlh/vlw` (sign-extended), `vlbu/vlhu/vlwu` (zero-extended), `vle`
 //!   (SEW). RVV 1.0's `vle8/vle16/vle32/vle64` (unit-stride, strided `vlse*`, segment `vlseg*`,
 //!   `vlsseg*`) encode as `vlbu/vlhu/vlwu/vle`, so they are the same instruction when the width
-//!   equals SEW, the only way the kernels use them. No whole-register loads, stores or moves.
+//!   equals SEW, the only way the kernels use them. No whole-register loads, stores or moves
+//!   (the batched kernels use unit-stride stand-ins, `q32::mat`).
 //! - No `vzext`/`vsext` (a widening add with x0 instead); `vmv.x.s` is `th.vext.x.v`, which
 //!   zero-extends (RVV 1.0 sign-extends).
 //!
-//! Layout: `q32` (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 · Q8_0 / Q8_1, one row or four), `quantize`
+//! Layout: `q32` (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 · Q8_0 / Q8_1, one row, four, batched), `quantize`
 //! (Q8_0, Q8_1, Q8_K activations). The K-quants and the float operations are the scalar ones
 //! here (their entries are left empty).
+//!
+//! Writing a kernel here (the K-quants and float operations are to come in `kquant.rs` and
+//! `float.rs`): an `asm!` block goes through [`xtv_asm!`] (as `rvv_asm!`), written with RVV 1.0
+//! mnemonics. The layer re-encodes what differs and refuses, at compile time, what 0.7.1 lacks;
+//! what it cannot see is the meaning: a load's width must equal SEW, no `tu`, a mask used under
+//! the vtype that made it, no overlap of a widening op with its sources, `th.vext.x.v`
+//! zero-extends. Where an RVV kernel's text holds under 0.7.1, expand it here as `q32` and
+//! `quantize` do (the RVV file turns it into a macro taking the `asm!` wrapper) rather than copy
+//! it; the shared harness checks every entry against scalar under `-cpu c906fdv`.
 //!
 //! Which hart has XTheadVector: [`isa_has_xtheadvector`] (a device tree's `riscv,isa` string or
 //! `riscv,isa-extensions` entry) and, per the spec, [`ids_have_xtheadvector`] (SBI's mvendorid
@@ -37,6 +47,18 @@
 //! `Kernels::best()` / `Kernels::available()` follow it ([`runs_on`]). The boot code must also
 //! have turned the vector unit on (`sstatus.VS`, bits 24:23, as for V).
 
+mod q32;
+mod quantize;
+
+pub use q32::{
+    mat_q4_0_q8_0, mat_q4_1_q8_1, mat_q5_0_q8_0, mat_q5_1_q8_1, mat_q8_0_q8_0, vec_dot_q4_0_q8_0,
+    vec_dot_q4_0_q8_0_x4, vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_x4, vec_dot_q5_0_q8_0,
+    vec_dot_q5_0_q8_0_x4, vec_dot_q5_1_q8_1, vec_dot_q5_1_q8_1_x4, vec_dot_q8_0_q8_0,
+    vec_dot_q8_0_q8_0_x4,
+};
+pub use quantize::{quantize_q8_0, quantize_q8_1, quantize_q8_k};
+
+use super::scalar::with_q32;
 use super::{Features, Kernels};
 
 /// T-Head's JEDEC vendor id as `mvendorid` reads it (bank 12, 0x37: `0x5b7`).
@@ -79,9 +101,16 @@ pub fn ids_have_xtheadvector(mvendorid: usize, mimpid: usize, isa_v: bool) -> bo
 /// The XTheadVector set: the scalar set's entries, with XTheadVector twins where this module has
 /// them. Only for harts with XTheadVector: take it from `Kernels::best()` /
 /// `Kernels::available()`, which consult [`runs_on`].
-pub const KERNELS: Kernels = Kernels {
-    name: "xtheadvector",
-    ..Kernels::SCALAR
+pub const KERNELS: Kernels = {
+    let set = Kernels {
+        name: "xtheadvector",
+        quantize_q8_0,
+        quantize_q8_1,
+        quantize_q8_k,
+        ..Kernels::SCALAR
+    };
+    // The 32-wide types: one row, four and batched.
+    with_q32!(set, self, q32)
 };
 
 /// The encoding layer: assembler macros, defined at the start of every XTheadVector `asm!` block

@@ -6,8 +6,9 @@
 //! only what is specific to it (how the set is chosen, conversions of its own instructions).
 //!
 //! Run under qemu-user for the sets to exist (`cargo xtask test` does): `QEMU_CPU=cortex-a53`
-//! (NEON), `cortex-a76` (NEON and SDOT), `rv64,v=true,vlen=128|256,elen=64` (RVV); on a CPU with no
-//! set but the scalar one each test says it is skipped.
+//! (NEON), `cortex-a76` (NEON and SDOT), `rv64,v=true,vlen=128|256,elen=64` (RVV), `c906fdv` under
+//! T-Head's qemu-riscv64 (XTheadVector; see `xtheadvector::tests`); on a CPU with no set but the
+//! scalar one each test says it is skipped.
 
 extern crate std;
 

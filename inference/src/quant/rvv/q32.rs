@@ -24,12 +24,12 @@ use super::{f16_bits_to_f32, rvv_asm, BIG, INF, K112, MAG};
 use crate::quant::act::{BlockQ8_0, BlockQ8_1};
 
 /// Bytes per activation block (`BlockQ8_0`: d, qs; `BlockQ8_1`: d, s, qs).
-const Q8_0_BYTES: usize = core::mem::size_of::<BlockQ8_0>();
-const Q8_1_BYTES: usize = core::mem::size_of::<BlockQ8_1>();
+pub(crate) const Q8_0_BYTES: usize = core::mem::size_of::<BlockQ8_0>();
+pub(crate) const Q8_1_BYTES: usize = core::mem::size_of::<BlockQ8_1>();
 const _: () = assert!(Q8_0_BYTES == 36 && Q8_1_BYTES == 40);
 
 /// Blocks both sides hold (the scalar loops stop at the shorter side too).
-fn blocks<A>(w: &[u8], bytes: usize, a: &[A]) -> usize {
+pub(crate) fn blocks<A>(w: &[u8], bytes: usize, a: &[A]) -> usize {
     (w.len() / bytes).min(a.len())
 }
 
@@ -226,8 +226,9 @@ macro_rules! next_pass {
 /// are set up once per call. Extra operands (named) follow.
 #[rustfmt::skip]
 macro_rules! q32_rows_asm {
-    ([$($pass:tt)*], $w:expr, $rb:expr, $rows:expr, $a:expr, $nb:expr, $out:expr, $wbytes:expr, $abytes:expr $(, $($extra:tt)+)?) => {
+    ($asm:ident, [$($pass:tt)*], $w:expr, $rb:expr, $rows:expr, $a:expr, $nb:expr, $out:expr, $wbytes:expr, $abytes:expr $(, $($extra:tt)+)?) => {
         q32_asm!(
+            $asm,
             [
                 "3:",
                 "mv {w}, {wr}",
@@ -262,13 +263,13 @@ macro_rules! q32_rows_asm {
     };
 }
 
-/// `rvv_asm!` with the operands every 32-wide kernel uses added: the block sizes `{ws}`
+/// `$asm!` (`rvv_asm!`, `xtv_asm!`) with the operands every 32-wide kernel uses added: the block sizes `{ws}`
 /// (weights) and `{astr}` (activations), `{vl}`, scratch `{p}`, `{t}`, the constants of the
 /// scale decoding (`{c128}`, `{c8192}`, `f16_bits_to_f32!`'s) and the running sum `{acc}`.
 #[rustfmt::skip]
 macro_rules! q32_asm {
-    ([$($tpl:tt)*], [$($ops:tt)*], $wbytes:expr, $abytes:expr) => {
-        rvv_asm!(
+    ($asm:ident, [$($tpl:tt)*], [$($ops:tt)*], $wbytes:expr, $abytes:expr) => {
+        $asm!(
             [$($tpl)*],
             [
                 $($ops)*
@@ -303,7 +304,8 @@ macro_rules! entries {
             let mut out = [0.0f32];
             if nb > 0 {
                 // SAFETY: one row of `nb` whole blocks (`nb` ≤ w.len() / bytes), `nb` ≤ a.len()
-                // activation blocks, one output. Reached only on harts with V (`runs_on`).
+                // activation blocks, one output. Reached only on harts with the set's vector unit
+                // (its `runs_on`).
                 unsafe { $rows(w.as_ptr(), 0, 1, a.as_ptr().cast(), nb, out.as_mut_ptr()) };
             }
             out[0]
@@ -322,81 +324,12 @@ macro_rules! entries {
                 return;
             }
             // SAFETY: row r's `nb` blocks lie in r·rb..r·rb + nb·bytes ⊆ r·rb..(r + 1)·rb ⊆ w
-            // (4·rb ≤ w.len()); `nb` ≤ a.len(); four outputs. Reached only on harts with V.
+            // (4·rb ≤ w.len()); `nb` ≤ a.len(); four outputs. Reached only on harts with the
+            // set's vector unit.
             unsafe { $rows(w.as_ptr(), rb, 4, a.as_ptr().cast(), nb, out.as_mut_ptr()) };
         }
     };
 }
-
-/// Q4_0 rows · Q8_0: d | qs[16] (weight = nibble - 8) · d | qs[32].
-///
-/// # Safety
-/// See [`entries`]: `rows` rows of at least `nb` ≥ 1 blocks at `w + r·rb`, `nb` activation blocks
-/// at `a`, `rows` floats at `out`; the hart has V.
-unsafe fn rows_q4_0(w: *const u8, rb: usize, rows: usize, a: *const u8, nb: usize, out: *mut f32) {
-    // SAFETY: the caller guarantees the memory (the passes read blocks 0..nb of each row and of
-    // the activations, vl ≤ blocks left) and V; only vector registers, the named scalars, vl/vtype
-    // and `out[..rows]` change.
-    unsafe {
-        q32_rows_asm!(
-            [
-                q4_half!("vwmul.vv", sub8, 2, 4, 20),
-                "vsetvli zero, {vl}, e8, m1, ta, ma",
-                q4_half!("vwmacc.vv", sub8, 10, 12, 28),
-                reduce_positions!("v0", "v2", "v4", "v6"),
-                float_d!(),
-            ],
-            w,
-            rb,
-            rows,
-            a,
-            nb,
-            out,
-            18usize,
-            Q8_0_BYTES
-        );
-    }
-}
-
-entries!(
-    /// Q4_0 weights · Q8_0 activations (twin of `scalar::vec_dot_q4_0_q8_0`).
-    vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_x4, rows_q4_0, 18, BlockQ8_0
-);
-
-/// Q4_1 rows · Q8_1: d | m | qs[16] (weight = nibble) · d | s | qs[32].
-///
-/// # Safety
-/// See [`entries`]: `rows` rows of at least `nb` ≥ 1 blocks at `w + r·rb`, `nb` activation blocks
-/// at `a`, `rows` floats at `out`; the hart has V.
-unsafe fn rows_q4_1(w: *const u8, rb: usize, rows: usize, a: *const u8, nb: usize, out: *mut f32) {
-    // SAFETY: the caller guarantees the memory (the passes read blocks 0..nb of each row and of
-    // the activations, vl ≤ blocks left) and V; only vector registers, the named scalars, vl/vtype
-    // and `out[..rows]` change.
-    unsafe {
-        q32_rows_asm!(
-            [
-                q4_half!("vwmul.vv", plain, 4, 8, 24),
-                "vsetvli zero, {vl}, e8, m1, ta, ma",
-                q4_half!("vwmacc.vv", plain, 12, 16, 32),
-                reduce_positions!("v0", "v2", "v4", "v6"),
-                float_dm!(),
-            ],
-            w,
-            rb,
-            rows,
-            a,
-            nb,
-            out,
-            20usize,
-            Q8_1_BYTES
-        );
-    }
-}
-
-entries!(
-    /// Q4_1 weights · Q8_1 activations (twin of `scalar::vec_dot_q4_1_q8_1`).
-    vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_x4, rows_q4_1, 20, BlockQ8_1
-);
 
 /// The fifth bits of four byte columns: for `b` in `$b0..$b0 + 4`, column register `v4 + b - $b0`
 /// gets its bit 4 set (`q5_1`: `| 16`) or, for Q5_0 (`q5_0`: nibbles pre-set to `n | 0xf0`, i.e.
@@ -493,77 +426,6 @@ macro_rules! q5_half {
     };
 }
 
-/// Q5_0 rows · Q8_0: d | qh (u32) | qs[16] (weight = (nibble | bit << 4) - 16) · d | qs[32].
-///
-/// # Safety
-/// See [`entries`]: `rows` rows of at least `nb` ≥ 1 blocks at `w + r·rb`, `nb` activation blocks
-/// at `a`, `rows` floats at `out`; the hart has V.
-unsafe fn rows_q5_0(w: *const u8, rb: usize, rows: usize, a: *const u8, nb: usize, out: *mut f32) {
-    // SAFETY: the caller guarantees the memory (the passes read blocks 0..nb of each row and of
-    // the activations, vl ≤ blocks left) and V; only vector registers, the named scalars, vl/vtype
-    // and `out[..rows]` change.
-    unsafe {
-        q32_rows_asm!(
-            [
-                q5_half!("vwmul.vv", q5_0, 6, 2, 4, 4, 20),
-                "vsetvli zero, {vl}, e8, m1, ta, ma",
-                q5_half!("vwmacc.vv", q5_0, 14, 3, 5, 12, 28),
-                reduce_positions!("v24", "v26", "v28", "v30"),
-                float_d!(),
-            ],
-            w,
-            rb,
-            rows,
-            a,
-            nb,
-            out,
-            22usize,
-            Q8_0_BYTES
-        );
-    }
-}
-
-entries!(
-    /// Q5_0 weights · Q8_0 activations (twin of `scalar::vec_dot_q5_0_q8_0`).
-    vec_dot_q5_0_q8_0, vec_dot_q5_0_q8_0_x4, rows_q5_0, 22, BlockQ8_0
-);
-
-/// Q5_1 rows · Q8_1: d | m | qh (u32) | qs[16] (weight = nibble | bit << 4) · d | s | qs[32].
-///
-/// # Safety
-/// See [`entries`]: `rows` rows of at least `nb` ≥ 1 blocks at `w + r·rb`, `nb` activation blocks
-/// at `a`, `rows` floats at `out`; the hart has V.
-unsafe fn rows_q5_1(w: *const u8, rb: usize, rows: usize, a: *const u8, nb: usize, out: *mut f32) {
-    // SAFETY: the caller guarantees the memory (the passes read blocks 0..nb of each row and of
-    // the activations, vl ≤ blocks left) and V; only vector registers, the named scalars, vl/vtype
-    // and `out[..rows]` change.
-    unsafe {
-        q32_rows_asm!(
-            [
-                q5_half!("vwmul.vv", q5_1, 8, 4, 6, 8, 24),
-                "vsetvli zero, {vl}, e8, m1, ta, ma",
-                q5_half!("vwmacc.vv", q5_1, 16, 5, 7, 16, 32),
-                reduce_positions!("v24", "v26", "v28", "v30"),
-                float_dm!(),
-            ],
-            w,
-            rb,
-            rows,
-            a,
-            nb,
-            out,
-            24usize,
-            Q8_1_BYTES,
-            c16 = in(reg) 16usize
-        );
-    }
-}
-
-entries!(
-    /// Q5_1 weights · Q8_1 activations (twin of `scalar::vec_dot_q5_1_q8_1`).
-    vec_dot_q5_1_q8_1, vec_dot_q5_1_q8_1_x4, rows_q5_1, 24, BlockQ8_1
-);
-
 /// A quarter of a Q8_0 pass: 8 weight columns into v8..v15 (`$wl`: `[seg, $wq]` the 8 bytes per
 /// block at `{w} + $wq`, `[scratch]` the next 8 decoded columns at `{q}`, see `mat`), 8
 /// activations at `{a} + $aq`. Two products per e16 lane plus a bias of 32767 (v24..v31; the pair
@@ -592,7 +454,7 @@ macro_rules! q8_quarter {
     };
     (@load [scratch], $aq:literal) => {
         concat!(
-            "vl8re8.v v8, ({q})\n",
+            whole_reg!(ld, 8, 8, "v8", "{q}", "vsetvli zero, {vl}, e8, m1, ta, ma\n"),
             "add {q}, {q}, {s8}\n",
             q8_quarter!(@mul $aq),
         )
@@ -625,43 +487,86 @@ macro_rules! q8_sum {
     };
 }
 
-/// Q8_0 rows · Q8_0: d | qs[32] · d | qs[32].
-///
-/// # Safety
-/// See [`entries`]: `rows` rows of at least `nb` ≥ 1 blocks at `w + r·rb`, `nb` activation blocks
-/// at `a`, `rows` floats at `out`; the hart has V.
-unsafe fn rows_q8_0(w: *const u8, rb: usize, rows: usize, a: *const u8, nb: usize, out: *mut f32) {
-    // SAFETY: the caller guarantees the memory (the passes read blocks 0..nb of each row and of
-    // the activations, vl ≤ blocks left) and V; only vector registers, the named scalars, vl/vtype
-    // and `out[..rows]` change.
-    unsafe {
-        q32_rows_asm!(
-            [
-                q8_quarter!(first, [seg, 2], 4),
-                q8_quarter!(next, [seg, 10], 12),
-                q8_quarter!(next, [seg, 18], 20),
-                q8_quarter!(next, [seg, 26], 28),
-                q8_sum!(),
-                float_d!(),
-            ],
-            w,
-            rb,
-            rows,
-            a,
-            nb,
-            out,
-            34usize,
-            Q8_0_BYTES,
-            bias = in(reg) 32767usize,
-            bias16 = in(reg) 16 * 32767usize
-        );
-    }
+/// A pass of a nibble format: two halves (`$half!` with the arguments `$lo`, then `$hi`), the
+/// e16 accumulator `$acc` (four column positions) summed per block, the float phase `$float!`.
+#[rustfmt::skip]
+macro_rules! nibble_pass {
+    ($half:ident, [$($lo:tt)*], [$($hi:tt)*], [$($acc:literal),*], $float:ident) => {
+        concat!(
+            $half!("vwmul.vv", $($lo)*), "vsetvli zero, {vl}, e8, m1, ta, ma\n",
+            $half!("vwmacc.vv", $($hi)*), reduce_positions!($($acc),*), $float!(),
+        )
+    };
 }
 
-entries!(
-    /// Q8_0 weights · Q8_0 activations (twin of `scalar::vec_dot_q8_0_q8_0`).
-    vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_x4, rows_q8_0, 34, BlockQ8_0
-);
+/// One format's kernels: `$rows`, an `unsafe fn(w, rb, rows, a, nb, out)` that needs `rows` rows
+/// of at least `nb` ≥ 1 blocks at `w + r·rb`, `nb` activation blocks at `a`, `rows` floats at
+/// `out` and the set's vector unit, running `$pass` per up to VLEN/8 blocks through `$asm`
+/// (`q32_rows_asm!`, extra operands `$extra`); and its entries `$one`, `$four` (`entries!`).
+/// `$what` describes the blocks.
+#[rustfmt::skip]
+macro_rules! kernel {
+    ($asm:ident, $what:literal, $rows:ident, $one:ident, $four:ident, $wbytes:literal, $abytes:expr,
+     $act:ty, [$($pass:tt)*] $(, $($extra:tt)+)?) => {
+        #[doc = concat!($what, "\n\n# Safety\nSee `kernel!` (`rvv::q32`).")]
+        unsafe fn $rows(w: *const u8, rb: usize, rows: usize, a: *const u8, nb: usize, out: *mut f32) {
+            // SAFETY: the caller guarantees the memory (the passes read blocks 0..nb of each row
+            // and of the activations, vl ≤ blocks left) and the vector unit; only vector
+            // registers, the named scalars, vl/vtype and `out[..rows]` change.
+            unsafe {
+                q32_rows_asm!($asm, [$($pass)*], w, rb, rows, a, nb, out, $wbytes as usize, $abytes
+                    $(, $($extra)+)?);
+            }
+        }
 
-mod mat;
+        entries!(
+            #[doc = concat!("Twin of `scalar::", stringify!($one), "`.")]
+            $one, $four, $rows, $wbytes, $act
+        );
+    };
+}
+
+/// The one-row and four-row kernels of the five formats (`vec_dot_q4_0_q8_0`,
+/// `vec_dot_q4_0_q8_0_x4`, ...), their `asm!` blocks through `$asm`: `rvv_asm` here; `xtv_asm` in
+/// `quant::xtheadvector::q32`, where the same text assembles to XTheadVector (the integer and
+/// float phases hold under RVV 0.7.1: tails are never read, masks are made and used under one
+/// vtype, no widening op overlaps its sources).
+#[rustfmt::skip]
+macro_rules! q32_kernels {
+    ($asm:ident) => {
+        kernel!($asm, "Q4_0 rows · Q8_0: d | qs[16] (weight = nibble - 8) · d | qs[32].",
+            rows_q4_0, vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_x4, 18, Q8_0_BYTES, BlockQ8_0,
+            [nibble_pass!(q4_half, [sub8, 2, 4, 20], [sub8, 10, 12, 28],
+                ["v0", "v2", "v4", "v6"], float_d),]);
+        kernel!($asm, "Q4_1 rows · Q8_1: d | m | qs[16] (weight = nibble) · d | s | qs[32].",
+            rows_q4_1, vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_x4, 20, Q8_1_BYTES, BlockQ8_1,
+            [nibble_pass!(q4_half, [plain, 4, 8, 24], [plain, 12, 16, 32],
+                ["v0", "v2", "v4", "v6"], float_dm),]);
+        kernel!($asm,
+            "Q5_0 rows · Q8_0: d | qh (u32) | qs[16] (weight = (nibble | bit << 4) - 16) · d | qs[32].",
+            rows_q5_0, vec_dot_q5_0_q8_0, vec_dot_q5_0_q8_0_x4, 22, Q8_0_BYTES, BlockQ8_0,
+            [nibble_pass!(q5_half, [q5_0, 6, 2, 4, 4, 20], [q5_0, 14, 3, 5, 12, 28],
+                ["v24", "v26", "v28", "v30"], float_d),]);
+        kernel!($asm,
+            "Q5_1 rows · Q8_1: d | m | qh (u32) | qs[16] (weight = nibble | bit << 4) · d | s | qs[32].",
+            rows_q5_1, vec_dot_q5_1_q8_1, vec_dot_q5_1_q8_1_x4, 24, Q8_1_BYTES, BlockQ8_1,
+            [nibble_pass!(q5_half, [q5_1, 8, 4, 6, 8, 24], [q5_1, 16, 5, 7, 16, 32],
+                ["v24", "v26", "v28", "v30"], float_dm),], c16 = in(reg) 16usize);
+        kernel!($asm, "Q8_0 rows · Q8_0: d | qs[32] · d | qs[32].",
+            rows_q8_0, vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_x4, 34, Q8_0_BYTES, BlockQ8_0, [
+            q8_quarter!(first, [seg, 2], 4), q8_quarter!(next, [seg, 10], 12),
+            q8_quarter!(next, [seg, 18], 20), q8_quarter!(next, [seg, 26], 28),
+            q8_sum!(), float_d!(),
+        ], bias = in(reg) 32767usize, bias16 = in(reg) 16 * 32767usize);
+    };
+}
+
+q32_kernels!(rvv_asm);
+pub(crate) use {
+    entries, float_d, float_dm, kernel, next_pass, nibble_pass, osum, q32_asm, q32_kernels,
+    q32_rows_asm, q4_adj, q4_half, q5_bit, q5_cols, q5_half, q5_nib, q5_pre, q8_quarter, q8_sum,
+    reduce_positions, scale_d, scale_dm, term_d, term_dm,
+};
+
+pub(crate) mod mat;
 pub use mat::{mat_q4_0_q8_0, mat_q4_1_q8_1, mat_q5_0_q8_0, mat_q5_1_q8_1, mat_q8_0_q8_0};

@@ -162,20 +162,26 @@ fn encoding_layer_behaves_on_the_hart() {
         std::println!("encoding_layer_behaves_on_the_hart: skipped, this hart has no XTheadVector");
         return;
     }
-    let (vl32, vl8, vlenb): (usize, usize, usize);
+    let (vl32, vl8, vlenb, vlmax): (usize, usize, usize, usize);
     probe!(
         [
             "vsetvli {a}, {n}, e32, m4, ta, ma",
             "vsetvli {b}, {n}, e8, m1, ta, ma",
             "csrr {c}, 0xc22",
+            // rd = rs1 = x0: VLMAX in 0.7.1 (RVV 1.0 would keep vl = 3).
+            "vsetvli zero, {three}, e8, m1, ta, ma",
+            "vsetvli zero, zero, e32, m1, ta, ma",
+            "csrr {d}, 0xc20",
         ],
-        [a = out(reg) vl32, b = out(reg) vl8, c = out(reg) vlenb, n = in(reg) 100usize,]
+        [a = out(reg) vl32, b = out(reg) vl8, c = out(reg) vlenb, d = out(reg) vlmax,
+         n = in(reg) 100usize, three = in(reg) 3usize,]
     );
     assert_eq!(
         (vl32, vl8, vlenb),
         (16, 16, 16),
         "VLEN 128: vl at e32 m4, at e8 m1, vlenb"
     );
+    assert_eq!(vlmax, 4, "vsetvli zero, zero sets VLMAX");
 
     // Tail zeroing: 7 everywhere, then 1 in the first three lanes only.
     let mut tail = [0xaau8; 16];

@@ -33,13 +33,13 @@ use super::{
 use crate::quant::act::{BlockQ8_0, BlockQ8_1};
 
 /// Largest VLENB (bytes per vector register) the scratch holds.
-const MAX_VLENB: usize = 64;
+pub(crate) const MAX_VLENB: usize = 64;
 
 /// One pass of one row or of a pair of rows, decoded: the scales (one row: `d` from element 0,
 /// `m` from element VLENB; a pair: see `store_d!`) and the int8 weights (one row: byte `j` of
 /// block `i` at `w[j · VLENB + i]`; a pair: groups of 8 columns of each row in turn).
 #[repr(C, align(64))]
-struct Scratch {
+pub(crate) struct Scratch {
     ds: [f32; 4 * MAX_VLENB],
     w: [u8; 64 * MAX_VLENB],
 }
@@ -49,8 +49,9 @@ struct Scratch {
 /// (`out1!`; and the next row's, `out2!`). Columns are `{cstr}` bytes apart.
 #[rustfmt::skip]
 macro_rules! mat_asm {
-    ([$($dec:tt)*], [$($col:tt)*], $row:expr, $wbytes:expr, $abytes:expr $(, $($extra:tt)+)?) => {
+    ($asm:ident, [$($dec:tt)*], [$($col:tt)*], $row:expr, $wbytes:expr, $abytes:expr $(, $($extra:tt)+)?) => {
         q32_asm!(
+            $asm,
             [
                 "2:",
                 "vsetvli {vl}, {n}, e8, m1, ta, ma",
@@ -97,7 +98,7 @@ macro_rules! dec_q4 {
         concat!(
             $op, "\n",
             q4_adj!($k, "v24"),
-            "vs8r.v v24, ({q})\n",
+            whole_reg!(st, 8, 8, "v24", "{q}", ""),
             $adv,
         )
     };
@@ -141,11 +142,11 @@ macro_rules! dec_q5 {
     ($k:ident, $op:literal, $s0:literal, $s1:literal, $q:literal, $n:ident) => {
         concat!(
             q5_nib!($k, $op, $s0, $q, [0, 1, 2, 3]),
-            "vs4r.v v4, ({q})\n",
+            whole_reg!(st, 4, 8, "v4", "{q}", ""),
             "srli {t}, {s8}, 1\n",
             "add {p}, {q}, {t}\n",
             q5_nib!($k, $op, $s1, $q, [4, 5, 6, 7]),
-            "vs4r.v v4, ({p})\n",
+            whole_reg!(st, 4, 8, "v4", "{p}", ""),
             adv!($n),
         )
     };
@@ -209,15 +210,19 @@ macro_rules! store_d {
 #[rustfmt::skip]
 macro_rules! store_dm {
     (0) => {
-        concat!("vs4r.v v16, ({sd})\n", "add {p}, {sd}, {s8}\n", "vs4r.v v20, ({p})\n")
+        concat!(
+            whole_reg!(st, 4, 32, "v16", "{sd}", ""),
+            "add {p}, {sd}, {s8}\n",
+            whole_reg!(st, 4, 32, "v20", "{p}", ""),
+        )
     };
     (1) => {
         concat!(
             "srli {t}, {s8}, 1\n",
             "add {p}, {sd}, {t}\n",
-            "vs4r.v v16, ({p})\n",
+            whole_reg!(st, 4, 32, "v16", "{p}", ""),
             "add {p}, {p}, {s8}\n",
-            "vs4r.v v20, ({p})\n",
+            whole_reg!(st, 4, 32, "v20", "{p}", ""),
         )
     };
 }
@@ -233,12 +238,12 @@ macro_rules! col16 {
             "vlsseg8e8.v v16, ({p}), {astr}\n",
             "addi {p}, {p}, 8\n",
             "vlsseg8e8.v v24, ({p}), {astr}\n",
-            "vl8re8.v v8, ({q})\n",
-            "add {q}, {q}, {s8}\n",
             "vsetvli {t}, zero, e8, m4, ta, ma\n",
+            whole_reg!(ld, 8, 8, "v8", "{q}", "vsetvli {t}, zero, e8, m4, ta, ma\n"),
+            "add {q}, {q}, {s8}\n",
             $mul, " v0, v8, v16\n",
             "vwmacc.vv v0, v12, v20\n",
-            "vl8re8.v v8, ({q})\n",
+            whole_reg!(ld, 8, 8, "v8", "{q}", "vsetvli {t}, zero, e8, m4, ta, ma\n"),
             "add {q}, {q}, {s8}\n",
             "vwmacc.vv v0, v8, v24\n",
             "vwmacc.vv v0, v12, v28\n",
@@ -273,11 +278,11 @@ macro_rules! col8_pair {
             "addi {p}, {p}, 8\n",
             "vlsseg8e8.v v16, ({p}), {astr}\n",
             "vsetvli {t}, zero, e8, m4, ta, ma\n",
-            "vl8re8.v v8, ({q})\n",
+            whole_reg!(ld, 8, 8, "v8", "{q}", "vsetvli {t}, zero, e8, m4, ta, ma\n"),
             "add {q}, {q}, {s8}\n",
             $mul, " v0, v8, v16\n",
             "vwmacc.vv v0, v12, v20\n",
-            "vl8re8.v v8, ({q})\n",
+            whole_reg!(ld, 8, 8, "v8", "{q}", "vsetvli {t}, zero, e8, m4, ta, ma\n"),
             "add {q}, {q}, {s8}\n",
             $mul, " v24, v8, v16\n",
             "vwmacc.vv v24, v12, v20\n",
@@ -323,9 +328,10 @@ macro_rules! term_d_pair {
         concat!(
             "vsetvli zero, {vl}, e32, m4, ta, ma\n",
             "vlse32.v v16, ({a}), {astr}\n",
-            "vmv4r.v v20, v16\n",
-            "vl8re32.v v8, ({sd})\n",
+            // (Lanes past vl of each row's half are never added: a copy of vl lanes is enough.)
+            whole_reg!(mv, 4, 32, "v20", "v16", ""),
             "vsetvli {t}, zero, e32, m8, ta, ma\n",
+            whole_reg!(ld, 8, 32, "v8", "{sd}", ""),
             "vfmul.vv v8, v8, v16\n",
             "vfmul.vv v8, v0, v8\n",
         )
@@ -340,18 +346,44 @@ macro_rules! term_dm_pair {
         concat!(
             "vsetvli zero, {vl}, e32, m4, ta, ma\n",
             "vlsseg2e32.v v16, ({a}), {astr}\n",
-            "vmv4r.v v24, v16\n",
-            "vmv4r.v v28, v16\n",
-            "vmv4r.v v16, v20\n",
-            "vl8re32.v v8, ({sd})\n",
+            // (Lanes past vl of each row's half are never added: copies of vl lanes are enough.)
+            whole_reg!(mv, 4, 32, "v24", "v16", ""),
+            whole_reg!(mv, 4, 32, "v28", "v16", ""),
+            whole_reg!(mv, 4, 32, "v16", "v20", ""),
             "vsetvli {t}, zero, e32, m8, ta, ma\n",
+            whole_reg!(ld, 8, 32, "v8", "{sd}", ""),
             "vfmul.vv v8, v8, v24\n",
             "vfmul.vv v8, v8, v0\n",
             "add {p}, {sd}, {s8}\n",
-            "vl8re32.v v24, ({p})\n",
+            whole_reg!(ld, 8, 32, "v24", "{p}", ""),
             "vfmul.vv v24, v24, v16\n",
             "vfadd.vv v8, v8, v24\n",
         )
+    };
+}
+
+/// Q8_0's first 24 weight columns (v8..v31, loaded transposed) stored at `{q}` (advanced past
+/// them); vtype `e8, m1`, vl = blocks after it.
+#[rustfmt::skip]
+macro_rules! st_q8_cols {
+    () => {
+        concat!(
+            whole_reg!(st, 8, 8, "v8", "{q}", ""),
+            "add {q}, {q}, {s8}\n",
+            whole_reg!(st, 8, 8, "v16", "{q}", ""),
+            "add {q}, {q}, {s8}\n",
+            whole_reg!(st, 8, 8, "v24", "{q}", "vsetvli zero, {vl}, e8, m1, ta, ma\n"),
+            "add {q}, {q}, {s8}\n",
+        )
+    };
+}
+
+/// The scales `d` of one row (VLENB floats at `{sd}`) into v16..v19; vtype `e32, m4`, vl = blocks
+/// after it.
+#[rustfmt::skip]
+macro_rules! ld_d {
+    () => {
+        whole_reg!(ld, 4, 32, "v16", "{sd}", "vsetvli zero, {vl}, e32, m4, ta, ma\n")
     };
 }
 
@@ -386,23 +418,23 @@ macro_rules! out2 {
 /// second row `rb` bytes further, its outputs `cols` floats further), the activations `a`
 /// (`cols` columns, `cstr` bytes apart, `nb` blocks each), the row's outputs `out` (`cols`
 /// floats, zeroed before the first pass), the scratch (`sc` its weights, `sd` its scales) and VLENB (≤ `MAX_VLENB`).
-struct Row {
-    w: *const u8,
-    rb: usize,
-    a: *const u8,
-    nb: usize,
-    cstr: usize,
-    cols: usize,
-    out: *mut f32,
-    sc: *mut u8,
-    sd: *mut f32,
-    vlenb: usize,
+pub(crate) struct Row {
+    pub(crate) w: *const u8,
+    pub(crate) rb: usize,
+    pub(crate) a: *const u8,
+    pub(crate) nb: usize,
+    pub(crate) cstr: usize,
+    pub(crate) cols: usize,
+    pub(crate) out: *mut f32,
+    pub(crate) sc: *mut u8,
+    pub(crate) sd: *mut f32,
+    pub(crate) vlenb: usize,
 }
 
 /// Rows · columns with `pair` (two rows' `asm!`, when given) and `row` (one row's), or through
 /// `one` (the one-row kernel) column by column when VLENB > `MAX_VLENB` or there are no whole
 /// blocks. Shapes as in `batch::Mat`; a call whose `out` is not `rows · cols` floats does nothing.
-fn mat<A>(
+pub(crate) fn mat<A>(
     w: &[u8],
     rb: usize,
     a: &[A],
@@ -454,7 +486,7 @@ fn mat<A>(
         // SAFETY: rows r..r + k hold `blocks` whole blocks each (blocks · bytes ≤ rb, (r + k) · rb
         // ≤ w.len()); column c's blocks 0..blocks lie in a[c · nb..(c + 1) · nb]; `out` has the
         // rows' `k · cols` floats, zeroed; VLENB ≤ MAX_VLENB (the scratch holds a pass of two
-        // rows); V present (reached only on harts with V).
+        // rows); the set's vector unit present (reached only on harts with it).
         unsafe {
             match (k, pair) {
                 (2, Some(f)) => f(at),
@@ -469,23 +501,27 @@ fn mat<A>(
 /// into the scratch, `$col` adds a column's terms to its output(s), see `mat_asm!`.
 #[rustfmt::skip]
 macro_rules! mat_fn {
-    ($f:ident, one, $dec:tt, $col:tt, $bytes:literal, $abytes:expr $(, $($extra:tt)+)?) => {
+    ($asm:ident, $f:ident, one, $dec:tt, $col:tt, $bytes:literal, $abytes:expr
+     $(, $($extra:tt)+)?) => {
         /// # Safety
-        /// See [`Row`] (one row); the hart has V.
+        /// See [`Row`] (one row); the hart has the set's vector unit.
         unsafe fn $f(r: Row) {
             // SAFETY: the caller guarantees the memory (the passes read blocks 0..nb of the row
             // and of each column, write the scratch within one pass's size and the row's `cols`
-            // outputs) and V; only vector registers, the named scalars, vl/vtype, the scratch and
-            // the outputs change.
-            unsafe { mat_asm!($dec, $col, r, $bytes, $abytes $(, $($extra)+)?) };
+            // outputs) and the vector unit; only vector registers, the named scalars, vl/vtype,
+            // the scratch and the outputs change.
+            unsafe { mat_asm!($asm, $dec, $col, r, $bytes, $abytes $(, $($extra)+)?) };
         }
     };
-    ($f:ident, pair, $dec:tt, $col:tt, $bytes:literal, $abytes:expr $(, $($extra:tt)+)?) => {
+    ($asm:ident, $f:ident, pair, $dec:tt, $col:tt, $bytes:literal, $abytes:expr
+     $(, $($extra:tt)+)?) => {
         /// # Safety
-        /// See [`Row`] (two rows); the hart has V.
+        /// See [`Row`] (two rows); the hart has the set's vector unit.
         unsafe fn $f(r: Row) {
             // SAFETY: as for one row, for the rows at `w` and `w + rb` and their outputs.
-            unsafe { mat_asm!($dec, $col, r, $bytes, $abytes, rb = in(reg) r.rb $(, $($extra)+)?) };
+            unsafe {
+                mat_asm!($asm, $dec, $col, r, $bytes, $abytes, rb = in(reg) r.rb $(, $($extra)+)?)
+            };
         }
     };
 }
@@ -493,11 +529,11 @@ macro_rules! mat_fn {
 /// The two-row `asm!` of a format (`[$dec, $col]`, see `mat_fn!`), or `None` (`none`).
 #[rustfmt::skip]
 macro_rules! pair_fn {
-    (none, $bytes:literal, $abytes:expr $(, $($extra:tt)+)?) => {
+    ($asm:ident, none, $bytes:literal, $abytes:expr $(, $($extra:tt)+)?) => {
         None
     };
-    ([$dec:tt, $col:tt], $bytes:literal, $abytes:expr $(, $($extra:tt)+)?) => {{
-        mat_fn!(pair, pair, $dec, $col, $bytes, $abytes $(, $($extra)+)?);
+    ($asm:ident, [$dec:tt, $col:tt], $bytes:literal, $abytes:expr $(, $($extra:tt)+)?) => {{
+        mat_fn!($asm, pair, pair, $dec, $col, $bytes, $abytes $(, $($extra)+)?);
         Some(pair as unsafe fn(Row))
     }};
 }
@@ -507,99 +543,134 @@ macro_rules! pair_fn {
 #[rustfmt::skip]
 macro_rules! mat_entry {
     (
-        $(#[$doc:meta])* $name:ident, $one:ident, $bytes:literal, $act:ty, $abytes:expr,
+        $asm:ident, $(#[$doc:meta])* $name:ident, $one:ident, $bytes:literal, $act:ty, $abytes:expr,
         $dec:tt, $col:tt, $pair:tt $(; $($extra:tt)+)?
     ) => {
         $(#[$doc])*
         pub fn $name(w: &[u8], rb: usize, a: &[$act], cols: usize, out: &mut [f32]) {
-            mat_fn!(row, one, $dec, $col, $bytes, $abytes $(, $($extra)+)?);
-            let pair = pair_fn!($pair, $bytes, $abytes $(, $($extra)+)?);
+            mat_fn!($asm, row, one, $dec, $col, $bytes, $abytes $(, $($extra)+)?);
+            let pair = pair_fn!($asm, $pair, $bytes, $abytes $(, $($extra)+)?);
             mat(w, rb, a, cols, out, $bytes, $one, row, pair)
         }
     };
 }
 
-mat_entry!(
-    /// Q4_0 weights · Q8_0 activations, batched (each column equals `vec_dot_q4_0_q8_0`).
-    mat_q4_0_q8_0, vec_dot_q4_0_q8_0, 18, BlockQ8_0, Q8_0_BYTES,
-    ["mv {q}, {sc}", dec_q4_pass!(sub8, 2, one), scale_d!(), "vse32.v v16, ({sd})",],
-    [col_nib!(-4), "vl4re32.v v16, ({sd})", term_d!(), out1!(),],
-    [
-        [dec_pair!(dec_q4_pass!(sub8, 2), scale_d, store_d),],
-        [col_nib_pair!(-4), term_d_pair!(), out2!(),]
-    ]
-);
+/// The batched kernels of the five formats (`mat_q4_0_q8_0`, ...), their `asm!` blocks through
+/// `$asm`: `rvv_asm` here, `xtv_asm` in `quant::xtheadvector::q32::mat`. The text names its
+/// whole-register operations `whole_reg!(st | ld | mv, registers, element width, register,
+/// address or source, vtype to restore)`, which the module expanding it defines: here the RVV
+/// 1.0 instructions (`vs8r.v`, `vl8re8.v`, `vmv4r.v`, ...; the vtype to restore is unused);
+/// XTheadVector has none and sets the vtype of a unit-stride access to the registers instead,
+/// then restores the one given (the text places each such operation where the vtype it leaves
+/// is either the one given or set again before use).
+#[rustfmt::skip]
+macro_rules! mat_kernels {
+    ($asm:ident) => {
+        mat_entry!(
+            $asm,
+            /// Q4_0 weights · Q8_0 activations, batched (each column equals `vec_dot_q4_0_q8_0`).
+            mat_q4_0_q8_0, vec_dot_q4_0_q8_0, 18, BlockQ8_0, Q8_0_BYTES,
+            ["mv {q}, {sc}", dec_q4_pass!(sub8, 2, one), scale_d!(), "vse32.v v16, ({sd})",],
+            [col_nib!(-4), ld_d!(), term_d!(), out1!(),],
+            [
+                [dec_pair!(dec_q4_pass!(sub8, 2), scale_d, store_d),],
+                [col_nib_pair!(-4), term_d_pair!(), out2!(),]
+            ]
+        );
 
-mat_entry!(
-    /// Q4_1 weights · Q8_1 activations, batched (each column equals `vec_dot_q4_1_q8_1`).
-    mat_q4_1_q8_1, vec_dot_q4_1_q8_1, 20, BlockQ8_1, Q8_1_BYTES,
-    ["mv {q}, {sc}", dec_q4_pass!(plain, 4, one), scale_dm!(), "vs8r.v v16, ({sd})",],
-    [col_nib!(0), "vl8re32.v v16, ({sd})", term_dm!(), out1!(),],
-    [
-        [dec_pair!(dec_q4_pass!(plain, 4), scale_dm, store_dm),],
-        [col_nib_pair!(0), term_dm_pair!(), out2!(),]
-    ]
-);
+        mat_entry!(
+            $asm,
+            /// Q4_1 weights · Q8_1 activations, batched (each column equals `vec_dot_q4_1_q8_1`).
+            mat_q4_1_q8_1, vec_dot_q4_1_q8_1, 20, BlockQ8_1, Q8_1_BYTES,
+            ["mv {q}, {sc}", dec_q4_pass!(plain, 4, one), scale_dm!(), whole_reg!(st, 8, 32, "v16", "{sd}", ""),],
+            [col_nib!(0), whole_reg!(ld, 8, 32, "v16", "{sd}", ""), term_dm!(), out1!(),],
+            [
+                [dec_pair!(dec_q4_pass!(plain, 4), scale_dm, store_dm),],
+                [col_nib_pair!(0), term_dm_pair!(), out2!(),]
+            ]
+        );
 
-mat_entry!(
-    /// Q5_0 weights · Q8_0 activations, batched (each column equals `vec_dot_q5_0_q8_0`).
-    mat_q5_0_q8_0, vec_dot_q5_0_q8_0, 22, BlockQ8_0, Q8_0_BYTES,
-    ["mv {q}, {sc}", dec_q5_pass!(q5_0, 2, 6, one), scale_d!(), "vse32.v v16, ({sd})",],
-    [col_nib!(-4), "vl4re32.v v16, ({sd})", term_d!(), out1!(),],
-    [
-        [dec_pair!(dec_q5_pass!(q5_0, 2, 6), scale_d, store_d),],
-        [col_nib_pair!(-4), term_d_pair!(), out2!(),]
-    ]
-);
+        mat_entry!(
+            $asm,
+            /// Q5_0 weights · Q8_0 activations, batched (each column equals `vec_dot_q5_0_q8_0`).
+            mat_q5_0_q8_0, vec_dot_q5_0_q8_0, 22, BlockQ8_0, Q8_0_BYTES,
+            ["mv {q}, {sc}", dec_q5_pass!(q5_0, 2, 6, one), scale_d!(), "vse32.v v16, ({sd})",],
+            [col_nib!(-4), ld_d!(), term_d!(), out1!(),],
+            [
+                [dec_pair!(dec_q5_pass!(q5_0, 2, 6), scale_d, store_d),],
+                [col_nib_pair!(-4), term_d_pair!(), out2!(),]
+            ]
+        );
 
-mat_entry!(
-    /// Q5_1 weights · Q8_1 activations, batched (each column equals `vec_dot_q5_1_q8_1`).
-    mat_q5_1_q8_1, vec_dot_q5_1_q8_1, 24, BlockQ8_1, Q8_1_BYTES,
-    ["mv {q}, {sc}", dec_q5_pass!(q5_1, 4, 8, one), scale_dm!(), "vs8r.v v16, ({sd})",],
-    [col_nib!(0), "vl8re32.v v16, ({sd})", term_dm!(), out1!(),],
-    [
-        [dec_pair!(dec_q5_pass!(q5_1, 4, 8), scale_dm, store_dm),],
-        [col_nib_pair!(0), term_dm_pair!(), out2!(),]
-    ];
-    c16 = in(reg) 16usize
-);
+        mat_entry!(
+            $asm,
+            /// Q5_1 weights · Q8_1 activations, batched (each column equals `vec_dot_q5_1_q8_1`).
+            mat_q5_1_q8_1, vec_dot_q5_1_q8_1, 24, BlockQ8_1, Q8_1_BYTES,
+            ["mv {q}, {sc}", dec_q5_pass!(q5_1, 4, 8, one), scale_dm!(), whole_reg!(st, 8, 32, "v16", "{sd}", ""),],
+            [col_nib!(0), whole_reg!(ld, 8, 32, "v16", "{sd}", ""), term_dm!(), out1!(),],
+            [
+                [dec_pair!(dec_q5_pass!(q5_1, 4, 8), scale_dm, store_dm),],
+                [col_nib_pair!(0), term_dm_pair!(), out2!(),]
+            ];
+            c16 = in(reg) 16usize
+        );
 
-mat_entry!(
-    /// Q8_0 weights · Q8_0 activations, batched (each column equals `vec_dot_q8_0_q8_0`): the
-    /// pass's 32 weight columns are stored as they are (transposed).
-    mat_q8_0_q8_0, vec_dot_q8_0_q8_0, 34, BlockQ8_0, Q8_0_BYTES,
-    [
-        "addi {p}, {w}, 2",
-        "vlsseg8e8.v v8, ({p}), {ws}",
-        "addi {p}, {p}, 8",
-        "vlsseg8e8.v v16, ({p}), {ws}",
-        "addi {p}, {p}, 8",
-        "vlsseg8e8.v v24, ({p}), {ws}",
-        "mv {q}, {sc}",
-        "vs8r.v v8, ({q})",
-        "add {q}, {q}, {s8}",
-        "vs8r.v v16, ({q})",
-        "add {q}, {q}, {s8}",
-        "vs8r.v v24, ({q})",
-        "add {q}, {q}, {s8}",
-        "addi {p}, {p}, 8",
-        "vlsseg8e8.v v8, ({p}), {ws}",
-        "vs8r.v v8, ({q})",
-        scale_d!(),
-        "vse32.v v16, ({sd})",
-    ],
-    [
-        "mv {q}, {sc}",
-        q8_quarter!(first, [scratch], 4),
-        q8_quarter!(next, [scratch], 12),
-        q8_quarter!(next, [scratch], 20),
-        q8_quarter!(next, [scratch], 28),
-        q8_sum!(),
-        "vl4re32.v v16, ({sd})",
-        term_d!(),
-        out1!(),
-    ],
-    none;
-    bias = in(reg) 32767usize,
-    bias16 = in(reg) 16 * 32767usize
-);
+        mat_entry!(
+            $asm,
+            /// Q8_0 weights · Q8_0 activations, batched (each column equals `vec_dot_q8_0_q8_0`): the
+            /// pass's 32 weight columns are stored as they are (transposed).
+            mat_q8_0_q8_0, vec_dot_q8_0_q8_0, 34, BlockQ8_0, Q8_0_BYTES,
+            [
+                "addi {p}, {w}, 2",
+                "vlsseg8e8.v v8, ({p}), {ws}",
+                "addi {p}, {p}, 8",
+                "vlsseg8e8.v v16, ({p}), {ws}",
+                "addi {p}, {p}, 8",
+                "vlsseg8e8.v v24, ({p}), {ws}",
+                "mv {q}, {sc}",
+                st_q8_cols!(),
+                "addi {p}, {p}, 8",
+                "vlsseg8e8.v v8, ({p}), {ws}",
+                whole_reg!(st, 8, 8, "v8", "{q}", ""),
+                scale_d!(),
+                "vse32.v v16, ({sd})",
+            ],
+            [
+                "mv {q}, {sc}",
+                q8_quarter!(first, [scratch], 4),
+                q8_quarter!(next, [scratch], 12),
+                q8_quarter!(next, [scratch], 20),
+                q8_quarter!(next, [scratch], 28),
+                q8_sum!(),
+                ld_d!(),
+                term_d!(),
+                out1!(),
+            ],
+            none;
+            bias = in(reg) 32767usize,
+            bias16 = in(reg) 16 * 32767usize
+        );
+    };
+}
+
+/// RVV 1.0's whole-register operations (see `mat_kernels!`).
+#[rustfmt::skip]
+macro_rules! whole_reg {
+    (st, $n:literal, $eew:literal, $v:literal, $addr:literal, $back:literal) => {
+        concat!("vs", $n, "r.v ", $v, ", (", $addr, ")\n")
+    };
+    (ld, $n:literal, $eew:literal, $v:literal, $addr:literal, $back:literal) => {
+        concat!("vl", $n, "re", $eew, ".v ", $v, ", (", $addr, ")\n")
+    };
+    (mv, $n:literal, $eew:literal, $vd:literal, $vs:literal, $back:literal) => {
+        concat!("vmv", $n, "r.v ", $vd, ", ", $vs, "\n")
+    };
+}
+
+mat_kernels!(rvv_asm);
+
+pub(crate) use {
+    adv, col16, col8_pair, col_nib, col_nib_pair, dec_pair, dec_q4, dec_q4_pass, dec_q5,
+    dec_q5_pass, ld_d, mat_asm, mat_entry, mat_fn, mat_kernels, out1, out2, pair_fn, st_q8_cols,
+    store_d, store_dm, term_d_pair, term_dm_pair,
+};
