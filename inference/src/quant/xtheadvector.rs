@@ -37,6 +37,14 @@
 //! `Kernels::best()` / `Kernels::available()` follow it ([`runs_on`]). The boot code must also
 //! have turned the vector unit on (`sstatus.VS`, bits 24:23, as for V).
 
+mod kquant;
+
+pub use kquant::{
+    mat_q2_k_q8_k, mat_q3_k_q8_k, mat_q4_k_q8_k, mat_q5_k_q8_k, mat_q6_k_q8_k, vec_dot_q2_k_q8_k,
+    vec_dot_q3_k_q8_k, vec_dot_q4_k_q8_k, vec_dot_q5_k_q8_k, vec_dot_q6_k_q8_k,
+};
+
+use super::table::with_k_quants;
 use super::{Features, Kernels};
 
 /// T-Head's JEDEC vendor id as `mvendorid` reads it (bank 12, 0x37: `0x5b7`).
@@ -79,9 +87,13 @@ pub fn ids_have_xtheadvector(mvendorid: usize, mimpid: usize, isa_v: bool) -> bo
 /// The XTheadVector set: the scalar set's entries, with XTheadVector twins where this module has
 /// them. Only for harts with XTheadVector: take it from `Kernels::best()` /
 /// `Kernels::available()`, which consult [`runs_on`].
-pub const KERNELS: Kernels = Kernels {
-    name: "xtheadvector",
-    ..Kernels::SCALAR
+pub const KERNELS: Kernels = {
+    let set = Kernels {
+        name: "xtheadvector",
+        ..Kernels::SCALAR
+    };
+    // The K-quants: one row and batched (decoded once per row and block).
+    with_k_quants!(set, self)
 };
 
 /// The encoding layer: assembler macros, defined at the start of every XTheadVector `asm!` block
