@@ -171,8 +171,9 @@ macro_rules! rvv_asm {
 }
 pub(crate) use rvv_asm;
 
-// The K-quant kernels' text and decoders, which the XTheadVector set instantiates too
-// (`kquant::kq_kernels!`).
+// The K-quant and float kernels' text and decoders, which the XTheadVector set instantiates too
+// (`kquant::kq_kernels!`, `float::float_kernels!`).
+pub(crate) use float::{float_kernels, lane_len, strided_dot};
 pub(crate) use kquant::{
     dm_k_kernels, dm_term, f16_at, kmat, kq16_asm, kq16_isum, kq_asm, kq_entries, kq_kernels,
     kq_mat, kq_sum, q2_k_scales, q2k_part, q3_k_scales, q3k_part, q4_k_scales, q4k_pair, q5k_pair,
@@ -202,16 +203,16 @@ macro_rules! f16_bits_to_f32 {
         )
     };
 }
-use f16_bits_to_f32;
+pub(crate) use f16_bits_to_f32;
 
 /// 2^112 as f32 (see [`f16_bits_to_f32`]).
-const K112: f32 = f32::from_bits(0x7780_0000);
+pub(crate) const K112: f32 = f32::from_bits(0x7780_0000);
 /// Mask of an f16 magnitude shifted left by 13.
-const MAG: usize = 0x0fff_e000;
+pub(crate) const MAG: usize = 0x0fff_e000;
 /// Largest finite f16 magnitude (0x7bff) shifted left by 13.
-const BIG: usize = 0x0f7f_e000;
+pub(crate) const BIG: usize = 0x0f7f_e000;
 /// f32 exponent bits.
-const INF: usize = 0x7f80_0000;
+pub(crate) const INF: usize = 0x7f80_0000;
 
 #[cfg(test)]
 pub(crate) mod tests;

@@ -37,14 +37,16 @@
 //! `Kernels::best()` / `Kernels::available()` follow it ([`runs_on`]). The boot code must also
 //! have turned the vector unit on (`sstatus.VS`, bits 24:23, as for V).
 
+mod float;
 mod kquant;
 
+pub use float::{attend_head, dot_f32_f16, vec_dot_bf16_bf16, vec_dot_f16_f16, vec_dot_f32_f32};
 pub use kquant::{
     mat_q2_k_q8_k, mat_q3_k_q8_k, mat_q4_k_q8_k, mat_q5_k_q8_k, mat_q6_k_q8_k, vec_dot_q2_k_q8_k,
     vec_dot_q3_k_q8_k, vec_dot_q4_k_q8_k, vec_dot_q5_k_q8_k, vec_dot_q6_k_q8_k,
 };
 
-use super::table::with_k_quants;
+use super::table::{with_floats, with_k_quants};
 use super::{Features, Kernels};
 
 /// T-Head's JEDEC vendor id as `mvendorid` reads it (bank 12, 0x37: `0x5b7`).
@@ -90,10 +92,13 @@ pub fn ids_have_xtheadvector(mvendorid: usize, mimpid: usize, isa_v: bool) -> bo
 pub const KERNELS: Kernels = {
     let set = Kernels {
         name: "xtheadvector",
+        attend_head,
+        dot_f32_f16,
         ..Kernels::SCALAR
     };
-    // The K-quants: one row and batched (decoded once per row and block).
-    with_k_quants!(set, self)
+    // The K-quants: one row and batched (decoded once per row and block). Float weights: one
+    // row; a batch goes column by column.
+    with_k_quants!(with_floats!(set, self), self)
 };
 
 /// The encoding layer: assembler macros, defined at the start of every XTheadVector `asm!` block
