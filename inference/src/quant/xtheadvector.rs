@@ -28,12 +28,12 @@
 //! - No `vzext`/`vsext` (a widening add with x0 instead); `vmv.x.s` is `th.vext.x.v`, which
 //!   zero-extends (RVV 1.0 sign-extends).
 //!
-//! Layout: `q32` (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 · Q8_0 / Q8_1, one row, four, batched), `quantize`
-//! (Q8_0, Q8_1, Q8_K activations). The K-quants and the float operations are the scalar ones
-//! here (their entries are left empty).
+//! Layout: `q32` (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 · Q8_0 / Q8_1, one row, four, batched), `kquant`
+//! (Q2_K..Q6_K · Q8_K, one row and batched), `float` (F32/F16/BF16 dots, the attention's `q·k`
+//! and online softmax), `quantize` (Q8_0, Q8_1, Q8_K activations): every entry of the table is an
+//! XTheadVector twin of the scalar one except f32 → f16 (the KV stores), as in the RVV set.
 //!
-//! Writing a kernel here (the K-quants and float operations are to come in `kquant.rs` and
-//! `float.rs`): an `asm!` block goes through [`xtv_asm!`] (as `rvv_asm!`), written with RVV 1.0
+//! Writing a kernel here: an `asm!` block goes through [`xtv_asm!`] (as `rvv_asm!`), written with RVV 1.0
 //! mnemonics. The layer re-encodes what differs and refuses, at compile time, what 0.7.1 lacks;
 //! what it cannot see is the meaning: a load's width must equal SEW, no `tu`, a mask used under
 //! the vtype that made it, no overlap of a widening op with its sources, `th.vext.x.v`
@@ -47,9 +47,16 @@
 //! `Kernels::best()` / `Kernels::available()` follow it ([`runs_on`]). The boot code must also
 //! have turned the vector unit on (`sstatus.VS`, bits 24:23, as for V).
 
+mod float;
+mod kquant;
 mod q32;
 mod quantize;
 
+pub use float::{attend_head, dot_f32_f16, vec_dot_bf16_bf16, vec_dot_f16_f16, vec_dot_f32_f32};
+pub use kquant::{
+    mat_q2_k_q8_k, mat_q3_k_q8_k, mat_q4_k_q8_k, mat_q5_k_q8_k, mat_q6_k_q8_k, vec_dot_q2_k_q8_k,
+    vec_dot_q3_k_q8_k, vec_dot_q4_k_q8_k, vec_dot_q5_k_q8_k, vec_dot_q6_k_q8_k,
+};
 pub use q32::{
     mat_q4_0_q8_0, mat_q4_1_q8_1, mat_q5_0_q8_0, mat_q5_1_q8_1, mat_q8_0_q8_0, vec_dot_q4_0_q8_0,
     vec_dot_q4_0_q8_0_x4, vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_x4, vec_dot_q5_0_q8_0,
@@ -59,6 +66,7 @@ pub use q32::{
 pub use quantize::{quantize_q8_0, quantize_q8_1, quantize_q8_k};
 
 use super::scalar::with_q32;
+use super::table::{with_floats, with_k_quants};
 use super::{Features, Kernels};
 
 /// T-Head's JEDEC vendor id as `mvendorid` reads it (bank 12, 0x37: `0x5b7`).
@@ -107,10 +115,13 @@ pub const KERNELS: Kernels = {
         quantize_q8_0,
         quantize_q8_1,
         quantize_q8_k,
+        attend_head,
+        dot_f32_f16,
         ..Kernels::SCALAR
     };
-    // The 32-wide types: one row, four and batched.
-    with_q32!(set, self, q32)
+    // The 32-wide types: one row, four and batched; the K-quants: one row and batched (decoded
+    // once per row and block). Float weights: one row; a batch goes column by column.
+    with_k_quants!(with_q32!(with_floats!(set, self), self, q32), self)
 };
 
 /// The encoding layer: assembler macros, defined at the start of every XTheadVector `asm!` block

@@ -19,14 +19,30 @@
 //! The one-row kernel sums `term(decode(block))` in block order; the batched kernel (`kmat`)
 //! decodes each block of a row once and adds its term to every column's sum, in the same order, so
 //! each output is bit for bit the one-row kernel's.
+//!
+//! Shared with the XTheadVector set (`quant::xtheadvector`, RVV 0.7.1 at VLEN 128): all but the
+//! Q6_K paths for VLEN ≥ 512 is also 0.7.1 code under that set's encoding layer (vl from a
+//! register, never `vsetivli`; LMUL 1 or 2 at e8; no `tu`, no `vsext`; no widening destination
+//! overlaps a source; each mask made and used under one SEW/LMUL). So the text macros, the
+//! decoders and `kmat` serve both sets, and [`kq_kernels!`] writes the kernels that hold `asm!`
+//! blocks into the module that invokes it, with that module's `vec_asm!` (`rvv_asm!`, `xtv_asm!`)
+//! and `vmv_x_s!` (element 0 to a scalar register: `vmv.x.s`, `th.vext.x.v`).
 
 use super::rvv_asm;
+use super::rvv_asm as vec_asm;
 use crate::quant::act::BlockQ8K;
 use crate::quant::scalar::{q3k_scales, scale_min_k4};
 use half::f16;
 
+/// Element 0 of the e32 register `$v` into the scalar register `$rd` (sign-extended).
+macro_rules! vmv_x_s {
+    ($rd:literal, $v:literal) => {
+        concat!("vmv.x.s ", $rd, ", ", $v, "\n")
+    };
+}
+
 #[inline(always)]
-fn f16_at(b: &[u8], at: usize) -> f32 {
+pub(crate) fn f16_at(b: &[u8], at: usize) -> f32 {
     f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
 }
 
@@ -35,7 +51,7 @@ fn f16_at(b: &[u8], at: usize) -> f32 {
 #[rustfmt::skip]
 macro_rules! kq_asm {
     ([$($tpl:tt)*], $b:expr, $y:expr, $isum:ident $(, $($extra:tt)+)?) => {
-        rvv_asm!(
+        vec_asm!(
             [$($tpl)*],
             [
                 $($($extra)+ ,)?
@@ -50,7 +66,8 @@ macro_rules! kq_asm {
     };
 }
 
-/// Sum the e32 lanes of `$acc` (vl = `$vl`, a literal for `vsetivli` or `{c32}`) into `{isum}`.
+/// Sum the e32 lanes of `$acc` (vl and vtype set by `$set`) into `{isum}` (its low 32 bits: the
+/// callers read it as i32, so the element move may sign- or zero-extend, see `vmv_x_s!`).
 #[rustfmt::skip]
 macro_rules! kq_sum {
     ($set:literal, $acc:literal, $tmp:literal) => {
@@ -58,7 +75,7 @@ macro_rules! kq_sum {
             $set, "\n",
             "vmv.s.x ", $tmp, ", zero\n",
             "vredsum.vs ", $tmp, ", ", $acc, ", ", $tmp, "\n",
-            "vmv.x.s {isum}, ", $tmp, "\n",
+            vmv_x_s!("{isum}", $tmp),
         )
     };
 }
@@ -96,17 +113,35 @@ macro_rules! kq16_asm {
     ([$($part:tt)*], $b:expr, $y:expr, $isum:ident $(, $($extra:tt)+)?) => {
         kq_asm!(
             [
-                "vsetivli zero, 16, e32, m4, ta, ma",
+                "vsetvli zero, {c16}, e32, m4, ta, ma",
                 "vmv.v.i v24, 0",
                 $($part)*
-                kq_sum!("vsetivli zero, 16, e32, m4, ta, ma", "v24", "v8"),
+                kq_sum!("vsetvli zero, {c16}, e32, m4, ta, ma", "v24", "v8"),
             ],
             $b,
             $y,
-            $isum
+            $isum,
+            c16 = in(reg) 16usize
             $(, $($extra)+)?
         )
     };
+}
+
+/// `isum` (i32) of a block `$b` with the activations `$y` from the sixteen-lane parts `$part`
+/// (`kq16_asm!`), with the extra operands `$extra` (the buffers the parts read besides the two).
+#[rustfmt::skip]
+macro_rules! kq16_isum {
+    ([$($part:tt)*], $b:expr, $y:expr $(, $($extra:tt)+)?) => {{
+        let isum: isize;
+        // SAFETY: the parts read the bytes of `$b`, `$y.qs` and the extra operands' buffers at
+        // the offsets they name, all inside them (each caller says which); the vector unit
+        // present (reached only on its harts); only vector registers, the named scalars and
+        // vl/vtype change.
+        unsafe {
+            kq16_asm!([$($part)*], $b.as_ptr(), $y.qs.as_ptr(), isum $(, $($extra)+)?);
+        }
+        isum as i32
+    }};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -139,16 +174,16 @@ macro_rules! q4k_pair {
     };
 }
 
-/// A Q4_K (or Q5_K) block's scales decoded: `d`, `dmin` (f32) and the 6-bit scales and mins of its eight
-/// sub-blocks.
-struct Q4KScales {
-    d: f32,
-    dmin: f32,
-    scales: [u8; 8],
-    mins: [u8; 8],
+/// A Q4_K (or Q5_K) block's scales decoded: `d`, `dmin` (f32) and the 6-bit scales and mins of its
+/// eight sub-blocks.
+pub(crate) struct Q4KScales {
+    pub(crate) d: f32,
+    pub(crate) dmin: f32,
+    pub(crate) scales: [u8; 8],
+    pub(crate) mins: [u8; 8],
 }
 
-fn q4_k_scales(b: &[u8]) -> Q4KScales {
+pub(crate) fn q4_k_scales(b: &[u8]) -> Q4KScales {
     let mut x = Q4KScales {
         d: f16_at(b, 0),
         dmin: f16_at(b, 2),
@@ -161,36 +196,9 @@ fn q4_k_scales(b: &[u8]) -> Q4KScales {
     x
 }
 
-/// A Q4_K block's term with activations `y`, its scales decoded in `x`.
-fn q4_k_term(b: &[u8], x: &Q4KScales, y: &BlockQ8K) -> f32 {
-    let isum: isize;
-    // SAFETY: reads bytes 16..144 of the block `b` (144 bytes, `chunks_exact` in the callers), the
-    // 256 bytes of `y.qs` and the 8 bytes of `scales`; V present (reached only on harts with V);
-    // only vector registers, the named scalars and vl/vtype change.
-    unsafe {
-        kq_asm!(
-            [
-                "vsetvli zero, {c32}, e32, m8, ta, ma",
-                "vmv.v.i v0, 0",
-                q4k_pair!(16, 0, 32, 0, 1),
-                q4k_pair!(48, 64, 96, 2, 3),
-                q4k_pair!(80, 128, 160, 4, 5),
-                q4k_pair!(112, 192, 224, 6, 7),
-                kq_sum!("vsetvli zero, {c32}, e32, m8, ta, ma", "v0", "v8"),
-            ],
-            b.as_ptr(),
-            y.qs.as_ptr(),
-            isum,
-            sc = in(reg) x.scales.as_ptr(),
-            c32 = in(reg) 32usize
-        );
-    }
-    dm_term(x, y, isum as i32)
-}
-
 /// The float expression of Q4_K and Q5_K, `(d · y.d) · isum - (dmin · y.d) · summs`, with
 /// `summs` each sub-block's min times its activations' sum (two 16-value sums), exact.
-fn dm_term(x: &Q4KScales, y: &BlockQ8K, isum: i32) -> f32 {
+pub(crate) fn dm_term(x: &Q4KScales, y: &BlockQ8K, isum: i32) -> f32 {
     let (d, dmin) = (x.d * y.d, x.dmin * y.d);
     let mut summs = 0i32;
     for j in 0..8 {
@@ -199,17 +207,10 @@ fn dm_term(x: &Q4KScales, y: &BlockQ8K, isum: i32) -> f32 {
     d * isum as f32 - dmin * summs as f32
 }
 
-kq_entries!(
-    /// Q4_K weights · Q8_K activations (twin of `scalar::vec_dot_q4_k_q8_k`).
-    vec_dot_q4_k_q8_k,
-    /// Q4_K weights · Q8_K activations, batched: each block's scales decoded once per row.
-    mat_q4_k_q8_k, 144, q4_k_scales, q4_k_term
-);
-
 /// Rows · columns for a K-quant of `bytes` per block (shapes as in `batch::Mat`; a call whose
 /// `out` is not `rows · cols` floats does nothing): per row and block, `dec` once, then `term`
 /// for each column, added to that column's sum in block order as in the one-row kernel.
-fn kmat<D>(
+pub(crate) fn kmat<D>(
     w: &[u8],
     rb: usize,
     a: &[BlockQ8K],
@@ -273,45 +274,6 @@ macro_rules! q5k_pair {
     };
 }
 
-/// A Q5_K block's term with activations `y`, its scales decoded in `x` (as Q4_K's).
-fn q5_k_term(b: &[u8], x: &Q4KScales, y: &BlockQ8K) -> f32 {
-    let isum: isize;
-    // SAFETY: reads bytes 16..176 of the block `b` (176 bytes, `chunks_exact` in the callers), the
-    // 256 bytes of `y.qs` and the 8 bytes of `scales`; V present (reached only on harts with V);
-    // only vector registers, the named scalars and vl/vtype change.
-    unsafe {
-        kq_asm!(
-            [
-                "vsetvli zero, {c32}, e32, m8, ta, ma",
-                "vmv.v.i v8, 0",
-                "vsetvli zero, {c32}, e8, m2, ta, ma",
-                "addi {p}, {b}, 16",
-                "vle8.v v2, ({p})",
-                // bit 2j of qh to the sign bit: shift left by 7 - 2j (and 6 - 2j for 2j + 1)
-                q5k_pair!(48, 0, 32, 0, 1, 7, 6),
-                q5k_pair!(80, 64, 96, 2, 3, 5, 4),
-                q5k_pair!(112, 128, 160, 4, 5, 3, 2),
-                q5k_pair!(144, 192, 224, 6, 7, 1, 0),
-                kq_sum!("vsetvli zero, {c32}, e32, m8, ta, ma", "v8", "v16"),
-            ],
-            b.as_ptr(),
-            y.qs.as_ptr(),
-            isum,
-            sc = in(reg) x.scales.as_ptr(),
-            c32 = in(reg) 32usize,
-            c16 = in(reg) 16usize
-        );
-    }
-    dm_term(x, y, isum as i32)
-}
-
-kq_entries!(
-    /// Q5_K weights · Q8_K activations (twin of `scalar::vec_dot_q5_k_q8_k`).
-    vec_dot_q5_k_q8_k,
-    /// Q5_K weights · Q8_K activations, batched: each block's scales decoded once per row.
-    mat_q5_k_q8_k, 176, q4_k_scales, q5_k_term
-);
-
 // ---------------------------------------------------------------------------------------------
 // Q6_K: ql[128] | qh[64] | scales[16] (i8) | d. Half n (128 values), l in 0..32:
 // q1 = ql[l] & 15 | (qh[l] & 3) << 4, q2 = ql[l + 32] & 15 | (qh[l] >> 2 & 3) << 4,
@@ -337,7 +299,7 @@ macro_rules! q6k_part {
 macro_rules! q6k_vals {
     ($ql:literal, $ql2:literal, $qh:literal) => {
         concat!(
-            "vsetivli zero, 16, e8, m1, ta, ma\n",
+            "vsetvli zero, {c16}, e8, m1, ta, ma\n",
             "addi {p}, {b}, ", $ql, "\n",
             "vle8.v v1, ({p})\n",
             "addi {p}, {b}, ", $ql2, "\n",
@@ -389,7 +351,7 @@ macro_rules! q6k_mul {
             "vwmul.vv v18, v9, v5\n",
             "vwmul.vv v20, v10, v6\n",
             "vwmul.vv v22, v11, v7\n",
-            "vsetivli zero, 16, e16, m2, ta, ma\n",
+            "vsetvli zero, {c16}, e16, m2, ta, ma\n",
             "lb {s}, ", $s0, "({b})\n",
             "vwmacc.vx v24, {s}, v16\n",
             "lb {s}, ", $s1, "({b})\n",
@@ -402,6 +364,361 @@ macro_rules! q6k_mul {
     };
 }
 /// The seven 32-byte loads of half `n` of a Q6_K block (VLEN ≥ 512, e8 mf2): `ql[64n..]` into
+
+/// A Q6_K block decoded once for the batched kernel: `d` and the 256 values as int8 (minus 32),
+/// value `e` at `q[e]`, beside activation `e`.
+pub(crate) struct Q6KDec {
+    pub(crate) d: f32,
+    pub(crate) q: [i8; 256],
+}
+
+/// Sixteen `l` of a Q6_K block decoded and stored at `{q}` (offsets as in `q6k_part!`).
+#[rustfmt::skip]
+macro_rules! q6k_dec {
+    ($ql:literal, $ql2:literal, $qh:literal, [$($a:literal),*]) => {
+        concat!(
+            q6k_vals!($ql, $ql2, $qh),
+            q6k_io!("vse8.v", "{q}", ["v8", "v9", "v10", "v11"], [$($a),*]),
+        )
+    };
+}
+
+/// Sixteen `l` of a decoded Q6_K block (at `{q}`) with their activations and scales into
+/// v24..v27, as `q6k_part!` (offsets as there).
+#[rustfmt::skip]
+macro_rules! q6k_col {
+    ([$($a:literal),*], $s0:literal, $s1:literal, $s2:literal, $s3:literal) => {
+        concat!(
+            "vsetvli zero, {c16}, e8, m1, ta, ma\n",
+            q6k_io!("vle8.v", "{q}", ["v8", "v9", "v10", "v11"], [$($a),*]),
+            q6k_io!("vle8.v", "{y}", ["v4", "v5", "v6", "v7"], [$($a),*]),
+            q6k_mul!($s0, $s1, $s2, $s3),
+        )
+    };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q3_K and Q2_K: half h (128 values), shift s (0..4), part p (16 values): values
+// (qs[32h + 16p + l] >> 2s) & 3 (Q3_K: minus 4 where bit 4h + s of hmask[16p + l] is clear) with
+// a[128h + 32s + 16p + l], scale index 8h + 2s + p.
+
+/// Q3_K, half `h`, part `p`: into v24..v27 (e32, 16 lanes). `$q` = 32 + 32h + 16p, `$hm` = 16p,
+/// `$a*` = 128h + 32s + 16p, `$k*` = 7 - (4h + s) (moves the hmask bit to the sign bit), `$i*` =
+/// 8h + 2s + p. Bound per lane: 16 products of at most 4 · 128 · 32 = 2^14: < 2^18.
+#[rustfmt::skip]
+macro_rules! q3k_part {
+    ($q:literal, $hm:literal, [$($a:literal),*], [$($k:literal),*], [$($i:literal),*]) => {
+        concat!(
+            // Mask-undisturbed: the masked `vadd`s must leave unselected lanes alone.
+            "vsetvli zero, {c16}, e8, m1, ta, mu\n",
+            "addi {p}, {b}, ", $q, "\n",
+            "vle8.v v1, ({p})\n",
+            "addi {p}, {b}, ", $hm, "\n",
+            "vle8.v v2, ({p})\n",
+            q6k_io!("vle8.v", "{y}", ["v4", "v5", "v6", "v7"], [$($a),*]),
+            q3k_part!(@vals $($k),*),
+            "vwmul.vv v16, v8, v4\n",
+            "vwmul.vv v18, v9, v5\n",
+            "vwmul.vv v20, v10, v6\n",
+            "vwmul.vv v22, v11, v7\n",
+            "vsetvli zero, {c16}, e16, m2, ta, ma\n",
+            q3k_part!(@scale $($i),*),
+        )
+    };
+    (@vals $k0:literal, $k1:literal, $k2:literal, $k3:literal) => {
+        concat!(
+            q3k_part!(@one "v8", 0, $k0),
+            q3k_part!(@one "v9", 2, $k1),
+            q3k_part!(@one "v10", 4, $k2),
+            q3k_part!(@one "v11", 6, $k3),
+        )
+    };
+    (@one $r:literal, $sh:literal, $k:literal) => {
+        concat!(
+            "vsrl.vi ", $r, ", v1, ", $sh, "\n",
+            "vand.vi ", $r, ", ", $r, ", 3\n",
+            "vsll.vi v12, v2, ", $k, "\n",
+            "vmsgt.vi v0, v12, -1\n",
+            "vadd.vi ", $r, ", ", $r, ", -4, v0.t\n",
+        )
+    };
+    (@scale $i0:literal, $i1:literal, $i2:literal, $i3:literal) => {
+        concat!(
+            "lb {s}, ", $i0, "({sc})\n", "vwmacc.vx v24, {s}, v16\n",
+            "lb {s}, ", $i1, "({sc})\n", "vwmacc.vx v24, {s}, v18\n",
+            "lb {s}, ", $i2, "({sc})\n", "vwmacc.vx v24, {s}, v20\n",
+            "lb {s}, ", $i3, "({sc})\n", "vwmacc.vx v24, {s}, v22\n",
+        )
+    };
+}
+
+/// A Q3_K block's scales decoded: `d` and the sixteen 6-bit scales.
+pub(crate) struct Q3KScales {
+    pub(crate) d: f32,
+    pub(crate) scales: [i8; 16],
+}
+
+pub(crate) fn q3_k_scales(b: &[u8]) -> Q3KScales {
+    Q3KScales {
+        d: f16_at(b, 108),
+        scales: q3k_scales(&b[96..108]),
+    }
+}
+
+/// Q2_K, half `h`, part `p`: into v24..v27 (e32, 16 lanes). `$q` = 16 + 32h + 16p, `$a*` = 128h +
+/// 32s + 16p, `$i*` = 8h + 2s + p (scale byte: low nibble). Bound per lane: 16 products of at
+/// most 3 · 128 · 15 = 5760: < 2^17.
+#[rustfmt::skip]
+macro_rules! q2k_part {
+    ($q:literal, [$a0:literal, $a1:literal, $a2:literal, $a3:literal], [$i0:literal, $i1:literal, $i2:literal, $i3:literal]) => {
+        concat!(
+            "vsetvli zero, {c16}, e8, m1, ta, ma\n",
+            "addi {p}, {b}, ", $q, "\n",
+            "vle8.v v1, ({p})\n",
+            q6k_io!("vle8.v", "{y}", ["v4", "v5", "v6", "v7"], [$a0, $a1, $a2, $a3]),
+            "vand.vi v8, v1, 3\n",
+            "vsrl.vi v9, v1, 2\n",
+            "vand.vi v9, v9, 3\n",
+            "vsrl.vi v10, v1, 4\n",
+            "vand.vi v10, v10, 3\n",
+            "vsrl.vi v11, v1, 6\n",
+            "vwmul.vv v16, v8, v4\n",
+            "vwmul.vv v18, v9, v5\n",
+            "vwmul.vv v20, v10, v6\n",
+            "vwmul.vv v22, v11, v7\n",
+            "vsetvli zero, {c16}, e16, m2, ta, ma\n",
+            "lbu {s}, ", $i0, "({b})\n", "andi {s}, {s}, 15\n", "vwmacc.vx v24, {s}, v16\n",
+            "lbu {s}, ", $i1, "({b})\n", "andi {s}, {s}, 15\n", "vwmacc.vx v24, {s}, v18\n",
+            "lbu {s}, ", $i2, "({b})\n", "andi {s}, {s}, 15\n", "vwmacc.vx v24, {s}, v20\n",
+            "lbu {s}, ", $i3, "({b})\n", "andi {s}, {s}, 15\n", "vwmacc.vx v24, {s}, v22\n",
+        )
+    };
+}
+
+pub(crate) fn q2_k_scales(b: &[u8]) -> (f32, f32) {
+    (f16_at(b, 80), f16_at(b, 82))
+}
+
+/// The entries of Q4_K or Q5_K (`$one`, `$mat`, as `kq_entries!` with the decoder `q4_k_scales`)
+/// and their block's term `$term` (`$bytes` per block, its scales decoded in `x`): the `asm!` text
+/// `$body` sums the block's sub-block pairs into the 32 e32 lanes of `$acc`, then `dm_term`.
+#[rustfmt::skip]
+macro_rules! dm_k_kernels {
+    ($(#[$doc:meta])* $one:ident, $(#[$mdoc:meta])* $mat:ident, $term:ident, $bytes:literal,
+     $acc:literal, [$($body:tt)*] $(, $($extra:tt)+)?) => {
+        /// The block's term with activations `y`, its scales decoded in `x`.
+        fn $term(b: &[u8], x: &Q4KScales, y: &BlockQ8K) -> f32 {
+            let isum: isize;
+            // SAFETY: reads the block `b` (its size `$bytes`: `chunks_exact` in the callers) from
+            // byte 16 (Q4_K: the 128 bytes of qs; Q5_K: qh and qs, 160), the 256 bytes of `y.qs`
+            // and the 8 bytes of `scales`; the vector unit present (reached only on its harts);
+            // only vector registers, the named scalars and vl/vtype change.
+            unsafe {
+                kq_asm!(
+                    [
+                        "vsetvli zero, {c32}, e32, m8, ta, ma",
+                        concat!("vmv.v.i ", $acc, ", 0"),
+                        $($body)*
+                        kq_sum!("vsetvli zero, {c32}, e32, m8, ta, ma", $acc, "v16"),
+                    ],
+                    b.as_ptr(),
+                    y.qs.as_ptr(),
+                    isum,
+                    sc = in(reg) x.scales.as_ptr(),
+                    c32 = in(reg) 32usize
+                    $(, $($extra)+)?
+                );
+            }
+            dm_term(x, y, isum as i32)
+        }
+
+        kq_entries!($(#[$doc])* $one, $(#[$mdoc])* $mat, $bytes, q4_k_scales, $term);
+    };
+}
+
+/// The K-quant kernels that hold `asm!` blocks, written into the invoking module: the Q4_K, Q5_K,
+/// Q3_K and Q2_K entries (`vec_dot_*_q8_k`, `mat_*_q8_k`), and Q6_K with sixteen lanes
+/// (`vec_dot_q6_k_q8_k_16`, `mat_q6_k_q8_k_16`). The module has the text macros and decoders of
+/// this one in scope, `vec_asm!` (the set's `asm!`) and `vmv_x_s!`, and runs only on harts with
+/// the set's vector unit (as the SAFETY comments assume).
+macro_rules! kq_kernels {
+    () => {
+    dm_k_kernels!(
+        /// Q4_K weights · Q8_K activations (twin of `scalar::vec_dot_q4_k_q8_k`).
+        vec_dot_q4_k_q8_k,
+        /// Q4_K weights · Q8_K activations, batched: each block's scales decoded once per row.
+        mat_q4_k_q8_k,
+        q4_k_term, 144, "v0",
+        [
+            q4k_pair!(16, 0, 32, 0, 1),
+            q4k_pair!(48, 64, 96, 2, 3),
+            q4k_pair!(80, 128, 160, 4, 5),
+            q4k_pair!(112, 192, 224, 6, 7),
+        ]
+    );
+
+    dm_k_kernels!(
+        /// Q5_K weights · Q8_K activations (twin of `scalar::vec_dot_q5_k_q8_k`).
+        vec_dot_q5_k_q8_k,
+        /// Q5_K weights · Q8_K activations, batched: each block's scales decoded once per row.
+        mat_q5_k_q8_k,
+        q5_k_term, 176, "v8",
+        [
+            "vsetvli zero, {c32}, e8, m2, ta, ma",
+            "addi {p}, {b}, 16",
+            "vle8.v v2, ({p})",
+            // bit 2j of qh to the sign bit: shift left by 7 - 2j (and 6 - 2j for 2j + 1)
+            q5k_pair!(48, 0, 32, 0, 1, 7, 6),
+            q5k_pair!(80, 64, 96, 2, 3, 5, 4),
+            q5k_pair!(112, 128, 160, 4, 5, 3, 2),
+            q5k_pair!(144, 192, 224, 6, 7, 1, 0),
+        ],
+        c16 = in(reg) 16usize
+    );
+
+    /// `vec_dot_q6_k_q8_k` with sixteen lanes (any VLEN).
+    pub fn vec_dot_q6_k_q8_k_16(w: &[u8], a: &[BlockQ8K]) -> f32 {
+        let mut sumf = 0.0f32;
+        for (b, y) in w.chunks_exact(210).zip(a) {
+            let d = f16_at(b, 208) * y.d;
+            // Reads bytes 0..208 of the block `b` (210 bytes) and the 256 bytes of `y.qs`.
+            let isum = kq16_isum!(
+                [
+                    q6k_part!(0, 32, 128, 0, 32, 64, 96, 192, 194, 196, 198),
+                    q6k_part!(16, 48, 144, 16, 48, 80, 112, 193, 195, 197, 199),
+                    q6k_part!(64, 96, 160, 128, 160, 192, 224, 200, 202, 204, 206),
+                    q6k_part!(80, 112, 176, 144, 176, 208, 240, 201, 203, 205, 207),
+                ],
+                b,
+                y,
+                c32 = in(reg) 32usize,
+                c48 = in(reg) 48usize
+            );
+            sumf += d * isum as f32;
+        }
+        sumf
+    }
+
+    fn q6_k_dec(b: &[u8]) -> Q6KDec {
+        let mut x = Q6KDec {
+            d: f16_at(b, 208),
+            q: [0; 256],
+        };
+        // SAFETY: reads bytes 0..192 of the block `b` (210 bytes, `chunks_exact` in the caller) and
+        // writes the 256 bytes of `x.q`; the vector unit present (reached only on its harts); only
+        // vector registers, the named scalars, vl/vtype and `x.q` change.
+        unsafe {
+            vec_asm!(
+                [
+                    q6k_dec!(0, 32, 128, [0, 32, 64, 96]),
+                    q6k_dec!(16, 48, 144, [16, 48, 80, 112]),
+                    q6k_dec!(64, 96, 160, [128, 160, 192, 224]),
+                    q6k_dec!(80, 112, 176, [144, 176, 208, 240]),
+                ],
+                [
+                    b = in(reg) b.as_ptr(),
+                    q = in(reg) x.q.as_mut_ptr(),
+                    p = out(reg) _,
+                    c16 = in(reg) 16usize,
+                    c32 = in(reg) 32usize,
+                    c48 = in(reg) 48usize,
+                ],
+                [nostack]
+            );
+        }
+        x
+    }
+
+    /// A Q6_K block's term (`d · y.d · isum`, as `vec_dot_q6_k_q8_k`) from its decoded values.
+    fn q6_k_term(b: &[u8], x: &Q6KDec, y: &BlockQ8K) -> f32 {
+        let d = x.d * y.d;
+        // Reads the scales (bytes 192..208) of the block `b` (210 bytes), the 256 bytes of
+        // `x.q` and of `y.qs`.
+        let isum = kq16_isum!(
+            [
+                q6k_col!([0, 32, 64, 96], 192, 194, 196, 198),
+                q6k_col!([16, 48, 80, 112], 193, 195, 197, 199),
+                q6k_col!([128, 160, 192, 224], 200, 202, 204, 206),
+                q6k_col!([144, 176, 208, 240], 201, 203, 205, 207),
+            ],
+            b,
+            y,
+            q = in(reg) x.q.as_ptr()
+        );
+        d * isum as f32
+    }
+
+    kq_mat!(
+        /// `mat_q6_k_q8_k` with sixteen lanes (any VLEN).
+        #[inline(never)]
+        mat_q6_k_q8_k_16, 210, q6_k_dec, q6_k_term
+    );
+
+    /// A Q3_K block's term with activations `y`, its scales decoded in `x`.
+    fn q3_k_term(b: &[u8], x: &Q3KScales, y: &BlockQ8K) -> f32 {
+        let d = x.d * y.d;
+        // Reads bytes 0..96 of the block `b` (110 bytes, `chunks_exact` in the callers),
+        // the 256 bytes of `y.qs` and the 16 bytes of `scales`.
+        let isum = kq16_isum!(
+            [
+                q3k_part!(32, 0, [0, 32, 64, 96], [7, 6, 5, 4], [0, 2, 4, 6]),
+                q3k_part!(48, 16, [16, 48, 80, 112], [7, 6, 5, 4], [1, 3, 5, 7]),
+                q3k_part!(64, 0, [128, 160, 192, 224], [3, 2, 1, 0], [8, 10, 12, 14]),
+                q3k_part!(80, 16, [144, 176, 208, 240], [3, 2, 1, 0], [9, 11, 13, 15]),
+            ],
+            b,
+            y,
+            sc = in(reg) x.scales.as_ptr()
+        );
+        d * isum as f32
+    }
+
+    kq_entries!(
+        /// Q3_K weights · Q8_K activations (twin of `scalar::vec_dot_q3_k_q8_k`).
+        vec_dot_q3_k_q8_k,
+        /// Q3_K weights · Q8_K activations, batched: each block's scales decoded once per row.
+        mat_q3_k_q8_k, 110, q3_k_scales, q3_k_term
+    );
+
+    /// A Q2_K block's term with activations `y`, its `d` and `dmin` decoded in `x`.
+    fn q2_k_term(b: &[u8], x: &(f32, f32), y: &BlockQ8K) -> f32 {
+        let (d, dmin) = *x;
+        let sc = &b[0..16];
+        let mut summs = 0i32;
+        for j in 0..16 {
+            summs += y.bsums[j] as i32 * (sc[j] >> 4) as i32;
+        }
+        // Reads bytes 0..80 of the block `b` (84 bytes, `chunks_exact` in the callers) and
+        // the 256 bytes of `y.qs`.
+        let isum = kq16_isum!(
+            [
+                q2k_part!(16, [0, 32, 64, 96], [0, 2, 4, 6]),
+                q2k_part!(32, [16, 48, 80, 112], [1, 3, 5, 7]),
+                q2k_part!(48, [128, 160, 192, 224], [8, 10, 12, 14]),
+                q2k_part!(64, [144, 176, 208, 240], [9, 11, 13, 15]),
+            ],
+            b,
+            y
+        );
+        (y.d * d) * isum as f32 - (y.d * dmin) * summs as f32
+    }
+
+    kq_entries!(
+        /// Q2_K weights · Q8_K activations (twin of `scalar::vec_dot_q2_k_q8_k`).
+        vec_dot_q2_k_q8_k,
+        /// Q2_K weights · Q8_K activations, batched: each block's `d` and `dmin` decoded once per
+        /// row.
+        mat_q2_k_q8_k, 84, q2_k_scales, q2_k_term
+    );
+    };
+}
+pub(crate) use {
+    dm_k_kernels, kq16_asm, kq16_isum, kq_asm, kq_entries, kq_kernels, kq_mat, kq_sum, q2k_part,
+    q3k_part, q4k_pair, q5k_pair, q6k_col, q6k_dec, q6k_io, q6k_mul, q6k_part, q6k_vals,
+};
+
+kq_kernels!();
+
 /// `$r0`, `ql[64n + 32..]` into `$r1`, `qh[32n..]` into `$r2`, the activations `a[128n + 32k..]`
 /// into `$r3..$r6`. Offsets `$o*` in that order, from `{b}` (three) and `{y}` (four).
 #[rustfmt::skip]
@@ -584,126 +901,6 @@ pub fn vec_dot_q6_k_q8_k(w: &[u8], a: &[BlockQ8K]) -> f32 {
     sumf
 }
 
-/// `vec_dot_q6_k_q8_k` with sixteen lanes (any VLEN).
-fn vec_dot_q6_k_q8_k_16(w: &[u8], a: &[BlockQ8K]) -> f32 {
-    let mut sumf = 0.0f32;
-    for (b, y) in w.chunks_exact(210).zip(a) {
-        let d = f16_at(b, 208) * y.d;
-        let isum: isize;
-        // SAFETY: reads bytes 0..208 of the block `b` (210 bytes) and the 256 bytes of `y.qs`; V
-        // present (reached only on harts with V); only vector registers, the named scalars and
-        // vl/vtype change.
-        unsafe {
-            kq16_asm!(
-                [
-                    q6k_part!(0, 32, 128, 0, 32, 64, 96, 192, 194, 196, 198),
-                    q6k_part!(16, 48, 144, 16, 48, 80, 112, 193, 195, 197, 199),
-                    q6k_part!(64, 96, 160, 128, 160, 192, 224, 200, 202, 204, 206),
-                    q6k_part!(80, 112, 176, 144, 176, 208, 240, 201, 203, 205, 207),
-                ],
-                b.as_ptr(),
-                y.qs.as_ptr(),
-                isum,
-                c32 = in(reg) 32usize,
-                c48 = in(reg) 48usize
-            );
-        }
-        sumf += d * isum as i32 as f32;
-    }
-    sumf
-}
-
-/// A Q6_K block decoded once for the batched kernel: `d` and the 256 values as int8 (minus 32),
-/// value `e` at `q[e]`, beside activation `e`.
-struct Q6KDec {
-    d: f32,
-    q: [i8; 256],
-}
-
-/// Sixteen `l` of a Q6_K block decoded and stored at `{q}` (offsets as in `q6k_part!`).
-#[rustfmt::skip]
-macro_rules! q6k_dec {
-    ($ql:literal, $ql2:literal, $qh:literal, [$($a:literal),*]) => {
-        concat!(
-            q6k_vals!($ql, $ql2, $qh),
-            q6k_io!("vse8.v", "{q}", ["v8", "v9", "v10", "v11"], [$($a),*]),
-        )
-    };
-}
-
-/// Sixteen `l` of a decoded Q6_K block (at `{q}`) with their activations and scales into
-/// v24..v27, as `q6k_part!` (offsets as there).
-#[rustfmt::skip]
-macro_rules! q6k_col {
-    ([$($a:literal),*], $s0:literal, $s1:literal, $s2:literal, $s3:literal) => {
-        concat!(
-            "vsetivli zero, 16, e8, m1, ta, ma\n",
-            q6k_io!("vle8.v", "{q}", ["v8", "v9", "v10", "v11"], [$($a),*]),
-            q6k_io!("vle8.v", "{y}", ["v4", "v5", "v6", "v7"], [$($a),*]),
-            q6k_mul!($s0, $s1, $s2, $s3),
-        )
-    };
-}
-
-fn q6_k_dec(b: &[u8]) -> Q6KDec {
-    let mut x = Q6KDec {
-        d: f16_at(b, 208),
-        q: [0; 256],
-    };
-    // SAFETY: reads bytes 0..192 of the block `b` (210 bytes, `chunks_exact` in the caller) and
-    // writes the 256 bytes of `x.q`; V present (reached only on harts with V); only vector
-    // registers, the named scalars, vl/vtype and `x.q` change.
-    unsafe {
-        rvv_asm!(
-            [
-                q6k_dec!(0, 32, 128, [0, 32, 64, 96]),
-                q6k_dec!(16, 48, 144, [16, 48, 80, 112]),
-                q6k_dec!(64, 96, 160, [128, 160, 192, 224]),
-                q6k_dec!(80, 112, 176, [144, 176, 208, 240]),
-            ],
-            [
-                b = in(reg) b.as_ptr(),
-                q = in(reg) x.q.as_mut_ptr(),
-                p = out(reg) _,
-                c32 = in(reg) 32usize,
-                c48 = in(reg) 48usize,
-            ],
-            [nostack]
-        );
-    }
-    x
-}
-
-/// A Q6_K block's term (`d · y.d · isum`, as `vec_dot_q6_k_q8_k`) from its decoded values.
-fn q6_k_term(b: &[u8], x: &Q6KDec, y: &BlockQ8K) -> f32 {
-    let d = x.d * y.d;
-    let isum: isize;
-    // SAFETY: reads the scales (bytes 192..208) of the block `b` (210 bytes), the 256 bytes of
-    // `x.q` and of `y.qs`; V present (reached only on harts with V); only vector registers, the
-    // named scalars and vl/vtype change.
-    unsafe {
-        kq16_asm!(
-            [
-                q6k_col!([0, 32, 64, 96], 192, 194, 196, 198),
-                q6k_col!([16, 48, 80, 112], 193, 195, 197, 199),
-                q6k_col!([128, 160, 192, 224], 200, 202, 204, 206),
-                q6k_col!([144, 176, 208, 240], 201, 203, 205, 207),
-            ],
-            b.as_ptr(),
-            y.qs.as_ptr(),
-            isum,
-            q = in(reg) x.q.as_ptr()
-        );
-    }
-    d * isum as i32 as f32
-}
-
-kq_mat!(
-    /// `mat_q6_k_q8_k` with sixteen lanes (any VLEN).
-    #[inline(never)]
-    mat_q6_k_q8_k_16, 210, q6_k_dec, q6_k_term
-);
-
 /// Q6_K weights · Q8_K activations, batched: each block decoded once per row, to int8 (VLEN <
 /// 512) or, where VLEN ≥ 512, to its values times their scales (`Q6KScaled`, 32 lanes per
 /// instruction in the column loop).
@@ -736,7 +933,7 @@ macro_rules! q6k_scaled {
             "vwmul.vx v20, v10, {s}\n",
             "lb {s}, ", $s3, "({b})\n",
             "vwmul.vx v22, v11, {s}\n",
-            "vsetivli zero, 16, e16, m2, ta, ma\n",
+            "vsetvli zero, {c16}, e16, m2, ta, ma\n",
             q6k_io!("vse16.v", "{q}", ["v16", "v18", "v20", "v22"], [$($e),*]),
         )
     };
@@ -763,6 +960,7 @@ fn q6_k_scaled(b: &[u8]) -> Q6KScaled {
                 q = in(reg) x.ws.as_mut_ptr(),
                 p = out(reg) _,
                 s = out(reg) _,
+                c16 = in(reg) 16usize,
                 c32 = in(reg) 32usize,
                 c48 = in(reg) 48usize,
             ],
@@ -842,184 +1040,5 @@ fn q6_k_scaled_term(_b: &[u8], x: &Q6KScaled, y: &BlockQ8K) -> f32 {
             [nostack, readonly]
         );
     }
-    d * isum as i32 as f32
+    d * isum as f32
 }
-
-// ---------------------------------------------------------------------------------------------
-// Q3_K and Q2_K: half h (128 values), shift s (0..4), part p (16 values): values
-// (qs[32h + 16p + l] >> 2s) & 3 (Q3_K: minus 4 where bit 4h + s of hmask[16p + l] is clear) with
-// a[128h + 32s + 16p + l], scale index 8h + 2s + p.
-
-/// Q3_K, half `h`, part `p`: into v24..v27 (e32, 16 lanes). `$q` = 32 + 32h + 16p, `$hm` = 16p,
-/// `$a*` = 128h + 32s + 16p, `$k*` = 7 - (4h + s) (moves the hmask bit to the sign bit), `$i*` =
-/// 8h + 2s + p. Bound per lane: 16 products of at most 4 · 128 · 32 = 2^14: < 2^18.
-#[rustfmt::skip]
-macro_rules! q3k_part {
-    ($q:literal, $hm:literal, [$($a:literal),*], [$($k:literal),*], [$($i:literal),*]) => {
-        concat!(
-            // Mask-undisturbed: the masked `vadd`s must leave unselected lanes alone.
-            "vsetivli zero, 16, e8, m1, ta, mu\n",
-            "addi {p}, {b}, ", $q, "\n",
-            "vle8.v v1, ({p})\n",
-            "addi {p}, {b}, ", $hm, "\n",
-            "vle8.v v2, ({p})\n",
-            q3k_part!(@acts $($a),*),
-            q3k_part!(@vals $($k),*),
-            "vwmul.vv v16, v8, v4\n",
-            "vwmul.vv v18, v9, v5\n",
-            "vwmul.vv v20, v10, v6\n",
-            "vwmul.vv v22, v11, v7\n",
-            "vsetivli zero, 16, e16, m2, ta, ma\n",
-            q3k_part!(@scale $($i),*),
-        )
-    };
-    (@acts $a0:literal, $a1:literal, $a2:literal, $a3:literal) => {
-        concat!(
-            "addi {p}, {y}, ", $a0, "\n", "vle8.v v4, ({p})\n",
-            "addi {p}, {y}, ", $a1, "\n", "vle8.v v5, ({p})\n",
-            "addi {p}, {y}, ", $a2, "\n", "vle8.v v6, ({p})\n",
-            "addi {p}, {y}, ", $a3, "\n", "vle8.v v7, ({p})\n",
-        )
-    };
-    (@vals $k0:literal, $k1:literal, $k2:literal, $k3:literal) => {
-        concat!(
-            q3k_part!(@one "v8", 0, $k0),
-            q3k_part!(@one "v9", 2, $k1),
-            q3k_part!(@one "v10", 4, $k2),
-            q3k_part!(@one "v11", 6, $k3),
-        )
-    };
-    (@one $r:literal, $sh:literal, $k:literal) => {
-        concat!(
-            "vsrl.vi ", $r, ", v1, ", $sh, "\n",
-            "vand.vi ", $r, ", ", $r, ", 3\n",
-            "vsll.vi v12, v2, ", $k, "\n",
-            "vmsgt.vi v0, v12, -1\n",
-            "vadd.vi ", $r, ", ", $r, ", -4, v0.t\n",
-        )
-    };
-    (@scale $i0:literal, $i1:literal, $i2:literal, $i3:literal) => {
-        concat!(
-            "lb {s}, ", $i0, "({sc})\n", "vwmacc.vx v24, {s}, v16\n",
-            "lb {s}, ", $i1, "({sc})\n", "vwmacc.vx v24, {s}, v18\n",
-            "lb {s}, ", $i2, "({sc})\n", "vwmacc.vx v24, {s}, v20\n",
-            "lb {s}, ", $i3, "({sc})\n", "vwmacc.vx v24, {s}, v22\n",
-        )
-    };
-}
-
-/// A Q3_K block's scales decoded: `d` and the sixteen 6-bit scales.
-struct Q3KScales {
-    d: f32,
-    scales: [i8; 16],
-}
-
-fn q3_k_scales(b: &[u8]) -> Q3KScales {
-    Q3KScales {
-        d: f16_at(b, 108),
-        scales: q3k_scales(&b[96..108]),
-    }
-}
-
-/// A Q3_K block's term with activations `y`, its scales decoded in `x`.
-fn q3_k_term(b: &[u8], x: &Q3KScales, y: &BlockQ8K) -> f32 {
-    let d = x.d * y.d;
-    let isum: isize;
-    // SAFETY: reads bytes 0..96 of the block `b` (110 bytes, `chunks_exact` in the callers), the
-    // 256 bytes of `y.qs` and the 16 bytes of `scales`; V present (reached only on harts with V);
-    // only vector registers, the named scalars and vl/vtype change.
-    unsafe {
-        kq16_asm!(
-            [
-                q3k_part!(32, 0, [0, 32, 64, 96], [7, 6, 5, 4], [0, 2, 4, 6]),
-                q3k_part!(48, 16, [16, 48, 80, 112], [7, 6, 5, 4], [1, 3, 5, 7]),
-                q3k_part!(64, 0, [128, 160, 192, 224], [3, 2, 1, 0], [8, 10, 12, 14]),
-                q3k_part!(80, 16, [144, 176, 208, 240], [3, 2, 1, 0], [9, 11, 13, 15]),
-            ],
-            b.as_ptr(),
-            y.qs.as_ptr(),
-            isum,
-            sc = in(reg) x.scales.as_ptr()
-        );
-    }
-    d * isum as i32 as f32
-}
-
-kq_entries!(
-    /// Q3_K weights · Q8_K activations (twin of `scalar::vec_dot_q3_k_q8_k`).
-    vec_dot_q3_k_q8_k,
-    /// Q3_K weights · Q8_K activations, batched: each block's scales decoded once per row.
-    mat_q3_k_q8_k, 110, q3_k_scales, q3_k_term
-);
-
-/// Q2_K, half `h`, part `p`: into v24..v27 (e32, 16 lanes). `$q` = 16 + 32h + 16p, `$a*` = 128h +
-/// 32s + 16p, `$i*` = 8h + 2s + p (scale byte: low nibble). Bound per lane: 16 products of at
-/// most 3 · 128 · 15 = 5760: < 2^17.
-#[rustfmt::skip]
-macro_rules! q2k_part {
-    ($q:literal, [$a0:literal, $a1:literal, $a2:literal, $a3:literal], [$i0:literal, $i1:literal, $i2:literal, $i3:literal]) => {
-        concat!(
-            "vsetivli zero, 16, e8, m1, ta, ma\n",
-            "addi {p}, {b}, ", $q, "\n",
-            "vle8.v v1, ({p})\n",
-            "addi {p}, {y}, ", $a0, "\n", "vle8.v v4, ({p})\n",
-            "addi {p}, {y}, ", $a1, "\n", "vle8.v v5, ({p})\n",
-            "addi {p}, {y}, ", $a2, "\n", "vle8.v v6, ({p})\n",
-            "addi {p}, {y}, ", $a3, "\n", "vle8.v v7, ({p})\n",
-            "vand.vi v8, v1, 3\n",
-            "vsrl.vi v9, v1, 2\n",
-            "vand.vi v9, v9, 3\n",
-            "vsrl.vi v10, v1, 4\n",
-            "vand.vi v10, v10, 3\n",
-            "vsrl.vi v11, v1, 6\n",
-            "vwmul.vv v16, v8, v4\n",
-            "vwmul.vv v18, v9, v5\n",
-            "vwmul.vv v20, v10, v6\n",
-            "vwmul.vv v22, v11, v7\n",
-            "vsetivli zero, 16, e16, m2, ta, ma\n",
-            "lbu {s}, ", $i0, "({b})\n", "andi {s}, {s}, 15\n", "vwmacc.vx v24, {s}, v16\n",
-            "lbu {s}, ", $i1, "({b})\n", "andi {s}, {s}, 15\n", "vwmacc.vx v24, {s}, v18\n",
-            "lbu {s}, ", $i2, "({b})\n", "andi {s}, {s}, 15\n", "vwmacc.vx v24, {s}, v20\n",
-            "lbu {s}, ", $i3, "({b})\n", "andi {s}, {s}, 15\n", "vwmacc.vx v24, {s}, v22\n",
-        )
-    };
-}
-
-/// A Q2_K block's term with activations `y`, its `d` and `dmin` decoded in `x`.
-fn q2_k_term(b: &[u8], x: &(f32, f32), y: &BlockQ8K) -> f32 {
-    let (d, dmin) = *x;
-    let sc = &b[0..16];
-    let mut summs = 0i32;
-    for j in 0..16 {
-        summs += y.bsums[j] as i32 * (sc[j] >> 4) as i32;
-    }
-    let isum: isize;
-    // SAFETY: reads bytes 0..80 of the block `b` (84 bytes, `chunks_exact` in the callers) and the
-    // 256 bytes of `y.qs`; V present (reached only on harts with V); only vector registers, the
-    // named scalars and vl/vtype change.
-    unsafe {
-        kq16_asm!(
-            [
-                q2k_part!(16, [0, 32, 64, 96], [0, 2, 4, 6]),
-                q2k_part!(32, [16, 48, 80, 112], [1, 3, 5, 7]),
-                q2k_part!(48, [128, 160, 192, 224], [8, 10, 12, 14]),
-                q2k_part!(64, [144, 176, 208, 240], [9, 11, 13, 15]),
-            ],
-            b.as_ptr(),
-            y.qs.as_ptr(),
-            isum
-        );
-    }
-    (y.d * d) * isum as i32 as f32 - (y.d * dmin) * summs as f32
-}
-
-fn q2_k_scales(b: &[u8]) -> (f32, f32) {
-    (f16_at(b, 80), f16_at(b, 82))
-}
-
-kq_entries!(
-    /// Q2_K weights · Q8_K activations (twin of `scalar::vec_dot_q2_k_q8_k`).
-    vec_dot_q2_k_q8_k,
-    /// Q2_K weights · Q8_K activations, batched: each block's `d` and `dmin` decoded once per row.
-    mat_q2_k_q8_k, 84, q2_k_scales, q2_k_term
-);
