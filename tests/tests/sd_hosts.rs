@@ -349,3 +349,35 @@ fn the_cv18xx_write_protect_line_is_not_believed() {
     assert_eq!(sim.expected(500, 2), data);
     check_no_violations(&sim);
 }
+
+#[test]
+fn a_vendor_area_pointer_outside_the_registers_is_named() {
+    // P_VENDOR_AREA1 reads 0xFF0: the CV18xx vendor registers would lie past the 4 KiB block.
+    struct BadArea(SimRegs);
+    impl drivers::sdhci::Regs for BadArea {
+        fn read32(&mut self, off: usize) -> u32 {
+            match off {
+                0xE8 => 0xFF0,
+                _ => self.0.read32(off),
+            }
+        }
+        fn write32(&mut self, off: usize, v: u32) {
+            self.0.write32(off, v)
+        }
+    }
+    let sim = Sim::new(HostSpec::cv18xx(), sdhc(), Faults::default());
+    let cfg = config(Variant::DwcmshcCv18xx, 375_000_000);
+    let e = Sdhci::with_config(BadArea(sim.regs()), sim.clock(), cfg).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            SdError::Init {
+                step: Step::Reset,
+                cause: Cause::VendorArea { ptr: 0xFF0 }
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("P_VENDOR_AREA1 (0xff0)"), "{e}");
+    assert!(sim.log().is_empty(), "no command before the vendor setup");
+}

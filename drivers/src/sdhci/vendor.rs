@@ -32,8 +32,8 @@
 //!   inverted RX clock (bits 25:24 = 1), both delays 0. That is all High Speed needs: the tap
 //!   delay search of `cv18xx_sdhci_execute_tuning` is for SDR104, which a 3.3 V slot never runs.
 //! - The boards' trees say `no-1-8-v` (3.3 V only) and `disable-wp` (the write-protect line is
-//!   not wired; the brief for these boards calls it inverted): the driver never consults it
-//!   ([`Variant::write_protect_line`]).
+//!   not to be believed: a microSD slot has no switch, and this controller's line is noted as
+//!   inverted): the driver never consults it ([`Variant::write_protect_line`]).
 //! - The register block is 0x1000 bytes (`reg = <0x4310000 0x1000>`): the vendor area lies above
 //!   the standard 0x100.
 //!
