@@ -137,7 +137,7 @@ pub fn range(op: Op, addr: usize, len: usize) {
 /// `op` on the line holding `a`.
 fn one(op: Op, a: usize) {
     use CacheMaintenance::{Xtheadcmo, Zicbom};
-    // SAFETY (every arm): a cache operation on one line of memory the caller owns for DMA: it
+    // SAFETY: (every arm) a cache operation on one line of memory the caller owns for DMA: it
     // writes back or drops that line, never changing what a later read of memory the CPU wrote
     // returns, except for an invalidation, which the callers ask for only on buffers a device
     // writes and nothing else reads meanwhile (the `dcache_invalidate` contract). The XThead
