@@ -51,7 +51,7 @@ macro_rules! word {
 #[test]
 fn encodings_match_known_words() {
     // (instruction through the layer, known word, source of the word)
-    let cases: [(u32, u32, &str); 18] = [
+    let cases: [(u32, u32, &str); 20] = [
         (
             word!("vsetvli t4, zero, e8, m8, ta, ma"),
             0x0030_7ed7,
@@ -118,6 +118,16 @@ fn encodings_match_known_words() {
             "LLVM xtheadvector/convert.s (.v)",
         ),
         (word!("vid.v v8"), 0x5a08_a457, "LLVM xtheadvector/mask.s"),
+        (
+            word!("viota.m v8, v4"),
+            0x5a48_2457,
+            "LLVM xtheadvector/mask.s",
+        ),
+        (
+            word!("vmsbf.m v8, v4"),
+            0x5a40_a457,
+            "LLVM xtheadvector/mask.s",
+        ),
         (
             word!("vfirst.m a2, v4"),
             0x5640_2657,
@@ -224,7 +234,7 @@ fn encoding_layer_behaves_on_the_hart() {
     assert_eq!(merged, [5, 7, 5, 5], "masked-off lanes undisturbed");
 
     // th.vext.x.v zero-extends and takes element rs1; vfirst.m / vcpop.m; vmv.s.x.
-    let (ext, elem2, first, pop): (usize, usize, usize, usize);
+    let (ext, elem2, first, pop, sbf, iota): (usize, usize, usize, usize, usize, usize);
     probe!(
         [
             "vsetvli {t}, zero, e16, m1, ta, ma",
@@ -238,9 +248,19 @@ fn encoding_layer_behaves_on_the_hart() {
             "vfirst.m {first}, v0",
             "vcpop.m {pop}, v0",
             "vmv.s.x v13, {t}",
+            "vmsbf.m v1, v0",
+            "vcpop.m {sbf}, v1",
+            "viota.m v2, v0",
+            "th.vext.x.v {iota}, v2, {fifteen}",
         ],
         [t = out(reg) _, ext = out(reg) ext, e2 = out(reg) elem2, two = in(reg) 2usize,
-         first = out(reg) first, pop = out(reg) pop,]
+         first = out(reg) first, pop = out(reg) pop, sbf = out(reg) sbf, iota = out(reg) iota,
+         fifteen = in(reg) 15usize,]
+    );
+    assert_eq!(
+        (sbf, iota),
+        (5, 10),
+        "vmsbf.m: elements 0..5; viota.m at element 15"
     );
     assert_eq!(ext, 0xffff, "th.vext.x.v zero-extends an e16 -1");
     assert_eq!(elem2, 2, "th.vext.x.v takes element rs1");
