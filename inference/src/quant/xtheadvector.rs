@@ -131,7 +131,9 @@ pub const KERNELS: Kernels = {
 /// - `vfcvt.{xu.f, x.f, f.xu, f.x}.v`, `vfwcvt.f.f.v`, `vfncvt.f.f.w` (0.7.1 `vfncvt.f.f.v`):
 ///   VFUNARY0 is funct6 0b100010 (RVV 1.0: 0b010010), the same vs1 codes;
 /// - `vid.v`, `viota.m`, `vmsbf.m`, `vmsof.m`, `vmsif.m`: funct6 0b010110 (RVV 1.0: 0b010100),
-///   the same vs1 codes; `vfirst.m` → `th.vmfirst.m` (0b010101),
+///   the same vs1 codes; `vwmaccsu.vv`/`.vx` (signed · unsigned) funct6 0b111110 and
+///   `vwmaccus.vx` 0b111111 (RVV 1.0 has the two the other way round); `vfirst.m` →
+///   `th.vmfirst.m` (0b010101),
 ///   `vcpop.m` → `th.vmpopc.m` (0b010100) (RVV 1.0: 0b010000 with vs1 codes).
 ///
 /// `.insn r` takes vector register names for its register fields, and `funct7` is
@@ -162,6 +164,9 @@ macro_rules! xtv_enter {
             ".macro vmsbf.m vd, vs2\n.insn r 0x57, 2, 0x2d, \\vd, x1, \\vs2\n.endm\n",
             ".macro vmsof.m vd, vs2\n.insn r 0x57, 2, 0x2d, \\vd, x2, \\vs2\n.endm\n",
             ".macro vmsif.m vd, vs2\n.insn r 0x57, 2, 0x2d, \\vd, x3, \\vs2\n.endm\n",
+            ".macro vwmaccsu.vv vd, vs1, vs2\n.insn r 0x57, 2, 0x7d, \\vd, \\vs1, \\vs2\n.endm\n",
+            ".macro vwmaccsu.vx vd, rs1, vs2\n.insn r 0x57, 6, 0x7d, \\vd, \\rs1, \\vs2\n.endm\n",
+            ".macro vwmaccus.vx vd, rs1, vs2\n.insn r 0x57, 6, 0x7f, \\vd, \\rs1, \\vs2\n.endm\n",
             ".macro vfirst.m rd, vs2\n.insn r 0x57, 2, 0x2b, \\rd, x0, \\vs2\n.endm\n",
             ".macro vcpop.m rd, vs2\n.insn r 0x57, 2, 0x29, \\rd, x0, \\vs2\n.endm\n",
             ".irp name, ", xtv_refused!(), "\n",
@@ -185,12 +190,14 @@ macro_rules! xtv_leave {
             ".purgem vfcvt.f.xu.v\n.purgem vfcvt.f.x.v\n.purgem vfwcvt.f.f.v\n",
             ".purgem vfncvt.f.f.w\n.purgem vid.v\n.purgem vfirst.m\n.purgem vcpop.m\n",
             ".purgem viota.m\n.purgem vmsbf.m\n.purgem vmsof.m\n.purgem vmsif.m\n",
+            ".purgem vwmaccsu.vv\n.purgem vwmaccsu.vx\n.purgem vwmaccus.vx\n",
             ".irp name, ", xtv_refused!(), "\n.purgem \\name\n.endr\n",
         )
     };
 }
 
-/// RVV 1.0 mnemonics with no XTheadVector twin (or a twin that means something else), refused
+/// RVV 1.0 mnemonics with no XTheadVector twin (or a twin that means something else: the
+/// averaging adds are OPIVV with other rounding in 0.7.1), refused
 /// inside [`xtv_asm!`].
 #[rustfmt::skip]
 #[allow(unused_macros)]
@@ -202,7 +209,8 @@ macro_rules! xtv_refused {
             "vl1re8.v, vl2re8.v, vl4re8.v, vl8re8.v, vl1re16.v, vl2re16.v, vl4re16.v, vl8re16.v, ",
             "vl1re32.v, vl2re32.v, vl4re32.v, vl8re32.v, vfcvt.rtz.x.f.v, vfcvt.rtz.xu.f.v, ",
             "vfncvt.rod.f.f.w, vfwcvt.rtz.x.f.v, vfncvt.rtz.x.f.w, vfslide1up.vf, vfslide1down.vf, ",
-            "vrgatherei16.vv, vfrsqrt7.v, vfrec7.v",
+            "vrgatherei16.vv, vfrsqrt7.v, vfrec7.v, vaadd.vv, vaadd.vx, vaaddu.vv, vaaddu.vx, ",
+            "vasub.vv, vasub.vx, vasubu.vv, vasubu.vx",
         )
     };
 }
