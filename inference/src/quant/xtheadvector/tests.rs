@@ -51,8 +51,8 @@ macro_rules! words {
 
 /// Every re-encoded instruction, and two shared ones, against a known word: Linux's
 /// `THEAD_VSETVLI_T4X0E8M8D1` (the first) and LLVM's XTheadVector MC tests
-/// (`llvm/test/MC/RISCV/xtheadvector/*.s`: vsetvl.s, fmv.s, mv.s, convert.s, mask.s, macc.s,
-/// freduction.s, zvlsseg.s), whose names are the `th.` ones (`th.vext.x.v` for `vmv.x.s`'s place,
+/// (`llvm/test/MC/RISCV/xtheadvector/*.s`: vsetvl.s, fmv.s, mv.s, convert.s, mask.s, fothers.s,
+/// macc.s, freduction.s, zvlsseg.s), whose names are the `th.` ones (`th.vext.x.v` for `vmv.x.s`'s place,
 /// `th.vfncvt.f.f.v`, `th.vmfirst.m`, `th.vmpopc.m`, `th.vlsseg2bu.v`).
 #[test]
 fn encodings_match_known_words() {
@@ -75,6 +75,8 @@ fn encodings_match_known_words() {
         "vmsbf.m v8, v4",
         "vfirst.m a2, v4",
         "vcpop.m a2, v4",
+        "vfsqrt.v v8, v4",
+        "vfclass.v v8, v4",
         "vwmaccsu.vv v8, v20, v4",
         "vwmaccsu.vx v8, a0, v4",
         "vwmaccus.vx v8, a0, v4",
@@ -83,7 +85,7 @@ fn encodings_match_known_words() {
         "vlsseg2e8.v v8, (a0), a1",
     );
     // (The third: vsew 1 << 2 | vlmul 1 = 5.)
-    let want: [u32; 23] = [
+    let want: [u32; 25] = [
         0x0030_7ed7,
         0x00a5_7657,
         0x0055_7657,
@@ -102,6 +104,8 @@ fn encodings_match_known_words() {
         0x5a40_a457,
         0x5640_2657,
         0x5240_2657,
+        0x8e40_1457,
+        0x8e48_1457,
         0xfa4a_2457,
         0xfa45_6457,
         0xfe45_6457,
@@ -259,8 +263,8 @@ fn encoding_layer_behaves_on_the_hart() {
         "vwmaccsu.vv, vwmaccsu.vx, vwmaccus.vx"
     );
 
-    // vfcvt both ways (to nearest even), vfmv.s.f / vfmv.f.s.
-    let (f, back): (f32, f32);
+    // vfcvt both ways (to nearest even), vfmv.s.f / vfmv.f.s, vfsqrt.v.
+    let (f, back, root): (f32, f32, f32);
     probe!(
         [
             "vsetvli {t}, zero, e32, m1, ta, ma",
@@ -271,10 +275,15 @@ fn encoding_layer_behaves_on_the_hart() {
             "vfcvt.x.f.v v11, v11",
             "vfcvt.f.x.v v11, v11",
             "vfmv.f.s {back}, v11",
+            "vfmv.s.f v12, {nine}",
+            "vfsqrt.v v12, v12",
+            "vfmv.f.s {root}, v12",
         ],
-        [t = out(reg) _, f = out(freg) f, half = in(freg) 2.5f32, back = out(freg) back,]
+        [t = out(reg) _, f = out(freg) f, half = in(freg) 2.5f32, back = out(freg) back,
+         nine = in(freg) 9.0f32, root = out(freg) root,]
     );
     assert_eq!(f.to_bits(), (-3.0f32).to_bits(), "vfcvt.f.x.v");
+    assert_eq!(root.to_bits(), 3.0f32.to_bits(), "vfsqrt.v");
     assert_eq!(
         back.to_bits(),
         2.0f32.to_bits(),
