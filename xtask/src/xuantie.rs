@@ -92,3 +92,20 @@ pub fn runner_for(cpu: &str) -> Option<String> {
         .any(|m| cpu.starts_with(m));
     thead.then(|| format!("{} -L /usr/riscv64-linux-gnu", binary().display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn t_head_models_run_under_t_head_qemu() {
+        for cpu in ["c906fdv", "c908v", "c910v"] {
+            let r = runner_for(cpu).expect(cpu);
+            assert!(r.ends_with("qemu-riscv64 -L /usr/riscv64-linux-gnu"), "{r}");
+            assert!(r.starts_with(&binary().display().to_string()), "{r}");
+        }
+        for cpu in ["rv64,v=true,vlen=128,elen=64", "rv64,v=false", "cortex-a53"] {
+            assert_eq!(runner_for(cpu), None, "{cpu}");
+        }
+    }
+}

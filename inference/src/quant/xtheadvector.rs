@@ -141,7 +141,12 @@ pub const KERNELS: Kernels = {
 ///   RVV 1.0's `vmv.x.s`, which sign-extends, is an error;
 /// - `vfcvt.{xu.f, x.f, f.xu, f.x}.v`, `vfwcvt.f.f.v`, `vfncvt.f.f.w` (0.7.1 `vfncvt.f.f.v`):
 ///   VFUNARY0 is funct6 0b100010 (RVV 1.0: 0b010010), the same vs1 codes;
-/// - `vid.v`: funct6 0b010110 (RVV 1.0: 0b010100); `vfirst.m` → `th.vmfirst.m` (0b010101),
+/// - `vfsqrt.v`, `vfclass.v`: VFUNARY1 is funct6 0b100011 (RVV 1.0: 0b010011), the same vs1
+///   codes;
+/// - `vid.v`, `viota.m`, `vmsbf.m`, `vmsof.m`, `vmsif.m`: funct6 0b010110 (RVV 1.0: 0b010100),
+///   the same vs1 codes; `vwmaccsu.vv`/`.vx` (signed · unsigned) funct6 0b111110 and
+///   `vwmaccus.vx` 0b111111 (RVV 1.0 has the two the other way round); `vfirst.m` →
+///   `th.vmfirst.m` (0b010101),
 ///   `vcpop.m` → `th.vmpopc.m` (0b010100) (RVV 1.0: 0b010000 with vs1 codes).
 ///
 /// `.insn r` takes vector register names for its register fields, and `funct7` is
@@ -168,6 +173,15 @@ macro_rules! xtv_enter {
             ".macro vfwcvt.f.f.v vd, vs2\n.insn r 0x57, 1, 0x45, \\vd, x12, \\vs2\n.endm\n",
             ".macro vfncvt.f.f.w vd, vs2\n.insn r 0x57, 1, 0x45, \\vd, x20, \\vs2\n.endm\n",
             ".macro vid.v vd\n.insn r 0x57, 2, 0x2d, \\vd, x17, x0\n.endm\n",
+            ".macro viota.m vd, vs2\n.insn r 0x57, 2, 0x2d, \\vd, x16, \\vs2\n.endm\n",
+            ".macro vmsbf.m vd, vs2\n.insn r 0x57, 2, 0x2d, \\vd, x1, \\vs2\n.endm\n",
+            ".macro vmsof.m vd, vs2\n.insn r 0x57, 2, 0x2d, \\vd, x2, \\vs2\n.endm\n",
+            ".macro vmsif.m vd, vs2\n.insn r 0x57, 2, 0x2d, \\vd, x3, \\vs2\n.endm\n",
+            ".macro vfsqrt.v vd, vs2\n.insn r 0x57, 1, 0x47, \\vd, x0, \\vs2\n.endm\n",
+            ".macro vfclass.v vd, vs2\n.insn r 0x57, 1, 0x47, \\vd, x16, \\vs2\n.endm\n",
+            ".macro vwmaccsu.vv vd, vs1, vs2\n.insn r 0x57, 2, 0x7d, \\vd, \\vs1, \\vs2\n.endm\n",
+            ".macro vwmaccsu.vx vd, rs1, vs2\n.insn r 0x57, 6, 0x7d, \\vd, \\rs1, \\vs2\n.endm\n",
+            ".macro vwmaccus.vx vd, rs1, vs2\n.insn r 0x57, 6, 0x7f, \\vd, \\rs1, \\vs2\n.endm\n",
             ".macro vfirst.m rd, vs2\n.insn r 0x57, 2, 0x2b, \\rd, x0, \\vs2\n.endm\n",
             ".macro vcpop.m rd, vs2\n.insn r 0x57, 2, 0x29, \\rd, x0, \\vs2\n.endm\n",
             ".irp name, ", xtv_refused!(), "\n",
@@ -190,12 +204,17 @@ macro_rules! xtv_leave {
             ".purgem th.vext.x.v\n.purgem vfcvt.xu.f.v\n.purgem vfcvt.x.f.v\n",
             ".purgem vfcvt.f.xu.v\n.purgem vfcvt.f.x.v\n.purgem vfwcvt.f.f.v\n",
             ".purgem vfncvt.f.f.w\n.purgem vid.v\n.purgem vfirst.m\n.purgem vcpop.m\n",
+            ".purgem viota.m\n.purgem vmsbf.m\n.purgem vmsof.m\n.purgem vmsif.m\n",
+            ".purgem vfsqrt.v\n.purgem vfclass.v\n",
+            ".purgem vwmaccsu.vv\n.purgem vwmaccsu.vx\n.purgem vwmaccus.vx\n",
             ".irp name, ", xtv_refused!(), "\n.purgem \\name\n.endr\n",
         )
     };
 }
 
-/// RVV 1.0 mnemonics with no XTheadVector twin (or a twin that means something else), refused
+/// RVV 1.0 mnemonics with no XTheadVector twin (or a twin that means something else: the
+/// averaging adds are OPIVV with other rounding in 0.7.1; 0.7.1's indexed accesses take SEW-wide
+/// indices and the element width from the instruction), refused
 /// inside [`xtv_asm!`].
 #[rustfmt::skip]
 #[allow(unused_macros)]
@@ -206,7 +225,11 @@ macro_rules! xtv_refused {
             "vlm.v, vsm.v, vmv1r.v, vmv2r.v, vmv4r.v, vmv8r.v, vs1r.v, vs2r.v, vs4r.v, vs8r.v, ",
             "vl1re8.v, vl2re8.v, vl4re8.v, vl8re8.v, vl1re16.v, vl2re16.v, vl4re16.v, vl8re16.v, ",
             "vl1re32.v, vl2re32.v, vl4re32.v, vl8re32.v, vfcvt.rtz.x.f.v, vfcvt.rtz.xu.f.v, ",
-            "vfncvt.rod.f.f.w, vfwcvt.rtz.x.f.v, vfncvt.rtz.x.f.w",
+            "vfncvt.rod.f.f.w, vfwcvt.rtz.x.f.v, vfncvt.rtz.x.f.w, vfslide1up.vf, vfslide1down.vf, ",
+            "vrgatherei16.vv, vfrsqrt7.v, vfrec7.v, vaadd.vv, vaadd.vx, vaaddu.vv, vaaddu.vx, ",
+            "vasub.vv, vasub.vx, vasubu.vv, vasubu.vx, vluxei8.v, vluxei16.v, vluxei32.v, ",
+            "vluxei64.v, vloxei8.v, vloxei16.v, vloxei32.v, vloxei64.v, vsuxei8.v, vsuxei16.v, ",
+            "vsuxei32.v, vsuxei64.v, vsoxei8.v, vsoxei16.v, vsoxei32.v, vsoxei64.v",
         )
     };
 }

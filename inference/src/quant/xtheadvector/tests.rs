@@ -19,13 +19,13 @@ use crate::quant::testgen::{check_set_choice, record_riscv_vector};
 use crate::quant::Features;
 use alloc::vec::Vec;
 
-/// One instruction as the encoding layer assembles it, read back from a data section (never
-/// run): `word!("vfmv.f.s fa0, v4")`.
-macro_rules! word {
-    ($insn:literal) => {{
+/// The instructions `$insn` as the encoding layer assembles them, one after another in a
+/// read-only data section (never run): their words, in order.
+macro_rules! words {
+    ($($insn:literal),* $(,)?) => {{
         let p: *const u32;
-        // SAFETY: emits one 4-byte word into a read-only data section and takes its address; the
-        // word is read below, never executed. No register but `p` changes.
+        // SAFETY: emits the words into a read-only data section and takes the first one's
+        // address; they are read below, never executed. No register but `p` changes.
         unsafe {
             core::arch::asm!(
                 ".option push",
@@ -34,7 +34,7 @@ macro_rules! word {
                 ".pushsection .rodata.xtv_words, \"a\"",
                 ".balign 4",
                 "1:",
-                $insn,
+                $($insn,)*
                 ".popsection",
                 xtv_leave!(),
                 ".option pop",
@@ -43,105 +43,78 @@ macro_rules! word {
                 options(nomem, nostack, preserves_flags)
             );
         }
-        // SAFETY: `p` is the address of the 4-byte word emitted above, 4-byte aligned.
-        unsafe { p.read() }
+        let insns: &[&str] = &[$($insn),*];
+        // SAFETY: word `i` of the `insns.len()` 4-byte words emitted above, 4-byte aligned.
+        (0..insns.len()).map(|i| (insns[i], unsafe { p.add(i).read() })).collect::<Vec<_>>()
     }};
 }
 
+/// Every re-encoded instruction, and two shared ones, against a known word: Linux's
+/// `THEAD_VSETVLI_T4X0E8M8D1` (the first) and LLVM's XTheadVector MC tests
+/// (`llvm/test/MC/RISCV/xtheadvector/*.s`: vsetvl.s, fmv.s, mv.s, convert.s, mask.s, fothers.s,
+/// macc.s, freduction.s, zvlsseg.s), whose names are the `th.` ones (`th.vext.x.v` for `vmv.x.s`'s place,
+/// `th.vfncvt.f.f.v`, `th.vmfirst.m`, `th.vmpopc.m`, `th.vlsseg2bu.v`).
 #[test]
 fn encodings_match_known_words() {
-    // (instruction through the layer, known word, source of the word)
-    let cases: [(u32, u32, &str); 18] = [
-        (
-            word!("vsetvli t4, zero, e8, m8, ta, ma"),
-            0x0030_7ed7,
-            "Linux THEAD_VSETVLI_T4X0E8M8D1",
-        ),
-        (
-            word!("vsetvli a2, a0, e32, m4, ta, ma"),
-            0x00a5_7657,
-            "LLVM xtheadvector/vsetvl.s",
-        ),
-        (
-            word!("vsetvli a2, a0, e16, m2, ta, mu"),
-            0x0055_7657,
-            "vsew 1 << 2 | vlmul 1",
-        ),
-        (
-            word!("vfmv.f.s fa0, v4"),
-            0x3240_1557,
-            "LLVM xtheadvector/fmv.s",
-        ),
-        (
-            word!("vfmv.s.f v8, fa0"),
-            0x3605_5457,
-            "LLVM xtheadvector/fmv.s",
-        ),
-        (
-            word!("vmv.s.x v8, a0"),
-            0x3605_6457,
-            "LLVM xtheadvector/mv.s",
-        ),
-        (
-            word!("th.vext.x.v a2, v4, a0"),
-            0x3245_2657,
-            "LLVM xtheadvector/mv.s",
-        ),
-        (
-            word!("vfcvt.xu.f.v v8, v4"),
-            0x8a40_1457,
-            "LLVM xtheadvector/convert.s",
-        ),
-        (
-            word!("vfcvt.x.f.v v8, v4"),
-            0x8a40_9457,
-            "LLVM xtheadvector/convert.s",
-        ),
-        (
-            word!("vfcvt.f.xu.v v8, v4"),
-            0x8a41_1457,
-            "LLVM xtheadvector/convert.s",
-        ),
-        (
-            word!("vfcvt.f.x.v v8, v4"),
-            0x8a41_9457,
-            "LLVM xtheadvector/convert.s",
-        ),
-        (
-            word!("vfwcvt.f.f.v v8, v4"),
-            0x8a46_1457,
-            "LLVM xtheadvector/convert.s",
-        ),
-        (
-            word!("vfncvt.f.f.w v8, v4"),
-            0x8a4a_1457,
-            "LLVM xtheadvector/convert.s (.v)",
-        ),
-        (word!("vid.v v8"), 0x5a08_a457, "LLVM xtheadvector/mask.s"),
-        (
-            word!("vfirst.m a2, v4"),
-            0x5640_2657,
-            "LLVM xtheadvector/mask.s th.vmfirst.m",
-        ),
-        (
-            word!("vcpop.m a2, v4"),
-            0x5240_2657,
-            "LLVM xtheadvector/mask.s th.vmpopc.m",
-        ),
+    let got = words!(
+        "vsetvli t4, zero, e8, m8, ta, ma",
+        "vsetvli a2, a0, e32, m4, ta, ma",
+        "vsetvli a2, a0, e16, m2, ta, mu",
+        "vfmv.f.s fa0, v4",
+        "vfmv.s.f v8, fa0",
+        "vmv.s.x v8, a0",
+        "th.vext.x.v a2, v4, a0",
+        "vfcvt.xu.f.v v8, v4",
+        "vfcvt.x.f.v v8, v4",
+        "vfcvt.f.xu.v v8, v4",
+        "vfcvt.f.x.v v8, v4",
+        "vfwcvt.f.f.v v8, v4",
+        "vfncvt.f.f.w v8, v4",
+        "vid.v v8",
+        "viota.m v8, v4",
+        "vmsbf.m v8, v4",
+        "vfirst.m a2, v4",
+        "vcpop.m a2, v4",
+        "vfsqrt.v v8, v4",
+        "vfclass.v v8, v4",
+        "vwmaccsu.vv v8, v20, v4",
+        "vwmaccsu.vx v8, a0, v4",
+        "vwmaccus.vx v8, a0, v4",
         // Shared encodings, assembled as RVV 1.0.
-        (
-            word!("vfredosum.vs v8, v4, v20"),
-            0x0e4a_1457,
-            "LLVM xtheadvector/freduction.s",
-        ),
-        (
-            word!("vlsseg2e8.v v8, (a0), a1"),
-            0x2ab5_0407,
-            "LLVM xtheadvector/zvlsseg.s th.vlsseg2bu.v",
-        ),
+        "vfredosum.vs v8, v4, v20",
+        "vlsseg2e8.v v8, (a0), a1",
+    );
+    // (The third: vsew 1 << 2 | vlmul 1 = 5.)
+    let want: [u32; 25] = [
+        0x0030_7ed7,
+        0x00a5_7657,
+        0x0055_7657,
+        0x3240_1557,
+        0x3605_5457,
+        0x3605_6457,
+        0x3245_2657,
+        0x8a40_1457,
+        0x8a40_9457,
+        0x8a41_1457,
+        0x8a41_9457,
+        0x8a46_1457,
+        0x8a4a_1457,
+        0x5a08_a457,
+        0x5a48_2457,
+        0x5a40_a457,
+        0x5640_2657,
+        0x5240_2657,
+        0x8e40_1457,
+        0x8e48_1457,
+        0xfa4a_2457,
+        0xfa45_6457,
+        0xfe45_6457,
+        0x0e4a_1457,
+        0x2ab5_0407,
     ];
-    for (got, want, source) in cases {
-        assert_eq!(got, want, "{got:#010x} != {want:#010x} ({source})");
+    assert_eq!(got.len(), want.len());
+    for ((insn, got), want) in got.into_iter().zip(want) {
+        assert_eq!(got, want, "{insn}: {got:#010x} != {want:#010x}");
     }
 }
 
@@ -224,7 +197,7 @@ fn encoding_layer_behaves_on_the_hart() {
     assert_eq!(merged, [5, 7, 5, 5], "masked-off lanes undisturbed");
 
     // th.vext.x.v zero-extends and takes element rs1; vfirst.m / vcpop.m; vmv.s.x.
-    let (ext, elem2, first, pop): (usize, usize, usize, usize);
+    let (ext, elem2, first, pop, sbf, iota): (usize, usize, usize, usize, usize, usize);
     probe!(
         [
             "vsetvli {t}, zero, e16, m1, ta, ma",
@@ -238,9 +211,19 @@ fn encoding_layer_behaves_on_the_hart() {
             "vfirst.m {first}, v0",
             "vcpop.m {pop}, v0",
             "vmv.s.x v13, {t}",
+            "vmsbf.m v1, v0",
+            "vcpop.m {sbf}, v1",
+            "viota.m v2, v0",
+            "th.vext.x.v {iota}, v2, {fifteen}",
         ],
         [t = out(reg) _, ext = out(reg) ext, e2 = out(reg) elem2, two = in(reg) 2usize,
-         first = out(reg) first, pop = out(reg) pop,]
+         first = out(reg) first, pop = out(reg) pop, sbf = out(reg) sbf, iota = out(reg) iota,
+         fifteen = in(reg) 15usize,]
+    );
+    assert_eq!(
+        (sbf, iota),
+        (5, 10),
+        "vmsbf.m: elements 0..5; viota.m at element 15"
     );
     assert_eq!(ext, 0xffff, "th.vext.x.v zero-extends an e16 -1");
     assert_eq!(elem2, 2, "th.vext.x.v takes element rs1");
@@ -250,8 +233,38 @@ fn encoding_layer_behaves_on_the_hart() {
         "vfirst.m / vcpop.m over elements 5..16"
     );
 
-    // vfcvt both ways (to nearest even), vfmv.s.f / vfmv.f.s.
-    let (f, back): (f32, f32);
+    // Signed · unsigned widening multiply-adds: -1 · 1 (vwmaccsu) and 255 · 1 (vwmaccus).
+    let (su, su_x, us_x): (usize, usize, usize);
+    probe!(
+        [
+            "vsetvli {t}, zero, e8, m1, ta, ma",
+            "vmv.v.i v8, -1",
+            "vmv.v.i v9, 1",
+            "vsetvli {t}, zero, e16, m2, ta, ma",
+            "vmv.v.i v16, 0",
+            "vmv.v.i v18, 0",
+            "vmv.v.i v20, 0",
+            "vsetvli {t}, zero, e8, m1, ta, ma",
+            "vwmaccsu.vv v16, v8, v9",
+            "vwmaccsu.vx v18, {m1}, v9",
+            "vwmaccus.vx v20, {m1}, v9",
+            "vsetvli {t}, zero, e16, m1, ta, ma",
+            "th.vext.x.v {su}, v16, zero",
+            "th.vext.x.v {sux}, v18, zero",
+            "th.vext.x.v {usx}, v20, zero",
+        ],
+        [t = out(reg) _, m1 = in(reg) -1isize, su = out(reg) su, sux = out(reg) su_x,
+         usx = out(reg) us_x,]
+    );
+    let want = (0xffff, 0xffff, 255);
+    assert_eq!(
+        (su, su_x, us_x),
+        want,
+        "vwmaccsu.vv, vwmaccsu.vx, vwmaccus.vx"
+    );
+
+    // vfcvt both ways (to nearest even), vfmv.s.f / vfmv.f.s, vfsqrt.v.
+    let (f, back, root): (f32, f32, f32);
     probe!(
         [
             "vsetvli {t}, zero, e32, m1, ta, ma",
@@ -262,10 +275,15 @@ fn encoding_layer_behaves_on_the_hart() {
             "vfcvt.x.f.v v11, v11",
             "vfcvt.f.x.v v11, v11",
             "vfmv.f.s {back}, v11",
+            "vfmv.s.f v12, {nine}",
+            "vfsqrt.v v12, v12",
+            "vfmv.f.s {root}, v12",
         ],
-        [t = out(reg) _, f = out(freg) f, half = in(freg) 2.5f32, back = out(freg) back,]
+        [t = out(reg) _, f = out(freg) f, half = in(freg) 2.5f32, back = out(freg) back,
+         nine = in(freg) 9.0f32, root = out(freg) root,]
     );
     assert_eq!(f.to_bits(), (-3.0f32).to_bits(), "vfcvt.f.x.v");
+    assert_eq!(root.to_bits(), 3.0f32.to_bits(), "vfsqrt.v");
     assert_eq!(
         back.to_bits(),
         2.0f32.to_bits(),
