@@ -30,9 +30,9 @@
 
 use super::rvv_asm;
 use super::rvv_asm as vec_asm;
+use super::{BIG, INF, K112};
 use crate::quant::act::BlockQ8K;
-use crate::quant::scalar::{q3k_scales, scale_min_k4};
-use half::f16;
+use crate::quant::scalar::q3k_scales;
 
 /// Element 0 of the e32 register `$v` into the scalar register `$rd` (sign-extended).
 macro_rules! vmv_x_s {
@@ -41,9 +41,21 @@ macro_rules! vmv_x_s {
     };
 }
 
+/// The f16 at `b[at..at + 2]` as f32, by `f16_bits_to_f32!`'s method in scalar code: `half`'s
+/// value for every non-NaN f16 (and NaN for NaN, whose payload the kernels never see: they only
+/// multiply it, which gives the canonical NaN either way), without `half`'s software conversion.
 #[inline(always)]
 pub(crate) fn f16_at(b: &[u8], at: usize) -> f32 {
-    f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
+    let h = u16::from_le_bytes([b[at], b[at + 1]]) as u32;
+    let mag = (h & 0x7fff) << 13;
+    // The magnitude times 2^-112 (normal or subnormal), restored by one exact multiplication;
+    // exponent 31 (inf, NaN) sets every f32 exponent bit.
+    let v = if mag as usize > BIG {
+        f32::from_bits(mag | INF as u32)
+    } else {
+        f32::from_bits(mag) * K112
+    };
+    f32::from_bits(v.to_bits() | (h & 0x8000) << 16)
 }
 
 /// The operands shared by the K-quant `asm!` blocks: `b` the weight block, `y` the activations'
@@ -184,27 +196,53 @@ pub(crate) struct Q4KScales {
 }
 
 pub(crate) fn q4_k_scales(b: &[u8]) -> Q4KScales {
-    let mut x = Q4KScales {
+    // `scalar::scale_min_k4` for the eight sub-blocks at once, four bytes to a word (as
+    // llama.cpp's kernels decode them): scales 0..4 and mins 0..4 are the low six bits of bytes
+    // 0..4 and 4..8; scales 4..8 and mins 4..8 the low and high nibbles of bytes 8..12 with the
+    // top two bits of bytes 0..4 and 4..8 above them.
+    let word = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    let (q0, q1, q2) = (word(4), word(8), word(12));
+    let (low6, nib, top2) = (0x3f3f_3f3f, 0x0f0f_0f0f, 0x0303_0303);
+    let pair = |lo: u32, hi: u32| (lo as u64 | (hi as u64) << 32).to_le_bytes();
+    Q4KScales {
         d: f16_at(b, 0),
         dmin: f16_at(b, 2),
-        scales: [0; 8],
-        mins: [0; 8],
-    };
-    for j in 0..8 {
-        (x.scales[j], x.mins[j]) = scale_min_k4(j, &b[4..16]);
+        scales: pair(q0 & low6, q2 & nib | (q0 >> 6 & top2) << 4),
+        mins: pair(q1 & low6, q2 >> 4 & nib | (q1 >> 6 & top2) << 4),
     }
-    x
 }
 
 /// The float expression of Q4_K and Q5_K, `(d · y.d) · isum - (dmin · y.d) · summs`, with
-/// `summs` each sub-block's min times its activations' sum (two 16-value sums), exact.
-pub(crate) fn dm_term(x: &Q4KScales, y: &BlockQ8K, isum: i32) -> f32 {
+/// `summs` each sub-block's min times its activations' sum (two 16-value sums, `dm_summs!`).
+pub(crate) fn dm_term(x: &Q4KScales, y: &BlockQ8K, isum: i32, summs: i32) -> f32 {
     let (d, dmin) = (x.d * y.d, x.dmin * y.d);
-    let mut summs = 0i32;
-    for j in 0..8 {
-        summs += x.mins[j] as i32 * (y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32);
-    }
     d * isum as f32 - dmin * summs as f32
+}
+
+/// `summs` of Q4_K and Q5_K into `{sm}`: Σ_j mins[j] · (bsums[2j] + bsums[2j + 1]) (mins at
+/// `{mn}`, the activations' i16 sums at `{bs}`), exact for any i16 sums: each min times the even
+/// sum, then plus the min times the odd one, widened to e32 (sixteen products of at most
+/// 63 · 2^15: < 2^26). Eight lanes: the even and odd sums by strided loads, the mins widened to
+/// e16 by a widening add of x0.
+#[rustfmt::skip]
+macro_rules! dm_summs {
+    () => {
+        concat!(
+            "vsetvli zero, {c8}, e8, m1, ta, ma\n",
+            "vle8.v v1, ({mn})\n",
+            "vwaddu.vx v2, v1, zero\n",
+            "vsetvli zero, {c8}, e16, m1, ta, ma\n",
+            "vlse16.v v4, ({bs}), {c4}\n",
+            "addi {p}, {bs}, 2\n",
+            "vlse16.v v5, ({p}), {c4}\n",
+            "vwmul.vv v6, v2, v4\n",
+            "vwmacc.vv v6, v2, v5\n",
+            "vsetvli zero, {c8}, e32, m2, ta, ma\n",
+            "vmv.s.x v8, zero\n",
+            "vredsum.vs v8, v6, v8\n",
+            vmv_x_s!("{sm}", "v8"),
+        )
+    };
 }
 
 /// Rows · columns for a K-quant of `bytes` per block (shapes as in `batch::Mat`; a call whose
@@ -508,11 +546,12 @@ macro_rules! dm_k_kernels {
      $acc:literal, [$($body:tt)*] $(, $($extra:tt)+)?) => {
         /// The block's term with activations `y`, its scales decoded in `x`.
         fn $term(b: &[u8], x: &Q4KScales, y: &BlockQ8K) -> f32 {
-            let isum: isize;
+            let (isum, summs): (isize, isize);
             // SAFETY: reads the block `b` (its size `$bytes`: `chunks_exact` in the callers) from
-            // byte 16 (Q4_K: the 128 bytes of qs; Q5_K: qh and qs, 160), the 256 bytes of `y.qs`
-            // and the 8 bytes of `scales`; the vector unit present (reached only on its harts);
-            // only vector registers, the named scalars and vl/vtype change.
+            // byte 16 (Q4_K: the 128 bytes of qs; Q5_K: qh and qs, 160), the 256 bytes of `y.qs`,
+            // the 32 of `y.bsums` and the 8 bytes of `scales` and of `mins`; the vector unit
+            // present (reached only on its harts); only vector registers, the named scalars and
+            // vl/vtype change.
             unsafe {
                 kq_asm!(
                     [
@@ -520,16 +559,22 @@ macro_rules! dm_k_kernels {
                         concat!("vmv.v.i ", $acc, ", 0"),
                         $($body)*
                         kq_sum!("vsetvli zero, {c32}, e32, m8, ta, ma", $acc, "v16"),
+                        dm_summs!(),
                     ],
                     b.as_ptr(),
                     y.qs.as_ptr(),
                     isum,
                     sc = in(reg) x.scales.as_ptr(),
+                    mn = in(reg) x.mins.as_ptr(),
+                    bs = in(reg) y.bsums.as_ptr(),
+                    sm = lateout(reg) summs,
+                    c4 = in(reg) 4usize,
+                    c8 = in(reg) 8usize,
                     c32 = in(reg) 32usize
                     $(, $($extra)+)?
                 );
             }
-            dm_term(x, y, isum as i32)
+            dm_term(x, y, isum as i32, summs as i32)
         }
 
         kq_entries!($(#[$doc])* $one, $(#[$mdoc])* $mat, $bytes, q4_k_scales, $term);
@@ -713,8 +758,8 @@ macro_rules! kq_kernels {
     };
 }
 pub(crate) use {
-    dm_k_kernels, kq16_asm, kq16_isum, kq_asm, kq_entries, kq_kernels, kq_mat, kq_sum, q2k_part,
-    q3k_part, q4k_pair, q5k_pair, q6k_col, q6k_dec, q6k_io, q6k_mul, q6k_part, q6k_vals,
+    dm_k_kernels, dm_summs, kq16_asm, kq16_isum, kq_asm, kq_entries, kq_kernels, kq_mat, kq_sum,
+    q2k_part, q3k_part, q4k_pair, q5k_pair, q6k_col, q6k_dec, q6k_io, q6k_mul, q6k_part, q6k_vals,
 };
 
 kq_kernels!();

@@ -12,9 +12,10 @@ use super::xtv_asm as vec_asm;
 use super::{xtv_enter, xtv_leave, xtv_refused};
 use crate::quant::act::BlockQ8K;
 use crate::quant::rvv::{
-    dm_k_kernels, dm_term, f16_at, kmat, kq16_asm, kq16_isum, kq_asm, kq_entries, kq_kernels,
-    kq_mat, kq_sum, q2_k_scales, q2k_part, q3_k_scales, q3k_part, q4_k_scales, q4k_pair, q5k_pair,
-    q6k_col, q6k_dec, q6k_io, q6k_mul, q6k_part, q6k_vals, Q3KScales, Q4KScales, Q6KDec,
+    dm_k_kernels, dm_summs, dm_term, f16_at, kmat, kq16_asm, kq16_isum, kq_asm, kq_entries,
+    kq_kernels, kq_mat, kq_sum, q2_k_scales, q2k_part, q3_k_scales, q3k_part, q4_k_scales,
+    q4k_pair, q5k_pair, q6k_col, q6k_dec, q6k_io, q6k_mul, q6k_part, q6k_vals, Q3KScales,
+    Q4KScales, Q6KDec,
 };
 
 /// Element 0 of the e32 register `$v` into the scalar register `$rd`, zero-extended (0.7.1's
