@@ -333,45 +333,65 @@ macro_rules! q6k_part {
 }
 
 /// The 64 values q1..q4 of sixteen `l` (offsets as in `q6k_part!`) decoded to int8 in v8..v11.
+/// With registers named (`$set` the vtype, e8; `$l1`, `$l2`, `$h` for the two `ql` loads and the
+/// `qh` load, `$t` a temporary, `$o1..$o4` the outputs, each a group of that LMUL): the same for
+/// as many `l` as vl says (the XTheadVector set's Q6_K takes 32, e8 m2).
 #[rustfmt::skip]
 macro_rules! q6k_vals {
     ($ql:literal, $ql2:literal, $qh:literal) => {
+        q6k_vals!(
+            "vsetvli zero, {c16}, e8, m1, ta, ma", ["v1", "v2", "v3", "v12"],
+            ["v8", "v9", "v10", "v11"], $ql, $ql2, $qh
+        )
+    };
+    // Thirty-two `l` (VLEN 128, e8 m2: the XTheadVector set's Q6_K) into v8, v10, v12, v14.
+    (m2 $ql:literal, $ql2:literal, $qh:literal) => {
+        q6k_vals!(
+            "vsetvli zero, {c32}, e8, m2, ta, ma", ["v2", "v4", "v6", "v16"],
+            ["v8", "v10", "v12", "v14"], $ql, $ql2, $qh
+        )
+    };
+    ($set:literal, [$l1:literal, $l2:literal, $h:literal, $t:literal],
+     [$o1:literal, $o2:literal, $o3:literal, $o4:literal], $ql:literal, $ql2:literal, $qh:literal) => {
         concat!(
-            "vsetvli zero, {c16}, e8, m1, ta, ma\n",
+            $set, "\n",
             "addi {p}, {b}, ", $ql, "\n",
-            "vle8.v v1, ({p})\n",
+            "vle8.v ", $l1, ", ({p})\n",
             "addi {p}, {b}, ", $ql2, "\n",
-            "vle8.v v2, ({p})\n",
+            "vle8.v ", $l2, ", ({p})\n",
             "addi {p}, {b}, ", $qh, "\n",
-            "vle8.v v3, ({p})\n",
+            "vle8.v ", $h, ", ({p})\n",
             // q1
-            "vand.vi v8, v1, 15\n",
-            "vsll.vi v12, v3, 4\n",
-            "vand.vx v12, v12, {c48}\n",
-            "vor.vv v8, v8, v12\n",
-            "vsub.vx v8, v8, {c32}\n",
+            "vand.vi ", $o1, ", ", $l1, ", 15\n",
+            "vsll.vi ", $t, ", ", $h, ", 4\n",
+            q6k_vals!(@hi $o1, $t),
             // q2
-            "vand.vi v9, v2, 15\n",
-            "vsll.vi v12, v3, 2\n",
-            "vand.vx v12, v12, {c48}\n",
-            "vor.vv v9, v9, v12\n",
-            "vsub.vx v9, v9, {c32}\n",
+            "vand.vi ", $o2, ", ", $l2, ", 15\n",
+            "vsll.vi ", $t, ", ", $h, ", 2\n",
+            q6k_vals!(@hi $o2, $t),
             // q3
-            "vsrl.vi v10, v1, 4\n",
-            "vand.vx v12, v3, {c48}\n",
-            "vor.vv v10, v10, v12\n",
-            "vsub.vx v10, v10, {c32}\n",
+            "vsrl.vi ", $o3, ", ", $l1, ", 4\n",
+            "vand.vx ", $t, ", ", $h, ", {c48}\n",
+            "vor.vv ", $o3, ", ", $o3, ", ", $t, "\n",
+            "vsub.vx ", $o3, ", ", $o3, ", {c32}\n",
             // q4
-            "vsrl.vi v11, v2, 4\n",
-            "vsrl.vi v12, v3, 2\n",
-            "vand.vx v12, v12, {c48}\n",
-            "vor.vv v11, v11, v12\n",
-            "vsub.vx v11, v11, {c32}\n",
+            "vsrl.vi ", $o4, ", ", $l2, ", 4\n",
+            "vsrl.vi ", $t, ", ", $h, ", 2\n",
+            q6k_vals!(@hi $o4, $t),
+        )
+    };
+    // The two high bits (bits 4..6 of `$t`) joined to the low nibble in `$o`, minus 32.
+    (@hi $o:literal, $t:literal) => {
+        concat!(
+            "vand.vx ", $t, ", ", $t, ", {c48}\n",
+            "vor.vv ", $o, ", ", $o, ", ", $t, "\n",
+            "vsub.vx ", $o, ", ", $o, ", {c32}\n",
         )
     };
 }
 
-/// `$op` (`vle8.v` or `vse8.v`, 16 bytes each) of the four registers `$r*` at `$base` + `$a*`.
+/// `$op` (`vle8.v` or `vse8.v`, vl bytes each: 16, or 32 in the XTheadVector set's Q6_K) of the
+/// four registers `$r*` at `$base` + `$a*`.
 #[rustfmt::skip]
 macro_rules! q6k_io {
     ($op:literal, $base:literal, [$($r:literal),*], [$($a:literal),*]) => {
@@ -401,7 +421,6 @@ macro_rules! q6k_mul {
         )
     };
 }
-/// The seven 32-byte loads of half `n` of a Q6_K block (VLEN ≥ 512, e8 mf2): `ql[64n..]` into
 
 /// A Q6_K block decoded once for the batched kernel: `d` and the 256 values as int8 (minus 32),
 /// value `e` at `q[e]`, beside activation `e`.
@@ -581,9 +600,44 @@ macro_rules! dm_k_kernels {
     };
 }
 
+/// Q6_K's one-row kernel `$one` and batched entry `$mat` (through `q6_k_dec`, then a term per
+/// column) from sixteen-lane sums (`kq16_isum!`): `$block` is the `asm!` text of a block (at
+/// `{b}`, with `{c32}`, `{c48}`), `$col` that of a decoded block (at `{q}`, with the operands
+/// `$cx`), each adding into v24..v27.
+#[rustfmt::skip]
+macro_rules! q6k_fns {
+    ($(#[$doc:meta])* $one:ident, [$($block:tt)*], $(#[$mdoc:meta])* $mat:ident, [$($col:tt)*]
+     $(, $($cx:tt)+)?) => {
+        $(#[$doc])*
+        pub fn $one(w: &[u8], a: &[BlockQ8K]) -> f32 {
+            let mut sumf = 0.0f32;
+            for (b, y) in w.chunks_exact(210).zip(a) {
+                let d = f16_at(b, 208) * y.d;
+                // Reads bytes 0..208 of the block `b` (210 bytes) and the 256 bytes of `y.qs`.
+                let isum = kq16_isum!(
+                    [$($block)*], b, y, c32 = in(reg) 32usize, c48 = in(reg) 48usize
+                );
+                sumf += d * isum as f32;
+            }
+            sumf
+        }
+
+        /// A Q6_K block's term (`d · y.d · isum`, as the one-row kernel) from its decoded values.
+        fn q6_k_term(b: &[u8], x: &Q6KDec, y: &BlockQ8K) -> f32 {
+            let d = x.d * y.d;
+            // Reads the scales (bytes 192..208) of the block `b` (210 bytes), the 256 bytes of
+            // `x.q` and of `y.qs`.
+            let isum = kq16_isum!([$($col)*], b, y, q = in(reg) x.q.as_ptr() $(, $($cx)+)?);
+            d * isum as f32
+        }
+
+        kq_mat!($(#[$mdoc])* $mat, 210, q6_k_dec, q6_k_term);
+    };
+}
+
 /// The K-quant kernels that hold `asm!` blocks, written into the invoking module: the Q4_K, Q5_K,
-/// Q3_K and Q2_K entries (`vec_dot_*_q8_k`, `mat_*_q8_k`), and Q6_K with sixteen lanes
-/// (`vec_dot_q6_k_q8_k_16`, `mat_q6_k_q8_k_16`). The module has the text macros and decoders of
+/// Q3_K and Q2_K entries (`vec_dot_*_q8_k`, `mat_*_q8_k`) and Q6_K's decoder for the batched
+/// kernels (`q6_k_dec`). The module has the text macros and decoders of
 /// this one in scope, `vec_asm!` (the set's `asm!`) and `vmv_x_s!`, and runs only on harts with
 /// the set's vector unit (as the SAFETY comments assume).
 macro_rules! kq_kernels {
@@ -621,29 +675,6 @@ macro_rules! kq_kernels {
         c16 = in(reg) 16usize
     );
 
-    /// `vec_dot_q6_k_q8_k` with sixteen lanes (any VLEN).
-    pub fn vec_dot_q6_k_q8_k_16(w: &[u8], a: &[BlockQ8K]) -> f32 {
-        let mut sumf = 0.0f32;
-        for (b, y) in w.chunks_exact(210).zip(a) {
-            let d = f16_at(b, 208) * y.d;
-            // Reads bytes 0..208 of the block `b` (210 bytes) and the 256 bytes of `y.qs`.
-            let isum = kq16_isum!(
-                [
-                    q6k_part!(0, 32, 128, 0, 32, 64, 96, 192, 194, 196, 198),
-                    q6k_part!(16, 48, 144, 16, 48, 80, 112, 193, 195, 197, 199),
-                    q6k_part!(64, 96, 160, 128, 160, 192, 224, 200, 202, 204, 206),
-                    q6k_part!(80, 112, 176, 144, 176, 208, 240, 201, 203, 205, 207),
-                ],
-                b,
-                y,
-                c32 = in(reg) 32usize,
-                c48 = in(reg) 48usize
-            );
-            sumf += d * isum as f32;
-        }
-        sumf
-    }
-
     fn q6_k_dec(b: &[u8]) -> Q6KDec {
         let mut x = Q6KDec {
             d: f16_at(b, 208),
@@ -673,31 +704,6 @@ macro_rules! kq_kernels {
         }
         x
     }
-
-    /// A Q6_K block's term (`d · y.d · isum`, as `vec_dot_q6_k_q8_k`) from its decoded values.
-    fn q6_k_term(b: &[u8], x: &Q6KDec, y: &BlockQ8K) -> f32 {
-        let d = x.d * y.d;
-        // Reads the scales (bytes 192..208) of the block `b` (210 bytes), the 256 bytes of
-        // `x.q` and of `y.qs`.
-        let isum = kq16_isum!(
-            [
-                q6k_col!([0, 32, 64, 96], 192, 194, 196, 198),
-                q6k_col!([16, 48, 80, 112], 193, 195, 197, 199),
-                q6k_col!([128, 160, 192, 224], 200, 202, 204, 206),
-                q6k_col!([144, 176, 208, 240], 201, 203, 205, 207),
-            ],
-            b,
-            y,
-            q = in(reg) x.q.as_ptr()
-        );
-        d * isum as f32
-    }
-
-    kq_mat!(
-        /// `mat_q6_k_q8_k` with sixteen lanes (any VLEN).
-        #[inline(never)]
-        mat_q6_k_q8_k_16, 210, q6_k_dec, q6_k_term
-    );
 
     /// A Q3_K block's term with activations `y`, its scales decoded in `x`.
     fn q3_k_term(b: &[u8], x: &Q3KScales, y: &BlockQ8K) -> f32 {
@@ -759,11 +765,32 @@ macro_rules! kq_kernels {
 }
 pub(crate) use {
     dm_k_kernels, dm_summs, kq16_asm, kq16_isum, kq_asm, kq_entries, kq_kernels, kq_mat, kq_sum,
-    q2k_part, q3k_part, q4k_pair, q5k_pair, q6k_col, q6k_dec, q6k_io, q6k_mul, q6k_part, q6k_vals,
+    q2k_part, q3k_part, q4k_pair, q5k_pair, q6k_dec, q6k_fns, q6k_io, q6k_vals,
 };
 
 kq_kernels!();
 
+q6k_fns!(
+    /// `vec_dot_q6_k_q8_k` with sixteen lanes (any VLEN).
+    vec_dot_q6_k_q8_k_16,
+    [
+        q6k_part!(0, 32, 128, 0, 32, 64, 96, 192, 194, 196, 198),
+        q6k_part!(16, 48, 144, 16, 48, 80, 112, 193, 195, 197, 199),
+        q6k_part!(64, 96, 160, 128, 160, 192, 224, 200, 202, 204, 206),
+        q6k_part!(80, 112, 176, 144, 176, 208, 240, 201, 203, 205, 207),
+    ],
+    /// `mat_q6_k_q8_k` with sixteen lanes (any VLEN).
+    #[inline(never)]
+    mat_q6_k_q8_k_16,
+    [
+        q6k_col!([0, 32, 64, 96], 192, 194, 196, 198),
+        q6k_col!([16, 48, 80, 112], 193, 195, 197, 199),
+        q6k_col!([128, 160, 192, 224], 200, 202, 204, 206),
+        q6k_col!([144, 176, 208, 240], 201, 203, 205, 207),
+    ]
+);
+
+/// The seven 32-byte loads of half `n` of a Q6_K block (VLEN ≥ 512, e8 mf2): `ql[64n..]` into
 /// `$r0`, `ql[64n + 32..]` into `$r1`, `qh[32n..]` into `$r2`, the activations `a[128n + 32k..]`
 /// into `$r3..$r6`. Offsets `$o*` in that order, from `{b}` (three) and `{y}` (four).
 #[rustfmt::skip]
