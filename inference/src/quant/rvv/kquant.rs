@@ -46,7 +46,12 @@ macro_rules! vmv_x_s {
 /// multiply it, which gives the canonical NaN either way), without `half`'s software conversion.
 #[inline(always)]
 pub(crate) fn f16_at(b: &[u8], at: usize) -> f32 {
-    let h = u16::from_le_bytes([b[at], b[at + 1]]) as u32;
+    f16_bits(u16::from_le_bytes([b[at], b[at + 1]]) as u32)
+}
+
+/// The f16 in the low 16 bits of `h` (the rest zero) as f32, as [`f16_at`].
+#[inline(always)]
+fn f16_bits(h: u32) -> f32 {
     let mag = (h & 0x7fff) << 13;
     // The magnitude times 2^-112 (normal or subnormal), restored by one exact multiplication;
     // exponent 31 (inf, NaN) sets every f32 exponent bit.
@@ -200,15 +205,33 @@ pub(crate) fn q4_k_scales(b: &[u8]) -> Q4KScales {
     // llama.cpp's kernels decode them): scales 0..4 and mins 0..4 are the low six bits of bytes
     // 0..4 and 4..8; scales 4..8 and mins 4..8 the low and high nibbles of bytes 8..12 with the
     // top two bits of bytes 0..4 and 4..8 above them.
-    let word = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-    let (q0, q1, q2) = (word(4), word(8), word(12));
+    let (w0, w1) = head_words(b);
+    let (q0, q1, q2) = ((w0 >> 32) as u32, w1 as u32, (w1 >> 32) as u32);
     let (low6, nib, top2) = (0x3f3f_3f3f, 0x0f0f_0f0f, 0x0303_0303);
     let pair = |lo: u32, hi: u32| (lo as u64 | (hi as u64) << 32).to_le_bytes();
     Q4KScales {
-        d: f16_at(b, 0),
-        dmin: f16_at(b, 2),
+        d: f16_bits(w0 as u32 & 0xffff),
+        dmin: f16_bits(w0 as u32 >> 16 & 0xffff),
         scales: pair(q0 & low6, q2 & nib | (q0 >> 6 & top2) << 4),
         mins: pair(q1 & low6, q2 >> 4 & nib | (q1 >> 6 & top2) << 4),
+    }
+}
+
+/// The first 16 bytes of a block (`d`, `dmin`, the 12 bytes of scales and mins) as two
+/// little-endian words: two loads where the block is 8-byte aligned (in a GGUF file every block
+/// of these types is: tensors start 32-byte aligned and blocks are 144 or 176 bytes), else bytes.
+#[inline(always)]
+fn head_words(b: &[u8]) -> (u64, u64) {
+    let h = &b[..16];
+    if h.as_ptr().cast::<u64>().is_aligned() {
+        // SAFETY: `h` is 16 bytes long and 8-byte aligned: two whole, aligned u64 reads.
+        unsafe {
+            let p = h.as_ptr().cast::<u64>();
+            (u64::from_le(p.read()), u64::from_le(p.add(1).read()))
+        }
+    } else {
+        let word = |i: usize| u64::from_le_bytes(core::array::from_fn(|k| h[i + k]));
+        (word(0), word(8))
     }
 }
 
