@@ -30,9 +30,9 @@
 
 use super::rvv_asm;
 use super::rvv_asm as vec_asm;
+use super::{BIG, INF, K112};
 use crate::quant::act::BlockQ8K;
-use crate::quant::scalar::{q3k_scales, scale_min_k4};
-use half::f16;
+use crate::quant::scalar::q3k_scales;
 
 /// Element 0 of the e32 register `$v` into the scalar register `$rd` (sign-extended).
 macro_rules! vmv_x_s {
@@ -41,9 +41,26 @@ macro_rules! vmv_x_s {
     };
 }
 
+/// The f16 at `b[at..at + 2]` as f32, by `f16_bits_to_f32!`'s method in scalar code: `half`'s
+/// value for every non-NaN f16 (and NaN for NaN, whose payload the kernels never see: they only
+/// multiply it, which gives the canonical NaN either way), without `half`'s software conversion.
 #[inline(always)]
 pub(crate) fn f16_at(b: &[u8], at: usize) -> f32 {
-    f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
+    f16_bits(u16::from_le_bytes([b[at], b[at + 1]]) as u32)
+}
+
+/// The f16 in the low 16 bits of `h` (the rest zero) as f32, as [`f16_at`].
+#[inline(always)]
+fn f16_bits(h: u32) -> f32 {
+    let mag = (h & 0x7fff) << 13;
+    // The magnitude times 2^-112 (normal or subnormal), restored by one exact multiplication;
+    // exponent 31 (inf, NaN) sets every f32 exponent bit.
+    let v = if mag as usize > BIG {
+        f32::from_bits(mag | INF as u32)
+    } else {
+        f32::from_bits(mag) * K112
+    };
+    f32::from_bits(v.to_bits() | (h & 0x8000) << 16)
 }
 
 /// The operands shared by the K-quant `asm!` blocks: `b` the weight block, `y` the activations'
@@ -184,27 +201,71 @@ pub(crate) struct Q4KScales {
 }
 
 pub(crate) fn q4_k_scales(b: &[u8]) -> Q4KScales {
-    let mut x = Q4KScales {
-        d: f16_at(b, 0),
-        dmin: f16_at(b, 2),
-        scales: [0; 8],
-        mins: [0; 8],
-    };
-    for j in 0..8 {
-        (x.scales[j], x.mins[j]) = scale_min_k4(j, &b[4..16]);
+    // `scalar::scale_min_k4` for the eight sub-blocks at once, four bytes to a word (as
+    // llama.cpp's kernels decode them): scales 0..4 and mins 0..4 are the low six bits of bytes
+    // 0..4 and 4..8; scales 4..8 and mins 4..8 the low and high nibbles of bytes 8..12 with the
+    // top two bits of bytes 0..4 and 4..8 above them.
+    let (w0, w1) = head_words(b);
+    let (q0, q1, q2) = ((w0 >> 32) as u32, w1 as u32, (w1 >> 32) as u32);
+    let (low6, nib, top2) = (0x3f3f_3f3f, 0x0f0f_0f0f, 0x0303_0303);
+    let pair = |lo: u32, hi: u32| (lo as u64 | (hi as u64) << 32).to_le_bytes();
+    Q4KScales {
+        d: f16_bits(w0 as u32 & 0xffff),
+        dmin: f16_bits(w0 as u32 >> 16 & 0xffff),
+        scales: pair(q0 & low6, q2 & nib | (q0 >> 6 & top2) << 4),
+        mins: pair(q1 & low6, q2 >> 4 & nib | (q1 >> 6 & top2) << 4),
     }
-    x
+}
+
+/// The first 16 bytes of a block (`d`, `dmin`, the 12 bytes of scales and mins) as two
+/// little-endian words: two loads where the block is 8-byte aligned (in a GGUF file every block
+/// of these types is: tensors start 32-byte aligned and blocks are 144 or 176 bytes), else bytes.
+#[inline(always)]
+fn head_words(b: &[u8]) -> (u64, u64) {
+    let h = &b[..16];
+    if h.as_ptr().cast::<u64>().is_aligned() {
+        // SAFETY: `h` is 16 bytes long and 8-byte aligned: two whole, aligned u64 reads.
+        unsafe {
+            let p = h.as_ptr().cast::<u64>();
+            (u64::from_le(p.read()), u64::from_le(p.add(1).read()))
+        }
+    } else {
+        let word = |i: usize| u64::from_le_bytes(core::array::from_fn(|k| h[i + k]));
+        (word(0), word(8))
+    }
 }
 
 /// The float expression of Q4_K and Q5_K, `(d · y.d) · isum - (dmin · y.d) · summs`, with
-/// `summs` each sub-block's min times its activations' sum (two 16-value sums), exact.
-pub(crate) fn dm_term(x: &Q4KScales, y: &BlockQ8K, isum: i32) -> f32 {
+/// `summs` each sub-block's min times its activations' sum (two 16-value sums, `dm_summs!`).
+pub(crate) fn dm_term(x: &Q4KScales, y: &BlockQ8K, isum: i32, summs: i32) -> f32 {
     let (d, dmin) = (x.d * y.d, x.dmin * y.d);
-    let mut summs = 0i32;
-    for j in 0..8 {
-        summs += x.mins[j] as i32 * (y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32);
-    }
     d * isum as f32 - dmin * summs as f32
+}
+
+/// `summs` of Q4_K and Q5_K into `{sm}`: Σ_j mins[j] · (bsums[2j] + bsums[2j + 1]) (mins at
+/// `{mn}`, the activations' i16 sums at `{bs}`), exact for any i16 sums: each min times the even
+/// sum, then plus the min times the odd one, widened to e32 (sixteen products of at most
+/// 63 · 2^15: < 2^26). Eight lanes: the even and odd sums by strided loads, the mins widened to
+/// e16 by a widening add of x0.
+#[rustfmt::skip]
+macro_rules! dm_summs {
+    () => {
+        concat!(
+            "vsetvli zero, {c8}, e8, m1, ta, ma\n",
+            "vle8.v v1, ({mn})\n",
+            "vwaddu.vx v2, v1, zero\n",
+            "vsetvli zero, {c8}, e16, m1, ta, ma\n",
+            "vlse16.v v4, ({bs}), {c4}\n",
+            "addi {p}, {bs}, 2\n",
+            "vlse16.v v5, ({p}), {c4}\n",
+            "vwmul.vv v6, v2, v4\n",
+            "vwmacc.vv v6, v2, v5\n",
+            "vsetvli zero, {c8}, e32, m2, ta, ma\n",
+            "vmv.s.x v8, zero\n",
+            "vredsum.vs v8, v6, v8\n",
+            vmv_x_s!("{sm}", "v8"),
+        )
+    };
 }
 
 /// Rows · columns for a K-quant of `bytes` per block (shapes as in `batch::Mat`; a call whose
@@ -295,45 +356,65 @@ macro_rules! q6k_part {
 }
 
 /// The 64 values q1..q4 of sixteen `l` (offsets as in `q6k_part!`) decoded to int8 in v8..v11.
+/// With registers named (`$set` the vtype, e8; `$l1`, `$l2`, `$h` for the two `ql` loads and the
+/// `qh` load, `$t` a temporary, `$o1..$o4` the outputs, each a group of that LMUL): the same for
+/// as many `l` as vl says (the XTheadVector set's Q6_K takes 32, e8 m2).
 #[rustfmt::skip]
 macro_rules! q6k_vals {
     ($ql:literal, $ql2:literal, $qh:literal) => {
+        q6k_vals!(
+            "vsetvli zero, {c16}, e8, m1, ta, ma", ["v1", "v2", "v3", "v12"],
+            ["v8", "v9", "v10", "v11"], $ql, $ql2, $qh
+        )
+    };
+    // Thirty-two `l` (VLEN 128, e8 m2: the XTheadVector set's Q6_K) into v8, v10, v12, v14.
+    (m2 $ql:literal, $ql2:literal, $qh:literal) => {
+        q6k_vals!(
+            "vsetvli zero, {c32}, e8, m2, ta, ma", ["v2", "v4", "v6", "v16"],
+            ["v8", "v10", "v12", "v14"], $ql, $ql2, $qh
+        )
+    };
+    ($set:literal, [$l1:literal, $l2:literal, $h:literal, $t:literal],
+     [$o1:literal, $o2:literal, $o3:literal, $o4:literal], $ql:literal, $ql2:literal, $qh:literal) => {
         concat!(
-            "vsetvli zero, {c16}, e8, m1, ta, ma\n",
+            $set, "\n",
             "addi {p}, {b}, ", $ql, "\n",
-            "vle8.v v1, ({p})\n",
+            "vle8.v ", $l1, ", ({p})\n",
             "addi {p}, {b}, ", $ql2, "\n",
-            "vle8.v v2, ({p})\n",
+            "vle8.v ", $l2, ", ({p})\n",
             "addi {p}, {b}, ", $qh, "\n",
-            "vle8.v v3, ({p})\n",
+            "vle8.v ", $h, ", ({p})\n",
             // q1
-            "vand.vi v8, v1, 15\n",
-            "vsll.vi v12, v3, 4\n",
-            "vand.vx v12, v12, {c48}\n",
-            "vor.vv v8, v8, v12\n",
-            "vsub.vx v8, v8, {c32}\n",
+            "vand.vi ", $o1, ", ", $l1, ", 15\n",
+            "vsll.vi ", $t, ", ", $h, ", 4\n",
+            q6k_vals!(@hi $o1, $t),
             // q2
-            "vand.vi v9, v2, 15\n",
-            "vsll.vi v12, v3, 2\n",
-            "vand.vx v12, v12, {c48}\n",
-            "vor.vv v9, v9, v12\n",
-            "vsub.vx v9, v9, {c32}\n",
+            "vand.vi ", $o2, ", ", $l2, ", 15\n",
+            "vsll.vi ", $t, ", ", $h, ", 2\n",
+            q6k_vals!(@hi $o2, $t),
             // q3
-            "vsrl.vi v10, v1, 4\n",
-            "vand.vx v12, v3, {c48}\n",
-            "vor.vv v10, v10, v12\n",
-            "vsub.vx v10, v10, {c32}\n",
+            "vsrl.vi ", $o3, ", ", $l1, ", 4\n",
+            "vand.vx ", $t, ", ", $h, ", {c48}\n",
+            "vor.vv ", $o3, ", ", $o3, ", ", $t, "\n",
+            "vsub.vx ", $o3, ", ", $o3, ", {c32}\n",
             // q4
-            "vsrl.vi v11, v2, 4\n",
-            "vsrl.vi v12, v3, 2\n",
-            "vand.vx v12, v12, {c48}\n",
-            "vor.vv v11, v11, v12\n",
-            "vsub.vx v11, v11, {c32}\n",
+            "vsrl.vi ", $o4, ", ", $l2, ", 4\n",
+            "vsrl.vi ", $t, ", ", $h, ", 2\n",
+            q6k_vals!(@hi $o4, $t),
+        )
+    };
+    // The two high bits (bits 4..6 of `$t`) joined to the low nibble in `$o`, minus 32.
+    (@hi $o:literal, $t:literal) => {
+        concat!(
+            "vand.vx ", $t, ", ", $t, ", {c48}\n",
+            "vor.vv ", $o, ", ", $o, ", ", $t, "\n",
+            "vsub.vx ", $o, ", ", $o, ", {c32}\n",
         )
     };
 }
 
-/// `$op` (`vle8.v` or `vse8.v`, 16 bytes each) of the four registers `$r*` at `$base` + `$a*`.
+/// `$op` (`vle8.v` or `vse8.v`, vl bytes each: 16, or 32 in the XTheadVector set's Q6_K) of the
+/// four registers `$r*` at `$base` + `$a*`.
 #[rustfmt::skip]
 macro_rules! q6k_io {
     ($op:literal, $base:literal, [$($r:literal),*], [$($a:literal),*]) => {
@@ -363,7 +444,6 @@ macro_rules! q6k_mul {
         )
     };
 }
-/// The seven 32-byte loads of half `n` of a Q6_K block (VLEN ≥ 512, e8 mf2): `ql[64n..]` into
 
 /// A Q6_K block decoded once for the batched kernel: `d` and the 256 values as int8 (minus 32),
 /// value `e` at `q[e]`, beside activation `e`.
@@ -508,11 +588,12 @@ macro_rules! dm_k_kernels {
      $acc:literal, [$($body:tt)*] $(, $($extra:tt)+)?) => {
         /// The block's term with activations `y`, its scales decoded in `x`.
         fn $term(b: &[u8], x: &Q4KScales, y: &BlockQ8K) -> f32 {
-            let isum: isize;
+            let (isum, summs): (isize, isize);
             // SAFETY: reads the block `b` (its size `$bytes`: `chunks_exact` in the callers) from
-            // byte 16 (Q4_K: the 128 bytes of qs; Q5_K: qh and qs, 160), the 256 bytes of `y.qs`
-            // and the 8 bytes of `scales`; the vector unit present (reached only on its harts);
-            // only vector registers, the named scalars and vl/vtype change.
+            // byte 16 (Q4_K: the 128 bytes of qs; Q5_K: qh and qs, 160), the 256 bytes of `y.qs`,
+            // the 32 of `y.bsums` and the 8 bytes of `scales` and of `mins`; the vector unit
+            // present (reached only on its harts); only vector registers, the named scalars and
+            // vl/vtype change.
             unsafe {
                 kq_asm!(
                     [
@@ -520,25 +601,66 @@ macro_rules! dm_k_kernels {
                         concat!("vmv.v.i ", $acc, ", 0"),
                         $($body)*
                         kq_sum!("vsetvli zero, {c32}, e32, m8, ta, ma", $acc, "v16"),
+                        dm_summs!(),
                     ],
                     b.as_ptr(),
                     y.qs.as_ptr(),
                     isum,
                     sc = in(reg) x.scales.as_ptr(),
+                    mn = in(reg) x.mins.as_ptr(),
+                    bs = in(reg) y.bsums.as_ptr(),
+                    sm = lateout(reg) summs,
+                    c4 = in(reg) 4usize,
+                    c8 = in(reg) 8usize,
                     c32 = in(reg) 32usize
                     $(, $($extra)+)?
                 );
             }
-            dm_term(x, y, isum as i32)
+            dm_term(x, y, isum as i32, summs as i32)
         }
 
         kq_entries!($(#[$doc])* $one, $(#[$mdoc])* $mat, $bytes, q4_k_scales, $term);
     };
 }
 
+/// Q6_K's one-row kernel `$one` and batched entry `$mat` (through `q6_k_dec`, then a term per
+/// column) from sixteen-lane sums (`kq16_isum!`): `$block` is the `asm!` text of a block (at
+/// `{b}`, with `{c32}`, `{c48}`), `$col` that of a decoded block (at `{q}`, with the operands
+/// `$cx`), each adding into v24..v27.
+#[rustfmt::skip]
+macro_rules! q6k_fns {
+    ($(#[$doc:meta])* $one:ident, [$($block:tt)*], $(#[$mdoc:meta])* $mat:ident, [$($col:tt)*]
+     $(, $($cx:tt)+)?) => {
+        $(#[$doc])*
+        pub fn $one(w: &[u8], a: &[BlockQ8K]) -> f32 {
+            let mut sumf = 0.0f32;
+            for (b, y) in w.chunks_exact(210).zip(a) {
+                let d = f16_at(b, 208) * y.d;
+                // Reads bytes 0..208 of the block `b` (210 bytes) and the 256 bytes of `y.qs`.
+                let isum = kq16_isum!(
+                    [$($block)*], b, y, c32 = in(reg) 32usize, c48 = in(reg) 48usize
+                );
+                sumf += d * isum as f32;
+            }
+            sumf
+        }
+
+        /// A Q6_K block's term (`d · y.d · isum`, as the one-row kernel) from its decoded values.
+        fn q6_k_term(b: &[u8], x: &Q6KDec, y: &BlockQ8K) -> f32 {
+            let d = x.d * y.d;
+            // Reads the scales (bytes 192..208) of the block `b` (210 bytes), the 256 bytes of
+            // `x.q` and of `y.qs`.
+            let isum = kq16_isum!([$($col)*], b, y, q = in(reg) x.q.as_ptr() $(, $($cx)+)?);
+            d * isum as f32
+        }
+
+        kq_mat!($(#[$mdoc])* $mat, 210, q6_k_dec, q6_k_term);
+    };
+}
+
 /// The K-quant kernels that hold `asm!` blocks, written into the invoking module: the Q4_K, Q5_K,
-/// Q3_K and Q2_K entries (`vec_dot_*_q8_k`, `mat_*_q8_k`), and Q6_K with sixteen lanes
-/// (`vec_dot_q6_k_q8_k_16`, `mat_q6_k_q8_k_16`). The module has the text macros and decoders of
+/// Q3_K and Q2_K entries (`vec_dot_*_q8_k`, `mat_*_q8_k`) and Q6_K's decoder for the batched
+/// kernels (`q6_k_dec`). The module has the text macros and decoders of
 /// this one in scope, `vec_asm!` (the set's `asm!`) and `vmv_x_s!`, and runs only on harts with
 /// the set's vector unit (as the SAFETY comments assume).
 macro_rules! kq_kernels {
@@ -576,29 +698,6 @@ macro_rules! kq_kernels {
         c16 = in(reg) 16usize
     );
 
-    /// `vec_dot_q6_k_q8_k` with sixteen lanes (any VLEN).
-    pub fn vec_dot_q6_k_q8_k_16(w: &[u8], a: &[BlockQ8K]) -> f32 {
-        let mut sumf = 0.0f32;
-        for (b, y) in w.chunks_exact(210).zip(a) {
-            let d = f16_at(b, 208) * y.d;
-            // Reads bytes 0..208 of the block `b` (210 bytes) and the 256 bytes of `y.qs`.
-            let isum = kq16_isum!(
-                [
-                    q6k_part!(0, 32, 128, 0, 32, 64, 96, 192, 194, 196, 198),
-                    q6k_part!(16, 48, 144, 16, 48, 80, 112, 193, 195, 197, 199),
-                    q6k_part!(64, 96, 160, 128, 160, 192, 224, 200, 202, 204, 206),
-                    q6k_part!(80, 112, 176, 144, 176, 208, 240, 201, 203, 205, 207),
-                ],
-                b,
-                y,
-                c32 = in(reg) 32usize,
-                c48 = in(reg) 48usize
-            );
-            sumf += d * isum as f32;
-        }
-        sumf
-    }
-
     fn q6_k_dec(b: &[u8]) -> Q6KDec {
         let mut x = Q6KDec {
             d: f16_at(b, 208),
@@ -628,31 +727,6 @@ macro_rules! kq_kernels {
         }
         x
     }
-
-    /// A Q6_K block's term (`d · y.d · isum`, as `vec_dot_q6_k_q8_k`) from its decoded values.
-    fn q6_k_term(b: &[u8], x: &Q6KDec, y: &BlockQ8K) -> f32 {
-        let d = x.d * y.d;
-        // Reads the scales (bytes 192..208) of the block `b` (210 bytes), the 256 bytes of
-        // `x.q` and of `y.qs`.
-        let isum = kq16_isum!(
-            [
-                q6k_col!([0, 32, 64, 96], 192, 194, 196, 198),
-                q6k_col!([16, 48, 80, 112], 193, 195, 197, 199),
-                q6k_col!([128, 160, 192, 224], 200, 202, 204, 206),
-                q6k_col!([144, 176, 208, 240], 201, 203, 205, 207),
-            ],
-            b,
-            y,
-            q = in(reg) x.q.as_ptr()
-        );
-        d * isum as f32
-    }
-
-    kq_mat!(
-        /// `mat_q6_k_q8_k` with sixteen lanes (any VLEN).
-        #[inline(never)]
-        mat_q6_k_q8_k_16, 210, q6_k_dec, q6_k_term
-    );
 
     /// A Q3_K block's term with activations `y`, its scales decoded in `x`.
     fn q3_k_term(b: &[u8], x: &Q3KScales, y: &BlockQ8K) -> f32 {
@@ -713,12 +787,33 @@ macro_rules! kq_kernels {
     };
 }
 pub(crate) use {
-    dm_k_kernels, kq16_asm, kq16_isum, kq_asm, kq_entries, kq_kernels, kq_mat, kq_sum, q2k_part,
-    q3k_part, q4k_pair, q5k_pair, q6k_col, q6k_dec, q6k_io, q6k_mul, q6k_part, q6k_vals,
+    dm_k_kernels, dm_summs, kq16_asm, kq16_isum, kq_asm, kq_entries, kq_kernels, kq_mat, kq_sum,
+    q2k_part, q3k_part, q4k_pair, q5k_pair, q6k_dec, q6k_fns, q6k_io, q6k_vals,
 };
 
 kq_kernels!();
 
+q6k_fns!(
+    /// `vec_dot_q6_k_q8_k` with sixteen lanes (any VLEN).
+    vec_dot_q6_k_q8_k_16,
+    [
+        q6k_part!(0, 32, 128, 0, 32, 64, 96, 192, 194, 196, 198),
+        q6k_part!(16, 48, 144, 16, 48, 80, 112, 193, 195, 197, 199),
+        q6k_part!(64, 96, 160, 128, 160, 192, 224, 200, 202, 204, 206),
+        q6k_part!(80, 112, 176, 144, 176, 208, 240, 201, 203, 205, 207),
+    ],
+    /// `mat_q6_k_q8_k` with sixteen lanes (any VLEN).
+    #[inline(never)]
+    mat_q6_k_q8_k_16,
+    [
+        q6k_col!([0, 32, 64, 96], 192, 194, 196, 198),
+        q6k_col!([16, 48, 80, 112], 193, 195, 197, 199),
+        q6k_col!([128, 160, 192, 224], 200, 202, 204, 206),
+        q6k_col!([144, 176, 208, 240], 201, 203, 205, 207),
+    ]
+);
+
+/// The seven 32-byte loads of half `n` of a Q6_K block (VLEN ≥ 512, e8 mf2): `ql[64n..]` into
 /// `$r0`, `ql[64n + 32..]` into `$r1`, `qh[32n..]` into `$r2`, the activations `a[128n + 32k..]`
 /// into `$r3..$r6`. Offsets `$o*` in that order, from `{b}` (three) and `{y}` (four).
 #[rustfmt::skip]

@@ -98,3 +98,22 @@ fn kernel_set_follows_v() {
         std::println!("kernel_set_follows_v: no V in AT_HWCAP: best = scalar");
     }
 }
+
+/// The K-quant decoders' scalar f16 conversion (`kquant::f16_at`) gives `half`'s value for every
+/// f16 (NaN for NaN): it runs on any riscv64 hart, with or without a vector unit.
+#[test]
+fn f16_at_matches_half_for_every_f16() {
+    for h in 0..=u16::MAX {
+        let want = half::f16::from_bits(h).to_f32();
+        let got = f16_at(&h.to_le_bytes(), 0);
+        if want.is_nan() {
+            assert!(got.is_nan(), "{h:#06x}: {got:e} is not NaN");
+        } else {
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "{h:#06x}: {got:e} != {want:e}"
+            );
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! Float dot products (F32 / F16 / BF16 weights · activations of the same type) and the attention
 //! of one head over the f16 KV cache: the RVV set's kernels (`quant::rvv::float`, whose docs give
 //! the method), written here by `float_kernels!` through this set's encoding layer. The same text
-//! is RVV 0.7.1: strided loads at the element's width (`vlsw.v`, `vlshu.v`), f16 → f32 with
+//! is RVV 0.7.1: strided loads at the element's width (`vlswu.v`, `vlshu.v`), f16 → f32 with
 //! integer operations and one exact multiplication, bf16 zero-extended by a widening add of x0, the
 //! ordered reduction `vfredosum` with the accumulator moved in and out by the re-encoded
 //! `vfmv.s.f` / `vfmv.f.s`, and the attention's `q·k` in 32-element steps whose partial step
