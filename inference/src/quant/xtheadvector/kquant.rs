@@ -1,13 +1,18 @@
 //! K-quants (Q2_K..Q6_K) · Q8_K activations: the RVV set's kernels (`quant::rvv::kquant`, whose
-//! docs give the method and each kernel's bound), written here by `kq_kernels!` through this
-//! set's encoding layer. They hold under RVV 0.7.1 at VLEN 128 as they stand: every vector is
-//! 16 (e8 m1) or 32 (e8 m2) lanes, widening to e16 m2/m4 and e32 m4/m8 with destinations apart
-//! from their sources, masks made and used under one vtype (Q5_K's `qh` bits at e8 m2, Q3_K's
-//! `hmask` bits at e8 m1), no masked-off lane read after a masked operation but the ones it
-//! left alone. What differs: the sum's element 0 comes out through `th.vext.x.v`, which
-//! zero-extends (the callers read the low 32 bits as i32), and Q6_K is this set's own (below):
-//! 32 lanes at e8 m2, each product's 16-lane halves scaled as register pairs, which holds at
-//! VLEN 128 only (the RVV set's 32-lane path needs e8 mf2, its 16-lane one runs at any VLEN).
+//! docs give the method and each kernel's bound), written here through this set's encoding layer
+//! (`kq_kernels!`, `q6k_fns!`, `q3k_fns!`, `q2k_fns!`). The RVV text holds under RVV 0.7.1 at
+//! VLEN 128 as it stands: vectors of 16 (e8 m1) or 32 (e8 m2) lanes, widening to e16 m2/m4 and
+//! e32 m4/m8 with destinations apart from their sources, masks made and used under one vtype
+//! (Q5_K's `qh` bits at e8 m2, Q3_K's `hmask` bits at e8 m2 here), no masked-off lane read
+//! after a masked operation but the ones it left alone. What differs: the sums' element 0 comes
+//! out through `th.vext.x.v`, which zero-extends (the callers read the low 32 bits as i32); and
+//! Q6_K, Q3_K and Q2_K, whose scales cover 16 values, take 32 lanes here (below), which holds at
+//! VLEN 128 only (the RVV set's 32-lane Q6_K needs e8 mf2; its 16-lane kernels run at any VLEN).
+//!
+//! `asm!` instructions per super-block (scalar ones included; the RVV set's at VLEN 128 in
+//! brackets): Q4_K 83 (83), Q5_K 110 (110), Q6_K 122 (194), Q3_K 118 (190), Q2_K 104 (142); a
+//! batched column of Q6_K 87 (126). Q4_K and Q5_K also sum the mins times the activations' sums
+//! in the block (13 of their 83 and 110).
 
 use super::xtv_asm as vec_asm;
 use super::{xtv_enter, xtv_leave, xtv_refused};
