@@ -5,14 +5,15 @@
 //! activations' 16-value sums, then one float expression. Here `isum` is computed with RVV: the
 //! group's values are decoded to int8, multiplied with the activations into e16 lanes (`vwmul`),
 //! and the products multiplied by the group's scale into e32 lanes (`vwmacc.vx`), one reduction at
-//! the end; `summs` and the float expression stay in Rust, written as in the scalar code. Vector
-//! lengths are 32 (Q4_K, Q5_K: e8 LMUL=2) or 16 (Q2_K, Q3_K, Q6_K: e8 LMUL=1, one scale per 16
-//! values), which every VLEN ≥ 128 holds. Each kernel states its bound: no lane overflows.
-//! Q6_K where VLEN ≥ 512 (vlenb read per call) takes 32 lanes per instruction at the same cost
-//! as 16 (e8 mf2, e16 m1, e32 m2): a 32-value group has two scales, so its products are
-//! multiplied by the first in every lane and by the difference of the two in lanes 16..32 (under
-//! a mask); batched, its blocks are decoded once to their values times their scales (i16) and
-//! each column is 8 widening multiply-accumulates.
+//! the end; the float expression stays in Rust, written as in the scalar code, and so does
+//! `summs` but for Q4_K and Q5_K, whose eight products of mins and sums the block's `asm!` adds
+//! too (`dm_summs!`). Vector lengths are 32 (Q4_K, Q5_K: e8 LMUL=2) or 16 (Q2_K, Q3_K, Q6_K: e8
+//! LMUL=1, one scale per 16 values), which every VLEN ≥ 128 holds. Each kernel states its bound:
+//! no lane overflows. Q6_K where VLEN ≥ 512 (vlenb read per call) takes 32 lanes per instruction
+//! at the same cost as 16 (e8 mf2, e16 m1, e32 m2): a 32-value group has two scales, so its
+//! products are multiplied by the first in every lane and by the difference of the two in lanes
+//! 16..32 (under a mask); batched, its blocks are decoded once to their values times their scales
+//! (i16) and each column is 8 widening multiply-accumulates.
 //!
 //! Each type is a decode of a block (`*_scales` / `q6_k_dec`: what does not depend on the
 //! activations) and a term (`*_term`: the block's contribution, the scalar twin's expression).
@@ -24,9 +25,10 @@
 //! Q6_K paths for VLEN ≥ 512 is also 0.7.1 code under that set's encoding layer (vl from a
 //! register, never `vsetivli`; LMUL 1 or 2 at e8; no `tu`, no `vsext`; no widening destination
 //! overlaps a source; each mask made and used under one SEW/LMUL). So the text macros, the
-//! decoders and `kmat` serve both sets, and [`kq_kernels!`] writes the kernels that hold `asm!`
-//! blocks into the module that invokes it, with that module's `vec_asm!` (`rvv_asm!`, `xtv_asm!`)
-//! and `vmv_x_s!` (element 0 to a scalar register: `vmv.x.s`, `th.vext.x.v`).
+//! decoders and `kmat` serve both sets, and the macros that write kernels holding `asm!` blocks
+//! ([`kq_kernels!`] for Q4_K and Q5_K; `q6k_fns!`, `q3k_fns!`, `q2k_fns!`, given a block's
+//! text) write them into the module that invokes them, with that module's `vec_asm!` (`rvv_asm!`,
+//! `xtv_asm!`) and `vmv_x_s!` (element 0 to a scalar register: `vmv.x.s`, `th.vext.x.v`).
 
 use super::rvv_asm;
 use super::rvv_asm as vec_asm;
