@@ -52,9 +52,9 @@ macro_rules! strided_dot {
                 if len == 0 {
                     continue;
                 }
-                // SAFETY: reads elements k, k + 4, .., k + 4 (len - 1) < n of `w` (aligned to
-                // `$elem`, SIZE bytes each) and `x`; only vector registers, the named scalars and
-                // vl/vtype change. Reached only on harts with the set's vector unit.
+                // SAFETY: reads elements k, k + 4, .., k + 4 (len - 1) < n of `w` (aligned to its
+                // element type, SIZE bytes each) and `x`; only vector registers, the named
+                // scalars and vl/vtype change. Reached only on harts with the set's vector unit.
                 unsafe {
                     vec_asm!(
                         [

@@ -604,7 +604,7 @@ macro_rules! dm_k_kernels {
         /// The block's term with activations `y`, its scales decoded in `x`.
         fn $term(b: &[u8], x: &Q4KScales, y: &BlockQ8K) -> f32 {
             let (isum, summs): (isize, isize);
-            // SAFETY: reads the block `b` (its size `$bytes`: `chunks_exact` in the callers) from
+            // SAFETY: reads the block `b` (a whole block: `chunks_exact` in the callers) from
             // byte 16 (Q4_K: the 128 bytes of qs; Q5_K: qh and qs, 160), the 256 bytes of `y.qs`,
             // the 32 of `y.bsums` and the 8 bytes of `scales` and of `mins`; the vector unit
             // present (reached only on its harts); only vector registers, the named scalars and
