@@ -735,68 +735,68 @@ macro_rules! q2k_fns {
 /// the set's vector unit (as the SAFETY comments assume).
 macro_rules! kq_kernels {
     () => {
-    dm_k_kernels!(
-        /// Q4_K weights · Q8_K activations (twin of `scalar::vec_dot_q4_k_q8_k`).
-        vec_dot_q4_k_q8_k,
-        /// Q4_K weights · Q8_K activations, batched: each block's scales decoded once per row.
-        mat_q4_k_q8_k,
-        q4_k_term, 144, "v0",
-        [
-            q4k_pair!(16, 0, 32, 0, 1),
-            q4k_pair!(48, 64, 96, 2, 3),
-            q4k_pair!(80, 128, 160, 4, 5),
-            q4k_pair!(112, 192, 224, 6, 7),
-        ]
-    );
+        dm_k_kernels!(
+            /// Q4_K weights · Q8_K activations (twin of `scalar::vec_dot_q4_k_q8_k`).
+            vec_dot_q4_k_q8_k,
+            /// Q4_K weights · Q8_K activations, batched: each block's scales decoded once per row.
+            mat_q4_k_q8_k,
+            q4_k_term, 144, "v0",
+            [
+                q4k_pair!(16, 0, 32, 0, 1),
+                q4k_pair!(48, 64, 96, 2, 3),
+                q4k_pair!(80, 128, 160, 4, 5),
+                q4k_pair!(112, 192, 224, 6, 7),
+            ]
+        );
 
-    dm_k_kernels!(
-        /// Q5_K weights · Q8_K activations (twin of `scalar::vec_dot_q5_k_q8_k`).
-        vec_dot_q5_k_q8_k,
-        /// Q5_K weights · Q8_K activations, batched: each block's scales decoded once per row.
-        mat_q5_k_q8_k,
-        q5_k_term, 176, "v8",
-        [
-            "vsetvli zero, {c32}, e8, m2, ta, ma",
-            "addi {p}, {b}, 16",
-            "vle8.v v2, ({p})",
-            // bit 2j of qh to the sign bit: shift left by 7 - 2j (and 6 - 2j for 2j + 1)
-            q5k_pair!(48, 0, 32, 0, 1, 7, 6),
-            q5k_pair!(80, 64, 96, 2, 3, 5, 4),
-            q5k_pair!(112, 128, 160, 4, 5, 3, 2),
-            q5k_pair!(144, 192, 224, 6, 7, 1, 0),
-        ],
-        c16 = in(reg) 16usize
-    );
+        dm_k_kernels!(
+            /// Q5_K weights · Q8_K activations (twin of `scalar::vec_dot_q5_k_q8_k`).
+            vec_dot_q5_k_q8_k,
+            /// Q5_K weights · Q8_K activations, batched: each block's scales decoded once per row.
+            mat_q5_k_q8_k,
+            q5_k_term, 176, "v8",
+            [
+                "vsetvli zero, {c32}, e8, m2, ta, ma",
+                "addi {p}, {b}, 16",
+                "vle8.v v2, ({p})",
+                // bit 2j of qh to the sign bit: shift left by 7 - 2j (and 6 - 2j for 2j + 1)
+                q5k_pair!(48, 0, 32, 0, 1, 7, 6),
+                q5k_pair!(80, 64, 96, 2, 3, 5, 4),
+                q5k_pair!(112, 128, 160, 4, 5, 3, 2),
+                q5k_pair!(144, 192, 224, 6, 7, 1, 0),
+            ],
+            c16 = in(reg) 16usize
+        );
 
-    fn q6_k_dec(b: &[u8]) -> Q6KDec {
-        let mut x = Q6KDec {
-            d: f16_at(b, 208),
-            q: [0; 256],
-        };
-        // SAFETY: reads bytes 0..192 of the block `b` (210 bytes, `chunks_exact` in the caller) and
-        // writes the 256 bytes of `x.q`; the vector unit present (reached only on its harts); only
-        // vector registers, the named scalars, vl/vtype and `x.q` change.
-        unsafe {
-            vec_asm!(
-                [
-                    q6k_dec!(0, 32, 128, [0, 32, 64, 96]),
-                    q6k_dec!(16, 48, 144, [16, 48, 80, 112]),
-                    q6k_dec!(64, 96, 160, [128, 160, 192, 224]),
-                    q6k_dec!(80, 112, 176, [144, 176, 208, 240]),
-                ],
-                [
-                    b = in(reg) b.as_ptr(),
-                    q = in(reg) x.q.as_mut_ptr(),
-                    p = out(reg) _,
-                    c16 = in(reg) 16usize,
-                    c32 = in(reg) 32usize,
-                    c48 = in(reg) 48usize,
-                ],
-                [nostack]
-            );
+        fn q6_k_dec(b: &[u8]) -> Q6KDec {
+            let mut x = Q6KDec {
+                d: f16_at(b, 208),
+                q: [0; 256],
+            };
+            // SAFETY: reads bytes 0..192 of the block `b` (210 bytes, `chunks_exact` in the caller)
+            // and writes the 256 bytes of `x.q`; the vector unit present (reached only on its
+            // harts); only vector registers, the named scalars, vl/vtype and `x.q` change.
+            unsafe {
+                vec_asm!(
+                    [
+                        q6k_dec!(0, 32, 128, [0, 32, 64, 96]),
+                        q6k_dec!(16, 48, 144, [16, 48, 80, 112]),
+                        q6k_dec!(64, 96, 160, [128, 160, 192, 224]),
+                        q6k_dec!(80, 112, 176, [144, 176, 208, 240]),
+                    ],
+                    [
+                        b = in(reg) b.as_ptr(),
+                        q = in(reg) x.q.as_mut_ptr(),
+                        p = out(reg) _,
+                        c16 = in(reg) 16usize,
+                        c32 = in(reg) 32usize,
+                        c48 = in(reg) 48usize,
+                    ],
+                    [nostack]
+                );
+            }
+            x
         }
-        x
-    }
     };
 }
 pub(crate) use {
