@@ -202,6 +202,7 @@ pub(crate) struct Q4KScales {
     pub(crate) mins: [u8; 8],
 }
 
+#[inline(always)]
 pub(crate) fn q4_k_scales(b: &[u8]) -> Q4KScales {
     // `scalar::scale_min_k4` for the eight sub-blocks at once, four bytes to a word (as
     // llama.cpp's kernels decode them): scales 0..4 and mins 0..4 are the low six bits of bytes
