@@ -28,9 +28,8 @@
 //!   zero-extends (RVV 1.0 sign-extends).
 //!
 //! Layout: `q32` (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 · Q8_0 / Q8_1, one row or four), `quantize`
-//! (Q8_0, Q8_1, Q8_K activations), `kquant` (Q2_K..Q6_K · Q8_K, one row and batched: the RVV
-//! set's text through `kq_kernels!`, Q6_K with 32 lanes of its own), `float` (F32/F16/BF16 dot
-//! products, `dot_f32_f16`, `attend_head`: the RVV set's text through `float_kernels!`).
+//! (Q8_0, Q8_1, Q8_K activations). The K-quants and the float operations are the scalar ones
+//! here (their entries are left empty).
 //!
 //! Which hart has XTheadVector: [`isa_has_xtheadvector`] (a device tree's `riscv,isa` string or
 //! `riscv,isa-extensions` entry) and, per the spec, [`ids_have_xtheadvector`] (SBI's mvendorid
