@@ -182,8 +182,9 @@ pub(crate) use rvv_asm;
 pub(crate) use float::{float_kernels, lane_len, strided_dot};
 pub(crate) use kquant::{
     dm_k_kernels, dm_summs, dm_term, f16_at, kmat, kq16_asm, kq16_isum, kq_asm, kq_entries,
-    kq_kernels, kq_mat, kq_sum, q2_k_scales, q2k_part, q3_k_scales, q3k_part, q4_k_scales,
-    q4k_pair, q5k_pair, q6k_dec, q6k_fns, q6k_io, q6k_vals, Q3KScales, Q4KScales, Q6KDec,
+    kq_kernels, kq_mat, kq_sum, q2_k_scales, q2k_fns, q2k_part, q3_k_scales, q3k_fns, q3k_part,
+    q4_k_scales, q4k_pair, q5k_pair, q6k_dec, q6k_fns, q6k_io, q6k_vals, Q3KScales, Q4KScales,
+    Q6KDec,
 };
 
 /// f16 bits → f32, exactly as `half::f16::to_f32` (for every non-NaN value; NaN stays NaN), for

@@ -29,8 +29,8 @@
 //!   zero-extends (RVV 1.0 sign-extends).
 //!
 //! Layout: `q32` (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 · Q8_0 / Q8_1, one row, four, batched), `kquant`
-//! (Q2_K..Q6_K · Q8_K, one row and batched: the RVV set's text through `kq_kernels!`, Q6_K with
-//! 32 lanes of its own), `float` (F32/F16/BF16 dots, the attention's `q·k`
+//! (Q2_K..Q6_K · Q8_K, one row and batched: the RVV set's text through `kq_kernels!`, Q6_K, Q3_K
+//! and Q2_K with 32 lanes of their own), `float` (F32/F16/BF16 dots, the attention's `q·k`
 //! and online softmax), `quantize` (Q8_0, Q8_1, Q8_K activations): every entry of the table is an
 //! XTheadVector twin of the scalar one except f32 → f16 (the KV stores), as in the RVV set.
 //!

@@ -5,14 +5,15 @@
 //! activations' 16-value sums, then one float expression. Here `isum` is computed with RVV: the
 //! group's values are decoded to int8, multiplied with the activations into e16 lanes (`vwmul`),
 //! and the products multiplied by the group's scale into e32 lanes (`vwmacc.vx`), one reduction at
-//! the end; `summs` and the float expression stay in Rust, written as in the scalar code. Vector
-//! lengths are 32 (Q4_K, Q5_K: e8 LMUL=2) or 16 (Q2_K, Q3_K, Q6_K: e8 LMUL=1, one scale per 16
-//! values), which every VLEN ≥ 128 holds. Each kernel states its bound: no lane overflows.
-//! Q6_K where VLEN ≥ 512 (vlenb read per call) takes 32 lanes per instruction at the same cost
-//! as 16 (e8 mf2, e16 m1, e32 m2): a 32-value group has two scales, so its products are
-//! multiplied by the first in every lane and by the difference of the two in lanes 16..32 (under
-//! a mask); batched, its blocks are decoded once to their values times their scales (i16) and
-//! each column is 8 widening multiply-accumulates.
+//! the end; the float expression stays in Rust, written as in the scalar code, and so does
+//! `summs` but for Q4_K and Q5_K, whose eight products of mins and sums the block's `asm!` adds
+//! too (`dm_summs!`). Vector lengths are 32 (Q4_K, Q5_K: e8 LMUL=2) or 16 (Q2_K, Q3_K, Q6_K: e8
+//! LMUL=1, one scale per 16 values), which every VLEN ≥ 128 holds. Each kernel states its bound:
+//! no lane overflows. Q6_K where VLEN ≥ 512 (vlenb read per call) takes 32 lanes per instruction
+//! at the same cost as 16 (e8 mf2, e16 m1, e32 m2): a 32-value group has two scales, so its
+//! products are multiplied by the first in every lane and by the difference of the two in lanes
+//! 16..32 (under a mask); batched, its blocks are decoded once to their values times their scales
+//! (i16) and each column is 8 widening multiply-accumulates.
 //!
 //! Each type is a decode of a block (`*_scales` / `q6_k_dec`: what does not depend on the
 //! activations) and a term (`*_term`: the block's contribution, the scalar twin's expression).
@@ -24,9 +25,10 @@
 //! Q6_K paths for VLEN ≥ 512 is also 0.7.1 code under that set's encoding layer (vl from a
 //! register, never `vsetivli`; LMUL 1 or 2 at e8; no `tu`, no `vsext`; no widening destination
 //! overlaps a source; each mask made and used under one SEW/LMUL). So the text macros, the
-//! decoders and `kmat` serve both sets, and [`kq_kernels!`] writes the kernels that hold `asm!`
-//! blocks into the module that invokes it, with that module's `vec_asm!` (`rvv_asm!`, `xtv_asm!`)
-//! and `vmv_x_s!` (element 0 to a scalar register: `vmv.x.s`, `th.vext.x.v`).
+//! decoders and `kmat` serve both sets, and the macros that write kernels holding `asm!` blocks
+//! ([`kq_kernels!`] for Q4_K and Q5_K; `q6k_fns!`, `q3k_fns!`, `q2k_fns!`, given a block's
+//! text) write them into the module that invokes them, with that module's `vec_asm!` (`rvv_asm!`,
+//! `xtv_asm!`) and `vmv_x_s!` (element 0 to a scalar register: `vmv.x.s`, `th.vext.x.v`).
 
 use super::rvv_asm;
 use super::rvv_asm as vec_asm;
@@ -200,6 +202,7 @@ pub(crate) struct Q4KScales {
     pub(crate) mins: [u8; 8],
 }
 
+#[inline(always)]
 pub(crate) fn q4_k_scales(b: &[u8]) -> Q4KScales {
     // `scalar::scale_min_k4` for the eight sub-blocks at once, four bytes to a word (as
     // llama.cpp's kernels decode them): scales 0..4 and mins 0..4 are the low six bits of bytes
@@ -506,19 +509,26 @@ macro_rules! q3k_part {
         )
     };
     (@vals $k0:literal, $k1:literal, $k2:literal, $k3:literal) => {
+        q3k_part!(@vals ["v1", "v2", "v12"], ["v8", "v9", "v10", "v11"], [$k0, $k1, $k2, $k3])
+    };
+    // The four values of the `qs` bytes in `$q` (shifts 0, 2, 4, 6) into `$o*`, minus 4 where the
+    // `hmask` bit in `$hm` that `$k*` moves to the sign bit is clear (`$t` a temporary; v0 the
+    // mask, made and used under the current vtype, which must be mask-undisturbed).
+    (@vals [$q:literal, $hm:literal, $t:literal], [$o0:literal, $o1:literal, $o2:literal, $o3:literal],
+     [$k0:literal, $k1:literal, $k2:literal, $k3:literal]) => {
         concat!(
-            q3k_part!(@one "v8", 0, $k0),
-            q3k_part!(@one "v9", 2, $k1),
-            q3k_part!(@one "v10", 4, $k2),
-            q3k_part!(@one "v11", 6, $k3),
+            q3k_part!(@one $o0, $q, $hm, $t, 0, $k0),
+            q3k_part!(@one $o1, $q, $hm, $t, 2, $k1),
+            q3k_part!(@one $o2, $q, $hm, $t, 4, $k2),
+            q3k_part!(@one $o3, $q, $hm, $t, 6, $k3),
         )
     };
-    (@one $r:literal, $sh:literal, $k:literal) => {
+    (@one $r:literal, $q:literal, $hm:literal, $t:literal, $sh:literal, $k:literal) => {
         concat!(
-            "vsrl.vi ", $r, ", v1, ", $sh, "\n",
+            "vsrl.vi ", $r, ", ", $q, ", ", $sh, "\n",
             "vand.vi ", $r, ", ", $r, ", 3\n",
-            "vsll.vi v12, v2, ", $k, "\n",
-            "vmsgt.vi v0, v12, -1\n",
+            "vsll.vi ", $t, ", ", $hm, ", ", $k, "\n",
+            "vmsgt.vi v0, ", $t, ", -1\n",
             "vadd.vi ", $r, ", ", $r, ", -4, v0.t\n",
         )
     };
@@ -556,12 +566,7 @@ macro_rules! q2k_part {
             "addi {p}, {b}, ", $q, "\n",
             "vle8.v v1, ({p})\n",
             q6k_io!("vle8.v", "{y}", ["v4", "v5", "v6", "v7"], [$a0, $a1, $a2, $a3]),
-            "vand.vi v8, v1, 3\n",
-            "vsrl.vi v9, v1, 2\n",
-            "vand.vi v9, v9, 3\n",
-            "vsrl.vi v10, v1, 4\n",
-            "vand.vi v10, v10, 3\n",
-            "vsrl.vi v11, v1, 6\n",
+            q2k_part!(@vals "v1", ["v8", "v9", "v10", "v11"]),
             "vwmul.vv v16, v8, v4\n",
             "vwmul.vv v18, v9, v5\n",
             "vwmul.vv v20, v10, v6\n",
@@ -571,6 +576,17 @@ macro_rules! q2k_part {
             "lbu {s}, ", $i1, "({b})\n", "andi {s}, {s}, 15\n", "vwmacc.vx v24, {s}, v18\n",
             "lbu {s}, ", $i2, "({b})\n", "andi {s}, {s}, 15\n", "vwmacc.vx v24, {s}, v20\n",
             "lbu {s}, ", $i3, "({b})\n", "andi {s}, {s}, 15\n", "vwmacc.vx v24, {s}, v22\n",
+        )
+    };
+    // The four 2-bit values of the `qs` bytes in `$q` (shifts 0, 2, 4, 6) into `$o*`.
+    (@vals $q:literal, [$o0:literal, $o1:literal, $o2:literal, $o3:literal]) => {
+        concat!(
+            "vand.vi ", $o0, ", ", $q, ", 3\n",
+            "vsrl.vi ", $o1, ", ", $q, ", 2\n",
+            "vand.vi ", $o1, ", ", $o1, ", 3\n",
+            "vsrl.vi ", $o2, ", ", $q, ", 4\n",
+            "vand.vi ", $o2, ", ", $o2, ", 3\n",
+            "vsrl.vi ", $o3, ", ", $q, ", 6\n",
         )
     };
 }
@@ -589,7 +605,7 @@ macro_rules! dm_k_kernels {
         /// The block's term with activations `y`, its scales decoded in `x`.
         fn $term(b: &[u8], x: &Q4KScales, y: &BlockQ8K) -> f32 {
             let (isum, summs): (isize, isize);
-            // SAFETY: reads the block `b` (its size `$bytes`: `chunks_exact` in the callers) from
+            // SAFETY: reads the block `b` (a whole block: `chunks_exact` in the callers) from
             // byte 16 (Q4_K: the 128 bytes of qs; Q5_K: qh and qs, 160), the 256 bytes of `y.qs`,
             // the 32 of `y.bsums` and the 8 bytes of `scales` and of `mins`; the vector unit
             // present (reached only on its harts); only vector registers, the named scalars and
@@ -658,140 +674,152 @@ macro_rules! q6k_fns {
     };
 }
 
-/// The K-quant kernels that hold `asm!` blocks, written into the invoking module: the Q4_K, Q5_K,
-/// Q3_K and Q2_K entries (`vec_dot_*_q8_k`, `mat_*_q8_k`) and Q6_K's decoder for the batched
-/// kernels (`q6_k_dec`). The module has the text macros and decoders of
+/// Q3_K's term and entries (as `kq_entries!`) from the `asm!` text `$parts` of a block (with
+/// `{sc}` its decoded scales and the operands `$extra`), adding into v24..v27 (`kq16_isum!`).
+#[rustfmt::skip]
+macro_rules! q3k_fns {
+    ([$($parts:tt)*] $(, $($extra:tt)+)?) => {
+        /// A Q3_K block's term with activations `y`, its scales decoded in `x`.
+        fn q3_k_term(b: &[u8], x: &Q3KScales, y: &BlockQ8K) -> f32 {
+            let d = x.d * y.d;
+            // Reads bytes 0..96 of the block `b` (110 bytes, `chunks_exact` in the callers), the
+            // 256 bytes of `y.qs` and the 16 bytes of `scales`.
+            let isum = kq16_isum!(
+                [$($parts)*], b, y, sc = in(reg) x.scales.as_ptr() $(, $($extra)+)?
+            );
+            d * isum as f32
+        }
+
+        kq_entries!(
+            /// Q3_K weights · Q8_K activations (twin of `scalar::vec_dot_q3_k_q8_k`).
+            vec_dot_q3_k_q8_k,
+            /// Q3_K weights · Q8_K activations, batched: each block's scales decoded once per row.
+            mat_q3_k_q8_k, 110, q3_k_scales, q3_k_term
+        );
+    };
+}
+
+/// Q2_K's term and entries (as `kq_entries!`) from the `asm!` text `$parts` of a block (with the
+/// operands `$extra`), adding into v24..v27 (`kq16_isum!`).
+#[rustfmt::skip]
+macro_rules! q2k_fns {
+    ([$($parts:tt)*] $(, $($extra:tt)+)?) => {
+        /// A Q2_K block's term with activations `y`, its `d` and `dmin` decoded in `x`.
+        fn q2_k_term(b: &[u8], x: &(f32, f32), y: &BlockQ8K) -> f32 {
+            let (d, dmin) = *x;
+            let sc = &b[0..16];
+            let mut summs = 0i32;
+            for j in 0..16 {
+                summs += y.bsums[j] as i32 * (sc[j] >> 4) as i32;
+            }
+            // Reads bytes 0..80 of the block `b` (84 bytes, `chunks_exact` in the callers) and the
+            // 256 bytes of `y.qs`.
+            let isum = kq16_isum!([$($parts)*], b, y $(, $($extra)+)?);
+            (y.d * d) * isum as f32 - (y.d * dmin) * summs as f32
+        }
+
+        kq_entries!(
+            /// Q2_K weights · Q8_K activations (twin of `scalar::vec_dot_q2_k_q8_k`).
+            vec_dot_q2_k_q8_k,
+            /// Q2_K weights · Q8_K activations, batched: each block's `d` and `dmin` decoded once
+            /// per row.
+            mat_q2_k_q8_k, 84, q2_k_scales, q2_k_term
+        );
+    };
+}
+
+/// The K-quant kernels that hold `asm!` blocks, written into the invoking module: the Q4_K and
+/// Q5_K entries (`vec_dot_*_q8_k`, `mat_*_q8_k`) and Q6_K's decoder for the batched kernels
+/// (`q6_k_dec`); Q6_K, Q3_K and Q2_K take their block's text from the module (`q6k_fns!`,
+/// `q3k_fns!`, `q2k_fns!`). The module has the text macros and decoders of
 /// this one in scope, `vec_asm!` (the set's `asm!`) and `vmv_x_s!`, and runs only on harts with
 /// the set's vector unit (as the SAFETY comments assume).
 macro_rules! kq_kernels {
     () => {
-    dm_k_kernels!(
-        /// Q4_K weights · Q8_K activations (twin of `scalar::vec_dot_q4_k_q8_k`).
-        vec_dot_q4_k_q8_k,
-        /// Q4_K weights · Q8_K activations, batched: each block's scales decoded once per row.
-        mat_q4_k_q8_k,
-        q4_k_term, 144, "v0",
-        [
-            q4k_pair!(16, 0, 32, 0, 1),
-            q4k_pair!(48, 64, 96, 2, 3),
-            q4k_pair!(80, 128, 160, 4, 5),
-            q4k_pair!(112, 192, 224, 6, 7),
-        ]
-    );
-
-    dm_k_kernels!(
-        /// Q5_K weights · Q8_K activations (twin of `scalar::vec_dot_q5_k_q8_k`).
-        vec_dot_q5_k_q8_k,
-        /// Q5_K weights · Q8_K activations, batched: each block's scales decoded once per row.
-        mat_q5_k_q8_k,
-        q5_k_term, 176, "v8",
-        [
-            "vsetvli zero, {c32}, e8, m2, ta, ma",
-            "addi {p}, {b}, 16",
-            "vle8.v v2, ({p})",
-            // bit 2j of qh to the sign bit: shift left by 7 - 2j (and 6 - 2j for 2j + 1)
-            q5k_pair!(48, 0, 32, 0, 1, 7, 6),
-            q5k_pair!(80, 64, 96, 2, 3, 5, 4),
-            q5k_pair!(112, 128, 160, 4, 5, 3, 2),
-            q5k_pair!(144, 192, 224, 6, 7, 1, 0),
-        ],
-        c16 = in(reg) 16usize
-    );
-
-    fn q6_k_dec(b: &[u8]) -> Q6KDec {
-        let mut x = Q6KDec {
-            d: f16_at(b, 208),
-            q: [0; 256],
-        };
-        // SAFETY: reads bytes 0..192 of the block `b` (210 bytes, `chunks_exact` in the caller) and
-        // writes the 256 bytes of `x.q`; the vector unit present (reached only on its harts); only
-        // vector registers, the named scalars, vl/vtype and `x.q` change.
-        unsafe {
-            vec_asm!(
-                [
-                    q6k_dec!(0, 32, 128, [0, 32, 64, 96]),
-                    q6k_dec!(16, 48, 144, [16, 48, 80, 112]),
-                    q6k_dec!(64, 96, 160, [128, 160, 192, 224]),
-                    q6k_dec!(80, 112, 176, [144, 176, 208, 240]),
-                ],
-                [
-                    b = in(reg) b.as_ptr(),
-                    q = in(reg) x.q.as_mut_ptr(),
-                    p = out(reg) _,
-                    c16 = in(reg) 16usize,
-                    c32 = in(reg) 32usize,
-                    c48 = in(reg) 48usize,
-                ],
-                [nostack]
-            );
-        }
-        x
-    }
-
-    /// A Q3_K block's term with activations `y`, its scales decoded in `x`.
-    fn q3_k_term(b: &[u8], x: &Q3KScales, y: &BlockQ8K) -> f32 {
-        let d = x.d * y.d;
-        // Reads bytes 0..96 of the block `b` (110 bytes, `chunks_exact` in the callers),
-        // the 256 bytes of `y.qs` and the 16 bytes of `scales`.
-        let isum = kq16_isum!(
+        dm_k_kernels!(
+            /// Q4_K weights · Q8_K activations (twin of `scalar::vec_dot_q4_k_q8_k`).
+            vec_dot_q4_k_q8_k,
+            /// Q4_K weights · Q8_K activations, batched: each block's scales decoded once per row.
+            mat_q4_k_q8_k,
+            q4_k_term, 144, "v0",
             [
-                q3k_part!(32, 0, [0, 32, 64, 96], [7, 6, 5, 4], [0, 2, 4, 6]),
-                q3k_part!(48, 16, [16, 48, 80, 112], [7, 6, 5, 4], [1, 3, 5, 7]),
-                q3k_part!(64, 0, [128, 160, 192, 224], [3, 2, 1, 0], [8, 10, 12, 14]),
-                q3k_part!(80, 16, [144, 176, 208, 240], [3, 2, 1, 0], [9, 11, 13, 15]),
-            ],
-            b,
-            y,
-            sc = in(reg) x.scales.as_ptr()
+                q4k_pair!(16, 0, 32, 0, 1),
+                q4k_pair!(48, 64, 96, 2, 3),
+                q4k_pair!(80, 128, 160, 4, 5),
+                q4k_pair!(112, 192, 224, 6, 7),
+            ]
         );
-        d * isum as f32
-    }
 
-    kq_entries!(
-        /// Q3_K weights · Q8_K activations (twin of `scalar::vec_dot_q3_k_q8_k`).
-        vec_dot_q3_k_q8_k,
-        /// Q3_K weights · Q8_K activations, batched: each block's scales decoded once per row.
-        mat_q3_k_q8_k, 110, q3_k_scales, q3_k_term
-    );
-
-    /// A Q2_K block's term with activations `y`, its `d` and `dmin` decoded in `x`.
-    fn q2_k_term(b: &[u8], x: &(f32, f32), y: &BlockQ8K) -> f32 {
-        let (d, dmin) = *x;
-        let sc = &b[0..16];
-        let mut summs = 0i32;
-        for j in 0..16 {
-            summs += y.bsums[j] as i32 * (sc[j] >> 4) as i32;
-        }
-        // Reads bytes 0..80 of the block `b` (84 bytes, `chunks_exact` in the callers) and
-        // the 256 bytes of `y.qs`.
-        let isum = kq16_isum!(
+        dm_k_kernels!(
+            /// Q5_K weights · Q8_K activations (twin of `scalar::vec_dot_q5_k_q8_k`).
+            vec_dot_q5_k_q8_k,
+            /// Q5_K weights · Q8_K activations, batched: each block's scales decoded once per row.
+            mat_q5_k_q8_k,
+            q5_k_term, 176, "v8",
             [
-                q2k_part!(16, [0, 32, 64, 96], [0, 2, 4, 6]),
-                q2k_part!(32, [16, 48, 80, 112], [1, 3, 5, 7]),
-                q2k_part!(48, [128, 160, 192, 224], [8, 10, 12, 14]),
-                q2k_part!(64, [144, 176, 208, 240], [9, 11, 13, 15]),
+                "vsetvli zero, {c32}, e8, m2, ta, ma",
+                "addi {p}, {b}, 16",
+                "vle8.v v2, ({p})",
+                // bit 2j of qh to the sign bit: shift left by 7 - 2j (and 6 - 2j for 2j + 1)
+                q5k_pair!(48, 0, 32, 0, 1, 7, 6),
+                q5k_pair!(80, 64, 96, 2, 3, 5, 4),
+                q5k_pair!(112, 128, 160, 4, 5, 3, 2),
+                q5k_pair!(144, 192, 224, 6, 7, 1, 0),
             ],
-            b,
-            y
+            c16 = in(reg) 16usize
         );
-        (y.d * d) * isum as f32 - (y.d * dmin) * summs as f32
-    }
 
-    kq_entries!(
-        /// Q2_K weights · Q8_K activations (twin of `scalar::vec_dot_q2_k_q8_k`).
-        vec_dot_q2_k_q8_k,
-        /// Q2_K weights · Q8_K activations, batched: each block's `d` and `dmin` decoded once per
-        /// row.
-        mat_q2_k_q8_k, 84, q2_k_scales, q2_k_term
-    );
+        fn q6_k_dec(b: &[u8]) -> Q6KDec {
+            let mut x = Q6KDec {
+                d: f16_at(b, 208),
+                q: [0; 256],
+            };
+            // SAFETY: reads bytes 0..192 of the block `b` (210 bytes, `chunks_exact` in the caller)
+            // and writes the 256 bytes of `x.q`; the vector unit present (reached only on its
+            // harts); only vector registers, the named scalars, vl/vtype and `x.q` change.
+            unsafe {
+                vec_asm!(
+                    [
+                        q6k_dec!(0, 32, 128, [0, 32, 64, 96]),
+                        q6k_dec!(16, 48, 144, [16, 48, 80, 112]),
+                        q6k_dec!(64, 96, 160, [128, 160, 192, 224]),
+                        q6k_dec!(80, 112, 176, [144, 176, 208, 240]),
+                    ],
+                    [
+                        b = in(reg) b.as_ptr(),
+                        q = in(reg) x.q.as_mut_ptr(),
+                        p = out(reg) _,
+                        c16 = in(reg) 16usize,
+                        c32 = in(reg) 32usize,
+                        c48 = in(reg) 48usize,
+                    ],
+                    [nostack]
+                );
+            }
+            x
+        }
     };
 }
 pub(crate) use {
     dm_k_kernels, dm_summs, kq16_asm, kq16_isum, kq_asm, kq_entries, kq_kernels, kq_mat, kq_sum,
-    q2k_part, q3k_part, q4k_pair, q5k_pair, q6k_dec, q6k_fns, q6k_io, q6k_vals,
+    q2k_fns, q2k_part, q3k_fns, q3k_part, q4k_pair, q5k_pair, q6k_dec, q6k_fns, q6k_io, q6k_vals,
 };
 
 kq_kernels!();
+
+q3k_fns!([
+    q3k_part!(32, 0, [0, 32, 64, 96], [7, 6, 5, 4], [0, 2, 4, 6]),
+    q3k_part!(48, 16, [16, 48, 80, 112], [7, 6, 5, 4], [1, 3, 5, 7]),
+    q3k_part!(64, 0, [128, 160, 192, 224], [3, 2, 1, 0], [8, 10, 12, 14]),
+    q3k_part!(80, 16, [144, 176, 208, 240], [3, 2, 1, 0], [9, 11, 13, 15]),
+]);
+
+q2k_fns!([
+    q2k_part!(16, [0, 32, 64, 96], [0, 2, 4, 6]),
+    q2k_part!(32, [16, 48, 80, 112], [1, 3, 5, 7]),
+    q2k_part!(48, [128, 160, 192, 224], [8, 10, 12, 14]),
+    q2k_part!(64, [144, 176, 208, 240], [9, 11, 13, 15]),
+]);
 
 q6k_fns!(
     /// `vec_dot_q6_k_q8_k` with sixteen lanes (any VLEN).

@@ -4,8 +4,9 @@
 //! is RVV 0.7.1: strided loads at the element's width (`vlswu.v`, `vlshu.v`), f16 → f32 with
 //! integer operations and one exact multiplication, bf16 zero-extended by a widening add of x0, the
 //! ordered reduction `vfredosum` with the accumulator moved in and out by the re-encoded
-//! `vfmv.s.f` / `vfmv.f.s`, and the attention's `q·k` in 32-element steps whose partial step
-//! never leaves the loop (no tail-undisturbed `vl` < 8: the last `n % 8` go to Rust).
+//! `vfmv.s.f` / `vfmv.f.s`, and the attention's `q·k` in steps of 32 elements (the four 8-lane
+//! chunks of an e32 m8 group read as register pairs: VLEN 128), then of 8, never with vl below
+//! 8 (0.7.1 has no tail-undisturbed partial step): the last `n % 8` go to Rust.
 
 use super::xtv_asm as vec_asm;
 use super::{xtv_enter, xtv_leave, xtv_refused};
