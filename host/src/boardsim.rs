@@ -210,10 +210,14 @@ pub fn run(path: &Path, a: &SimArgs<'_>) -> Result<(), String> {
         policy: Policy::ResidentPrefix,
         readahead: DEFAULT_READAHEAD,
     };
-    // Pinned as the kernel pins: the file from its start, or a self-draft's layers first.
-    let own = (a.spec.self_draft > 0 && a.spec.on())
-        .then(|| inference::speculate::self_draft_pins(&model, a.spec.self_draft, capacity));
-    let wanted = own.flatten().unwrap_or_else(|| vec![(0, len)]);
+    // Pinned as the kernel pins: by card bytes saved per byte of RAM, a self-draft's first.
+    let own = if a.spec.on() { a.spec.self_draft } else { 0 };
+    let scope = runtime::pagecache::order::PinScope {
+        model: &model,
+        part: &whole,
+        self_draft: own,
+    };
+    let wanted = scope.ranges(Some(len)).map_err(|x| e(&x))?;
     let cache = PageCache::for_ranges(file, capacity, 256 << 10, opts, &wanted, &mut |_, _| {})
         .map_err(|x| e(&x))?;
     cache.set_schedule(model.weights.read_order(), 1);

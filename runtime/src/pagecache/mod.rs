@@ -30,6 +30,7 @@ use inference::storage::{check_range, Storage, StorageError};
 use pinned::Pinned;
 
 mod aligned;
+pub mod order;
 mod pinned;
 
 #[cfg(feature = "std")]
@@ -463,6 +464,41 @@ impl Default for Options {
     }
 }
 
+/// What [`plan`] gives: the pinned `(start, length)` runs, the window's pages, the read-ahead.
+pub type Plan = (Vec<(u64, u64)>, usize, usize);
+
+/// The runs [`PageCache::for_ranges`] pins, its window's pages and its read-ahead, for a file of
+/// `len` bytes on a source that queues `queue_depth` reads: what a caller can report before the
+/// cache is filled.
+pub fn plan(
+    len: u64,
+    queue_depth: usize,
+    capacity: u64,
+    page: usize,
+    opts: Options,
+    wanted: &[(u64, u64)],
+) -> Result<Plan, CacheError> {
+    if page == 0 || !page.is_multiple_of(512) {
+        return Err(CacheError::BadSize {
+            what: "page size",
+            value: page as u64,
+        });
+    }
+    if opts.readahead > MAX_READAHEAD {
+        return Err(CacheError::BadSize {
+            what: "read-ahead (pages)",
+            value: opts.readahead as u64,
+        });
+    }
+    let readahead = if queue_depth == 0 {
+        0
+    } else {
+        opts.readahead.min(queue_depth)
+    };
+    let (runs, slots) = layout(len, capacity, page, readahead, opts.policy, wanted)?;
+    Ok((runs, slots, readahead))
+}
+
 impl<F: FileSource> PageCache<F> {
     /// A cache of at most `capacity` bytes over `src` with pages of `page` bytes. If the file fits,
     /// it is all resident; otherwise the first `capacity - window` bytes are, and the rest streams
@@ -501,25 +537,8 @@ impl<F: FileSource> PageCache<F> {
         wanted: &[(u64, u64)],
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Self, CacheError> {
-        if page == 0 || !page.is_multiple_of(512) {
-            return Err(CacheError::BadSize {
-                what: "page size",
-                value: page as u64,
-            });
-        }
-        if opts.readahead > MAX_READAHEAD {
-            return Err(CacheError::BadSize {
-                what: "read-ahead (pages)",
-                value: opts.readahead as u64,
-            });
-        }
         let len = src.len();
-        let readahead = if src.queue_depth() == 0 {
-            0
-        } else {
-            opts.readahead.min(src.queue_depth())
-        };
-        let (runs, slots) = layout(len, capacity, page, readahead, opts.policy, wanted)?;
+        let (runs, slots, readahead) = plan(len, src.queue_depth(), capacity, page, opts, wanted)?;
         check_fits(&runs, slots, page, fit::ADDRESS_LIMIT).map_err(CacheError::TooLarge)?;
         let mut pinned = Pinned::allocate(&runs)?;
         let resident_len = pinned.bytes();
@@ -625,6 +644,11 @@ impl<F: FileSource> PageCache<F> {
     /// Bytes pinned in RAM.
     pub fn resident_bytes(&self) -> u64 {
         self.pinned.bytes()
+    }
+
+    /// Bytes of `offset..offset + len` pinned in RAM.
+    pub fn pinned_within(&self, offset: u64, len: u64) -> u64 {
+        self.pinned.within(offset, len)
     }
 
     /// Bytes of RAM the cache holds (pinned part and window).
