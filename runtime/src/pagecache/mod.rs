@@ -1,13 +1,15 @@
 //! The page cache: a fixed amount of RAM standing in for mmap of the model file.
 //!
-//! The file's first `resident` bytes live in one contiguous, pinned buffer, filled once at load with
-//! large sequential reads; [`Storage::resident`] hands out slices of it, so when the whole model fits
-//! the forward pass reads weights in place with no copy. The rest of the file is streamed through a
-//! window of fixed-size pages behind a lock (any core may read).
+//! The pinned part: runs of the file held in RAM, filled once at load with large sequential reads;
+//! [`Storage::resident`] hands out slices of them, so when the whole model fits the forward pass
+//! reads weights in place with no copy. Which runs: the ranges the caller wants, most valuable
+//! first ([`order`]: the tensors that save the most card bytes per byte of RAM), as far as the
+//! capacity goes. The rest of the file is streamed through a window of fixed-size pages behind a
+//! lock (any core may read).
 //!
 //! Replacement suits the forward pass's cyclic order ([`Policy::ResidentPrefix`]): every token reads
-//! the file in the same order, so a fixed resident part plus a small streaming window reads about
-//! M - C bytes per token, where least-recently-used eviction ([`Policy::Lru`], kept for comparison)
+//! the same tensors in the same order, so a fixed resident part plus a small streaming window reads
+//! about M - C bytes per token (less when the bytes left out are ones a token does not read), where least-recently-used eviction ([`Policy::Lru`], kept for comparison)
 //! throws out each page just before it is needed again and reads about M.
 //!
 //! Read-ahead: the forward pass announces the tensors it will read next ([`Storage::prefetch`]); on
@@ -436,9 +438,9 @@ pub const DEFAULT_READAHEAD: usize = 4;
 /// How the cache spends its capacity when the file does not fit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Policy {
-    /// Pin the file's first `capacity - window` bytes and stream the rest through a small window:
-    /// the forward pass reads the file in the same order every token, so each token reads only the
-    /// part that is not pinned (about M - C bytes).
+    /// Pin `capacity - window` bytes of the wanted ranges, most valuable first, and stream the
+    /// rest through a small window: the forward pass reads the same tensors in the same order every
+    /// token, so each token reads only what it reads of the part that is not pinned.
     ResidentPrefix,
     /// All capacity is one least-recently-used window (what an OS page cache does under mmap). With
     /// a cyclic scan larger than the cache it evicts each page just before it is needed again, so
@@ -501,7 +503,8 @@ pub fn plan(
 
 impl<F: FileSource> PageCache<F> {
     /// A cache of at most `capacity` bytes over `src` with pages of `page` bytes. If the file fits,
-    /// it is all resident; otherwise the first `capacity - window` bytes are, and the rest streams
+    /// it is all resident; otherwise the first `capacity - window` bytes are (a caller that knows
+    /// the model uses [`PageCache::for_ranges`] with [`order`]'s ranges), and the rest streams
     /// through a window of [`window_pages`] pages. The resident part is read now, in chunks of
     /// `page` bytes, calling `progress(done, total)` after each.
     pub fn new(

@@ -238,7 +238,7 @@ impl fmt::Display for Item {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Item::Head { tied: false } => f.write_str("output head"),
-            Item::Head { tied: true } => f.write_str("output head (the tied token embedding)"),
+            Item::Head { tied: true } => f.write_str("output head = token embedding"),
             Item::Layers(a, b) if a == b => write!(f, "layer {a}"),
             Item::Layers(a, b) => write!(f, "layers {a}-{b}"),
             Item::Embedding => f.write_str("token embedding"),
@@ -267,17 +267,32 @@ impl fmt::Display for PinReport<'_> {
                 sep = "; ";
             }
         }
-        // What streams.
-        let mut none = true;
+        // What streams (stretches of layers that meet across values said as one).
+        let (mut none, mut layers) = (true, None::<(usize, usize)>);
+        let mut say = |f: &mut fmt::Formatter<'_>, item: Item| {
+            let lead = if core::mem::take(&mut none) {
+                sep
+            } else {
+                ", "
+            };
+            write!(f, "{lead}{item}")
+        };
         for v in [Value::Draft, Value::Full] {
-            self.each(v, &mut |item, held| {
-                if held != Held::None {
-                    return Ok(());
+            self.each(v, &mut |item, held| match (held, item, layers) {
+                (Held::None, Item::Layers(a, b), Some((c, d))) if d + 1 == a => {
+                    layers = Some((c, b));
+                    Ok(())
                 }
-                write!(f, "{}{item}", if none { sep } else { ", " })?;
-                none = false;
-                Ok(())
+                (Held::None, Item::Layers(a, b), last) => {
+                    layers = Some((a, b));
+                    last.map_or(Ok(()), |(c, d)| say(f, Item::Layers(c, d)))
+                }
+                (Held::None, item, _) => say(f, item),
+                _ => Ok(()),
             })?;
+        }
+        if let Some((c, d)) = layers {
+            say(f, Item::Layers(c, d))?;
         }
         if !none {
             f.write_str(" streamed")?;

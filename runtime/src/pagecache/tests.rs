@@ -657,7 +657,7 @@ mod pin_order {
         assert_eq!(held(&runs, (e.offset, e.size)), EMBD);
         assert_eq!(
             report(scope, &runs),
-            "pinned 0 MiB: output head (the tied token embedding) (read in full each token); \
+            "pinned 0 MiB: output head = token embedding (read in full each token); \
              layers 0-3 streamed"
         );
         // All of it fits: the whole file is wanted, so it is pinned whole.
@@ -696,8 +696,14 @@ mod pin_order {
              part of layer 2 (read in full each token); layers 3-5 streamed; token embedding \
              streamed (one row a token)"
         );
-        // A self-draft as deep as the part: every layer is the draft's; speculation off (0):
-        // none.
+        // The budget ends in the draft's layers: the layers streamed are said as one stretch.
+        let runs = pinned::plan(&wanted, len, page, HEAD + LAYER + 6 * 600 + 3 * page).unwrap();
+        assert_eq!(
+            report(scope, &runs),
+            "pinned 0 MiB: output head, layer 0 (the self-draft's: read at every guess); \
+             layers 1-5 streamed; token embedding streamed (one row a token)"
+        );
+        // A self-draft as deep as the part: every layer is the draft's.
         let deep = PinScope {
             self_draft: 99,
             ..scope

@@ -599,8 +599,8 @@ where
 /// The page cache [`load`] fills, and the nanoseconds it took.
 type Loaded<F> = (PageCache<F>, u64);
 
-/// Step 5: fill the page cache's resident part (the `wanted` ranges of the file, all of it for a
-/// board alone) with a progress counter, calling `tick` as it goes, and say how it went. Returns
+/// Step 5: fill the page cache's resident part (the `wanted` ranges of the file, most valuable
+/// first: [`spec::pin_order`]) with a progress counter, calling `tick` as it goes, and say how it went. Returns
 /// the cache and the load time in nanoseconds.
 fn load<F: FileSource<Error = String> + Send, P: Platform + ?Sized>(
     src: F,

@@ -155,9 +155,10 @@ fn capacity<P: Platform + ?Sized>(cfg: &Config, size: u64, platform: &P) -> u64 
 /// The page cache a ring board reads its window through.
 type Cache<'s> = PageCache<Box<dyn FileSource<Error = String> + Send + 's>>;
 
-/// The page cache over the card for `part`: its tensors pinned as far as RAM goes, the rest
-/// streamed with read-ahead as on a board alone (a core serving the card when it cannot queue
-/// reads), the line served (`tick`) while they load, the weights checked; then `then` with it.
+/// The page cache over the card for `part`: its tensors pinned as far as RAM goes, those that
+/// save the most card bytes per byte of RAM first (the memory line says what), the rest streamed
+/// with read-ahead as on a board alone (a core serving the card when it cannot queue reads), the
+/// line served (`tick`) while they load, the weights checked; then `then` with it.
 fn with_part<D, P, R>(
     direct: Direct<D>,
     (cfg, model, part, cores): (&Config, &Model, &Part, usize),
