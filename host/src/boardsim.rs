@@ -19,6 +19,7 @@ use inference::speculate::{
 use inference::tokenizer::{StreamDecoder, Tokenizer};
 use inference::{Gguf, Kernels, Storage};
 use runtime::pagecache::hostfile::HostFile;
+use runtime::pagecache::order;
 use runtime::pagecache::{FileSource, Options, PageCache, Policy, DEFAULT_READAHEAD};
 use std::io::Write;
 use std::path::Path;
@@ -212,12 +213,7 @@ pub fn run(path: &Path, a: &SimArgs<'_>) -> Result<(), String> {
     };
     // Pinned as the kernel pins: by card bytes saved per byte of RAM, a self-draft's first.
     let own = if a.spec.on() { a.spec.self_draft } else { 0 };
-    let scope = runtime::pagecache::order::PinScope {
-        model: &model,
-        part: &whole,
-        self_draft: own,
-    };
-    let wanted = scope.ranges(Some(len)).map_err(|x| e(&x))?;
+    let wanted = order::wanted(&model, &whole, own, Some(len)).map_err(|x| e(&x))?;
     let cache = PageCache::for_ranges(file, capacity, 256 << 10, opts, &wanted, &mut |_, _| {})
         .map_err(|x| e(&x))?;
     cache.set_schedule(model.weights.read_order(), 1);

@@ -54,6 +54,14 @@ fn layer_tensors(l: &LayerWeights) -> [&TensorInfo; 7] {
 }
 
 impl<'a> PinScope<'a> {
+    pub fn new(model: &'a Model, part: &'a Part, self_draft: usize) -> Self {
+        PinScope {
+            model,
+            part,
+            self_draft,
+        }
+    }
+
     /// The part's layers, within the model's.
     fn layers(&self) -> core::ops::Range<usize> {
         let n = self.model.weights.layers.len();
@@ -138,6 +146,16 @@ impl<'a> PinScope<'a> {
             })
             .sum()
     }
+}
+
+/// [`PinScope::ranges`] of `part` of `model` with a self-draft of `self_draft` layers (0: none).
+pub fn wanted(
+    model: &Model,
+    part: &Part,
+    self_draft: usize,
+    file: Option<u64>,
+) -> Result<Vec<(u64, u64)>, OutOfMemory> {
+    PinScope::new(model, part, self_draft).ranges(file)
 }
 
 /// Bytes of `offset..offset + len` inside the sorted `(start, length)` runs.
