@@ -64,15 +64,15 @@ impl<'a> PinScope<'a> {
 
     /// The part's layers, within the model's.
     fn layers(&self) -> core::ops::Range<usize> {
-        let n = self.model.weights.layers.len();
-        self.part.layers.start.min(n)..self.part.layers.end.min(n)
+        let end = self.part.layers.end.min(self.model.weights.layers.len());
+        self.part.layers.start.min(end)..end
     }
 
     /// The self-draft's layers (empty without one).
     fn own(&self) -> core::ops::Range<usize> {
         let l = self.layers();
         let depth = if self.part.ends { self.self_draft } else { 0 };
-        l.start..depth.clamp(l.start, l.end)
+        l.start..depth.max(l.start).min(l.end)
     }
 
     /// Whether the token embedding is the output head.

@@ -768,6 +768,22 @@ mod pin_order {
         assert_eq!(values.len(), 1 + 14 + 1);
         assert!(values[..15].iter().all(|&v| v == Value::Draft));
         assert_eq!(values[15], Value::Row);
+        // Layers past the model's or a range backwards: only the ends, and no panic.
+        for (layers, n) in [(4..9, 1 + 14 + 1), (9..12, 2), (5..3, 2)] {
+            let odd = Part { layers, ends: true };
+            let scope = PinScope {
+                part: &odd,
+                ..scope
+            };
+            assert_eq!(scope.ranked().count(), n);
+            let pinned = |_, _| 0;
+            let r = PinReport {
+                scope,
+                total: 0,
+                pinned: &pinned,
+            };
+            assert!(r.to_string().starts_with("pinned 0 MiB"));
+        }
     }
 
     #[test]
