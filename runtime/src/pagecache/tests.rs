@@ -769,8 +769,11 @@ mod pin_order {
         assert!(values[..15].iter().all(|&v| v == Value::Draft));
         assert_eq!(values[15], Value::Row);
         // Layers past the model's or a range backwards: only the ends, and no panic.
-        for (layers, n) in [(4..9, 1 + 14 + 1), (9..12, 2), (5..3, 2)] {
-            let odd = Part { layers, ends: true };
+        for ((start, end), n) in [((4, 9), 1 + 14 + 1), ((9, 12), 2), ((5, 3), 2)] {
+            let odd = Part {
+                layers: start..end,
+                ends: true,
+            };
             let scope = PinScope {
                 part: &odd,
                 ..scope
