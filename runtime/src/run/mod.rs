@@ -387,7 +387,8 @@ pub(crate) fn summary<'a>(g: &'a Gguf, model: &'a Model) -> impl fmt::Display + 
 }
 
 /// Step 3: the run's buffers (KV cache for `ctx` positions, activations), then the page cache's
-/// size from what is left of the heap. Returns the buffers, the positions and the cache's bytes.
+/// size from what is left of the heap. Returns the buffers, the positions, the cache's bytes and
+/// the memory line's figures (said with what the cache pins, once the reader is known).
 fn size_buffers<'d, P: Platform + ?Sized>(
     cfg: &Config,
     (model, draft): (&Model, Option<&'d DraftModel>),
