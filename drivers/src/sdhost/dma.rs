@@ -101,6 +101,11 @@ impl<R: Regs, C: Clock, D: DmaMemory> Sdhost<R, C, D> {
             Some(Ok(())) => Some(self.status_error()),
             Some(Err(e)) => Some(Err(Cause::Dma(e))),
             None => {
+                // A data error (CRC, timeout) stops the card's words: the engine would wait for
+                // ever on its DREQ.
+                if let Err(cause) = self.status_error() {
+                    return Some(Err(cause));
+                }
                 let now = self.clock.now_us();
                 let waited = now.saturating_sub(c.started_us);
                 (now >= c.deadline_us).then(|| Err(Host::timeout(self, Wait::SystemDma, waited)))

@@ -78,6 +78,7 @@ use crate::block::{BlockDevice, WriteBlocks, BLOCK_SIZE};
 use crate::dma::Area;
 pub use crate::dma::{DmaMemory, NoDma, DMA_ALIGN};
 pub use crate::mmio::{Mmio, Regs};
+pub use crate::sd::queue::{QUEUE_DEPTH, SLOTS as QUEUE_SLOTS};
 use crate::sd::{self, Command, Direction, Failure, Host, Resp, SpeedCap, Xfer, READ, WRITE};
 pub use crate::sd::{
     BusMode, CardInfo, Cause, Clock, Cmd, HostKind, SdError, SpeedNote, Step, Wait,
