@@ -22,6 +22,7 @@
 //! multi-block read until FORCE_DATA_MODE (or for ever), data CRC errors.
 #![allow(dead_code)]
 
+#[allow(unused_imports)]
 pub use super::dma_mem::{Buf, Forget, MemOp};
 use super::dma_mem::{DmaRam, HasDmaRam, SimDmaOf};
 pub use super::sd_card_sim::*;
@@ -128,6 +129,7 @@ pub struct SimRegs(Rc<RefCell<State>>, Block);
 
 impl SimRegs {
     /// One register access: its cost in time, the machine brought up to now, then `f`.
+    #[inline(never)]
     fn access(&self, f: impl FnOnce(&mut State, Block) -> u32) -> u32 {
         let mut s = self.0.borrow_mut();
         s.accesses += 1;
@@ -152,6 +154,7 @@ impl HasDmaRam for State {
 }
 
 impl Regs for SimRegs {
+    #[inline(never)]
     fn read32(&mut self, off: usize) -> u32 {
         self.access(|s, b| match b {
             Block::Sdhost => s.read(off),
@@ -159,6 +162,7 @@ impl Regs for SimRegs {
         })
     }
 
+    #[inline(never)]
     fn write32(&mut self, off: usize, v: u32) {
         self.access(|s, b| {
             match b {
@@ -171,10 +175,12 @@ impl Regs for SimRegs {
 }
 
 impl Clock for SimClock {
+    #[inline(never)]
     fn now_us(&mut self) -> u64 {
         self.0.borrow_mut().pass(20) / 1000
     }
 
+    #[inline(never)]
     fn delay_us(&mut self, us: u32) {
         self.0.borrow_mut().pass(us as u64 * 1000);
     }
