@@ -490,27 +490,37 @@ impl fmt::Display for Cause {
                 f,
                 "tuning did not converge in {tries} CMD19 blocks (HOST_CONTROL2 {host_control2:#06x})"
             ),
-            Cause::Sdhost { hsts, edm } => {
-                bit_names(f, hsts, &sh::SDHSTS_NAMES)?;
-                write!(f, " (SDHSTS {hsts:#06x}, SDEDM {edm:#010x})")
+            Cause::Sdhost { .. } | Cause::SdhostTimeout { .. } | Cause::StuckFsm { .. } => {
+                sdhost_cause(f, self)
             }
-            Cause::SdhostTimeout {
-                wait,
-                waited_us,
-                sdcmd,
-                hsts,
-                edm,
-            } => write!(
-                f,
-                "timeout: waited {waited_us} us for {wait} (SDCMD {sdcmd:#06x}, SDHSTS {hsts:#06x}, SDEDM {edm:#010x})"
-            ),
-            Cause::StuckFsm { edm } => write!(
-                f,
-                "the controller's state machine stayed in state {} after FORCE_DATA_MODE (SDEDM {edm:#010x})",
-                edm & sh::SDEDM_FSM_MASK
-            ),
             Cause::Dma(e) => e.fmt(f),
         }
+    }
+}
+
+/// The sdhost controller's causes, as [`Cause`]'s `Display` words them.
+fn sdhost_cause(f: &mut fmt::Formatter<'_>, c: &Cause) -> fmt::Result {
+    match *c {
+        Cause::Sdhost { hsts, edm } => {
+            bit_names(f, hsts, &sh::SDHSTS_NAMES)?;
+            write!(f, " (SDHSTS {hsts:#06x}, SDEDM {edm:#010x})")
+        }
+        Cause::SdhostTimeout {
+            wait,
+            waited_us,
+            sdcmd,
+            hsts,
+            edm,
+        } => write!(
+            f,
+            "timeout: waited {waited_us} us for {wait} (SDCMD {sdcmd:#06x}, SDHSTS {hsts:#06x}, SDEDM {edm:#010x})"
+        ),
+        Cause::StuckFsm { edm } => write!(
+            f,
+            "the controller's state machine stayed in state {} after FORCE_DATA_MODE (SDEDM {edm:#010x})",
+            edm & sh::SDEDM_FSM_MASK
+        ),
+        _ => Ok(()),
     }
 }
 
