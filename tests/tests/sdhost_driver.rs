@@ -297,3 +297,36 @@ fn a_card_that_is_not_there_is_no_card() {
     assert!(e.is_no_card(), "{e}");
     assert!(matches!(e, SdError::Init { .. }));
 }
+
+/// The simulator's memory with every bus address moved 4 bytes on: the driver's control block
+/// then sits at a bus address the engine cannot take (not 32-byte aligned).
+struct Shifted(SimDma);
+impl DmaMemory for Shifted {
+    fn bus_address(&mut self, addr: usize, len: usize) -> Option<u32> {
+        self.0.bus_address(addr, len).map(|b| b + 4)
+    }
+    fn to_device(&mut self, addr: usize, len: usize) {
+        self.0.to_device(addr, len)
+    }
+    unsafe fn from_device(&mut self, addr: usize, len: usize) {
+        // SAFETY: the driver's promise, passed on.
+        unsafe { self.0.from_device(addr, len) }
+    }
+}
+
+#[test]
+fn a_misplaced_control_block_never_starts_the_engine_and_reads_fall_back_to_pio() {
+    let (sim, sd) = try_start_dma(sdhc(), Faults::default(), config(), |s| Shifted(s.dma()));
+    let mut sd = sd.unwrap();
+    assert!(sd.dma_active());
+    let buf = read_page(&sim, &mut sd, 40, 16);
+    assert!(buf.bytes() == sim.expected(40, 16));
+    assert_eq!(sim.dma_transfers(), 0, "the engine never started");
+    let st = sd.stats();
+    assert!(
+        matches!(st.last_dma_error, Some(DmaError::ControlBlockOutside { .. })),
+        "{st:?}"
+    );
+    assert!(!sd.dma_active(), "refused twice: PIO for good");
+    check_no_violations(&sim);
+}

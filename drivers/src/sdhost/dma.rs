@@ -86,6 +86,7 @@ impl<R: Regs, C: Clock, D: DmaMemory> Sdhost<R, C, D> {
         };
         if let Err(e) = ch.start(cb_bus, cb_bus, cb_bus + CB_AREA as u32) {
             self.reset_after_error();
+            self.dma_failed(e);
             return Err(c.failure(Cause::Dma(e)));
         }
         area.busy = true;
@@ -123,13 +124,7 @@ impl<R: Regs, C: Clock, D: DmaMemory> Sdhost<R, C, D> {
         if let Err(cause) = r {
             self.reset_after_error();
             if let Cause::Dma(e) = cause {
-                self.stats.dma_errors += 1;
-                self.stats.last_dma_error = Some(e);
-                if self.stats.dma_errors >= self.config.dma_errors_before_pio as u64 {
-                    // Reads by PIO from now on; the area is idle (the channel is stopped).
-                    self.dma = None;
-                    self.stats.dma_channel = None;
-                }
+                self.dma_failed(e);
             }
             return Err(c.failure(cause));
         }
@@ -156,6 +151,17 @@ impl<R: Regs, C: Clock, D: DmaMemory> Sdhost<R, C, D> {
         self.stats.dma_transfers += 1;
         self.stats.blocks_read += c.blocks as u64;
         Ok(())
+    }
+
+    /// Count DMA error `e`; after [`super::Config::dma_errors_before_pio`] of them, reads go by
+    /// PIO from now on (the channel is stopped, the area idle).
+    fn dma_failed(&mut self, e: crate::bcm2835::dma::DmaError) {
+        self.stats.dma_errors += 1;
+        self.stats.last_dma_error = Some(e);
+        if self.stats.dma_errors >= self.config.dma_errors_before_pio as u64 {
+            self.dma = None;
+            self.stats.dma_channel = None;
+        }
     }
 
     /// The last [`PIO_TAIL_WORDS`] words of a multi-block read, by PIO into the target.
