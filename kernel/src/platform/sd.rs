@@ -207,12 +207,9 @@ pub fn open_sdhost() -> Result<SdhostCard, String> {
             Mhz(core)
         );
     }
-    if let (
-        Some(why @ (dma::ChannelSource::Fallback | dma::ChannelSource::NoNormalInMask { .. })),
-        true,
-    ) = (why, card.dma_active())
-    {
-        crate::println!("card: DMA channel {}", why);
+    let fixed = !matches!(why, None | Some(dma::ChannelSource::Firmware { .. }));
+    if let (Some(why), Some(n), true) = (why, card.dma_channel(), fixed) {
+        crate::println!("card: DMA channel {n} {why}");
     }
     Ok(card)
 }
