@@ -324,7 +324,10 @@ fn a_misplaced_control_block_never_starts_the_engine_and_reads_fall_back_to_pio(
     assert_eq!(sim.dma_transfers(), 0, "the engine never started");
     let st = sd.stats();
     assert!(
-        matches!(st.last_dma_error, Some(DmaError::ControlBlockOutside { .. })),
+        matches!(
+            st.last_dma_error,
+            Some(DmaError::ControlBlockOutside { .. })
+        ),
         "{st:?}"
     );
     assert!(!sd.dma_active(), "refused twice: PIO for good");

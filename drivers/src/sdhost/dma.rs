@@ -69,9 +69,13 @@ impl<R: Regs, C: Clock, D: DmaMemory> Sdhost<R, C, D> {
         let Some((ch, area)) = self.dma.as_mut() else {
             return Err(c.failure(Cause::Unsupported { what: "DMA" }));
         };
-        let len32 = ch
-            .check_len(bytes - tail)
-            .map_err(|e| c.failure(Cause::Dma(e)))?;
+        let len32 = match ch.check_len(bytes - tail) {
+            Ok(l) => l,
+            Err(e) => {
+                self.dma_failed(e);
+                return Err(c.failure(Cause::Dma(e)));
+            }
+        };
         let cb = ControlBlock::from_peripheral(DREQ_SDHOST, source, bus, len32);
         // SAFETY: the area's first 32 bytes, aligned to DMA_ALIGN, never referenced.
         unsafe { cb.store(area.addr() as *mut u32) };
