@@ -9,7 +9,7 @@
 //!
 //! The SD protocol (identification, the closed command set, the errors, the request loop with
 //! retries, recovery and the CRC step-down) is [`crate::sd`], shared with [`crate::sdhci`] and
-//! [`crate::sunxi_mmc`]; the queue of DMA reads is [`crate::sd::queue`]. This module is the
+//! [`crate::sunxi_mmc`]; the queue of DMA reads is `crate::sd::queue`. This module is the
 //! controller's side: every wait a poll loop with a deadline and an iteration cap, every failure
 //! a [`Cause`] naming SDHSTS and SDEDM ([`Cause::Sdhost`], [`Cause::SdhostTimeout`]).
 //!
@@ -62,6 +62,9 @@
 //! DREQ, PERMAP and WAIT_RESP. So QEMU proves the functional path (the control block, the bus
 //! alias, the PIO tail, the order of command and DMA); DREQ pacing, the stuck state machine, CRC
 //! errors and DMA errors are tested against the register-level simulator in `tests/`.
+//!
+//! No crate is used: `embedded-sdmmc` speaks SD over SPI only and the sdmmc crates of the HALs
+//! drive other controllers; the SD protocol itself is [`crate::sd`], shared with the other hosts.
 //!
 //! # Not covered
 //!
