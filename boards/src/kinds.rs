@@ -102,6 +102,9 @@ pub enum BlockKind {
     Sdhci,
     /// The Allwinner SD/MMC host (H3 and kin).
     SunxiMmc,
+    /// The BCM2835-family "sdhost" SD controller (Pi 3, Zero 2 W, Pi 2), clocked from the VPU
+    /// core clock the mailbox reports, reading through the system DMA engine (`dma`).
+    Sdhost,
 }
 
 /// How the data cache is kept coherent with DMA masters (riscv64; the Arm boards' is the

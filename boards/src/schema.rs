@@ -185,6 +185,9 @@ pub struct Block {
     /// `sdhci` with `host`: the controller's base clock in Hz (its capabilities register is not
     /// trusted for it).
     pub base_clock_hz: Option<u32>,
+    /// `sdhost`: the BCM2835 system DMA controller's registers (ARM address); reads go through
+    /// one of its channels. Absent: reads by PIO.
+    pub dma: Option<u64>,
 }
 
 /// How QEMU runs the board.
@@ -435,8 +438,25 @@ impl Board {
         }
     }
 
+    /// `sdhost`: one controller, its clock from the mailbox, its pins on the GPIO block.
+    fn check_sdhost(&self) -> Result<(), String> {
+        let b = &self.block;
+        if b.base.is_none() || b.bases.is_some() || b.clock_ids.is_some() || b.ccu.is_some() {
+            return Err(
+                "[block] kind = \"sdhost\" needs base (and no bases, clock_ids or ccu)".into(),
+            );
+        }
+        if self.mailbox_base.is_none() || self.gpio_base.is_none() {
+            return Err("[block] kind = \"sdhost\" needs mailbox_base (the core clock, the DMA channel mask) and gpio_base (its pins)".into());
+        }
+        Ok(())
+    }
+
     fn check_block(&self) -> Result<(), String> {
         let b = &self.block;
+        if b.kind != BlockKind::Sdhost && b.dma.is_some() {
+            return Err("[block] dma is for kind = \"sdhost\"".into());
+        }
         if b.kind != BlockKind::Sdhci && (b.host.is_some() || b.base_clock_hz.is_some()) {
             return Err("[block] host and base_clock_hz are for kind = \"sdhci\"".into());
         }
@@ -470,6 +490,7 @@ impl Board {
                     return Err("[block] kind = \"sdhci\" needs mailbox_base (its clock)".into());
                 }
             }
+            BlockKind::Sdhost => self.check_sdhost()?,
             BlockKind::SunxiMmc => {
                 if b.base.is_none() || b.bases.is_some() || b.clock_ids.is_some() {
                     return Err(
@@ -602,6 +623,7 @@ impl Board {
             format!("pub const BLOCK_STRIDE: usize = {:#x};", self.block.stride.unwrap_or(0)),
             format!("pub const BLOCK_COUNT: usize = {};", self.block.count.unwrap_or(1)),
             format!("pub const BLOCK_CCU: Option<usize> = {};", opt(self.block.ccu)),
+            format!("pub const BLOCK_DMA: Option<usize> = {};", opt(self.block.dma)),
             "// A non-Pi SDHCI host and its base clock; None: the Pi's (or another kind).".into(),
             format!("pub const BLOCK_HOST: Option<boards::SdhciHost> = {};", self.block.host.map_or("None".into(), |h| format!("Some(boards::SdhciHost::{h:?})"))),
             format!("pub const BLOCK_BASE_CLOCK_HZ: u32 = {};", self.block.base_clock_hz.unwrap_or(0)),

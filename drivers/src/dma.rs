@@ -55,3 +55,72 @@ impl DmaMemory for NoDma {
 
     unsafe fn from_device(&mut self, _addr: usize, _len: usize) {}
 }
+
+/// A driver's DMA area: `len` bytes of zeroed heap memory aligned to [`DMA_ALIGN`], allocated
+/// once, with the bus address the platform gives it (the sunxi IDMAC's descriptors and bounce
+/// buffer, the sdhost's control block and bounce buffer). The driver struct may move between
+/// requests: the memory does not. Freed on drop unless `busy` (the engine may still read it:
+/// leaked rather than handed back).
+#[derive(Debug)]
+pub(crate) struct Area {
+    ptr: core::ptr::NonNull<u8>,
+    len: usize,
+    /// The bus address of the first byte.
+    pub bus: u32,
+    /// Handed to the engine and not yet taken back.
+    pub busy: bool,
+}
+
+// SAFETY: memory the driver owns alone; nothing in it is tied to a thread.
+unsafe impl Send for Area {}
+
+impl Area {
+    fn layout(len: usize) -> Option<alloc::alloc::Layout> {
+        alloc::alloc::Layout::from_size_align(len.max(DMA_ALIGN), DMA_ALIGN).ok()
+    }
+
+    /// Allocate `len` bytes and take their bus address from `mem`; `None` if the allocation
+    /// fails or the engine cannot reach all of it with word-aligned 32-bit addresses.
+    pub fn new<D: DmaMemory>(mem: &mut D, len: usize) -> Option<Area> {
+        let layout = Self::layout(len)?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = core::ptr::NonNull::new(unsafe { alloc::alloc::alloc_zeroed(layout) })?;
+        // Freed by its drop if the engine cannot reach it.
+        let mut area = Area {
+            ptr,
+            len: layout.size(),
+            bus: 0,
+            busy: false,
+        };
+        area.bus = mem.bus_address(area.addr(), area.len)?;
+        bus_range_fits(area.bus, area.len).then_some(area)
+    }
+
+    /// CPU address of the first byte.
+    pub fn addr(&self) -> usize {
+        self.ptr.as_ptr() as usize
+    }
+
+    /// The first byte, for raw accesses (never a reference: the engine writes it).
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+}
+
+/// Can an engine take `len` bytes from bus address `bus`: word-aligned, below 4 GiB to the end?
+pub(crate) fn bus_range_fits(bus: u32, len: usize) -> bool {
+    let last = u32::try_from(len.max(1) - 1).ok();
+    bus.is_multiple_of(4) && last.is_some_and(|l| bus.checked_add(l).is_some())
+}
+
+impl Drop for Area {
+    fn drop(&mut self) {
+        if self.busy {
+            return;
+        }
+        if let Some(layout) = Self::layout(self.len) {
+            // SAFETY: allocated in `new` with this layout, freed once.
+            unsafe { alloc::alloc::dealloc(self.ptr.as_ptr(), layout) };
+        }
+    }
+}

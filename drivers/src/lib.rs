@@ -18,6 +18,9 @@
 //! - [`sdhci`]: the polled SD host controller driver (Raspberry Pi EMMC / EMMC2): reads, and
 //!   synchronous block writes when asked, with every wait bounded; tested against a register-level
 //!   simulator.
+//! - [`sdhost`]: the polled BCM2835-family "sdhost" SD controller driver (Pi 3, Zero 2 W, Pi 2):
+//!   High Speed at 50 MHz from the core clock, reads through the system DMA engine
+//!   ([`bcm2835::dma`]), queued; writes by PIO; tested against a register-level simulator.
 //! - [`uart`]: PL011 and NS16550A serial ports for the console ([`uart::Uart`]); PL011 and the
 //!   BCM2835-family mini UART for the ring link between boards ([`uart::LinkUart`]: never waits,
 //!   counts receive overruns, RTS/CTS flow control, baud rates checked against the clock), and
@@ -52,6 +55,7 @@ pub mod mmio;
 pub mod ram;
 pub mod sd;
 pub mod sdhci;
+pub mod sdhost;
 pub mod sunxi_dram;
 pub mod sunxi_mmc;
 pub mod uart;

@@ -53,8 +53,9 @@ fn raspi2b_matches_the_pc_runner() {
         "rpi2",
         &[
             "RAM: 0x0..0x3c000000 (960 MiB) from the mailbox (no device tree)",
-            "card: SD at 0x3f300000 (EMMC)",
-            "; High Speed, 50 MHz, 4-bit, PIO",
+            // The sdhost controller, as on the Pi 3: 350 MHz / (5 + 2), DMA channel 5.
+            "card: SD at 0x3f202000 (sdhost), ",
+            "base clock 350 MHz (core clock, firmware); High Speed, 50 MHz, 4-bit, DMA (channel 5), reads queued",
             "ARM clock: ",
         ],
     );

@@ -70,9 +70,19 @@ fn pi(board: &str, dtb: Option<&str>) -> String {
 /// the GPU's memory, as one block, from either source.
 const RAM_LINE: &str = "RAM: 0x0..0x3c000000 (960 MiB) from ";
 
+/// The Pi 3's card on the sdhost controller: High Speed at 50 MHz from QEMU's 350 MHz core clock
+/// (350 / (5 + 2)), reads through DMA channel 5 (the highest of QEMU's mask 0x3c), queued.
+const SDHOST_LINES: [&str; 2] = [
+    "card: SD at 0x3f202000 (sdhost), ",
+    "base clock 350 MHz (core clock, firmware); High Speed, 50 MHz, 4-bit, DMA (channel 5), reads queued",
+];
+
 #[test]
 fn raspi3b_matches_the_pc_runner() {
     let uart = pi("rpi3", Some("bcm2837-rpi-3-b.dtb"));
+    for line in SDHOST_LINES {
+        assert!(uart.contains(line), "no {line:?} in:\n{uart}");
+    }
     assert!(
         uart.contains(&format!("{RAM_LINE}the device tree at 0x")),
         "{uart}"

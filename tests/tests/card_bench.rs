@@ -17,6 +17,7 @@
 mod dma_mem;
 mod sd_card_sim;
 mod sd_sim;
+mod sdhost_sim;
 mod sunxi_sim;
 
 use drivers::block::BlockDevice;
@@ -99,6 +100,7 @@ macro_rules! counters_for {
 }
 counters_for!(sd_sim);
 counters_for!(sunxi_sim);
+counters_for!(sdhost_sim);
 
 /// Read one page (after one read to warm up) and take its figures: synchronously, or queued
 /// (`submit_read`, then `poll_read` every 100 us of computing) when the device queues.
@@ -237,6 +239,36 @@ fn sdhci_rows() -> Vec<Row> {
     rows
 }
 
+/// The sdhost rows (the Pi 2 / 3 / Zero 2 W's other controller, QEMU's 350 MHz core clock: High
+/// Speed at 350 / (5 + 2) = 50 MHz): by PIO, and by the system DMA engine straight into the
+/// page, queued (the last three words by PIO).
+fn sdhost_rows() -> Vec<Row> {
+    let mut rows = Vec::new();
+    for dma in [false, true] {
+        let label = if dma {
+            "High Speed 50 MHz, DMA into the page, queued"
+        } else {
+            "High Speed 50 MHz, PIO"
+        };
+        let card = sdhost_sim::sdhc();
+        let faults = sdhost_sim::Faults::default();
+        let (figures, mode) = if dma {
+            let (sim, mut sd) = sdhost_sim::start_dma(card, faults);
+            assert!(sd.dma_active());
+            (page(&sim, &mut sd), sd.info().bus_mode)
+        } else {
+            let (sim, mut sd) = sdhost_sim::start_pio(card, faults);
+            (page(&sim, &mut sd), sd.info().bus_mode)
+        };
+        assert_eq!(mode, BusMode::HighSpeed);
+        rows.push(Row::new(SDHOST, label, figures, mode));
+    }
+    rows
+}
+
+/// The sdhost rows' host.
+const SDHOST: &str = "Pi 2 / 3 / Zero 2 W (sdhost, 350 MHz core clock)";
+
 /// The Allwinner rows: today's (Default Speed, the IDMAC in commands of its old 64 KiB bounce
 /// buffer, four a page), High Speed by PIO, and High Speed with the IDMAC straight into the page,
 /// queued. (Its simulator charges the card's access time to IDMAC reads only.)
@@ -360,6 +392,12 @@ fn table(rows: &[Row]) -> String {
 #[ignore = "a benchmark: cargo xtask bench --only card"]
 fn card_bus_time_per_page() {
     let mut rows = sdhci_rows();
+    // The sdhost rows after the Arasan's (the same boards), measured against its "today".
+    let after_arasan = rows
+        .iter()
+        .take_while(|r| r.host.contains("Arasan"))
+        .count();
+    rows.splice(after_arasan..after_arasan, sdhost_rows());
     rows.extend(sunxi_rows());
     rows.extend(riscv_rows());
     let md = table(&rows);
@@ -444,6 +482,53 @@ fn cpu_sunxi(dma: bool) {
         let (sim, mut sd) = sunxi_sim::start(host, card, faults, config);
         cpu_reads(&sim, &mut sd);
     }
+}
+
+/// The Pi 2 / 3 / Zero 2 W's Arasan in High Speed by PIO (its only data path).
+fn cpu_arasan_pio() {
+    let host = HostSpec {
+        no_hispd_bit: true,
+        caps_base_clock: false,
+        ..HostSpec::v3(250_000_000)
+    };
+    let sim = Sim::new(host, sd_sim::sdhc(), sd_sim::Faults::default());
+    let config = Config {
+        max_bus_mode: BusMode::HighSpeed,
+        high_speed_bit: false,
+        ..Config::new(host.base_clock_hz)
+    };
+    let mut sd = Sdhci::with_slot(sim.regs(), sim.clock(), config, sim.slot()).unwrap();
+    cpu_reads(&sim, &mut sd);
+}
+
+/// The sdhost in High Speed, by PIO or the system DMA engine.
+fn cpu_sdhost(dma: bool) {
+    let (card, faults) = (sdhost_sim::sdhc(), sdhost_sim::Faults::default());
+    if dma {
+        let (sim, mut sd) = sdhost_sim::start_dma(card, faults);
+        cpu_reads(&sim, &mut sd);
+    } else {
+        let (sim, mut sd) = sdhost_sim::start_pio(card, faults);
+        cpu_reads(&sim, &mut sd);
+    }
+}
+
+#[test]
+#[ignore = "a benchmark under callgrind: cargo xtask bench --only card"]
+fn cpu_arasan_high_speed_pio() {
+    cpu_arasan_pio()
+}
+
+#[test]
+#[ignore = "a benchmark under callgrind: cargo xtask bench --only card"]
+fn cpu_sdhost_pio() {
+    cpu_sdhost(false)
+}
+
+#[test]
+#[ignore = "a benchmark under callgrind: cargo xtask bench --only card"]
+fn cpu_sdhost_dma() {
+    cpu_sdhost(true)
 }
 
 #[test]

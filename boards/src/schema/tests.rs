@@ -467,3 +467,41 @@ fn uart_variants_need_a_16550_on_words() {
         "{e}"
     );
 }
+
+#[test]
+fn the_pi_cards_run_sdhost_with_the_arasan_as_the_fallback() {
+    for name in ["rpi3.toml", "rpi2.toml"] {
+        let text = std::fs::read_to_string(boards_dir().join(name)).unwrap();
+        let b = parse(&text).unwrap();
+        assert_eq!(b.block.kind, BlockKind::Sdhost, "{name}");
+        assert_eq!(
+            (b.block.base, b.block.dma),
+            (Some(0x3f20_2000), Some(0x3f00_7000))
+        );
+        let k = b.kernel_constants(true, 0x1_0000);
+        assert!(
+            k.contains("BlockKind::Sdhost")
+                && k.contains("BLOCK_DMA: Option<usize> = Some(0x3f007000)"),
+            "{k}"
+        );
+        // The fallback the board file's comment names: the Arasan on sdhci, by PIO.
+        let arasan = text.replace(
+            "kind = \"sdhost\"\nbase = 0x3f20_2000\ndma = 0x3f00_7000\n",
+            "kind = \"sdhci\"\nbases = [0x3f30_0000]\n",
+        );
+        let b = parse(&arasan).unwrap();
+        assert_eq!(b.block.kind, BlockKind::Sdhci, "{name}");
+        let k = b.kernel_constants(true, 0x1_0000);
+        assert!(k.contains("0x3f300000"), "{k}");
+        assert!(k.contains("BLOCK_DMA: Option<usize> = None"), "{k}");
+        // dma is sdhost's alone; sdhost needs its base.
+        let e = parse(&arasan.replace(
+            "bases = [0x3f30_0000]\n",
+            "bases = [0x3f30_0000]\ndma = 0x3f00_7000\n",
+        ))
+        .unwrap_err();
+        assert!(e.contains("[block] dma is for kind = \"sdhost\""), "{e}");
+        let e = parse(&text.replace("base = 0x3f20_2000\n", "")).unwrap_err();
+        assert!(e.contains("kind = \"sdhost\" needs base"), "{e}");
+    }
+}

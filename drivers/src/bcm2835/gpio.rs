@@ -220,13 +220,30 @@ pub fn link_uart_pins<R: Regs>(
 /// for this pin group). First GPIO 34-39, the Wi-Fi SDIO pins the firmware connected to the same
 /// controller, become inputs, as in Circle's addon/SDCard/emmc.cpp: two pin groups on one
 /// controller would fight over CMD and DAT. `delay` waits microseconds.
-pub fn sd_on_emmc<R: Regs>(regs: &mut R, mut delay: impl FnMut(u32)) {
+pub fn sd_on_emmc<R: Regs>(regs: &mut R, delay: impl FnMut(u32)) {
     regs.barrier();
     for pin in 34..=39 {
         set_function(regs, pin, Function::Input);
     }
+    card_pins(regs, Function::Alt3, delay);
+    regs.barrier();
+}
+
+/// Route the card slot (GPIO 48-53) to the "sdhost" controller (ALT0) of a BCM2835/6/7, with the
+/// pulls of Linux's device tree for the pin group (`sdhost_gpio48`: none on CLK, up on CMD and
+/// DAT0-3). GPIO 34-39 keep what the firmware gave them (on a Pi 3 the Wi-Fi's SDIO on the
+/// Arasan, which no longer shares pins with the card). QEMU moves its card to sdhost once all six
+/// are ALT0. `delay` waits microseconds.
+pub fn sd_on_sdhost<R: Regs>(regs: &mut R, delay: impl FnMut(u32)) {
+    regs.barrier();
+    card_pins(regs, Function::Alt0, delay);
+    regs.barrier();
+}
+
+/// GPIO 48-53 (CLK, CMD, DAT0-3) to `f`, no pull on CLK, pull-ups on the others.
+fn card_pins<R: Regs>(regs: &mut R, f: Function, mut delay: impl FnMut(u32)) {
     for pin in 48..=53 {
-        set_function(regs, pin, Function::Alt3);
+        set_function(regs, pin, f);
     }
     set_pulls(regs, GpioKind::Bcm2835, &[48], Pull::None, &mut delay);
     set_pulls(
@@ -236,7 +253,6 @@ pub fn sd_on_emmc<R: Regs>(regs: &mut R, mut delay: impl FnMut(u32)) {
         Pull::Up,
         &mut delay,
     );
-    regs.barrier();
 }
 
 #[cfg(test)]

@@ -209,6 +209,12 @@ impl<R: Regs> Mailbox<R> {
         Ok((r[0], r[1]))
     }
 
+    /// The system DMA channels the firmware leaves to the ARM (GET_DMA_CHANNELS): bit n =
+    /// channel n (see [`crate::bcm2835::dma::pick_channel`]).
+    pub fn dma_channels(&mut self) -> Result<u32, MailboxError> {
+        Ok(self.call(tags::GET_DMA_CHANNELS, &[0], 1)?[0])
+    }
+
     /// The board revision code.
     pub fn board_revision(&mut self) -> Result<u32, MailboxError> {
         Ok(self.call(tags::GET_BOARD_REVISION, &[], 1)?[0])

@@ -184,6 +184,9 @@ pub enum HostKind {
     Sdhci,
     /// The Allwinner SD/MMC controller (`crate::sunxi_mmc`): the base clock is its module clock.
     Sunxi,
+    /// The BCM2835-family sdhost controller (`crate::sdhost`): the base clock is the VPU core
+    /// clock.
+    Sdhost,
 }
 
 /// What the driver learnt about the card and the controller.
@@ -324,6 +327,7 @@ impl fmt::Display for CardInfo {
         match self.host {
             HostKind::Sdhci => write!(f, "SDHCI spec version field {})", self.host_version),
             HostKind::Sunxi => f.write_str("Allwinner SD/MMC)"),
+            HostKind::Sdhost => f.write_str("BCM2835 sdhost)"),
         }
     }
 }

@@ -7,7 +7,9 @@
 use core::fmt;
 
 use super::regs::sdhci::*;
+use super::regs::sdhost as sh;
 use super::regs::sunxi as aw;
+use crate::bcm2835::dma::DmaError;
 use crate::block::RequestError;
 
 /// An SD command: `CMDn` or, after CMD55, the application command `ACMDn`.
@@ -75,6 +77,18 @@ pub enum Wait {
     FifoSpace(u32),
     /// Allwinner: the internal DMA controller to finish a read (IDST receive interrupt).
     DmaDone,
+    /// sdhost: the controller to finish a command (SDCMD NEW to clear).
+    SdhostCommand,
+    /// sdhost: the card to end its busy signal (SDHSTS busy interrupt).
+    SdhostBusy,
+    /// sdhost: the state machine (SDEDM 3:0) back to idle (IDENT or DATA).
+    SdhostIdle,
+    /// sdhost: FIFO words for block `n` (0-based) of the request.
+    SdhostFifo(u32),
+    /// sdhost: FIFO room for block `n` (0-based) of a write request.
+    SdhostFifoSpace(u32),
+    /// The BCM2835 system DMA channel to finish (CS.ACTIVE to clear).
+    SystemDma,
 }
 
 impl fmt::Display for Wait {
@@ -130,6 +144,18 @@ impl fmt::Display for Wait {
             Wait::DmaDone => {
                 f.write_str("the internal DMA controller to finish (IDST receive interrupt)")
             }
+            Wait::SdhostCommand => {
+                f.write_str("the controller to finish the command (SDCMD NEW to clear)")
+            }
+            Wait::SdhostBusy => {
+                f.write_str("the card to end its busy signal (SDHSTS busy interrupt)")
+            }
+            Wait::SdhostIdle => {
+                f.write_str("the state machine to be idle (SDEDM state IDENT or DATA)")
+            }
+            Wait::SdhostFifo(n) => write!(f, "FIFO data for block {n} of the request"),
+            Wait::SdhostFifoSpace(n) => write!(f, "FIFO room for block {n} of the request"),
+            Wait::SystemDma => f.write_str("the system DMA channel to finish (CS.ACTIVE to clear)"),
         }
     }
 }
@@ -228,6 +254,21 @@ pub enum Cause {
     /// Tuning (CMD19) did not converge in `tries` blocks (host control 2 execute tuning still set,
     /// or the sampling clock not selected).
     Tuning { tries: u32, host_control2: u32 },
+    /// sdhost: the controller set error bits in SDHSTS (`hsts`), with SDEDM (`edm`) as read.
+    Sdhost { hsts: u32, edm: u32 },
+    /// sdhost: a poll loop ran out of time: `waited_us` microseconds for `wait`, with SDCMD,
+    /// SDHSTS and SDEDM as read.
+    SdhostTimeout {
+        wait: Wait,
+        waited_us: u64,
+        sdcmd: u32,
+        hsts: u32,
+        edm: u32,
+    },
+    /// sdhost: the state machine stayed in state `edm & 0xF` after FORCE_DATA_MODE.
+    StuckFsm { edm: u32 },
+    /// The BCM2835 system DMA engine failed or refused the transfer.
+    Dma(DmaError),
 }
 
 impl Cause {
@@ -242,6 +283,7 @@ impl Cause {
         match *self {
             Cause::Error { err_status } => err_status & SDHCI != 0,
             Cause::Rint { rint } | Cause::Idmac { rint, .. } => rint & SUNXI != 0,
+            Cause::Sdhost { hsts, .. } => hsts & (sh::SDHSTS_CRC7 | sh::SDHSTS_CRC16) != 0,
             _ => false,
         }
     }
@@ -252,8 +294,12 @@ impl Cause {
             Cause::Error { err_status } => err_status & (ERR_CMD_TIMEOUT | ERR_DATA_TIMEOUT) != 0,
             // The QEMU model reports a missing response as a response error alone.
             Cause::Rint { rint } => rint & aw::RINT_NO_RESPONSE != 0,
+            Cause::Sdhost { hsts, .. } => {
+                hsts & (sh::SDHSTS_CMD_TIMEOUT | sh::SDHSTS_REW_TIMEOUT) != 0
+            }
             Cause::Timeout { .. }
             | Cause::SunxiTimeout { .. }
+            | Cause::SdhostTimeout { .. }
             | Cause::NotReady { .. }
             | Cause::NoCard => true,
             _ => false,
@@ -444,7 +490,37 @@ impl fmt::Display for Cause {
                 f,
                 "tuning did not converge in {tries} CMD19 blocks (HOST_CONTROL2 {host_control2:#06x})"
             ),
+            Cause::Sdhost { .. } | Cause::SdhostTimeout { .. } | Cause::StuckFsm { .. } => {
+                sdhost_cause(f, self)
+            }
+            Cause::Dma(e) => e.fmt(f),
         }
+    }
+}
+
+/// The sdhost controller's causes, as [`Cause`]'s `Display` words them.
+fn sdhost_cause(f: &mut fmt::Formatter<'_>, c: &Cause) -> fmt::Result {
+    match *c {
+        Cause::Sdhost { hsts, edm } => {
+            bit_names(f, hsts, &sh::SDHSTS_NAMES)?;
+            write!(f, " (SDHSTS {hsts:#06x}, SDEDM {edm:#010x})")
+        }
+        Cause::SdhostTimeout {
+            wait,
+            waited_us,
+            sdcmd,
+            hsts,
+            edm,
+        } => write!(
+            f,
+            "timeout: waited {waited_us} us for {wait} (SDCMD {sdcmd:#06x}, SDHSTS {hsts:#06x}, SDEDM {edm:#010x})"
+        ),
+        Cause::StuckFsm { edm } => write!(
+            f,
+            "the controller's state machine stayed in state {} after FORCE_DATA_MODE (SDEDM {edm:#010x})",
+            edm & sh::SDEDM_FSM_MASK
+        ),
+        _ => Ok(()),
     }
 }
 

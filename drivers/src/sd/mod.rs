@@ -410,6 +410,29 @@ impl SpeedCap {
     }
 }
 
+/// Poll `check` until it answers (`Some`), at most `timeout_us` by the driver's clock and, in
+/// case the clock stands still, a number of polls (one takes far longer than 10 ns on any bus);
+/// then the driver's timeout cause for `wait`.
+pub(crate) fn poll<H: Host, T>(
+    h: &mut H,
+    timeout_us: u64,
+    wait: Wait,
+    mut check: impl FnMut(&mut H) -> Option<Result<T, Cause>>,
+) -> Result<T, Cause> {
+    let start = h.now_us();
+    let max_polls = timeout_us.saturating_mul(100).max(10_000);
+    for _ in 0..max_polls {
+        if let Some(r) = check(h) {
+            return r;
+        }
+        if h.now_us().saturating_sub(start) >= timeout_us {
+            break;
+        }
+    }
+    let waited = h.now_us().saturating_sub(start);
+    Err(h.timeout(wait, waited))
+}
+
 /// The check every [`Host::issue`] starts with: only [`COMMANDS`] go out.
 pub(crate) fn check_allowed(c: Command) -> Result<(), Cause> {
     debug_assert!(is_allowed(c.cmd), "{} is not in the command set", c.cmd);

@@ -13,12 +13,11 @@
 //! lines with a bus address, see [`DmaMemory::from_device`]): [`DMA_DESCRIPTORS`] descriptors of
 //! [`DMA_DESC_BYTES`] cover [`DMA_MAX_BYTES`], the most one command moves.
 
-use alloc::alloc::{alloc_zeroed, dealloc, Layout};
-use core::ptr::NonNull;
 use core::sync::atomic::{compiler_fence, Ordering};
 
 use super::regs::desc;
-use crate::dma::{DmaMemory, DMA_ALIGN};
+pub(super) use crate::dma::bus_range_fits;
+use crate::dma::{Area, DmaMemory, DMA_ALIGN};
 
 /// Bytes of the bounce buffer: the most one DMA read command moves when the caller's buffer cannot
 /// take the data directly (128 blocks).
@@ -47,46 +46,24 @@ const AREA_BYTES: usize = DESC_AREA + DMA_BUFFER_BYTES;
 /// The descriptor chain and bounce buffer, owned by the driver.
 #[derive(Debug)]
 pub(super) struct DmaArea {
-    ptr: NonNull<u8>,
-    /// The bus address of `ptr`.
-    bus: u32,
-    /// A chain is handed to the IDMAC and not yet taken back: if the driver is dropped now, the
-    /// area is leaked rather than freed, since the IDMAC may still read it.
-    pub busy: bool,
+    pub mem: Area,
 }
 
-// SAFETY: the area is memory the driver owns alone; nothing in it is tied to a thread.
-unsafe impl Send for DmaArea {}
-
 impl DmaArea {
-    fn layout() -> Layout {
-        // Both are constants: a non-zero size, a power-of-two alignment.
-        Layout::from_size_align(AREA_BYTES, DMA_ALIGN).expect("DMA area layout")
-    }
-
     /// Allocate the area and get its bus address from `mem`; `None` if the allocation fails or the
     /// controller cannot reach it.
     pub fn new<D: DmaMemory>(mem: &mut D) -> Option<DmaArea> {
-        // SAFETY: the layout has a non-zero size.
-        let ptr = NonNull::new(unsafe { alloc_zeroed(Self::layout()) })?;
-        // Freed by its drop if the controller cannot reach it.
-        let mut area = DmaArea {
-            ptr,
-            bus: 0,
-            busy: false,
-        };
-        area.bus = mem.bus_address(area.desc_addr(), AREA_BYTES)?;
-        bus_range_fits(area.bus, AREA_BYTES).then_some(area)
+        Area::new(mem, AREA_BYTES).map(|mem| DmaArea { mem })
     }
 
     /// CPU address of the first descriptor.
     pub fn desc_addr(&self) -> usize {
-        self.ptr.as_ptr() as usize
+        self.mem.addr()
     }
 
     /// Bus address of the first descriptor (DLBA).
     pub fn desc_bus(&self) -> u32 {
-        self.bus
+        self.mem.bus
     }
 
     /// CPU address of the bounce buffer.
@@ -96,7 +73,7 @@ impl DmaArea {
 
     /// Bus address of the bounce buffer.
     pub fn buffer_bus(&self) -> u32 {
-        self.bus + DESC_AREA as u32
+        self.mem.bus + DESC_AREA as u32
     }
 
     /// Write the chain for a transfer of `bytes` (1..=[`DMA_MAX_BYTES`]) to bus address `target`
@@ -107,7 +84,7 @@ impl DmaArea {
     pub fn write_chain(&mut self, target: u32, bytes: usize) -> usize {
         let bytes = bytes.clamp(1, DMA_MAX_BYTES);
         let n = bytes.div_ceil(DMA_DESC_BYTES);
-        let base = self.ptr.as_ptr().cast::<u32>();
+        let base = self.mem.ptr().cast::<u32>();
         for i in 0..n {
             let last = i + 1 == n;
             let mut config = desc::OWN | desc::CHAIN;
@@ -124,7 +101,7 @@ impl DmaArea {
             let next = if last {
                 0
             } else {
-                self.bus + ((i + 1) * desc::SIZE) as u32
+                self.mem.bus + ((i + 1) * desc::SIZE) as u32
             };
             for (w, v) in [config, size as u32, buffer, next].into_iter().enumerate() {
                 // SAFETY: descriptor i < DMA_DESCRIPTORS lies in the area's first DESC_AREA
@@ -147,23 +124,6 @@ impl DmaArea {
         compiler_fence(Ordering::SeqCst);
         // SAFETY: `len` bytes from the buffer's start stay inside the area, which is never
         // borrowed; the caller guarantees `dst`.
-        unsafe { core::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(DESC_AREA), dst, len) };
-    }
-}
-
-/// Can the IDMAC take `len` bytes from bus address `bus`: word-aligned, below 4 GiB to the end?
-pub(super) fn bus_range_fits(bus: u32, len: usize) -> bool {
-    let last = u32::try_from(len.max(1) - 1).ok();
-    bus.is_multiple_of(4) && last.is_some_and(|l| bus.checked_add(l).is_some())
-}
-
-impl Drop for DmaArea {
-    fn drop(&mut self) {
-        if self.busy {
-            // The IDMAC may still fetch descriptors from it: never hand the memory back.
-            return;
-        }
-        // SAFETY: allocated in `new` with this layout, freed once.
-        unsafe { dealloc(self.ptr.as_ptr(), Self::layout()) };
+        unsafe { core::ptr::copy_nonoverlapping(self.mem.ptr().add(DESC_AREA), dst, len) };
     }
 }

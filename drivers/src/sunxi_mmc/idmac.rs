@@ -45,7 +45,7 @@ impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
             return Ok(());
         };
         let chain = area.write_chain(direct.unwrap_or(area.buffer_bus()), bytes);
-        area.busy = true;
+        area.mem.busy = true;
         let target = if direct.is_some() {
             dst
         } else {
@@ -75,7 +75,7 @@ impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
         self.regs.write32(IDIE, 0);
         self.regs.write32(DMAC, 0);
         if let Some(area) = self.area.as_mut() {
-            area.busy = false;
+            area.mem.busy = false;
         }
         self.gctrl_reset(GCTRL_ACCESS_BY_AHB, GCTRL_DMA_RESET)
     }

@@ -509,19 +509,7 @@ impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
         wait: Wait,
         mut check: impl FnMut(&mut R) -> Option<Result<T, Cause>>,
     ) -> Result<T, Cause> {
-        let start = self.clock.now_us();
-        // In case the clock stands still: one poll takes far longer than 10 ns on any bus.
-        let max_polls = timeout_us.saturating_mul(100).max(10_000);
-        for _ in 0..max_polls {
-            if let Some(r) = check(&mut self.regs) {
-                return r;
-            }
-            if self.clock.now_us().saturating_sub(start) >= timeout_us {
-                break;
-            }
-        }
-        let waited = self.clock.now_us().saturating_sub(start);
-        Err(Host::timeout(self, wait, waited))
+        sd::poll(self, timeout_us, wait, |h| check(&mut h.regs))
     }
 
     /// Wait for register `off` to have `mask` all clear.
@@ -576,7 +564,7 @@ impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
         self.regs.write32(IDIE, 0);
         if let Some(area) = self.area.as_mut() {
             // The IDMAC is reset: it reads no descriptor any more.
-            area.busy = false;
+            area.mem.busy = false;
             self.regs.write32(FTRGLEVEL, FTRGLEVEL_DMA);
         }
         self.regs.write32(IMASK, 0);

@@ -43,6 +43,12 @@ pub fn open() -> Result<Card, String> {
                 Ok(Card::new("SD", dev, Some(bus)))
             }
         },
+        BlockKind::Sdhost => {
+            let dev = sd::open_sdhost().map_err(|e| alloc::format!("card: {e}"))?;
+            // A 3.3 V slot: High Speed at most.
+            let bus = sd_bus(dev.info(), BusMode::HighSpeed);
+            Ok(Card::new("SD (sdhost)", dev, Some(bus)))
+        }
         BlockKind::SunxiMmc => {
             let dev = sd::open_sunxi().map_err(|e| alloc::format!("card: {e}"))?;
             // The Orange Pi's slot: 3.3 V only as far as is known (its 1.8 V switching is

@@ -9,12 +9,17 @@
 //! Only "no card" moves on to the next controller; a card that answers and then fails is the
 //! error. On the Pi 4 the list is EMMC2 (the slot) then the legacy EMMC controller, which only
 //! QEMU's raspi4b connects to the card (see boards/rpi4.toml).
+//!
+//! On the Pi 3, Zero 2 W and Pi 2 the board file's `[block] kind = "sdhost"` puts the slot on the
+//! sdhost controller instead ([`open_sdhost`]): clocked from the VPU core clock the mailbox
+//! reports, reading through a system DMA channel from the firmware's mask.
 
 use crate::arch::{Arch, Cpu};
 use crate::board::{self, SdhciHost};
 use alloc::format;
 use alloc::string::String;
 use core::sync::atomic::{AtomicU64, Ordering};
+use drivers::bcm2835::dma::{self, DmaChannel};
 use drivers::bcm2835::gpio::{self, GpioKind, GPIO_BLOCK_SIZE};
 use drivers::bcm2835::mailbox::{Mailbox, SD_POWER_DEVICE};
 use drivers::dma::DmaMemory;
@@ -22,6 +27,7 @@ use drivers::fdt::DmaRange;
 use drivers::mmio::Mmio;
 use drivers::sd::BusMode;
 use drivers::sdhci::{self, NoSlot, Sdhci, Slot, Variant, REGISTER_BLOCK_SIZE};
+use drivers::sdhost::{self, Sdhost};
 use drivers::sunxi_mmc::{self, SunxiMmc};
 
 /// The Pi 4's firmware GPIO that selects 1.8 V signalling for the card slot (expander GPIO 4,
@@ -112,6 +118,102 @@ impl Slot for PiSlot {
         super::time::wait_us(SD_VOLTAGE_SETTLE_US);
     }
 }
+/// The sdhost controller's card, read through the system DMA engine.
+pub type SdhostCard = Sdhost<Mmio, TimerClock, VcDma>;
+
+/// The VPU core clock assumed when the mailbox gives none: the Pi 3 / Zero 2 W default
+/// (`core_freq` 400 MHz). Assuming more than the real clock only slows the card.
+const DEFAULT_CORE_CLOCK_HZ: u32 = 400_000_000;
+
+/// The BCM2836/7's RAM as the system DMA engine sees it: bus address = ARM physical |
+/// 0xC000_0000 (the uncached alias, as Linux's `dma-ranges` for the Pi 2/3 map it), for RAM below
+/// the peripherals (0x3F00_0000); the data cache is not coherent with the engine (clean before it
+/// reads, invalidate before and after it writes).
+#[derive(Debug)]
+pub struct VcDma;
+
+/// The top of the RAM the engine reaches through the alias.
+const VC_RAM_END: usize = 0x3F00_0000;
+/// The alias of RAM for the DMA engine on the BCM2836/7.
+const VC_BUS_ALIAS: u32 = 0xC000_0000;
+
+impl DmaMemory for VcDma {
+    fn bus_address(&mut self, addr: usize, len: usize) -> Option<u32> {
+        let end = addr.checked_add(len)?;
+        (end <= VC_RAM_END).then_some(addr as u32 | VC_BUS_ALIAS)
+    }
+
+    fn to_device(&mut self, addr: usize, len: usize) {
+        Cpu::dcache_clean(addr, len);
+    }
+
+    unsafe fn from_device(&mut self, addr: usize, len: usize) {
+        // SAFETY: the driver's promise (DmaMemory::from_device): whole cache lines of memory the
+        // transfer owns, which nothing references.
+        unsafe { Cpu::dcache_invalidate(addr, len) }
+    }
+}
+
+/// Bring up the sdhost controller at the board's base: the slot's pins to it (GPIO 48-53 ALT0)
+/// and the card's power, its clock from the VPU core clock the mailbox reports, reads through a
+/// DMA channel from the firmware's mask when the board gives the DMA controller (`[block] dma`).
+pub fn open_sdhost() -> Result<SdhostCard, String> {
+    let base = board::BLOCK_BASES[0];
+    let mut mb =
+        super::mailbox::open().ok_or("sdhost needs the firmware's mailbox (mailbox_base)")?;
+    if let Some(gpio) = board::GPIO_BASE {
+        // SAFETY: the board's GPIO block, device-mapped; nothing else touches it during bring-up.
+        let regs = unsafe { Mmio::new(gpio, GPIO_BLOCK_SIZE) };
+        gpio::sd_on_sdhost(
+            &mut regs.with_barrier(Cpu::io_barrier),
+            super::time::wait_us,
+        );
+    }
+    if let Err(e) = mb.power_on(SD_POWER_DEVICE) {
+        crate::println!("warning: card: power on: {e}; going on");
+    }
+    let (core_hz, source) = mb.core_clock(DEFAULT_CORE_CLOCK_HZ);
+    let (channel, why) = match board::BLOCK_DMA {
+        Some(dma_base) => {
+            let (n, why) = dma::pick_channel(mb.dma_channels().ok());
+            // SAFETY: the board's system DMA controller, device-mapped; this driver uses only
+            // channel `n`, which the firmware left to the ARM (or the fixed fallback).
+            let regs =
+                unsafe { Mmio::new(dma_base, dma::DMA_BLOCK_SIZE) }.with_barrier(Cpu::io_barrier);
+            (Some(DmaChannel::new(regs, n)), Some(why))
+        }
+        None => (None, None),
+    };
+    // SAFETY: the board's sdhost controller, device-mapped, used only by this driver.
+    let regs =
+        unsafe { Mmio::new(base, sdhost::REGISTER_BLOCK_SIZE) }.with_barrier(Cpu::io_barrier);
+    let config = sdhost::Config::new(core_hz);
+    let card = Sdhost::with_dma(regs, TimerClock, config, channel, VcDma)
+        .map_err(|e| format!("sdhost at {base:#x}: {e}"))?;
+    let mode = match card.dma_channel() {
+        Some(n) => format!("DMA (channel {n}), reads queued"),
+        None => "PIO".into(),
+    };
+    print_info(
+        card.info(),
+        "sdhost",
+        base,
+        format_args!("core clock, {source}"),
+        &mode,
+    );
+    if let Some((core, div)) = card.high_speed_note() {
+        crate::println!(
+            "card: High Speed below 50 MHz: the best the {} core clock gives (core / (SDCDIV {div} + 2))",
+            Mhz(core)
+        );
+    }
+    let fixed = !matches!(why, None | Some(dma::ChannelSource::Firmware { .. }));
+    if let (Some(why), Some(n), true) = (why, card.dma_channel(), fixed) {
+        crate::println!("card: DMA channel {n} {why}");
+    }
+    Ok(card)
+}
+
 /// The Allwinner SD/MMC host's card, read through its IDMAC.
 pub type SunxiCard = SunxiMmc<Mmio, TimerClock, CpuDma>;
 

@@ -208,6 +208,25 @@ macro_rules! host_sim_handles {
 }
 pub(crate) use host_sim_handles;
 
+/// A command seen on the bus (of `sunxi_sim` and `sdhost_sim`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BusCmd {
+    pub index: u8,
+    pub app: bool,
+    pub arg: u32,
+    pub clock_hz: u32,
+    pub answered: bool,
+    /// Sent by the controller (auto stop).
+    pub auto: bool,
+}
+
+impl BusCmd {
+    /// `CMDn`, or `ACMDn` after CMD55.
+    pub fn name(&self) -> String {
+        format!("{}{}", if self.app { "ACMD" } else { "CMD" }, self.index)
+    }
+}
+
 /// What kind of card.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -361,6 +380,20 @@ pub enum Answer {
     Long([u8; 16]),
 }
 
+impl Answer {
+    /// The response words as a controller that keeps a long one's bits 127:0 holds them (word 0 =
+    /// bits 31:0, its low byte the CRC); a short one in word 0.
+    pub fn words(&self) -> [u32; 4] {
+        match *self {
+            Answer::Short(r) => [r, 0, 0, 0],
+            Answer::Long(b) => {
+                let w = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+                [w(12), w(8), w(4), w(0)]
+            }
+        }
+    }
+}
+
 impl Card {
     /// A card in the idle state, unpowered; `wp_violation`: it refuses writes; `stuck_programming`:
     /// it never finishes programming.
@@ -452,6 +485,33 @@ impl Card {
             self.switching = false;
             self.signal_1v8 = false;
         }
+    }
+
+    /// The card has sent block `lba` of its read: back to "tran" after a single block, else on
+    /// to the next.
+    pub fn sent(&mut self, lba: u64) {
+        self.stream = if self.single { None } else { Some(lba + 1) };
+        if self.single {
+            self.state = CardState::Tran;
+        }
+    }
+
+    /// What is wrong with command `index` (`app`: an application command) at `hz`: an
+    /// identification command outside 100-400 kHz, or a clock above the access mode's.
+    pub fn clock_fault(&self, index: u8, app: bool, hz: u32) -> Option<String> {
+        let ident = matches!(
+            (app, index),
+            (_, 0) | (false, 2) | (false, 3) | (false, 8) | (true, 41) | (false, 55)
+        ) && self.state as u8 <= 3;
+        if ident && !(100_000..=400_000).contains(&hz) {
+            return Some(format!("identification CMD{index} at {hz} Hz"));
+        }
+        (hz as f64 > self.max_clock_hz()).then(|| {
+            format!(
+                "CMD{index} at {hz} Hz, above the card's access mode {}",
+                self.access_mode
+            )
+        })
     }
 
     /// The fastest clock the access mode in force allows.

@@ -185,24 +185,6 @@ faults! {
     unbacked_buffers: bool,
 }
 
-/// A command seen on the bus.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BusCmd {
-    pub index: u8,
-    pub app: bool,
-    pub arg: u32,
-    pub clock_hz: u32,
-    pub answered: bool,
-    /// Sent by the controller (auto stop).
-    pub auto: bool,
-}
-
-impl BusCmd {
-    pub fn name(&self) -> String {
-        format!("{}{}", if self.app { "ACMD" } else { "CMD" }, self.index)
-    }
-}
-
 #[derive(Debug)]
 struct Xfer {
     write: bool,
@@ -654,19 +636,10 @@ impl State {
             ));
         }
         let hz = self.card_clock_hz();
-        let ident = matches!(
-            (app, index),
-            (_, 0) | (false, 2) | (false, 3) | (false, 8) | (true, 41) | (false, 55)
-        ) && self.card.state as u8 <= 3;
         if hz == 0 {
             self.violation(format!("CMD{index} with the card clock off"));
-        } else if ident && !(100_000..=400_000).contains(&hz) {
-            self.violation(format!("identification CMD{index} at {hz} Hz"));
-        } else if hz as f64 > self.card.max_clock_hz() {
-            self.violation(format!(
-                "CMD{index} at {hz} Hz, above the card's access mode {}",
-                self.card.access_mode
-            ));
+        } else if let Some(v) = self.card.clock_fault(index, app, hz) {
+            self.violation(v);
         }
     }
 

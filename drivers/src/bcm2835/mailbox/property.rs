@@ -34,6 +34,7 @@ pub mod tags {
     pub const GET_CLOCK_RATE_MEASURED: u32 = 0x0003_0047;
     pub const SET_CLOCK_RATE: u32 = 0x0003_8002;
     pub const SET_GPIO_STATE: u32 = 0x0003_8041;
+    pub const GET_DMA_CHANNELS: u32 = 0x0006_0001;
 }
 
 /// A tag's name, for messages.
@@ -49,6 +50,7 @@ pub fn tag_name(tag: u32) -> &'static str {
         tags::GET_CLOCK_RATE_MEASURED => "GET_CLOCK_RATE_MEASURED",
         tags::SET_CLOCK_RATE => "SET_CLOCK_RATE",
         tags::SET_GPIO_STATE => "SET_GPIO_STATE",
+        tags::GET_DMA_CHANNELS => "GET_DMA_CHANNELS",
         _ => "tag",
     }
 }

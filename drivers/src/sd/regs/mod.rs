@@ -3,4 +3,5 @@
 //! [`super::SdError`], which name the bits a controller reported. Constants only.
 
 pub mod sdhci;
+pub mod sdhost;
 pub mod sunxi;
