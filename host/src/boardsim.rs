@@ -19,6 +19,7 @@ use inference::speculate::{
 use inference::tokenizer::{StreamDecoder, Tokenizer};
 use inference::{Gguf, Kernels, Storage};
 use runtime::pagecache::hostfile::HostFile;
+use runtime::pagecache::order;
 use runtime::pagecache::{FileSource, Options, PageCache, Policy, DEFAULT_READAHEAD};
 use std::io::Write;
 use std::path::Path;
@@ -210,10 +211,9 @@ pub fn run(path: &Path, a: &SimArgs<'_>) -> Result<(), String> {
         policy: Policy::ResidentPrefix,
         readahead: DEFAULT_READAHEAD,
     };
-    // Pinned as the kernel pins: the file from its start, or a self-draft's layers first.
-    let own = (a.spec.self_draft > 0 && a.spec.on())
-        .then(|| inference::speculate::self_draft_pins(&model, a.spec.self_draft, capacity));
-    let wanted = own.flatten().unwrap_or_else(|| vec![(0, len)]);
+    // Pinned as the kernel pins: by card bytes saved per byte of RAM, a self-draft's first.
+    let own = if a.spec.on() { a.spec.self_draft } else { 0 };
+    let wanted = order::wanted(&model, &whole, own, Some(len)).map_err(|x| e(&x))?;
     let cache = PageCache::for_ranges(file, capacity, 256 << 10, opts, &wanted, &mut |_, _| {})
         .map_err(|x| e(&x))?;
     cache.set_schedule(model.weights.read_order(), 1);

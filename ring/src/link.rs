@@ -31,30 +31,23 @@ pub struct LineStats {
     pub dropped: u64,
 }
 
-impl<L: Link + ?Sized> Link for &mut L {
-    fn send(&mut self, bytes: &[u8]) -> usize {
-        (**self).send(bytes)
-    }
+/// A link behind a reference or a box is the link itself.
+macro_rules! forward_link {
+    ($($ty:ty),*) => {$(
+        impl<L: Link + ?Sized> Link for $ty {
+            fn send(&mut self, bytes: &[u8]) -> usize {
+                (**self).send(bytes)
+            }
 
-    fn recv(&mut self, buf: &mut [u8]) -> usize {
-        (**self).recv(buf)
-    }
+            fn recv(&mut self, buf: &mut [u8]) -> usize {
+                (**self).recv(buf)
+            }
 
-    fn line_stats(&self) -> Option<LineStats> {
-        (**self).line_stats()
-    }
+            fn line_stats(&self) -> Option<LineStats> {
+                (**self).line_stats()
+            }
+        }
+    )*};
 }
 
-impl<L: Link + ?Sized> Link for Box<L> {
-    fn send(&mut self, bytes: &[u8]) -> usize {
-        (**self).send(bytes)
-    }
-
-    fn recv(&mut self, buf: &mut [u8]) -> usize {
-        (**self).recv(buf)
-    }
-
-    fn line_stats(&self) -> Option<LineStats> {
-        (**self).line_stats()
-    }
-}
+forward_link!(&mut L, Box<L>);

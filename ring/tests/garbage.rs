@@ -7,17 +7,10 @@ mod sim;
 use ring::endpoint::{LinkError, Timing};
 use ring::fake::{Faults, Rng};
 use ring::link::Link;
-use sim::{assert_delivered, Flow, Sim};
-
-const MS: u64 = 1_000_000;
+use sim::{assert_delivered, Flow, Sim, MS};
 
 /// Patient timing for lines that spoil many frames (as the lossy cases of `ring.rs`).
-const PATIENT: Timing = Timing {
-    rto_ns: 20 * MS,
-    max_rto_ns: 80 * MS,
-    max_tries: 256,
-    window: 8,
-};
+const PATIENT: Timing = sim::patient(8);
 
 /// Seeds per test: each picks its ring size, its traffic and the fault rates. `LMBOOT_RING_SEEDS`
 /// runs more (`LMBOOT_RING_SEEDS=2000 cargo test -p ring --test garbage`).

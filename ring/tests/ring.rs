@@ -6,22 +6,15 @@ mod sim;
 use ring::endpoint::{Endpoint, LinkError, SendError, Timing};
 use ring::fake::{self, FakeLink, Faults, Rng};
 use ring::frame::{MAX_PAYLOAD, MAX_WIRE};
-use sim::{assert_delivered, Flow, Sim};
+use sim::{assert_delivered, Flow, Sim, MS};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const MS: u64 = 1_000_000;
-
 /// For lines that lose frames often: a short timeout, and patience. At 1% byte loss a frame
 /// crossing two lines and its ack crossing one arrive together about one time in three, less
 /// across five boards; a timeout resends the oldest frame alone, so a frame may take many tries.
-const LOSSY: Timing = Timing {
-    rto_ns: 20 * MS,
-    max_rto_ns: 80 * MS,
-    max_tries: 256,
-    window: 16,
-};
+const LOSSY: Timing = sim::patient(16);
 
 /// What goes wrong, how long the messages may be, the protocol's timing, the clock's step.
 struct Case {

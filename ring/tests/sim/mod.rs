@@ -3,6 +3,20 @@
 use ring::endpoint::{Endpoint, LinkError, Timing};
 use ring::fake::{self, FakeLink, Faults, Rng};
 
+/// Nanoseconds in a millisecond (the simulated clock counts nanoseconds).
+pub const MS: u64 = 1_000_000;
+
+/// Timing for lines that spoil or lose many frames: a short timeout, and patience (a frame may
+/// take many tries); `window` frames in flight.
+pub const fn patient(window: usize) -> Timing {
+    Timing {
+        rto_ns: 20 * MS,
+        max_rto_ns: 80 * MS,
+        max_tries: 256,
+        window,
+    }
+}
+
 /// Messages from one board to another and what has arrived of them.
 #[derive(Debug)]
 pub struct Flow {

@@ -1,13 +1,15 @@
 //! The page cache: a fixed amount of RAM standing in for mmap of the model file.
 //!
-//! The file's first `resident` bytes live in one contiguous, pinned buffer, filled once at load with
-//! large sequential reads; [`Storage::resident`] hands out slices of it, so when the whole model fits
-//! the forward pass reads weights in place with no copy. The rest of the file is streamed through a
-//! window of fixed-size pages behind a lock (any core may read).
+//! The pinned part: runs of the file held in RAM, filled once at load with large sequential reads;
+//! [`Storage::resident`] hands out slices of them, so when the whole model fits the forward pass
+//! reads weights in place with no copy. Which runs: the ranges the caller wants, most valuable
+//! first ([`order`]: the tensors that save the most card bytes per byte of RAM), as far as the
+//! capacity goes. The rest of the file is streamed through a window of fixed-size pages behind a
+//! lock (any core may read).
 //!
 //! Replacement suits the forward pass's cyclic order ([`Policy::ResidentPrefix`]): every token reads
-//! the file in the same order, so a fixed resident part plus a small streaming window reads about
-//! M - C bytes per token, where least-recently-used eviction ([`Policy::Lru`], kept for comparison)
+//! the same tensors in the same order, so a fixed resident part plus a small streaming window reads
+//! about M - C bytes per token (less when the bytes left out are ones a token does not read), where least-recently-used eviction ([`Policy::Lru`], kept for comparison)
 //! throws out each page just before it is needed again and reads about M.
 //!
 //! Read-ahead: the forward pass announces the tensors it will read next ([`Storage::prefetch`]); on
@@ -30,6 +32,7 @@ use inference::storage::{check_range, Storage, StorageError};
 use pinned::Pinned;
 
 mod aligned;
+pub mod order;
 mod pinned;
 
 #[cfg(feature = "std")]
@@ -435,9 +438,9 @@ pub const DEFAULT_READAHEAD: usize = 4;
 /// How the cache spends its capacity when the file does not fit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Policy {
-    /// Pin the file's first `capacity - window` bytes and stream the rest through a small window:
-    /// the forward pass reads the file in the same order every token, so each token reads only the
-    /// part that is not pinned (about M - C bytes).
+    /// Pin `capacity - window` bytes of the wanted ranges, most valuable first, and stream the
+    /// rest through a small window: the forward pass reads the same tensors in the same order every
+    /// token, so each token reads only what it reads of the part that is not pinned.
     ResidentPrefix,
     /// All capacity is one least-recently-used window (what an OS page cache does under mmap). With
     /// a cyclic scan larger than the cache it evicts each page just before it is needed again, so
@@ -463,9 +466,45 @@ impl Default for Options {
     }
 }
 
+/// What [`plan`] gives: the pinned `(start, length)` runs, the window's pages, the read-ahead.
+pub type Plan = (Vec<(u64, u64)>, usize, usize);
+
+/// The runs [`PageCache::for_ranges`] pins, its window's pages and its read-ahead, for a file of
+/// `len` bytes on a source that queues `queue_depth` reads: what a caller can report before the
+/// cache is filled.
+pub fn plan(
+    len: u64,
+    queue_depth: usize,
+    capacity: u64,
+    page: usize,
+    opts: Options,
+    wanted: &[(u64, u64)],
+) -> Result<Plan, CacheError> {
+    if page == 0 || !page.is_multiple_of(512) {
+        return Err(CacheError::BadSize {
+            what: "page size",
+            value: page as u64,
+        });
+    }
+    if opts.readahead > MAX_READAHEAD {
+        return Err(CacheError::BadSize {
+            what: "read-ahead (pages)",
+            value: opts.readahead as u64,
+        });
+    }
+    let readahead = if queue_depth == 0 {
+        0
+    } else {
+        opts.readahead.min(queue_depth)
+    };
+    let (runs, slots) = layout(len, capacity, page, readahead, opts.policy, wanted)?;
+    Ok((runs, slots, readahead))
+}
+
 impl<F: FileSource> PageCache<F> {
     /// A cache of at most `capacity` bytes over `src` with pages of `page` bytes. If the file fits,
-    /// it is all resident; otherwise the first `capacity - window` bytes are, and the rest streams
+    /// it is all resident; otherwise the first `capacity - window` bytes are (a caller that knows
+    /// the model uses [`PageCache::for_ranges`] with [`order`]'s ranges), and the rest streams
     /// through a window of [`window_pages`] pages. The resident part is read now, in chunks of
     /// `page` bytes, calling `progress(done, total)` after each.
     pub fn new(
@@ -501,25 +540,8 @@ impl<F: FileSource> PageCache<F> {
         wanted: &[(u64, u64)],
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Self, CacheError> {
-        if page == 0 || !page.is_multiple_of(512) {
-            return Err(CacheError::BadSize {
-                what: "page size",
-                value: page as u64,
-            });
-        }
-        if opts.readahead > MAX_READAHEAD {
-            return Err(CacheError::BadSize {
-                what: "read-ahead (pages)",
-                value: opts.readahead as u64,
-            });
-        }
         let len = src.len();
-        let readahead = if src.queue_depth() == 0 {
-            0
-        } else {
-            opts.readahead.min(src.queue_depth())
-        };
-        let (runs, slots) = layout(len, capacity, page, readahead, opts.policy, wanted)?;
+        let (runs, slots, readahead) = plan(len, src.queue_depth(), capacity, page, opts, wanted)?;
         check_fits(&runs, slots, page, fit::ADDRESS_LIMIT).map_err(CacheError::TooLarge)?;
         let mut pinned = Pinned::allocate(&runs)?;
         let resident_len = pinned.bytes();
@@ -625,6 +647,11 @@ impl<F: FileSource> PageCache<F> {
     /// Bytes pinned in RAM.
     pub fn resident_bytes(&self) -> u64 {
         self.pinned.bytes()
+    }
+
+    /// Bytes of `offset..offset + len` pinned in RAM.
+    pub fn pinned_within(&self, offset: u64, len: u64) -> u64 {
+        self.pinned.within(offset, len)
     }
 
     /// Bytes of RAM the cache holds (pinned part and window).

@@ -1,6 +1,6 @@
-//! The pinned part of the cache: runs of the file held in RAM for the whole run. A board alone pins
-//! the file's first bytes (the forward pass reads the file front to back, so a prefix is as good as
-//! any part); a board of a ring pins the tensors of its own part, wherever they lie in the file.
+//! The pinned part of the cache: runs of the file held in RAM for the whole run, wherever they lie
+//! in the file: the ranges [`super::order`] ranks by card bytes saved per byte of RAM (a board
+//! alone: every tensor a token reads; a board of a ring: the tensors of its own part).
 
 use super::aligned::AlignedBuf;
 use alloc::vec::Vec;
@@ -12,55 +12,73 @@ pub(super) struct Pinned {
     runs: Vec<(u64, AlignedBuf)>,
 }
 
-/// Which runs of a file of `len` bytes to pin with `budget` bytes: the `wanted` ranges in order,
-/// widened to whole pages, each taken whole while the budget lasts and the first that does not fit
-/// cut to whole pages; then sorted and merged. Returns `(start, length)` runs (at most one per
-/// wanted range, so the tables are reserved up front, fallibly).
+/// Which runs of a file of `len` bytes to pin with `budget` bytes: the `wanted` ranges in order
+/// (most valuable first, see [`super::order`]), widened to whole pages; of each, the pages no
+/// earlier range took, while the budget lasts, the first that does not fit cut to whole pages.
+/// Returns sorted, merged `(start, length)` runs (the table grows fallibly).
 pub(super) fn plan(
     wanted: &[(u64, u64)],
     len: u64,
     page: u64,
     budget: u64,
 ) -> Result<Vec<(u64, u64)>, OutOfMemory> {
+    // Sorted, disjoint, merged `[start, end)` runs of whole pages.
     let mut taken: Vec<(u64, u64)> = oom::with_capacity(wanted.len(), "page cache plan")?;
+    let top = len.div_ceil(page) * page;
     let mut left = budget / page * page;
     for &(offset, n) in wanted {
-        let start = offset.min(len) / page * page;
-        let end = offset.saturating_add(n).min(len).div_ceil(page) * page;
-        let mut start = start;
-        // Skip what an earlier range already took.
-        for &(s, e) in &taken {
-            if start >= s && start < e {
-                start = e;
-            }
-        }
-        let end = end.min(len.div_ceil(page) * page);
-        if start >= end || left == 0 {
-            continue;
-        }
-        let take = (end - start).min(left);
-        taken.push((start, start + take));
-        left -= take;
-    }
-    taken.sort_unstable();
-    // Merged in place: the merged runs are never more than the taken ones.
-    let mut merged = 0;
-    for i in 0..taken.len() {
-        let (s, e) = taken[i];
-        match merged {
-            m if m > 0 && s <= taken[m - 1].1 => taken[m - 1].1 = taken[m - 1].1.max(e),
-            m => {
-                taken[m] = (s, e);
-                merged += 1;
+        let mut start = offset.min(len) / page * page;
+        let end = (offset.saturating_add(n).min(len).div_ceil(page) * page).min(top);
+        while start < end && left > 0 {
+            let i = taken.partition_point(|r| r.1 <= start);
+            match taken.get(i) {
+                // Inside a run an earlier range took: go past it.
+                Some(&(s, e)) if s <= start => start = e,
+                next => {
+                    let stop = next.map_or(end, |r| r.0.min(end));
+                    let take = (stop - start).min(left);
+                    insert(&mut taken, i, (start, start + take))?;
+                    left -= take;
+                    start += take;
+                }
             }
         }
     }
-    taken.truncate(merged);
     for r in taken.iter_mut() {
         *r = (r.0, r.1.min(len) - r.0);
     }
     taken.retain(|&(_, n)| n > 0);
     Ok(taken)
+}
+
+/// Put the run `r` (in a gap of `taken`, before `taken[i]`) into `taken`, merged with the runs it
+/// touches.
+fn insert(taken: &mut Vec<(u64, u64)>, i: usize, r: (u64, u64)) -> Result<(), OutOfMemory> {
+    let joins_prev = i > 0 && taken[i - 1].1 == r.0;
+    let joins_next = taken.get(i).is_some_and(|n| n.0 == r.1);
+    match (joins_prev, joins_next) {
+        (true, true) => {
+            taken[i - 1].1 = taken[i].1;
+            taken.remove(i);
+        }
+        (true, false) => taken[i - 1].1 = r.1,
+        (false, true) => taken[i].0 = r.0,
+        (false, false) => {
+            oom::reserve(taken, 1, "page cache plan")?;
+            taken.insert(i, r);
+        }
+    }
+    Ok(())
+}
+
+/// Bytes of `offset..offset + len` inside the sorted, disjoint `(start, length)` runs.
+pub(super) fn overlap(runs: impl IntoIterator<Item = (u64, u64)>, offset: u64, len: u64) -> u64 {
+    let end = offset.saturating_add(len);
+    runs.into_iter()
+        .skip_while(|r| r.0.saturating_add(r.1) <= offset)
+        .take_while(|r| r.0 < end)
+        .map(|r| end.min(r.0.saturating_add(r.1)) - offset.max(r.0))
+        .sum()
 }
 
 impl Pinned {
@@ -84,6 +102,15 @@ impl Pinned {
     /// Bytes pinned.
     pub(super) fn bytes(&self) -> u64 {
         self.runs.iter().map(|(_, b)| b.len() as u64).sum()
+    }
+
+    /// Bytes of `offset..offset + len` pinned.
+    pub(super) fn within(&self, offset: u64, len: u64) -> u64 {
+        overlap(
+            self.runs.iter().map(|(s, b)| (*s, b.len() as u64)),
+            offset,
+            len,
+        )
     }
 
     /// The pinned bytes from `offset` to the end of the run holding it, if a run holds it.

@@ -462,3 +462,374 @@ fn a_cache_past_a_32_bit_address_space_is_refused_up_front() {
     let lru = layout(FAR_LEN, FAR_LEN, 4096, 0, Policy::Lru, &[(0, FAR_LEN)]).unwrap();
     assert!(check_fits(&lru.0, lru.1, 4096, limit).is_err());
 }
+
+/// The pin order ([`order::PinScope`]) on a model laid out like Qwen2.5's GGUF files: the header,
+/// the output head (unless tied), the token embedding, then each layer's matrices in file
+/// (alphabetical) order with small tensors between, everything from `base` on.
+mod pin_order {
+    use super::super::order::{pinned_within, PinReport, PinScope, Value};
+    use super::*;
+    use inference::gguf::TensorInfo;
+    use inference::model::{Config, LayerWeights, Model, Part, RopeScaling, Weights};
+    use inference::quant::GgmlType;
+
+    const HEAD: u64 = 150_000;
+    const EMBD: u64 = 100_000;
+    const ROWS: u64 = 1000;
+    /// Bytes of a layer's seven matrices.
+    const LAYER: u64 = 114_000;
+
+    fn t(offset: &mut u64, size: u64, rows: u64) -> TensorInfo {
+        let info = TensorInfo {
+            name: String::new(),
+            ty: GgmlType::Q8_0,
+            dims: [size / rows, rows, 1, 1],
+            n_dims: 2,
+            offset: *offset,
+            size,
+            info_offset: 0,
+        };
+        // A small tensor (a norm or a bias) after each matrix.
+        *offset += size + 600;
+        info
+    }
+
+    /// The model, its file's length and the part a board alone runs.
+    fn model(layers: usize, tied: bool, base: u64) -> (Model, u64, Part) {
+        let whole = Part::whole(layers);
+        let mut at = base + 4096;
+        let output = (!tied).then(|| t(&mut at, HEAD, ROWS));
+        let token_embd = t(&mut at, EMBD, ROWS);
+        let layers = (0..layers)
+            .map(|_| {
+                // File order: ffn_down, ffn_gate, ffn_up, attn_k, attn_output, attn_q, attn_v.
+                let [w_down, w_gate, w_up, wk, wo, wq, wv] =
+                    [30_000, 30_000, 30_000, 2_000, 10_000, 10_000, 2_000]
+                        .map(|n| t(&mut at, n, 100));
+                LayerWeights {
+                    attn_norm: vec![],
+                    wq,
+                    wk,
+                    wv,
+                    bq: None,
+                    bk: None,
+                    bv: None,
+                    q_norm: None,
+                    k_norm: None,
+                    wo,
+                    post_attn_norm: None,
+                    ffn_norm: vec![],
+                    w_gate,
+                    w_up,
+                    w_down,
+                    post_ffn_norm: None,
+                }
+            })
+            .collect::<Vec<_>>();
+        let config = Config {
+            recipe: inference::model::arch::recipe("llama").unwrap(),
+            name: String::new(),
+            n_layer: layers.len(),
+            dim: 100,
+            n_head: 1,
+            n_head_kv: 1,
+            head_dim: 100,
+            ffn_dim: 300,
+            vocab: ROWS as usize,
+            rope_dim: 100,
+            rope_base: 10_000.0,
+            rope_scaling: RopeScaling::None,
+            norm_eps: 1e-5,
+            attn_scale: 0.1,
+            swa: None,
+            train_ctx: 128,
+        };
+        let weights = Weights {
+            output: output.unwrap_or_else(|| token_embd.clone()),
+            token_embd,
+            output_norm: vec![],
+            layers,
+            rope_freqs: None,
+        };
+        (Model { config, weights }, at + 10_000, whole)
+    }
+
+    fn layer(m: &Model, i: usize) -> (u64, u64) {
+        let l = &m.weights.layers[i];
+        (l.w_down.offset, l.wv.offset + l.wv.size - l.w_down.offset)
+    }
+
+    /// Bytes of `(offset, len)` the plan pins.
+    fn held(runs: &[(u64, u64)], (o, n): (u64, u64)) -> u64 {
+        pinned_within(runs, o, n)
+    }
+
+    fn scope<'a>(model: &'a Model, part: &'a Part, self_draft: usize) -> PinScope<'a> {
+        PinScope {
+            model,
+            part,
+            self_draft,
+        }
+    }
+
+    fn report(scope: PinScope<'_>, runs: &[(u64, u64)]) -> String {
+        let pinned = |o, n| pinned_within(runs, o, n);
+        let total = runs.iter().map(|r| r.1).sum();
+        PinReport {
+            scope,
+            total,
+            pinned: &pinned,
+        }
+        .to_string()
+    }
+
+    #[test]
+    fn an_untied_embedding_comes_after_everything_read_in_full() {
+        let (m, len, whole) = model(6, false, 0);
+        let scope = scope(&m, &whole, 0);
+        let ranked: Vec<_> = scope.ranked().collect();
+        assert_eq!(ranked.len(), 1 + 6 * 7 + 1);
+        assert_eq!(ranked[0], (Value::Full, &m.weights.output));
+        assert_eq!(ranked[43], (Value::Row, &m.weights.token_embd));
+        assert!(ranked[1..43].iter().all(|r| r.0 == Value::Full));
+        // Each layer's matrices in file order, layer after layer.
+        assert_eq!(ranked[1].1.offset, m.weights.layers[0].w_down.offset);
+        assert_eq!(ranked[7].1.offset, m.weights.layers[0].wv.offset);
+        assert_eq!(ranked[8].1.offset, m.weights.layers[1].w_down.offset);
+        let wanted = scope.ranges(Some(len)).unwrap();
+        assert_eq!(wanted.last(), Some(&(0, len)));
+        let page = 1024;
+        // The file's first bytes are the head and the embedding; a budget of the head and two
+        // and a half layers pins those layers, not the embedding that lies before them.
+        let budget = HEAD + 2 * LAYER + LAYER / 2 + 8 * page;
+        let runs = pinned::plan(&wanted, len, page, budget).unwrap();
+        let e = &m.weights.token_embd;
+        // At most the pages it shares with the head and layer 0.
+        assert!(held(&runs, (e.offset, e.size)) < 2 * page, "{runs:?}");
+        assert_eq!(held(&runs, (m.weights.output.offset, HEAD)), HEAD);
+        for i in 0..2 {
+            assert_eq!(held(&runs, layer(&m, i)), layer(&m, i).1, "layer {i}");
+        }
+        assert!(held(&runs, layer(&m, 2)) > LAYER / 3);
+        assert!(held(&runs, layer(&m, 3)) < page);
+        assert_eq!(runs.iter().map(|r| r.1).sum::<u64>(), budget / page * page);
+        // A budget for every tensor but the embedding still pins no more of it; only what is
+        // left after every layer goes to it.
+        let all_but = HEAD + 6 * (LAYER + 7 * 600) + 4 * page;
+        let runs = pinned::plan(&wanted, len, page, all_but).unwrap();
+        // The shared pages and the few pages left over.
+        assert!(held(&runs, (e.offset, e.size)) <= 6 * page);
+        assert!((0..6).all(|i| held(&runs, layer(&m, i)) == layer(&m, i).1));
+        let runs = pinned::plan(&wanted, len, page, all_but + EMBD + 4 * page).unwrap();
+        assert_eq!(held(&runs, (e.offset, e.size)), EMBD);
+        // The bytes a token streams: the matrices not pinned, and one row of the embedding.
+        let none = scope.streamed_per_token(&|_, _| 0);
+        assert_eq!(none, HEAD + 6 * LAYER + EMBD / ROWS);
+        assert_eq!(scope.streamed_per_token(&|_, n| n), 0);
+        let runs = pinned::plan(&wanted, len, page, budget).unwrap();
+        let streamed = scope.streamed_per_token(&|o, n| pinned_within(&runs, o, n));
+        let matrices: u64 = m.weights.layers[2..]
+            .iter()
+            .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down])
+            .map(|t| t.size - held(&runs, (t.offset, t.size)))
+            .sum();
+        let row = (EMBD - held(&runs, (e.offset, e.size))) * (EMBD / ROWS) / EMBD;
+        assert_eq!(streamed, matrices + row);
+        assert!(streamed < 4 * LAYER - LAYER / 3 + EMBD / ROWS);
+        assert_eq!(
+            report(scope, &runs),
+            "pinned 0 MiB: output head, layers 0-1, part of layer 2 (read in full each token); \
+             layers 3-5 streamed; token embedding streamed (one row a token)"
+        );
+    }
+
+    #[test]
+    fn a_tied_embedding_is_the_head_and_read_in_full() {
+        let (m, len, whole) = model(4, true, 0);
+        let scope = scope(&m, &whole, 0);
+        let ranked: Vec<_> = scope.ranked().collect();
+        // Once, first, valued as read in full; no lookup-only entry.
+        assert_eq!(ranked.len(), 1 + 4 * 7);
+        assert_eq!(ranked[0], (Value::Full, &m.weights.token_embd));
+        assert!(ranked.iter().all(|r| r.0 == Value::Full));
+        let e = &m.weights.token_embd;
+        let runs = pinned::plan(&scope.ranges(Some(len)).unwrap(), len, 512, EMBD + 1024).unwrap();
+        assert_eq!(held(&runs, (e.offset, e.size)), EMBD);
+        assert_eq!(
+            report(scope, &runs),
+            "pinned 0 MiB: output head = token embedding (read in full each token); \
+             layers 0-3 streamed"
+        );
+        // All of it fits: the whole file is wanted, so it is pinned whole.
+        let (runs, slots) = layout(
+            len,
+            len,
+            512,
+            0,
+            Policy::ResidentPrefix,
+            &scope.ranges(Some(len)).unwrap(),
+        )
+        .unwrap();
+        assert_eq!((runs, slots), (vec![(0, len)], 0));
+    }
+
+    #[test]
+    fn the_self_drafts_layers_and_head_come_first() {
+        let (m, len, whole) = model(6, false, 0);
+        let scope = scope(&m, &whole, 2);
+        let ranked: Vec<_> = scope.ranked().collect();
+        assert_eq!(ranked[0], (Value::Draft, &m.weights.output));
+        assert!(ranked[1..15].iter().all(|r| r.0 == Value::Draft));
+        assert_eq!(ranked[14].1.offset, m.weights.layers[1].wv.offset);
+        assert!(ranked[15..43].iter().all(|r| r.0 == Value::Full));
+        assert_eq!(ranked[43].0, Value::Row);
+        let page = 1024;
+        let wanted = scope.ranges(Some(len)).unwrap();
+        let runs = pinned::plan(&wanted, len, page, HEAD + 3 * LAYER).unwrap();
+        assert_eq!(held(&runs, (m.weights.output.offset, HEAD)), HEAD);
+        assert_eq!(held(&runs, layer(&m, 1)), layer(&m, 1).1);
+        assert!(held(&runs, layer(&m, 2)) > 0);
+        assert!(held(&runs, layer(&m, 3)) < page);
+        assert_eq!(
+            report(scope, &runs),
+            "pinned 0 MiB: output head, layers 0-1 (the self-draft's: read at every guess); \
+             part of layer 2 (read in full each token); layers 3-5 streamed; token embedding \
+             streamed (one row a token)"
+        );
+        // The budget ends in the draft's layers: the layers streamed are said as one stretch.
+        let runs = pinned::plan(&wanted, len, page, HEAD + LAYER + 6 * 600 + 3 * page).unwrap();
+        assert_eq!(
+            report(scope, &runs),
+            "pinned 0 MiB: output head, layer 0 (the self-draft's: read at every guess); \
+             layers 1-5 streamed; token embedding streamed (one row a token)"
+        );
+        // A self-draft as deep as the part: every layer is the draft's.
+        let deep = PinScope {
+            self_draft: 99,
+            ..scope
+        };
+        assert!(deep.ranked().take(43).all(|r| r.0 == Value::Draft));
+    }
+
+    #[test]
+    fn a_budget_smaller_than_one_tensor_pins_whole_pages_of_the_first() {
+        let (m, len, whole) = model(2, false, 0);
+        let scope = scope(&m, &whole, 1);
+        let wanted = scope.ranges(Some(len)).unwrap();
+        let head = m.weights.output.offset;
+        let page = 4096;
+        let runs = pinned::plan(&wanted, len, page, 3 * page + 100).unwrap();
+        assert_eq!(runs, vec![(head / page * page, 3 * page)]);
+        assert!(pinned::plan(&wanted, len, page, page - 1)
+            .unwrap()
+            .is_empty());
+        // Through the cache: the head's first pages are read in place, the rest streams.
+        let d = data(len as usize);
+        let c = PageCache::for_ranges(
+            Mem::new(d.clone()),
+            12 * page,
+            page as usize,
+            Options::default(),
+            &wanted,
+            &mut |_, _| {},
+        )
+        .unwrap();
+        assert_eq!(c.pinned_within(head, HEAD), c.resident_bytes());
+        assert!(c.resident_bytes() > 0 && c.resident_bytes() < HEAD);
+        let mut b = vec![0; HEAD as usize];
+        c.read_at(head, &mut b).unwrap();
+        assert!(b == d[head as usize..(head + HEAD) as usize]);
+    }
+
+    #[test]
+    fn a_ring_board_pins_its_own_layers_by_the_same_rule() {
+        let (m, _, _) = model(6, false, 0);
+        // A board after the head: layers 2..5, no ends, no self-draft of its own.
+        let part = Part {
+            layers: 2..5,
+            ends: false,
+        };
+        let scope = scope(&m, &part, 3);
+        let ranked: Vec<_> = scope.ranked().collect();
+        assert_eq!(ranked.len(), 3 * 7);
+        assert!(ranked.iter().all(|r| r.0 == Value::Full));
+        assert_eq!(ranked[0].1.offset, layer(&m, 2).0);
+        assert_eq!(scope.ranges(None).unwrap().len(), 21);
+        // The head of a ring of layers 0..2 with a self-draft of 3: the draft is its 2 layers.
+        let head = Part {
+            layers: 0..2,
+            ends: true,
+        };
+        let scope = PinScope {
+            part: &head,
+            ..scope
+        };
+        let values: Vec<_> = scope.ranked().map(|r| r.0).collect();
+        assert_eq!(values.len(), 1 + 14 + 1);
+        assert!(values[..15].iter().all(|&v| v == Value::Draft));
+        assert_eq!(values[15], Value::Row);
+        // Layers past the model's or a range backwards: only the ends, and no panic.
+        for ((start, end), n) in [((4, 9), 1 + 14 + 1), ((9, 12), 2), ((5, 3), 2)] {
+            let odd = Part {
+                layers: start..end,
+                ends: true,
+            };
+            let scope = PinScope {
+                part: &odd,
+                ..scope
+            };
+            assert_eq!(scope.ranked().count(), n);
+            let pinned = |_, _| 0;
+            let r = PinReport {
+                scope,
+                total: 0,
+                pinned: &pinned,
+            };
+            assert!(r.to_string().starts_with("pinned 0 MiB"));
+        }
+    }
+
+    #[test]
+    fn tensors_past_4_gib_are_ranked_and_pinned_there() {
+        const G: u64 = 1 << 30;
+        let (m, len, whole) = model(3, false, 5 * G);
+        let scope = scope(&m, &whole, 0);
+        let wanted = scope.ranges(Some(len)).unwrap();
+        let page = 4096;
+        let runs = pinned::plan(&wanted, len, page, HEAD + LAYER + 4 * page).unwrap();
+        assert!(runs.iter().all(|r| r.0 >= 5 * G));
+        assert_eq!(held(&runs, (m.weights.output.offset, HEAD)), HEAD);
+        assert_eq!(held(&runs, layer(&m, 0)), layer(&m, 0).1);
+        let e = &m.weights.token_embd;
+        assert!(held(&runs, (e.offset, e.size)) < 2 * page);
+        // Through a cache over the 6 GiB file (laid out from 5 GiB on, well before its end).
+        assert!(len < FAR_LEN);
+        let opts = Options {
+            policy: Policy::ResidentPrefix,
+            readahead: 0,
+        };
+        let budget = HEAD + LAYER + 40 * page;
+        let c = PageCache::for_ranges(Far, budget, page as usize, opts, &wanted, &mut |_, _| {})
+            .unwrap();
+        let (o, n) = layer(&m, 0);
+        let run = c.resident(o, n as usize).unwrap();
+        assert!(run == far_bytes(o, n as usize));
+        assert!(c.resident(e.offset + EMBD / 2, 10).is_none());
+    }
+
+    /// Ranges that overlap earlier ones take only the pages not yet taken: the budget is not
+    /// spent twice, and the last wanted range (the whole file) fills the gaps between them.
+    #[test]
+    fn overlapping_wanted_ranges_spend_the_budget_once() {
+        let page = 1024;
+        let wanted = [(5 * page, 2 * page), (2 * page, 10 * page), (0, 20 * page)];
+        let plan = |budget| pinned::plan(&wanted, 20 * page, page, budget).unwrap();
+        assert_eq!(
+            plan(4 * page),
+            vec![(2 * page, 2 * page), (5 * page, 2 * page)]
+        );
+        assert_eq!(plan(10 * page), vec![(2 * page, 10 * page)]);
+        assert_eq!(plan(13 * page), vec![(0, 13 * page)]);
+        assert_eq!(plan(1 << 30), vec![(0, 20 * page)]);
+    }
+}

@@ -12,7 +12,7 @@ use crate::pagecache::{MAX_READAHEAD, MIN_WINDOW_PAGES};
 use alloc::vec;
 use alloc::vec::Vec;
 use core::ops::Range;
-use inference::model::{Model, Part, RunState};
+use inference::model::{Model, RunState};
 use serde::{Deserialize, Serialize};
 
 /// What a board reports of itself at ring formation.
@@ -38,8 +38,6 @@ pub struct Shape {
     pub layer_bytes: Vec<u64>,
     /// Bytes the head reads every token besides its layers (the output head).
     pub head_compute: u64,
-    /// Bytes the head keeps besides its layers (the output head and the embedding, once if tied).
-    pub head_ram: u64,
     /// KV-cache bytes per layer for the run's context.
     pub kv_per_layer: u64,
     /// Bytes every board needs besides weights and KV cache (buffers, the cache's window, slack).
@@ -111,16 +109,18 @@ impl core::fmt::Display for PlanError {
 pub fn predict(shape: &Shape, p: &Profile, i: usize, layers: Range<usize>) -> Option<Window> {
     let n = layers.len() as u64;
     let weights: u64 = shape.layer_bytes[layers.clone()].iter().sum();
-    let (bytes, keep) = match i {
-        0 => (weights + shape.head_compute, weights + shape.head_ram),
-        _ => (weights, weights),
+    let bytes = match i {
+        0 => weights + shape.head_compute,
+        _ => weights,
     };
     let avail = p
         .ram
         .checked_sub(shape.fixed)?
         .checked_sub(n * shape.kv_per_layer)?
         .min(p.cache);
-    let streamed = keep.saturating_sub(avail).min(bytes);
+    // The page cache pins what a token reads first and an untied token embedding (one row a
+    // token) last (`pagecache::order`): what streams is what a token reads beyond the cache.
+    let streamed = bytes.saturating_sub(avail);
     let ns = time_ns(bytes, p.compute) + time_ns(streamed, p.card);
     Some(Window {
         layers,
@@ -221,10 +221,6 @@ pub fn shape(
         .map(|ms| ms.iter().map(|t| t.size).sum())
         .collect();
     let c = &model.config;
-    let ends = Part {
-        layers: 0..0,
-        ends: true,
-    };
     let row = (inference::model::state::SCRATCH_BYTES as u64).max(w.max_row_bytes());
     let scratch = workers as u64 * row;
     let fixed = RunState::bytes_per_batch_token(model) * batch as u64
@@ -234,7 +230,6 @@ pub fn shape(
     Shape {
         layer_bytes,
         head_compute: w.output.size,
-        head_ram: w.bytes_of(&ends),
         kv_per_layer: RunState::kv_bytes_for(model, ctx) / c.n_layer.max(1) as u64,
         fixed: fixed + margin,
     }

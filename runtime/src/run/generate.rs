@@ -7,6 +7,7 @@ use super::profile::{profile, time_ns, Profile};
 use super::{ms, RunError, BEGIN_OUTPUT, CONFIG_PATH, END_OUTPUT};
 use crate::config::Config;
 use crate::console::Out;
+use crate::pagecache::order::PinReport;
 use crate::pagecache::{CacheStats, FileSource, PageCache};
 use crate::platform::{CardBus, Platform};
 use alloc::format;
@@ -16,7 +17,7 @@ use core::fmt::Write;
 use drivers::sd::BusMode;
 use inference::generate::{Engine, GenReport, LogitsFilter, Remote, StopReason};
 use inference::json::JsonConstraint;
-use inference::model::{Model, RunState};
+use inference::model::{Model, Part, RunState};
 use inference::parallel::Parallel;
 use inference::sampler::Sampler;
 use inference::speculate::{self_draft_bytes, PassCost, SpecStats};
@@ -340,7 +341,10 @@ fn print_profile<F: FileSource>(
     out: &mut Out<'_>,
 ) {
     let gen = report.generated.max(1) as u64;
-    let streamed = g.cache.len().saturating_sub(g.cache.resident_bytes());
+    let whole = Part::whole(g.model.config.n_layer);
+    let scope = super::spec::pin_scope(g.cfg, g.model, &whole);
+    let pinned = |o, n| g.cache.pinned_within(o, n);
+    let streamed = scope.streamed_per_token(&pinned);
     let compute_ns = time_ns(prof.weights, prof.matvec);
     let io_ns = time_ns(streamed, g.card_rate);
     let achieved = if gen > 1 {
@@ -363,6 +367,12 @@ fn print_profile<F: FileSource>(
         ms(achieved),
         if io_ns > compute_ns { "I/O-bound" } else { "compute-bound" }
     );
+    let pins = PinReport {
+        scope,
+        total: g.cache.resident_bytes(),
+        pinned: &pinned,
+    };
+    let _ = writeln!(out, "profile: {pins}");
     if streamed > 0 {
         print_bus_prediction(streamed, compute_ns, g.card_rate, bus, out);
     }

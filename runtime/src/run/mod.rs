@@ -24,7 +24,8 @@ use crate::card::{CardFile, Direct};
 use crate::config::{Config, IoCore, Mode};
 use crate::console::{Console, Out};
 use crate::iocore::{IoShared, Served, Texted};
-use crate::pagecache::{FileSource, Options, PageCache};
+use crate::pagecache::order::{self, PinReport, PinScope};
+use crate::pagecache::{self, FileSource, Options, PageCache};
 use crate::platform::Platform;
 use alloc::string::{String, ToString};
 use converse::ChatRun;
@@ -118,14 +119,8 @@ where
         spec,
         ctx,
         capacity,
-    } = size_buffers(
-        cfg,
-        (&m.model, draft_model.as_ref()),
-        cores,
-        size,
-        platform,
-        &mut out,
-    )?;
+        memory,
+    } = size_buffers(cfg, (&m.model, draft_model.as_ref()), cores, size, platform)?;
 
     // Declaration order is drop order reversed: the cache (declared last) waits for the reads in
     // flight, then the serving core stops, then the shared source goes.
@@ -137,10 +132,18 @@ where
         (None, Some(c)) => source::Source::Texted(Texted(c)),
         (None, None) => unreachable!("reader() returns one of the two"),
     };
-    let wanted = spec::pin_order(cfg, &m.model, (size, capacity))?;
+    let whole = inference::model::Part::whole(m.model.config.n_layer);
+    let wanted = spec::pin_order(cfg, (&m.model, &whole), Some(size))?;
+    let scope = spec::pin_scope(cfg, &m.model, &whole);
+    let src_shape = (src.len(), src.queue_depth());
+    say_pins(
+        &memory,
+        (src_shape, capacity, cfg),
+        (scope, &wanted),
+        &mut out,
+    )?;
     let (cache, load_ns) = load(src, cfg, capacity, &wanted, &|| {}, platform, &mut out)?;
     cache.set_schedule(m.model.weights.read_order(), cores);
-    let whole = inference::model::Part::whole(m.model.config.n_layer);
     check_part(&m.model, &cache, &whole, platform, &mut out)?;
     selftest(cfg, platform, &mut out)?;
     let kernels = choose_kernels(cfg, platform)?;
@@ -384,14 +387,14 @@ pub(crate) fn summary<'a>(g: &'a Gguf, model: &'a Model) -> impl fmt::Display + 
 }
 
 /// Step 3: the run's buffers (KV cache for `ctx` positions, activations), then the page cache's
-/// size from what is left of the heap. Returns the buffers, the positions and the cache's bytes.
+/// size from what is left of the heap. Returns the buffers, the positions, the cache's bytes and
+/// the memory line's figures (said with what the cache pins, once the reader is known).
 fn size_buffers<'d, P: Platform + ?Sized>(
     cfg: &Config,
     (model, draft): (&Model, Option<&'d DraftModel>),
     cores: usize,
     size: u64,
     platform: &P,
-    out: &mut Out<'_>,
 ) -> Result<Buffers<'d>, RunError> {
     set_stage(Stage::Buffers);
     let ctx = cfg.ctx.min(model.config.train_ctx);
@@ -420,21 +423,81 @@ fn size_buffers<'d, P: Platform + ?Sized>(
     let free = platform.heap_free();
     let auto = free.saturating_sub(HEAP_MARGIN);
     let capacity = cfg.cache_bytes.unwrap_or(auto).min(auto).min(size);
-    let _ = writeln!(
-        out,
-        "memory: KV cache {} KiB ({ctx} positions), buffers {} KiB (prompt batches of {batch}){spec_note}, heap free {} MiB, page cache {} MiB of a {} MiB model",
-        kv_bytes >> 10,
-        buf_bytes >> 10,
-        free >> 20,
-        capacity >> 20,
-        size >> 20
-    );
+    let memory = Memory {
+        kv: kv_bytes,
+        buffers: buf_bytes,
+        ctx,
+        batch,
+        spec_note,
+        free,
+        capacity,
+        size,
+    };
     Ok(Buffers {
         st,
         spec,
         ctx,
         capacity,
+        memory,
     })
+}
+
+/// The memory line's figures, up to the page cache's size (what it pins follows once the reader
+/// is known).
+struct Memory {
+    kv: usize,
+    buffers: usize,
+    ctx: usize,
+    batch: usize,
+    spec_note: String,
+    free: u64,
+    capacity: u64,
+    size: u64,
+}
+
+impl fmt::Display for Memory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "memory: KV cache {} KiB ({} positions), buffers {} KiB (prompt batches of {}){}, heap free {} MiB, page cache {} MiB of a {} MiB model",
+            self.kv >> 10,
+            self.ctx,
+            self.buffers >> 10,
+            self.batch,
+            self.spec_note,
+            self.free >> 20,
+            self.capacity >> 20,
+            self.size >> 20
+        )
+    }
+}
+
+/// The page cache's options from `cfg`.
+fn cache_options(cfg: &Config) -> Options {
+    Options {
+        readahead: cfg.readahead,
+        ..Default::default()
+    }
+}
+
+/// Say `memory` and what a cache of `capacity` bytes over `src` (its length and queue depth)
+/// pins of `scope`'s tensors (`wanted`: their ranges, most valuable first) and why.
+fn say_pins(
+    memory: &dyn fmt::Display,
+    ((len, depth), capacity, cfg): ((u64, usize), u64, &Config),
+    (scope, wanted): (PinScope<'_>, &[(u64, u64)]),
+    out: &mut Out<'_>,
+) -> Result<(), RunError> {
+    let opts = cache_options(cfg);
+    let (runs, _, _) = pagecache::plan(len, depth, capacity, cfg.page_bytes, opts, wanted)
+        .map_err(RunError::Cache)?;
+    let pins = PinReport {
+        scope,
+        total: runs.iter().map(|r| r.1).sum(),
+        pinned: &|o, n| order::pinned_within(&runs, o, n),
+    };
+    let _ = writeln!(out, "{memory}: {pins}");
+    Ok(())
 }
 
 /// What [`size_buffers`] made: the run state, speculation's, the context length and the page
@@ -444,6 +507,7 @@ struct Buffers<'d> {
     spec: SpecParts<'d>,
     ctx: usize,
     capacity: u64,
+    memory: Memory,
 }
 
 /// Prompt tokens per forward pass when `batch = auto`: up to [`AUTO_BATCH`], as many as fit in a
@@ -536,8 +600,8 @@ where
 /// The page cache [`load`] fills, and the nanoseconds it took.
 type Loaded<F> = (PageCache<F>, u64);
 
-/// Step 5: fill the page cache's resident part (the `wanted` ranges of the file, all of it for a
-/// board alone) with a progress counter, calling `tick` as it goes, and say how it went. Returns
+/// Step 5: fill the page cache's resident part (the `wanted` ranges of the file, most valuable
+/// first: [`spec::pin_order`]) with a progress counter, calling `tick` as it goes, and say how it went. Returns
 /// the cache and the load time in nanoseconds.
 fn load<F: FileSource<Error = String> + Send, P: Platform + ?Sized>(
     src: F,
@@ -554,10 +618,7 @@ fn load<F: FileSource<Error = String> + Send, P: Platform + ?Sized>(
     let counter =
         measure::InstructionCounter::new(read.as_ref().map(|(f, b)| (f as &dyn Fn() -> u64, *b)));
     let mut last = 0;
-    let opts = Options {
-        readahead: cfg.readahead,
-        ..Default::default()
-    };
+    let opts = cache_options(cfg);
     let size = src.len();
     let page = cfg.page_bytes;
     let mut cache = PageCache::for_ranges(src, capacity, page, opts, wanted, &mut |done, total| {

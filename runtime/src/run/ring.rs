@@ -5,8 +5,8 @@
 
 use super::profile::{matvec_rate, rate};
 use super::{
-    auto_batch, check_part, choose_kernels, load, ms, reader, start_serving, Opened, RunError,
-    HEAP_MARGIN,
+    auto_batch, check_part, choose_kernels, load, ms, reader, say_pins, start_serving, Opened,
+    RunError, HEAP_MARGIN,
 };
 use crate::card::Direct;
 use crate::config::{Config, RingPlace};
@@ -21,7 +21,6 @@ use crate::ring::plan::{self, Profile, Window};
 use crate::ring::{Node, RingError};
 use alloc::boxed::Box;
 use alloc::string::String;
-use alloc::vec::Vec;
 use core::cell::RefCell;
 use core::fmt::Write;
 use drivers::block::WriteBlocks;
@@ -156,9 +155,10 @@ fn capacity<P: Platform + ?Sized>(cfg: &Config, size: u64, platform: &P) -> u64 
 /// The page cache a ring board reads its window through.
 type Cache<'s> = PageCache<Box<dyn FileSource<Error = String> + Send + 's>>;
 
-/// The page cache over the card for `part`: its tensors pinned as far as RAM goes, the rest
-/// streamed with read-ahead as on a board alone (a core serving the card when it cannot queue
-/// reads), the line served (`tick`) while they load, the weights checked; then `then` with it.
+/// The page cache over the card for `part`: its tensors pinned as far as RAM goes, those that
+/// save the most card bytes per byte of RAM first (the memory line says what), the rest streamed
+/// with read-ahead as on a board alone (a core serving the card when it cannot queue reads), the
+/// line served (`tick`) while they load, the weights checked; then `then` with it.
 fn with_part<D, P, R>(
     direct: Direct<D>,
     (cfg, model, part, cores): (&Config, &Model, &Part, usize),
@@ -173,7 +173,7 @@ where
     P: Platform + ?Sized,
 {
     let size = direct.len();
-    let wanted: Vec<(u64, u64)> = model.weights.ranges_of(part).collect();
+    let wanted = super::spec::pin_order(cfg, (model, part), None)?;
     let cap = capacity(cfg, size, platform);
     let streams = cap < model.weights.bytes_of(part);
     // Declaration order is drop order reversed: the cache goes first (waiting for the reads in
@@ -186,6 +186,11 @@ where
         (None, Some(c)) => Box::new(Texted(c)),
         (None, None) => unreachable!("reader() returns one of the two"),
     };
+    let scope = super::spec::pin_scope(cfg, model, part);
+    let (a, b) = (part.layers.start, part.layers.end);
+    let memory = format_args!("memory: page cache {} MiB for layers {a}..{b}", cap >> 20);
+    let src_shape = (src.len(), src.queue_depth());
+    say_pins(&memory, (src_shape, cap, cfg), (scope, &wanted), out)?;
     let (cache, _) = load(src, cfg, cap, &wanted, tick, platform, out)?;
     cache.set_schedule(model.weights.read_order_of(part), cores);
     check_part(model, &cache, part, platform, out)?;

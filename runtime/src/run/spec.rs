@@ -8,6 +8,7 @@ use super::{Opened, RunError};
 use crate::card::Direct;
 use crate::config::Config;
 use crate::console::Out;
+use crate::pagecache::order::PinScope;
 use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
@@ -19,8 +20,8 @@ use inference::generate::{GenError, Remote};
 use inference::model::{Model, Part, RunState};
 use inference::parallel::Parallel;
 use inference::speculate::{
-    draft_model_pays, draft_state, same_vocabulary, self_draft_pins, Draft, DraftShape, ModelDraft,
-    PassCost, Speculator,
+    draft_model_pays, draft_state, same_vocabulary, Draft, DraftShape, ModelDraft, PassCost,
+    Speculator,
 };
 use inference::tokenizer::Tokenizer;
 use inference::{Gguf, Kernels, Storage, StorageError};
@@ -244,18 +245,30 @@ pub(crate) fn speculator<'a, P: Parallel + ?Sized>(
     Ok(Some(Speculator::new(s, other, prior)))
 }
 
-/// The file ranges a page cache of `capacity` bytes pins first ([`self_draft_pins`] with a
-/// self-draft whose head fits, else the file from its start).
+/// What a board running `part` of `model` pins ([`PinScope`]): its tensors by card bytes saved
+/// per byte of RAM, the self-draft's layers and the output head first when speculation has a
+/// self-draft (a ring's head: within its own layers).
+pub(super) fn pin_scope<'a>(cfg: &Config, model: &'a Model, part: &'a Part) -> PinScope<'a> {
+    let own = if cfg.spec.on() {
+        cfg.spec.self_draft
+    } else {
+        0
+    };
+    PinScope {
+        model,
+        part,
+        self_draft: own,
+    }
+}
+
+/// The file ranges a page cache pins, most valuable first ([`PinScope::ranges`]); a board alone
+/// (`file`: the file's length) then the rest of its file.
 pub(super) fn pin_order(
     cfg: &Config,
-    model: &Model,
-    (size, capacity): (u64, u64),
+    (model, part): (&Model, &Part),
+    file: Option<u64>,
 ) -> Result<Vec<(u64, u64)>, RunError> {
-    let own = cfg.spec.self_draft;
-    let pins = (own > 0 && cfg.spec.on()).then(|| self_draft_pins(model, own, capacity));
-    match pins.flatten() {
-        Some(pins) => Ok(pins),
-        None => inference::oom::collect(1, "the page cache's pin list", |_| (0, size))
-            .map_err(RunError::OutOfMemory),
-    }
+    pin_scope(cfg, model, part)
+        .ranges(file)
+        .map_err(RunError::OutOfMemory)
 }

@@ -4,7 +4,6 @@ fn shape(layers: usize) -> Shape {
     Shape {
         layer_bytes: vec![10 << 20; layers],
         head_compute: 30 << 20,
-        head_ram: 30 << 20,
         kv_per_layer: 1 << 20,
         fixed: 8 << 20,
     }
