@@ -49,8 +49,8 @@ pub struct Board {
 pub const BOARDS: [Board; 2] = [
     Board {
         name: "zero2w",
-        what: "Pi Zero 2 W: SD in High Speed at 41.7 MHz, 4-bit (20.8 MB/s); 4 Cortex-A53 at 1 GHz, 0.5 GB/s of weights",
-        card: 20.8e6,
+        what: "Pi Zero 2 W: SD through sdhost in High Speed at 50 MHz, 4-bit (25 MB/s); 4 Cortex-A53 at 1 GHz, 0.5 GB/s of weights",
+        card: 25e6,
         matvec: 0.5e9,
         beta: 0.35,
     },
@@ -181,7 +181,7 @@ pub fn run(path: &Path, a: &SimArgs<'_>) -> Result<(), String> {
     let whole = Part::whole(model.config.n_layer);
     let (kv, bufs) = RunState::size_of(&model, ctx, 1, a.batch, &whole).map_err(|x| e(&x))?;
     let capacity = |draft: Option<&DraftFile>| {
-        let spec_bytes = spec_bytes(a.spec, &model, draft, (ctx, a.batch));
+        let spec_bytes = spec_bytes(a, &model, draft, ctx);
         let used = kv + bufs + spec_bytes + runtime::run::HEAP_MARGIN;
         heap_for(a.mem).saturating_sub(used).min(len)
     };
@@ -279,14 +279,12 @@ pub fn run(path: &Path, a: &SimArgs<'_>) -> Result<(), String> {
     report(&board, (capacity, len), &marks, stats)
 }
 
-/// Bytes speculation takes from a board's heap (as the kernel counts them): the rows of logits,
-/// the draft model's file and state (a self-draft runs in the target's).
-fn spec_bytes(
-    s: &SpecSettings,
-    model: &Model,
-    draft: Option<&DraftFile>,
-    (ctx, batch): (usize, usize),
-) -> u64 {
+/// Bytes speculation takes from a board's heap (as the kernel counts them): the rows of logits
+/// a check keeps (none for greedy: [`SpecSettings::rows_kept`]), the draft model's file and state
+/// (a self-draft runs in the target's).
+fn spec_bytes(a: &SimArgs<'_>, model: &Model, draft: Option<&DraftFile>, ctx: usize) -> u64 {
+    let (s, batch) = (a.spec, a.batch);
+    let rows = s.rows_kept(a.sampler.plain_greedy(), false);
     if !s.on() {
         return 0;
     }
@@ -297,7 +295,10 @@ fn spec_bytes(
         };
         RunState::size_of(m, ctx, 1, batch, &part).map_or(0, |(k, b)| k + b)
     };
-    let mut total = RunState::row_logits_bytes(model, s.max_guesses() + 1);
+    let mut total = match rows {
+        0 => 0,
+        rows => RunState::row_logits_bytes(model, rows),
+    };
     if let Some(d) = draft {
         total += d.src.len() + state(&d.model, d.model.config.n_layer);
     }
@@ -364,7 +365,15 @@ fn speculate<S: Storage + Sync>(
         fixed: one * (1.0 - clock.board.beta) + streamed as f64 / clock.board.card * 1e9,
         per_token: one * clock.board.beta,
     };
-    let mut spec = Speculation::new(&mut all, s.planner(Some(prior)));
+    // A self-draft's guess: its layers and head, read from the card where not resident.
+    let (own, own_streamed) =
+        inference::speculate::self_draft_bytes(model, s.self_draft, engine.src);
+    let guess = match s.self_draft {
+        0 => 0.0,
+        _ => (own_streamed as f64 / clock.board.card + own as f64 / clock.board.matvec) * 1e9,
+    };
+    let plan = s.planner(Some(prior)).with_draft_prior(guess);
+    let mut spec = Speculation::new(&mut all, plan);
     spec.self_draft = s.self_draft;
     let (_, stats) = engine
         .generate_speculative(

@@ -141,10 +141,20 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'a, S, P> {
     }
 
     /// A checking pass over the rows of `tree` at the next positions with the logits of every
-    /// one ([`RunState::row_logits`]): here, or here and around the ring (every row comes back).
-    pub(crate) fn pass_rows(&self, st: &mut RunState, tree: &Tree) -> Result<(), GenError> {
+    /// one ([`RunState::row_logits`]), or with `best` only each one's greedy pick
+    /// ([`RunState::row_best`], one board only): here, or here and around the ring (every row
+    /// comes back).
+    pub(crate) fn pass_rows(
+        &self,
+        st: &mut RunState,
+        tree: &Tree,
+        best: bool,
+    ) -> Result<(), GenError> {
         let run = (self.src, self.pool, &self.kernels);
         let Some(r) = self.remote else {
+            if best {
+                return Ok(self.model.forward_tree_best(st, run, tree)?);
+            }
             return Ok(self.model.forward_tree(st, run, tree)?);
         };
         let tokens = tree.tokens();

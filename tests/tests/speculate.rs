@@ -13,7 +13,8 @@ use inference::parallel::SingleThread;
 use inference::quant::MAX_BATCH;
 use inference::sampler::{Sampler, SamplerConfig};
 use inference::speculate::{
-    same_vocabulary, Draft, DraftShape, Drafts, Lookup, ModelDraft, Planner, SpecStats, Speculation,
+    same_vocabulary, Draft, DraftShape, Drafts, Lookup, ModelDraft, Planner, SpecSettings,
+    SpecStats, Speculation,
 };
 use inference::tokenizer::Tokenizer;
 use inference::{Gguf, Kernels, SliceStorage, Storage};
@@ -844,6 +845,101 @@ fn fewer_rows_kept_check_fewer_drafts() {
     let (got, s) = generate_with(&model, &src, job, &never, Some(&mut lookup), greedy);
     assert_eq!(got, want);
     assert!(s.drafted <= 2 * s.passes && s.accepted > 0, "{s:?}");
+}
+
+/// A tree pass that keeps only each row's greedy pick gives, on every row, the token greedy
+/// sampling takes from the row's full logits (the same tie rule), on every synthetic
+/// architecture, the head computed 3 of its 40 rows at a time (12 rows in a pass).
+#[test]
+fn each_rows_greedy_pick_is_that_of_its_logits() {
+    let k = Kernels::best();
+    for spec in [&LLAMA, &QWEN2, &QWEN3, &GEMMA3] {
+        let (bytes, model) = synthetic(spec);
+        let src = SliceStorage::new(&bytes);
+        let prompt: Vec<u32> = (0..9).map(|i| (i * 7 + 3) % VOCAB as u32).collect();
+        let mut tree = Tree::new(5, 12);
+        tree.extend(0, &[6, 7, 8, 9]);
+        tree.extend(0, &[11, 2, 2]);
+        tree.extend(2, &[30, 31, 0, 39]);
+        let mut rows = RunState::with_batch(&model, 64, 1, 16).unwrap();
+        let mut best = RunState::with_batch(&model, 64, 1, 16).unwrap();
+        rows.keep_row_logits(&model, 16).unwrap();
+        for st in [&mut rows, &mut best] {
+            model
+                .forward_batch(st, &src, &SingleThread, &k, &prompt, false)
+                .unwrap();
+        }
+        model
+            .forward_tree(&mut rows, (&src, &SingleThread, &k), &tree)
+            .unwrap();
+        model
+            .forward_tree_best(&mut best, (&src, &SingleThread, &k), &tree)
+            .unwrap();
+        for r in 0..tree.len() {
+            let want = inference::sampler::greedy(rows.row_logits(r, VOCAB).unwrap());
+            assert_eq!(best.row_best(r), Some(want), "{} row {r}", spec.arch);
+        }
+        assert_eq!(best.rows_kept(), 0);
+    }
+}
+
+/// Greedy without a penalty keeps no rows of logits (each row's greedy pick is computed as the
+/// output head is), with the plain loop's output; with a repetition penalty the check needs the
+/// logits: they are kept for the rows a pass checks, not the batch. The runtime and the
+/// board-sim reserve rows only when a check needs them.
+#[test]
+fn greedy_checks_keep_no_rows_of_logits() {
+    let (bytes, model) = synthetic(&QWEN3);
+    let src = SliceStorage::new(&bytes);
+    let engine = Engine::new(&model, &src, &SingleThread, Kernels::best());
+    let never = |_: u32| false;
+    let prompt: Vec<u32> = (0..24).map(|i| [3, 8, 12, 3, 8, 30][i % 6]).collect();
+    let penalty = SamplerConfig {
+        repeat_penalty: 1.3,
+        ..SamplerConfig::greedy()
+    };
+    for (cfg, keeps) in [(SamplerConfig::greedy(), false), (penalty, true)] {
+        let mut st = RunState::with_batch(&model, 200, 1, 16).unwrap();
+        let mut sampler = Sampler::new(cfg, VOCAB).unwrap();
+        let mut want = vec![];
+        let mut on = |t| {
+            want.push(t);
+            true
+        };
+        engine
+            .generate(&mut st, &mut sampler, &prompt, 40, &never, &|| 0, &mut on)
+            .unwrap();
+        let mut st = RunState::with_batch(&model, 200, 1, 16).unwrap();
+        let mut sampler = Sampler::new(cfg, VOCAB).unwrap();
+        let mut lookup = Lookup {
+            max_n: 3,
+            max_draft: 4,
+        };
+        let mut got = vec![];
+        let mut on = |t| {
+            got.push(t);
+            true
+        };
+        let job = (&prompt[..], 40);
+        let sources = (&mut lookup as &mut dyn Draft, 4, 0);
+        let state = (&mut st, &mut sampler);
+        let (_, s) = spec_gen(&engine, state, job, sources, &never, None, &mut on);
+        assert_eq!(got, want, "penalty {}", cfg.repeat_penalty);
+        assert!(s.accepted > 0, "{s:?}");
+        match keeps {
+            true => assert!((2..=5).contains(&st.rows_kept()), "{}", st.rows_kept()),
+            false => assert_eq!(st.rows_kept(), 0),
+        }
+    }
+    let s = SpecSettings {
+        lookup: 3,
+        ..SpecSettings::default()
+    };
+    assert_eq!(s.rows_kept(true, false), 0, "greedy");
+    assert_eq!(s.rows_kept(true, true), s.max_guesses() + 1, "JSON mode");
+    assert_eq!(s.rows_kept(false, false), s.max_guesses() + 1, "sampled");
+    let off = SpecSettings::default();
+    assert_eq!(off.rows_kept(false, true), 0, "no source");
 }
 
 /// A draft model must share the target's tokenizer: another vocabulary is refused, naming the

@@ -27,6 +27,7 @@ use crate::matvec::read_row_f32;
 use crate::ops;
 use crate::parallel::{par_chunks, Parallel};
 use crate::quant::Kernels;
+use crate::sample::sampler::RunningBest;
 use crate::storage::Storage;
 use alloc::vec::Vec;
 use core::ops::Range;
@@ -95,8 +96,8 @@ struct Pass<'a, S: ?Sized, P: ?Sized, K = Quantized> {
     k: &'a Kernels,
     layers: Range<usize>,
     want_logits: bool,
-    /// The logits of every token of the batch (into `row_logits`), not only of the last.
-    rows: bool,
+    /// Whose logits: the last token's, every token's, or every token's greedy pick.
+    rows: Rows,
     tick: Option<&'a dyn Fn()>,
     /// The kernel path: [`Quantized`] until the entry point chooses ([`Pass::run`]).
     path: K,
@@ -111,6 +112,18 @@ pub enum HeadRows {
     First(usize),
 }
 
+/// What a pass's output head gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rows {
+    /// The last token's logits (`st.logits`).
+    Last,
+    /// Every token's logits ([`RunState::row_logits`]).
+    All,
+    /// Every token's greedy pick ([`RunState::row_best`]), the head computed a chunk of its rows
+    /// at a time into `st.logits`: no row of logits kept whole.
+    Best,
+}
+
 /// Where a pass over a part of the model starts.
 #[derive(Debug, Clone, Copy)]
 pub enum Input<'t> {
@@ -118,6 +131,20 @@ pub enum Input<'t> {
     Tokens(&'t [u32]),
     /// `b` hidden states already in `RunState::x` (`[b][dim]`): the previous board's output.
     Hidden(usize),
+}
+
+/// Rows `first .. first + n` of the matrix `w` (2-D: the output head) as a matrix of its own.
+fn head_rows(w: &TensorInfo, first: usize, n: usize) -> TensorInfo {
+    let rb = w.row_bytes();
+    let mut dims = w.dims;
+    dims[1] = n as u64;
+    TensorInfo {
+        name: alloc::string::String::new(),
+        dims,
+        offset: w.offset + first as u64 * rb,
+        size: n as u64 * rb,
+        ..*w
+    }
 }
 
 impl Model {
@@ -164,7 +191,7 @@ impl Model {
         &'p self,
         (src, pool, k): (&'p S, &'p P, &'p Kernels),
         want_logits: bool,
-        rows: bool,
+        rows: Rows,
     ) -> Pass<'p, S, P> {
         Pass {
             model: self,
@@ -199,7 +226,7 @@ impl Model {
             return Err(ModelError::NoRowLogits);
         }
         let layers = self.config.n_layer;
-        self.token_pass(st, (src, pool, k), tokens, layers, (true, true))
+        self.token_pass(st, (src, pool, k), tokens, layers, (true, Rows::All))
     }
 
     /// [`Model::forward_rows`] over the rows of `tree` (see [`super::tree`]): the logits after
@@ -221,6 +248,28 @@ impl Model {
         r
     }
 
+    /// [`Model::forward_tree`] that keeps only each row's greedy pick
+    /// ([`RunState::row_best`]: the token greedy sampling would take from the row's logits, ties
+    /// and NaN alike), the output head computed a chunk of its rows at a time into `st.logits`
+    /// for all rows: no rows of logits are kept, so a greedy check without penalties or a
+    /// filter needs no memory beyond the run state's.
+    pub fn forward_tree_best<S, P>(
+        &self,
+        st: &mut RunState,
+        run: (&S, &P, &Kernels),
+        tree: &Tree,
+    ) -> Result<(), ModelError>
+    where
+        S: Storage + Sync + ?Sized,
+        P: Parallel + ?Sized,
+    {
+        let (layers, rows) = (self.config.n_layer, (true, Rows::Best));
+        st.set_tree(Some(tree));
+        let r = self.token_pass(st, run, tree.tokens(), layers, rows);
+        st.set_tree(None);
+        r
+    }
+
     /// [`Model::forward_batch`] through the first `layers` layers only (1 to all), the output
     /// head then reading the residual stream as it stands: a cheap draft of the whole model (a
     /// self-draft). `st` needs a KV cache for those layers ([`RunState::for_part`]).
@@ -236,18 +285,19 @@ impl Model {
         S: Storage + Sync + ?Sized,
         P: Parallel + ?Sized,
     {
-        self.token_pass(st, run, tokens, layers, (want_logits, false))
+        self.token_pass(st, run, tokens, layers, (want_logits, Rows::Last))
     }
 
     /// A pass of `tokens` through the first `layers` layers, with the logits of the last token
-    /// (`(true, false)`), of every token (`(true, true)`) or none.
+    /// (`(true, Rows::Last)`), of every token (`Rows::All`), every token's greedy pick
+    /// (`Rows::Best`) or none.
     fn token_pass<S, P>(
         &self,
         st: &mut RunState,
         run: (&S, &P, &Kernels),
         tokens: &[u32],
         layers: usize,
-        (want_logits, rows): (bool, bool),
+        (want_logits, rows): (bool, Rows),
     ) -> Result<(), ModelError>
     where
         S: Storage + Sync + ?Sized,
@@ -309,7 +359,7 @@ impl Model {
             k,
             layers: part.layers.clone(),
             want_logits: want_logits && part.is_whole(c.n_layer),
-            rows: false,
+            rows: Rows::Last,
             tick,
             path: Quantized,
         };
@@ -355,6 +405,7 @@ impl Model {
         run: (&'p S, &'p P, &'p Kernels),
         rows: bool,
     ) -> Pass<'p, S, P> {
+        let rows = if rows { Rows::All } else { Rows::Last };
         let mut pass = self.whole_pass(run, true, rows);
         pass.layers = self.config.n_layer..self.config.n_layer;
         pass
@@ -491,8 +542,9 @@ where
         st.pos += b;
         st.top = st.top.max(st.pos);
         match (self.want_logits, self.rows) {
-            (true, false) => self.logits(st, b - 1),
-            (true, true) => self.row_logits(st, b),
+            (true, Rows::Last) => self.logits(st, b - 1),
+            (true, Rows::All) => self.row_logits(st, b),
+            (true, Rows::Best) => self.row_bests(st, b),
             (false, _) => Ok(()),
         }
     }
@@ -517,6 +569,32 @@ where
         let bufs = (acts_dim, &mut mm[..], &mut scratch[..]);
         self.path
             .product(&self.cx(), OUTPUT, (&w.output, x, b, out), bufs)
+    }
+
+    /// best[i] = greedy(output · rmsnorm(x[i]) * output_norm) for the batch's `b` tokens, the
+    /// head's rows computed a chunk at a time for all tokens into `logits` (`[b][chunk]`), each
+    /// token's running best updated in row order       best: [B], logits as [b][vocab / b]
+    fn row_bests(&self, st: &mut RunState, b: usize) -> Result<(), ModelError> {
+        let (c, w) = (&self.model.config, &self.model.weights);
+        let step = st.logits.len() / b.max(1);
+        if step == 0 || b > st.best.len() {
+            return Err(ModelError::NoRowLogits);
+        }
+        self.norm(st, &w.output_norm, b);
+        st.best[..b].fill(RunningBest::NONE);
+        for first in (0..c.vocab).step_by(step) {
+            let n = step.min(c.vocab - first);
+            let part = head_rows(&w.output, first, n);
+            let (x, out) = (&st.xb[..b * c.dim], &mut st.logits[..b * n]);
+            let bufs = (&mut st.acts_dim, &mut st.mm[..], &mut st.scratch[..]);
+            self.path
+                .product(&self.cx(), OUTPUT, (&part, x, b, out), bufs)?;
+            let rows = st.logits[..b * n].chunks_exact(n);
+            for (best, row) in st.best.iter_mut().zip(rows) {
+                best.update(row, first);
+            }
+        }
+        Ok(())
     }
 
     /// logits = output · rmsnorm(x[row]) * output_norm                logits: [vocab]

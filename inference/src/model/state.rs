@@ -13,6 +13,7 @@ use crate::oom::{self, OutOfMemory};
 use crate::ops::RopeTable;
 use crate::parallel::{Parallel, MAX_WORKERS};
 use crate::quant::{ActBuf, ActFormat, ActsBatch, Kernels, MAX_BATCH};
+use crate::sample::sampler::RunningBest;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -113,6 +114,8 @@ pub struct RunState {
     /// Scores over the vocabulary after every token of the last batch, for checking draft tokens
     /// (empty unless [`RunState::keep_row_logits`] asked for them). `[B][vocab]`
     pub(super) row_logits: Vec<f32>,
+    /// Each batch row's greedy pick after a [`Model::forward_tree_best`] pass. `[MAX_BATCH]`
+    pub(super) best: [RunningBest; MAX_BATCH],
     /// Quantized activations of the current matmul input: one set for `dim`-wide inputs and one for
     /// the feed-forward hidden vector.
     pub(super) acts_dim: ActSet,
@@ -284,6 +287,7 @@ impl RunState {
             batch: b,
             logits: f32s(if part.ends { c.vocab } else { 0 }, "logits")?,
             row_logits: Vec::new(),
+            best: [RunningBest::NONE; MAX_BATCH],
             acts_dim: ActSet::new(b * c.dim.max(c.q_dim()))?,
             acts_ffn: ActSet::new(b * c.ffn_dim)?,
             scratch,
@@ -378,6 +382,15 @@ impl RunState {
     /// (`None` past the batch, or without [`RunState::keep_row_logits`]).
     pub fn row_logits(&self, row: usize, vocab: usize) -> Option<&[f32]> {
         self.row_logits.get(row * vocab..(row + 1) * vocab)
+    }
+
+    /// Row `row`'s greedy pick after a [`Model::forward_tree_best`] pass (`None` past the
+    /// batch): the token, or greedy's error on that row's logits.
+    pub fn row_best(
+        &self,
+        row: usize,
+    ) -> Option<Result<u32, crate::sample::sampler::SamplerError>> {
+        (row < self.batch).then(|| self.best.get(row).map(|b| b.token()))?
     }
 
     /// [`RunState::row_logits`], to be changed in place (penalties and filters before a draw).

@@ -44,6 +44,12 @@ impl Default for SamplerConfig {
 
 impl SamplerConfig {
     /// Greedy decoding.
+    /// Temperature 0 and no repetition penalty: a draw is the highest logit as computed
+    /// ([`Sampler::plain_greedy`]).
+    pub fn plain_greedy(&self) -> bool {
+        self.temperature <= 0.0 && (self.repeat_penalty == 1.0 || self.repeat_last_n == 0)
+    }
+
     pub fn greedy() -> Self {
         Self {
             temperature: 0.0,
@@ -285,6 +291,12 @@ impl Sampler {
         config.validate()?;
         self.config = config;
         Ok(())
+    }
+
+    /// Whether a draw is the highest logit as computed (temperature 0, no repetition penalty):
+    /// then only [`greedy`]'s pick is needed, not the logits themselves ([`RunningBest`]).
+    pub fn plain_greedy(&self) -> bool {
+        self.config.plain_greedy()
     }
 
     /// Forget the recent tokens (a new conversation).
@@ -569,6 +581,48 @@ pub fn par_greedy<P: Parallel + ?Sized>(pool: &P, logits: &[f32]) -> Result<u32,
     Ok(best.0 as u32)
 }
 
+/// [`greedy`]'s pick over logits seen a part at a time, in order (an output head computed a
+/// chunk of its rows at a time, no row of logits kept whole): the first highest logit, ties to
+/// the lower id, and at the first NaN the same error, as one scan of the whole row.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RunningBest {
+    /// The first highest logit so far and its id.
+    best: Option<(usize, f32)>,
+    /// The id of the first NaN seen (then nothing else counts).
+    nan: Option<usize>,
+}
+
+impl RunningBest {
+    /// Nothing seen yet.
+    pub const NONE: RunningBest = RunningBest {
+        best: None,
+        nan: None,
+    };
+
+    /// The next part of the row, ids from `at` (past every part seen before).
+    pub fn update(&mut self, logits: &[f32], at: usize) {
+        if self.nan.is_some() {
+            return;
+        }
+        match best_of(logits, at) {
+            Ok(Some((i, v))) if self.best.is_none_or(|(_, b)| v > b) => self.best = Some((i, v)),
+            Ok(_) => {}
+            Err(SamplerError::NanLogits { index }) => self.nan = Some(index),
+            Err(_) => self.nan = Some(at),
+        }
+    }
+
+    /// [`greedy`] over every part seen: the token, or the error it would give.
+    pub fn token(&self) -> Result<u32, SamplerError> {
+        if let Some(index) = self.nan {
+            return Err(SamplerError::NanLogits { index });
+        }
+        self.best
+            .map(|(i, _)| i as u32)
+            .ok_or(SamplerError::NoCandidates)
+    }
+}
+
 /// The first highest logit of `logits` (ids from `at`) and its value, `None` if all are -inf,
 /// an error at the first NaN. Sixteen logits at a time, their maximum and whether any is NaN,
 /// and only a chunk that beats the best so far is searched for its first maximal logit: the
@@ -604,6 +658,41 @@ mod tests {
         (0..1000)
             .map(|i| ((i * 7919 % 1000) as f32 / 100.0) - 5.0)
             .collect()
+    }
+
+    /// The running best over a row split anywhere equals greedy over the whole row: random
+    /// rows, rows of few distinct values (ties: the lower id), -inf and NaN.
+    #[test]
+    fn the_running_best_is_greedy_over_the_whole_row() {
+        let mut seed = 0x9e37_79b9_u64;
+        let mut next = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as u32
+        };
+        for case in 0..400 {
+            let n = 1 + next() as usize % 3000;
+            let levels = [1000, 3, 1][case % 3];
+            let mut row: Vec<f32> = (0..n)
+                .map(|_| (next() % levels) as f32 * 0.25 - 1.0)
+                .collect();
+            if case % 7 == 0 {
+                row.iter_mut().for_each(|v| *v = f32::NEG_INFINITY);
+            }
+            if case % 11 == 0 {
+                let i = next() as usize % n;
+                row[i] = f32::NAN;
+            }
+            let mut best = RunningBest::NONE;
+            let mut at = 0;
+            while at < n {
+                let len = (1 + next() as usize % 700).min(n - at);
+                best.update(&row[at..at + len], at);
+                at += len;
+            }
+            assert_eq!(best.token(), greedy(&row), "case {case}");
+        }
     }
 
     #[test]

@@ -159,6 +159,17 @@ impl SpecSettings {
         .min(MAX_BATCH - 1)
     }
 
+    /// Rows of logits a run with these settings keeps: none when greedy without a repetition
+    /// penalty (`plain_greedy`) and without a filter (`filter`: JSON mode), whose checks need
+    /// only each row's greedy pick, computed as the output head is; otherwise the rows a pass
+    /// checks at most. (0 when speculation is off.)
+    pub fn rows_kept(&self, plain_greedy: bool, filter: bool) -> usize {
+        match self.on() && (filter || !plain_greedy) {
+            true => self.max_guesses() + 1,
+            false => 0,
+        }
+    }
+
     /// The planner these settings ask for; `prior` stands for the pass costs until measured.
     pub fn planner(&self, prior: Option<PassCost>) -> Planner {
         match self.mode {
@@ -224,6 +235,39 @@ pub fn self_draft_pins(
         .filter(|r| seen.insert(r.0))
         .collect::<Vec<_>>()
         .into()
+}
+
+/// Bytes of the output head and the first `layers` layers (what a self-draft reads at each
+/// guess), and how many of them `src` does not hold resident (read from the card at each guess).
+pub fn self_draft_bytes<S: Storage + ?Sized>(
+    model: &crate::model::Model,
+    layers: usize,
+    src: &S,
+) -> (u64, u64) {
+    use crate::model::Part;
+    let w = &model.weights;
+    let part = Part {
+        layers: 0..layers.min(model.config.n_layer),
+        ends: false,
+    };
+    let mut seen = alloc::collections::BTreeSet::new();
+    let (mut total, mut streamed) = (0u64, 0u64);
+    for (offset, size) in [(w.output.offset, w.output.size)]
+        .into_iter()
+        .chain(w.read_order_of(&part))
+    {
+        if !seen.insert(offset) {
+            continue;
+        }
+        total += size;
+        let resident = usize::try_from(size)
+            .ok()
+            .and_then(|n| src.resident(offset, n));
+        if resident.is_none() {
+            streamed += size;
+        }
+    }
+    (total, streamed)
 }
 
 /// A draft source and how much of it to check per pass, kept across generations (a chat's
@@ -318,11 +362,15 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
     /// [`Engine::generate_filtered`] with guesses from `spec`'s draft checked by the target, a
     /// round per pass, as many as its planner chooses: greedy, the same tokens, stop reason and
     /// final position as the plain loop; sampled, the same distribution. On a ring's head the
-    /// checking pass goes round the ring and every row comes back. Allocates the logits of every
-    /// batch row
-    /// ([`RunState::keep_row_logits`], unless the caller kept fewer rows: at most that many
-    /// tokens are checked per pass) and the context, once. Returns this generation's counts
+    /// checking pass goes round the ring and every row comes back. Greedy without a repetition
+    /// penalty or a filter, on one board, keeps no rows of logits: the checking pass gives each
+    /// row's greedy pick as the output head is computed ([`Model::forward_tree_best`]). Otherwise
+    /// the logits of the rows a pass checks are kept ([`RunState::keep_row_logits`], grown to
+    /// the largest pass checked, unless the caller kept rows: then at most that many tokens are
+    /// checked per pass). Allocates the context once. Returns this generation's counts
     /// (`spec.stats` adds them up).
+    ///
+    /// [`Model::forward_tree_best`]: crate::model::Model::forward_tree_best
     pub fn generate_speculative(
         &self,
         st: &mut RunState,
@@ -338,10 +386,15 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
         let (rep, t0, t1) = self.prefill(st, sampler, prompt, clock)?;
         let passes = prompt.len().div_ceil(st.batch().max(1));
         spec.plan.prompt(prompt.len(), passes, t1.wrapping_sub(t0));
-        if st.rows_kept() == 0 {
-            st.keep_row_logits(self.model, st.batch())?;
-        }
+        // The rows a pass may check: the batch, or the rows of logits the caller kept.
+        let best = self.remote.is_none() && filter.is_none() && sampler.plain_greedy();
+        let rows = match st.rows_kept() {
+            0 => st.batch(),
+            kept => kept,
+        };
         let mut run = Round {
+            best: best && st.rows_kept() == 0,
+            rows,
             stops: Stops {
                 max_tokens,
                 is_end,
@@ -400,7 +453,8 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
             // Drafts that fit the batch and the context, and can still be generated.
             let room = (run.stops.max_tokens - run.rep.generated)
                 .min(st.ctx() - base - 1)
-                .min(st.rows_kept().max(1) - 1);
+                .min(run.rows.max(1) - 1)
+                .min(vocab as usize - 1);
             let k = spec.plan.choose(room);
             let t0 = clock();
             let mut tree = Tree::new(next.0, 1 + k);
@@ -423,7 +477,11 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
             let n = tree.len() - 1;
             let t1 = clock();
             spec.plan.drafted(n, t1.wrapping_sub(t0));
-            self.pass_rows(st, &tree)?;
+            if !run.best && st.rows_kept() < tree.len() {
+                // Sized to the rows checked: grown to the largest pass.
+                st.keep_row_logits(self.model, tree.len())?;
+            }
+            self.pass_rows(st, &tree, run.best)?;
             self.forwarded(tree.len());
             spec.plan.pass(tree.len(), clock().wrapping_sub(t1));
             run.stats.passes += 1;
@@ -490,12 +548,18 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Engine<'_, S, P> {
                 (kids[m], rows[m]) = (tree.tokens()[c], c);
                 m += 1;
             }
-            let logits = st
-                .row_logits_mut(row, vocab)
-                .ok_or(ModelError::NoRowLogits)?;
             // The token drawn here goes to position base + a + 1.
             let at = (base + a + 1, ctx);
-            let (t, kept, complete) = run.draw(self.pool, sampler, logits, &kids[..m], at)?;
+            let (t, kept, complete) = if run.best {
+                // Greedy's pick, the row's logits never kept whole.
+                let t = st.row_best(row).ok_or(ModelError::NoRowLogits)??;
+                (t, kids[..m].iter().position(|&k| k == t), false)
+            } else {
+                let logits = st
+                    .row_logits_mut(row, vocab)
+                    .ok_or(ModelError::NoRowLogits)?;
+                run.draw(self.pool, sampler, logits, &kids[..m], at)?
+            };
             let Some(c) = kept else {
                 break (t, complete, m > 0);
             };
@@ -545,6 +609,10 @@ struct Round<'f, 'g> {
     /// The prompt and the tokens taken so far, for the draft source.
     context: Vec<u32>,
     filter: Option<&'g mut dyn LogitsFilter>,
+    /// Check each row's greedy pick ([`RunState::row_best`]), not its logits.
+    best: bool,
+    /// Most rows a pass may check.
+    rows: usize,
 }
 
 impl Round<'_, '_> {

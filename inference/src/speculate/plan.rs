@@ -13,9 +13,17 @@
 //! `per_token` and `k* = 0`: no speculation, the plain loop's cost. Streaming from a card makes
 //! `fixed` large and long drafts cheap. The costs are fitted to the passes as they run (least
 //! squares over recent passes and the prompt's batches), from a prior (e.g. the boot profile)
-//! until two batch sizes have been seen; `α` is counted over recent rounds. While `k* = 0` a
-//! round of one guess is still tried every [`PROBE_EVERY`] rounds, so a context that starts to
-//! repeat itself is noticed.
+//! until two batch sizes have been seen; `α` is counted over recent rounds; a guess's cost from a
+//! prior (a self-draft's layers and head, streamed or not) until drafting has been timed. While
+//! `k* = 0` a round of one guess is still tried now and then, so a context that starts to repeat
+//! itself is noticed: after [`PROBE_EVERY`] rounds, the wait doubling after each probe refused
+//! (up to [`PROBE_MAX`]) and back to [`PROBE_EVERY`] when a guess is taken, and longer for a
+//! dear guess (probes take at most [`PROBE_SHARE`] of the time); never when the
+//! source could not pay even with most guesses taken ([`HOPE_ALPHA`]), as a self-draft that
+//! streams its layers: a source that never pays costs next to nothing.
+//!
+//! What a source takes from the page cache (a draft model's file, rows of logits) makes every
+//! pass read more from the card; [`source_pays`] weighs that before the memory is taken.
 
 /// Costs of a checking pass in the clock's units (nanoseconds on every platform here).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -26,8 +34,19 @@ pub struct PassCost {
     pub per_token: f64,
 }
 
-/// Rounds between probes of one guess while the planner finds drafting a loss.
+/// Rounds before a probe of one guess while the planner finds drafting a loss.
 pub const PROBE_EVERY: usize = 16;
+
+/// Most rounds between probes, after probes refused one after another.
+pub const PROBE_MAX: usize = 1024;
+
+/// Share of the time probes may take: a probe whose guess costs a share `d` of a pass waits at
+/// least `d / PROBE_SHARE` rounds (a self-draft streaming half the model: a hundred).
+pub const PROBE_SHARE: f64 = 0.005;
+
+/// The acceptance a source is credited with when asking whether it could ever pay (a probe is
+/// worth it only if the source would win with this many guesses taken).
+pub const HOPE_ALPHA: f64 = 0.8;
 
 /// Weight of the past against a new observation (per observation).
 const DECAY: f64 = 0.95;
@@ -48,6 +67,12 @@ pub struct Planner {
     taken: [f64; 2],
     /// Rounds since the last one with a guess while `k* = 0`.
     idle: usize,
+    /// Rounds to wait before the next probe (doubles after each probe refused).
+    probe_every: usize,
+    /// The last round chosen was a probe.
+    probing: bool,
+    /// Probes so far.
+    probes: usize,
 }
 
 impl Planner {
@@ -71,7 +96,24 @@ impl Planner {
             // One guess taken and one refused: α = 1/2 before anything is seen.
             taken: [1.0, 1.0],
             idle: 0,
+            probe_every: PROBE_EVERY,
+            probing: false,
+            probes: 0,
         }
+    }
+
+    /// `t` stands for the time of a guess until drafting has been timed (e.g. a self-draft's
+    /// layers and head: their card time when not resident, and their arithmetic).
+    pub fn with_draft_prior(mut self, t: f64) -> Planner {
+        if t > 0.0 {
+            self.draft = [t, 1.0];
+        }
+        self
+    }
+
+    /// Probes tried so far (rounds of one guess while drafting was found a loss).
+    pub fn probes(&self) -> usize {
+        self.probes
     }
 
     /// Most guesses per pass.
@@ -117,6 +159,12 @@ impl Planner {
     /// A round with guesses took `a` of them, one after another, and then refused the next
     /// (`refused`) or ran out of guesses.
     pub fn checked(&mut self, a: usize, refused: bool) {
+        if a > 0 {
+            self.probe_every = PROBE_EVERY;
+        } else if self.probing && refused {
+            self.probe_every = (self.probe_every * 2).min(PROBE_MAX);
+        }
+        self.probing = false;
         self.taken = [
             self.taken[0] * DECAY + a as f64,
             self.taken[1] * DECAY + f64::from(u8::from(refused)),
@@ -162,14 +210,25 @@ impl Planner {
         if self.fixed || room == 0 {
             return room;
         }
-        let k = best_length(self.cost(), self.draft_cost(), self.acceptance(), room);
+        self.probing = false;
+        let (cost, draft) = (self.cost(), self.draft_cost());
+        let k = best_length(cost, draft, self.acceptance(), room);
         if k > 0 {
             self.idle = 0;
             return k;
         }
+        // A probe only where the source could pay at all.
+        if best_length(cost, draft, HOPE_ALPHA, room) == 0 {
+            return 0;
+        }
         self.idle += 1;
-        if self.idle >= PROBE_EVERY {
+        let pass = cost.fixed + 2.0 * cost.per_token;
+        let dear = draft / (PROBE_SHARE * pass.max(1e-9));
+        let wait = (self.probe_every as f64).max(dear.min(PROBE_MAX as f64));
+        if self.idle as f64 >= wait {
             self.idle = 0;
+            self.probing = true;
+            self.probes += 1;
             return 1;
         }
         0
@@ -185,7 +244,15 @@ pub const DRAFT_MODEL_ALPHA: f64 = 0.8;
 /// guesses were taken with probability [`DRAFT_MODEL_ALPHA`], the card bytes per token must not
 /// grow. (Where nothing streams either way, the planner decides from the measured arithmetic.)
 pub fn draft_model_pays(without: u64, with: u64, max_guesses: usize) -> bool {
-    with as f64 / tokens_per_pass(DRAFT_MODEL_ALPHA, max_guesses) <= without as f64
+    source_pays(without, with, DRAFT_MODEL_ALPHA, max_guesses)
+}
+
+/// Whether a source that takes memory from the page cache can pay for it: a pass streams
+/// `with` bytes from the card with that memory taken and `without` bytes without; even if each
+/// of `max_guesses` guesses were taken with probability `alpha` in turn, the card bytes per
+/// generated token must not grow. (Where nothing streams, nothing is lost.)
+pub fn source_pays(without: u64, with: u64, alpha: f64, max_guesses: usize) -> bool {
+    with as f64 / tokens_per_pass(alpha, max_guesses) <= without as f64
 }
 
 /// Expected tokens per pass from `k` guesses each taken with probability `alpha` in turn.
@@ -239,14 +306,20 @@ mod tests {
         assert!(draft_model_pays(0, 0, 1));
     }
 
-    #[test]
-    fn the_fit_recovers_the_costs_and_the_planner_probes() {
+    /// A planner that has seen a prompt of 64 tokens in 2 passes of 32 and 3 passes of one, at
+    /// 100 + 5 per token.
+    fn measured() -> Planner {
         let mut p = Planner::auto(8, None);
-        // Prompt: 64 tokens in 2 passes of 32, at 100 + 5 per token.
         p.prompt(64, 2, 2 * (100 + 32 * 5));
         for _ in 0..3 {
             p.pass(1, 105);
         }
+        p
+    }
+
+    #[test]
+    fn the_fit_recovers_the_costs_and_the_planner_probes() {
+        let mut p = measured();
         let c = p.cost();
         assert!(
             (c.fixed - 100.0).abs() < 1e-6 && (c.per_token - 5.0).abs() < 1e-6,
@@ -267,5 +340,62 @@ mod tests {
         assert!(p.choose(8) >= 6);
         assert_eq!(p.choose(3), 3);
         assert_eq!(Planner::fixed(5).choose(9), 5);
+    }
+
+    /// Probes whose guesses are never taken come less and less often: over 2000 rounds, a
+    /// handful instead of one every [`PROBE_EVERY`]; a guess taken brings them back.
+    #[test]
+    fn probes_back_off_when_refused() {
+        let mut p = measured();
+        for _ in 0..100 {
+            p.checked(0, true);
+        }
+        let rounds = 2000;
+        for _ in 0..rounds {
+            if p.choose(8) > 0 {
+                p.checked(0, true);
+            }
+        }
+        // Without back-off: 125 probes. Waits of 16, 32, ... 1024 rounds: 7.
+        assert!(p.probes() <= 8, "{} probes", p.probes());
+        assert!(p.probes() >= 5, "{} probes", p.probes());
+        // A probe taken: the next comes after PROBE_EVERY rounds again.
+        let before = p.probes();
+        let mut waited = 0;
+        while p.choose(8) == 0 {
+            waited += 1;
+        }
+        p.checked(1, false);
+        let mut again = 0;
+        while p.choose(8) == 0 {
+            again += 1;
+        }
+        assert!(
+            waited > PROBE_EVERY && again < PROBE_EVERY,
+            "{waited} {again}"
+        );
+        // (The second may be no probe: one guess taken raises α.)
+        assert!((before + 1..=before + 2).contains(&p.probes()));
+    }
+
+    /// A source whose guess costs most of a pass (a self-draft streaming its layers) cannot
+    /// pay even when most guesses are taken: auto never tries it, not even a probe.
+    #[test]
+    fn a_source_that_cannot_pay_is_never_probed() {
+        let card = PassCost {
+            fixed: 100.0,
+            per_token: 1.0,
+        };
+        let mut p = Planner::auto(8, Some(card)).with_draft_prior(80.0);
+        let lengths: Vec<usize> = (0..500).map(|_| p.choose(8)).collect();
+        assert!(lengths.iter().all(|&k| k == 0));
+        assert_eq!(p.probes(), 0);
+        // A cheap one (its layers resident) is tried at once.
+        let mut p = Planner::auto(8, Some(card)).with_draft_prior(2.0);
+        assert!(p.choose(8) > 0);
+        // Memory taken from the page cache: 5% more card bytes a pass pays back easily with
+        // guesses taken, 3x more does not.
+        assert!(source_pays(100, 105, 0.5, 8));
+        assert!(!source_pays(100, 300, 0.5, 8));
     }
 }

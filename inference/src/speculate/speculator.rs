@@ -47,6 +47,13 @@ impl<'a> Speculator<'a> {
         }
     }
 
+    /// `t` stands for a guess's time until drafting has been timed ([`Planner::with_draft_prior`]:
+    /// e.g. a self-draft's layers and head, their card time where they are not resident).
+    pub fn with_draft_prior(mut self, t: f64) -> Self {
+        self.plan = self.plan.clone().with_draft_prior(t);
+        self
+    }
+
     /// The run state now holds `tokens` at positions 0 on (e.g. a chat's system piece, fed or
     /// restored before the first turn): the drafts see them too.
     pub fn set_context(&mut self, tokens: &[u32]) {

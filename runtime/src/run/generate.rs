@@ -20,7 +20,7 @@ use inference::json::JsonConstraint;
 use inference::model::{Model, Part, RunState};
 use inference::parallel::Parallel;
 use inference::sampler::Sampler;
-use inference::speculate::{PassCost, SpecStats};
+use inference::speculate::{self_draft_bytes, PassCost, SpecStats};
 use inference::tokenizer::{StreamDecoder, Tokenizer};
 use inference::{Kernels, Storage};
 
@@ -179,8 +179,15 @@ where
         fixed: time_ns(streamed, g.card_rate) as f64 + compute / 2.0,
         per_token: compute / 2.0,
     };
+    // A self-draft's guess: its layers and head, their card time where not resident.
+    let (own, own_streamed) = self_draft_bytes(g.model, cfg.spec.self_draft, cache);
+    let guess = match cfg.spec.self_draft {
+        0 => 0.0,
+        _ => (time_ns(own_streamed, g.card_rate) + time_ns(own, prof.matvec)) as f64,
+    };
     let mut spec = super::spec::speculator(cfg, g.remote, (pool, g.kernels), spec, Some(prior))
-        .map_err(RunError::Generate)?;
+        .map_err(RunError::Generate)?
+        .map(|s| s.with_draft_prior(guess));
     let (report, spec_stats) = match spec.as_mut() {
         Some(s) => {
             let (job, stop) = ((ids, cfg.max_tokens), (&is_end as _, &clock as _));

@@ -129,9 +129,21 @@ pub(crate) struct SpecParts<'a> {
     pub model: Option<(&'a DraftModel, RunState)>,
 }
 
-/// Bytes speculation adds (`cfg.spec`) beyond a resident draft model's file: the logits of each
-/// row a pass checks and the draft model's KV cache and buffers (a self-draft uses the target's);
-/// 0 when it is off. A self-draft as deep as the model is refused.
+/// Rows of logits a check keeps ([`inference::speculate::SpecSettings::rows_kept`]): none for
+/// greedy without a repetition penalty or JSON mode (each row's greedy pick is computed as the
+/// output head is), so that memory stays the page cache's; in chat, where `/json` may come, the
+/// rows a pass checks.
+fn rows(cfg: &Config) -> usize {
+    let chat = cfg.mode == crate::config::Mode::Chat
+        || (cfg.mode == crate::config::Mode::Auto && cfg.prompt.is_none());
+    cfg.spec
+        .rows_kept(cfg.sampler.plain_greedy(), cfg.json || chat)
+}
+
+/// Bytes speculation adds (`cfg.spec`) beyond a resident draft model's file: the logits of the
+/// rows a pass checks when the check needs them ([`rows`]) and the draft model's KV cache and
+/// buffers (a self-draft uses the target's); 0 when it is off. A self-draft as deep as the
+/// model is refused.
 pub(super) fn bytes(
     cfg: &Config,
     (model, draft): (&Model, Option<&Model>),
@@ -143,7 +155,10 @@ pub(super) fn bytes(
     }
     s.check_self_draft(model.config.n_layer)
         .map_err(RunError::Speculation)?;
-    let mut total = RunState::row_logits_bytes(model, s.max_guesses() + 1);
+    let mut total = match rows(cfg) {
+        0 => 0,
+        rows => RunState::row_logits_bytes(model, rows),
+    };
     if let Some(d) = draft {
         let whole = Part::whole(d.config.n_layer);
         let (kv, bufs) =
@@ -165,12 +180,16 @@ pub(super) fn buffers<'a>(
     if !s.on() {
         return Ok((SpecParts::default(), String::new()));
     }
-    let rows = s.max_guesses() + 1;
-    st.keep_row_logits(model, rows).map_err(RunError::Buffers)?;
-    let mut note = format!(
-        ", speculation {} KiB (logits of {rows} rows",
-        RunState::row_logits_bytes(model, rows) >> 10
-    );
+    let mut note = match rows(cfg) {
+        0 => String::from(", speculation (greedy: no rows of logits kept"),
+        rows => {
+            st.keep_row_logits(model, rows).map_err(RunError::Buffers)?;
+            format!(
+                ", speculation {} KiB (logits of {rows} rows",
+                RunState::row_logits_bytes(model, rows) >> 10
+            )
+        }
+    };
     let shape = DraftShape {
         ctx,
         batch,
