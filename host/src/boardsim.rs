@@ -72,6 +72,8 @@ struct Clock {
     charged: AtomicU64,
     /// Target weight bytes per pass.
     weights: u64,
+    /// Card bytes a pass reads of what the page cache does not pin.
+    streamed: u64,
     /// Split of the time charged: (I/O, compute).
     split: [AtomicU64; 2],
 }
@@ -223,6 +225,8 @@ pub fn run(path: &Path, a: &SimArgs<'_>) -> Result<(), String> {
         charged: AtomicU64::new(read.load(Ordering::Relaxed)),
         read,
         weights: model.weights.bytes_of(&whole),
+        streamed: order::PinScope::new(&model, &whole, own)
+            .streamed_per_token(&|o, n| cache.pinned_within(o, n)),
         split: [AtomicU64::new(0), AtomicU64::new(0)],
     };
     let n_layer = model.config.n_layer;
@@ -360,9 +364,8 @@ fn speculate<S: Storage + Sync>(
     // The kernel's prior from its boot profile: the card time of the streamed part and the
     // arithmetic of one token; the planner measures the rest on the clock.
     let one = clock.weights as f64 / clock.board.matvec * 1e9;
-    let streamed = model.weights.bytes_of(&Part::whole(model.config.n_layer));
     let prior = PassCost {
-        fixed: one * (1.0 - clock.board.beta) + streamed as f64 / clock.board.card * 1e9,
+        fixed: one * (1.0 - clock.board.beta) + clock.streamed as f64 / clock.board.card * 1e9,
         per_token: one * clock.board.beta,
     };
     // A self-draft's guess: its layers and head, read from the card where not resident.

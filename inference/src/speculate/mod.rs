@@ -174,7 +174,15 @@ impl SpecSettings {
     pub fn planner(&self, prior: Option<PassCost>) -> Planner {
         match self.mode {
             SpecMode::Fixed(k) => Planner::fixed(k),
-            _ => Planner::auto(self.max_guesses(), prior),
+            _ => {
+                let p = Planner::auto(self.max_guesses(), prior);
+                // A self-draft alone starts from its own (low) odds; lookup and a draft model
+                // from even ones.
+                match self.lookup == 0 && self.draft.is_none() {
+                    true => p.with_acceptance_prior(plan::SELF_DRAFT_ALPHA),
+                    false => p,
+                }
+            }
         }
     }
 

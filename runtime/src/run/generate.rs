@@ -22,7 +22,7 @@ use inference::parallel::Parallel;
 use inference::sampler::Sampler;
 use inference::speculate::{self_draft_bytes, PassCost, SpecStats};
 use inference::tokenizer::{StreamDecoder, Tokenizer};
-use inference::{Kernels, Storage};
+use inference::Kernels;
 
 /// What generation needs from the loading steps.
 pub(super) struct Gen<'a, F: FileSource> {
@@ -171,7 +171,10 @@ where
         true
     };
     let is_end = |t| tok.is_eog(t);
-    let streamed = cache.len().saturating_sub(cache.resident_bytes());
+    // What a pass reads of what is not pinned (an untied embedding: one row).
+    let part = g.remote.map_or(Part::whole(g.model.config.n_layer), |r| r.part().clone());
+    let streamed = super::spec::pin_scope(cfg, g.model, &part)
+        .streamed_per_token(&|o, n| cache.pinned_within(o, n));
     let compute = time_ns(prof.weights, prof.matvec) as f64;
     // A pass pays the streamed bytes' card time and half the arithmetic (decoding the weights),
     // each token the other half, until the planner has measured them.
