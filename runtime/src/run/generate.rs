@@ -172,7 +172,9 @@ where
     };
     let is_end = |t| tok.is_eog(t);
     // What a pass reads of what is not pinned (an untied embedding: one row).
-    let part = g.remote.map_or(Part::whole(g.model.config.n_layer), |r| r.part().clone());
+    let part = g
+        .remote
+        .map_or(Part::whole(g.model.config.n_layer), |r| r.part().clone());
     let streamed = super::spec::pin_scope(cfg, g.model, &part)
         .streamed_per_token(&|o, n| cache.pinned_within(o, n));
     let compute = time_ns(prof.weights, prof.matvec) as f64;
