@@ -34,6 +34,11 @@ pub struct PassCost {
     pub per_token: f64,
 }
 
+/// Rounds with guesses checked before the planner trusts its acceptance: until then a round
+/// checks one guess at most, so a source whose guesses are refused from the start (lookup on
+/// free chat) costs one row a round, not a tree, while `α` is measured.
+pub const SLOW_START: usize = 2;
+
 /// Rounds before a probe of one guess while the planner finds drafting a loss.
 pub const PROBE_EVERY: usize = 16;
 
@@ -73,6 +78,8 @@ pub struct Planner {
     probing: bool,
     /// Probes so far.
     probes: usize,
+    /// Rounds with guesses checked so far (up to [`SLOW_START`]).
+    counted: usize,
 }
 
 impl Planner {
@@ -99,6 +106,7 @@ impl Planner {
             probe_every: PROBE_EVERY,
             probing: false,
             probes: 0,
+            counted: 0,
         }
     }
 
@@ -168,6 +176,7 @@ impl Planner {
     /// A round with guesses took `a` of them, one after another, and then refused the next
     /// (`refused`) or ran out of guesses.
     pub fn checked(&mut self, a: usize, refused: bool) {
+        self.counted = (self.counted + 1).min(SLOW_START);
         if a > 0 {
             self.probe_every = PROBE_EVERY;
         } else if self.probing && refused {
@@ -221,7 +230,10 @@ impl Planner {
         }
         self.probing = false;
         let (cost, draft) = (self.cost(), self.draft_cost());
-        let k = best_length(cost, draft, self.acceptance(), room);
+        let mut k = best_length(cost, draft, self.acceptance(), room);
+        if self.counted < SLOW_START {
+            k = k.min(1);
+        }
         if k > 0 {
             self.idle = 0;
             return k;
@@ -392,6 +404,22 @@ mod tests {
         );
         // (The second may be no probe: one guess taken raises α.)
         assert!((before + 1..=before + 2).contains(&p.probes()));
+    }
+
+    /// Until [`SLOW_START`] rounds with guesses have been checked, a round checks one guess,
+    /// however cheap guesses look; then as many as pay.
+    #[test]
+    fn the_first_rounds_check_one_guess() {
+        let card = PassCost {
+            fixed: 100.0,
+            per_token: 1.0,
+        };
+        let mut p = Planner::auto(8, Some(card));
+        for _ in 0..SLOW_START {
+            assert_eq!(p.choose(8), 1);
+            p.checked(1, false);
+        }
+        assert!(p.choose(8) > 1);
     }
 
     /// A source whose guess costs most of a pass (a self-draft streaming its layers) cannot
