@@ -63,6 +63,12 @@ pub const BOARDS: [Board; 2] = [
     },
 ];
 
+/// The page cache's policy, as the kernel's.
+const OPTS: Options = Options {
+    policy: Policy::ResidentPrefix,
+    readahead: DEFAULT_READAHEAD,
+};
+
 /// The board's clock: nanoseconds charged so far.
 struct Clock {
     board: Board,
@@ -209,14 +215,10 @@ pub fn run(path: &Path, a: &SimArgs<'_>) -> Result<(), String> {
             capacity >> 20
         ));
     }
-    let opts = Options {
-        policy: Policy::ResidentPrefix,
-        readahead: DEFAULT_READAHEAD,
-    };
     // Pinned as the kernel pins: by card bytes saved per byte of RAM, a self-draft's first.
     let own = if a.spec.on() { a.spec.self_draft } else { 0 };
     let wanted = order::wanted(&model, &whole, own, Some(len)).map_err(|x| e(&x))?;
-    let cache = PageCache::for_ranges(file, capacity, 256 << 10, opts, &wanted, &mut |_, _| {})
+    let cache = PageCache::for_ranges(file, capacity, 256 << 10, OPTS, &wanted, &mut |_, _| {})
         .map_err(|x| e(&x))?;
     cache.set_schedule(model.weights.read_order(), 1);
     let clock = Clock {
