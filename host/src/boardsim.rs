@@ -7,14 +7,14 @@
 //! the board's predicted one. The assumptions are in [`BOARDS`]; the card and the page cache are
 //! the ones the kernel runs.
 
+use crate::simdraft::{self, DraftRam, SimDraft};
 use crate::spec::DraftFile;
 use inference::generate::{Engine, GenError};
 use inference::model::{Model, Part, RunState, Tree};
 use inference::parallel::SingleThread;
 use inference::sampler::{Sampler, SamplerConfig};
 use inference::speculate::{
-    draft_state, Draft, DraftShape, Drafts, Lookup, ModelDraft, PassCost, SpecSettings, SpecStats,
-    Speculation,
+    draft_state, Draft, DraftShape, Drafts, Lookup, PassCost, SpecSettings, SpecStats, Speculation,
 };
 use inference::tokenizer::{StreamDecoder, Tokenizer};
 use inference::{Gguf, Kernels, Storage};
@@ -181,33 +181,17 @@ pub fn run(path: &Path, a: &SimArgs<'_>) -> Result<(), String> {
     let g = Gguf::open(&plain).map_err(|x| e(&x))?;
     let model = Model::load(&g, &plain).map_err(|x| e(&x))?;
     let tok = Tokenizer::from_gguf(&g, &plain).map_err(|x| e(&x))?;
-    let mut draft = match &a.spec.draft {
+    let draft = match &a.spec.draft {
         Some(name) if a.spec.on() => Some(DraftFile::open(name, &tok)?),
         _ => None,
     };
     let ctx = a.ctx.min(model.config.train_ctx);
     let whole = Part::whole(model.config.n_layer);
     let (kv, bufs) = RunState::size_of(&model, ctx, 1, a.batch, &whole).map_err(|x| e(&x))?;
-    let capacity = |draft: Option<&DraftFile>| {
-        let spec_bytes = spec_bytes(a, &model, draft, ctx);
-        let used = kv + bufs + spec_bytes + runtime::run::HEAP_MARGIN;
-        heap_for(a.mem).saturating_sub(used).min(len)
-    };
-    // As the kernel decides with speculate = auto: a draft that would cost more card reads per
-    // token than its guesses could save stays on the card.
-    let auto = a.spec.mode == inference::speculate::SpecMode::Auto;
-    if let Some(d) = draft.as_ref().filter(|_| auto) {
-        let (without, with) = (len - capacity(None), len - capacity(Some(d)));
-        if !inference::speculate::draft_model_pays(without, with, a.spec.max_guesses()) {
-            eprintln!(
-                "board-sim: the draft model not loaded: a pass would read {} MB instead of {} MB",
-                with / 1_000_000,
-                without / 1_000_000
-            );
-            draft = None;
-        }
-    }
-    let capacity = capacity(draft.as_ref());
+    let used = kv + bufs + spec_bytes(a, &model) + runtime::run::HEAP_MARGIN;
+    let heap = heap_for(a.mem).saturating_sub(used);
+    let (draft, ram) = draft_ram(a, (draft, heap), (len, ctx));
+    let capacity = heap.saturating_sub(ram.map_or(0, |d| d.bytes)).min(len);
     if capacity < 4 << 20 {
         return Err(format!(
             "--mem {} MiB: {} MiB left for the page cache",
@@ -220,6 +204,10 @@ pub fn run(path: &Path, a: &SimArgs<'_>) -> Result<(), String> {
     let wanted = order::wanted(&model, &whole, own, Some(len)).map_err(|x| e(&x))?;
     let cache = PageCache::for_ranges(file, capacity, 256 << 10, OPTS, &wanted, &mut |_, _| {})
         .map_err(|x| e(&x))?;
+    let sim = match (&draft, ram) {
+        (Some(d), Some(r)) => Some(SimDraft::load(d, r, read.clone())?),
+        _ => None,
+    };
     cache.set_schedule(model.weights.read_order(), 1);
     let clock = Clock {
         board,
@@ -260,7 +248,7 @@ pub fn run(path: &Path, a: &SimArgs<'_>) -> Result<(), String> {
     );
     let stats = match a.spec.on() {
         true => {
-            let parts = (&model, &clock, draft.as_ref());
+            let parts = (&model, &clock, sim.as_ref());
             Some(speculate(
                 parts,
                 a.spec,
@@ -285,30 +273,49 @@ pub fn run(path: &Path, a: &SimArgs<'_>) -> Result<(), String> {
     report(&board, (capacity, len), &marks, stats)
 }
 
-/// Bytes speculation takes from a board's heap (as the kernel counts them): the rows of logits
-/// a check keeps (none for greedy: [`SpecSettings::rows_kept`]), the draft model's file and state
-/// (a self-draft runs in the target's).
-fn spec_bytes(a: &SimArgs<'_>, model: &Model, draft: Option<&DraftFile>, ctx: usize) -> u64 {
-    let (s, batch) = (a.spec, a.batch);
-    let rows = s.rows_kept(a.sampler.plain_greedy(), false);
-    if !s.on() {
-        return 0;
-    }
-    let state = |m: &Model, layers: usize| {
-        let part = Part {
-            layers: 0..layers,
-            ends: true,
-        };
-        RunState::size_of(m, ctx, 1, batch, &part).map_or(0, |(k, b)| k + b)
+/// The draft model's share of `heap` (what the target's page cache and it share) as the kernel
+/// sizes it, and whether it is loaded: with speculate = auto, a draft that would cost more card
+/// reads per token than its guesses could save stays on the card.
+fn draft_ram(
+    a: &SimArgs<'_>,
+    (draft, heap): (Option<DraftFile>, u64),
+    (len, ctx): (u64, usize),
+) -> (Option<DraftFile>, Option<DraftRam>) {
+    let Some(d) = draft else {
+        return (None, None);
     };
-    let mut total = match rows {
+    let state = simdraft::state_bytes(&d.model, ctx, a.batch);
+    let ram = simdraft::plan(&d, a.spec, heap, state, ctx);
+    let capacity = |bytes: u64| heap.saturating_sub(bytes).min(len);
+    let (without, with) = (len - capacity(0), len - capacity(ram.bytes));
+    let auto = a.spec.mode == inference::speculate::SpecMode::Auto;
+    if auto && !inference::speculate::draft_model_pays(without, with, a.spec.max_guesses()) {
+        eprintln!(
+            "board-sim: the draft model not loaded: a pass would read {} MB instead of {} MB",
+            with / 1_000_000,
+            without / 1_000_000
+        );
+        return (None, None);
+    }
+    let m = &d.model;
+    eprintln!(
+        "board-sim: draft model: layers {} MiB, head {} of {} tokens, {} MiB in all with its run state; its token embedding read from the card a row a token",
+        inference::speculate::resident::layer_bytes(m) >> 20,
+        ram.rows,
+        m.config.vocab,
+        ram.bytes >> 20
+    );
+    (Some(d), Some(ram))
+}
+
+/// Bytes speculation takes from a board's heap beside a draft model ([`draft_ram`]), as the
+/// kernel counts them: the rows of logits a check keeps (none for greedy:
+/// [`SpecSettings::rows_kept`]; a self-draft runs in the target's state).
+fn spec_bytes(a: &SimArgs<'_>, model: &Model) -> u64 {
+    match a.spec.rows_kept(a.sampler.plain_greedy(), false) {
         0 => 0,
         rows => RunState::row_logits_bytes(model, rows),
-    };
-    if let Some(d) = draft {
-        total += d.src.len() + state(&d.model, d.model.config.n_layer);
     }
-    total
 }
 
 type Job<'j> = (
@@ -320,7 +327,7 @@ type Job<'j> = (
 
 /// The speculative run: the sources charged on the clock, the planner on the board's costs.
 fn speculate<S: Storage + Sync>(
-    (model, clock, draft): (&Model, &Clock, Option<&DraftFile>),
+    (model, clock, draft): (&Model, &Clock, Option<&SimDraft<'_>>),
     s: &SpecSettings,
     engine: &Engine<'_, S, SingleThread>,
     (st, sampler): (&mut RunState, &mut Sampler),
@@ -347,18 +354,12 @@ fn speculate<S: Storage + Sync>(
         }));
     }
     if let Some(d) = draft {
-        let st = draft_state(&d.model, shape, 1).map_err(|x| e(&x))?;
-        let how = (d.model.config.n_layer, s.max_guesses());
-        let inner = ModelDraft::with_state(&d.model, &d.src, &SingleThread, k, how, st)
-            .map_err(|x| e(&x))?;
-        let bytes = d
-            .model
-            .weights
-            .bytes_of(&Part::whole(d.model.config.n_layer));
+        let st = draft_state(d.model, shape, 1).map_err(|x| e(&x))?;
+        let inner = d.draft((shape, k), st)?;
         sources.push(Box::new(Charged {
             inner,
             clock,
-            bytes,
+            bytes: d.step_bytes(),
         }));
     }
     s.check_self_draft(model.config.n_layer)?;

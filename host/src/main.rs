@@ -16,6 +16,7 @@
 mod boardsim;
 mod pool;
 mod ringplan;
+mod simdraft;
 mod spec;
 mod sweep;
 
@@ -56,6 +57,10 @@ const USAGE: &str = "usage: lmboot-host --model FILE.gguf|NAME [options]
   --self-draft L         speculative decoding: the model's first L layers guess
   --draft FILE|NAME      speculative decoding: a smaller model of the same vocabulary guesses
                          (sources given together are asked in that order: lookup, draft, self)
+  --draft-vocab N|auto|all
+                         the draft model guesses among the N lowest token ids and the context's
+                         tokens only (its output head cut to those rows, in RAM); auto (default)
+                         keeps it whole unless --board-sim's memory is short
   --draft-max K          most guesses checked per pass (1 to 63, default 8)
   --speculate auto|off|K how many guesses to check: auto (default) measures what pays, off runs
                          the plain loop, K always checks K; the output is the plain loop's either

@@ -6,7 +6,8 @@ use inference::generate::{Engine, GenError, GenReport, LogitsFilter};
 use inference::model::{Model, Part, RunState};
 use inference::sampler::Sampler;
 use inference::speculate::{
-    same_vocabulary, Draft, DraftShape, ModelDraft, SpecSettings, SpecStats, Speculator, MAX_LOOKUP,
+    same_vocabulary, Draft, DraftShape, DraftVocab, HeadCut, ModelDraft, SpecSettings, SpecStats,
+    Speculator, MAX_LOOKUP,
 };
 use inference::tokenizer::Tokenizer;
 use inference::{Gguf, Storage};
@@ -28,6 +29,12 @@ pub fn parse(
         "--lookup" => s.lookup = num(arg, val(arg), MAX_LOOKUP)?,
         "--self-draft" => s.self_draft = num(arg, val(arg), usize::MAX)?,
         "--draft" => s.draft = Some(val(arg)),
+        "--draft-vocab" => {
+            let v = val(arg);
+            s.draft_vocab = DraftVocab::parse(&v).ok_or(format!(
+                "--draft-vocab: {v:?} is not auto, all or 256 or more tokens"
+            ))?;
+        }
         "--draft-max" => match num(arg, val(arg), max)? {
             0 => return Err(format!("--draft-max: 0 guesses (1 to {max})")),
             k => s.draft_max = k,
@@ -89,6 +96,14 @@ pub fn generate<S: Storage + Sync>(
     let other = match draft {
         Some(d) => {
             let m = ModelDraft::model(&d.model, &d.src, pool, k, shape).map_err(|x| e(&x))?;
+            // The PC has the memory: only a count given cuts the head.
+            let m = match a.draft_vocab {
+                DraftVocab::Lowest(n) => {
+                    let cut = HeadCut::new(&d.model, &d.src, n, shape.ctx).map_err(|x| e(&x))?;
+                    m.with_cut(cut)
+                }
+                _ => m,
+            };
             Some(Box::new(m) as Box<dyn Draft + '_>)
         }
         None => None,

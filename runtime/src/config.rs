@@ -232,7 +232,7 @@ impl fmt::Display for ConfigError {
     }
 }
 
-const KNOWN: &str = "model, prompt, system, mode, json, allow_write, prompt_cache, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, batch, cache, page, readahead, io_core, cores, special, kernels, measure_cores, selftest, arm_freq, ring, ring_baud, lookup, self_draft, draft, draft_max, speculate";
+const KNOWN: &str = "model, prompt, system, mode, json, allow_write, prompt_cache, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, batch, cache, page, readahead, io_core, cores, special, kernels, measure_cores, selftest, arm_freq, ring, ring_baud, lookup, self_draft, draft, draft_vocab, draft_max, speculate";
 
 /// `ring = K/N` (`off` or `1/1`: alone).
 fn ring_place(f: &Field<'_>) -> Result<Option<RingPlace>, ConfigError> {
@@ -601,6 +601,10 @@ fn set_spec_ring(c: &mut Config, f: &Field<'_>) -> Result<bool, ConfigError> {
                 _ => return Err(f.bad("off, or a path on the card starting with /")),
             }
         }
+        "draft_vocab" => {
+            c.spec.draft_vocab = inference::speculate::DraftVocab::parse(v)
+                .ok_or_else(|| f.bad("auto, all, or 256 or more tokens"))?
+        }
         "draft_max" => c.spec.draft_max = f.int(1, 63, "1 to 63 guesses")? as usize,
         "speculate" => {
             c.spec.mode = SpecSettings::parse_mode(v)
@@ -767,6 +771,7 @@ mod tests {
             (b"lookup = 9", 1, "0 (off) to 8 tokens"),
             (b"draft = draft.gguf", 1, "starting with /"),
             (b"draft_max = 0", 1, "1 to 63 guesses"),
+            (b"draft_vocab = 12", 1, "auto, all, or 256 or more tokens"),
             (b"speculate = 64", 1, "auto, off, or 1 to 63"),
             (b"speculate = always", 1, "auto, off, or 1 to 63"),
         ];

@@ -383,7 +383,7 @@ pub struct Settings {
     pub extra: Vec<(String, String)>,
     /// Size of the preallocated prompt-cache file on the card (0: none).
     pub prompt_cache_bytes: u64,
-    /// Speculative decoding (`--lookup N`, `--self-draft L`, `--draft-max K`, `--speculate
+    /// Speculative decoding (`--lookup N`, `--self-draft L`, `--draft-vocab N`, `--draft-max K`, `--speculate
     /// auto|off|K`): `lmboot.txt`'s keys and `lmboot-host`'s flags, as given (unset: left out).
     pub spec: Vec<(&'static str, String)>,
     /// `--draft FILE|NAME`: a draft model, written to the card as [`DRAFT_ON_CARD`].
@@ -394,9 +394,10 @@ pub struct Settings {
 pub const DRAFT_ON_CARD: &str = "/draft.gguf";
 
 /// The speculation flags: (flag, `lmboot.txt` key).
-pub const SPEC_FLAGS: [(&str, &str); 4] = [
+pub const SPEC_FLAGS: [(&str, &str); 5] = [
     ("--lookup", "lookup"),
     ("--self-draft", "self_draft"),
+    ("--draft-vocab", "draft_vocab"),
     ("--draft-max", "draft_max"),
     ("--speculate", "speculate"),
 ];

@@ -22,7 +22,8 @@ commands:
                   [generation flags: --prompt TEXT -n N --temp T --top-k K --top-p P --min-p M
                    --repeat-penalty R --seed S --ctx N --cache SIZE --no-special --set KEY=VALUE (any lmboot.txt line)
                    speculative decoding: --lookup N --self-draft L --draft FILE|NAME (written to the
-                   card as /draft.gguf) --draft-max K --speculate auto|off|K]
+                   card as /draft.gguf) --draft-vocab N|auto|all --draft-max K
+                   --speculate auto|off|K]
                   prints the UART on stdout and exits with the kernel's status
   bench           instruction counts per token in QEMU (-icount) for each kernel set, 1 and 4 cores;
                   writes results/bench.md and results/bench.svg [-n N] [--board B];

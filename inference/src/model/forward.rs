@@ -399,6 +399,31 @@ impl Model {
         }
     }
 
+    /// The scores of `head`'s rows from the hidden state of `row` of the last pass (run with no
+    /// logits) into `out`, one a row: `head` is a matrix of `dim`-long rows in `src`, such as a
+    /// draft's output head cut to part of the vocabulary
+    /// ([`HeadCut`](crate::speculate::HeadCut)). Each score is bit for bit the one the whole
+    /// head gives the same row, since each row's product is computed alone.
+    pub fn head_logits<S, P>(
+        &self,
+        st: &mut RunState,
+        run: (&S, &P, &Kernels),
+        (head, row): (&TensorInfo, usize),
+        out: &mut [f32],
+    ) -> Result<(), ModelError>
+    where
+        S: Storage + Sync + ?Sized,
+        P: Parallel + ?Sized,
+    {
+        let dim = self.config.dim;
+        if row >= st.batch || head.row_len() != dim as u64 || out.len() as u64 != head.rows() {
+            return Err(ModelError::Matvec(
+                "head rows: row out of batch, or a head not of the model's width".into(),
+            ));
+        }
+        self.head_only(run, false).head_into(st, row, head, out)
+    }
+
     /// A pass of no layers that computes logits from `st.x` (of one row, or of every row).
     fn head_only<'p, S: ?Sized, P: ?Sized>(
         &'p self,
@@ -599,11 +624,27 @@ where
 
     /// logits = output · rmsnorm(x[row]) * output_norm                logits: [vocab]
     fn logits(&self, st: &mut RunState, row: usize) -> Result<(), ModelError> {
+        // Taken out for the product and put back (moving a Vec allocates nothing).
+        let mut out = core::mem::take(&mut st.logits);
+        let r = self.head_into(st, row, &self.model.weights.output, &mut out);
+        st.logits = out;
+        r
+    }
+
+    /// out = head · rmsnorm(x[row]) * output_norm, for any matrix of `dim`-long rows as the
+    /// head (the output head, or rows of it)                              out: [head rows]
+    fn head_into(
+        &self,
+        st: &mut RunState,
+        row: usize,
+        head: &TensorInfo,
+        out: &mut [f32],
+    ) -> Result<(), ModelError> {
         let (c, w) = (&self.model.config, &self.model.weights);
         let x = &st.x[row * c.dim..(row + 1) * c.dim];
         ops::rmsnorm(&mut st.xb[..c.dim], x, &w.output_norm, c.norm_eps);
         st.acts_dim.reset();
-        let io = (&w.output, &st.xb[..c.dim], 1, &mut st.logits[..]);
+        let io = (head, &st.xb[..c.dim], 1, out);
         let bufs = (&mut st.acts_dim, &mut st.mm[..], &mut st.scratch[..]);
         self.path.product(&self.cx(), OUTPUT, io, bufs)
     }

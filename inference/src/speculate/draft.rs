@@ -4,7 +4,7 @@
 //! so each guess is a certain one, which [`crate::sample::sampler::Sampler::check_on`] checks
 //! exactly at any temperature.
 
-use super::{Draft, Growth};
+use super::{Draft, Growth, HeadCut};
 use crate::generate::GenError;
 use crate::model::Tree;
 use crate::model::{Model, ModelError, RunState};
@@ -30,6 +30,8 @@ pub struct ModelDraft<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> {
     fed: Vec<u32>,
     /// Most tokens proposed at once.
     max_draft: usize,
+    /// Its output head cut to part of the vocabulary (`None`: the whole head).
+    cut: Option<HeadCut>,
 }
 
 impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> fmt::Debug for ModelDraft<'_, S, P> {
@@ -38,6 +40,7 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> fmt::Debug for ModelDraft
             .field("layers", &self.layers)
             .field("fed", &self.fed.len())
             .field("max_draft", &self.max_draft)
+            .field("cut", &self.cut.as_ref().map(HeadCut::rows))
             .finish_non_exhaustive()
     }
 }
@@ -94,7 +97,20 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> ModelDraft<'a, S, P> 
             st,
             fed: Vec::new(),
             max_draft,
+            cut: None,
         })
+    }
+
+    /// The same draft guessing only among `cut`'s tokens (the context's tokens are added to it
+    /// as they come, read from the draft's storage).
+    pub fn with_cut(mut self, cut: HeadCut) -> Self {
+        self.cut = Some(cut);
+        self
+    }
+
+    /// Its cut head, if it has one.
+    pub fn cut(&self) -> Option<&HeadCut> {
+        self.cut.as_ref()
     }
 
     /// Its run state back (to keep for the next generation).
@@ -125,6 +141,9 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> ModelDraft<'a, S, P> 
         }
         self.fed.truncate(keep);
         let new = &context[keep..];
+        if let Some(cut) = self.cut.as_mut() {
+            cut.add(new, self.src)?;
+        }
         let chunks = new.len().div_ceil(self.st.batch());
         for (i, chunk) in new.chunks(self.st.batch()).enumerate() {
             self.feed(chunk, i + 1 == chunks)?;
@@ -134,10 +153,25 @@ impl<'a, S: Storage + Sync + ?Sized, P: Parallel + ?Sized> ModelDraft<'a, S, P> 
 
     fn feed(&mut self, tokens: &[u32], want_logits: bool) -> Result<(), GenError> {
         let run = (self.src, self.pool, &self.kernels);
+        let whole = want_logits && self.cut.is_none();
+        let st = &mut self.st;
         self.model
-            .forward_layers(&mut self.st, run, tokens, self.layers, want_logits)?;
+            .forward_layers(st, run, tokens, self.layers, whole)?;
+        if let Some(cut) = self.cut.as_mut().filter(|_| want_logits) {
+            let row = tokens.len() - 1;
+            cut.logits(self.model, st, (self.pool, &self.kernels), row)?;
+        }
         self.fed.extend_from_slice(tokens);
         Ok(())
+    }
+
+    /// The scores after the last token fed (the whole head's, or the cut's rows), and the token
+    /// of an index into them.
+    fn scores(&self) -> (&[f32], Option<&HeadCut>) {
+        match &self.cut {
+            Some(cut) => (cut.scores(), Some(cut)),
+            None => (&self.st.logits[..self.model.config.vocab], None),
+        }
     }
 }
 
@@ -150,9 +184,9 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Draft for ModelDraft<'_, 
             return Ok(0);
         }
         self.sync(context)?;
-        let vocab = self.model.config.vocab;
         for i in 0..k {
-            let t = par_greedy(self.pool, &self.st.logits[..vocab])?;
+            let (scores, cut) = self.scores();
+            let t = token(cut, par_greedy(self.pool, scores)?);
             out[i] = t;
             if i + 1 < k {
                 self.feed(&[t], true)?;
@@ -171,15 +205,23 @@ impl<S: Storage + Sync + ?Sized, P: Parallel + ?Sized> Draft for ModelDraft<'_, 
         }
         self.sync(context)?;
         let mut passes = 1;
-        let vocab = self.model.config.vocab;
         let mut grow = Growth::new(k);
-        while let Some(t) = grow.step(&self.st.logits[..vocab]) {
+        loop {
+            let (scores, cut) = self.scores();
+            let Some(t) = grow.step_ids(scores, |i| token(cut, i)) else {
+                break;
+            };
             self.feed(&[t], true)?;
             passes += 1;
         }
         grow.plant(tree);
         Ok(passes)
     }
+}
+
+/// The token of index `i` into a draft's scores: of the cut's row `i`, or `i` itself.
+fn token(cut: Option<&HeadCut>, i: u32) -> u32 {
+    cut.map_or(i, |c| c.id(i))
 }
 
 /// The run state a draft model needs (allocated before the page cache takes the rest of the

@@ -33,10 +33,17 @@ impl Growth {
     /// runner-up is noted. The token to feed the draft for another step, or `None` when no
     /// deeper row could be among the `room` most likely to be reached.
     pub fn step(&mut self, logits: &[f32]) -> Option<u32> {
+        self.step_ids(logits, |i| i)
+    }
+
+    /// [`Growth::step`] over scores of some tokens only (a cut head's rows), `id` naming the
+    /// token of each index.
+    pub fn step_ids(&mut self, logits: &[f32], id: impl Fn(u32) -> u32) -> Option<u32> {
         if self.steps >= self.room {
             return None;
         }
         let [(t1, q1), (t2, q2)] = top_two(logits);
+        let (t1, t2) = (id(t1), id(t2));
         let before = match self.steps {
             0 => 1.0,
             s => self.chain[s - 1].1,

@@ -13,12 +13,15 @@
 //! [`Growth`]), and [`Drafts`] (several, the first with a guess wins). Each sees the whole
 //! context at each call and syncs its own state with it.
 
+mod cut;
 mod draft;
 mod grow;
 mod lookup;
 pub mod plan;
+pub mod resident;
 mod speculator;
 
+pub use cut::{auto_rows, DraftVocab, HeadCut, MIN_ROWS};
 pub use draft::{draft_state, same_vocabulary, DraftShape, ModelDraft, VocabMismatch};
 pub use grow::{top_two, Growth};
 pub use lookup::{lookup, lookup_tree, Lookup};
@@ -120,6 +123,8 @@ pub struct SpecSettings {
     pub self_draft: usize,
     /// `draft = FILE`: a draft model of the target's vocabulary.
     pub draft: Option<alloc::string::String>,
+    /// `draft_vocab = N|auto|all`: how much of the draft model's output head it keeps.
+    pub draft_vocab: DraftVocab,
     /// `draft_max = K`: most guesses per pass.
     pub draft_max: usize,
     /// `speculate = auto|off|K`.
@@ -137,6 +142,7 @@ impl Default for SpecSettings {
             lookup: 0,
             self_draft: 0,
             draft: None,
+            draft_vocab: DraftVocab::Auto,
             draft_max: DRAFT_MAX,
             mode: SpecMode::Auto,
         }
