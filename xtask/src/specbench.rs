@@ -55,8 +55,8 @@ const SETUPS: [Setup; 5] = [
     },
     Setup {
         model: "qwen2.5-coder-1.5b",
-        mem: "1G",
-        source: "draft model Qwen2.5-Coder-0.5B",
+        mem: "512M",
+        source: "draft model Qwen2.5-Coder-0.5B, its head cut (`draft_vocab = auto`)",
         flags: &[],
         draft: Some("qwen2.5-coder-0.5b"),
     },

@@ -71,11 +71,21 @@ pub const MIN_ROWS: usize = 256;
 ///
 /// Each byte the head takes is a byte the target reads from the card at every pass; each row
 /// it keeps is a token the draft can guess. With ids in merge order the first rows cover most
-/// text (on the code prompts of the bench, every token Qwen2.5-Coder-1.5B generated had an id
-/// below 32768 or was in the prompt), so past a few tens of thousands of rows a row buys little.
-/// An eighth keeps the target's extra reads small beside what the guesses save (a pass that
-/// streams 1 GB and takes 4 tokens instead of 1 is not hurt by an eighth more).
-pub const AUTO_SHARE: u64 = 8;
+/// text, so past some tens of thousands of rows a row buys little. Measured on the bench's four
+/// prompts (Qwen2.5-Coder-1.5B at 512 MiB, the 0.5B drafting, a simulated Zero 2 W, 48 tokens,
+/// seconds a token for completion / edit / JSON / chat; plain: 21.5 each):
+///
+/// | head rows | share of the RAM left | s a token | the draft's RAM |
+/// |---|---|---|---|
+/// | 30720 | an eighth | 7.5 / 7.7 / 8.7 / 21.7 | 288 MB |
+/// | 41984 | a sixth | 7.6 / 7.8 / 8.8 / 19.3 | 299 MB |
+/// | 49152 | | 7.7 / 7.9 / 7.7 / 19.4 | 306 MB |
+/// | 62464 | a quarter | 7.8 / 8.0 / 6.6 / 19.8 | 319 MB |
+///
+/// Below a sixth the chat reply's guesses fall past the cut and the draft costs more than it
+/// saves; above it the JSON reply gains, but the draft takes more than the 300 MB it is given
+/// beside the target on a 512 MiB board.
+pub const AUTO_SHARE: u64 = 6;
 
 /// `auto`'s row count: the whole head if it fits in [`AUTO_SHARE`] of `room`, else the most
 /// whole thousands (1024 rows) that do, and never fewer than [`MIN_ROWS`].
