@@ -59,6 +59,10 @@ fn bad_arguments_are_errors() {
         (vec!["--model", "M", "--speculate", "often"], "--speculate"),
         (vec!["--model", "M", "--draft-max", "0"], "--draft-max"),
         (
+            vec!["--model", "M", "--draft-vocab", "100"],
+            "--draft-vocab: \"100\" is not auto, all or 256 or more tokens",
+        ),
+        (
             vec!["--model", "M", "--prompt", "x", "--self-draft", "30"],
             "the model has 30 layers",
         ),

@@ -236,3 +236,34 @@ impl HeadCut {
         &self.scores[..self.scored]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn draft_vocab_parses_counts_auto_and_all() {
+        assert_eq!(DraftVocab::parse("all"), Some(DraftVocab::All));
+        assert_eq!(DraftVocab::parse("auto"), Some(DraftVocab::Auto));
+        assert_eq!(DraftVocab::parse("32768"), Some(DraftVocab::Lowest(32768)));
+        for bad in ["", "255", "-1", "12k", "All"] {
+            assert_eq!(DraftVocab::parse(bad), None, "{bad:?}");
+        }
+        assert_eq!(DraftVocab::Lowest(1 << 20).rows(1000, 10, 0), 1000);
+        assert_eq!(DraftVocab::All.rows(1000, 10, 0), 1000);
+    }
+
+    #[test]
+    fn auto_gives_the_head_a_share_of_the_room() {
+        // The whole head when it fits in the share.
+        assert_eq!(auto_rows(1000, 100, 1000 * 100 * AUTO_SHARE), 1000);
+        // Else whole thousands of rows within the share, never below the floor.
+        let rb = 952;
+        let room = 240_000_000;
+        let n = auto_rows(151_936, rb, room);
+        assert!(n % 1024 == 0 && n as u64 * rb <= room / AUTO_SHARE, "{n}");
+        assert!((n as u64 + 1024) * rb > room / AUTO_SHARE, "{n}");
+        assert_eq!(auto_rows(151_936, rb, 0), MIN_ROWS);
+        assert_eq!(auto_rows(100, rb, 0), 100);
+    }
+}
