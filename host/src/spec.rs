@@ -100,6 +100,12 @@ pub fn generate<S: Storage + Sync>(
             let m = match a.draft_vocab {
                 DraftVocab::Lowest(n) => {
                     let cut = HeadCut::new(&d.model, &d.src, n, shape.ctx).map_err(|x| e(&x))?;
+                    eprintln!(
+                        "draft: head cut to the {} lowest of {} token ids and the context's tokens ({:.1} MB)",
+                        cut.lowest(),
+                        d.model.config.vocab,
+                        cut.bytes() as f64 / 1e6
+                    );
                     m.with_cut(cut)
                 }
                 _ => m,
