@@ -261,7 +261,10 @@ mod tests {
         let rb = 952;
         let room = 240_000_000;
         let n = auto_rows(151_936, rb, room);
-        assert!(n % 1024 == 0 && n as u64 * rb <= room / AUTO_SHARE, "{n}");
+        assert!(
+            n.is_multiple_of(1024) && n as u64 * rb <= room / AUTO_SHARE,
+            "{n}"
+        );
         assert!((n as u64 + 1024) * rb > room / AUTO_SHARE, "{n}");
         assert_eq!(auto_rows(151_936, rb, 0), MIN_ROWS);
         assert_eq!(auto_rows(100, rb, 0), 100);
