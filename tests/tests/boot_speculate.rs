@@ -177,8 +177,17 @@ fn a_chat_speculates_across_turns() {
     );
 }
 
-/// A draft model on the card, resident beside the target: here the default model drafting for
-/// itself (the only pair of one vocabulary CI fetches; every guess is taken), 4 guesses a pass.
+/// The line that starts with `prefix`.
+fn line<'a>(uart: &'a str, prefix: &str) -> &'a str {
+    uart.lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no {prefix:?} line in:\n{uart}"))
+}
+
+/// A draft model on the card beside the target, held as the board simulator holds it (its
+/// layers and output head in RAM, its token embedding read from the card a row a token): here
+/// the default model drafting for itself (the only pair of one vocabulary CI fetches; every
+/// guess is taken), 4 guesses a pass, the whole head kept (512 MiB leave room for it).
 #[test]
 fn a_draft_model_on_the_card_prints_what_the_pc_runner_prints() {
     let model = common::model_path();
@@ -192,10 +201,55 @@ fn a_draft_model_on_the_card_prints_what_the_pc_runner_prints() {
     spec.spec = vec![("--speculate", "4".into())];
     spec.draft = Some(model.clone());
     let uart = boot_matches("speculate-draft", &plain, &spec, "512M");
-    assert!(uart.contains("draft: /draft.gguf, \"Smollm2"), "{uart}");
-    assert!(uart.contains("the draft model 93 MiB"), "{uart}");
+    let draft = line(&uart, "draft: ");
+    assert!(
+        draft.starts_with("draft: /draft.gguf, \"Smollm2"),
+        "{draft}"
+    );
+    assert!(
+        draft.contains(" MiB and the whole head (49152 tokens, ")
+            && draft.ends_with("token embedding on the card (a row a token)"),
+        "{draft}"
+    );
+    let memory = line(&uart, "memory: ");
+    assert!(
+        memory.contains("the draft model's layers ")
+            && memory.contains(" (49152 of 49152 tokens) and its KV cache and buffers "),
+        "{memory}"
+    );
     let (per_pass, _) = speculation(&uart);
     assert!(per_pass > 3.0, "{per_pass} tokens per target pass");
+}
+
+/// The same draft with its output head cut to the 4096 lowest ids and the context's tokens
+/// (`draft_vocab = 4096`): the text is still the PC runner's (`--draft-vocab 4096`), the draft
+/// line names the cut, and the guesses the cut allows are taken.
+#[test]
+fn a_draft_model_with_a_cut_head_prints_what_the_pc_runner_prints() {
+    let model = common::model_path();
+    let plain = xtask::Settings {
+        prompt: EDIT.into(),
+        n: 24,
+        temp: "0".into(),
+        ..Default::default()
+    };
+    let mut spec = plain.clone();
+    spec.spec = vec![
+        ("--speculate", "4".into()),
+        ("--draft-vocab", "4096".into()),
+    ];
+    spec.draft = Some(model.clone());
+    let uart = boot_matches("speculate-draft-cut", &plain, &spec, "512M");
+    let draft = line(&uart, "draft: ");
+    assert!(
+        draft.contains(" MiB and head 4096 of 49152 tokens (")
+            && draft.ends_with("token embedding on the card (a row a token)"),
+        "{draft}"
+    );
+    let memory = line(&uart, "memory: ");
+    assert!(memory.contains(" (4096 of 49152 tokens) "), "{memory}");
+    let (per_pass, _) = speculation(&uart);
+    assert!(per_pass > 1.5, "{per_pass} tokens per target pass");
 }
 
 /// A draft model of another vocabulary is refused before it is loaded, naming the difference.
