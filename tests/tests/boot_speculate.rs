@@ -33,6 +33,16 @@ fn speculation(uart: &str) -> (f64, u64) {
     (num("speculation: "), num("; ") as u64)
 }
 
+/// Greedy settings for `prompt`, `n` tokens.
+fn greedy(prompt: &str, n: usize) -> xtask::Settings {
+    xtask::Settings {
+        prompt: prompt.into(),
+        n,
+        temp: "0".into(),
+        ..Default::default()
+    }
+}
+
 /// Boot `spec` (the settings with drafts) on `mem` of RAM: QEMU exits with 0 and the kernel
 /// prints `lmboot-host`'s text for `spec`, which is its text for `plain`. Returns the UART.
 fn boot_matches(name: &str, plain: &xtask::Settings, spec: &xtask::Settings, mem: &str) -> String {
@@ -62,12 +72,7 @@ fn boot_matches(name: &str, plain: &xtask::Settings, spec: &xtask::Settings, mem
 /// pass reads.
 #[test]
 fn a_streaming_board_speculates_and_prints_what_the_pc_runner_prints() {
-    let plain = xtask::Settings {
-        prompt: EDIT.into(),
-        n: 40,
-        temp: "0".into(),
-        ..Default::default()
-    };
+    let plain = greedy(EDIT, 40);
     let mut spec = plain.clone();
     // A fixed length, so that QEMU's timing (which the auto planner measures) cannot change
     // what is checked.
@@ -94,12 +99,7 @@ fn a_streaming_board_speculates_and_prints_what_the_pc_runner_prints() {
 /// The model's own first 24 of 30 layers drafting, 4 guesses a pass, the model resident.
 #[test]
 fn a_self_draft_on_a_board_prints_what_the_pc_runner_prints() {
-    let plain = xtask::Settings {
-        prompt: EDIT.into(),
-        n: 24,
-        temp: "0".into(),
-        ..Default::default()
-    };
+    let plain = greedy(EDIT, 24);
     let mut spec = plain.clone();
     spec.spec = vec![("--self-draft", "24".into()), ("--speculate", "4".into())];
     let uart = boot_matches("speculate-self", &plain, &spec, "512M");
@@ -191,12 +191,7 @@ fn line<'a>(uart: &'a str, prefix: &str) -> &'a str {
 #[test]
 fn a_draft_model_on_the_card_prints_what_the_pc_runner_prints() {
     let model = common::model_path();
-    let plain = xtask::Settings {
-        prompt: "Once upon a time".into(),
-        n: 20,
-        temp: "0".into(),
-        ..Default::default()
-    };
+    let plain = greedy("Once upon a time", 20);
     let mut spec = plain.clone();
     spec.spec = vec![("--speculate", "4".into())];
     spec.draft = Some(model.clone());
@@ -227,12 +222,7 @@ fn a_draft_model_on_the_card_prints_what_the_pc_runner_prints() {
 #[test]
 fn a_draft_model_with_a_cut_head_prints_what_the_pc_runner_prints() {
     let model = common::model_path();
-    let plain = xtask::Settings {
-        prompt: EDIT.into(),
-        n: 24,
-        temp: "0".into(),
-        ..Default::default()
-    };
+    let plain = greedy(EDIT, 24);
     let mut spec = plain.clone();
     spec.spec = vec![
         ("--speculate", "4".into()),
