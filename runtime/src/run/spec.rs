@@ -452,3 +452,45 @@ pub(super) fn pin_order(
         .ranges(file)
         .map_err(RunError::OutOfMemory)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pagecache::tests::pin_order::model;
+
+    /// The draft's share of the heap, counted as the board simulator counts it: its layers, its
+    /// run state and its head's rows, with room for the context's tokens when the head is cut.
+    #[test]
+    fn a_draft_plan_counts_layers_head_and_state() {
+        let (m, _, _) = model(4, true, 0);
+        let (layers, rb, vocab) = (
+            resident::layer_bytes(&m),
+            m.weights.output.row_bytes(),
+            m.config.vocab,
+        );
+        let all = DraftPlan::new(&m, DraftVocab::All, 0, 10, 64);
+        assert_eq!((all.rows, all.extra, all.layers), (vocab, 0, layers));
+        assert_eq!(all.bytes(), layers + 10 + HeadCut::bytes_for(&m, vocab, 0));
+        let cut = DraftPlan::new(&m, DraftVocab::Lowest(256), 0, 10, 64);
+        assert_eq!((cut.rows, cut.extra), (256, 64));
+        assert_eq!(cut.head, HeadCut::bytes_for(&m, 256, 64));
+        // `auto`: the whole head when it fits in an eighth of the room left, else a cut.
+        let fits = layers + 10 + 8 * rb * vocab as u64;
+        let auto = |heap| DraftPlan::new(&m, DraftVocab::Auto, heap, 10, 64);
+        assert_eq!((auto(fits).rows, auto(fits).extra), (vocab, 0));
+        assert_eq!((auto(fits - 1).rows, auto(fits - 1).extra), (256, 64));
+    }
+
+    /// What a pass reads from the card with and without the draft: the model less the page
+    /// cache, which gets the heap the draft leaves.
+    #[test]
+    fn a_draft_plan_says_what_a_pass_streams() {
+        let (m, _, _) = model(2, false, 0);
+        let p = DraftPlan::new(&m, DraftVocab::All, 0, 0, 64);
+        let b = p.bytes();
+        let len = 10 * b;
+        assert_eq!(p.streamed(b + 100, len), (len - b - 100, len - 100));
+        assert_eq!(p.streamed(b + len, len), (0, 0));
+        assert_eq!(p.streamed(b / 2, len), (len - b / 2, len));
+    }
+}
