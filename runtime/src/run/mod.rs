@@ -1,6 +1,7 @@
 //! The run, portable: everything after the board is up, as named steps.
 //!
 //! [`mount`] the card and read `lmboot.txt` → [`open_model`] (header, tensor census, tokenizer) →
+//! a draft model's layers and head, if speculation names one ([`spec::load`]) →
 //! [`size_buffers`] (KV cache and activations first, the page cache gets what is left) →
 //! [`reader`] (a core serves the card, or the cores read it themselves) → [`load`] the page cache →
 //! [`check_weights`] → [`selftest`] → [`choose_kernels`] → [`chat`](crate::chat) (the chat step) or
@@ -451,8 +452,8 @@ fn run_shape(cfg: &Config, model: &Model, cores: usize, heap: u64) -> spec::Shap
 }
 
 /// Step 2b: the draft model `file` names, held as [`spec::load`] holds it, with the heap the
-/// target's buffers leave ([`spec::room`]; sized before the draft takes its share, so a little
-/// larger than the batch they then get).
+/// target's buffers leave ([`spec::room`]: counted with the prompt batch the heap allows before
+/// the draft takes its share, never less than the batch they then get).
 fn load_draft<D, P>(
     direct: &Direct<D>,
     file: (String, File),
