@@ -920,4 +920,4 @@ impl<F: FileSource> Storage for PageCache<F> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

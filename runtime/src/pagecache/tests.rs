@@ -466,7 +466,7 @@ fn a_cache_past_a_32_bit_address_space_is_refused_up_front() {
 /// The pin order ([`order::PinScope`]) on a model laid out like Qwen2.5's GGUF files: the header,
 /// the output head (unless tied), the token embedding, then each layer's matrices in file
 /// (alphabetical) order with small tensors between, everything from `base` on.
-mod pin_order {
+pub(crate) mod pin_order {
     use super::super::order::{pinned_within, PinReport, PinScope, Value};
     use super::*;
     use inference::gguf::TensorInfo;
@@ -495,7 +495,7 @@ mod pin_order {
     }
 
     /// The model, its file's length and the part a board alone runs.
-    fn model(layers: usize, tied: bool, base: u64) -> (Model, u64, Part) {
+    pub(crate) fn model(layers: usize, tied: bool, base: u64) -> (Model, u64, Part) {
         let whole = Part::whole(layers);
         let mut at = base + 4096;
         let output = (!tied).then(|| t(&mut at, HEAD, ROWS));

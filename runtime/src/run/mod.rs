@@ -1,6 +1,7 @@
 //! The run, portable: everything after the board is up, as named steps.
 //!
 //! [`mount`] the card and read `lmboot.txt` → [`open_model`] (header, tensor census, tokenizer) →
+//! a draft model's layers and head, if speculation names one ([`spec::load`]) →
 //! [`size_buffers`] (KV cache and activations first, the page cache gets what is left) →
 //! [`reader`] (a core serves the card, or the cores read it themselves) → [`load`] the page cache →
 //! [`check_weights`] → [`selftest`] → [`choose_kernels`] → [`chat`](crate::chat) (the chat step) or
@@ -17,8 +18,8 @@ mod source;
 pub(crate) mod spec;
 
 pub use error::{CardError, RunError};
-pub use spec::DraftModel;
-use spec::SpecParts;
+use spec::SpecBuffers;
+pub use spec::{DraftHeld, DraftModel};
 
 use crate::card::{CardFile, Direct};
 use crate::config::{Config, IoCore, Mode};
@@ -106,21 +107,19 @@ where
         return Ok(());
     }
     let size = m.gguf_len;
-    let draft_model = match &draft_file {
-        Some(f) => {
-            let heap_free = || platform.heap_free();
-            let clocks = (platform.clock(), &heap_free as &dyn Fn() -> u64);
-            spec::load(&direct, f, (cfg, &m), clocks, &mut out)?
-        }
+    let (draft_model, held) = match draft_file {
+        Some(f) => load_draft(&direct, f, (cfg, &m), cores, platform, &mut out)?,
         None => None,
-    };
+    }
+    .unzip();
+    let draft = draft_model.as_ref().zip(held);
     let Buffers {
         mut st,
         spec,
         ctx,
         capacity,
         memory,
-    } = size_buffers(cfg, (&m.model, draft_model.as_ref()), cores, size, platform)?;
+    } = size_buffers(cfg, (&m.model, draft), cores, size, platform)?;
 
     // Declaration order is drop order reversed: the cache (declared last) waits for the reads in
     // flight, then the serving core stops, then the shared source goes.
@@ -187,11 +186,18 @@ impl ModelRun<'_> {
     pub(crate) fn run<F: FileSource + Send, P: Platform + ?Sized>(
         &self,
         cache: &PageCache<F>,
-        (st, spec): (&mut RunState, SpecParts<'_>),
+        (st, mut spec): (&mut RunState, SpecBuffers<'_>),
         platform: &P,
         out: &mut Out<'_>,
     ) -> Result<bool, RunError> {
         let (cfg, m) = (self.cfg, self.m);
+        // A draft model's file is read through the device the cache owns.
+        let store = spec.store(cache);
+        let spec = spec.parts(
+            store
+                .as_ref()
+                .map(|s| s as &(dyn inference::Storage + Sync)),
+        );
         if cfg.mode == Mode::Chat || (cfg.mode == Mode::Auto && cfg.prompt.is_none()) {
             let chat = ChatRun {
                 cfg,
@@ -391,22 +397,18 @@ pub(crate) fn summary<'a>(g: &'a Gguf, model: &'a Model) -> impl fmt::Display + 
 /// the memory line's figures (said with what the cache pins, once the reader is known).
 fn size_buffers<'d, P: Platform + ?Sized>(
     cfg: &Config,
-    (model, draft): (&Model, Option<&'d DraftModel>),
+    (model, draft): (&Model, Option<(&'d DraftModel, DraftHeld)>),
     cores: usize,
     size: u64,
     platform: &P,
 ) -> Result<Buffers<'d>, RunError> {
     set_stage(Stage::Buffers);
-    let ctx = cfg.ctx.min(model.config.train_ctx);
-    let batch = cfg
-        .batch
-        .unwrap_or_else(|| auto_batch(model, ctx, platform.heap_free()));
-    let workers = cfg.measure_cores.unwrap_or(cores);
+    let shape = run_shape(cfg, model, cores, platform.heap_free());
+    let (ctx, workers, batch) = shape;
     let whole = inference::model::Part::whole(model.config.n_layer);
     let (kv, buffers) =
         RunState::size_of(model, ctx, workers, batch, &whole).map_err(RunError::Buffers)?;
-    let shape = (ctx, workers, batch);
-    let spec = spec::bytes(cfg, (model, draft.map(|d| &d.model)), shape)?;
+    let spec = spec::bytes(cfg, (model, draft.as_ref().map(|d| &d.0.model)), shape)?;
     let heap = platform.heap_free();
     let buffers = buffers.saturating_add(spec);
     if kv.saturating_add(buffers).saturating_add(HEAP_MARGIN) > heap {
@@ -440,6 +442,34 @@ fn size_buffers<'d, P: Platform + ?Sized>(
         capacity,
         memory,
     })
+}
+
+/// The run's shape (context positions, workers, prompt tokens per pass) with `heap` bytes free.
+fn run_shape(cfg: &Config, model: &Model, cores: usize, heap: u64) -> spec::Shape {
+    let ctx = cfg.ctx.min(model.config.train_ctx);
+    let batch = cfg.batch.unwrap_or_else(|| auto_batch(model, ctx, heap));
+    (ctx, cfg.measure_cores.unwrap_or(cores), batch)
+}
+
+/// Step 2b: the draft model `file` names, held as [`spec::load`] holds it, with the heap the
+/// target's buffers leave ([`spec::room`]: counted with the prompt batch the heap allows before
+/// the draft takes its share, never less than the batch they then get).
+fn load_draft<D, P>(
+    direct: &Direct<D>,
+    file: (String, File),
+    (cfg, m): (&Config, &Opened),
+    cores: usize,
+    platform: &P,
+    out: &mut Out<'_>,
+) -> Result<Option<(DraftModel, DraftHeld)>, RunError>
+where
+    D: WriteBlocks + Send,
+    P: Platform + ?Sized,
+{
+    let free = platform.heap_free();
+    let shape = run_shape(cfg, &m.model, cores, free);
+    let heap = spec::room(cfg, &m.model, shape, free)?;
+    spec::load(direct, file, (cfg, m), (platform.clock(), heap, shape), out)
 }
 
 /// The memory line's figures, up to the page cache's size (what it pins follows once the reader
@@ -504,7 +534,7 @@ fn say_pins(
 /// cache's share of the heap.
 struct Buffers<'d> {
     st: RunState,
-    spec: SpecParts<'d>,
+    spec: SpecBuffers<'d>,
     ctx: usize,
     capacity: u64,
     memory: Memory,
