@@ -7,12 +7,13 @@
 //! the board's predicted one. The assumptions are in [`BOARDS`]; the card and the page cache are
 //! the ones the kernel runs.
 
-use crate::simdraft::{self, DraftRam, SimDraft};
+use crate::simdraft::{self, SimDraft};
 use crate::spec::DraftFile;
 use inference::generate::{Engine, GenError};
 use inference::model::{Model, Part, RunState, Tree};
 use inference::parallel::SingleThread;
 use inference::sampler::{Sampler, SamplerConfig};
+use inference::speculate::resident::DraftPlan;
 use inference::speculate::{
     draft_state, Draft, DraftShape, Drafts, Lookup, PassCost, SpecSettings, SpecStats, Speculation,
 };
@@ -191,7 +192,7 @@ pub fn run(path: &Path, a: &SimArgs<'_>) -> Result<(), String> {
     let used = kv + bufs + spec_bytes(a, &model) + runtime::run::HEAP_MARGIN;
     let heap = heap_for(a.mem).saturating_sub(used);
     let (draft, ram) = draft_ram(a, (draft, heap), (len, ctx));
-    let capacity = heap.saturating_sub(ram.map_or(0, |d| d.bytes)).min(len);
+    let capacity = heap.saturating_sub(ram.map_or(0, |d| d.bytes())).min(len);
     if capacity < 4 << 20 {
         return Err(format!(
             "--mem {} MiB: {} MiB left for the page cache",
@@ -280,14 +281,13 @@ fn draft_ram(
     a: &SimArgs<'_>,
     (draft, heap): (Option<DraftFile>, u64),
     (len, ctx): (u64, usize),
-) -> (Option<DraftFile>, Option<DraftRam>) {
+) -> (Option<DraftFile>, Option<DraftPlan>) {
     let Some(d) = draft else {
         return (None, None);
     };
     let state = simdraft::state_bytes(&d.model, ctx, a.batch);
     let ram = simdraft::plan(&d, a.spec, heap, state, ctx);
-    let capacity = |bytes: u64| heap.saturating_sub(bytes).min(len);
-    let (without, with) = (len - capacity(0), len - capacity(ram.bytes));
+    let (without, with) = ram.streamed(heap, len);
     let auto = a.spec.mode == inference::speculate::SpecMode::Auto;
     if auto && !inference::speculate::draft_model_pays(without, with, a.spec.max_guesses()) {
         eprintln!(
@@ -303,7 +303,7 @@ fn draft_ram(
         inference::speculate::resident::layer_bytes(m) >> 20,
         ram.rows,
         m.config.vocab,
-        ram.bytes >> 20
+        ram.bytes() >> 20
     );
     (Some(d), Some(ram))
 }

@@ -6,7 +6,7 @@ use crate::spec::DraftFile;
 use crate::MmapStorage;
 use inference::model::{Model, Part, RunState};
 use inference::parallel::SingleThread;
-use inference::speculate::resident::{self, DraftStore};
+use inference::speculate::resident::{self, DraftPlan, DraftStore};
 use inference::speculate::{DraftShape, HeadCut, ModelDraft, SpecSettings};
 use inference::{Kernels, Storage, StorageError};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,36 +30,10 @@ impl Storage for Counted<'_> {
     }
 }
 
-/// What a draft model takes of a board's heap, as the kernel counts it.
-#[derive(Debug, Clone, Copy)]
-pub struct DraftRam {
-    /// Rows of the output head kept (the vocabulary: all of them).
-    pub rows: usize,
-    /// Its layers, its cut head and its run state.
-    pub bytes: u64,
-}
-
-/// The rows `s.draft_vocab` keeps of `d`'s head and the bytes the draft then takes, with
-/// `heap` bytes left for it and the target's page cache; `state` is its run state's size.
-pub fn plan(d: &DraftFile, s: &SpecSettings, heap: u64, state: u64, ctx: usize) -> DraftRam {
-    let m = &d.model;
-    let fixed = resident::layer_bytes(m) + state;
-    let room = heap.saturating_sub(fixed);
-    let rb = m.weights.output.row_bytes();
-    let rows = s.draft_vocab.rows(m.config.vocab, rb, room);
-    DraftRam {
-        rows,
-        bytes: fixed + HeadCut::bytes_for(m, rows, extra(m, rows, ctx)),
-    }
-}
-
-/// Room for the context's tokens in a cut of `rows` (none when the whole head is kept).
-fn extra(m: &Model, rows: usize, ctx: usize) -> usize {
-    if rows >= m.config.vocab {
-        0
-    } else {
-        ctx
-    }
+/// What the draft takes of `heap` (what it and the target's page cache share), as the kernel
+/// counts it ([`DraftPlan`]); `state` is its run state's size.
+pub fn plan(d: &DraftFile, s: &SpecSettings, heap: u64, state: u64, ctx: usize) -> DraftPlan {
+    DraftPlan::new(&d.model, s.draft_vocab, heap, state, ctx)
 }
 
 /// The draft's run state's bytes.
@@ -73,11 +47,13 @@ pub struct SimDraft<'a> {
     pub model: &'a Model,
     pub store: DraftStore<Counted<'a>>,
     pub rows: usize,
+    /// Room for the context's tokens in the cut.
+    pub extra: usize,
 }
 
 impl<'a> SimDraft<'a> {
     /// `d`'s layers copied in, the rest read through a counter of the card's bytes.
-    pub fn load(d: &'a DraftFile, ram: DraftRam, read: Arc<AtomicU64>) -> Result<Self, String> {
+    pub fn load(d: &'a DraftFile, ram: DraftPlan, read: Arc<AtomicU64>) -> Result<Self, String> {
         let runs = resident::load_runs(&d.model, &d.src).map_err(|e| e.to_string())?;
         let back = Counted {
             inner: &d.src,
@@ -87,6 +63,7 @@ impl<'a> SimDraft<'a> {
             model: &d.model,
             store: DraftStore::new(runs, back),
             rows: ram.rows,
+            extra: ram.extra,
         })
     }
 
@@ -105,8 +82,7 @@ impl<'a> SimDraft<'a> {
         let e = |e: &dyn std::fmt::Display| e.to_string();
         let m = self.model;
         let how = (m.config.n_layer, shape.max_draft);
-        let extra = extra(m, self.rows, shape.ctx);
-        let cut = HeadCut::new(m, &self.store, self.rows, extra).map_err(|x| e(&x))?;
+        let cut = HeadCut::new(m, &self.store, self.rows, self.extra).map_err(|x| e(&x))?;
         let draft =
             ModelDraft::with_state(m, &self.store, &SingleThread, k, how, st).map_err(|x| e(&x))?;
         Ok(draft.with_cut(cut))

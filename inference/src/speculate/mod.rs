@@ -21,7 +21,7 @@ pub mod plan;
 pub mod resident;
 mod speculator;
 
-pub use cut::{auto_rows, DraftVocab, HeadCut, MIN_ROWS};
+pub use cut::{auto_rows, DraftVocab, HeadCut, AUTO_SHARE, MIN_ROWS};
 pub use draft::{draft_state, same_vocabulary, DraftShape, ModelDraft, VocabMismatch};
 pub use grow::{top_two, Growth};
 pub use lookup::{lookup, lookup_tree, Lookup};

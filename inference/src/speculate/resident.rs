@@ -7,6 +7,7 @@
 //! the draft is fed; a row cache would save a fraction of a millisecond a token beside a draft
 //! step of tenths of a second, so there is none.
 
+use super::{DraftVocab, HeadCut};
 use crate::model::{Model, ModelError, Part};
 use crate::oom;
 use crate::storage::{check_range, Storage, StorageError};
@@ -60,6 +61,50 @@ pub fn load_runs<S: Storage + ?Sized>(model: &Model, src: &S) -> Result<Runs, Mo
         runs.push((offset, bytes));
     }
     Ok(runs)
+}
+
+/// What a draft model takes of the heap, counted as the board simulator counts it: its layers,
+/// its head's rows (`draft_vocab`, with the room left) and its run state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DraftPlan {
+    /// The head's lowest ids kept (the vocabulary: the whole head).
+    pub rows: usize,
+    /// Room for the context's tokens beside them (none for the whole head).
+    pub extra: usize,
+    pub layers: u64,
+    pub head: u64,
+    pub state: u64,
+}
+
+impl DraftPlan {
+    /// The plan for `model` with `heap` bytes left for it and the target's page cache, its run
+    /// state `state` bytes, the context `ctx` positions.
+    pub fn new(model: &Model, vocab: DraftVocab, heap: u64, state: u64, ctx: usize) -> Self {
+        let layers = layer_bytes(model);
+        let room = heap.saturating_sub(layers + state);
+        let rb = model.weights.output.row_bytes();
+        let rows = vocab.rows(model.config.vocab, rb, room);
+        let extra = if rows >= model.config.vocab { 0 } else { ctx };
+        DraftPlan {
+            rows,
+            extra,
+            layers,
+            head: HeadCut::bytes_for(model, rows, extra),
+            state,
+        }
+    }
+
+    /// Bytes in all.
+    pub fn bytes(&self) -> u64 {
+        self.layers + self.head + self.state
+    }
+
+    /// Bytes a pass of a `len`-byte target reads from the card, with `heap` bytes for the page
+    /// cache: (without the draft, with it).
+    pub fn streamed(&self, heap: u64, len: u64) -> (u64, u64) {
+        let capacity = |taken: u64| heap.saturating_sub(taken).min(len);
+        (len - capacity(0), len - capacity(self.bytes()))
+    }
 }
 
 /// A draft's file: the [`Runs`] in RAM, the rest read from `back`.

@@ -23,10 +23,10 @@ use inference::fit::Size;
 use inference::generate::{GenError, Remote};
 use inference::model::{Model, Part, RunState};
 use inference::parallel::Parallel;
-use inference::speculate::resident::{self, DraftStore, Runs};
+use inference::speculate::resident::{self, DraftPlan, DraftStore, Runs};
 use inference::speculate::{
-    draft_model_pays, draft_state, same_vocabulary, Draft, DraftShape, DraftVocab, HeadCut,
-    ModelDraft, PassCost, SpecMode, Speculator,
+    draft_model_pays, draft_state, same_vocabulary, Draft, DraftShape, HeadCut, ModelDraft,
+    PassCost, SpecMode, Speculator,
 };
 use inference::storage::check_range;
 use inference::tokenizer::Tokenizer;
@@ -101,50 +101,6 @@ impl<F: FileSource + Send> Storage for OnDevice<'_, F> {
             len,
             detail,
         })
-    }
-}
-
-/// What a draft model takes of the heap, counted as the board simulator counts it: its layers,
-/// its head's rows (`draft_vocab`, with the room left) and its run state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct DraftPlan {
-    /// The head's lowest ids kept (the vocabulary: the whole head).
-    pub rows: usize,
-    /// Room for the context's tokens beside them (none for the whole head).
-    pub extra: usize,
-    pub layers: u64,
-    pub head: u64,
-    pub state: u64,
-}
-
-impl DraftPlan {
-    /// The plan for `model` with `heap` bytes left for it and the target's page cache, its run
-    /// state `state` bytes, the context `ctx` positions.
-    pub fn new(model: &Model, vocab: DraftVocab, heap: u64, state: u64, ctx: usize) -> Self {
-        let layers = resident::layer_bytes(model);
-        let room = heap.saturating_sub(layers + state);
-        let rb = model.weights.output.row_bytes();
-        let rows = vocab.rows(model.config.vocab, rb, room);
-        let extra = if rows >= model.config.vocab { 0 } else { ctx };
-        DraftPlan {
-            rows,
-            extra,
-            layers,
-            head: HeadCut::bytes_for(model, rows, extra),
-            state,
-        }
-    }
-
-    /// Bytes in all.
-    pub fn bytes(&self) -> u64 {
-        self.layers + self.head + self.state
-    }
-
-    /// Bytes a pass of a `len`-byte target reads from the card, with `heap` bytes for the page
-    /// cache: (without the draft, with it).
-    pub fn streamed(&self, heap: u64, len: u64) -> (u64, u64) {
-        let capacity = |taken: u64| heap.saturating_sub(taken).min(len);
-        (len - capacity(0), len - capacity(self.bytes()))
     }
 }
 
@@ -457,6 +413,7 @@ pub(super) fn pin_order(
 mod tests {
     use super::*;
     use crate::pagecache::tests::pin_order::model;
+    use inference::speculate::DraftVocab;
 
     /// The draft's share of the heap, counted as the board simulator counts it: its layers, its
     /// run state and its head's rows, with room for the context's tokens when the head is cut.
@@ -474,8 +431,9 @@ mod tests {
         let cut = DraftPlan::new(&m, DraftVocab::Lowest(256), 0, 10, 64);
         assert_eq!((cut.rows, cut.extra), (256, 64));
         assert_eq!(cut.head, HeadCut::bytes_for(&m, 256, 64));
-        // `auto`: the whole head when it fits in an eighth of the room left, else a cut.
-        let fits = layers + 10 + 8 * rb * vocab as u64;
+        // `auto`: the whole head when it fits in its share of the room left, else a cut.
+        let share = inference::speculate::AUTO_SHARE;
+        let fits = layers + 10 + share * rb * vocab as u64;
         let auto = |heap| DraftPlan::new(&m, DraftVocab::Auto, heap, 10, 64);
         assert_eq!((auto(fits).rows, auto(fits).extra), (vocab, 0));
         assert_eq!((auto(fits - 1).rows, auto(fits - 1).extra), (256, 64));
