@@ -138,8 +138,9 @@ impl HeadCut {
         let lowest = lowest.min(model.config.vocab);
         let cap = lowest + extra;
         let rb = head.row_bytes() as usize;
-        let mut bytes = oom::filled(lowest * rb, 0u8, "the draft's cut head")?;
-        oom::reserve(&mut bytes, extra * rb, "the draft's cut head")?;
+        // Its whole room at once: growing it later would copy it and leave a hole in the heap.
+        let mut bytes = oom::with_capacity(cap * rb, "the draft's cut head")?;
+        bytes.resize(lowest * rb, 0u8);
         src.read_at(head.offset, &mut bytes)
             .map_err(ModelError::Storage)?;
         Ok(HeadCut {
