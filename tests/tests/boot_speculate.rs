@@ -252,7 +252,7 @@ fn a_draft_model_with_a_cut_head_prints_what_the_pc_runner_prints() {
 }
 
 /// Issue 41's pair on a 512 MiB board: Qwen2.5-Coder-1.5B (1065 MiB, streamed) with
-/// Qwen2.5-Coder-0.5B drafting, its layers and the head rows `draft_vocab = auto` gives (30720
+/// Qwen2.5-Coder-0.5B drafting, its layers and the head rows `draft_vocab = auto` gives (40960
 /// of 151936 tokens) beside the target's page cache. Not in the suite: it fetches 1.5 GB of
 /// models (the boot itself takes a minute or two). Run it with `cargo test --release -p
 /// lmboot-tests --test boot_speculate -- --ignored`, or by hand: `cargo xtask qemu --model
