@@ -532,6 +532,24 @@ fn relative_address<H: Host>(h: &mut H) -> Result<u16, (Step, Cause)> {
     Err((Step::Command(SEND_RELATIVE_ADDR.cmd), Cause::ZeroRca))
 }
 
+/// The bring-up every driver shares once its controller runs at the identification clock:
+/// [`identify`], then `data_clock` sets the host's Default Speed clock for the card's CSD and
+/// answers the rate it runs at, then [`raise_speed`]. `blocks` is set last: a failed bring-up
+/// leaves a card of no blocks, so every request fails its range check.
+pub(crate) fn bring_up_card<H: Host>(
+    h: &mut H,
+    four_bit: bool,
+    data_clock: impl FnOnce(&mut H, &Csd) -> Result<u32, (Step, Cause)>,
+) -> Result<(), (Step, Cause)> {
+    let csd = identify(h, four_bit)?;
+    let hz = data_clock(h, &csd)?;
+    h.info_mut().data_clock_hz = hz;
+    let ccc = csd_ccc(h.info_mut());
+    raise_speed(h, ccc)?;
+    h.info_mut().blocks = csd.blocks;
+    Ok(())
+}
+
 /// The identification sequence from CMD0 up to the transfer state: CMD0, CMD8, ACMD41, CMD2,
 /// CMD3, CMD9, CMD7, then ACMD6 and the host's 4-bit bus when `four_bit`, CMD16 512 on SDSC. Fills
 /// in the card's part of [`Host::info_mut`] (not `blocks`, which the caller sets last) and
