@@ -77,9 +77,9 @@ fn sdhc_init_programs_the_ccu_and_identifies_in_order() {
     assert_eq!(sim.names(), want);
     // The CCU: MMC0's gate and reset on; the module clock 50 MHz from PLL_PERIPH0 (600 MHz / 12)
     // with U-Boot's phase delays for it (output 3, sample 4).
-    assert_eq!(sim.ccu(CCU_GATE) & MMC0_BIT, MMC0_BIT);
-    assert_eq!(sim.ccu(CCU_RESET) & MMC0_BIT, MMC0_BIT);
-    assert_eq!(sim.ccu(CCU_MMC0_CLK), 0x8140_030B);
+    assert_eq!(sim.ccu(ccu::BUS_CLK_GATING_REG0) & MMC0_MASK, MMC0_MASK);
+    assert_eq!(sim.ccu(ccu::BUS_SOFT_RST_REG0) & MMC0_MASK, MMC0_MASK);
+    assert_eq!(sim.ccu(ccu::SDMMC0_CLK_REG), 0x8140_030B);
     // Identification at 400 kHz (24 MHz / 4 / 15); CMD6 at 24 MHz (OSC24M undivided), then
     // High Speed at 50 MHz on 4 bits.
     assert!(sim.log().iter().take(12).all(|c| c.clock_hz == 400_000));
@@ -148,7 +148,7 @@ fn without_the_ccu_the_controller_divider_makes_the_clocks() {
     };
     let (sim, mut sd) = start(host, sdhc(), Faults::default(), Config::new());
     // Nothing written to the CCU; CLKCR divider 30 gives 24 MHz / 60.
-    assert_eq!(sim.ccu(CCU_MMC0_CLK), 0x8000_0000);
+    assert_eq!(sim.ccu(ccu::SDMMC0_CLK_REG), 0x8000_0000);
     assert!(sim.log().iter().take(3).all(|c| c.clock_hz == 400_000));
     assert_eq!(sd.info().data_clock_hz, 24_000_000);
     read_ok(&sim, &mut sd, 7, 9);
@@ -668,7 +668,7 @@ fn dma_errors_are_retried_then_reported_clearly() {
     let (cmd, lba, attempts, cause, s) = fails_every_try(&sim, &mut sd, always, 640);
     assert_eq!((cmd, lba, attempts), (Cmd::new(18), 640, 3));
     assert!(
-        matches!(cause, Cause::Idmac { idst, .. } if idst & IDST_FATAL_BUS != 0),
+        matches!(cause, Cause::Idmac { idst, .. } if idst & IDST_FATAL_BUS_ERROR != 0),
         "{cause:?}"
     );
     assert!(

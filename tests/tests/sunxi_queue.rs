@@ -372,7 +372,7 @@ fn a_descriptor_outside_memory_is_a_clear_error() {
                 lba,
                 cause: Cause::Idmac { idst, .. },
                 ..
-            }) => assert!(lba == 4_000 && idst & IDST_FATAL_BUS != 0, "{e:?}"),
+            }) => assert!(lba == 4_000 && idst & IDST_FATAL_BUS_ERROR != 0, "{e:?}"),
             other => panic!("{other:?}"),
         }
         let s = e.to_string();

@@ -2,8 +2,8 @@
 //! each kernel set and 1 or 4 cores; a markdown table and an SVG bar chart under `results/`.
 
 use crate::{
-    board, build_kernel, card_image, cargo, ensure_model, qemu_command, run_quiet, workspace_root,
-    Board, QemuOpts, Settings,
+    board, build_kernel, card_image, cargo, ensure_model, qemu_command, run_quiet, table_head,
+    workspace_root, Board, QemuOpts, Settings,
 };
 use std::fmt::Write as _;
 use std::fs;
@@ -206,8 +206,7 @@ pub fn run(cases: &[Case], n: usize) -> Result<String, String> {
     }
     let mut md = String::new();
     let _ = writeln!(md, "# lmboot instruction counts (QEMU -icount shift=0, SmolLM2-135M Q4_1, \"Once upon a time\", greedy, {n} tokens)\n");
-    let _ = writeln!(md, "| board | cpu | kernels | cores | per prompt token | per generated token | busiest core (critical path) per generated token | vs 1 core |");
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
+    table_head(&mut md, "| board | cpu | kernels | cores | per prompt token | per generated token | busiest core (critical path) per generated token | vs 1 core |");
     let one_core = |c: &Case| {
         rows.iter()
             .find(|(r, f)| {
@@ -368,8 +367,7 @@ pub fn batches(n: usize) -> Result<String, String> {
         "# Prompt batches (QEMU -icount shift=0, SmolLM2-135M Q4_1, a {}-byte prompt, greedy)\n",
         BATCH_PROMPT.len()
     );
-    let _ = writeln!(md, "| kernels | cpu | cores | prompt tokens | B = 1 | B = 8 | B = 32 | per generated token | B = 32 / generated | llama.cpp per prompt token |");
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|");
+    table_head(&mut md, "| kernels | cpu | cores | prompt tokens | B = 1 | B = 8 | B = 32 | per generated token | B = 32 / generated | llama.cpp per prompt token |");
     let llama = llama_default(n)?;
     // Scalar once (the aarch64 build): the RISC-V scalar build runs the same Rust.
     let sets = default_cases()
@@ -476,8 +474,7 @@ pub const BENCH_MODELS: [(&str, &str); 2] =
 pub fn models(n: usize) -> Result<String, String> {
     let mut md = String::new();
     let _ = writeln!(md, "# Instructions per token of other models (QEMU -icount shift=0, \"Once upon a time\", greedy, {n} tokens)\n");
-    let _ = writeln!(md, "| model | kernels | cpu | cores | per prompt token | per generated token | busiest core / 1 core |");
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
+    table_head(&mut md, "| model | kernels | cpu | cores | per prompt token | per generated token | busiest core / 1 core |");
     let sets: Vec<Case> = default_cases()
         .into_iter()
         // Machines with a fixed RAM size (raspi2b) cannot take the models' RAM sizes.
@@ -592,8 +589,7 @@ fn beside_llama_cpp(ours: &[(&str, &str, Figures)], n: usize) -> Result<String, 
     let mut commands = vec![];
     let mut riscv = false;
     let _ = writeln!(md, "\n## Beside llama.cpp, one core\n");
-    let _ = writeln!(md, "| model | cpu | lmboot kernels | llama.cpp -march | prompt tokens (lmboot / llama.cpp) | lmboot per prompt token | llama.cpp per prompt token | lmboot per generated token | llama.cpp per generated token | lmboot / llama.cpp per generated token |");
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|");
+    table_head(&mut md, "| model | cpu | lmboot kernels | llama.cpp -march | prompt tokens (lmboot / llama.cpp) | lmboot per prompt token | llama.cpp per prompt token | lmboot per generated token | llama.cpp per generated token | lmboot / llama.cpp per generated token |");
     let mut names: Vec<&str> = ours.iter().map(|o| o.0).collect();
     names.dedup();
     for name in names {
@@ -858,11 +854,10 @@ pub fn readahead(n: usize) -> Result<String, String> {
     let model = ensure_model()?;
     let mut md = String::new();
     let _ = writeln!(md, "# Read-ahead: guest time per generated token (virt aarch64, 4 cores, -m 64M, -icount shift=0, {n} tokens)\n");
-    let _ = writeln!(
-        md,
-        "| card | read-ahead | ms/token (guest) | I/O stall ms/token | bytes read/token | text |"
+    table_head(
+        &mut md,
+        "| card | read-ahead | ms/token (guest) | I/O stall ms/token | bytes read/token | text |",
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|");
     for (card, opts) in [
         ("unthrottled", ""),
         ("25 MB/s (QEMU throttle)", ",throttling.bps-read=25000000"),
@@ -947,11 +942,10 @@ fn card_instructions() -> Result<String, String> {
     let bin = card_bench_binary()?;
     let mut md = String::new();
     let _ = writeln!(md, "\n## The driver's instructions per MB read (callgrind, x86-64 build, simulators excluded)\n");
-    let _ = writeln!(
-        md,
-        "| host | data path | driver instructions / MB | vs PIO |"
+    table_head(
+        &mut md,
+        "| host | data path | driver instructions / MB | vs PIO |",
     );
-    let _ = writeln!(md, "|---|---|---|---|");
     let mb = (64 * 256 * 1024) as f64 / 1e6;
     let mut pio = 0.0;
     let (mut arasan_pio, mut sdhost_dma) = (0.0, 0.0);

@@ -644,8 +644,25 @@ pub fn qemu_command(board: &Board, kernel: &Path, image: &Path, o: &QemuOpts) ->
     c
 }
 
+/// A Markdown table's `header` row (`| a | b |`) onto `md`, then the separator under it: one
+/// `---` per column, so the two always agree.
+pub fn table_head(md: &mut String, header: &str) {
+    let columns = header.matches('|').count().saturating_sub(1);
+    md.push_str(header);
+    md.push_str("\n|");
+    md.push_str(&"---|".repeat(columns));
+    md.push('\n');
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_table_head_has_a_separator_per_column() {
+        let mut md = String::from("# t\n");
+        super::table_head(&mut md, "| a | b c | d |");
+        assert_eq!(md, "# t\n| a | b c | d |\n|---|---|---|\n");
+    }
+
     #[test]
     fn flat_images_are_padded_to_whole_words() {
         for (len, want) in [(0, 0), (1, 4), (3, 4), (4, 4), (5, 8), (4097, 4100)] {

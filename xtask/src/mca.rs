@@ -16,6 +16,7 @@ mod rows;
 mod unit;
 
 use crate::llamacpp::have;
+use crate::table_head;
 use asm::Pick;
 pub use rows::{k_quant_x4_rows, rows};
 use std::fmt::Write as _;
@@ -294,11 +295,10 @@ pub fn run() -> Result<String, String> {
         "{}, -iterations={ITERATIONS}; one loop iteration = the blocks in the notes (per block·column for the batched kernels).\n",
         mca_version()
     );
-    let _ = writeln!(
-        md,
-        "| loop | CPU model | ours cycles/block | llama.cpp cycles/block | ratio | notes |"
+    table_head(
+        &mut md,
+        "| loop | CPU model | ours cycles/block | llama.cpp cycles/block | ratio | notes |",
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|");
     for row in rows() {
         md += &measured_line(&row, &dir, &mut texts)?;
     }

@@ -88,12 +88,14 @@ pub const HS_CLOCK_MAX_HZ: u32 = 50_000_000;
 /// COM_CRC_ERROR are left out: they report on the previous command.
 pub(crate) const R1_ERRORS: u32 =
     (1 << 31) | (1 << 30) | (1 << 29) | (1 << 26) | (1 << 21) | (1 << 20) | (1 << 19);
-const R1_APP_CMD: u32 = 1 << 5;
-const R1_STATE_SHIFT: u32 = 9;
+/// R1 APP_CMD: the card takes the next command as an application command.
+pub const R1_APP_CMD: u32 = 1 << 5;
+/// R1 CURRENT_STATE, bits 12:9.
+pub const R1_STATE_SHIFT: u32 = 9;
 /// R1 READY_FOR_DATA: the card's buffer is empty.
-const R1_READY_FOR_DATA: u32 = 1 << 8;
+pub const R1_READY_FOR_DATA: u32 = 1 << 8;
 /// R1 WP_VIOLATION: a write to a protected block or card.
-const R1_WP_VIOLATION: u32 = 1 << 26;
+pub const R1_WP_VIOLATION: u32 = 1 << 26;
 /// R1 CURRENT_STATE "tran": selected and idle.
 const STATE_TRAN: u32 = 4;
 /// R1 CURRENT_STATE "data": the card is sending blocks.
@@ -106,15 +108,15 @@ const CSD_PERM_WRITE_PROTECT: u32 = 13;
 const CSD_TMP_WRITE_PROTECT: u32 = 12;
 
 /// OCR / ACMD41: card powered up (busy bit, 1 = ready).
-const OCR_POWERED_UP: u32 = 1 << 31;
+pub const OCR_POWERED_UP: u32 = 1 << 31;
 /// OCR CCS (card capacity status) / ACMD41 argument HCS (host capacity support).
-const OCR_CCS: u32 = 1 << 30;
+pub const OCR_CCS: u32 = 1 << 30;
 /// ACMD41 argument S18R (the host asks for 1.8 V signalling) / OCR S18A (the card accepts).
-const OCR_S18: u32 = 1 << 24;
+pub const OCR_S18: u32 = 1 << 24;
 /// ACMD41 argument XPC: the host supplies more than 150 mA (needed for SDR50 and faster).
-const OCR_XPC: u32 = 1 << 28;
+pub const OCR_XPC: u32 = 1 << 28;
 /// VDD window 2.7-3.6 V.
-const OCR_VDD_27_36: u32 = 0x00FF_8000;
+pub const OCR_VDD_27_36: u32 = 0x00FF_8000;
 /// CMD8 argument: VHS 2.7-3.6 V, check pattern 0xAA.
 const CMD8_ARG: u32 = 0x1AA;
 /// ACMD6 argument for a 4-bit bus.
@@ -528,6 +530,24 @@ fn relative_address<H: Host>(h: &mut H) -> Result<u16, (Step, Cause)> {
         }
     }
     Err((Step::Command(SEND_RELATIVE_ADDR.cmd), Cause::ZeroRca))
+}
+
+/// The bring-up every driver shares once its controller runs at the identification clock:
+/// [`identify`], then `data_clock` sets the host's Default Speed clock for the card's CSD and
+/// answers the rate it runs at, then [`raise_speed`]. `blocks` is set last: a failed bring-up
+/// leaves a card of no blocks, so every request fails its range check.
+pub(crate) fn bring_up_card<H: Host>(
+    h: &mut H,
+    four_bit: bool,
+    data_clock: impl FnOnce(&mut H, &Csd) -> Result<u32, (Step, Cause)>,
+) -> Result<(), (Step, Cause)> {
+    let csd = identify(h, four_bit)?;
+    let hz = data_clock(h, &csd)?;
+    h.info_mut().data_clock_hz = hz;
+    let ccc = csd_ccc(h.info_mut());
+    raise_speed(h, ccc)?;
+    h.info_mut().blocks = csd.blocks;
+    Ok(())
 }
 
 /// The identification sequence from CMD0 up to the transfer state: CMD0, CMD8, ACMD41, CMD2,

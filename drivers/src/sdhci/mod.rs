@@ -653,17 +653,15 @@ impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> Sdhci<R, C, S, D> {
 
     /// The identification sequence ([`sd::identify`]), then the data clock.
     fn identify(&mut self) -> Result<(), (Step, Cause)> {
-        let csd = sd::identify(self, self.config.four_bit)?;
-        let target = sd::data_clock_target(self.config.data_clock_hz, &csd);
-        let (base_hz, version) = (self.info.base_clock_hz, self.info.host_version);
-        let d = divider_for(base_hz, target, version)?;
-        self.set_clock(d).map_err(|c| (Step::Clock, c))?;
-        self.info.data_clock_hz = d.hz;
-        self.default_hz = target;
-        sd::raise_speed(self, sd::csd_ccc(&self.info))?;
-        // Set last: a failed bring-up leaves a card of no blocks, so reads fail their range check.
-        self.info.blocks = csd.blocks;
-        Ok(())
+        let four_bit = self.config.four_bit;
+        sd::bring_up_card(self, four_bit, |h, csd| {
+            let target = sd::data_clock_target(h.config.data_clock_hz, csd);
+            let (base_hz, version) = (h.info.base_clock_hz, h.info.host_version);
+            let d = divider_for(base_hz, target, version)?;
+            h.set_clock(d).map_err(|c| (Step::Clock, c))?;
+            h.default_hz = target;
+            Ok(d.hz)
+        })
     }
 
     // ---- reads and writes ----

@@ -418,13 +418,11 @@ impl<R: Regs, C: Clock, D: DmaMemory> Sdhost<R, C, D> {
         self.info.id_clock_hz = self.set_clock(id).map_err(|c| (Step::Clock, c))?;
         self.write_hcfg(self.hcfg);
         self.clock.delay_us(POWER_UP_US);
-        let csd = sd::identify(self, self.config.four_bit)?;
-        let target = sd::data_clock_target(self.config.data_clock_hz, &csd);
-        let hz = self.set_clock(target).map_err(|c| (Step::Clock, c))?;
-        self.info.data_clock_hz = hz;
-        sd::raise_speed(self, sd::csd_ccc(&self.info))?;
-        self.info.blocks = csd.blocks;
-        Ok(())
+        let four_bit = self.config.four_bit;
+        sd::bring_up_card(self, four_bit, |h, csd| {
+            let target = sd::data_clock_target(h.config.data_clock_hz, csd);
+            h.set_clock(target).map_err(|c| (Step::Clock, c))
+        })
     }
 
     fn command_word(c: &Command, xfer: Option<Xfer>) -> u32 {

@@ -642,16 +642,11 @@ impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
 
     fn bring_up(&mut self) -> Result<(), (Step, Cause)> {
         self.init_controller()?;
-        let csd = sd::identify(self, self.config.four_bit)?;
-        let hz = self
-            .set_clock(self.default_target(&csd))
-            .map_err(|c| (Step::Clock, c))?;
-        self.info.data_clock_hz = hz;
-        sd::raise_speed(self, sd::csd_ccc(&self.info))?;
-        // Set last: a failed bring-up leaves a card of no blocks, so requests fail their range
-        // check.
-        self.info.blocks = csd.blocks;
-        Ok(())
+        let four_bit = self.config.four_bit;
+        sd::bring_up_card(self, four_bit, |h, csd| {
+            let target = h.default_target(csd);
+            h.set_clock(target).map_err(|c| (Step::Clock, c))
+        })
     }
 
     /// The Default Speed data clock to ask for: from OSC24M, so at most 24 MHz with the CCU.

@@ -48,28 +48,47 @@ pub const MINI_UART_OFFSET: usize = 0x40;
 /// not SPI1 and SPI2 (the `size` for [`Mmio::new`]).
 pub const AUX_BLOCK_SIZE: usize = 0x80;
 
+/// AUX_ENABLES: bit 0 the mini UART, bits 1 and 2 SPI1 and SPI2.
 const AUX_ENABLES: usize = 0x04;
-const MU_IO: usize = 0x40;
-const MU_IER: usize = 0x44;
+/// AUX_MU_IO: data.
+pub(super) const MU_IO: usize = 0x40;
+/// AUX_MU_IER: interrupt enables.
+pub(super) const MU_IER: usize = 0x44;
+/// AUX_MU_IIR: interrupt identify; writes clear the FIFOs.
 const MU_IIR: usize = 0x48;
+/// AUX_MU_LCR: line control.
 const MU_LCR: usize = 0x4c;
+/// AUX_MU_MCR: modem control.
 const MU_MCR: usize = 0x50;
-const MU_LSR: usize = 0x54;
+/// AUX_MU_LSR: line status.
+pub(super) const MU_LSR: usize = 0x54;
+/// AUX_MU_CNTL: extra control (receiver, transmitter, auto flow control).
 const MU_CNTL: usize = 0x60;
+/// AUX_MU_BAUD: the baud rate register.
 const MU_BAUD: usize = 0x68;
 
+/// AUX_ENABLES: the mini UART on.
 const ENABLE_MINI_UART: u32 = 1 << 0;
 /// The receive interrupt (bit 0, per the guide's errata) with bits 3:2, which the errata says
 /// must be set for the UART to interrupt at all (Linux's 8250_bcm2835aux and Circle set them too).
 const IER_RX: u32 = 0b1101;
+/// IIR write: clear both FIFOs.
 const IIR_CLEAR_FIFOS: u32 = 0b110;
+/// LCR: 8 data bits (bits 0 and 1, per the errata).
 const LCR_8BIT: u32 = 0b11;
-const LSR_DATA_READY: u32 = 1 << 0;
-const LSR_RX_OVERRUN: u32 = 1 << 1;
-const LSR_TX_ROOM: u32 = 1 << 5;
+/// LSR: a byte waits in the receive FIFO.
+pub(super) const LSR_DATA_READY: u32 = 1 << 0;
+/// LSR: a byte was lost to a full receive FIFO (cleared by every read of LSR).
+pub(super) const LSR_RX_OVERRUN: u32 = 1 << 1;
+/// LSR: room in the transmit FIFO.
+pub(super) const LSR_TX_ROOM: u32 = 1 << 5;
+/// CNTL: receiver on.
 const CNTL_RX: u32 = 1 << 0;
+/// CNTL: transmitter on.
 const CNTL_TX: u32 = 1 << 1;
+/// CNTL: RTS auto flow control.
 const CNTL_AUTO_RTS: u32 = 1 << 2;
+/// CNTL: CTS auto flow control.
 const CNTL_AUTO_CTS: u32 = 1 << 3;
 
 /// `reg + 1` of the baud register: 1 to 0x10000.

@@ -27,16 +27,25 @@
 use super::{div_round, Uart};
 use crate::mmio::{RegisterBlock, Regs};
 
+/// Receive buffer (read) / transmit holding (write); with LCR.DLAB, the divisor's low byte.
 const RBR_THR_DLL: usize = 0;
+/// Interrupt enable; with LCR.DLAB, the divisor's high byte.
 const IER_DLM: usize = 1;
+/// FIFO control (write only).
 const FCR: usize = 2;
+/// Line control.
 const LCR: usize = 3;
+/// Modem control.
 const MCR: usize = 4;
+/// Line status.
 const LSR: usize = 5;
 /// DesignWare: UART status register (register 31).
 const USR: usize = 31;
+/// LSR: a received byte waits.
 const LSR_DR: u8 = 1 << 0;
+/// LSR: the transmit holding register (or FIFO) is empty.
 const LSR_THRE: u8 = 1 << 5;
+/// LSR: the transmitter is empty, the last bit sent.
 const LSR_TEMT: u8 = 1 << 6;
 /// DesignWare USR.BUSY: a character is being sent or received; LCR writes are ignored.
 const USR_BUSY: u8 = 1 << 0;
@@ -44,6 +53,13 @@ const USR_BUSY: u8 = 1 << 0;
 pub const IER_UUE: u8 = 1 << 6;
 /// FCR: FIFOs on, both cleared.
 const FCR_FIFO_CLEAR: u8 = 0x07;
+/// LCR: divisor latch access (DLL and DLM in place of the data and IER registers).
+const LCR_DLAB: u8 = 0x80;
+/// LCR: 8 data bits, no parity, 1 stop bit.
+const LCR_8N1: u8 = 0x03;
+/// MCR: DTR and RTS asserted.
+const MCR_DTR_RTS: u8 = 0x03;
+
 /// Polls of the transmitter before `init` goes on without it draining.
 const DRAIN_SPIN_LIMIT: u32 = 1_000_000;
 /// Polls of USR.BUSY before an LCR write is tried anyway.
@@ -196,9 +212,9 @@ impl<R: ByteRegs> Ns16550<R> {
         let ier = self.ier_off();
         self.regs.write(IER_DLM, ier);
         let dlab = clock_hz == 0 || self.set_divisor(clock_hz, baud);
-        let line = self.set_lcr(0x03); // 8N1
+        let line = self.set_lcr(LCR_8N1);
         self.regs.write(FCR, FCR_FIFO_CLEAR); // FIFOs on and cleared
-        self.regs.write(MCR, 0x03); // DTR, RTS
+        self.regs.write(MCR, MCR_DTR_RTS);
         dlab && line
     }
 
@@ -207,7 +223,7 @@ impl<R: ByteRegs> Ns16550<R> {
         // Rounded to the nearest, as U-Boot's `ns16550_calc_divisor` does: 25 MHz gives 14
         // (111607 baud, 3.1% slow) where truncating would give 13 (120192 baud, 4.3% fast).
         let div = div_round(clock_hz as u64, 16 * baud.max(1) as u64).clamp(1, 0xffff) as u16;
-        let dlab = self.set_lcr(0x80); // DLAB
+        let dlab = self.set_lcr(LCR_DLAB);
         self.regs.write(RBR_THR_DLL, div as u8);
         self.regs.write(IER_DLM, (div >> 8) as u8);
         dlab

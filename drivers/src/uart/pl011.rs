@@ -12,34 +12,52 @@
 use super::{div_round, nearest_divisor, BaudError, Flow, LinkUart, Uart};
 use crate::mmio::{Mmio, Regs};
 
-const DR: usize = 0x00;
+/// Data register: a byte to send, or a received byte with its error flags in bits 11:8.
+pub(super) const DR: usize = 0x00;
 /// RSR on read, ECR on write (any value clears the error flags).
 const RSR_ECR: usize = 0x04;
-const FR: usize = 0x18;
+/// Flag register.
+pub(super) const FR: usize = 0x18;
+/// Integer baud rate divisor.
 const IBRD: usize = 0x24;
+/// Fractional baud rate divisor (64ths).
 const FBRD: usize = 0x28;
+/// Line control (LCR_H).
 const LCRH: usize = 0x2c;
+/// Control register.
 const CR: usize = 0x30;
-const IFLS: usize = 0x34;
-const IMSC: usize = 0x38;
-const ICR: usize = 0x44;
+/// Interrupt FIFO level select.
+pub(super) const IFLS: usize = 0x34;
+/// Interrupt mask set/clear.
+pub(super) const IMSC: usize = 0x38;
+/// Interrupt clear.
+pub(super) const ICR: usize = 0x44;
 
 /// Bytes of registers the driver uses from the base: the `size` for [`Mmio::new`] (the BCM2711
 /// puts its PL011s 0x200 apart, QEMU's virt machine 0x1000 apart).
 pub const PL011_BLOCK_SIZE: usize = 0x100;
 
+/// FR: transmit FIFO full.
 const FR_TXFF: u32 = 1 << 5;
-const FR_RXFE: u32 = 1 << 4;
+/// FR: receive FIFO empty.
+pub(super) const FR_RXFE: u32 = 1 << 4;
+/// FR: the UART is sending.
 const FR_BUSY: u32 = 1 << 3;
 
-/// The error flags a received byte carries in DR.
+/// DR: framing error on the received byte.
 const DR_FE: u32 = 1 << 8;
+/// DR: parity error.
 const DR_PE: u32 = 1 << 9;
+/// DR: break.
 const DR_BE: u32 = 1 << 10;
-const DR_OE: u32 = 1 << 11;
+/// DR: overrun (a byte was lost before this one, the FIFO being full).
+pub(super) const DR_OE: u32 = 1 << 11;
 
+/// CR: the UART on.
 const CR_UARTEN: u32 = 1 << 0;
+/// CR: transmitter on.
 const CR_TXE: u32 = 1 << 8;
+/// CR: receiver on.
 const CR_RXE: u32 = 1 << 9;
 /// Hardware RTS: deasserted while the receive FIFO is at its watermark (IFLS).
 const CR_RTSEN: u32 = 1 << 14;
@@ -52,10 +70,11 @@ const LCRH_8N1_FIFO: u32 = (0b11 << 5) | (1 << 4);
 /// under flow control RTS drops when the receive FIFO is half full, leaving the other half for
 /// what the sender has under way when it sees CTS fall.
 const IFLS_HALF: u32 = (0b010 << 3) | 0b010;
-/// Receive (FIFO at its level) and receive-timeout (bytes below the level, line quiet for 32 bit
-/// periods) interrupts: RXIM and RTIM in IMSC and ICR.
-const INT_RX: u32 = 1 << 4;
-const INT_RT: u32 = 1 << 6;
+/// Receive interrupt (FIFO at its level): RXIM in IMSC and ICR.
+pub(super) const INT_RX: u32 = 1 << 4;
+/// Receive-timeout interrupt (bytes below the level, line quiet for 32 bit periods): RTIM in
+/// IMSC and ICR.
+pub(super) const INT_RT: u32 = 1 << 6;
 
 /// The divisor in 64ths (16.6 fixed point): IBRD 1 to 0xffff, and FBRD 0 at IBRD 0xffff (PL011
 /// TRM, UARTIBRD/UARTFBRD).

@@ -29,14 +29,17 @@
 use drivers::block::BlockDevice;
 use std::collections::BTreeMap;
 
-// R1 bits.
+// The R1 and OCR bits the driver names too are the driver's.
+pub use drivers::sd::{
+    OCR_CCS, OCR_POWERED_UP, OCR_S18, OCR_VDD_27_36, R1_APP_CMD, R1_READY_FOR_DATA, R1_STATE_SHIFT,
+    R1_WP_VIOLATION,
+};
+
+// R1 bits the driver does not name one by one.
 pub const R1_OUT_OF_RANGE: u32 = 1 << 31;
 pub const R1_ADDRESS_ERROR: u32 = 1 << 30;
 pub const R1_BLOCK_LEN_ERROR: u32 = 1 << 29;
-pub const R1_WP_VIOLATION: u32 = 1 << 26;
 pub const R1_ILLEGAL_COMMAND: u32 = 1 << 22;
-pub const R1_READY_FOR_DATA: u32 = 1 << 8;
-pub const R1_APP_CMD: u32 = 1 << 5;
 
 /// The card programs a received block this long (busy on DAT0).
 pub const PROGRAM_NS: u64 = 300_000;
@@ -594,7 +597,7 @@ impl Card {
         } else {
             R1_READY_FOR_DATA
         };
-        std::mem::take(&mut self.pending) | ((state as u32) << 9) | ready | extra
+        std::mem::take(&mut self.pending) | ((state as u32) << R1_STATE_SHIFT) | ready | extra
     }
 
     /// The block a data command (CMD17/18/24/25) received in `state` with argument `arg` starts at:
@@ -707,26 +710,26 @@ impl Card {
                 if st != Idle {
                     return illegal(self);
                 }
-                let window = arg & 0x00FF_8000;
-                let mut ocr = 0x00FF_8000;
+                let window = arg & OCR_VDD_27_36;
+                let mut ocr = OCR_VDD_27_36;
                 if window != 0 {
                     self.acmd41s += 1;
-                    let hcs = arg & (1 << 30) != 0;
+                    let hcs = arg & OCR_CCS != 0;
                     let ready = !never_ready
                         && self.acmd41s > self.spec.busy_polls
                         && (self.spec.kind != Kind::Sdhc || hcs);
                     if ready {
                         self.ccs = self.spec.kind == Kind::Sdhc;
                         self.state = Ready;
-                        ocr |= 1 << 31;
+                        ocr |= OCR_POWERED_UP;
                         if self.ccs {
-                            ocr |= 1 << 30;
+                            ocr |= OCR_CCS;
                         }
                         // S18R asked, a UHS-I SDHC card not yet at 1.8 V: S18A.
                         self.s18a =
-                            arg & (1 << 24) != 0 && self.spec.uhs && self.ccs && !self.signal_1v8;
+                            arg & OCR_S18 != 0 && self.spec.uhs && self.ccs && !self.signal_1v8;
                         if self.s18a {
-                            ocr |= 1 << 24;
+                            ocr |= OCR_S18;
                         }
                     }
                 }

@@ -91,40 +91,18 @@ use drivers::sdhci::{Clock, Config, Regs, Sdhci, Slot};
 use std::cell::RefCell;
 use std::rc::Rc;
 
-// Register offsets, from the SDHCI spec (kept apart from the driver's constants on purpose).
-const R_BLOCK: usize = 0x04;
-const R_ARG: usize = 0x08;
-const R_CMD: usize = 0x0C;
-const R_RESP0: usize = 0x10;
-const R_RESP3: usize = 0x1C;
-const R_DATA: usize = 0x20;
-const R_PRESENT: usize = 0x24;
-const R_HOST: usize = 0x28;
-const R_CLOCK: usize = 0x2C;
-const R_INT: usize = 0x30;
-const R_INT_EN: usize = 0x34;
-const R_SIG_EN: usize = 0x38;
-const R_HOST2: usize = 0x3C;
-const R_CAPS: usize = 0x40;
-const R_CAPS1: usize = 0x44;
-const R_MAXCURR: usize = 0x48;
-const R_VERSION: usize = 0xFC;
-const R_SDMA: usize = 0x00;
+// The register map is the driver's: the simulator models the hardware those offsets and bits name.
+use drivers::sdhci::regs::*;
 
-// Normal interrupt status bits.
-const N_CC: u16 = 1 << 0;
-const N_TC: u16 = 1 << 1;
-const N_BWR: u16 = 1 << 4;
-const N_BRR: u16 = 1 << 5;
-// Error interrupt status bits.
-const E_CMD_TIMEOUT: u16 = 1 << 0;
-const E_CMD_CRC: u16 = 1 << 1;
-const E_DATA_TIMEOUT: u16 = 1 << 4;
-const E_DATA_CRC: u16 = 1 << 5;
-const E_ADMA: u16 = 1 << 9;
-const R_ADMA_ERR: usize = 0x54;
-const R_ADMA_ADDR: usize = 0x58;
-const R_ADMA_ADDR_HI: usize = 0x5C;
+// The normal interrupt status bits, as the 16-bit NORMAL_INT_STAT the simulator keeps.
+/// Command complete.
+const N_CC: u16 = INT_CMD_COMPLETE as u16;
+/// Transfer complete.
+const N_TC: u16 = INT_TRANSFER_COMPLETE as u16;
+/// Buffer write ready.
+const N_BWR: u16 = INT_BUFFER_WRITE_READY as u16;
+/// Buffer read ready.
+const N_BRR: u16 = INT_BUFFER_READ_READY as u16;
 /// The first bus address [`SimDma`] hands out.
 pub const BUS_BASE: u32 = 0x4000_0000;
 
@@ -846,7 +824,7 @@ impl State {
                 {
                     if now >= since + limit * 1000 {
                         self.xfer = None;
-                        self.set_err(E_DATA_TIMEOUT);
+                        self.set_err(ERR_DATA_TIMEOUT);
                     }
                 }
             }
@@ -871,7 +849,7 @@ impl State {
         self.blocks_received += 1;
         if self.faults.write_crc_at.contains(&k) {
             // CRC status "error": the card drops the block; DAT stays inhibited until SRST_DAT.
-            self.set_err(E_DATA_CRC);
+            self.set_err(ERR_DATA_CRC);
             self.xfer = None;
             return;
         }
@@ -944,7 +922,7 @@ impl State {
                     self.set_norm(N_CC);
                 } else if !self.host.silent {
                     self.cmd_inhibit = false;
-                    self.set_err(E_CMD_TIMEOUT);
+                    self.set_err(ERR_CMD_TIMEOUT);
                 }
                 // Silent: the controller keeps waiting (until SRST_CMD).
             }
@@ -963,7 +941,7 @@ impl State {
                 }
                 self.cmd_inhibit = false;
                 if p.crc_error {
-                    self.set_err(E_CMD_CRC);
+                    self.set_err(ERR_CMD_CRC);
                     // The card did run the command: a CMD17 block went out unseen.
                     if p.data && self.card.single {
                         self.card.state = CardState::Tran;
@@ -1016,7 +994,7 @@ impl State {
                     if fail {
                         // A bus error on the first descriptor fetch.
                         self.adma_err = 1;
-                        self.set_err(E_ADMA);
+                        self.set_err(ERR_ADMA);
                         return;
                     }
                     self.xfer = Some(Xfer {
@@ -1085,7 +1063,7 @@ impl State {
         {
             if now >= since + limit * 1000 {
                 self.xfer = None;
-                self.set_err(E_DATA_TIMEOUT);
+                self.set_err(ERR_DATA_TIMEOUT);
             }
         }
     }
@@ -1148,7 +1126,7 @@ impl State {
             || self.faults.bad_lbas.contains(&lba)
             || self.faults.data_crc_at.contains(&k)
         {
-            self.set_err(E_DATA_CRC);
+            self.set_err(ERR_DATA_CRC);
             // The transfer stops; DAT stays inhibited until SRST_DAT.
             self.xfer = None;
             return Fetched::Failed;
@@ -1175,7 +1153,7 @@ impl State {
             if let Err(state) = self.adma_store(&data) {
                 // ADMA error: the engine stops; DAT stays inhibited until SRST_DAT.
                 self.adma_err = state;
-                self.set_err(E_ADMA);
+                self.set_err(ERR_ADMA);
                 self.xfer = None;
                 return;
             }
@@ -1302,15 +1280,15 @@ impl State {
             return 0;
         }
         match off {
-            R_SDMA => 0,
-            R_BLOCK => self.blksize as u32 | (self.blkcnt as u32) << 16,
-            R_ARG => self.arg,
-            R_CMD => self.trnmod as u32 | (self.cmdreg as u32) << 16,
-            0x10..=0x1C => self.resp[(off - R_RESP0) / 4],
-            R_DATA => self.read_data(),
-            R_PRESENT => self.present(),
-            R_HOST => self.hostctl as u32 | (self.power as u32) << 8,
-            R_CLOCK => {
+            SDMA_ARG2 => 0,
+            BLOCK_SIZE_COUNT => self.blksize as u32 | (self.blkcnt as u32) << 16,
+            ARGUMENT => self.arg,
+            CMD_TRANSFER => self.trnmod as u32 | (self.cmdreg as u32) << 16,
+            0x10..=0x1C => self.resp[(off - RESPONSE[0]) / 4],
+            DATA_PORT => self.read_data(),
+            PRESENT_STATE => self.present(),
+            HOST_CONTROL => self.hostctl as u32 | (self.power as u32) << 8,
+            CLOCK_CONTROL => {
                 let mut c = self.clkcon & !2;
                 if self.internal_stable() {
                     c |= 2;
@@ -1322,7 +1300,7 @@ impl State {
                 };
                 c as u32 | (self.timeout as u32) << 16 | (reset as u32) << 24
             }
-            R_INT => {
+            INT_STATUS => {
                 if self.stale_cc && self.norint & N_CC != 0 {
                     self.violation(
                         "INT_STATUS read with the command complete a CMD line reset left".into(),
@@ -1334,16 +1312,16 @@ impl State {
                 }
                 n as u32 | (self.errint as u32) << 16
             }
-            R_INT_EN => self.norint_en as u32 | (self.errint_en as u32) << 16,
-            R_SIG_EN => self.sig_en,
-            R_HOST2 => self.host2,
-            R_CAPS => self.host.caps(),
-            R_CAPS1 => self.host.uhs,
-            R_ADMA_ERR => self.adma_err,
-            R_ADMA_ADDR => self.adma_addr,
-            R_ADMA_ADDR_HI => 0,
-            R_MAXCURR => 0,
-            R_VERSION => (0x99 << 24) | (self.host.version as u32) << 16,
+            INT_STATUS_ENABLE => self.norint_en as u32 | (self.errint_en as u32) << 16,
+            INT_SIGNAL_ENABLE => self.sig_en,
+            AUTO_CMD_ERR_HOST_CONTROL2 => self.host2,
+            CAPABILITIES => self.host.caps(),
+            CAPABILITIES_1 => self.host.uhs,
+            ADMA_ERROR_STATUS => self.adma_err,
+            ADMA_ADDRESS => self.adma_addr,
+            ADMA_ADDRESS_HI => 0,
+            MAX_CURRENT_CAPS => 0,
+            SLOT_STATUS_VERSION => (0x99 << 24) | (self.host.version as u32) << 16,
             _ => match self.vendor_read(off) {
                 Some(v) => v,
                 None => {
@@ -1570,7 +1548,7 @@ impl State {
         }
         // The Arasan may drop a write within two SD clocks of the previous one.
         let hz = self.sd_clock_hz();
-        if self.host.arasan_write_check && hz > 0.0 && off != R_DATA {
+        if self.host.arasan_write_check && hz > 0.0 && off != DATA_PORT {
             if let Some(last) = self.last_write_ns {
                 let gap = self.now_ns - last;
                 if (gap as f64) < 2.0 * 1e9 / hz {
@@ -1582,21 +1560,21 @@ impl State {
         }
         self.last_write_ns = Some(self.now_ns);
         match off {
-            R_SDMA => {}
-            R_BLOCK => {
+            SDMA_ARG2 => {}
+            BLOCK_SIZE_COUNT => {
                 if self.xfer.is_none() {
                     self.blksize = v as u16;
                     self.blkcnt = (v >> 16) as u16;
                 }
             }
-            R_ARG => self.arg = v,
-            R_DATA => self.write_data(v),
-            R_CMD => {
+            ARGUMENT => self.arg = v,
+            DATA_PORT => self.write_data(v),
+            CMD_TRANSFER => {
                 self.trnmod = v as u16;
                 self.cmdreg = (v >> 16) as u16;
                 self.issue();
             }
-            R_HOST => {
+            HOST_CONTROL => {
                 if self.host.no_hispd_bit && v & 4 != 0 {
                     self.violation("high-speed enable set on a controller without one".into());
                 }
@@ -1622,25 +1600,25 @@ impl State {
                     self.violation(format!("block gap control {:#x}", (v >> 16) & 0xFF));
                 }
             }
-            R_CLOCK => self.write_clock(v),
-            R_INT => {
+            CLOCK_CONTROL => self.write_clock(v),
+            INT_STATUS => {
                 if v as u16 & N_CC != 0 {
                     self.stale_cc = false;
                 }
                 self.norint &= !(v as u16);
                 self.errint &= !((v >> 16) as u16);
             }
-            R_INT_EN => {
+            INT_STATUS_ENABLE => {
                 self.norint_en = v as u16 & 0x7FFF;
                 self.errint_en = (v >> 16) as u16;
                 self.norint &= self.norint_en;
                 self.errint &= self.errint_en;
             }
-            R_SIG_EN => self.sig_en = v,
-            R_ADMA_ADDR => self.adma_addr = v,
-            R_ADMA_ADDR_HI if v != 0 => self.violation(format!("ADMA address high word {v:#x}")),
-            R_ADMA_ADDR_HI => {}
-            R_HOST2 => {
+            INT_SIGNAL_ENABLE => self.sig_en = v,
+            ADMA_ADDRESS => self.adma_addr = v,
+            ADMA_ADDRESS_HI if v != 0 => self.violation(format!("ADMA address high word {v:#x}")),
+            ADMA_ADDRESS_HI => {}
+            AUTO_CMD_ERR_HOST_CONTROL2 => {
                 let before = self.io_1v8();
                 if v & (1 << 22) != 0 && self.host2 & (1 << 22) == 0 {
                     self.tuning_seen = 0;

@@ -70,61 +70,16 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
-const GCTRL: usize = 0x00;
-const CLKCR: usize = 0x04;
-const TIMEOUT: usize = 0x08;
-const WIDTH: usize = 0x0C;
-const BLKSZ: usize = 0x10;
-const BYTECNT: usize = 0x14;
-const CMD: usize = 0x18;
-const ARG: usize = 0x1C;
-const RESP0: usize = 0x20;
-const IMASK: usize = 0x30;
-const RINT: usize = 0x38;
-const STATUS: usize = 0x3C;
-const FTRGLEVEL: usize = 0x40;
-const DMAC: usize = 0x80;
-const DLBA: usize = 0x84;
-const IDST: usize = 0x88;
-const IDIE: usize = 0x8C;
-const FIFO: usize = 0x200;
-
-const GCTRL_DMA_ENABLE: u32 = 1 << 5;
-const GCTRL_AHB: u32 = 1 << 31;
-const DMAC_SOFT_RESET: u32 = 1 << 0;
-const DMAC_IDMA_ON: u32 = 1 << 7;
-
-pub const IDST_TX: u32 = 1 << 0;
-pub const IDST_RX: u32 = 1 << 1;
-pub const IDST_FATAL_BUS: u32 = 1 << 2;
-pub const IDST_DES_UNAVAILABLE: u32 = 1 << 4;
-pub const IDST_CARD_ERROR: u32 = 1 << 5;
-pub const IDST_NORMAL: u32 = 1 << 8;
-pub const IDST_ABNORMAL: u32 = 1 << 9;
-
-pub const DES_OWN: u32 = 1 << 31;
-pub const DES_CHAIN: u32 = 1 << 4;
-pub const DES_FIRST: u32 = 1 << 3;
-pub const DES_LAST: u32 = 1 << 2;
+// The register map is the driver's: the simulator models the hardware those offsets and bits name.
+use drivers::sunxi_mmc::regs::*;
+pub use drivers::sunxi_mmc::regs::{ccu, desc, IDST_FATAL_BUS_ERROR};
 
 /// The first bus address [`SimDma`] hands out.
 pub const BUS_BASE: u32 = 0x4000_0000;
 /// Largest buffer of one descriptor (QEMU's sun5i model: 64 KiB; size 0 means this much).
 pub const MAX_DESC_BYTES: u32 = 64 << 10;
-
-const RINT_RESP_ERROR: u32 = 1 << 1;
-const RINT_COMMAND_DONE: u32 = 1 << 2;
-const RINT_DATA_OVER: u32 = 1 << 3;
-const RINT_RESP_CRC: u32 = 1 << 6;
-const RINT_DATA_CRC: u32 = 1 << 7;
-const RINT_RESP_TIMEOUT: u32 = 1 << 8;
-const RINT_AUTO_DONE: u32 = 1 << 14;
-
-pub const CCU_GATE: usize = 0x060;
-pub const CCU_RESET: usize = 0x2C0;
-pub const CCU_MMC0_CLK: usize = 0x088;
-pub const CCU_PLL_PERIPH0: usize = 0x028;
-pub const MMC0_BIT: u32 = 1 << 8;
+/// MMC0's bit in the CCU's gating and reset registers.
+pub const MMC0_MASK: u32 = 1 << ccu::MMC0_BIT;
 
 /// Hardware-timed IDMAC: the card's access time before the first block of a read.
 pub const READ_ACCESS_NS: u64 = 100_000;
@@ -338,12 +293,12 @@ impl Sim {
         let mut ccu = BTreeMap::new();
         if !faults.pll_off {
             // Enabled, locked, N = 25, K = 2: 24 MHz * 25 * 2 / 2 = 600 MHz.
-            ccu.insert(CCU_PLL_PERIPH0, 0x9004_1811 | 1 << 28);
+            ccu.insert(ccu::PLL_PERIPH0_CTRL_REG, 0x9004_1811 | 1 << 28);
         }
         if host.left_on {
-            ccu.insert(CCU_GATE, MMC0_BIT);
-            ccu.insert(CCU_RESET, MMC0_BIT);
-            ccu.insert(CCU_MMC0_CLK, 0x8000_0000);
+            ccu.insert(ccu::BUS_CLK_GATING_REG0, MMC0_MASK);
+            ccu.insert(ccu::BUS_SOFT_RST_REG0, MMC0_MASK);
+            ccu.insert(ccu::SDMMC0_CLK_REG, 0x8000_0000);
         }
         let mut card = Card::new(card, false, false);
         card.powered = true;
@@ -454,8 +409,8 @@ impl State {
 
     /// Is the controller clocked and out of reset in the CCU?
     fn powered(&self) -> bool {
-        let on = |off| self.ccu.get(&off).copied().unwrap_or(0) & MMC0_BIT != 0;
-        on(CCU_GATE) && on(CCU_RESET)
+        let on = |off| self.ccu.get(&off).copied().unwrap_or(0) & MMC0_MASK != 0;
+        on(ccu::BUS_CLK_GATING_REG0) && on(ccu::BUS_SOFT_RST_REG0)
     }
 
     /// The card clock: the module clock (as the CCU had it at the last update) / CLKCR's divider.
@@ -467,7 +422,11 @@ impl State {
         let parent = match (m >> 24) & 3 {
             0 => 24_000_000,
             1 => {
-                let pll = self.ccu.get(&CCU_PLL_PERIPH0).copied().unwrap_or(0);
+                let pll = self
+                    .ccu
+                    .get(&ccu::PLL_PERIPH0_CTRL_REG)
+                    .copied()
+                    .unwrap_or(0);
                 if pll & (1 << 31) == 0 || pll & (1 << 28) == 0 {
                     return 0;
                 }
@@ -524,7 +483,7 @@ impl State {
             BYTECNT => self.bytecnt,
             CMD => self.cmd,
             ARG => self.arg,
-            0x20 | 0x24 | 0x28 | 0x2C => self.resp[(off - RESP0) / 4],
+            0x20 | 0x24 | 0x28 | 0x2C => self.resp[(off - RESP[0]) / 4],
             RINT => self.garbage().unwrap_or(self.rint),
             STATUS => {
                 let st = self.status();
@@ -615,7 +574,7 @@ impl State {
         if v & (1 << 21) != 0 {
             if !self.faults.stuck_clock_update {
                 self.clkcr_live = self.clkcr;
-                self.ccu_clk_live = self.ccu.get(&CCU_MMC0_CLK).copied().unwrap_or(0);
+                self.ccu_clk_live = self.ccu.get(&ccu::SDMMC0_CLK_REG).copied().unwrap_or(0);
                 self.cmd &= !(1 << 31);
                 self.rint |= RINT_COMMAND_DONE;
             }
@@ -699,7 +658,7 @@ impl State {
         }
         self.rint |= RINT_COMMAND_DONE;
         if self.faults.cmd_crc_at.contains(&k) {
-            self.rint |= RINT_RESP_CRC;
+            self.rint |= RINT_RESP_CRC_ERROR;
         }
         if matches!(index, 7 | 12) && !app {
             self.busy_until = self.now_ns + BUSY_NS;
@@ -728,13 +687,13 @@ impl State {
         let write = v & (1 << 10) != 0;
         let dma = self.gctrl & GCTRL_DMA_ENABLE != 0;
         if dma {
-            if self.gctrl & GCTRL_AHB != 0 || self.dmac & DMAC_IDMA_ON == 0 || write {
+            if self.gctrl & GCTRL_ACCESS_BY_AHB != 0 || self.dmac & DMAC_IDMA_ON == 0 || write {
                 self.violation(format!(
                     "DMA transfer with GCTRL {:#x}, DMAC {:#x}, write {write}",
                     self.gctrl, self.dmac
                 ));
             }
-        } else if self.gctrl & GCTRL_AHB == 0 {
+        } else if self.gctrl & GCTRL_ACCESS_BY_AHB == 0 {
             self.violation(format!(
                 "PIO transfer with GCTRL {:#x} (FIFO not by AHB)",
                 self.gctrl
@@ -824,7 +783,7 @@ impl State {
         if !self.faults.unbacked_buffers {
             self.violation(what);
         }
-        self.idst |= IDST_FATAL_BUS | IDST_ABNORMAL;
+        self.idst |= IDST_FATAL_BUS_ERROR | IDST_ABNORMAL_SUM;
         self.xfer = None;
     }
 
@@ -837,7 +796,7 @@ impl State {
         };
         let failing = self.faults.dma_error_always || self.faults.dma_error_at.contains(&run.index);
         if failing && run.moved >= run.blocks / 2 {
-            self.idst |= IDST_FATAL_BUS | IDST_ABNORMAL;
+            self.idst |= IDST_FATAL_BUS_ERROR | IDST_ABNORMAL_SUM;
             self.xfer = None;
             return;
         }
@@ -847,8 +806,8 @@ impl State {
         };
         let word = |i: usize| u32::from_le_bytes(raw[4 * i..4 * i + 4].try_into().unwrap());
         let (config, size, buf, next) = (word(0), word(1), word(2), word(3));
-        if config & DES_OWN == 0 {
-            self.idst |= IDST_DES_UNAVAILABLE | IDST_ABNORMAL;
+        if config & desc::OWN == 0 {
+            self.idst |= IDST_DESC_UNAVAILABLE | IDST_ABNORMAL_SUM;
             self.xfer = None;
             return;
         }
@@ -857,7 +816,7 @@ impl State {
             n => n,
         } as usize;
         if run.in_desc == 0 {
-            if (run.moved == 0) != (config & DES_FIRST != 0) {
+            if (run.moved == 0) != (config & desc::FIRST != 0) {
                 self.violation(format!("descriptor at {at:#x}: FIRST {config:#x}"));
             }
             if size > MAX_DESC_BYTES as usize || !size.is_multiple_of(512) {
@@ -866,8 +825,8 @@ impl State {
         }
         let Some(block) = self.next_block(self.host.timed_dma) else {
             // No data, or a CRC error (RINT has it): the transfer stops here.
-            if self.rint & RINT_DATA_CRC != 0 {
-                self.idst |= IDST_CARD_ERROR | IDST_ABNORMAL;
+            if self.rint & RINT_DATA_CRC_ERROR != 0 {
+                self.idst |= IDST_CARD_ERROR_SUM | IDST_ABNORMAL_SUM;
             }
             return;
         };
@@ -887,26 +846,26 @@ impl State {
             return;
         }
         if let Some(d) = self.dma.bus(at, 4) {
-            d.copy_from_slice(&(config & !DES_OWN).to_le_bytes());
+            d.copy_from_slice(&(config & !desc::OWN).to_le_bytes());
         }
         if run.left == 0 {
-            if config & DES_LAST == 0 {
+            if config & desc::LAST == 0 {
                 self.violation(format!("descriptor at {at:#x}: the data ends, no LAST"));
             }
             self.end_transfer();
-            self.idst |= IDST_RX | IDST_NORMAL;
+            self.idst |= IDST_RX_INT | IDST_NORMAL_SUM;
             return;
         }
-        if config & DES_LAST != 0 {
+        if config & desc::LAST != 0 {
             self.violation(format!(
                 "descriptor chain ends with {} bytes to go",
                 run.left
             ));
-            self.idst |= IDST_DES_UNAVAILABLE | IDST_ABNORMAL;
+            self.idst |= IDST_DESC_UNAVAILABLE | IDST_ABNORMAL_SUM;
             self.xfer = None;
             return;
         }
-        if config & DES_CHAIN == 0 {
+        if config & desc::CHAIN == 0 {
             self.violation(format!("descriptor at {at:#x} without CHAIN"));
         }
         run.desc = next;
@@ -969,7 +928,7 @@ impl State {
             .crc_above_hz
             .is_some_and(|hz| self.card_clock_hz() > hz);
         if too_fast || self.faults.bad_lbas.contains(&lba) || self.faults.data_crc_at.contains(&k) {
-            self.rint |= RINT_DATA_CRC;
+            self.rint |= RINT_DATA_CRC_ERROR;
             self.xfer = None;
             return None;
         }
@@ -981,7 +940,7 @@ impl State {
         self.rint |= RINT_DATA_OVER;
         if x.multi && x.auto_stop {
             self.bus_command(12, 0, true);
-            self.rint |= RINT_AUTO_DONE;
+            self.rint |= RINT_AUTO_COMMAND_DONE;
         } else if x.write && !x.multi {
             self.card.recv = None;
             let now = self.now_ns;

@@ -32,6 +32,8 @@ pub const INT_SIGNAL_ENABLE: usize = 0x38;
 pub const AUTO_CMD_ERR_HOST_CONTROL2: usize = 0x3C;
 /// Capabilities, low word.
 pub const CAPABILITIES: usize = 0x40;
+/// Maximum current capabilities (the driver does not read it; a simulated host answers 0).
+pub const MAX_CURRENT_CAPS: usize = 0x48;
 /// ADMA error status: bits 1:0 the state the engine stopped in, bit 2 length mismatch.
 pub const ADMA_ERROR_STATUS: usize = 0x54;
 /// ADMA system address (the descriptor table), low and high words.

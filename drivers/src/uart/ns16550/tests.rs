@@ -48,20 +48,20 @@ impl FakeUart {
     }
 
     fn dlab(&self) -> bool {
-        self.lcr & 0x80 != 0
+        self.lcr & LCR_DLAB != 0
     }
 }
 
 impl Regs for FakeUart {
     fn read32(&mut self, off: usize) -> u32 {
         let v = match off / 4 {
-            0 if self.dlab() => self.dll,
-            1 if self.dlab() => self.dlm,
-            1 => self.ier,
-            3 => self.lcr,
-            4 => self.mcr,
-            5 => LSR_THRE | LSR_TEMT,
-            31 if self.variant == Variant::DwApb => {
+            RBR_THR_DLL if self.dlab() => self.dll,
+            IER_DLM if self.dlab() => self.dlm,
+            IER_DLM => self.ier,
+            LCR => self.lcr,
+            MCR => self.mcr,
+            LSR => LSR_THRE | LSR_TEMT,
+            USR if self.variant == Variant::DwApb => {
                 self.usr_reads += 1;
                 let b = self.busy();
                 self.busy_reads = self.busy_reads.saturating_sub(1);
@@ -78,20 +78,22 @@ impl Regs for FakeUart {
     fn write32(&mut self, off: usize, v: u32) {
         let v = v as u8;
         match off / 4 {
-            0 if self.dlab() => self.dll = v,
-            0 if self.variant == Variant::Xscale && self.ier & IER_UUE == 0 => self.lost.push(v),
-            0 => self.sent.push(v),
-            1 if self.dlab() => self.dlm = v,
-            1 => self.ier = v,
-            2 => {
+            RBR_THR_DLL if self.dlab() => self.dll = v,
+            RBR_THR_DLL if self.variant == Variant::Xscale && self.ier & IER_UUE == 0 => {
+                self.lost.push(v)
+            }
+            RBR_THR_DLL => self.sent.push(v),
+            IER_DLM if self.dlab() => self.dlm = v,
+            IER_DLM => self.ier = v,
+            FCR => {
                 if v & 0x06 != 0 {
                     self.fcr_clears += 1;
                     self.busy_until_fifo_clear = false;
                 }
             }
-            3 if self.busy() => self.ignored_lcr += 1,
-            3 => self.lcr = v,
-            4 => self.mcr = v,
+            LCR if self.busy() => self.ignored_lcr += 1,
+            LCR => self.lcr = v,
+            MCR => self.mcr = v,
             _ => self.stray.push(off),
         }
     }

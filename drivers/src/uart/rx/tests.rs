@@ -13,8 +13,8 @@ extern crate std;
 
 use super::*;
 use crate::mmio::Regs;
-use crate::uart::mini::MiniUart;
-use crate::uart::pl011::Pl011;
+use crate::uart::mini::{self as mu, MiniUart};
+use crate::uart::pl011::{self as pl, Pl011};
 use crate::uart::Flow;
 use alloc::collections::VecDeque;
 use alloc::rc::Rc;
@@ -49,13 +49,6 @@ struct FakePl011 {
     clears: usize,
 }
 
-const PL_DR: usize = 0x00;
-const PL_FR: usize = 0x18;
-const PL_IFLS: usize = 0x34;
-const PL_IMSC: usize = 0x38;
-const PL_ICR: usize = 0x44;
-const PL_OE: u32 = 1 << 11;
-
 impl FakePl011 {
     fn new(depth: usize) -> Self {
         Self {
@@ -80,23 +73,29 @@ impl FakePl011 {
 impl Regs for FakePl011 {
     fn read32(&mut self, off: usize) -> u32 {
         match off {
-            PL_DR => self.fifo.pop_front().unwrap_or(0),
-            PL_FR => (self.fifo.is_empty() as u32) << 4,
-            PL_IMSC => self.imsc,
-            PL_IFLS => self.ifls,
+            pl::DR => self.fifo.pop_front().unwrap_or(0),
+            pl::FR => {
+                if self.fifo.is_empty() {
+                    pl::FR_RXFE
+                } else {
+                    0
+                }
+            }
+            pl::IMSC => self.imsc,
+            pl::IFLS => self.ifls,
             _ => 0,
         }
     }
 
     fn write32(&mut self, off: usize, v: u32) {
         match off {
-            PL_IMSC => self.imsc = v,
-            PL_IFLS => self.ifls = v,
-            PL_ICR => {
+            pl::IMSC => self.imsc = v,
+            pl::IFLS => self.ifls = v,
+            pl::ICR => {
                 if self.imsc != 0 {
                     self.clears += 1;
                 }
-                if v & (1 << 6) != 0 {
+                if v & pl::INT_RT != 0 {
                     self.rt = false;
                 }
             }
@@ -114,7 +113,7 @@ impl Line for FakePl011 {
             return;
         }
         let oe = if core::mem::take(&mut self.pending_oe) {
-            PL_OE
+            pl::DR_OE
         } else {
             0
         };
@@ -128,8 +127,8 @@ impl Line for FakePl011 {
     }
 
     fn irq(&self) -> bool {
-        let rx = self.imsc & (1 << 4) != 0 && self.fifo.len() >= self.level();
-        let rt = self.imsc & (1 << 6) != 0 && self.rt && !self.fifo.is_empty();
+        let rx = self.imsc & pl::INT_RX != 0 && self.fifo.len() >= self.level();
+        let rt = self.imsc & pl::INT_RT != 0 && self.rt && !self.fifo.is_empty();
         rx || rt
     }
 
@@ -146,18 +145,21 @@ struct FakeMini {
     lost: usize,
 }
 
-const MU_IO: usize = 0x40;
-const MU_IER: usize = 0x44;
-const MU_LSR: usize = 0x54;
 const MINI_DEPTH: usize = 8;
 
 impl Regs for FakeMini {
     fn read32(&mut self, off: usize) -> u32 {
         match off {
-            MU_IO => self.fifo.pop_front().unwrap_or(0) as u32,
-            MU_IER => self.ier,
-            MU_LSR => {
-                let lsr = (!self.fifo.is_empty() as u32) | ((self.overrun as u32) << 1) | 1 << 5;
+            mu::MU_IO => self.fifo.pop_front().unwrap_or(0) as u32,
+            mu::MU_IER => self.ier,
+            mu::MU_LSR => {
+                let mut lsr = mu::LSR_TX_ROOM;
+                if !self.fifo.is_empty() {
+                    lsr |= mu::LSR_DATA_READY;
+                }
+                if self.overrun {
+                    lsr |= mu::LSR_RX_OVERRUN;
+                }
                 self.overrun = false;
                 lsr
             }
@@ -166,7 +168,7 @@ impl Regs for FakeMini {
     }
 
     fn write32(&mut self, off: usize, v: u32) {
-        if off == MU_IER {
+        if off == mu::MU_IER {
             self.ier = v;
         }
     }
@@ -394,7 +396,7 @@ fn a_pl011_read_by_interrupt_loses_nothing_while_the_board_computes() {
         // Taken 4 slots (13 µs at 3 Mbaud) after the FIFO reaches half full.
         let o = run(&fake, &mut u, Mode::Irq { latency: 4 }, &sent, STRETCH);
         check_irq(&o, &sent, depth / 2 + 4 + 1);
-        assert_eq!(fake.borrow().imsc, (1 << 4) | (1 << 6), "RXIM and RTIM");
+        assert_eq!(fake.borrow().imsc, pl::INT_RX | pl::INT_RT, "RXIM and RTIM");
     }
 }
 
