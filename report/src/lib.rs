@@ -67,6 +67,37 @@ pub const FIELDS: &[(&str, &str)] = &[
     ("cut", "1: fields left out to keep the line short"),
 ];
 
+/// What `lmboot-host --board-sim` assumes of a board no one has measured (the decoder prints a
+/// report's measured figures beside these).
+#[derive(Debug, Clone, Copy)]
+pub struct Assumed {
+    /// The board-sim's name for it.
+    pub sim: &'static str,
+    /// The board files it stands for.
+    pub boards: &'static [&'static str],
+    /// Card bytes per second, and weight bytes per second through the kernels on all cores.
+    pub card: f64,
+    pub matvec: f64,
+}
+
+/// The boards simulated: the card rates are the slots' bus ceilings in their best mode (25 MB/s:
+/// sdhost in High Speed at 50 MHz, 4-bit; 50 MB/s: UHS-I DDR50); the kernel rates are
+/// assumptions for Q4_K weights on four cores (Cortex-A53 at 1 GHz, Cortex-A72 at 1.5 GHz).
+pub const ASSUMED: [Assumed; 2] = [
+    Assumed {
+        sim: "zero2w",
+        boards: &["rpi3", "rpi2"],
+        card: 25e6,
+        matvec: 0.5e9,
+    },
+    Assumed {
+        sim: "pi4",
+        boards: &["rpi4"],
+        card: 50e6,
+        matvec: 1.5e9,
+    },
+];
+
 /// Builds the line: [`Report::push`] each field, then [`Report::finish`].
 #[derive(Debug, Clone, Default)]
 pub struct Report {

@@ -53,6 +53,7 @@ pub mod house;
 pub mod image;
 pub mod llamacpp;
 pub mod mca;
+pub mod report;
 pub mod ring;
 pub mod specbench;
 pub mod uboot;
