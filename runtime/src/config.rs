@@ -103,9 +103,13 @@ pub struct Config {
     pub kernels: &'static str,
     /// Benchmarking: run an N-core split on one core, counting each core's share of every job.
     pub measure_cores: Option<usize>,
-    /// Diagnostics: `panic` or `exception` stops the run that way after loading, to check that the
-    /// board reports faults (location on the UART, non-zero exit).
+    /// Diagnostics: `full` runs the first-boot checks and prints the report line before the
+    /// prompt or chat; `panic` or `exception` stops the run that way after loading, to check
+    /// that the board reports faults (location on the UART, non-zero exit).
     pub selftest: Option<String>,
+    /// A fault `selftest = full` is to find, to show what it does then (`kernels`: the set in
+    /// use computes one operation wrong).
+    pub selftest_fault: Option<String>,
     /// The ARM cores' clock (Raspberry Pi), set once this file is read.
     pub arm_freq: ArmClock,
     /// This board's place in a ring of boards (`ring = K/N`); `None`: the board runs alone.
@@ -156,6 +160,7 @@ impl Default for Config {
             kernels: "auto",
             measure_cores: None,
             selftest: None,
+            selftest_fault: None,
             arm_freq: ArmClock::Max,
             ring: None,
             ring_baud: None,
@@ -232,7 +237,7 @@ impl fmt::Display for ConfigError {
     }
 }
 
-const KNOWN: &str = "model, prompt, system, mode, json, allow_write, prompt_cache, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, batch, cache, page, readahead, io_core, cores, special, kernels, measure_cores, selftest, arm_freq, ring, ring_baud, lookup, self_draft, draft, draft_vocab, draft_max, speculate";
+const KNOWN: &str = "model, prompt, system, mode, json, allow_write, prompt_cache, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, batch, cache, page, readahead, io_core, cores, special, kernels, measure_cores, selftest, selftest_fault, arm_freq, ring, ring_baud, lookup, self_draft, draft, draft_vocab, draft_max, speculate";
 
 /// `ring = K/N` (`off` or `1/1`: alone).
 fn ring_place(f: &Field<'_>) -> Result<Option<RingPlace>, ConfigError> {
@@ -559,10 +564,16 @@ fn set_machine(c: &mut Config, f: &Field<'_>) -> Result<bool, ConfigError> {
             };
         }
         "selftest" => {
-            if !["none", "panic", "exception"].contains(&v) {
-                return Err(f.bad("none, panic or exception"));
+            if !["none", "full", "panic", "exception"].contains(&v) {
+                return Err(f.bad("none, full, panic or exception"));
             }
             c.selftest = (v != "none").then(|| v.into());
+        }
+        "selftest_fault" => {
+            if !["none", "kernels"].contains(&v) {
+                return Err(f.bad("none or kernels"));
+            }
+            c.selftest_fault = (v != "none").then(|| v.into());
         }
         "readahead" => {
             c.readahead = if v == "off" {

@@ -14,6 +14,7 @@ mod generate;
 pub mod measure;
 mod profile;
 mod ring;
+mod selftest;
 mod source;
 pub(crate) mod spec;
 
@@ -145,7 +146,7 @@ where
     cache.set_schedule(m.model.weights.read_order(), cores);
     check_part(&m.model, &cache, &whole, platform, &mut out)?;
     selftest(cfg, platform, &mut out)?;
-    let kernels = choose_kernels(cfg, platform)?;
+    let kernels = choose_kernels(cfg, platform, &mut out)?;
     let card_rate = profile::rate(cache.resident_bytes(), load_ns);
     let model_run = ModelRun {
         cfg,
@@ -760,7 +761,17 @@ fn selftest<P: Platform + ?Sized>(
 }
 
 /// Step 8: the kernel set: the board's best, or the one `kernels =` names if the CPU has it.
-fn choose_kernels<P: Platform + ?Sized>(cfg: &Config, platform: &P) -> Result<Kernels, RunError> {
+fn choose_kernels<P: Platform + ?Sized>(
+    cfg: &Config,
+    platform: &P,
+    out: &mut Out<'_>,
+) -> Result<Kernels, RunError> {
+    if cfg.selftest.as_deref() == Some("full") {
+        let mut found = selftest::Findings::default();
+        let k = selftest::kernels(cfg, platform, &mut found, out)?;
+        let _ = writeln!(out, "{}", found.line(platform));
+        return Ok(k);
+    }
     match cfg.kernels {
         "auto" => Ok(platform.kernels()),
         name => Kernels::by_name(name).ok_or_else(|| RunError::KernelsUnavailable(name.into())),
