@@ -54,6 +54,7 @@ pub const FIELDS: &[(&str, &str)] = &[
     ("mvn", "weights through the matrix kernels, all cores, MB/s"),
     ("heap", "heap the model uses, MiB (the pattern test's span)"),
     ("bus", "card bus mode reached"),
+    ("read", "the model file read whole from the card, MB/s"),
     ("pio", "card read by programmed I/O, MB/s"),
     ("dma", "card read by DMA, MB/s"),
     ("crc", "card CRC errors"),

@@ -110,6 +110,9 @@ pub struct Config {
     /// A fault `selftest = full` is to find, to show what it does then (`kernels`: the set in
     /// use computes one operation wrong).
     pub selftest_fault: Option<String>,
+    /// CRC-32 of the model file as `cargo xtask image` wrote it (`selftest = full` checks the
+    /// file on the card against it).
+    pub model_crc32: Option<u32>,
     /// The ARM cores' clock (Raspberry Pi), set once this file is read.
     pub arm_freq: ArmClock,
     /// This board's place in a ring of boards (`ring = K/N`); `None`: the board runs alone.
@@ -161,6 +164,7 @@ impl Default for Config {
             measure_cores: None,
             selftest: None,
             selftest_fault: None,
+            model_crc32: None,
             arm_freq: ArmClock::Max,
             ring: None,
             ring_baud: None,
@@ -237,7 +241,7 @@ impl fmt::Display for ConfigError {
     }
 }
 
-const KNOWN: &str = "model, prompt, system, mode, json, allow_write, prompt_cache, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, batch, cache, page, readahead, io_core, cores, special, kernels, measure_cores, selftest, selftest_fault, arm_freq, ring, ring_baud, lookup, self_draft, draft, draft_vocab, draft_max, speculate";
+const KNOWN: &str = "model, prompt, system, mode, json, allow_write, prompt_cache, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, batch, cache, page, readahead, io_core, cores, special, kernels, measure_cores, selftest, selftest_fault, model_crc32, arm_freq, ring, ring_baud, lookup, self_draft, draft, draft_vocab, draft_max, speculate";
 
 /// `ring = K/N` (`off` or `1/1`: alone).
 fn ring_place(f: &Field<'_>) -> Result<Option<RingPlace>, ConfigError> {
@@ -568,6 +572,13 @@ fn set_machine(c: &mut Config, f: &Field<'_>) -> Result<bool, ConfigError> {
                 return Err(f.bad("none, full, panic or exception"));
             }
             c.selftest = (v != "none").then(|| v.into());
+        }
+        "model_crc32" => {
+            let ok = v.len() == 8 && v.bytes().all(|b| b.is_ascii_hexdigit());
+            c.model_crc32 = match u32::from_str_radix(v, 16) {
+                Ok(x) if ok => Some(x),
+                _ => return Err(f.bad("eight hex digits (cargo xtask image writes it)")),
+            };
         }
         "selftest_fault" => {
             if !["none", "kernels"].contains(&v) {

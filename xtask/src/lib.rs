@@ -281,6 +281,21 @@ pub fn fit_image(board: &Board, f: &boards::Fit, kernel: &[u8]) -> Vec<u8> {
     })
 }
 
+/// CRC-32 of the file at `path` (what `lmboot.txt`'s `model_crc32` holds).
+pub fn file_crc32(path: &Path) -> Result<u32, String> {
+    use std::io::Read;
+    let what = |e: std::io::Error| format!("{}: {e}", path.display());
+    let mut f = fs::File::open(path).map_err(what)?;
+    let mut crc = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; 8 << 20];
+    loop {
+        match f.read(&mut buf).map_err(what)? {
+            0 => return Ok(crc.finalize()),
+            n => crc.update(&buf[..n]),
+        }
+    }
+}
+
 /// Write the card image for `board`: firmware and `config.txt` where the board needs them, the
 /// kernel image (for boards that boot from the card), `lmboot.txt` for `settings`, and the model.
 pub fn card_image(
@@ -291,7 +306,12 @@ pub fn card_image(
     out: &Path,
 ) -> Result<(), String> {
     use image::Content;
-    let cfg = settings.config_text(MODEL_ON_CARD);
+    // The model's digest, for the board's self-test to check the file it reads against.
+    let cfg = format!(
+        "{}model_crc32 = {:08x}\n",
+        settings.config_text(MODEL_ON_CARD),
+        file_crc32(model)?
+    );
     let mut blobs: Vec<(String, Vec<u8>)> = vec![];
     if let Some(dir) = &board.firmware_dir {
         for f in &board.firmware {

@@ -86,6 +86,10 @@ where
     );
     let direct = Direct::new(file, dev);
     let m = open_model(&direct, &mut out)?;
+    let mut found = selftest::Findings::default();
+    if cfg.selftest.as_deref() == Some("full") {
+        selftest::model(&cfg, &direct, (platform, &mut found), &mut out)?;
+    }
     model_sampling(&mut cfg, &m.gguf, &mut out)?;
     let cfg = &cfg;
     let cores = platform
@@ -146,7 +150,7 @@ where
     cache.set_schedule(m.model.weights.read_order(), cores);
     check_part(&m.model, &cache, &whole, platform, &mut out)?;
     selftest(cfg, platform, &mut out)?;
-    let kernels = choose_kernels(cfg, platform, &mut out)?;
+    let kernels = choose_kernels(cfg, platform, &mut found, &mut out)?;
     let card_rate = profile::rate(cache.resident_bytes(), load_ns);
     let model_run = ModelRun {
         cfg,
@@ -764,11 +768,11 @@ fn selftest<P: Platform + ?Sized>(
 fn choose_kernels<P: Platform + ?Sized>(
     cfg: &Config,
     platform: &P,
+    found: &mut selftest::Findings,
     out: &mut Out<'_>,
 ) -> Result<Kernels, RunError> {
     if cfg.selftest.as_deref() == Some("full") {
-        let mut found = selftest::Findings::default();
-        let k = selftest::kernels(cfg, platform, &mut found, out)?;
+        let k = selftest::kernels(cfg, platform, found, out)?;
         let _ = writeln!(out, "{}", found.line(platform));
         return Ok(k);
     }

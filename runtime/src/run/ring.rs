@@ -62,7 +62,8 @@ where
         "ring: board {} of {}, {what}",
         place.board, place.boards
     );
-    let kernels = choose_kernels(b.cfg, platform, &mut out)?;
+    let mut found = super::selftest::Findings::default();
+    let kernels = choose_kernels(b.cfg, platform, &mut found, &mut out)?;
     let key =
         promptcache::model_key(&b.m.gguf, &b.direct).map_err(|e| RunError::Model(e.into()))?;
     let mut profile = measure(&b.m.model, &b.direct, &kernels, b.cores, platform);

@@ -2,20 +2,28 @@
 //! one-line verdict, then one line a user can paste whole into a bug report
 //! (`lmboot-report: ...`, decoded by `cargo xtask report`; the format is the `report` crate's).
 //!
-//! The checks so far: **kernels**, every kernel set this CPU runs against the scalar set, bit for
-//! bit ([`inference::quant::selfcheck`]); a set that differs is disabled for the run and named,
-//! and the next set (at worst the scalar one) runs instead. `selftest_fault = kernels` makes the
-//! check see a set that computes one operation wrong, to show that path.
+//! The checks so far:
+//! - **model**: the model file read whole from the card, its CRC-32 against the one `cargo xtask
+//!   image` wrote in `lmboot.txt` (`model_crc32`): a card corrupted by the write, or a driver
+//!   that reads wrong bytes, stops the run here with the error naming it, before any token; the
+//!   read rate is measured on the way;
+//! - **kernels**: every kernel set this CPU runs against the scalar set, bit for bit
+//!   ([`inference::quant::selfcheck`]); a set that differs is disabled for the run and named,
+//!   and the next set (at worst the scalar one) runs instead. `selftest_fault = kernels` makes
+//!   the check see a set that computes one operation wrong, to show that path.
 
 use super::RunError;
+use crate::card::Direct;
 use crate::config::Config;
 use crate::console::Out;
 use crate::platform::Platform;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::Write;
+use drivers::block::WriteBlocks;
 use inference::quant::selfcheck::{self, Mismatch};
 use inference::Kernels;
+use inference::Storage;
 use report::Report;
 
 /// What the checks found, for the report line.
@@ -48,6 +56,61 @@ impl Findings {
         r.push("verdicts", verdicts);
         r.finish()
     }
+}
+
+/// Bytes read from the card per call while digesting the model.
+const CHUNK: usize = 1 << 20;
+
+/// The model check: the file's CRC-32 against `model_crc32`. A mismatch is an error (printed
+/// with the report line first); no `model_crc32` is a skip.
+pub(super) fn model<D: WriteBlocks + Send, P: Platform + ?Sized>(
+    cfg: &Config,
+    direct: &Direct<D>,
+    (platform, found): (&P, &mut Findings),
+    out: &mut Out<'_>,
+) -> Result<(), RunError> {
+    let Some(want) = cfg.model_crc32 else {
+        let _ = writeln!(
+            out,
+            "selftest: model skip: lmboot.txt has no model_crc32 (cargo xtask image writes it)"
+        );
+        found.verdicts.push(("model", "skip"));
+        return Ok(());
+    };
+    let size = direct.len();
+    let mut buf = inference::oom::filled(CHUNK, 0u8, "the model check's buffer")
+        .map_err(RunError::OutOfMemory)?;
+    let mut crc = crc32fast::Hasher::new();
+    let t0 = platform.now_ns();
+    let mut at = 0u64;
+    while at < size {
+        let n = (size - at).min(CHUNK as u64) as usize;
+        direct
+            .read_at(at, &mut buf[..n])
+            .map_err(|e| RunError::SelfTest(alloc::format!("model: {e}")))?;
+        crc.update(&buf[..n]);
+        at += n as u64;
+    }
+    let ns = (platform.now_ns() - t0).max(1);
+    let rate = size * 1000 / ns;
+    found.field("read", rate);
+    let got = crc.finalize();
+    if got != want {
+        found.verdicts.push(("model", "fail"));
+        let _ = writeln!(out, "{}", found.line(platform));
+        return Err(RunError::SelfTest(alloc::format!(
+            "model FAILED: {}'s CRC-32 is {got:08x}, but lmboot.txt's model_crc32 says {want:08x}: the file on the card is not the file written to it (write the card again with cargo xtask image, or try another card)",
+            cfg.model
+        )));
+    }
+    let _ = writeln!(
+        out,
+        "selftest: model ok: {} MiB read from the card in {} ms ({rate} MB/s), CRC-32 {got:08x} as written",
+        size >> 20,
+        ns / 1_000_000
+    );
+    found.verdicts.push(("model", "ok"));
+    Ok(())
 }
 
 /// A copy of `k` whose q·k product is off by one (`selftest_fault = kernels`).
