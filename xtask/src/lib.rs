@@ -398,7 +398,7 @@ pub struct Settings {
     pub measure_cores: Option<usize>,
     /// Cores the kernel uses (`None` = all).
     pub cores: Option<usize>,
-    /// Diagnostics: `panic` or `exception` (see `lmboot.txt`'s `selftest`).
+    /// `full` (the first-boot checks and report), `panic` or `exception` (see `lmboot.txt`'s `selftest`).
     pub selftest: Option<String>,
     /// Any other `lmboot.txt` lines (`--set key=value`, e.g. `readahead=0`, `mode=chat`).
     pub extra: Vec<(String, String)>,

@@ -23,7 +23,8 @@ commands:
                    --repeat-penalty R --seed S --ctx N --cache SIZE --no-special --set KEY=VALUE (any lmboot.txt line)
                    speculative decoding: --lookup N --self-draft L --draft FILE|NAME (written to the
                    card as /draft.gguf) --draft-vocab N|auto|all --draft-max K
-                   --speculate auto|off|K]
+                   --speculate auto|off|K
+                   --selftest full: the first-boot checks and the lmboot-report: line]
                   prints the UART on stdout and exits with the kernel's status
   bench           instruction counts per token in QEMU (-icount) for each kernel set, 1 and 4 cores;
                   writes results/bench.md and results/bench.svg [-n N] [--board B];
