@@ -64,6 +64,10 @@ pub const FIELDS: &[(&str, &str)] = &[
         "MB a token reads from the card (the page cache's plan)",
     ),
     ("weights", "MB of weights a token runs through the kernels"),
+    (
+        "top",
+        "the three likeliest tokens after the forward check's token, on the board",
+    ),
     ("verdicts", "each check: name:ok, name:fail or name:skip"),
     ("cut", "1: fields left out to keep the line short"),
 ];
@@ -98,6 +102,29 @@ pub const ASSUMED: [Assumed; 2] = [
         matvec: 1.5e9,
     },
 ];
+
+/// The forward pass's check (`selftest = full`): a digest of a token's logits, the same on the
+/// PC that wrote the card and on the board, since every kernel set computes the scalar set's
+/// bits. CRC-32 of each logit's bits, little-endian.
+pub fn logits_crc32(logits: &[f32]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    for l in logits {
+        h.update(&l.to_bits().to_le_bytes());
+    }
+    h.finalize()
+}
+
+/// The three highest logits' token ids, highest first (ties: the lower id; NaN never).
+pub fn top3(logits: &[f32]) -> [u32; 3] {
+    let mut best = [(u32::MAX, f32::NEG_INFINITY); 3];
+    for (i, &l) in logits.iter().enumerate() {
+        if let Some(at) = best.iter().position(|b| l > b.1) {
+            best.copy_within(at..2, at + 1);
+            best[at] = (i as u32, l);
+        }
+    }
+    best.map(|b| b.0)
+}
 
 /// Builds the line: [`Report::push`] each field, then [`Report::finish`].
 #[derive(Debug, Clone, Default)]
@@ -232,6 +259,15 @@ mod tests {
         let keys: Vec<&str> = f.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["v", "board", "kernels", "pio"]);
         assert_eq!(f[2].1, "neon_dotprod");
+    }
+
+    #[test]
+    fn the_top_three_and_the_digest_of_logits() {
+        let l = [0.5, 3.0, f32::NAN, 3.0, -1.0, 2.0];
+        assert_eq!(top3(&l), [1, 3, 5]);
+        assert_eq!(top3(&[1.0]), [0, u32::MAX, u32::MAX]);
+        assert_ne!(logits_crc32(&l), logits_crc32(&l[..5]));
+        assert_ne!(logits_crc32(&[0.0]), logits_crc32(&[-0.0]));
     }
 
     #[test]

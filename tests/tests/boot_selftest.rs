@@ -65,7 +65,8 @@ fn the_self_test_reports_and_a_wrong_kernel_set_is_disabled() {
             );
             assert!(verdict.ends_with("the run uses neon"), "{verdict}");
             assert!(
-                report.contains(" kernels=neon auto=neon verdicts=model:ok,kernels:ok "),
+                report.contains(" kernels=neon auto=neon ")
+                    && report.contains(" verdicts=model:ok,kernels:ok,forward:ok "),
                 "{report}"
             );
             assert!(decoded.contains("Every check passed."), "{decoded}");
@@ -79,7 +80,8 @@ fn the_self_test_reports_and_a_wrong_kernel_set_is_disabled() {
             assert!(verdict.ends_with("the run uses scalar"), "{verdict}");
             assert!(uart.contains("(kernels scalar)"), "{uart}");
             assert!(
-                report.contains(" kernels=scalar auto=neon verdicts=model:ok,kernels:fail "),
+                report.contains(" kernels=scalar auto=neon ")
+                    && report.contains(" verdicts=model:ok,kernels:fail,forward:ok "),
                 "{report}"
             );
             assert!(

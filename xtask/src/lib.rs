@@ -296,6 +296,31 @@ pub fn file_crc32(path: &Path) -> Result<u32, String> {
     }
 }
 
+/// `forward_check`'s value for `model`: the logits after one token alone (the model's BOS, or
+/// token 0), computed here as the board will (every kernel set gives the scalar set's bits),
+/// as `TOKEN:CRC:A,B,C`. `None` for a file that is no model lmboot runs (nothing to check).
+pub fn forward_check(model: &Path) -> Option<String> {
+    use inference::model::{Model, RunState};
+    use inference::storage::FileStorage;
+    let src = FileStorage::open(model).ok()?;
+    let g = inference::Gguf::open(&src).ok()?;
+    let m = Model::load(&g, &src).ok()?;
+    let tok = inference::tokenizer::Tokenizer::from_gguf(&g, &src).ok()?;
+    let token = tok.bos().unwrap_or(0);
+    let mut st = RunState::new(&m, 1, 1).ok()?;
+    let k = inference::Kernels::best();
+    let pool = inference::parallel::SingleThread;
+    m.forward(&mut st, &src, &pool, &k, token, true).ok()?;
+    let top = ::report::top3(&st.logits);
+    Some(format!(
+        "{token}:{:08x}:{},{},{}",
+        ::report::logits_crc32(&st.logits),
+        top[0],
+        top[1],
+        top[2]
+    ))
+}
+
 /// Write the card image for `board`: firmware and `config.txt` where the board needs them, the
 /// kernel image (for boards that boot from the card), `lmboot.txt` for `settings`, and the model.
 pub fn card_image(
@@ -307,11 +332,14 @@ pub fn card_image(
 ) -> Result<(), String> {
     use image::Content;
     // The model's digest, for the board's self-test to check the file it reads against.
-    let cfg = format!(
+    let mut cfg = format!(
         "{}model_crc32 = {:08x}\n",
         settings.config_text(MODEL_ON_CARD),
         file_crc32(model)?
     );
+    if let Some(check) = forward_check(model) {
+        cfg.push_str(&format!("forward_check = {check}\n"));
+    }
     let mut blobs: Vec<(String, Vec<u8>)> = vec![];
     if let Some(dir) = &board.firmware_dir {
         for f in &board.firmware {

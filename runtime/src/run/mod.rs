@@ -151,6 +151,11 @@ where
     check_part(&m.model, &cache, &whole, platform, &mut out)?;
     selftest(cfg, platform, &mut out)?;
     let kernels = choose_kernels(cfg, platform, &mut found, &mut out)?;
+    if cfg.selftest.as_deref() == Some("full") {
+        let run = (&cache, platform.pool(), &kernels);
+        selftest::forward(cfg, &m.model, &mut st, run, &mut found, &mut out)?;
+        let _ = writeln!(out, "{}", found.line(platform));
+    }
     let card_rate = profile::rate(cache.resident_bytes(), load_ns);
     let model_run = ModelRun {
         cfg,
@@ -772,9 +777,7 @@ fn choose_kernels<P: Platform + ?Sized>(
     out: &mut Out<'_>,
 ) -> Result<Kernels, RunError> {
     if cfg.selftest.as_deref() == Some("full") {
-        let k = selftest::kernels(cfg, platform, found, out)?;
-        let _ = writeln!(out, "{}", found.line(platform));
-        return Ok(k);
+        return selftest::kernels(cfg, platform, found, out);
     }
     match cfg.kernels {
         "auto" => Ok(platform.kernels()),

@@ -7,6 +7,9 @@
 //!   image` wrote in `lmboot.txt` (`model_crc32`): a card corrupted by the write, or a driver
 //!   that reads wrong bytes, stops the run here with the error naming it, before any token; the
 //!   read rate is measured on the way;
+//! - **forward**: the logits after one token alone, their CRC-32 and top three tokens, against
+//!   what the PC computed when `cargo xtask image` wrote the card (`forward_check`): "this CPU
+//!   computes what the PC computes" in one line (a mismatch is reported; the run goes on);
 //! - **kernels**: every kernel set this CPU runs against the scalar set, bit for bit
 //!   ([`inference::quant::selfcheck`]); a set that differs is disabled for the run and named,
 //!   and the next set (at worst the scalar one) runs instead. `selftest_fault = kernels` makes
@@ -21,6 +24,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::Write;
 use drivers::block::WriteBlocks;
+use inference::model::{Model, RunState};
+use inference::parallel::Parallel;
 use inference::quant::selfcheck::{self, Mismatch};
 use inference::Kernels;
 use inference::Storage;
@@ -110,6 +115,49 @@ pub(super) fn model<D: WriteBlocks + Send, P: Platform + ?Sized>(
         ns / 1_000_000
     );
     found.verdicts.push(("model", "ok"));
+    Ok(())
+}
+
+/// The forward check: `cfg.forward_check`'s token alone through the model in `st` (reset before
+/// and after), its logits' digest and top three against the PC's.
+pub(super) fn forward<S: Storage + Sync + ?Sized, P: Parallel + ?Sized>(
+    cfg: &Config,
+    model: &Model,
+    st: &mut RunState,
+    (src, pool, k): (&S, &P, &Kernels),
+    found: &mut Findings,
+    out: &mut Out<'_>,
+) -> Result<(), RunError> {
+    let Some(want) = cfg.forward_check else {
+        let _ = writeln!(
+            out,
+            "selftest: forward skip: lmboot.txt has no forward_check (cargo xtask image writes it)"
+        );
+        found.verdicts.push(("forward", "skip"));
+        return Ok(());
+    };
+    st.reset();
+    let r = model.forward(st, src, pool, k, want.token, true);
+    let (crc, top) = (report::logits_crc32(&st.logits), report::top3(&st.logits));
+    st.reset();
+    r.map_err(RunError::Model)?;
+    found.field("top", format_args!("{},{},{}", top[0], top[1], top[2]));
+    let ok = crc == want.crc && top == want.top;
+    let _ = match ok {
+        true => writeln!(
+            out,
+            "selftest: forward ok: the logits after token {} are the PC's bit for bit (CRC-32 {crc:08x}; top tokens {top:?})",
+            want.token
+        ),
+        false => writeln!(
+            out,
+            "selftest: forward FAILED: the logits after token {} have CRC-32 {crc:08x} and top tokens {top:?}; the PC's: {:08x}, {:?}",
+            want.token, want.crc, want.top
+        ),
+    };
+    found
+        .verdicts
+        .push(("forward", if ok { "ok" } else { "fail" }));
     Ok(())
 }
 
