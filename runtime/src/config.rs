@@ -63,6 +63,31 @@ impl fmt::Display for ArmClock {
     }
 }
 
+/// `forward_check`: a token, the CRC-32 of the logits after it alone ([`report::logits_crc32`])
+/// and their three highest tokens, as the PC computed them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForwardCheck {
+    pub token: u32,
+    pub crc: u32,
+    pub top: [u32; 3],
+}
+
+impl ForwardCheck {
+    /// `TOKEN:CRC:A,B,C` (the CRC in eight hex digits).
+    pub fn parse(v: &str) -> Option<ForwardCheck> {
+        let mut parts = v.split(':');
+        let token = parts.next()?.parse().ok()?;
+        let crc = parts.next().filter(|c| c.len() == 8)?;
+        let crc = u32::from_str_radix(crc, 16).ok()?;
+        let mut top = [0u32; 3];
+        let mut ids = parts.next()?.split(',');
+        for t in &mut top {
+            *t = ids.next()?.parse().ok()?;
+        }
+        (ids.next().is_none() && parts.next().is_none()).then_some(ForwardCheck { token, crc, top })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// Path of the GGUF file on the FAT volume (the default is borrowed: nothing allocated).
@@ -103,9 +128,20 @@ pub struct Config {
     pub kernels: &'static str,
     /// Benchmarking: run an N-core split on one core, counting each core's share of every job.
     pub measure_cores: Option<usize>,
-    /// Diagnostics: `panic` or `exception` stops the run that way after loading, to check that the
-    /// board reports faults (location on the UART, non-zero exit).
+    /// Diagnostics: `full` runs the first-boot checks and prints the report line before the
+    /// prompt or chat; `panic` or `exception` stops the run that way after loading, to check
+    /// that the board reports faults (location on the UART, non-zero exit).
     pub selftest: Option<String>,
+    /// A fault `selftest = full` is to find, to show what it does then (`kernels`: the set in
+    /// use computes one operation wrong).
+    pub selftest_fault: Option<String>,
+    /// CRC-32 of the model file as `cargo xtask image` wrote it (`selftest = full` checks the
+    /// file on the card against it).
+    pub model_crc32: Option<u32>,
+    /// What the PC computed when the card was written (`forward_check = TOKEN:CRC:A,B,C`): the
+    /// logits' digest and top three tokens after `TOKEN` alone; `selftest = full` computes the
+    /// same on the board.
+    pub forward_check: Option<ForwardCheck>,
     /// The ARM cores' clock (Raspberry Pi), set once this file is read.
     pub arm_freq: ArmClock,
     /// This board's place in a ring of boards (`ring = K/N`); `None`: the board runs alone.
@@ -156,6 +192,9 @@ impl Default for Config {
             kernels: "auto",
             measure_cores: None,
             selftest: None,
+            selftest_fault: None,
+            model_crc32: None,
+            forward_check: None,
             arm_freq: ArmClock::Max,
             ring: None,
             ring_baud: None,
@@ -232,7 +271,7 @@ impl fmt::Display for ConfigError {
     }
 }
 
-const KNOWN: &str = "model, prompt, system, mode, json, allow_write, prompt_cache, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, batch, cache, page, readahead, io_core, cores, special, kernels, measure_cores, selftest, arm_freq, ring, ring_baud, lookup, self_draft, draft, draft_vocab, draft_max, speculate";
+const KNOWN: &str = "model, prompt, system, mode, json, allow_write, prompt_cache, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, batch, cache, page, readahead, io_core, cores, special, kernels, measure_cores, selftest, selftest_fault, model_crc32, forward_check, arm_freq, ring, ring_baud, lookup, self_draft, draft, draft_vocab, draft_max, speculate";
 
 /// `ring = K/N` (`off` or `1/1`: alone).
 fn ring_place(f: &Field<'_>) -> Result<Option<RingPlace>, ConfigError> {
@@ -559,10 +598,29 @@ fn set_machine(c: &mut Config, f: &Field<'_>) -> Result<bool, ConfigError> {
             };
         }
         "selftest" => {
-            if !["none", "panic", "exception"].contains(&v) {
-                return Err(f.bad("none, panic or exception"));
+            if !["none", "full", "panic", "exception"].contains(&v) {
+                return Err(f.bad("none, full, panic or exception"));
             }
             c.selftest = (v != "none").then(|| v.into());
+        }
+        "model_crc32" => {
+            let ok = v.len() == 8 && v.bytes().all(|b| b.is_ascii_hexdigit());
+            c.model_crc32 = match u32::from_str_radix(v, 16) {
+                Ok(x) if ok => Some(x),
+                _ => return Err(f.bad("eight hex digits (cargo xtask image writes it)")),
+            };
+        }
+        "forward_check" => {
+            c.forward_check = Some(
+                ForwardCheck::parse(v)
+                    .ok_or_else(|| f.bad("TOKEN:CRC:A,B,C (cargo xtask image writes it)"))?,
+            )
+        }
+        "selftest_fault" => {
+            if !["none", "kernels"].contains(&v) {
+                return Err(f.bad("none or kernels"));
+            }
+            c.selftest_fault = (v != "none").then(|| v.into());
         }
         "readahead" => {
             c.readahead = if v == "off" {

@@ -27,6 +27,10 @@ pub trait Platform {
     /// Power off (or stop) with a status; never returns.
     fn exit(&self, code: u32) -> !;
 
+    /// The board's name (its board file's), for the self-test's report; empty where there is none.
+    fn board(&self) -> &'static str {
+        ""
+    }
     /// Nanoseconds since boot.
     fn now_ns(&self) -> u64 {
         (self.clock())()

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::boot::{boot_with, built, generated, host_text, make_image};
+use common::boot::{boot_with, built, generated, host_text, line, make_image};
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(900);
@@ -184,13 +184,6 @@ fn a_chat_speculates_across_turns() {
         line.contains("tokens per target pass") && !line.contains(" 0 guesses"),
         "{line}"
     );
-}
-
-/// The line that starts with `prefix`.
-fn line<'a>(uart: &'a str, prefix: &str) -> &'a str {
-    uart.lines()
-        .find(|l| l.starts_with(prefix))
-        .unwrap_or_else(|| panic!("no {prefix:?} line in:\n{uart}"))
 }
 
 /// A draft model on the card beside the target, held as the board simulator holds it (its

@@ -53,6 +53,7 @@ pub mod house;
 pub mod image;
 pub mod llamacpp;
 pub mod mca;
+pub mod report;
 pub mod ring;
 pub mod specbench;
 pub mod uboot;
@@ -280,6 +281,46 @@ pub fn fit_image(board: &Board, f: &boards::Fit, kernel: &[u8]) -> Vec<u8> {
     })
 }
 
+/// CRC-32 of the file at `path` (what `lmboot.txt`'s `model_crc32` holds).
+pub fn file_crc32(path: &Path) -> Result<u32, String> {
+    use std::io::Read;
+    let what = |e: std::io::Error| format!("{}: {e}", path.display());
+    let mut f = fs::File::open(path).map_err(what)?;
+    let mut crc = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; 8 << 20];
+    loop {
+        match f.read(&mut buf).map_err(what)? {
+            0 => return Ok(crc.finalize()),
+            n => crc.update(&buf[..n]),
+        }
+    }
+}
+
+/// `forward_check`'s value for `model`: the logits after one token alone (the model's BOS, or
+/// token 0), computed here as the board will (every kernel set gives the scalar set's bits),
+/// as `TOKEN:CRC:A,B,C`. `None` for a file that is no model lmboot runs (nothing to check).
+pub fn forward_check(model: &Path) -> Option<String> {
+    use inference::model::{Model, RunState};
+    use inference::storage::FileStorage;
+    let src = FileStorage::open(model).ok()?;
+    let g = inference::Gguf::open(&src).ok()?;
+    let m = Model::load(&g, &src).ok()?;
+    let tok = inference::tokenizer::Tokenizer::from_gguf(&g, &src).ok()?;
+    let token = tok.bos().unwrap_or(0);
+    let mut st = RunState::new(&m, 1, 1).ok()?;
+    let k = inference::Kernels::best();
+    let pool = inference::parallel::SingleThread;
+    m.forward(&mut st, &src, &pool, &k, token, true).ok()?;
+    let top = ::report::top3(&st.logits);
+    Some(format!(
+        "{token}:{:08x}:{},{},{}",
+        ::report::logits_crc32(&st.logits),
+        top[0],
+        top[1],
+        top[2]
+    ))
+}
+
 /// Write the card image for `board`: firmware and `config.txt` where the board needs them, the
 /// kernel image (for boards that boot from the card), `lmboot.txt` for `settings`, and the model.
 pub fn card_image(
@@ -290,7 +331,15 @@ pub fn card_image(
     out: &Path,
 ) -> Result<(), String> {
     use image::Content;
-    let cfg = settings.config_text(MODEL_ON_CARD);
+    // The model's digest, for the board's self-test to check the file it reads against.
+    let mut cfg = format!(
+        "{}model_crc32 = {:08x}\n",
+        settings.config_text(MODEL_ON_CARD),
+        file_crc32(model)?
+    );
+    if let Some(check) = forward_check(model) {
+        cfg.push_str(&format!("forward_check = {check}\n"));
+    }
     let mut blobs: Vec<(String, Vec<u8>)> = vec![];
     if let Some(dir) = &board.firmware_dir {
         for f in &board.firmware {
@@ -377,7 +426,7 @@ pub struct Settings {
     pub measure_cores: Option<usize>,
     /// Cores the kernel uses (`None` = all).
     pub cores: Option<usize>,
-    /// Diagnostics: `panic` or `exception` (see `lmboot.txt`'s `selftest`).
+    /// `full` (the first-boot checks and report), `panic` or `exception` (see `lmboot.txt`'s `selftest`).
     pub selftest: Option<String>,
     /// Any other `lmboot.txt` lines (`--set key=value`, e.g. `readahead=0`, `mode=chat`).
     pub extra: Vec<(String, String)>,

@@ -23,7 +23,8 @@ commands:
                    --repeat-penalty R --seed S --ctx N --cache SIZE --no-special --set KEY=VALUE (any lmboot.txt line)
                    speculative decoding: --lookup N --self-draft L --draft FILE|NAME (written to the
                    card as /draft.gguf) --draft-vocab N|auto|all --draft-max K
-                   --speculate auto|off|K]
+                   --speculate auto|off|K
+                   --selftest full: the first-boot checks and the lmboot-report: line]
                   prints the UART on stdout and exits with the kernel's status
   bench           instruction counts per token in QEMU (-icount) for each kernel set, 1 and 4 cores;
                   writes results/bench.md and results/bench.svg [-n N] [--board B];
@@ -58,6 +59,9 @@ commands:
                   prints executions per target; crashes are saved under fuzz/regressions/
   house           the house rules, measured: non-test functions over 120 lines, import cycles
                   inside a crate, files outside the kernel sets naming Q5_1; exits 1 if one is broken
+  report          decode a board's first-boot report: LOG (a saved serial log holding the
+                  lmboot-report: line) -> each field, the failed checks and what to check, and
+                  the measured card and kernel rates beside the board-sim's assumptions
   bench-host      PC runner speed on the default model (or --model): prefill and generation tok/s
                   at 1 thread and all threads, llama.cpp's 1-thread figures beside them [--threads N] [-n N]
                   [--pread] [--batch B] [--model FILE|NAME]
@@ -85,6 +89,7 @@ fn main() {
         Some("image") => report(image(&args[1..]).map(|_| 0)),
         Some("qemu") => report(qemu(&args[1..])),
         Some("ring") => report(ring(&args[1..])),
+        Some("report") => report(decode_report(&args[1..])),
         Some("-h") | Some("--help") | Some("help") => {
             print!("{USAGE}");
             0
@@ -99,6 +104,17 @@ fn main() {
         }
     };
     exit(code);
+}
+
+/// `cargo xtask report LOG`.
+fn decode_report(args: &[String]) -> Result<i32, String> {
+    let [path] = args else {
+        return Err("usage: cargo xtask report LOG (a saved serial log)".into());
+    };
+    let text = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+    let out = xtask::report::decode(&String::from_utf8_lossy(&text))?;
+    print!("{out}");
+    Ok(i32::from(out.contains("FAILED ")))
 }
 
 const BARE_METAL_TARGETS: [&str; 3] = [

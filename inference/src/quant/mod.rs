@@ -28,6 +28,9 @@ mod batch_tests;
 mod block;
 mod entry;
 mod features;
+// The generators serve the self-test on every target, and the SIMD sets' tests where they exist.
+#[allow(dead_code)]
+mod gen;
 #[cfg(all(
     test,
     any(
@@ -45,6 +48,7 @@ pub mod neon32;
 #[cfg(target_arch = "riscv64")]
 pub mod rvv;
 pub mod scalar;
+pub mod selfcheck;
 mod table;
 #[cfg(test)]
 #[path = "kernel_tests/gen.rs"]

@@ -58,6 +58,9 @@ impl Platform for ThisBoard {
     fn kernels(&self) -> inference::Kernels {
         inference::Kernels::best()
     }
+    fn board(&self) -> &'static str {
+        board::NAME
+    }
     fn exit(&self, code: u32) -> ! {
         power::exit(code)
     }

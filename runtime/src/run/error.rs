@@ -55,6 +55,9 @@ pub enum RunError {
     NoException,
     /// `measure_cores` without an instruction counter.
     NoInstructionCounter,
+    /// A self-test check that the run cannot go on after (the model file on the card is not the
+    /// file written to it).
+    SelfTest(String),
     /// The sampling settings are out of range.
     Sampler(SamplerError),
     /// The model's recommended sampling (`general.sampling.*`) is unreadable or out of range.
@@ -140,6 +143,7 @@ impl fmt::Display for RunError {
                 f,
                 "{CONFIG_PATH}: measure_cores needs an instruction counter"
             ),
+            SelfTest(what) => write!(f, "selftest: {what}"),
             Sampler(e) => write!(f, "{CONFIG_PATH}: {e}"),
             ModelSampling(e) => write!(f, "the model's sampling settings: {e}"),
             Json(e) => write!(f, "{CONFIG_PATH}: json = true: {e}"),

@@ -14,6 +14,7 @@ mod generate;
 pub mod measure;
 mod profile;
 mod ring;
+mod selftest;
 mod source;
 pub(crate) mod spec;
 
@@ -85,6 +86,10 @@ where
     );
     let direct = Direct::new(file, dev);
     let m = open_model(&direct, &mut out)?;
+    let mut found = selftest::Findings::default();
+    if cfg.selftest.as_deref() == Some("full") {
+        selftest::model(&cfg, &direct, (platform, &mut found), &mut out)?;
+    }
     model_sampling(&mut cfg, &m.gguf, &mut out)?;
     let cfg = &cfg;
     let cores = platform
@@ -145,7 +150,12 @@ where
     cache.set_schedule(m.model.weights.read_order(), cores);
     check_part(&m.model, &cache, &whole, platform, &mut out)?;
     selftest(cfg, platform, &mut out)?;
-    let kernels = choose_kernels(cfg, platform)?;
+    let kernels = choose_kernels(cfg, platform, &mut found, &mut out)?;
+    if cfg.selftest.as_deref() == Some("full") {
+        let run = (&cache, platform.pool(), &kernels);
+        selftest::forward(cfg, &m.model, &mut st, run, &mut found, &mut out)?;
+        let _ = writeln!(out, "{}", found.line(platform));
+    }
     let card_rate = profile::rate(cache.resident_bytes(), load_ns);
     let model_run = ModelRun {
         cfg,
@@ -760,7 +770,15 @@ fn selftest<P: Platform + ?Sized>(
 }
 
 /// Step 8: the kernel set: the board's best, or the one `kernels =` names if the CPU has it.
-fn choose_kernels<P: Platform + ?Sized>(cfg: &Config, platform: &P) -> Result<Kernels, RunError> {
+fn choose_kernels<P: Platform + ?Sized>(
+    cfg: &Config,
+    platform: &P,
+    found: &mut selftest::Findings,
+    out: &mut Out<'_>,
+) -> Result<Kernels, RunError> {
+    if cfg.selftest.as_deref() == Some("full") {
+        return selftest::kernels(cfg, platform, found, out);
+    }
     match cfg.kernels {
         "auto" => Ok(platform.kernels()),
         name => Kernels::by_name(name).ok_or_else(|| RunError::KernelsUnavailable(name.into())),

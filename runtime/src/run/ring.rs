@@ -62,7 +62,11 @@ where
         "ring: board {} of {}, {what}",
         place.board, place.boards
     );
-    let kernels = choose_kernels(b.cfg, platform)?;
+    let mut found = super::selftest::Findings::default();
+    let kernels = choose_kernels(b.cfg, platform, &mut found, &mut out)?;
+    if b.cfg.selftest.as_deref() == Some("full") {
+        let _ = writeln!(out, "{}", found.line(platform));
+    }
     let key =
         promptcache::model_key(&b.m.gguf, &b.direct).map_err(|e| RunError::Model(e.into()))?;
     let mut profile = measure(&b.m.model, &b.direct, &kernels, b.cores, platform);

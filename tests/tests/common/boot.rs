@@ -206,6 +206,18 @@ pub fn matches_host(
     uart
 }
 
+/// The first line of `uart` that starts with `prefix`.
+pub fn line<'a>(uart: &'a str, prefix: &str) -> &'a str {
+    uart.lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| {
+            panic!(
+                "no {prefix:?} line in:
+{uart}"
+            )
+        })
+}
+
 /// The generated text between the kernel's markers.
 pub fn generated(uart: &str) -> &str {
     let begin = runtime::run::BEGIN_OUTPUT;

@@ -1,0 +1,144 @@
+//! The first-boot self-test (`selftest = full`) on a board: QEMU `virt` (aarch64) checks every
+//! kernel set it runs against scalar, prints the verdict and the `lmboot-report:` line, and
+//! `cargo xtask report` decodes it; a set made to compute one operation wrong
+//! (`selftest_fault = kernels`) is named, disabled, and the scalar set runs instead, printing the
+//! same tokens (the sets agree bit for bit); a byte of the model file flipped on the card stops
+//! the run with the error naming it, before any token.
+
+mod common;
+
+use common::boot::{boot_with, built, generated, host_text, line, make_image};
+use std::io::{Cursor, Seek, SeekFrom, Write};
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(600);
+
+fn settings(fault: Option<&str>) -> xtask::Settings {
+    let mut s = xtask::Settings {
+        prompt: "The capital of France is".into(),
+        n: 6,
+        temp: "0".into(),
+        selftest: Some("full".into()),
+        ..Default::default()
+    };
+    if let Some(f) = fault {
+        s.extra.push(("selftest_fault".into(), f.into()));
+    }
+    s
+}
+
+#[test]
+fn the_self_test_reports_and_a_wrong_kernel_set_is_disabled() {
+    let b = built("qemu-virt-aarch64");
+    let model = common::model_path();
+    let want = host_text(b, &model, &settings(None));
+    for (name, fault) in [("selftest", None), ("selftest-kernels", Some("kernels"))] {
+        let s = settings(fault);
+        let img = make_image(name, &s, &model);
+        let (code, uart) = boot_with(b, &img, &xtask::QemuOpts::default(), LIMIT);
+        assert_eq!(code, 0, "{uart}");
+        assert_eq!(
+            generated(&uart),
+            want,
+            "{name}: kernel and lmboot-host disagree"
+        );
+        let model_line = line(&uart, "selftest: model ok: ");
+        assert!(
+            model_line.contains(" MiB read from the card in "),
+            "{model_line}"
+        );
+        let verdict = match fault {
+            None => line(&uart, "selftest: kernels ok"),
+            Some(_) => line(&uart, "selftest: kernels fail"),
+        };
+        let report = line(&uart, "lmboot-report: ");
+        assert!(report.len() <= report::MAX_LEN, "{report}");
+        let decoded = xtask::report::decode(&uart).unwrap_or_else(|e| panic!("{e}: {report}"));
+        assert!(
+            decoded.contains("| board | qemu-virt-aarch64 |"),
+            "{decoded}"
+        );
+        if fault.is_none() {
+            assert!(
+                verdict.starts_with("selftest: kernels ok: neon equal to scalar bit for bit ("),
+                "{verdict}"
+            );
+            assert!(verdict.ends_with("the run uses neon"), "{verdict}");
+            assert!(
+                report.contains(" kernels=neon auto=neon ")
+                    && report.contains(" verdicts=model:ok,kernels:ok,forward:ok "),
+                "{report}"
+            );
+            assert!(decoded.contains("Every check passed."), "{decoded}");
+        } else {
+            let failed = line(&uart, "selftest: kernels FAILED: ");
+            assert!(
+                failed.contains("kernel set neon: q·k 64 wide, output 0: ")
+                    && failed.ends_with("that set is disabled for this run"),
+                "{failed}"
+            );
+            assert!(verdict.ends_with("the run uses scalar"), "{verdict}");
+            assert!(uart.contains("(kernels scalar)"), "{uart}");
+            assert!(
+                report.contains(" kernels=scalar auto=neon ")
+                    && report.contains(" verdicts=model:ok,kernels:fail,forward:ok "),
+                "{report}"
+            );
+            assert!(
+                decoded.contains("FAILED kernels: a kernel set computed other numbers"),
+                "{decoded}"
+            );
+        }
+    }
+}
+
+/// Flip one byte of `/model.gguf` in the card image at `img` (its FAT partition at 1 MiB).
+fn flip_model_byte(img: &std::path::Path, at: u64) {
+    let mut bytes = std::fs::read(img).unwrap();
+    let start = xtask::image::PART_START_LBA as usize * 512;
+    let mut part = bytes[start..].to_vec();
+    {
+        let fs =
+            fatfs::FileSystem::new(Cursor::new(&mut part[..]), fatfs::FsOptions::new()).unwrap();
+        let mut f = fs.root_dir().open_file("model.gguf").unwrap();
+        let mut b = [0u8];
+        f.seek(SeekFrom::Start(at)).unwrap();
+        std::io::Read::read_exact(&mut f, &mut b).unwrap();
+        f.seek(SeekFrom::Start(at)).unwrap();
+        f.write_all(&[b[0] ^ 0x10]).unwrap();
+    }
+    bytes[start..].copy_from_slice(&part);
+    std::fs::write(img, bytes).unwrap();
+}
+
+/// A byte of the model's weights changed on the card after `cargo xtask image` wrote it: the
+/// self-test names the file and both digests, prints the report, and stops before any token.
+#[test]
+fn a_model_file_changed_on_the_card_stops_the_run_before_any_token() {
+    let b = built("qemu-virt-aarch64");
+    let model = common::model_path();
+    let img = make_image("selftest-model", &settings(None), &model);
+    // Deep in the weights: the header and tokenizer still read as they were.
+    let len = std::fs::metadata(&model).unwrap().len();
+    flip_model_byte(&img, len - 4096);
+    let (code, uart) = boot_with(b, &img, &xtask::QemuOpts::default(), LIMIT);
+    assert_eq!(code, 1, "{uart}");
+    let error = line(
+        &uart,
+        "error: selftest: model FAILED: /model.gguf's CRC-32 is ",
+    );
+    assert!(
+        error.contains(", but lmboot.txt's model_crc32 says ")
+            && error
+                .ends_with("(write the card again with cargo xtask image, or try another card)"),
+        "{error}"
+    );
+    let report = line(&uart, "lmboot-report: ");
+    assert!(report.contains(" verdicts=model:fail "), "{report}");
+    assert!(!uart.contains("--- output ---"), "{uart}");
+    let decoded = xtask::report::decode(&uart).unwrap();
+    assert!(
+        decoded.contains("FAILED model: the model file on the card is not the file written"),
+        "{decoded}"
+    );
+}
