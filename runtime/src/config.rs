@@ -133,7 +133,7 @@ pub struct Config {
     /// that the board reports faults (location on the UART, non-zero exit).
     pub selftest: Option<String>,
     /// A fault `selftest = full` is to find, to show what it does then (`kernels`: the set in
-    /// use computes one operation wrong).
+    /// use computes one operation wrong; `core`: the last core's answer is lost).
     pub selftest_fault: Option<String>,
     /// CRC-32 of the model file as `cargo xtask image` wrote it (`selftest = full` checks the
     /// file on the card against it).
@@ -617,8 +617,8 @@ fn set_machine(c: &mut Config, f: &Field<'_>) -> Result<bool, ConfigError> {
             )
         }
         "selftest_fault" => {
-            if !["none", "kernels"].contains(&v) {
-                return Err(f.bad("none or kernels"));
+            if !["none", "kernels", "core"].contains(&v) {
+                return Err(f.bad("none, kernels or core"));
             }
             c.selftest_fault = (v != "none").then(|| v.into());
         }

@@ -32,7 +32,11 @@ fn the_self_test_reports_and_a_wrong_kernel_set_is_disabled() {
     let b = built("qemu-virt-aarch64");
     let model = common::model_path();
     let want = host_text(b, &model, &settings(None));
-    for (name, fault) in [("selftest", None), ("selftest-kernels", Some("kernels"))] {
+    for (name, fault) in [
+        ("selftest", None),
+        ("selftest-kernels", Some("kernels")),
+        ("selftest-core", Some("core")),
+    ] {
         let s = settings(fault);
         let img = make_image(name, &s, &model);
         let (code, uart) = boot_with(b, &img, &xtask::QemuOpts::default(), LIMIT);
@@ -47,10 +51,6 @@ fn the_self_test_reports_and_a_wrong_kernel_set_is_disabled() {
             model_line.contains(" MiB read from the card in "),
             "{model_line}"
         );
-        let verdict = match fault {
-            None => line(&uart, "selftest: kernels ok"),
-            Some(_) => line(&uart, "selftest: kernels fail"),
-        };
         let report = line(&uart, "lmboot-report: ");
         assert!(report.len() <= report::MAX_LEN, "{report}");
         let decoded = xtask::report::decode(&uart).unwrap_or_else(|e| panic!("{e}: {report}"));
@@ -58,6 +58,33 @@ fn the_self_test_reports_and_a_wrong_kernel_set_is_disabled() {
             decoded.contains("| board | qemu-virt-aarch64 |"),
             "{decoded}"
         );
+        let memory = line(&uart, "selftest: memory ok: copy ");
+        assert!(memory.contains(" MiB patterned in "), "{memory}");
+        if fault == Some("core") {
+            let cores = line(&uart, "selftest: cores FAILED: ");
+            assert_eq!(
+                cores,
+                "selftest: cores FAILED: core 3 did not answer; the run uses cores 0-2"
+            );
+            assert!(
+                report.contains(" cores=3/4 ") && report.contains(",cores:fail,"),
+                "{report}"
+            );
+            assert!(
+                decoded.contains("FAILED cores: a core did not start"),
+                "{decoded}"
+            );
+            continue;
+        }
+        let cores = line(
+            &uart,
+            "selftest: cores ok: 4 cores computed the same checksum (",
+        );
+        assert!(report.contains(" cores=4/4 "), "{cores}\n{report}");
+        let verdict = match fault {
+            None => line(&uart, "selftest: kernels ok"),
+            Some(_) => line(&uart, "selftest: kernels fail"),
+        };
         if fault.is_none() {
             assert!(
                 verdict.starts_with("selftest: kernels ok: neon equal to scalar bit for bit ("),
@@ -66,7 +93,8 @@ fn the_self_test_reports_and_a_wrong_kernel_set_is_disabled() {
             assert!(verdict.ends_with("the run uses neon"), "{verdict}");
             assert!(
                 report.contains(" kernels=neon auto=neon ")
-                    && report.contains(" verdicts=model:ok,kernels:ok,forward:ok "),
+                    && report
+                        .contains(" verdicts=model:ok,memory:ok,kernels:ok,cores:ok,forward:ok "),
                 "{report}"
             );
             assert!(decoded.contains("Every check passed."), "{decoded}");
@@ -81,7 +109,8 @@ fn the_self_test_reports_and_a_wrong_kernel_set_is_disabled() {
             assert!(uart.contains("(kernels scalar)"), "{uart}");
             assert!(
                 report.contains(" kernels=scalar auto=neon ")
-                    && report.contains(" verdicts=model:ok,kernels:fail,forward:ok "),
+                    && report
+                        .contains(" verdicts=model:ok,memory:ok,kernels:fail,cores:ok,forward:ok "),
                 "{report}"
             );
             assert!(

@@ -61,6 +61,39 @@ pub fn check(k: &Kernels) -> Result<u32, Mismatch> {
     Ok(c.compared)
 }
 
+/// A checksum of work every core can do alike: `k`'s kernels on every weight type's generated
+/// rows (one row, four and three), the bits of every result folded in (FNV-1a). Cores that
+/// compute right give the same value; one that does not (a bad core, a clock too high for its
+/// voltage) gives another.
+pub fn checksum(k: &Kernels) -> u32 {
+    let mut c = Checker {
+        k,
+        rng: Rng(0xc0_7e5),
+        compared: 0,
+    };
+    let mut h: u32 = 0x811c_9dc5;
+    for info in &TYPES {
+        let nb = match info.block_elems {
+            1 => 67,
+            32 => 3,
+            _ => 1,
+        };
+        let n = nb * info.block_elems;
+        let w = c.weights(info, ROWS, nb);
+        let a = c.activations(info.act, n, nb);
+        let mut out = [0f32; ROWS];
+        if k.dot_rows(info.ty, n, &w, &a.acts(), &mut out).is_err() {
+            return 0;
+        }
+        for x in out {
+            for b in x.to_bits().to_le_bytes() {
+                h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+            }
+        }
+    }
+    h
+}
+
 struct Checker<'k> {
     k: &'k Kernels,
     rng: Rng,
@@ -326,6 +359,7 @@ mod tests {
         for k in Kernels::available() {
             let n = check(&k).unwrap_or_else(|m| panic!("{m}"));
             assert!(n > 1000, "{}: {n} results compared", k.name);
+            assert_eq!(checksum(&k), checksum(&Kernels::SCALAR), "{}", k.name);
         }
     }
 

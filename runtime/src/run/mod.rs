@@ -89,6 +89,7 @@ where
     let mut found = selftest::Findings::default();
     if cfg.selftest.as_deref() == Some("full") {
         selftest::model(&cfg, &direct, (platform, &mut found), &mut out)?;
+        selftest::memory(platform, &mut found, &mut out)?;
     }
     model_sampling(&mut cfg, &m.gguf, &mut out)?;
     let cfg = &cfg;
@@ -152,6 +153,10 @@ where
     selftest(cfg, platform, &mut out)?;
     let kernels = choose_kernels(cfg, platform, &mut found, &mut out)?;
     if cfg.selftest.as_deref() == Some("full") {
+        let keep = selftest::cores(cfg, (platform, &kernels), &mut found, &mut out);
+        if keep < platform.pool().workers() {
+            platform.set_cores(Some(keep));
+        }
         let run = (&cache, platform.pool(), &kernels);
         selftest::forward(cfg, &m.model, &mut st, run, &mut found, &mut out)?;
         let _ = writeln!(out, "{}", found.line(platform));

@@ -7,6 +7,13 @@
 //!   image` wrote in `lmboot.txt` (`model_crc32`): a card corrupted by the write, or a driver
 //!   that reads wrong bytes, stops the run here with the error naming it, before any token; the
 //!   read rate is measured on the way;
+//! - **memory**: a copy's rate on one core and on all, then a pattern test over as much of the
+//!   heap as the model will use (up to 64 MiB, before the page cache takes it): every word its
+//!   own address, read back, then walking ones and zeros over the first MiB;
+//! - **cores**: every working core computes the same checksum of kernel work
+//!   ([`inference::quant::selfcheck::checksum`]); a core that differs or does not answer is
+//!   named and the run keeps the cores before it (`selftest_fault = core`: the last core's
+//!   answer is dropped, to show that path);
 //! - **forward**: the logits after one token alone, their CRC-32 and top three tokens, against
 //!   what the PC computed when `cargo xtask image` wrote the card (`forward_check`): "this CPU
 //!   computes what the PC computes" in one line (a mismatch is reported; the run goes on);
@@ -116,6 +123,153 @@ pub(super) fn model<D: WriteBlocks + Send, P: Platform + ?Sized>(
     );
     found.verdicts.push(("model", "ok"));
     Ok(())
+}
+
+/// Largest span the pattern test covers, and the span of its walking bits.
+const PATTERN_MAX: usize = 64 << 20;
+const WALK: usize = 1 << 20;
+
+/// The memory check: copy rates (one core, all cores) and the pattern test, over a buffer of up
+/// to [`PATTERN_MAX`] taken from the heap and given back.
+pub(super) fn memory<P: Platform + ?Sized>(
+    platform: &P,
+    found: &mut Findings,
+    out: &mut Out<'_>,
+) -> Result<(), RunError> {
+    let words = ((platform.heap_free() / 2) as usize).min(PATTERN_MAX) / 8 / 2 * 2;
+    let mut buf = inference::oom::filled(words, 0u64, "the memory check's buffer")
+        .map_err(RunError::OutOfMemory)?;
+    let half = words / 2;
+    let (a, b) = buf.split_at_mut(half);
+    let t0 = platform.now_ns();
+    b.copy_from_slice(a);
+    let one = rate(half * 8, platform.now_ns() - t0);
+    let t0 = platform.now_ns();
+    let mut units = [(); inference::parallel::MAX_WORKERS];
+    let _ = inference::parallel::par_chunks(platform.pool(), b, 1, &mut units, |r, part, _| {
+        part.copy_from_slice(&a[r]);
+        Ok::<(), ()>(())
+    });
+    let all = rate(half * 8, platform.now_ns() - t0);
+    found.field("mem1", one);
+    found.field("memn", all);
+    found.field("heap", (words * 8) >> 20);
+    let t0 = platform.now_ns();
+    let bad = pattern(&mut buf);
+    let ms = (platform.now_ns() - t0) / 1_000_000;
+    drop(buf);
+    let verdict = match bad {
+        None => {
+            let _ = writeln!(out, "selftest: memory ok: copy {one} MB/s on one core, {all} MB/s on all; {} MiB patterned in {ms} ms", (words * 8) >> 20);
+            "ok"
+        }
+        Some((at, wrote, read)) => {
+            let _ = writeln!(out, "selftest: memory FAILED: word {at} of the {} MiB tested read {read:#018x} after {wrote:#018x} was written", (words * 8) >> 20);
+            "fail"
+        }
+    };
+    found.verdicts.push(("memory", verdict));
+    Ok(())
+}
+
+/// Bytes per µs (MB/s) of `bytes` moved in `ns`.
+fn rate(bytes: usize, ns: u64) -> u64 {
+    bytes as u64 * 1000 / ns.max(1)
+}
+
+/// Each word its own index (scrambled), read back; then walking ones and zeros over the first
+/// [`WALK`] bytes. The first word that reads back wrong: (index, written, read).
+fn pattern(buf: &mut [u64]) -> Option<(usize, u64, u64)> {
+    let mark = |i: usize| (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5a5a_5a5a_5a5a_5a5a;
+    for (i, w) in buf.iter_mut().enumerate() {
+        // SAFETY: `w` is a valid, aligned word of the buffer; volatile so that every write and
+        // the read below reach memory rather than staying in registers.
+        unsafe { core::ptr::write_volatile(w, mark(i)) };
+    }
+    if let Some(bad) = read_back(buf, mark) {
+        return Some(bad);
+    }
+    let walk = (WALK / 8).min(buf.len());
+    for bit in 0..128 {
+        let v = |_: usize| {
+            if bit < 64 {
+                1u64 << bit
+            } else {
+                !(1u64 << (bit - 64))
+            }
+        };
+        for w in buf[..walk].iter_mut() {
+            // SAFETY: as above.
+            unsafe { core::ptr::write_volatile(w, v(0)) };
+        }
+        if let Some(bad) = read_back(&buf[..walk], v) {
+            return Some(bad);
+        }
+    }
+    None
+}
+
+/// The first word of `buf` that is not `want(index)`.
+fn read_back(buf: &[u64], want: impl Fn(usize) -> u64) -> Option<(usize, u64, u64)> {
+    buf.iter().enumerate().find_map(|(i, w)| {
+        // SAFETY: `w` is a valid, aligned word of the buffer.
+        let got = unsafe { core::ptr::read_volatile(w) };
+        (got != want(i)).then_some((i, want(i), got))
+    })
+}
+
+/// The cores check: every worker computes [`selfcheck::checksum`] of `k`; returns how many
+/// cores the run keeps (those before the first that differs or does not answer).
+pub(super) fn cores<P: Platform + ?Sized>(
+    cfg: &Config,
+    (platform, k): (&P, &Kernels),
+    found: &mut Findings,
+    out: &mut Out<'_>,
+) -> usize {
+    use core::sync::atomic::{AtomicU32, Ordering};
+    let pool = platform.pool();
+    let n = pool.workers();
+    let sums: [AtomicU32; inference::parallel::MAX_WORKERS] =
+        core::array::from_fn(|_| AtomicU32::new(0));
+    let answered: [AtomicU32; inference::parallel::MAX_WORKERS] =
+        core::array::from_fn(|_| AtomicU32::new(0));
+    let drop_last = cfg.selftest_fault.as_deref() == Some("core") && n > 1;
+    pool.run(&|w| {
+        if drop_last && w == n - 1 {
+            return;
+        }
+        sums[w].store(selfcheck::checksum(k), Ordering::Relaxed);
+        answered[w].store(1, Ordering::Relaxed);
+    });
+    let first = sums[0].load(Ordering::Relaxed);
+    let good = (0..n)
+        .take_while(|&w| {
+            answered[w].load(Ordering::Relaxed) == 1 && sums[w].load(Ordering::Relaxed) == first
+        })
+        .count();
+    found.field("cores", format_args!("{good}/{n}"));
+    if good == n {
+        let _ = writeln!(
+            out,
+            "selftest: cores ok: {n} cores computed the same checksum ({first:08x})"
+        );
+        found.verdicts.push(("cores", "ok"));
+    } else {
+        let why = match answered[good].load(Ordering::Relaxed) {
+            0 => String::from("did not answer"),
+            _ => alloc::format!(
+                "computed {:08x}, core 0 {first:08x}",
+                sums[good].load(Ordering::Relaxed)
+            ),
+        };
+        let _ = writeln!(
+            out,
+            "selftest: cores FAILED: core {good} {why}; the run uses cores 0-{}",
+            good.max(1) - 1
+        );
+        found.verdicts.push(("cores", "fail"));
+    }
+    good.max(1)
 }
 
 /// The forward check: `cfg.forward_check`'s token alone through the model in `st` (reset before
