@@ -37,7 +37,10 @@ pub const FIELDS: &[(&str, &str)] = &[
         "cpu",
         "CPU id (MIDR_EL1 on Arm; mvendorid.marchid on RISC-V)",
     ),
-    ("cores", "cores that computed the same checksum / cores working"),
+    (
+        "cores",
+        "cores that computed the same checksum / cores working",
+    ),
     ("kernels", "kernel set the run uses"),
     ("auto", "kernel set `kernels = auto` picks on this CPU"),
     (

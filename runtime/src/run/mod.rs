@@ -87,10 +87,7 @@ where
     let direct = Direct::new(file, dev);
     let m = open_model(&direct, &mut out)?;
     let mut found = selftest::Findings::default();
-    if cfg.selftest.as_deref() == Some("full") {
-        selftest::model(&cfg, &direct, (platform, &mut found), &mut out)?;
-        selftest::memory(platform, &mut found, &mut out)?;
-    }
+    selftest::before_load(&cfg, &direct, (platform, &mut found), &mut out)?;
     model_sampling(&mut cfg, &m.gguf, &mut out)?;
     let cfg = &cfg;
     let cores = platform
@@ -152,15 +149,8 @@ where
     check_part(&m.model, &cache, &whole, platform, &mut out)?;
     selftest(cfg, platform, &mut out)?;
     let kernels = choose_kernels(cfg, platform, &mut found, &mut out)?;
-    if cfg.selftest.as_deref() == Some("full") {
-        let keep = selftest::cores(cfg, (platform, &kernels), &mut found, &mut out);
-        if keep < platform.pool().workers() {
-            platform.set_cores(Some(keep));
-        }
-        let run = (&cache, platform.pool(), &kernels);
-        selftest::forward(cfg, &m.model, &mut st, run, &mut found, &mut out)?;
-        let _ = writeln!(out, "{}", found.line(platform));
-    }
+    let ready = (&m.model, &cache, &mut st);
+    selftest::after_load(cfg, (platform, &kernels), ready, &mut found, &mut out)?;
     let card_rate = profile::rate(cache.resident_bytes(), load_ns);
     let model_run = ModelRun {
         cfg,

@@ -70,12 +70,49 @@ impl Findings {
     }
 }
 
+/// With `selftest = full`, the checks before the model is loaded: the model file, then memory
+/// (while the heap is still free).
+pub(super) fn before_load<D: WriteBlocks + Send, P: Platform + ?Sized>(
+    cfg: &Config,
+    direct: &Direct<D>,
+    (platform, found): (&P, &mut Findings),
+    out: &mut Out<'_>,
+) -> Result<(), RunError> {
+    if cfg.selftest.as_deref() != Some("full") {
+        return Ok(());
+    }
+    model(cfg, direct, (platform, found), out)?;
+    memory(platform, found, out)
+}
+
+/// With `selftest = full`, the checks once the model is loaded and the kernels chosen (their
+/// check ran in [`kernels`]): the cores (those that disagree are left out of the run), the
+/// forward pass (in `st`, reset after); then the report line.
+pub(super) fn after_load<S: Storage + Sync + ?Sized, P: Platform + ?Sized>(
+    cfg: &Config,
+    (platform, k): (&P, &Kernels),
+    (model, src, st): (&Model, &S, &mut RunState),
+    found: &mut Findings,
+    out: &mut Out<'_>,
+) -> Result<(), RunError> {
+    if cfg.selftest.as_deref() != Some("full") {
+        return Ok(());
+    }
+    let keep = cores(cfg, (platform, k), found, out);
+    if keep < platform.pool().workers() {
+        platform.set_cores(Some(keep));
+    }
+    forward(cfg, model, st, (src, platform.pool(), k), found, out)?;
+    let _ = writeln!(out, "{}", found.line(platform));
+    Ok(())
+}
+
 /// Bytes read from the card per call while digesting the model.
 const CHUNK: usize = 1 << 20;
 
 /// The model check: the file's CRC-32 against `model_crc32`. A mismatch is an error (printed
 /// with the report line first); no `model_crc32` is a skip.
-pub(super) fn model<D: WriteBlocks + Send, P: Platform + ?Sized>(
+fn model<D: WriteBlocks + Send, P: Platform + ?Sized>(
     cfg: &Config,
     direct: &Direct<D>,
     (platform, found): (&P, &mut Findings),
@@ -131,7 +168,7 @@ const WALK: usize = 1 << 20;
 
 /// The memory check: copy rates (one core, all cores) and the pattern test, over a buffer of up
 /// to [`PATTERN_MAX`] taken from the heap and given back.
-pub(super) fn memory<P: Platform + ?Sized>(
+fn memory<P: Platform + ?Sized>(
     platform: &P,
     found: &mut Findings,
     out: &mut Out<'_>,
@@ -220,7 +257,7 @@ fn read_back(buf: &[u64], want: impl Fn(usize) -> u64) -> Option<(usize, u64, u6
 
 /// The cores check: every worker computes [`selfcheck::checksum`] of `k`; returns how many
 /// cores the run keeps (those before the first that differs or does not answer).
-pub(super) fn cores<P: Platform + ?Sized>(
+fn cores<P: Platform + ?Sized>(
     cfg: &Config,
     (platform, k): (&P, &Kernels),
     found: &mut Findings,
@@ -274,7 +311,7 @@ pub(super) fn cores<P: Platform + ?Sized>(
 
 /// The forward check: `cfg.forward_check`'s token alone through the model in `st` (reset before
 /// and after), its logits' digest and top three against the PC's.
-pub(super) fn forward<S: Storage + Sync + ?Sized, P: Parallel + ?Sized>(
+fn forward<S: Storage + Sync + ?Sized, P: Parallel + ?Sized>(
     cfg: &Config,
     model: &Model,
     st: &mut RunState,
