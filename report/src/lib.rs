@@ -106,6 +106,23 @@ pub const ASSUMED: [Assumed; 2] = [
     },
 ];
 
+/// Bytes in a MiB, the unit of `model_digest`.
+pub const MIB: u64 = 1 << 20;
+
+/// The byte ranges of a model file of `size` bytes that `model_crc32` covers, in order: the whole
+/// file (`ends = None`, `model_digest = all`), or its first and last `ends` bytes
+/// (`model_digest = N`, N MiB), the second range empty when the two would meet. The board and
+/// `cargo xtask image` both take them from here.
+pub fn digest_ranges(size: u64, ends: Option<u64>) -> [core::ops::Range<u64>; 2] {
+    match ends {
+        None => [0..size, size..size],
+        Some(e) => {
+            let head = e.min(size);
+            [0..head, size.saturating_sub(e).max(head)..size]
+        }
+    }
+}
+
 /// The forward pass's check (`selftest = full`): a digest of a token's logits, the same on the
 /// PC that wrote the card and on the board, since every kernel set computes the scalar set's
 /// bits. CRC-32 of each logit's bits, little-endian.
@@ -297,5 +314,15 @@ mod tests {
         assert!(line.len() <= MAX_LEN, "{}", line.len());
         let f = parse(&line).unwrap();
         assert_eq!(f.last().unwrap(), &("cut".to_string(), "1".to_string()));
+    }
+
+    #[test]
+    fn the_digest_covers_the_whole_file_or_its_two_ends() {
+        assert_eq!(digest_ranges(100, None), [0..100, 100..100]);
+        assert_eq!(digest_ranges(100, Some(10)), [0..10, 90..100]);
+        // Ends that meet or overlap cover the file once.
+        assert_eq!(digest_ranges(100, Some(50)), [0..50, 50..100]);
+        assert_eq!(digest_ranges(100, Some(70)), [0..70, 70..100]);
+        assert_eq!(digest_ranges(100, Some(500)), [0..100, 100..100]);
     }
 }

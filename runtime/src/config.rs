@@ -138,6 +138,9 @@ pub struct Config {
     /// CRC-32 of the model file as `cargo xtask image` wrote it (`selftest = full` checks the
     /// file on the card against it).
     pub model_crc32: Option<u32>,
+    /// What the model check digests (`model_digest = all | N`): the whole file (`None`), or its
+    /// first and last N MiB (in bytes here), for a large model on a slow card.
+    pub model_digest: Option<u64>,
     /// What the PC computed when the card was written (`forward_check = TOKEN:CRC:A,B,C`): the
     /// logits' digest and top three tokens after `TOKEN` alone; `selftest = full` computes the
     /// same on the board.
@@ -194,6 +197,7 @@ impl Default for Config {
             selftest: None,
             selftest_fault: None,
             model_crc32: None,
+            model_digest: None,
             forward_check: None,
             arm_freq: ArmClock::Max,
             ring: None,
@@ -271,7 +275,7 @@ impl fmt::Display for ConfigError {
     }
 }
 
-const KNOWN: &str = "model, prompt, system, mode, json, allow_write, prompt_cache, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, batch, cache, page, readahead, io_core, cores, special, kernels, measure_cores, selftest, selftest_fault, model_crc32, forward_check, arm_freq, ring, ring_baud, lookup, self_draft, draft, draft_vocab, draft_max, speculate";
+const KNOWN: &str = "model, prompt, system, mode, json, allow_write, prompt_cache, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, batch, cache, page, readahead, io_core, cores, special, kernels, measure_cores, selftest, selftest_fault, model_crc32, model_digest, forward_check, arm_freq, ring, ring_baud, lookup, self_draft, draft, draft_vocab, draft_max, speculate";
 
 /// `ring = K/N` (`off` or `1/1`: alone).
 fn ring_place(f: &Field<'_>) -> Result<Option<RingPlace>, ConfigError> {
@@ -608,6 +612,15 @@ fn set_machine(c: &mut Config, f: &Field<'_>) -> Result<bool, ConfigError> {
             c.model_crc32 = match u32::from_str_radix(v, 16) {
                 Ok(x) if ok => Some(x),
                 _ => return Err(f.bad("eight hex digits (cargo xtask image writes it)")),
+            };
+        }
+        "model_digest" => {
+            c.model_digest = match v {
+                "all" => None,
+                _ => Some(
+                    f.int(1, 65536, "all, or 1 to 65536 (MiB at each end of the file)")?
+                        * report::MIB,
+                ),
             };
         }
         "forward_check" => {

@@ -48,7 +48,7 @@ fn the_self_test_reports_and_a_wrong_kernel_set_is_disabled() {
         );
         let model_line = line(&uart, "selftest: model ok: ");
         assert!(
-            model_line.contains(" MiB read from the card in "),
+            model_line.contains(" MiB read from the card (whole) in "),
             "{model_line}"
         );
         let report = line(&uart, "lmboot-report: ");
@@ -121,8 +121,9 @@ fn the_self_test_reports_and_a_wrong_kernel_set_is_disabled() {
     }
 }
 
-/// Flip one byte of `/model.gguf` in the card image at `img` (its FAT partition at 1 MiB).
-fn flip_model_byte(img: &std::path::Path, at: u64) {
+/// Flip bit 4 of each byte in `at` of `/model.gguf` in the card image at `img` (its FAT partition
+/// at 1 MiB).
+fn flip_model_bytes(img: &std::path::Path, at: std::ops::Range<u64>) {
     let mut bytes = std::fs::read(img).unwrap();
     let start = xtask::image::PART_START_LBA as usize * 512;
     let mut part = bytes[start..].to_vec();
@@ -130,11 +131,12 @@ fn flip_model_byte(img: &std::path::Path, at: u64) {
         let fs =
             fatfs::FileSystem::new(Cursor::new(&mut part[..]), fatfs::FsOptions::new()).unwrap();
         let mut f = fs.root_dir().open_file("model.gguf").unwrap();
-        let mut b = [0u8];
-        f.seek(SeekFrom::Start(at)).unwrap();
+        let mut b = vec![0u8; (at.end - at.start) as usize];
+        f.seek(SeekFrom::Start(at.start)).unwrap();
         std::io::Read::read_exact(&mut f, &mut b).unwrap();
-        f.seek(SeekFrom::Start(at)).unwrap();
-        f.write_all(&[b[0] ^ 0x10]).unwrap();
+        b.iter_mut().for_each(|x| *x ^= 0x10);
+        f.seek(SeekFrom::Start(at.start)).unwrap();
+        f.write_all(&b).unwrap();
     }
     bytes[start..].copy_from_slice(&part);
     std::fs::write(img, bytes).unwrap();
@@ -149,12 +151,12 @@ fn a_model_file_changed_on_the_card_stops_the_run_before_any_token() {
     let img = make_image("selftest-model", &settings(None), &model);
     // Deep in the weights: the header and tokenizer still read as they were.
     let len = std::fs::metadata(&model).unwrap().len();
-    flip_model_byte(&img, len - 4096);
+    flip_model_bytes(&img, len - 4096..len - 4095);
     let (code, uart) = boot_with(b, &img, &xtask::QemuOpts::default(), LIMIT);
     assert_eq!(code, 1, "{uart}");
     let error = line(
         &uart,
-        "error: selftest: model FAILED: /model.gguf's CRC-32 is ",
+        "error: selftest: model FAILED: /model.gguf's CRC-32 (whole) is ",
     );
     assert!(
         error.contains(", but lmboot.txt's model_crc32 says ")
@@ -168,6 +170,49 @@ fn a_model_file_changed_on_the_card_stops_the_run_before_any_token() {
     let decoded = xtask::report::decode(&uart).unwrap();
     assert!(
         decoded.contains("FAILED model: the model file on the card is not the file written"),
+        "{decoded}"
+    );
+}
+
+/// With `model_digest = 1` the model check reads only the file's first and last MiB: a byte
+/// changed in the middle of the weights passes it, and the forward check names the damage (the
+/// first logits are not the PC's); the run goes on, and the report says which check failed.
+#[test]
+fn a_change_the_short_digest_misses_is_caught_by_the_forward_check() {
+    let b = built("qemu-virt-aarch64");
+    let model = common::model_path();
+    let mut s = settings(None);
+    s.extra.push(("model_digest".into(), "1".into()));
+    let img = make_image("selftest-forward", &s, &model);
+    // 64 bytes of the first row of a middle layer's gate projection, more than a MiB from
+    // either end, past its first block's f16 scale. (Not the down projection: after the BOS
+    // token a few huge values dominate its input, the rest round to 0 in 8 bits, and a change
+    // to the first row there leaves the logits' bits as they were.)
+    let src = inference::storage::FileStorage::open(&model).unwrap();
+    let g = inference::Gguf::open(&src).unwrap();
+    let m = inference::model::Model::load(&g, &src).unwrap();
+    let w = &m.weights.layers[m.config.n_layer / 2].w_gate;
+    let len = std::fs::metadata(&model).unwrap().len();
+    assert!(w.offset > 1 << 20 && w.offset + (1 << 20) < len);
+    flip_model_bytes(&img, w.offset + 4..w.offset + 68);
+    let (code, uart) = boot_with(b, &img, &xtask::QemuOpts::default(), LIMIT);
+    assert_eq!(code, 0, "{uart}");
+    let model_line = line(&uart, "selftest: model ok: 2 MiB read from the card ");
+    assert!(
+        model_line.contains("(its first and last MiBs (model_digest))"),
+        "{model_line}"
+    );
+    let forward = line(&uart, "selftest: forward FAILED: the logits after token ");
+    assert!(forward.contains("; the PC's: "), "{forward}");
+    let report = line(&uart, "lmboot-report: ");
+    assert!(
+        report.contains(",forward:fail ") && report.contains("model:ok"),
+        "{report}"
+    );
+    assert!(uart.contains("--- output ---"), "the run goes on: {uart}");
+    let decoded = xtask::report::decode(&uart).unwrap();
+    assert!(
+        decoded.contains("FAILED forward: this CPU's first logits differ"),
         "{decoded}"
     );
 }

@@ -281,18 +281,46 @@ pub fn fit_image(board: &Board, f: &boards::Fit, kernel: &[u8]) -> Vec<u8> {
     })
 }
 
-/// CRC-32 of the file at `path` (what `lmboot.txt`'s `model_crc32` holds).
-pub fn file_crc32(path: &Path) -> Result<u32, String> {
-    use std::io::Read;
+/// CRC-32 of the file at `path` (what `lmboot.txt`'s `model_crc32` holds): of the whole file
+/// (`ends = None`), or of its first and last `ends` bytes (`model_digest = N`), the ranges
+/// [`report::digest_ranges`] gives the board too.
+pub fn file_crc32(path: &Path, ends: Option<u64>) -> Result<u32, String> {
+    use std::io::{Read, Seek, SeekFrom};
     let what = |e: std::io::Error| format!("{}: {e}", path.display());
     let mut f = fs::File::open(path).map_err(what)?;
+    let size = f.metadata().map_err(what)?.len();
     let mut crc = crc32fast::Hasher::new();
     let mut buf = vec![0u8; 8 << 20];
-    loop {
-        match f.read(&mut buf).map_err(what)? {
-            0 => return Ok(crc.finalize()),
-            n => crc.update(&buf[..n]),
+    for r in ::report::digest_ranges(size, ends) {
+        f.seek(SeekFrom::Start(r.start)).map_err(what)?;
+        let mut left = r.end - r.start;
+        while left > 0 {
+            let n = left.min(buf.len() as u64) as usize;
+            f.read_exact(&mut buf[..n]).map_err(what)?;
+            crc.update(&buf[..n]);
+            left -= n as u64;
         }
+    }
+    Ok(crc.finalize())
+}
+
+/// The span `model_digest` in `settings` asks the model check to cover: `None` for the whole
+/// file (`all`, or no setting), else the bytes at each end; a bad value is an error naming it.
+fn digest_ends(settings: &Settings) -> Result<Option<u64>, String> {
+    match settings
+        .extra
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "model_digest")
+    {
+        None => Ok(None),
+        Some((_, v)) if v == "all" => Ok(None),
+        Some((_, v)) => match v.parse::<u64>() {
+            Ok(n) if (1..=65536).contains(&n) => Ok(Some(n * ::report::MIB)),
+            _ => Err(format!(
+                "model_digest = {v}: want all, or 1 to 65536 (MiB at each end of the file)"
+            )),
+        },
     }
 }
 
@@ -335,7 +363,7 @@ pub fn card_image(
     let mut cfg = format!(
         "{}model_crc32 = {:08x}\n",
         settings.config_text(MODEL_ON_CARD),
-        file_crc32(model)?
+        file_crc32(model, digest_ends(settings)?)?
     );
     if let Some(check) = forward_check(model) {
         cfg.push_str(&format!("forward_check = {check}\n"));

@@ -25,6 +25,7 @@
 mod compute;
 mod memory;
 mod model;
+mod rates;
 
 pub(super) use compute::kernels;
 
@@ -32,6 +33,7 @@ use super::RunError;
 use crate::card::Direct;
 use crate::config::Config;
 use crate::console::Out;
+use crate::pagecache::{FileSource, PageCache};
 use crate::platform::Platform;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -40,7 +42,6 @@ use drivers::block::WriteBlocks;
 use inference::model::{Model, RunState};
 use inference::parallel::Parallel;
 use inference::Kernels;
-use inference::Storage;
 use report::Report;
 
 /// What the checks found, for the report line.
@@ -93,10 +94,10 @@ pub(super) fn before_load<D: WriteBlocks + Send, P: Platform + ?Sized>(
 /// With `selftest = full`, the checks once the model is loaded and the kernels chosen (their
 /// check ran in [`kernels`]): the cores (those that disagree are left out of the run), the
 /// forward pass (in `st`, reset after); then the report line.
-pub(super) fn after_load<S: Storage + Sync + ?Sized, P: Platform + ?Sized>(
+pub(super) fn after_load<F: FileSource + Send, P: Platform + ?Sized>(
     cfg: &Config,
     (platform, k): (&P, &Kernels),
-    (model, src, st): (&Model, &S, &mut RunState),
+    (model, src, st): (&Model, &PageCache<F>, &mut RunState),
     found: &mut Findings,
     out: &mut Out<'_>,
 ) -> Result<(), RunError> {
@@ -107,6 +108,7 @@ pub(super) fn after_load<S: Storage + Sync + ?Sized, P: Platform + ?Sized>(
     if keep < platform.pool().workers() {
         platform.set_cores(Some(keep));
     }
+    rates::measure(cfg, (platform, k), (model, src), found, out);
     compute::forward(cfg, model, st, (src, platform.pool(), k), found, out)?;
     let _ = writeln!(out, "{}", found.line(platform));
     Ok(())
