@@ -24,7 +24,7 @@ use gen::*;
 
 /// The sets this CPU runs besides the scalar one (empty, with a line saying the test is skipped,
 /// where there are none).
-fn sets(test: &str) -> Vec<Kernels> {
+pub(in crate::quant) fn sets(test: &str) -> Vec<Kernels> {
     #[cfg(target_arch = "riscv64")]
     super::rvv::tests::record_v();
     #[cfg(target_arch = "arm")]
