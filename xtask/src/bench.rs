@@ -83,7 +83,7 @@ pub(crate) fn write_results(stem: &str, md: &str, svg: Option<&str>) -> Result<(
 
 /// Boot `kernel` on `b` with the card `img` in QEMU (stdin closed); the UART text with CRLF as LF.
 /// An unsuccessful exit is an error naming `what`, with the exit status and the UART text.
-fn boot_uart(
+pub(crate) fn boot_uart(
     b: &Board,
     kernel: &Path,
     img: &Path,

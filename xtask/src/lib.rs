@@ -55,6 +55,7 @@ pub mod llamacpp;
 pub mod mca;
 pub mod report;
 pub mod ring;
+pub mod selfbench;
 pub mod specbench;
 pub mod uboot;
 pub mod xuantie;

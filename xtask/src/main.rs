@@ -44,6 +44,8 @@ commands:
                   the SD bus per host and mode (simulators: time per 256 KiB page, register
                   accesses per MB, the driver's instructions per MB by callgrind) and raspi3b's
                   PIO instructions per MB under -icount: results/card.md
+                  the self-test's time on a Zero 2 W (raspi3b under -icount, one core, at an
+                  assumed clock, IPC and card rate): results/selftest.md
                   speculative decoding on a Pi Zero 2 W's and a Pi 4's clock through the page cache
                   (lmboot-host --board-sim; fetches Qwen2.5-Coder-1.5B and -0.5B; only with --only
                   speculative): results/speculative.md
@@ -51,7 +53,7 @@ commands:
                   (xuantie-qemu user mode, -cpu c906fdv / c908v, the insncount plugin) and the
                   Milk-V Duo's predicted time per token (only with --only xtheadvector):
                   results/xtheadvector.md
-                  [--only instructions|batches|cache|readahead|mca|models|llamacpp|card|speculative|xtheadvector]
+                  [--only instructions|batches|cache|readahead|mca|models|llamacpp|card|selftest|speculative|xtheadvector]
   fidelity        the error budget: mean KL from the float64 reference on every golden case with
                   each approximation made exact in turn (lmboot-host --exact): results/fidelity.md
   fuzz            run each fuzz target (gguf, fat, tokenizer, config, ring, fdt, promptcache,
@@ -866,7 +868,7 @@ fn number<T: std::str::FromStr>(
 
 /// The parts of `cargo xtask bench` (`--only PART`); `mca`, `speculative` and `xtheadvector` run
 /// only when asked for.
-const BENCH_PARTS: [&str; 10] = [
+const BENCH_PARTS: [&str; 11] = [
     "instructions",
     "batches",
     "cache",
@@ -877,6 +879,7 @@ const BENCH_PARTS: [&str; 10] = [
     "card",
     "speculative",
     "xtheadvector",
+    "selftest",
 ];
 
 fn bench(args: &[String]) -> Result<i32, String> {
@@ -943,6 +946,10 @@ fn bench(args: &[String]) -> Result<i32, String> {
     if want("models") {
         println!("{}", xtask::bench::models(n.min(4))?);
         eprintln!("xtask: wrote results/models.md");
+    }
+    if want("selftest") {
+        println!("{}", xtask::selfbench::run()?);
+        eprintln!("xtask: wrote results/selftest.md");
     }
     if want("card") {
         println!("{}", xtask::bench::card()?);

@@ -132,6 +132,7 @@ pub(in crate::run) fn kernels<P: Platform + ?Sized>(
 ) -> Result<Kernels, RunError> {
     let auto = platform.kernels();
     let fault = cfg.selftest_fault.as_deref() == Some("kernels");
+    let mark = super::Mark::now(platform);
     let t0 = platform.now_ns();
     let mut passed: Vec<Kernels> = Vec::new();
     let mut failed: Vec<Mismatch> = Vec::new();
@@ -191,5 +192,6 @@ pub(in crate::run) fn kernels<P: Platform + ?Sized>(
     found.field("kernels", chosen.name);
     found.field("auto", auto.name);
     found.verdicts.push(("kernels", verdict));
+    found.took("kernels", mark, platform);
     Ok(chosen)
 }

@@ -49,9 +49,52 @@ use report::Report;
 pub(super) struct Findings {
     fields: Vec<(&'static str, String)>,
     verdicts: Vec<(&'static str, &'static str)>,
+    /// What each check took: its name, nanoseconds, core 0's instructions (if counted).
+    took: Vec<(&'static str, u64, Option<u64>)>,
+}
+
+/// Where a check started: the clock and this core's instruction counter.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Mark {
+    ns: u64,
+    instructions: Option<u64>,
+}
+
+impl Mark {
+    pub fn now<P: Platform + ?Sized>(platform: &P) -> Mark {
+        Mark {
+            ns: platform.now_ns(),
+            instructions: platform.instruction_counter().map(|(read, _)| read()),
+        }
+    }
 }
 
 impl Findings {
+    /// Note what `check` took since `from`.
+    pub fn took<P: Platform + ?Sized>(&mut self, check: &'static str, from: Mark, platform: &P) {
+        let now = Mark::now(platform);
+        let instructions = platform
+            .instruction_counter()
+            .zip(now.instructions.zip(from.instructions))
+            .map(|((_, bits), (b, a))| b.wrapping_sub(a) & (u64::MAX >> (64 - bits.clamp(1, 64))));
+        self.took.push((check, now.ns - from.ns, instructions));
+    }
+
+    /// `selftest: took 812 ms: model 120 ms (14 M instructions on core 0), memory ...`: what
+    /// `cargo xtask bench --only selftest` reads under `-icount`.
+    fn took_line(&self) -> String {
+        let total: u64 = self.took.iter().map(|t| t.1).sum();
+        let mut s = alloc::format!("selftest: took {} ms:", total / 1_000_000);
+        for (i, (check, ns, instructions)) in self.took.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "," };
+            let _ = write!(s, "{sep} {check} {} ms", ns / 1_000_000);
+            if let Some(n) = instructions {
+                let _ = write!(s, " ({} M instructions on core 0)", n / 1_000_000);
+            }
+        }
+        s
+    }
+
     fn field(&mut self, key: &'static str, value: impl core::fmt::Display) {
         let mut v = String::new();
         let _ = write!(v, "{value}");
@@ -87,8 +130,13 @@ pub(super) fn before_load<D: WriteBlocks + Send, P: Platform + ?Sized>(
     if cfg.selftest.as_deref() != Some("full") {
         return Ok(());
     }
+    let t = Mark::now(platform);
     model::check(cfg, direct, (platform, found), out)?;
-    memory::check(platform, found, out)
+    found.took("model", t, platform);
+    let t = Mark::now(platform);
+    memory::check(platform, found, out)?;
+    found.took("memory", t, platform);
+    Ok(())
 }
 
 /// With `selftest = full`, the checks once the model is loaded and the kernels chosen (their
@@ -104,12 +152,19 @@ pub(super) fn after_load<F: FileSource + Send, P: Platform + ?Sized>(
     if cfg.selftest.as_deref() != Some("full") {
         return Ok(());
     }
+    let t = Mark::now(platform);
     let keep = compute::cores(cfg, (platform, k), found, out);
     if keep < platform.pool().workers() {
         platform.set_cores(Some(keep));
     }
+    found.took("cores", t, platform);
+    let t = Mark::now(platform);
     rates::measure(cfg, (platform, k), (model, src), found, out);
+    found.took("rates", t, platform);
+    let t = Mark::now(platform);
     compute::forward(cfg, model, st, (src, platform.pool(), k), found, out)?;
+    found.took("forward", t, platform);
+    let _ = writeln!(out, "{}", found.took_line());
     let _ = writeln!(out, "{}", found.line(platform));
     Ok(())
 }
