@@ -47,7 +47,8 @@ pub(super) fn cores<P: Platform + ?Sized>(
     if good == n {
         let _ = writeln!(
             out,
-            "selftest: cores ok: {n} cores computed the same checksum ({first:08x})"
+            "selftest: cores ok: {n} {} computed the same checksum ({first:08x})",
+            if n == 1 { "core" } else { "cores" }
         );
         found.verdicts.push(("cores", "ok"));
     } else {
