@@ -26,7 +26,6 @@ pub enum Mode {
     Chat,
 }
 
-/// The settings of a run.
 /// `io_core`: when a core serves the card while the others compute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IoCore {
@@ -421,6 +420,11 @@ fn unescape(f: &Field<'_>) -> Result<String, ConfigError> {
 }
 
 impl Config {
+    /// Whether the run chats (`mode = chat`, or `auto` with no prompt).
+    pub fn chats(&self) -> bool {
+        self.mode == Mode::Chat || (self.mode == Mode::Auto && self.prompt.is_none())
+    }
+
     /// Parse a configuration file's bytes; unset keys keep their defaults.
     pub fn parse(text: &[u8]) -> Result<Config, ConfigError> {
         let mut c = Config::default();

@@ -85,7 +85,7 @@ fn two_turns_keep_the_cache_and_reset_starts_again() {
     let img = make_image("chat-turns", &chat_settings(n), &model);
     let uart = boot_chat(
         &img,
-        b"Hi!\nWhat is the capital of France?\n/temp hot\n/stats\n/reset\nHi!\n\x04",
+        b"Hi!\nWhat is the capital of France?\n/temp hot\n/set top_k -1\n/set seed 5\n/show\n/stats\n/reset\nHi!\n\x04",
     );
 
     let sys_tokens = tok
@@ -140,10 +140,21 @@ fn two_turns_keep_the_cache_and_reset_starts_again() {
         .and_then(|r| r.split("\n[turn 1").next())
         .unwrap();
     assert_eq!(reply1, want.trim_end_matches('\n'));
-    // The bad command, /stats, /reset.
+    // The bad commands, /set, /show, /stats, /reset.
     assert!(
         uart.contains("/temp: expected a number from 0 to 2, got \"hot\""),
         "{uart}"
+    );
+    assert!(
+        uart.contains("/set top_k: expected a whole number, got \"-1\""),
+        "{uart}"
+    );
+    // lmboot.txt's repeat_penalty = 1 (cargo xtask writes it) leaves the chat's guard off.
+    let shown = "sampling: temperature 0, top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1, repeat_last_n 64, seed 5";
+    assert!(uart.contains(&format!("\n{shown}\n")), "/set: {uart}");
+    assert!(
+        uart.contains(&format!("\n{shown}; JSON mode off\n")),
+        "/show: {uart}"
     );
     assert!(uart.contains("stats: 2 turns;"), "{uart}");
     assert!(uart.contains(&format!("conversation reset (")), "{uart}");
@@ -161,14 +172,23 @@ fn two_turns_keep_the_cache_and_reset_starts_again() {
     assert_eq!(reply3, reply1);
 }
 
-/// Ctrl-C during a reply stops it after the token being printed; the chat goes on.
+/// Ctrl-C during a reply stops it after the token being printed; the chat goes on. With no
+/// `repeat_penalty` in `lmboot.txt` (and none in the model), the chat's repetition guard is on.
 #[test]
 fn ctrl_c_stops_a_reply() {
     let model = common::model_path();
-    let img = make_image("chat-ctrl-c", &chat_settings(48), &model);
+    let mut s = chat_settings(48);
+    s.repeat_penalty = String::new();
+    let img = make_image("chat-ctrl-c", &s, &model);
     let uart = boot_chat(
         &img,
         b"Tell me a long story about a dragon.\n\x03/stats\n\x04",
+    );
+    assert!(
+        uart.contains(
+            "sampling: chat's repetition guard: repeat_penalty 1.1 over the last 64 tokens"
+        ),
+        "{uart}"
     );
     let t = turns(&uart);
     assert_eq!(t.len(), 1, "{uart}");

@@ -443,6 +443,8 @@ pub struct Settings {
     pub top_k: String,
     pub top_p: String,
     pub min_p: String,
+    /// Empty: not written to `lmboot.txt` (the kernel decides: a chat's repetition guard, or
+    /// the model's recommendation) and not passed to `lmboot-host` (its default, off).
     pub repeat_penalty: String,
     pub seed: String,
     pub ctx: usize,
@@ -573,8 +575,6 @@ impl Settings {
             &self.top_p,
             "--min-p",
             &self.min_p,
-            "--repeat-penalty",
-            &self.repeat_penalty,
             "--seed",
             &self.seed,
             "--ctx",
@@ -583,6 +583,10 @@ impl Settings {
         .iter()
         .map(|s| s.to_string())
         .collect();
+        if !self.repeat_penalty.is_empty() {
+            v.push("--repeat-penalty".into());
+            v.push(self.repeat_penalty.clone());
+        }
         if !self.special {
             v.push("--no-special".into());
         }
@@ -600,14 +604,18 @@ impl Settings {
     /// The same settings as the kernel's `lmboot.txt`.
     pub fn config_text(&self, model_on_card: &str) -> String {
         let mut t = format!(
-            "# lmboot configuration (written by cargo xtask)\nmodel = {model_on_card}\nprompt = {}\nn = {}\ntemperature = {}\ntop_k = {}\ntop_p = {}\nmin_p = {}\nrepeat_penalty = {}\nseed = {}\nctx = {}\ncache = {}\nspecial = {}\nkernels = {}\n",
+            "# lmboot configuration (written by cargo xtask)\nmodel = {model_on_card}\nprompt = {}\nn = {}\ntemperature = {}\ntop_k = {}\ntop_p = {}\nmin_p = {}\n{}seed = {}\nctx = {}\ncache = {}\nspecial = {}\nkernels = {}\n",
             image::escape(&self.prompt),
             self.n,
             self.temp,
             self.top_k,
             self.top_p,
             self.min_p,
-            self.repeat_penalty,
+            // Empty: left to the kernel (a chat's repetition guard, or the model's).
+            match self.repeat_penalty.as_str() {
+                "" => String::new(),
+                r => format!("repeat_penalty = {r}\n"),
+            },
             self.seed,
             self.ctx,
             self.cache,

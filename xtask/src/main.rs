@@ -700,6 +700,10 @@ fn demo(args: &[String]) -> Result<i32, String> {
     if !args.iter().any(|x| x == "--top-p") {
         a.settings.top_p = top_p.into();
     }
+    // Chat's repetition guard (the kernel's default in a chat, unless the model sets one).
+    if !args.iter().any(|x| x == "--repeat-penalty") {
+        a.settings.repeat_penalty = String::new();
+    }
     a.settings.extra.insert(0, ("mode".into(), "chat".into()));
     a.settings
         .extra

@@ -286,9 +286,27 @@ impl Sampler {
         })
     }
 
-    /// Change settings mid-run (the generator keeps its state).
+    /// Change settings mid-run. The generator keeps its state unless the seed changes (then it
+    /// starts again from the new seed); a longer penalty window is allocated here (an error if
+    /// the heap cannot), a shorter one keeps the most recent tokens.
     pub fn set_config(&mut self, config: SamplerConfig) -> Result<(), SamplerError> {
         config.validate()?;
+        let n = config.repeat_last_n;
+        if n > self.recent.capacity() {
+            let more = n - self.recent.len();
+            self.recent.try_reserve_exact(more).map_err(|_| {
+                SamplerError::OutOfMemory(OutOfMemory {
+                    what: "sampler recent tokens",
+                    bytes: n * core::mem::size_of::<u32>(),
+                })
+            })?;
+        }
+        if self.recent.len() > n {
+            self.recent.drain(..self.recent.len() - n);
+        }
+        if config.seed != self.config.seed {
+            self.rng = Rng::new(config.seed);
+        }
         self.config = config;
         Ok(())
     }
@@ -858,6 +876,50 @@ mod tests {
             "penalised once, not twice: {}",
             l[1]
         );
+    }
+
+    /// `/set` in a chat: a longer penalty window keeps what it had and grows without a later
+    /// allocation, a shorter one keeps the most recent tokens, a new seed starts the generator
+    /// again (the same draws as a sampler made with that seed).
+    #[test]
+    fn settings_change_mid_run() {
+        let cfg = SamplerConfig {
+            repeat_penalty: 2.0,
+            repeat_last_n: 2,
+            ..SamplerConfig::default()
+        };
+        let mut s = Sampler::new(cfg, 4).unwrap();
+        for t in [0, 1, 2] {
+            s.accept(t);
+        }
+        assert_eq!(s.recent, [1, 2]);
+        s.set_config(SamplerConfig {
+            repeat_last_n: 3,
+            ..cfg
+        })
+        .unwrap();
+        assert!(s.recent.capacity() >= 3);
+        s.accept(3);
+        assert_eq!(s.recent, [1, 2, 3]);
+        s.set_config(SamplerConfig {
+            repeat_last_n: 1,
+            ..cfg
+        })
+        .unwrap();
+        assert_eq!(s.recent, [3]);
+        let seeded = SamplerConfig { seed: 9, ..cfg };
+        s.set_config(seeded).unwrap();
+        let mut fresh = Sampler::new(seeded, 4).unwrap();
+        let logits = [0.5f32, 0.4, 0.3, 0.2];
+        for _ in 0..8 {
+            let (mut a, mut b) = (logits, logits);
+            assert_eq!(s.sample(&mut a).unwrap(), fresh.sample(&mut b).unwrap());
+            s.recent.clear();
+            fresh.recent.clear();
+        }
+        let bad = SamplerConfig { top_p: 2.0, ..cfg };
+        assert!(s.set_config(bad).is_err());
+        assert_eq!(s.config, seeded, "a refused setting changes nothing");
     }
 
     #[test]

@@ -22,15 +22,45 @@ pub enum Command {
     Temp(f32),
     /// `/json on|off`: constrain replies to one syntactically valid JSON value.
     Json(bool),
+    /// `/set KEY VALUE`: change one sampling setting (named as `lmboot.txt` names it).
+    Set(Setting),
+    /// `/show`: print the sampling settings.
+    Show,
     /// `/help`: print [`HELP`].
     Help,
 }
+
+/// A sampling setting and its new value, as `/set` takes it (the sampler checks the ranges it
+/// shares with `lmboot.txt`; `/set` checks only that the value is a number of the right kind).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Setting {
+    Temperature(f32),
+    TopK(usize),
+    TopP(f32),
+    MinP(f32),
+    RepeatPenalty(f32),
+    RepeatLastN(usize),
+    Seed(u64),
+}
+
+/// The keys `/set` takes, as `lmboot.txt` spells them.
+pub const KEYS: &[&str] = &[
+    "temperature",
+    "top_k",
+    "top_p",
+    "min_p",
+    "repeat_penalty",
+    "repeat_last_n",
+    "seed",
+];
 
 /// The highest temperature `/temp` accepts.
 pub const MAX_TEMP: f32 = 2.0;
 
 /// The command names, for messages.
-pub const NAMES: &[&str] = &["/reset", "/stats", "/temp", "/json", "/help"];
+pub const NAMES: &[&str] = &[
+    "/reset", "/stats", "/temp", "/set", "/show", "/json", "/help",
+];
 
 /// What `/help` prints.
 pub const HELP: &str = "\
@@ -39,6 +69,9 @@ Commands:
   /reset         forget the conversation and start again
   /stats         speed and memory of the last reply
   /temp <t>      sampling temperature from 0 (greedy) to 2
+  /set <key> <v> a sampling setting: temperature, top_k, top_p, min_p,
+                 repeat_penalty, repeat_last_n or seed
+  /show          the sampling settings
   /json on|off   constrain replies to one valid JSON value
   /help          this text
   //text         send a message that starts with \"/\"
@@ -67,11 +100,16 @@ pub fn parse(line: &str) -> Option<Result<Command, String>> {
     };
     let arg = words.next();
     let extra = words.next();
+    if name.eq_ignore_ascii_case("set") {
+        return Some(set(arg, extra, words.next()));
+    }
     let is = |n: &str| name.eq_ignore_ascii_case(n);
     let cmd = if is("reset") {
         no_arg(Command::Reset, "/reset", arg)
     } else if is("stats") {
         no_arg(Command::Stats, "/stats", arg)
+    } else if is("show") {
+        no_arg(Command::Show, "/show", arg)
     } else if is("help") || name == "?" {
         no_arg(Command::Help, "/help", arg)
     } else if is("temp") {
@@ -122,6 +160,41 @@ fn expected(name: &str) -> &'static str {
         "/temp" => "expected a number from 0 to 2",
         _ => "expected on or off",
     }
+}
+
+/// `/set KEY VALUE`: the key one of [`KEYS`] (any ASCII case; `temp` for `temperature`), the
+/// value a number of the setting's kind.
+fn set(key: Option<&str>, value: Option<&str>, extra: Option<&str>) -> Result<Command, String> {
+    let keys = KEYS.join(", ");
+    let (Some(key), Some(v)) = (key, value) else {
+        return Err(format!(
+            "/set: expected a key and a value (/set KEY VALUE; keys: {keys})"
+        ));
+    };
+    if let Some(x) = extra {
+        return Err(format!("/set: takes a key and one value, got also {x:?}"));
+    }
+    let key = key.to_ascii_lowercase();
+    let float = || match v.parse::<f32>() {
+        Ok(x) if x.is_finite() => Ok(x),
+        _ => Err(format!("/set {key}: expected a number, got {v:?}")),
+    };
+    let whole = || {
+        v.parse::<u64>()
+            .map_err(|_| format!("/set {key}: expected a whole number, got {v:?}"))
+    };
+    let count = || whole().map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+    let s = match key.as_str() {
+        "temperature" | "temp" => Setting::Temperature(float()?),
+        "top_k" => Setting::TopK(count()?),
+        "top_p" => Setting::TopP(float()?),
+        "min_p" => Setting::MinP(float()?),
+        "repeat_penalty" => Setting::RepeatPenalty(float()?),
+        "repeat_last_n" => Setting::RepeatLastN(count()?),
+        "seed" => Setting::Seed(whole()?),
+        _ => return Err(format!("/set: unknown key {key:?}; keys: {keys}")),
+    };
+    Ok(Command::Set(s))
 }
 
 fn temp((name, arg): (&'static str, &str)) -> Result<Command, String> {
@@ -228,6 +301,49 @@ mod tests {
             err("/temp 1 2"),
             "/temp: takes one argument, got also \"2\""
         );
+    }
+
+    #[test]
+    fn set_and_show() {
+        assert_eq!(
+            ok("/set temperature 0.3"),
+            Command::Set(Setting::Temperature(0.3))
+        );
+        assert_eq!(ok("/SET Temp 1"), Command::Set(Setting::Temperature(1.0)));
+        assert_eq!(ok("/set top_k 20"), Command::Set(Setting::TopK(20)));
+        assert_eq!(ok("/set top_p 0.9"), Command::Set(Setting::TopP(0.9)));
+        assert_eq!(ok("/set min_p 0"), Command::Set(Setting::MinP(0.0)));
+        assert_eq!(
+            ok("/set repeat_penalty 1.1"),
+            Command::Set(Setting::RepeatPenalty(1.1))
+        );
+        assert_eq!(
+            ok("/set repeat_last_n 128"),
+            Command::Set(Setting::RepeatLastN(128))
+        );
+        assert_eq!(ok("/set seed 42"), Command::Set(Setting::Seed(42)));
+        assert_eq!(ok("/show"), Command::Show);
+        assert_eq!(
+            err("/set top_k -1"),
+            "/set top_k: expected a whole number, got \"-1\""
+        );
+        assert_eq!(
+            err("/set top_p nan"),
+            "/set top_p: expected a number, got \"nan\""
+        );
+        let e = err("/set colour blue");
+        assert!(e.starts_with("/set: unknown key \"colour\"; keys: "), "{e}");
+        for key in KEYS {
+            assert!(e.contains(key), "{e}");
+            assert!(HELP.contains(key), "{key}");
+        }
+        assert!(err("/set").starts_with("/set: expected a key and a value"));
+        assert!(err("/set seed").starts_with("/set: expected a key and a value"));
+        assert_eq!(
+            err("/set seed 1 2"),
+            "/set: takes a key and one value, got also \"2\""
+        );
+        assert_eq!(err("/show all"), "/show: takes no argument, got \"all\"");
     }
 
     #[test]

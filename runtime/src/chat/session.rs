@@ -7,7 +7,7 @@
 //! tokens. Bytes typed while the model replies are kept for the next prompt, except Ctrl-C, which
 //! stops the reply.
 
-use super::commands::{self as chatcmd, Command};
+use super::commands::{self as chatcmd, Command, Setting};
 use super::lineedit::{Event, LineEditor};
 use crate::console::Console;
 use alloc::borrow::Cow;
@@ -21,7 +21,7 @@ use inference::json::JsonConstraint;
 use inference::model::RunState;
 use inference::oom::{self, OutOfMemory};
 use inference::parallel::Parallel;
-use inference::sampler::Sampler;
+use inference::sampler::{Sampler, SamplerConfig};
 use inference::speculate::Speculator;
 use inference::storage::Storage;
 use inference::template::Template;
@@ -361,6 +361,21 @@ impl Chat<'_> {
                     Err(e) => line.print(format_args!("/temp: {e}\n")),
                 }
             }
+            Command::Set(setting) => match sampler.set_config(with(sampler.config, setting)) {
+                Ok(()) => line.print(format_args!("{}\n", Shown(&sampler.config))),
+                Err(e) => line.print(format_args!("/set: {e}\n")),
+            },
+            Command::Show => {
+                let json = match (self.json.is_some(), self.json_on) {
+                    (false, _) => "not available",
+                    (true, true) => "on",
+                    (true, false) => "off",
+                };
+                line.print(format_args!(
+                    "{}; JSON mode {json}\n",
+                    Shown(&sampler.config)
+                ))
+            }
             Command::Json(on) => {
                 if self.json.is_none() {
                     line.write("/json: JSON mode is not available for this model\n");
@@ -504,6 +519,35 @@ impl Chat<'_> {
             line.write("context full: type /reset to start a new conversation\n");
         }
         Ok(())
+    }
+}
+
+/// `c` with `s` changed.
+fn with(mut c: SamplerConfig, s: Setting) -> SamplerConfig {
+    match s {
+        Setting::Temperature(t) => c.temperature = t,
+        Setting::TopK(k) => c.top_k = k,
+        Setting::TopP(p) => c.top_p = p,
+        Setting::MinP(p) => c.min_p = p,
+        Setting::RepeatPenalty(r) => c.repeat_penalty = r,
+        Setting::RepeatLastN(n) => c.repeat_last_n = n,
+        Setting::Seed(x) => c.seed = x,
+    }
+    c
+}
+
+/// `sampling: temperature 0.2, top_k 40, ...`: the settings as `/show` and `/set` print them,
+/// each under the name `/set` takes.
+struct Shown<'a>(&'a SamplerConfig);
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = self.0;
+        write!(
+            f,
+            "sampling: temperature {}, top_k {}, top_p {}, min_p {}, repeat_penalty {}, repeat_last_n {}, seed {}",
+            c.temperature, c.top_k, c.top_p, c.min_p, c.repeat_penalty, c.repeat_last_n, c.seed
+        )
     }
 }
 

@@ -23,7 +23,7 @@ use spec::SpecBuffers;
 pub use spec::{DraftHeld, DraftModel};
 
 use crate::card::{CardFile, Direct};
-use crate::config::{Config, IoCore, Mode};
+use crate::config::{Config, IoCore};
 use crate::console::{Console, Out};
 use crate::iocore::{IoShared, Served, Texted};
 use crate::pagecache::order::{self, PinReport, PinScope};
@@ -203,7 +203,7 @@ impl ModelRun<'_> {
                 .as_ref()
                 .map(|s| s as &(dyn inference::Storage + Sync)),
         );
-        if cfg.mode == Mode::Chat || (cfg.mode == Mode::Auto && cfg.prompt.is_none()) {
+        if cfg.chats() {
             let chat = ChatRun {
                 cfg,
                 g: &m.gguf,
@@ -306,13 +306,29 @@ pub struct Opened {
     pub gguf_len: u64,
 }
 
+/// The repetition penalty a chat uses when neither `lmboot.txt` nor the model sets one.
+pub const CHAT_REPEAT_PENALTY: f32 = 1.1;
+
 /// The model's recommended sampling (`general.sampling.*`) for the settings `lmboot.txt` leaves
-/// out, and a line naming what was taken.
+/// out, and a line naming what was taken; in a chat, the repetition guard where neither sets it.
 fn model_sampling(cfg: &mut Config, g: &Gguf, out: &mut Out<'_>) -> Result<(), RunError> {
     let taken = cfg
         .sampler
         .apply_model_defaults(g, cfg.sampler_given)
         .map_err(RunError::ModelSampling)?;
+    // Chat's repetition guard, Ollama's default: a reply that starts to repeat itself (SmolLM2
+    // asked for a haiku at temperature 0.2: "a fleeting sight, a fleeting sight, ...") is
+    // pushed off the loop.
+    let guard =
+        cfg.chats() && !cfg.sampler_given.repeat_penalty && !taken.contains(&"repeat_penalty");
+    if guard {
+        cfg.sampler.repeat_penalty = CHAT_REPEAT_PENALTY;
+        let _ = writeln!(
+            out,
+            "sampling: chat's repetition guard: repeat_penalty {CHAT_REPEAT_PENALTY} over the last {} tokens (repeat_penalty = 1 in lmboot.txt turns it off; /set changes it)",
+            cfg.sampler.repeat_last_n
+        );
+    }
     if !taken.is_empty() {
         let s = &cfg.sampler;
         let _ = writeln!(

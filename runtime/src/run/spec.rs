@@ -266,10 +266,8 @@ pub(crate) struct DraftRun<'a> {
 /// output head is), so that memory stays the page cache's; in chat, where `/json` may come, the
 /// rows a pass checks.
 fn rows(cfg: &Config) -> usize {
-    let chat = cfg.mode == crate::config::Mode::Chat
-        || (cfg.mode == crate::config::Mode::Auto && cfg.prompt.is_none());
     cfg.spec
-        .rows_kept(cfg.sampler.plain_greedy(), cfg.json || chat)
+        .rows_kept(cfg.sampler.plain_greedy(), cfg.json || cfg.chats())
 }
 
 /// Bytes speculation adds (`cfg.spec`) beyond what a draft model holds ([`DraftHeld`]): the logits of the
