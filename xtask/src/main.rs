@@ -285,56 +285,160 @@ fn check_targets() -> i32 {
 const TEST_MODELS: [&str; 2] = ["gemma-3-270m", "qwen2.5-coder-0.5b"];
 
 fn test(extra: &[String]) -> i32 {
-    if setup() != 0 || check_targets() != 0 {
+    let mut phases = Phases::default();
+    if phases.time("setup", setup) != 0 || phases.time("bare-metal builds", check_targets) != 0 {
         return 1;
     }
-    let Some(model) = model_or_report("test: cannot get the model") else {
+    let Some(model) = phases.time("models", fetch_test_models) else {
         return 1;
     };
-    // The other models the tests use (golden cases, boots), fetched once here rather than by
-    // test threads at the same time.
-    for name in TEST_MODELS {
-        if let Err(e) = xtask::ensure_named_model(name) {
-            eprintln!("xtask: test: cannot get the model {name}: {e}");
-            return 1;
+    let test = |what: &[String]| {
+        let mut c = cargo();
+        c.args(["test", "--no-fail-fast"])
+            .args(what)
+            .env("LMBOOT_MODEL", &model);
+        run_tests(c)
+    };
+    let mut ok = true;
+    let mut totals = [0u64; 3];
+    let mut add = |(o, t): (bool, [u64; 3])| {
+        ok &= o;
+        (0..3).for_each(|i| totals[i] += t[i]);
+    };
+    if !extra.is_empty() {
+        // Arguments filter one run of the whole workspace (and skip the cross runs).
+        let mut what = vec!["--workspace".to_string()];
+        what.extend_from_slice(extra);
+        add(phases.time("tests (filtered)", || test(&what)));
+    } else {
+        for (phase, what) in test_phases() {
+            add(phases.time(phase, || test(&what)));
         }
-    }
-    let mut c = cargo();
-    c.args(["test", "--workspace", "--no-fail-fast"])
-        .args(extra)
-        .env("LMBOOT_MODEL", &model);
-    let (mut ok, mut totals) = run_tests(c);
-    // The SIMD kernels against their scalar twins, and the KL rule on a SIMD build, under qemu-user
-    // on the CPUs they are chosen for (extra arguments filter only the host run above).
-    if extra.is_empty() {
-        for (what, args, cpu, cases) in cross_runs() {
-            eprintln!("xtask: {what} (QEMU_CPU={cpu})");
-            let mut c = cargo();
-            c.args(args)
-                .env("QEMU_CPU", cpu)
-                .env("LMBOOT_MODEL", &model);
-            if let Some(runner) = xtask::xuantie::runner_for(cpu) {
-                c.env("CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_RUNNER", runner);
-            }
-            if !cases.is_empty() {
-                c.env("LMBOOT_GOLDEN_CASES", cases);
-            }
-            let (o, t) = run_tests(c);
-            ok &= o;
-            for i in 0..3 {
-                totals[i] += t[i];
-            }
-        }
+        // The SIMD kernels against their scalar twins, and the KL rule on a SIMD build, under
+        // qemu-user on the CPUs they are chosen for.
+        add(phases.time("cross kernel harnesses (qemu-user)", || cross_tests(&model)));
     }
     // One closing line over every test binary, so the total is not lost among per-binary summaries.
     println!(
         "lmboot: {} passed, {} failed, {} skipped",
         totals[0], totals[1], totals[2]
     );
+    println!("{}", phases.table());
     if ok && totals[1] == 0 {
         0
     } else {
         1
+    }
+}
+
+/// The default model's path, after fetching every model the tests use (the golden cases' and
+/// the boots'), once here rather than by test threads at the same time; `None` (reported) if
+/// one cannot be had.
+fn fetch_test_models() -> Option<std::path::PathBuf> {
+    let model = model_or_report("test: cannot get the model")?;
+    for name in TEST_MODELS {
+        if let Err(e) = xtask::ensure_named_model(name) {
+            eprintln!("xtask: test: cannot get the model {name}: {e}");
+            return None;
+        }
+    }
+    Some(model)
+}
+
+/// `cargo test` runs of the whole suite, one a phase: the builds, the crates' own tests, the doc
+/// tests, the integration tests on the PC (every crate's `tests/*.rs`), the QEMU boots
+/// (`tests/tests/boot_*.rs`) and the fuzzers' regression and seed corpora (`fuzz_*.rs`). Each is a `--workspace` run, so that
+/// every run unifies the crates' features alike and nothing is built twice.
+fn test_phases() -> Vec<(&'static str, Vec<String>)> {
+    // Every crate's integration tests: `CRATE/tests/NAME.rs`.
+    let files = |dir: &std::path::Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .map(|d| {
+                d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let root = xtask::workspace_root();
+    let mut names: Vec<String> = files(&root)
+        .iter()
+        .flat_map(|krate| files(&root.join(krate).join("tests")))
+        .filter_map(|n| n.strip_suffix(".rs").map(String::from))
+        .collect();
+    names.sort();
+    let all = |more: &[&str]| {
+        let mut v = vec!["--workspace".to_string()];
+        v.extend(more.iter().map(|m| m.to_string()));
+        v
+    };
+    let pick = |keep: &dyn Fn(&str) -> bool| {
+        let mut v = all(&[]);
+        for n in names.iter().filter(|n| keep(n)) {
+            v.extend(["--test".to_string(), n.clone()]);
+        }
+        v
+    };
+    vec![
+        ("builds (the host's crates and tests)", all(&["--no-run"])),
+        ("crates' unit tests", all(&["--lib", "--bins"])),
+        ("doc tests", all(&["--doc"])),
+        (
+            "integration tests on the PC",
+            pick(&|n| !n.starts_with("boot_") && !n.starts_with("fuzz_")),
+        ),
+        ("QEMU boots", pick(&|n| n.starts_with("boot_"))),
+        (
+            "fuzz regressions and seeds",
+            pick(&|n| n.starts_with("fuzz_")),
+        ),
+    ]
+}
+
+/// Every [`cross_runs`] entry; (all passed, totals).
+fn cross_tests(model: &std::path::Path) -> (bool, [u64; 3]) {
+    let mut ok = true;
+    let mut totals = [0u64; 3];
+    for (what, args, cpu, cases) in cross_runs() {
+        eprintln!("xtask: {what} (QEMU_CPU={cpu})");
+        let mut c = cargo();
+        c.args(args).env("QEMU_CPU", cpu).env("LMBOOT_MODEL", model);
+        if let Some(runner) = xtask::xuantie::runner_for(cpu) {
+            c.env("CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_RUNNER", runner);
+        }
+        if !cases.is_empty() {
+            c.env("LMBOOT_GOLDEN_CASES", cases);
+        }
+        let (o, t) = run_tests(c);
+        ok &= o;
+        (0..3).for_each(|i| totals[i] += t[i]);
+    }
+    (ok, totals)
+}
+
+/// How long each phase of `cargo xtask test` took.
+#[derive(Debug, Default)]
+struct Phases(Vec<(&'static str, std::time::Duration)>);
+
+impl Phases {
+    /// Run `f` as the phase `name`.
+    fn time<T>(&mut self, name: &'static str, f: impl FnOnce() -> T) -> T {
+        let t0 = std::time::Instant::now();
+        let r = f();
+        self.0.push((name, t0.elapsed()));
+        r
+    }
+
+    /// `phase times: setup 1m 02s, ...; total 38m 10s`, one phase a line.
+    fn table(&self) -> String {
+        let mmss =
+            |d: std::time::Duration| format!("{}m {:02}s", d.as_secs() / 60, d.as_secs() % 60);
+        let mut s = String::from("phase times:\n");
+        for (name, d) in &self.0 {
+            s.push_str(&format!("  {:<40} {}\n", name, mmss(*d)));
+        }
+        let total: std::time::Duration = self.0.iter().map(|p| p.1).sum();
+        s.push_str(&format!("  {:<40} {}", "total", mmss(total)));
+        s
     }
 }
 
