@@ -53,6 +53,8 @@ pub const FIELDS: &[(&str, &str)] = &[
     ("throttled", "firmware throttling flags (hex; 0: none)"),
     ("mem1", "memory copy, one core, MB/s"),
     ("memn", "memory copy, all cores, MB/s"),
+    ("mr1", "memory read, one core, MB/s"),
+    ("mrn", "memory read, all cores, MB/s"),
     ("mv1", "weights through the matrix kernels, one core, MB/s"),
     ("mvn", "weights through the matrix kernels, all cores, MB/s"),
     ("heap", "heap the model uses, MiB (the pattern test's span)"),

@@ -1,4 +1,4 @@
-//! The memory check: copy rates and a pattern test over the heap the model will use.
+//! The memory check: copy and read rates and a pattern test over the heap the model will use.
 
 use super::{rate, Findings, RunError};
 use crate::console::Out;
@@ -9,7 +9,7 @@ use core::fmt::Write;
 const PATTERN_MAX: usize = 64 << 20;
 const WALK: usize = 1 << 20;
 
-/// The memory check: copy rates (one core, all cores) and the pattern test, over a buffer of up
+/// The memory check: copy and read rates (one core, all cores) and the pattern test, over a buffer of up
 /// to [`PATTERN_MAX`] taken from the heap and given back.
 pub(super) fn check<P: Platform + ?Sized>(
     platform: &P,
@@ -21,18 +21,11 @@ pub(super) fn check<P: Platform + ?Sized>(
         .map_err(RunError::OutOfMemory)?;
     let half = words / 2;
     let (a, b) = buf.split_at_mut(half);
-    let t0 = platform.now_ns();
-    b.copy_from_slice(a);
-    let one = rate(half * 8, platform.now_ns() - t0);
-    let t0 = platform.now_ns();
-    let mut units = [(); inference::parallel::MAX_WORKERS];
-    let _ = inference::parallel::par_chunks(platform.pool(), b, 1, &mut units, |r, part, _| {
-        part.copy_from_slice(&a[r]);
-        Ok::<(), ()>(())
-    });
-    let all = rate(half * 8, platform.now_ns() - t0);
-    found.field("mem1", one);
-    found.field("memn", all);
+    let r = rates(platform, a, b);
+    found.field("mem1", r.copy.0);
+    found.field("memn", r.copy.1);
+    found.field("mr1", r.read.0);
+    found.field("mrn", r.read.1);
     found.field("heap", (words * 8) >> 20);
     let t0 = platform.now_ns();
     let bad = pattern(&mut buf);
@@ -40,7 +33,7 @@ pub(super) fn check<P: Platform + ?Sized>(
     drop(buf);
     let verdict = match bad {
         None => {
-            let _ = writeln!(out, "selftest: memory ok: copy {one} MB/s on one core, {all} MB/s on all; {} MiB patterned in {ms} ms", (words * 8) >> 20);
+            let _ = writeln!(out, "selftest: memory ok: copy {} MB/s on one core, {} MB/s on all; read {} and {} MB/s; {} MiB patterned in {ms} ms", r.copy.0, r.copy.1, r.read.0, r.read.1, (words * 8) >> 20);
             "ok"
         }
         Some((at, wrote, read)) => {
@@ -50,6 +43,41 @@ pub(super) fn check<P: Platform + ?Sized>(
     };
     found.verdicts.push(("memory", verdict));
     Ok(())
+}
+
+/// Copy and read rates, MB/s, each (one core, all cores).
+struct Rates {
+    copy: (u64, u64),
+    read: (u64, u64),
+}
+
+/// `a` copied into `b` and `a` summed, on one core and then split across the pool's workers.
+fn rates<P: Platform + ?Sized>(platform: &P, a: &[u64], b: &mut [u64]) -> Rates {
+    let bytes = a.len() * 8;
+    let mut units = [(); inference::parallel::MAX_WORKERS];
+    let t0 = platform.now_ns();
+    b.copy_from_slice(a);
+    let copy1 = rate(bytes, platform.now_ns() - t0);
+    let t0 = platform.now_ns();
+    let _ = inference::parallel::par_chunks(platform.pool(), b, 1, &mut units, |r, part, _| {
+        part.copy_from_slice(&a[r]);
+        Ok::<(), ()>(())
+    });
+    let copyn = rate(bytes, platform.now_ns() - t0);
+    let sum = |words: &[u64]| words.iter().fold(0u64, |s, w| s.wrapping_add(*w));
+    let t0 = platform.now_ns();
+    core::hint::black_box(sum(a));
+    let read1 = rate(bytes, platform.now_ns() - t0);
+    let t0 = platform.now_ns();
+    let _ = inference::parallel::par_chunks(platform.pool(), b, 1, &mut units, |r, _, _| {
+        core::hint::black_box(sum(&a[r]));
+        Ok::<(), ()>(())
+    });
+    let readn = rate(bytes, platform.now_ns() - t0);
+    Rates {
+        copy: (copy1, copyn),
+        read: (read1, readn),
+    }
 }
 
 /// Each word its own index (scrambled), read back; then walking ones and zeros over the first
