@@ -3,6 +3,9 @@
 //! (`lmboot-report: ...`, decoded by `cargo xtask report`; the format is the `report` crate's).
 //!
 //! The checks so far:
+//! - **clocks**: the counter's frequency against the device tree's and a second clock, the
+//!   cycle counter against the firmware's measured ARM clock, the firmware's core clock,
+//!   temperature and throttling flags ([`clocks`]);
 //! - **model**: the model file read whole from the card, its CRC-32 against the one `cargo xtask
 //!   image` wrote in `lmboot.txt` (`model_crc32`): a card corrupted by the write, or a driver
 //!   that reads wrong bytes, stops the run here with the error naming it, before any token; the
@@ -22,6 +25,7 @@
 //!   and the next set (at worst the scalar one) runs instead. `selftest_fault = kernels` makes
 //!   the check see a set that computes one operation wrong, to show that path.
 
+mod clocks;
 mod compute;
 mod memory;
 mod model;
@@ -75,8 +79,8 @@ impl Findings {
     }
 }
 
-/// With `selftest = full`, the checks before the model is loaded: the model file, then memory
-/// (while the heap is still free).
+/// With `selftest = full`, the checks before the model is loaded: the clocks, the model file,
+/// then memory (while the heap is still free).
 pub(super) fn before_load<D: WriteBlocks + Send, P: Platform + ?Sized>(
     cfg: &Config,
     direct: &Direct<D>,
@@ -86,6 +90,7 @@ pub(super) fn before_load<D: WriteBlocks + Send, P: Platform + ?Sized>(
     if cfg.selftest.as_deref() != Some("full") {
         return Ok(());
     }
+    clocks::check(platform, found, out);
     model::check(cfg, direct, (platform, found), out)?;
     memory::check(platform, found, out)
 }
