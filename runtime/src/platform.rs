@@ -78,34 +78,42 @@ pub trait Platform {
     fn clocks(&self) -> Option<Clocks> {
         None
     }
+    /// The CPU's id: MIDR_EL1 / MIDR on Arm, `mvendorid.marchid` on RISC-V (hex).
+    fn cpu_id(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A board's clocks ([`Platform::clocks`]); each figure `None` where the board has no way to
 /// read it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Clocks {
-    /// The CPU's id: MIDR_EL1 / MIDR on Arm, `mvendorid.marchid` on RISC-V (hex).
-    pub cpu: Option<String>,
     /// The system counter's frequency as the CPU reports it (CNTFRQ on Arm; RISC-V has no such
     /// register).
     pub counter_hz: Option<u64>,
     /// The counter's frequency as the device tree states it (`timebase-frequency`, or the Arm
     /// timer node's `clock-frequency`).
     pub dt_hz: Option<u64>,
+    /// The firmware's figures (all `None` on a board without firmware to ask).
+    pub firmware: FirmwareClocks,
     /// The counter's rate measured over a span of the SoC's own timer (a clock apart from the
     /// CPU's: the Pi's 1 MHz system timer), Hz.
     pub measured_hz: Option<u64>,
     /// The CPU's cycle counter's rate over a span of the system counter, Hz.
     pub cycles_hz: Option<u64>,
-    /// The ARM clock as the firmware measures it (GET_CLOCK_RATE_MEASURED) and as it set it
-    /// (GET_CLOCK_RATE), Hz.
-    pub arm_measured_hz: Option<u32>,
-    pub arm_set_hz: Option<u32>,
-    /// The VPU core clock (the firmware's), Hz.
+}
+
+/// The clocks and the state a board's firmware reports (the Pi's VideoCore, through the mailbox).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FirmwareClocks {
+    /// The ARM clock, Hz: as the firmware measures it (GET_CLOCK_RATE_MEASURED), and as it set
+    /// it (GET_CLOCK_RATE).
+    pub arm_hz: [Option<u32>; 2],
+    /// The VPU core clock, Hz.
     pub core_hz: Option<u32>,
-    /// The SoC's temperature (the firmware's), m°C.
+    /// The SoC's temperature, m°C.
     pub temp_mc: Option<u32>,
-    /// The firmware's throttling flags (GET_THROTTLED).
+    /// The throttling flags (GET_THROTTLED).
     pub throttled: Option<u32>,
 }
 

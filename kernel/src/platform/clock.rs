@@ -12,7 +12,7 @@ use alloc::string::String;
 use drivers::bcm2835::mailbox::{ArmClockPolicy, ARM_CLOCK_ID, CORE_CLOCK_ID};
 use drivers::mmio::{Mmio, Regs};
 use runtime::config::ArmClock;
-use runtime::platform::Clocks;
+use runtime::platform::{Clocks, FirmwareClocks};
 
 /// Set the clock as `policy` says; the line to print (the driver's report, or a warning naming
 /// the mailbox call that failed: the clock is then left as the firmware set it). `None`: the
@@ -44,7 +44,6 @@ const SAMPLES: usize = 5;
 /// card is handed to another core: the mailbox has one user).
 pub fn clocks() -> Clocks {
     let mut c = Clocks {
-        cpu: Cpu::cpu_id(),
         counter_hz: Cpu::counter_hz(),
         dt_hz: time::stated_hz(),
         measured_hz: counter_against_systimer(),
@@ -52,12 +51,18 @@ pub fn clocks() -> Clocks {
         ..Clocks::default()
     };
     if let Some(mut mb) = mailbox::open() {
+        // A tag the firmware does not know (QEMU's: GET_CLOCK_RATE_MEASURED) leaves its figure
+        // out; the check then compares what there is.
         let hz = |r: Result<u32, _>| r.ok().filter(|&h| h > 0);
-        c.arm_measured_hz = hz(mb.measured_clock_rate(ARM_CLOCK_ID));
-        c.arm_set_hz = hz(mb.clock_rate(ARM_CLOCK_ID));
-        c.core_hz = hz(mb.clock_rate(CORE_CLOCK_ID));
-        c.temp_mc = mb.temperature().ok();
-        c.throttled = mb.throttled().ok().map(|t| t.0);
+        c.firmware = FirmwareClocks {
+            arm_hz: [
+                hz(mb.measured_clock_rate(ARM_CLOCK_ID)),
+                hz(mb.clock_rate(ARM_CLOCK_ID)),
+            ],
+            core_hz: hz(mb.clock_rate(CORE_CLOCK_ID)),
+            temp_mc: mb.temperature().ok(),
+            throttled: mb.throttled().ok().map(|t| t.0),
+        };
     }
     c
 }
@@ -116,7 +121,7 @@ impl Clock<'_> {
 /// The rate of clock `b` measured over `span` ticks of clock `a` (`a_hz` Hz); each end is an `a`
 /// read with the `b` reads around it, the closest of [`SAMPLES`] pairs. `None` if either
 /// stands still.
-fn rate(mut a: Clock<'_>, mut b: Clock<'_>, a_hz: u64, span: u64) -> Option<u64> {
+fn rate(mut a: Clock<'_>, b: Clock<'_>, a_hz: u64, span: u64) -> Option<u64> {
     let mut sample = |a: &mut Clock<'_>| {
         let mut best = (u64::MAX, 0, 0);
         for _ in 0..SAMPLES {

@@ -96,6 +96,9 @@ impl Platform for ThisBoard {
     fn clocks(&self) -> Option<Clocks> {
         Some(clock::clocks())
     }
+    fn cpu_id(&self) -> Option<String> {
+        Cpu::cpu_id()
+    }
 }
 
 /// Route the UART's pins and bring up the serial console.

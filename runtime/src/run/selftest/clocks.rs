@@ -67,7 +67,7 @@ pub(super) fn judge(c: &Clocks) -> (&'static str, String) {
         }
         _ => {}
     }
-    match (c.cycles_hz, c.arm_measured_hz) {
+    match (c.cycles_hz, c.firmware.arm_hz[0]) {
         (Some(cy), Some(arm)) if off(cy, arm as u64) > ARM_TOLERANCE => failed.push(format!(
             "the cycle counter runs at {} but the firmware measures the ARM clock at {}",
             mhz(cy),
@@ -79,7 +79,7 @@ pub(super) fn judge(c: &Clocks) -> (&'static str, String) {
             mhz(arm as u64)
         )),
         (Some(cy), None) => {
-            let set = c.arm_set_hz.map_or(String::new(), |s| {
+            let set = c.firmware.arm_hz[1].map_or(String::new(), |s| {
                 format!(" (it states {} as set)", mhz(s as u64))
             });
             notes.push(format!(
@@ -94,13 +94,13 @@ pub(super) fn judge(c: &Clocks) -> (&'static str, String) {
         (None, None) => {}
     }
     let mut tail = String::new();
-    if let Some(core) = c.core_hz {
+    if let Some(core) = c.firmware.core_hz {
         let _ = write!(tail, "; core clock {}", mhz(core as u64));
     }
-    if let Some(t) = c.temp_mc {
+    if let Some(t) = c.firmware.temp_mc {
         let _ = write!(tail, "; SoC {}.{} C", t / 1000, t % 1000 / 100);
     }
-    if let Some(t) = c.throttled {
+    if let Some(t) = c.firmware.throttled {
         let _ = write!(tail, "; {}", Throttled(t));
         if Throttled(t).now() {
             tail.push_str(" (the ARM clock is held down: check the supply and the cooling)");
@@ -141,6 +141,9 @@ fn ratio(a: u64, b: u64) -> String {
 /// The clocks check: [`judge`] on what the platform reports, its line, the report's `cpu`,
 /// `cntfrq`, `arm`, `core`, `temp` and `throttled` fields.
 pub(super) fn check<P: Platform + ?Sized>(platform: &P, found: &mut Findings, out: &mut Out<'_>) {
+    if let Some(cpu) = platform.cpu_id() {
+        found.field("cpu", cpu);
+    }
     let Some(c) = platform.clocks() else {
         let _ = writeln!(
             out,
@@ -149,22 +152,19 @@ pub(super) fn check<P: Platform + ?Sized>(platform: &P, found: &mut Findings, ou
         found.verdicts.push(("clocks", "skip"));
         return;
     };
-    if let Some(cpu) = &c.cpu {
-        found.field("cpu", cpu);
-    }
     if let Some(hz) = c.counter_hz.or(c.dt_hz) {
         found.field("cntfrq", hz);
     }
-    if let Some(hz) = c.arm_measured_hz.or(c.arm_set_hz) {
+    if let Some(hz) = c.firmware.arm_hz[0].or(c.firmware.arm_hz[1]) {
         found.field("arm", hz);
     }
-    if let Some(hz) = c.core_hz {
+    if let Some(hz) = c.firmware.core_hz {
         found.field("core", hz);
     }
-    if let Some(t) = c.temp_mc {
+    if let Some(t) = c.firmware.temp_mc {
         found.field("temp", t);
     }
-    if let Some(t) = c.throttled {
+    if let Some(t) = c.firmware.throttled {
         found.field("throttled", format_args!("{t:x}"));
     }
     let (verdict, line) = judge(&c);
@@ -175,21 +175,22 @@ pub(super) fn check<P: Platform + ?Sized>(platform: &P, found: &mut Findings, ou
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::platform::FirmwareClocks;
 
     const MHZ: u64 = 1_000_000;
 
     /// A Pi 3 as its firmware and CPU report it.
     fn pi3() -> Clocks {
         Clocks {
-            cpu: Some("410fd034".into()),
             counter_hz: Some(19_200_000),
             measured_hz: Some(19_200_040),
             cycles_hz: Some(1_199_800_000),
-            arm_measured_hz: Some(1_200_000_000),
-            arm_set_hz: Some(1_200_000_000),
-            core_hz: Some(400_000_000),
-            temp_mc: Some(45_300),
-            throttled: Some(0),
+            firmware: FirmwareClocks {
+                arm_hz: [Some(1_200_000_000); 2],
+                core_hz: Some(400_000_000),
+                temp_mc: Some(45_300),
+                throttled: Some(0),
+            },
             ..Clocks::default()
         }
     }
@@ -206,84 +207,79 @@ mod tests {
         );
     }
 
+    /// `judge` on `c` gives `verdict` and a line starting with `start`.
+    fn judged(c: Clocks, verdict: &str, start: &str) -> String {
+        let (v, line) = judge(&c);
+        assert_eq!(v, verdict, "{line}");
+        assert!(line.starts_with(start), "{line}");
+        line
+    }
+
     #[test]
     fn a_wrong_cntfrq_fails_naming_both_figures() {
         // A Pi 4's 54 MHz counter with a Pi 3's CNTFRQ (a wrong armstub).
-        let c = Clocks {
+        let wrong = Clocks {
             measured_hz: Some(54 * MHZ),
             ..pi3()
         };
-        let (v, line) = judge(&c);
-        assert_eq!(v, "fail");
-        assert!(
-            line.starts_with(
-                "FAILED: the counter is taken to run at 19.20 MHz (CNTFRQ) but runs at 54.00 MHz \
-                 against the SoC's 1 MHz timer: times are off by 0.35x; cycle counter"
-            ),
-            "{line}"
+        judged(
+            wrong,
+            "fail",
+            "FAILED: the counter is taken to run at 19.20 MHz (CNTFRQ) but runs at 54.00 MHz \
+             against the SoC's 1 MHz timer: times are off by 0.35x; cycle counter",
         );
         // 1 % apart is still the same crystal; 1.3 % is not.
-        let near = Clocks {
-            measured_hz: Some(19_200_000 + 192_000),
-            ..pi3()
-        };
-        assert_eq!(judge(&near).0, "ok");
-        let far = Clocks {
-            measured_hz: Some(19_200_000 + 250_000),
-            ..pi3()
-        };
-        assert_eq!(judge(&far).0, "fail");
+        for (hz, verdict) in [(19_392_000, "ok"), (19_450_000, "fail")] {
+            let c = Clocks {
+                measured_hz: Some(hz),
+                ..pi3()
+            };
+            assert_eq!(judge(&c).0, verdict, "{hz}");
+        }
         // The device tree disagreeing with CNTFRQ.
         let dt = Clocks {
             dt_hz: Some(54 * MHZ),
             measured_hz: None,
             ..pi3()
         };
-        let (v, line) = judge(&dt);
-        assert_eq!(v, "fail");
-        assert!(
-            line.starts_with(
-                "FAILED: the counter reports 19.20 MHz (CNTFRQ) but the device tree says 54.00 MHz"
-            ),
-            "{line}"
+        judged(
+            dt,
+            "fail",
+            "FAILED: the counter reports 19.20 MHz (CNTFRQ) but the device tree says 54.00 MHz",
         );
     }
 
     #[test]
     fn a_cycle_counter_off_the_measured_arm_clock_fails() {
-        let c = Clocks {
+        let slow = Clocks {
             cycles_hz: Some(600 * MHZ),
             ..pi3()
         };
-        let (v, line) = judge(&c);
-        assert_eq!(v, "fail");
-        assert!(
-            line.starts_with(
-                "FAILED: the cycle counter runs at 600.00 MHz but the firmware measures the ARM clock at 1200.00 MHz; counter"
-            ),
-            "{line}"
-        );
+        judged(slow, "fail", "FAILED: the cycle counter runs at 600.00 MHz but the firmware measures the ARM clock at 1200.00 MHz; counter");
     }
 
     #[test]
     fn qemus_raspi_compares_the_counter_only() {
         // QEMU: no measured ARM clock (the tag is unknown), 700 MHz stated, a 1 GHz cycle
         // counter; its system timer and counter share the virtual clock.
-        let c = Clocks {
+        let qemu = Clocks {
             counter_hz: Some(62_500_000),
             measured_hz: Some(62_500_100),
             cycles_hz: Some(1_000 * MHZ),
-            arm_measured_hz: None,
-            arm_set_hz: Some(700_000_000),
-            core_hz: Some(350_000_000),
-            temp_mc: Some(25_000),
+            firmware: FirmwareClocks {
+                arm_hz: [None, Some(700_000_000)],
+                core_hz: Some(350_000_000),
+                temp_mc: Some(25_000),
+                throttled: Some(0),
+            },
             ..pi3()
         };
-        let (v, line) = judge(&c);
-        assert_eq!(v, "ok");
-        assert!(
-            line.contains("; cycle counter 1000.00 MHz: the firmware measures no ARM clock (it states 700.00 MHz as set); core clock 350.00 MHz; SoC 25.0 C; not throttled"),
-            "{line}"
+        let line = judged(qemu, "ok", "ok: ");
+        assert_eq!(
+            line,
+            "ok: counter 62.50 MHz (CNTFRQ) runs at 62.50 MHz against the SoC's 1 MHz timer; \
+             cycle counter 1000.00 MHz: the firmware measures no ARM clock (it states 700.00 MHz \
+             as set); core clock 350.00 MHz; SoC 25.0 C; not throttled"
         );
     }
 
@@ -319,12 +315,9 @@ mod tests {
 
     #[test]
     fn throttling_is_said_plainly() {
-        let c = Clocks {
-            throttled: Some(0x5_0005),
-            ..pi3()
-        };
-        let (v, line) = judge(&c);
-        assert_eq!(v, "ok");
+        let mut hot = pi3();
+        hot.firmware.throttled = Some(0x5_0005);
+        let line = judged(hot, "ok", "ok: ");
         assert!(
             line.ends_with("; under-voltage, throttled now; under-voltage, throttled since boot (the ARM clock is held down: check the supply and the cooling)"),
             "{line}"
