@@ -3,13 +3,13 @@
 //! (`lmboot-report: ...`, decoded by `cargo xtask report`; the format is the `report` crate's).
 //!
 //! The checks so far:
-//! - **clocks**: the counter's frequency against the device tree's and a second clock, the
-//!   cycle counter against the firmware's measured ARM clock, the firmware's core clock,
-//!   temperature and throttling flags ([`clocks`]);
 //! - **model**: the model file read whole from the card, its CRC-32 against the one `cargo xtask
 //!   image` wrote in `lmboot.txt` (`model_crc32`): a card corrupted by the write, or a driver
 //!   that reads wrong bytes, stops the run here with the error naming it, before any token; the
 //!   read rate is measured on the way;
+//! - **clocks**: the counter's frequency against the device tree's and a second clock, the
+//!   cycle counter against the firmware's measured ARM clock, the firmware's core clock,
+//!   temperature and throttling flags ([`clocks`]);
 //! - **memory**: a copy's rate on one core and on all, then a pattern test over as much of the
 //!   heap as the model will use (up to 64 MiB, before the page cache takes it): every word its
 //!   own address, read back, then walking ones and zeros over the first MiB;
@@ -79,7 +79,7 @@ impl Findings {
     }
 }
 
-/// With `selftest = full`, the checks before the model is loaded: the clocks, the model file,
+/// With `selftest = full`, the checks before the model is loaded: the model file, the clocks,
 /// then memory (while the heap is still free).
 pub(super) fn before_load<D: WriteBlocks + Send, P: Platform + ?Sized>(
     cfg: &Config,
@@ -90,8 +90,8 @@ pub(super) fn before_load<D: WriteBlocks + Send, P: Platform + ?Sized>(
     if cfg.selftest.as_deref() != Some("full") {
         return Ok(());
     }
-    clocks::check(platform, found, out);
     model::check(cfg, direct, (platform, found), out)?;
+    clocks::check(platform, found, out);
     memory::check(platform, found, out)
 }
 
