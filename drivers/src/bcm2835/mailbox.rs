@@ -1,6 +1,6 @@
 //! The VideoCore mailbox property interface (channel 8): the ARM's memory, clock rates (the SD host's
-//! base clock, the ARM clock), temperatures and throttling, the SD card's power and the firmware-owned GPIOs.
-//! Polled, every wait bounded.
+//! base clock, the ARM clock), temperatures and throttling, the SD card's power and the
+//! firmware-owned GPIOs. Polled, every wait bounded.
 //!
 //! # The exchange ([`Mailbox`])
 //!
