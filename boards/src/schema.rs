@@ -41,6 +41,9 @@ pub struct Board {
     pub test_finisher: Option<u64>,
     /// The VideoCore mailbox (Raspberry Pi).
     pub mailbox_base: Option<u64>,
+    /// The SoC's free-running 1 MHz system timer (the Pi's, counter low word at +0x04): a clock
+    /// apart from the CPU's, which the self-test measures the counter against.
+    pub systimer_base: Option<u64>,
     /// The GPIO block, to route the UART (and on the Pi 3 the SD) pins.
     pub gpio_base: Option<u64>,
     pub gpio_kind: Option<GpioKind>,
@@ -628,6 +631,7 @@ impl Board {
             format!("pub const BLOCK_HOST: Option<boards::SdhciHost> = {};", self.block.host.map_or("None".into(), |h| format!("Some(boards::SdhciHost::{h:?})"))),
             format!("pub const BLOCK_BASE_CLOCK_HZ: u32 = {};", self.block.base_clock_hz.unwrap_or(0)),
             format!("pub const MAILBOX_BASE: Option<usize> = {};", opt(self.mailbox_base)),
+            format!("pub const SYSTIMER_BASE: Option<usize> = {};", opt(self.systimer_base)),
             format!("pub const GPIO_BASE: Option<usize> = {};", opt(self.gpio_base)),
             format!("pub const GPIO_KIND: drivers::bcm2835::gpio::GpioKind = drivers::bcm2835::gpio::GpioKind::{gpio:?};"),
             "// The ring link's UART; RING_UART_BASE = None: the board has none.".into(),

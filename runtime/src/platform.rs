@@ -72,6 +72,49 @@ pub trait Platform {
     fn card_bus(&self) -> Option<CardBus> {
         None
     }
+    /// The board's clocks as the CPU, the firmware and the device tree state them, and as
+    /// measured one against another, for the self-test's clocks check (a figure the board cannot
+    /// read is `None`). `None`: the platform reports no clocks.
+    fn clocks(&self) -> Option<Clocks> {
+        None
+    }
+    /// The CPU's id: MIDR_EL1 / MIDR on Arm, `mvendorid.marchid` on RISC-V (hex).
+    fn cpu_id(&self) -> Option<String> {
+        None
+    }
+}
+
+/// A board's clocks ([`Platform::clocks`]); each figure `None` where the board has no way to
+/// read it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Clocks {
+    /// The system counter's frequency as the CPU reports it (CNTFRQ on Arm; RISC-V has no such
+    /// register).
+    pub counter_hz: Option<u64>,
+    /// The counter's frequency as the device tree states it (`timebase-frequency`, or the Arm
+    /// timer node's `clock-frequency`).
+    pub dt_hz: Option<u64>,
+    /// The firmware's figures (all `None` on a board without firmware to ask).
+    pub firmware: FirmwareClocks,
+    /// The counter's rate measured over a span of the SoC's own timer (a clock apart from the
+    /// CPU's: the Pi's 1 MHz system timer), Hz.
+    pub measured_hz: Option<u64>,
+    /// The CPU's cycle counter's rate over a span of the system counter, Hz.
+    pub cycles_hz: Option<u64>,
+}
+
+/// The clocks and the state a board's firmware reports (the Pi's VideoCore, through the mailbox).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FirmwareClocks {
+    /// The ARM clock, Hz: as the firmware measures it (GET_CLOCK_RATE_MEASURED), and as it set
+    /// it (GET_CLOCK_RATE).
+    pub arm_hz: [Option<u32>; 2],
+    /// The VPU core clock, Hz.
+    pub core_hz: Option<u32>,
+    /// The SoC's temperature, m°C.
+    pub temp_mc: Option<u32>,
+    /// The throttling flags (GET_THROTTLED).
+    pub throttled: Option<u32>,
 }
 
 /// The SD bus a card runs on, as the driver brought it up, and the fastest mode the board's slot

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::boot::{boot, card, generated, host_text};
+use common::boot::{boot, card, generated, host_text, selftest_passed};
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(600);
@@ -18,7 +18,10 @@ const BOARD: &str = "qemu-virt-k1";
 fn k1_stand_in_matches_the_pc_runner_with_rvv_on_eight_harts() {
     // RVV runs slowly under QEMU (it emulates strided loads and ordered reductions element by
     // element), so few tokens.
-    let s = common::boot::once(8);
+    let s = xtask::Settings {
+        selftest: Some("full".into()),
+        ..common::boot::once(8)
+    };
     let (b, img) = card("qemu-virt-k1", "k1-once", &s);
     let want = host_text(b, &common::model_path(), &s);
     let (code, uart) = boot(b, &img, None, &[], LIMIT);
@@ -32,6 +35,7 @@ fn k1_stand_in_matches_the_pc_runner_with_rvv_on_eight_harts() {
     );
     assert_eq!(generated(&uart), want);
     assert!(uart.contains("kernels rvv"), "{uart}");
+    selftest_passed(&uart, "qemu-virt-k1");
 }
 
 /// The Milk-V Duo's CPU as QEMU stands in for it (`qemu-virt-c906`: one T-Head C906 hart, its
@@ -42,7 +46,10 @@ fn k1_stand_in_matches_the_pc_runner_with_rvv_on_eight_harts() {
 /// against scalar under T-Head's user-mode emulator.)
 #[test]
 fn c906_stand_in_streams_the_model_at_64_mib_and_matches_the_pc_runner() {
-    let s = common::boot::once(6);
+    let s = xtask::Settings {
+        selftest: Some("full".into()),
+        ..common::boot::once(6)
+    };
     let (b, img) = card("qemu-virt-c906", "c906-once", &s);
     let want = host_text(b, &common::model_path(), &s);
     let (code, uart) = boot(b, &img, None, &[], LIMIT);
@@ -69,6 +76,7 @@ fn c906_stand_in_streams_the_model_at_64_mib_and_matches_the_pc_runner() {
         per_token > 40_000_000,
         "{per_token} bytes per token: the model should stream at 64 MiB"
     );
+    selftest_passed(&uart, "qemu-virt-c906");
 }
 
 #[test]

@@ -93,8 +93,9 @@ fn the_self_test_reports_and_a_wrong_kernel_set_is_disabled() {
             assert!(verdict.ends_with("the run uses neon"), "{verdict}");
             assert!(
                 report.contains(" kernels=neon auto=neon ")
-                    && report
-                        .contains(" verdicts=model:ok,memory:ok,kernels:ok,cores:ok,forward:ok "),
+                    && report.contains(
+                        " verdicts=model:ok,clocks:skip,memory:ok,kernels:ok,cores:ok,forward:ok "
+                    ),
                 "{report}"
             );
             assert!(decoded.contains("Every check passed."), "{decoded}");
@@ -110,7 +111,7 @@ fn the_self_test_reports_and_a_wrong_kernel_set_is_disabled() {
             assert!(
                 report.contains(" kernels=scalar auto=neon ")
                     && report
-                        .contains(" verdicts=model:ok,memory:ok,kernels:fail,cores:ok,forward:ok "),
+                        .contains(" verdicts=model:ok,clocks:skip,memory:ok,kernels:fail,cores:ok,forward:ok "),
                 "{report}"
             );
             assert!(

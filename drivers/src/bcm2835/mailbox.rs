@@ -1,6 +1,6 @@
 //! The VideoCore mailbox property interface (channel 8): the ARM's memory, clock rates (the SD host's
-//! base clock, the ARM clock), temperatures, the SD card's power and the firmware-owned GPIOs.
-//! Polled, every wait bounded.
+//! base clock, the ARM clock), temperatures and throttling, the SD card's power and the
+//! firmware-owned GPIOs. Polled, every wait bounded.
 //!
 //! # The exchange ([`Mailbox`])
 //!
@@ -24,8 +24,8 @@ mod clock;
 mod property;
 
 pub use clock::{
-    decide, ArmClock, ArmClockPolicy, ClockDecision, ClockSource, ARM_CLOCK_ID, CORE_CLOCK_ID,
-    DEFAULT_SD_BASE_CLOCK_HZ, SD_POWER_DEVICE, THERMAL_MARGIN_MC,
+    decide, ArmClock, ArmClockPolicy, ClockDecision, ClockSource, Throttled, ARM_CLOCK_ID,
+    CORE_CLOCK_ID, DEFAULT_SD_BASE_CLOCK_HZ, SD_POWER_DEVICE, THERMAL_MARGIN_MC,
 };
 pub use property::{
     decode, encode, tag_name, tags, MailboxError, Waiting, BUFFER_BYTES, BUFFER_WORDS,

@@ -84,6 +84,14 @@ pub trait Arch {
     fn counter_hz() -> Option<u64>;
     /// Retired instructions on this core (exact under QEMU `-icount`).
     fn instructions() -> u64;
+    /// Width in bits of the counter [`Arch::cycles`] reads (it wraps).
+    const CYCLE_COUNTER_BITS: u32 = 64;
+    /// This core's cycle counter (enabled by [`Arch::core_init`]); `None`: none is read.
+    fn cycles() -> Option<u64> {
+        None
+    }
+    /// The CPU's id for the self-test's report: MIDR on Arm, `mvendorid.marchid` on RISC-V (hex).
+    fn cpu_id() -> Option<alloc::string::String>;
     /// Enable the SIMD kernels the CPU has and ready the cache maintenance; `isa` is the device
     /// tree's ISA string and `cache_block` its cache-block size (`riscv,cbom-block-size`) where
     /// the architecture needs them. Returns lines for the console, if there is something to say.

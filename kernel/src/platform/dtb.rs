@@ -21,6 +21,8 @@ pub struct DtInfo {
     pub addr: usize,
     pub ram: RamBlocks,
     pub timebase: Option<u64>,
+    /// The Arm timer node's `clock-frequency` (given only where firmware leaves CNTFRQ unset).
+    pub timer_hz: Option<u64>,
     /// The Pi 4's `emmc2bus` DMA window (the firmware rewrites it for the BCM2711's C0
     /// stepping).
     pub emmc2_dma: Option<fdt::DmaRange>,
@@ -124,6 +126,10 @@ pub fn read(addr: usize) -> Result<DtInfo, DtReadError> {
         ram: t.memory().map_err(bad)?,
         timebase: t
             .property(&["cpus"], "timebase-frequency")
+            .map_err(bad)?
+            .and_then(fdt::cells),
+        timer_hz: t
+            .property(&["timer"], "clock-frequency")
             .map_err(bad)?
             .and_then(fdt::cells),
         emmc2_dma: t

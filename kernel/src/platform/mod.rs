@@ -27,7 +27,7 @@ use core::panic::PanicInfo;
 use drivers::ram::{Block, RamBlocks};
 use dtb::DtInfo;
 use runtime::config::ArmClock;
-use runtime::platform::{CardBus, IoCoreHooks, Platform, RingLink};
+use runtime::platform::{CardBus, Clocks, IoCoreHooks, Platform, RingLink};
 
 extern "C" {
     static __kernel_start: u8;
@@ -93,6 +93,12 @@ impl Platform for ThisBoard {
     fn card_bus(&self) -> Option<CardBus> {
         self.card_bus
     }
+    fn clocks(&self) -> Option<Clocks> {
+        Some(clock::clocks())
+    }
+    fn cpu_id(&self) -> Option<String> {
+        Cpu::cpu_id()
+    }
 }
 
 /// Route the UART's pins and bring up the serial console.
@@ -130,7 +136,7 @@ extern "C" fn lmboot_main(dtb_addr: usize, core: usize) -> ! {
     let dt = (board::RAM_FROM != RamFrom::SunxiDramc)
         .then(|| device_tree(dtb_addr))
         .flatten();
-    if let Some(hz) = dt.as_ref().and_then(|d| d.timebase) {
+    if let Some(hz) = dt.as_ref().and_then(|d| d.timebase.or(d.timer_hz)) {
         time::set_timebase(hz);
     }
     if let Some(w) = dt.as_ref().and_then(|d| d.emmc2_dma) {

@@ -6,14 +6,24 @@ use core::sync::atomic::{AtomicU64, Ordering};
 /// Timer frequency when the CPU does not report it (the device tree's, else QEMU virt's 10 MHz).
 static TIMEBASE: AtomicU64 = AtomicU64::new(10_000_000);
 
+/// The device tree's figure, 0 if it gave none (the self-test's clocks check compares it).
+static STATED: AtomicU64 = AtomicU64::new(0);
+
 /// Take the device tree's timer frequency, for CPUs that do not report theirs.
 pub fn set_timebase(hz: u64) {
     if hz > 0 {
         TIMEBASE.store(hz, Ordering::Relaxed);
+        STATED.store(hz, Ordering::Relaxed);
     }
 }
 
-fn hz() -> u64 {
+/// The timer frequency the device tree states, if it stated one.
+pub fn stated_hz() -> Option<u64> {
+    Some(STATED.load(Ordering::Relaxed)).filter(|&h| h > 0)
+}
+
+/// The timer frequency time is counted with: the CPU's, else the device tree's, else 10 MHz.
+pub fn hz() -> u64 {
     Cpu::counter_hz().unwrap_or_else(|| TIMEBASE.load(Ordering::Relaxed))
 }
 

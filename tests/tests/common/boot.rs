@@ -269,3 +269,30 @@ pub fn break_boot_signature(img: &Path) {
         .unwrap();
     f.write_all(&[0x12, 0x34]).unwrap();
 }
+
+/// The self-test's end on a boot with `selftest = full`: every check printed its line and passed
+/// or was skipped (none failed), the clocks check among them, and the `lmboot-report:` line fits
+/// [`report::MAX_LEN`] and `cargo xtask report` decodes it, naming `board`. Returns the line.
+pub fn selftest_passed<'a>(uart: &'a str, board: &str) -> &'a str {
+    let report = line(uart, report::PREFIX);
+    assert!(report.len() <= report::MAX_LEN, "{report}");
+    let decoded = xtask::report::decode(uart).unwrap_or_else(|e| panic!("{e}: {report}"));
+    assert!(
+        decoded.contains(&format!("| board | {board} |")),
+        "{decoded}"
+    );
+    let verdicts = report
+        .split(' ')
+        .find_map(|f| f.strip_prefix("verdicts="))
+        .unwrap_or_else(|| panic!("no verdicts in {report}"));
+    for v in verdicts.split(',') {
+        let (check, verdict) = v.split_once(':').unwrap_or((v, ""));
+        assert!(
+            verdict == "ok" || verdict == "skip",
+            "{check}: {verdict}\n{report}\n{uart}"
+        );
+        line(uart, &format!("selftest: {check} {verdict}"));
+    }
+    assert!(verdicts.contains("clocks:"), "{report}");
+    report
+}

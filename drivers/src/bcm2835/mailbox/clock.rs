@@ -136,6 +136,62 @@ impl fmt::Display for ArmClock {
     }
 }
 
+/// The firmware's throttling flags (the Raspberry Pi documentation of `vcgencmd get_throttled`):
+/// bits 0-3 hold now (under-voltage, ARM frequency capped, throttled, soft temperature limit),
+/// bits 16-19 the same since boot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Throttled(pub u32);
+
+impl Throttled {
+    /// The conditions, in the order of their bits.
+    const NAMES: [&'static str; 4] = [
+        "under-voltage",
+        "ARM frequency capped",
+        "throttled",
+        "soft temperature limit",
+    ];
+
+    /// No flag set, now or since boot.
+    pub fn none(self) -> bool {
+        self.0 & 0x000f_000f == 0
+    }
+
+    /// A flag set now (bits 0-3).
+    pub fn now(self) -> bool {
+        self.0 & 0xf != 0
+    }
+}
+
+impl fmt::Display for Throttled {
+    /// "not throttled", or the flags in words: "under-voltage, throttled now; under-voltage
+    /// since boot".
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.none() {
+            return f.write_str("not throttled");
+        }
+        let mut first = true;
+        for (shift, when) in [(0, "now"), (16, "since boot")] {
+            let bits = (self.0 >> shift) & 0xf;
+            if bits == 0 {
+                continue;
+            }
+            if !first {
+                f.write_str("; ")?;
+            }
+            first = false;
+            let mut sep = "";
+            for (i, name) in Self::NAMES.iter().enumerate() {
+                if bits & (1 << i) != 0 {
+                    write!(f, "{sep}{name}")?;
+                    sep = ", ";
+                }
+            }
+            write!(f, " {when}")?;
+        }
+        Ok(())
+    }
+}
+
 impl<R: Regs> Mailbox<R> {
     /// A `[clock id, rate]` tag for clock `id`: the rate.
     fn rate(&mut self, tag: u32, id: u32) -> Result<u32, MailboxError> {
@@ -181,6 +237,12 @@ impl<R: Regs> Mailbox<R> {
     /// The SoC's maximum safe temperature in m°C.
     pub fn max_temperature(&mut self) -> Result<u32, MailboxError> {
         Ok(self.call(tags::GET_MAX_TEMPERATURE, &[0, 0], 2)?[1])
+    }
+
+    /// The firmware's throttling flags (GET_THROTTLED, as `vcgencmd get_throttled` prints them):
+    /// [`Throttled`].
+    pub fn throttled(&mut self) -> Result<Throttled, MailboxError> {
+        Ok(Throttled(self.call(tags::GET_THROTTLED, &[0], 1)?[0]))
     }
 
     /// Clock `id`'s rate and where it came from: the set rate, else the measured rate (some

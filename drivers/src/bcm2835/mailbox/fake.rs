@@ -62,6 +62,8 @@ pub struct Firmware {
     pub max: BTreeMap<u32, u32>,
     pub temp_mc: u32,
     pub max_temp_mc: u32,
+    /// GET_THROTTLED's answer.
+    pub throttled: u32,
     /// Buffer code to answer with (0 means [`CODE_SUCCESS`]).
     pub code: u32,
     /// Never answer.
@@ -96,6 +98,7 @@ impl Firmware {
             }
             tags::GET_TEMPERATURE => vec![0, self.temp_mc],
             tags::GET_MAX_TEMPERATURE => vec![0, self.max_temp_mc],
+            tags::GET_THROTTLED => vec![self.throttled],
             tags::SET_POWER_STATE if self.no_power_device => vec![v[0], 2],
             tags::SET_POWER_STATE => {
                 self.powered.push(v[0]);

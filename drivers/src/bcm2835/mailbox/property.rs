@@ -31,6 +31,7 @@ pub mod tags {
     pub const GET_MAX_CLOCK_RATE: u32 = 0x0003_0004;
     pub const GET_TEMPERATURE: u32 = 0x0003_0006;
     pub const GET_MAX_TEMPERATURE: u32 = 0x0003_000a;
+    pub const GET_THROTTLED: u32 = 0x0003_0046;
     pub const GET_CLOCK_RATE_MEASURED: u32 = 0x0003_0047;
     pub const SET_CLOCK_RATE: u32 = 0x0003_8002;
     pub const SET_GPIO_STATE: u32 = 0x0003_8041;
@@ -47,6 +48,7 @@ pub fn tag_name(tag: u32) -> &'static str {
         tags::GET_MAX_CLOCK_RATE => "GET_MAX_CLOCK_RATE",
         tags::GET_TEMPERATURE => "GET_TEMPERATURE",
         tags::GET_MAX_TEMPERATURE => "GET_MAX_TEMPERATURE",
+        tags::GET_THROTTLED => "GET_THROTTLED",
         tags::GET_CLOCK_RATE_MEASURED => "GET_CLOCK_RATE_MEASURED",
         tags::SET_CLOCK_RATE => "SET_CLOCK_RATE",
         tags::SET_GPIO_STATE => "SET_GPIO_STATE",

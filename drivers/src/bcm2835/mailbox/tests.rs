@@ -414,3 +414,38 @@ fn raise_arm_clock_stays_when_hot_or_when_the_firmware_fails() {
         "left as it was"
     );
 }
+
+// ---- throttling ----
+
+#[test]
+fn throttled_flags_are_read_and_named() {
+    let (mut mb, fw) = mailbox(Firmware {
+        throttled: 0x0005_0005,
+        ..Firmware::default()
+    });
+    let t = mb.throttled().unwrap();
+    assert_eq!(t, Throttled(0x0005_0005));
+    assert_eq!(fw.borrow().log, vec![(tags::GET_THROTTLED, vec![0])]);
+    assert!(t.now() && !t.none());
+    assert_eq!(
+        t.to_string(),
+        "under-voltage, throttled now; under-voltage, throttled since boot"
+    );
+    assert_eq!(
+        Throttled(0x000a_0000).to_string(),
+        "ARM frequency capped, soft temperature limit since boot"
+    );
+    assert!(!Throttled(0x000a_0000).now());
+    // Bits outside the documented ones say nothing.
+    assert_eq!(Throttled(0x0010_0010).to_string(), "not throttled");
+    fw.borrow_mut().throttled = 0;
+    assert_eq!(mb.throttled().unwrap().to_string(), "not throttled");
+    // A firmware without the tag: the error says so.
+    fw.borrow_mut().unknown.push(tags::GET_THROTTLED);
+    let e = mb.throttled().unwrap_err();
+    assert!(matches!(e, MailboxError::Short { len: 0, .. }), "{e:?}");
+    assert!(
+        e.to_string().starts_with("mailbox GET_THROTTLED (0x30046)"),
+        "{e}"
+    );
+}

@@ -104,6 +104,22 @@ impl Arch for Cpu {
         i
     }
 
+    /// PMCCNTR_EL0, 64 bits, counting every cycle (PMCR.D clear).
+    fn cycles() -> Option<u64> {
+        let c: u64;
+        // SAFETY: a read of this core's PMU cycle counter.
+        unsafe { asm!("isb", "mrs {c}, pmccntr_el0", c = out(reg) c, options(nomem, nostack)) };
+        Some(c)
+    }
+
+    /// MIDR_EL1 (at EL1 it reads VPIDR_EL2, which boot.s sets to the real MIDR).
+    fn cpu_id() -> Option<alloc::string::String> {
+        let m: u64;
+        // SAFETY: reading MIDR_EL1 has no side effects.
+        unsafe { asm!("mrs {}, midr_el1", out(reg) m, options(nomem, nostack)) };
+        Some(alloc::format!("{m:08x}"))
+    }
+
     /// The kernel sets' features from ID_AA64ISAR0_EL1 (SDOT: its DP field), recorded once; no
     /// line to print (the kernel set's line names the set chosen).
     fn detect_features(

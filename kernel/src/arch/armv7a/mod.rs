@@ -243,6 +243,22 @@ impl Arch for Cpu {
         v as u64
     }
 
+    /// PMCCNTR is 32 bits wide.
+    const CYCLE_COUNTER_BITS: u32 = 32;
+
+    /// PMCCNTR, counting every cycle (PMCR.D clear).
+    fn cycles() -> Option<u64> {
+        let v: u32;
+        // SAFETY: a read of this core's PMU cycle counter.
+        unsafe { asm!("isb", "mrc p15, 0, {}, c9, c13, 0", out(reg) v, options(nomem, nostack)) };
+        Some(v as u64)
+    }
+
+    fn cpu_id() -> Option<alloc::string::String> {
+        let midr = cortex_ar::register::Midr::read().raw_value();
+        Some(alloc::format!("{midr:08x}"))
+    }
+
     /// NEON (with VFP's half-precision conversions) is there when MVFR1 says so
     /// (`neon32::mvfr1_has_neon`); the NEON kernels are chosen from that. The whole kernel is
     /// built for VFPv4 + NEON, so a core without them stops at its first vector instruction: the

@@ -138,6 +138,13 @@ impl Arch for Cpu {
         i
     }
 
+    /// `mvendorid.marchid` from the SBI (no cycle counter is read: no firmware here states a
+    /// clock to check it against, and QEMU's `cycle` counts the host's ticks).
+    fn cpu_id() -> Option<alloc::string::String> {
+        let (vendor, arch) = (sbi_rt::get_mvendorid(), sbi_rt::get_marchid());
+        Some(alloc::format!("{vendor:x}.{arch:x}"))
+    }
+
     /// Enable the vector kernels the harts have: RVV 1.0 if the device tree's ISA string names V,
     /// or XTheadVector where the board file says so (its vector unit turned on first); ready the
     /// cache maintenance the board file names.

@@ -7,6 +7,9 @@
 //!   image` wrote in `lmboot.txt` (`model_crc32`): a card corrupted by the write, or a driver
 //!   that reads wrong bytes, stops the run here with the error naming it, before any token; the
 //!   read rate is measured on the way;
+//! - **clocks**: the counter's frequency against the device tree's and a second clock, the
+//!   cycle counter against the firmware's measured ARM clock, the firmware's core clock,
+//!   temperature and throttling flags ([`clocks`]);
 //! - **memory**: a copy's rate on one core and on all, then a pattern test over as much of the
 //!   heap as the model will use (up to 64 MiB, before the page cache takes it): every word its
 //!   own address, read back, then walking ones and zeros over the first MiB;
@@ -22,6 +25,7 @@
 //!   and the next set (at worst the scalar one) runs instead. `selftest_fault = kernels` makes
 //!   the check see a set that computes one operation wrong, to show that path.
 
+mod clocks;
 mod compute;
 mod memory;
 mod model;
@@ -119,8 +123,8 @@ impl Findings {
     }
 }
 
-/// With `selftest = full`, the checks before the model is loaded: the model file, then memory
-/// (while the heap is still free).
+/// With `selftest = full`, the checks before the model is loaded: the model file, the clocks,
+/// then memory (while the heap is still free).
 pub(super) fn before_load<D: WriteBlocks + Send, P: Platform + ?Sized>(
     cfg: &Config,
     direct: &Direct<D>,
@@ -133,6 +137,9 @@ pub(super) fn before_load<D: WriteBlocks + Send, P: Platform + ?Sized>(
     let t = Mark::now(platform);
     model::check(cfg, direct, (platform, found), out)?;
     found.took("model", t, platform);
+    let t = Mark::now(platform);
+    clocks::check(platform, found, out);
+    found.took("clocks", t, platform);
     let t = Mark::now(platform);
     memory::check(platform, found, out)?;
     found.took("memory", t, platform);
