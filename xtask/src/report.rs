@@ -60,7 +60,7 @@ fn field<'f>(fields: &'f [(String, String)], k: &str) -> Option<&'f str> {
 /// The measured card and kernel rates beside `a`'s, and the time per token from each.
 fn against(a: &Assumed, fields: &[(String, String)]) -> String {
     let num = |k: &str| field(fields, k).and_then(|v| v.parse::<f64>().ok());
-    let card = num("dma").or(num("pio")).map(|c| c * 1e6);
+    let card = num("dma").or(num("pio")).or(num("blk")).map(|c| c * 1e6);
     let matvec = num("mvn").map(|m| m * 1e6);
     let mut out = format!(
         "\n| | measured | assumed by `lmboot-host --board-sim {}` |\n|---|---|---|\n",

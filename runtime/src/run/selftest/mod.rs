@@ -7,6 +7,9 @@
 //!   image` wrote in `lmboot.txt` (`model_crc32`): a card corrupted by the write, or a driver
 //!   that reads wrong bytes, stops the run here with the error naming it, before any token; the
 //!   read rate is measured on the way;
+//! - **card**: the bus the card runs on, its CRC errors and retries, and on a host that reads
+//!   both ways the model file's first 4 MiB read by DMA and by PIO, timed and compared: DMA
+//!   that reads other bytes (a missing cache invalidate) is named and the run reads by PIO;
 //! - **memory**: a copy's rate on one core and on all, then a pattern test over as much of the
 //!   heap as the model will use (up to 64 MiB, before the page cache takes it): every word its
 //!   own address, read back, then walking ones and zeros over the first MiB;
@@ -22,10 +25,12 @@
 //!   and the next set (at worst the scalar one) runs instead. `selftest_fault = kernels` makes
 //!   the check see a set that computes one operation wrong, to show that path.
 
+mod card;
 mod compute;
 mod memory;
 mod model;
 
+pub use card::{card_check, CardCheck};
 pub(super) use compute::kernels;
 
 use super::RunError;
@@ -75,8 +80,8 @@ impl Findings {
     }
 }
 
-/// With `selftest = full`, the checks before the model is loaded: the model file, then memory
-/// (while the heap is still free).
+/// With `selftest = full`, the checks before the model is loaded: the model file, the card, then
+/// memory (while the heap is still free).
 pub(super) fn before_load<D: WriteBlocks + Send, P: Platform + ?Sized>(
     cfg: &Config,
     direct: &Direct<D>,
@@ -87,6 +92,7 @@ pub(super) fn before_load<D: WriteBlocks + Send, P: Platform + ?Sized>(
         return Ok(());
     }
     model::check(cfg, direct, (platform, found), out)?;
+    card::check(direct, (platform, found), out)?;
     memory::check(platform, found, out)
 }
 
