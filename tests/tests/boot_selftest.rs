@@ -58,6 +58,13 @@ fn the_self_test_reports_and_a_wrong_kernel_set_is_disabled() {
             decoded.contains("| board | qemu-virt-aarch64 |"),
             "{decoded}"
         );
+        // virtio-blk: one way to read, its rate in `blk`.
+        let card = line(&uart, "selftest: card ok: ");
+        assert!(
+            card.ends_with(" MB/s (the device reads one way, no PIO or DMA to choose, as virtio-blk: nothing to compare)"),
+            "{card}"
+        );
+        assert!(report.contains(" blk="), "{report}");
         let memory = line(&uart, "selftest: memory ok: copy ");
         assert!(memory.contains(" MiB patterned in "), "{memory}");
         if fault == Some("core") {
@@ -93,8 +100,9 @@ fn the_self_test_reports_and_a_wrong_kernel_set_is_disabled() {
             assert!(verdict.ends_with("the run uses neon"), "{verdict}");
             assert!(
                 report.contains(" kernels=neon auto=neon ")
-                    && report
-                        .contains(" verdicts=model:ok,memory:ok,kernels:ok,cores:ok,forward:ok "),
+                    && report.contains(
+                        " verdicts=model:ok,card:ok,memory:ok,kernels:ok,cores:ok,forward:ok "
+                    ),
                 "{report}"
             );
             assert!(decoded.contains("Every check passed."), "{decoded}");
@@ -109,8 +117,9 @@ fn the_self_test_reports_and_a_wrong_kernel_set_is_disabled() {
             assert!(uart.contains("(kernels scalar)"), "{uart}");
             assert!(
                 report.contains(" kernels=scalar auto=neon ")
-                    && report
-                        .contains(" verdicts=model:ok,memory:ok,kernels:fail,cores:ok,forward:ok "),
+                    && report.contains(
+                        " verdicts=model:ok,card:ok,memory:ok,kernels:fail,cores:ok,forward:ok "
+                    ),
                 "{report}"
             );
             assert!(
