@@ -90,8 +90,8 @@ fn dma_host<S: Sim, A: BlockDevice, B: BlockDevice>(good: (S, A), bad: (S, B), b
             && line.contains(" MB/s, the same bytes; the run reads by DMA; bus "),
         "{line}"
     );
-    let rate = |k| field(&c, k).and_then(|v| v.parse::<u64>().ok()).unwrap();
-    assert!(rate("dma") > 0 && rate("pio") > 0, "{:?}", c.fields);
+    let rate = |k| field(&c, k).and_then(|v| v.parse::<f64>().ok()).unwrap();
+    assert!(rate("dma") > 0.0 && rate("pio") > 0.0, "{:?}", c.fields);
     let counts = (field(&c, "bus"), field(&c, "crc"), field(&c, "retries"));
     assert_eq!(counts, (Some(bus), Some("0"), Some("0")));
     assert_eq!(dev.transfer(), Some(Transfer::Dma));

@@ -125,6 +125,18 @@ mod tests {
     }
 
     #[test]
+    fn a_device_with_one_way_to_read_gives_its_rate_as_the_card_s() {
+        let mut r = report::Report::new();
+        r.push("board", "rpi3").push("blk", 180);
+        let out = decode(&r.finish()).unwrap();
+        assert!(
+            out.contains("| blk | 180 | card read on a device with one way"),
+            "{out}"
+        );
+        assert!(out.contains("| card | 180.0 MB/s | 25.0 MB/s |"), "{out}");
+    }
+
+    #[test]
     fn a_damaged_or_missing_report_is_named() {
         let l = line("kernels:ok").replace("rpi3", "rpi4");
         assert!(decode(&l).unwrap_err().contains("altered or cut"));

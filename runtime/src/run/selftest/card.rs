@@ -8,7 +8,7 @@
 //! [`card_check`] is the check over any block device and the runs of blocks to read (the host
 //! tests run it over the simulated SD hosts); [`check`] runs it over the model file's extents.
 
-use super::{rate, Findings, RunError};
+use super::{Findings, RunError};
 use crate::card::Direct;
 use crate::console::Out;
 use crate::platform::Platform;
@@ -166,8 +166,8 @@ fn single<D: BlockDevice + ?Sized>(
     let by = way.map(|w| alloc::format!(" by {w}")).unwrap_or_default();
     match r.read(dev, buf, BUDGET_NS) {
         Ok((n, ns)) => {
-            c.field(key, rate(n, ns));
-            let mb = rate(n, ns);
+            let mb = mbs(n, ns);
+            c.field(key, &mb);
             c.text = alloc::format!(
                 "{} KiB read{by} at {mb} MB/s ({why}: nothing to compare)",
                 n >> 10
@@ -214,9 +214,9 @@ fn both_ways<D: BlockDevice + ?Sized>(
             return false;
         }
     };
-    let (pio, dma) = (rate(n, pio_ns), rate(n, dma_ns));
-    c.field("pio", pio);
-    c.field("dma", dma);
+    let (pio, dma) = (mbs(n, pio_ns), mbs(n, dma_ns));
+    c.field("pio", &pio);
+    c.field("dma", &dma);
     let rates = alloc::format!(
         "{} KiB read by DMA at {dma} MB/s and by PIO at {pio} MB/s",
         n >> 10
@@ -229,6 +229,13 @@ fn both_ways<D: BlockDevice + ?Sized>(
     let lba = r.lba(at / BLOCK_SIZE);
     c.text = alloc::format!("{rates}, and they differ: first at byte {at} (block {}, card LBA {lba}), DMA read {:#04x} where PIO read {:#04x} (a cache line not invalidated after the DMA engine wrote?); the run reads by PIO", at / BLOCK_SIZE, a[at], b[at]);
     false
+}
+
+/// MB/s of `bytes` read in `ns`, to a tenth (a card in QEMU or at Default Speed can read below
+/// 1 MB/s).
+fn mbs(bytes: usize, ns: u64) -> String {
+    let tenths = bytes as u64 * 10_000 / ns.max(1);
+    alloc::format!("{}.{}", tenths / 10, tenths % 10)
 }
 
 /// Reads the runs' blocks, timed.
