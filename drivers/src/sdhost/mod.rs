@@ -59,7 +59,9 @@
 //!
 //! QEMU 10's `bcm2835_sdhost` completes a command synchronously, ignores SDCDIV and SDTOUT, reads
 //! back 0 from SDHCFG, never raises a CRC error, and has no DREQ output; its DMA engine ignores
-//! DREQ, PERMAP and WAIT_RESP. So QEMU proves the functional path (the control block, the bus
+//! DREQ, PERMAP and WAIT_RESP, and keeps a value written to DEBUG (write 1 to clear on the chip:
+//! the channel writes only the error bits it reads set, else every transfer would read as failed
+//! and reads would go to PIO after two). So QEMU proves the functional path (the control block, the bus
 //! alias, the PIO tail, the order of command and DMA); DREQ pacing, the stuck state machine, CRC
 //! errors and DMA errors are tested against the register-level simulator in `tests/`.
 //!
