@@ -75,6 +75,76 @@ pub trait BlockDevice {
     fn poll_read(&mut self) -> Option<(u16, Result<(), Self::Error>)> {
         None
     }
+
+    /// How reads move their data now, on a host that can say ([`Transfer`]); `None` for a
+    /// device with one way it does not name (virtio-blk, the fakes).
+    fn transfer(&self) -> Option<Transfer> {
+        None
+    }
+
+    /// Move reads to `t` from now on (queued reads finish first); false, and nothing changed,
+    /// when the device cannot (no DMA engine, or one given up after errors). The default can
+    /// only keep what it has.
+    fn set_transfer(&mut self, t: Transfer) -> bool {
+        self.transfer() == Some(t)
+    }
+
+    /// The SD bus and what the driver's request loop had to do on it, on an SD host; `None`
+    /// elsewhere.
+    fn card_stats(&self) -> Option<CardStats> {
+        None
+    }
+}
+
+/// How an SD host's reads move the data ([`BlockDevice::transfer`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transfer {
+    /// Programmed I/O: the CPU moves every word through the controller's data port or FIFO.
+    Pio,
+    /// The host's DMA engine writes memory; the CPU sees it after the cache invalidate.
+    Dma,
+}
+
+impl fmt::Display for Transfer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Transfer::Pio => "PIO",
+            Transfer::Dma => "DMA",
+        })
+    }
+}
+
+/// An SD host's bus and counters ([`BlockDevice::card_stats`]), since it started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CardStats {
+    pub bus: SdBus,
+    /// The request loop's counters: commands that failed with a CRC (or framing) error on the
+    /// bus, commands tried again, re-initialisations of the card, bus modes given up after CRC
+    /// errors, and DMA errors that count towards reading by PIO for good (the sdhost's).
+    pub crc_errors: u64,
+    pub retries: u64,
+    pub reinits: u64,
+    pub step_downs: u64,
+    pub dma_errors: u64,
+}
+
+/// The SD bus a card runs on. Shown in a few characters: the mode's family, the clock in MHz and
+/// the data lines (`HS50x4`, `DS25x1`, `DDR50x4`, `SDR208x4`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SdBus {
+    /// The mode's name (`High Speed`) and family in two or three letters (`DS`, `HS`, `DDR`,
+    /// `SDR`): [`crate::sd::BusMode::name`] and `short`.
+    pub mode: &'static str,
+    pub family: &'static str,
+    pub clock_hz: u32,
+    pub width: u8,
+}
+
+impl fmt::Display for SdBus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mhz = self.clock_hz / 1_000_000;
+        write!(f, "{}{mhz}x{}", self.family, self.width)
+    }
 }
 
 /// A block device that can also write 512-byte blocks.
@@ -132,6 +202,18 @@ impl<D: BlockDevice + ?Sized> BlockDevice for &mut D {
 
     fn poll_read(&mut self) -> Option<(u16, Result<(), Self::Error>)> {
         (**self).poll_read()
+    }
+
+    fn transfer(&self) -> Option<Transfer> {
+        (**self).transfer()
+    }
+
+    fn set_transfer(&mut self, t: Transfer) -> bool {
+        (**self).set_transfer(t)
+    }
+
+    fn card_stats(&self) -> Option<CardStats> {
+        (**self).card_stats()
     }
 }
 
@@ -247,6 +329,24 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> WriteBlocks for RamDisk<T> {
     }
 }
 
+/// [`BlockDevice::transfer`], `set_transfer` and `card_stats` of the device a wrapper holds in
+/// `inner`: used inside the wrapper's `impl BlockDevice`.
+macro_rules! forward_transfer {
+    () => {
+        fn transfer(&self) -> Option<Transfer> {
+            self.inner.transfer()
+        }
+
+        fn set_transfer(&mut self, t: Transfer) -> bool {
+            self.inner.set_transfer(t)
+        }
+
+        fn card_stats(&self) -> Option<CardStats> {
+            self.inner.card_stats()
+        }
+    };
+}
+
 /// `inner`, `inner_mut` and `into_inner` for a wrapper that holds its device `D` in `inner`.
 macro_rules! inner_accessors {
     ($($wrapper:ident),*) => {$(
@@ -355,6 +455,7 @@ impl<D: BlockDevice> BlockDevice for CountingDevice<D> {
         self.largest = self.largest.max(blocks);
         self.inner.read_blocks(lba, buf)
     }
+    forward_transfer!();
 }
 
 impl<D: WriteBlocks> WriteBlocks for CountingDevice<D> {
@@ -515,6 +616,7 @@ impl<D: BlockDevice> BlockDevice for Retry<D> {
             }),
         ))
     }
+    forward_transfer!();
 }
 
 impl<D: WriteBlocks> WriteBlocks for Retry<D> {
@@ -632,6 +734,7 @@ impl<D: BlockDevice> BlockDevice for FaultyDevice<D> {
         self.request(lba, buf.len(), false)?;
         self.inner.read_blocks(lba, buf).map_err(FaultError::Device)
     }
+    forward_transfer!();
 }
 
 impl<D: WriteBlocks> WriteBlocks for FaultyDevice<D> {

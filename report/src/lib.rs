@@ -58,12 +58,22 @@ pub const FIELDS: &[(&str, &str)] = &[
     ("mv1", "weights through the matrix kernels, one core, MB/s"),
     ("mvn", "weights through the matrix kernels, all cores, MB/s"),
     ("heap", "heap the model uses, MiB (the pattern test's span)"),
-    ("bus", "card bus mode reached"),
+    (
+        "bus",
+        "card bus reached: mode (DS, HS, DDR, SDR), clock in MHz, x data lines",
+    ),
     ("read", "the model file read whole from the card, MB/s"),
     ("pio", "card read by programmed I/O, MB/s"),
-    ("dma", "card read by DMA, MB/s"),
-    ("crc", "card CRC errors"),
-    ("retries", "card retries"),
+    (
+        "dma",
+        "card read by DMA, MB/s (the same bytes as by PIO, compared)",
+    ),
+    (
+        "blk",
+        "card read on a device with one way to read (virtio-blk), MB/s",
+    ),
+    ("crc", "card commands failed with a CRC error"),
+    ("retries", "card commands tried again"),
     (
         "stream",
         "MB a token reads from the card (the page cache's plan)",

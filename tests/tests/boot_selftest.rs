@@ -58,6 +58,13 @@ fn the_self_test_reports_and_a_wrong_kernel_set_is_disabled() {
             decoded.contains("| board | qemu-virt-aarch64 |"),
             "{decoded}"
         );
+        // virtio-blk: one way to read, its rate in `blk`.
+        let card = line(&uart, "selftest: card ok: ");
+        assert!(
+            card.ends_with(" MB/s (the device reads one way, no PIO or DMA to choose, as virtio-blk: nothing to compare)"),
+            "{card}"
+        );
+        assert!(report.contains(" blk="), "{report}");
         let memory = line(&uart, "selftest: memory ok: copy ");
         assert!(memory.contains(" MiB patterned in "), "{memory}");
         if fault == Some("core") {
@@ -94,7 +101,7 @@ fn the_self_test_reports_and_a_wrong_kernel_set_is_disabled() {
             assert!(
                 report.contains(" kernels=neon auto=neon ")
                     && report.contains(
-                        " verdicts=model:ok,clocks:skip,memory:ok,kernels:ok,cores:ok,forward:ok "
+                        " verdicts=model:ok,card:ok,clocks:skip,memory:ok,kernels:ok,cores:ok,forward:ok "
                     ),
                 "{report}"
             );
@@ -111,7 +118,7 @@ fn the_self_test_reports_and_a_wrong_kernel_set_is_disabled() {
             assert!(
                 report.contains(" kernels=scalar auto=neon ")
                     && report
-                        .contains(" verdicts=model:ok,clocks:skip,memory:ok,kernels:fail,cores:ok,forward:ok "),
+                        .contains(" verdicts=model:ok,card:ok,clocks:skip,memory:ok,kernels:fail,cores:ok,forward:ok "),
                 "{report}"
             );
             assert!(

@@ -60,7 +60,7 @@ fn field<'f>(fields: &'f [(String, String)], k: &str) -> Option<&'f str> {
 /// The measured card and kernel rates beside `a`'s, and the time per token from each.
 fn against(a: &Assumed, fields: &[(String, String)]) -> String {
     let num = |k: &str| field(fields, k).and_then(|v| v.parse::<f64>().ok());
-    let card = num("dma").or(num("pio")).map(|c| c * 1e6);
+    let card = num("dma").or(num("pio")).or(num("blk")).map(|c| c * 1e6);
     let matvec = num("mvn").map(|m| m * 1e6);
     let mut out = format!(
         "\n| | measured | assumed by `lmboot-host --board-sim {}` |\n|---|---|---|\n",
@@ -122,6 +122,18 @@ mod tests {
         assert!(out.contains("lmboot-host --board-sim zero2w"), "{out}");
         let ok = decode(&line("kernels:ok")).unwrap();
         assert!(ok.contains("Every check passed."), "{ok}");
+    }
+
+    #[test]
+    fn a_device_with_one_way_to_read_gives_its_rate_as_the_card_s() {
+        let mut r = report::Report::new();
+        r.push("board", "rpi3").push("blk", 180);
+        let out = decode(&r.finish()).unwrap();
+        assert!(
+            out.contains("| blk | 180 | card read on a device with one way"),
+            "{out}"
+        );
+        assert!(out.contains("| card | 180.0 MB/s | 25.0 MB/s |"), "{out}");
     }
 
     #[test]

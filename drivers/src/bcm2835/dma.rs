@@ -17,7 +17,9 @@
 //! - [`DmaChannel::start`] refuses a control block that is not 32-byte aligned or lies outside the
 //!   range the caller says it owns ([`DmaError::ControlBlockOutside`]): the engine never fetches a
 //!   control block from memory nobody set up. It then resets the channel (CS.RESET), clears the
-//!   error bits in DEBUG, sets the global enable bit of the channel, writes CONBLK_AD and sets
+//!   error bits DEBUG has set (write 1 to clear: only the bits read set are written, since QEMU's
+//!   model keeps a written DEBUG as it is and would read the ones back as errors), sets the
+//!   global enable bit of the channel, writes CONBLK_AD and sets
 //!   CS.ACTIVE with WAIT_FOR_OUTSTANDING_WRITES (the END comes only once the last write is in
 //!   memory).
 //! - [`DmaChannel::status`] never waits: `None` while ACTIVE, else the end or the error with
@@ -326,7 +328,7 @@ impl<R: Regs> DmaChannel<R> {
             self.off(reg::CONBLK_AD),
         );
         self.regs.write32(cs_off, cs::RESET);
-        self.regs.write32(dbg, debug::ERRORS);
+        self.clear_errors(dbg);
         self.regs.write32(cs_off, cs::END | cs::INT);
         self.regs.write32(ad, cb);
         self.regs.write32(
@@ -367,7 +369,17 @@ impl<R: Regs> DmaChannel<R> {
         let (cs_off, dbg) = (self.off(reg::CS), self.off(reg::DEBUG));
         self.regs.write32(cs_off, cs::RESET);
         self.regs.write32(cs_off, cs::END | cs::INT);
-        self.regs.write32(dbg, debug::ERRORS);
+        self.clear_errors(dbg);
+    }
+
+    /// Clear the error bits the DEBUG register at `dbg` has set: write 1 to clear on the chip,
+    /// and only the bits read set, so that a model that keeps a written value (QEMU 10's) does
+    /// not read the ones back as errors.
+    fn clear_errors(&mut self, dbg: usize) {
+        let set = self.regs.read32(dbg) & debug::ERRORS;
+        if set != 0 {
+            self.regs.write32(dbg, set);
+        }
     }
 
     /// CS and DEBUG as read now, for a timeout's message.
@@ -393,6 +405,39 @@ mod tests {
             (5, ChannelSource::NoNormalInMask { mask: 0x7f00 })
         );
         assert_eq!(pick_channel(Some(0x14)).0, 4);
+    }
+
+    /// Registers that keep what is written, as QEMU 10's model of the controller does (its
+    /// DEBUG is no write-1-to-clear register); CS.ACTIVE ends at once.
+    struct Kept([u32; 0x400]);
+
+    impl Regs for Kept {
+        fn read32(&mut self, off: usize) -> u32 {
+            self.0[off / 4]
+        }
+        fn write32(&mut self, off: usize, v: u32) {
+            self.0[off / 4] = if v & cs::ACTIVE != 0 { cs::END } else { v };
+        }
+    }
+
+    #[test]
+    fn a_clean_end_reads_as_one_where_debug_keeps_what_is_written() {
+        let mut ch = DmaChannel::new(Kept([0; 0x400]), 5);
+        for _ in 0..3 {
+            ch.start(0xc000_0100, 0xc000_0000, 0xc001_0000).unwrap();
+            assert_eq!(ch.status(), Some(Ok(())));
+            ch.stop();
+        }
+        // An error the engine set is cleared by writing its bit.
+        let dbg = ch.off(reg::DEBUG);
+        ch.regs_mut().0[dbg / 4] = debug::READ_ERROR;
+        assert!(matches!(ch.status(), Some(Err(DmaError::Engine { .. }))));
+        ch.stop();
+        assert_eq!(
+            ch.regs_mut().0[dbg / 4],
+            debug::READ_ERROR,
+            "written back to clear"
+        );
     }
 
     #[test]

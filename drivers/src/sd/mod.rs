@@ -321,6 +321,8 @@ pub(crate) enum Event {
     Reinit,
     /// The bus stepped down a speed mode after errors (and the card was initialised again).
     StepDown,
+    /// A read or write command failed with a CRC (or framing) error ([`Cause::is_crc`]).
+    Crc,
 }
 
 /// What a controller driver supplies to the shared protocol code.
@@ -976,6 +978,9 @@ pub(crate) fn with_retries<H: Host>(
         // One CRC error is retried as any error; a second in a row above Default Speed says the
         // bus cannot carry the clock: step down, and the slower mode gets the tries afresh.
         let crc = f.cause.is_crc();
+        if crc {
+            h.note(Event::Crc);
+        }
         if crc && crc_before && step_down(h, f.cause) {
             h.bring_up()
                 .map_err(|e| reinit_error(d, start, blocks, f, e))?;
@@ -1088,8 +1093,8 @@ pub(crate) fn write_request<H: Host>(
 }
 
 /// The [`Host`] methods every driver implements alike, over its fields `regs`, `clock`, `info`,
-/// `speed`, `config.tries` and `stats.retries` / `stats.reinits` / `stats.step_downs`: used
-/// inside `impl Host for ...`.
+/// `speed`, `config.tries` and `stats.retries` / `stats.reinits` / `stats.step_downs` /
+/// `stats.crc_errors`: used inside `impl Host for ...`.
 macro_rules! host_fields {
     () => {
         fn now_us(&mut self) -> u64 {
@@ -1113,6 +1118,7 @@ macro_rules! host_fields {
                 $crate::sd::Event::Retry => self.stats.retries += 1,
                 $crate::sd::Event::Reinit => self.stats.reinits += 1,
                 $crate::sd::Event::StepDown => self.stats.step_downs += 1,
+                $crate::sd::Event::Crc => self.stats.crc_errors += 1,
             }
         }
 

@@ -164,8 +164,15 @@ impl ReadQueue {
 pub(crate) trait DmaReads: Host {
     /// The driver's queue.
     fn queue(&mut self) -> &mut ReadQueue;
-    /// Do reads go by DMA (else they are synchronous)?
+    /// Has the host its DMA engine set up (and not given up after errors)?
+    fn has_dma(&self) -> bool;
+    /// Do reads go by DMA (else they are synchronous): the engine there, and PIO not chosen
+    /// ([`BlockDevice::set_transfer`](crate::block::BlockDevice::set_transfer))?
     fn dma_on(&self) -> bool;
+    /// DMA errors counted towards reading by PIO for good (0 on a host that never gives up).
+    fn dma_errors(&self) -> u64 {
+        0
+    }
     /// Start one read command for the first blocks of the `len` bytes at `lba` into `dst` (as
     /// many as one command moves). The controller must be idle. A failure resets the controller.
     fn start_read(&mut self, lba: u64, dst: usize, len: usize) -> Result<DmaCmd, Failure>;
@@ -339,8 +346,9 @@ fn retry_queued<H: DmaReads>(h: &mut H, i: usize, first: Failure) {
 
 /// [`BlockDevice`](crate::block::BlockDevice) and [`WriteBlocks`](crate::block::WriteBlocks) for
 /// a driver `$t<R, C, ...>` that queues its DMA reads ([`DmaReads`]), over its fields `info`,
-/// `config.max_blocks_per_command` and its `write_once`: reads synchronous or queued; writes
-/// synchronous; a synchronous request first drains the queue.
+/// `config.max_blocks_per_command`, `pio` (reads by PIO by choice), `stats` (the counters of
+/// [`CardStats`](crate::block::CardStats)) and its `write_once`: reads synchronous or queued;
+/// writes synchronous; a synchronous request, or a change of transfer, first drains the queue.
 macro_rules! queued_block_device {
     ($t:ident $(, $g:ident: $bound:path)*) => {
         impl<R: Regs, C: Clock $(, $g: $bound)*> BlockDevice for $t<R, C $(, $g)*> {
@@ -380,6 +388,39 @@ macro_rules! queued_block_device {
 
             fn poll_read(&mut self) -> Option<(u16, Result<(), SdError>)> {
                 $crate::sd::queue::poll(self)
+            }
+
+            fn transfer(&self) -> Option<$crate::block::Transfer> {
+                use $crate::block::Transfer;
+                let dma = $crate::sd::queue::DmaReads::dma_on(self);
+                Some(if dma { Transfer::Dma } else { Transfer::Pio })
+            }
+
+            /// PIO always; DMA while the engine is there.
+            fn set_transfer(&mut self, t: $crate::block::Transfer) -> bool {
+                let dma = t == $crate::block::Transfer::Dma;
+                if dma && !$crate::sd::queue::DmaReads::has_dma(self) {
+                    return false;
+                }
+                $crate::sd::queue::drain(self);
+                self.pio = !dma;
+                true
+            }
+
+            fn card_stats(&self) -> Option<$crate::block::CardStats> {
+                Some($crate::block::CardStats {
+                    bus: $crate::block::SdBus {
+                        mode: self.info.bus_mode.name(),
+                        family: self.info.bus_mode.short(),
+                        clock_hz: self.info.data_clock_hz,
+                        width: self.info.bus_width,
+                    },
+                    crc_errors: self.stats.crc_errors,
+                    retries: self.stats.retries,
+                    reinits: self.stats.reinits,
+                    step_downs: self.stats.step_downs,
+                    dma_errors: $crate::sd::queue::DmaReads::dma_errors(self),
+                })
             }
         }
 

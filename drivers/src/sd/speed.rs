@@ -102,6 +102,17 @@ impl BusMode {
         }
     }
 
+    /// The mode's family in two or three letters, for a short line: `DS`, `HS`, `DDR`, `SDR`
+    /// (the clock tells SDR50 from SDR104).
+    pub const fn short(self) -> &'static str {
+        match self {
+            BusMode::DefaultSpeed => "DS",
+            BusMode::HighSpeed => "HS",
+            BusMode::Ddr50 => "DDR",
+            BusMode::Sdr50 | BusMode::Sdr104 => "SDR",
+        }
+    }
+
     /// The name a serial log shows.
     pub const fn name(self) -> &'static str {
         match self {

@@ -234,7 +234,7 @@ impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> Sdhci<R, C, S, D> {
 
     /// Do reads go by ADMA2?
     pub fn dma_active(&self) -> bool {
-        self.area.is_some()
+        self.dma_on()
     }
 }
 
@@ -243,8 +243,12 @@ impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> DmaReads for Sdhci<R, C, S, D> {
         &mut self.queue
     }
 
-    fn dma_on(&self) -> bool {
+    fn has_dma(&self) -> bool {
         self.area.is_some()
+    }
+
+    fn dma_on(&self) -> bool {
+        self.area.is_some() && !self.pio
     }
 
     fn start_read(&mut self, lba: u64, dst: usize, len: usize) -> Result<DmaCmd, Failure> {

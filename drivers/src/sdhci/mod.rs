@@ -295,6 +295,8 @@ pub struct Stats {
     pub reinits: u64,
     /// Bus modes given up after CRC errors (each followed by a re-initialisation).
     pub step_downs: u64,
+    /// Read or write commands that failed with a CRC (or framing) error on the bus.
+    pub crc_errors: u64,
     /// Read commands whose data the ADMA2 engine moved.
     pub dma_transfers: u64,
     /// SRST_CMD resets.
@@ -339,6 +341,8 @@ pub struct Sdhci<R: Regs, C: Clock, S: Slot = NoSlot, D: DmaMemory = NoDma> {
     dma: D,
     /// The ADMA2 table and bounce buffer; `None`: PIO only.
     area: Option<adma::AdmaArea>,
+    /// Reads by PIO though the area is there ([`BlockDevice::set_transfer`]).
+    pio: bool,
     queue: sd::queue::ReadQueue,
     config: Config,
     info: CardInfo,
@@ -392,6 +396,7 @@ impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> Sdhci<R, C, S, D> {
             slot,
             dma,
             area: None,
+            pio: false,
             queue: sd::queue::ReadQueue::new(),
             config,
             default_hz: DATA_CLOCK_MAX_HZ,
@@ -706,7 +711,7 @@ impl<R: Regs, C: Clock, S: Slot, D: DmaMemory> Sdhci<R, C, S, D> {
     /// One read command for `buf.len() / 512` (1..=65535) blocks from `start`: by ADMA2 when the
     /// buffer can go that way, else through the data port.
     fn read_once(&mut self, start: u64, buf: &mut [u8]) -> Result<(), Failure> {
-        if self.area.is_some() {
+        if sd::queue::DmaReads::dma_on(self) {
             return sd::queue::read_once_dma(self, start, buf);
         }
         let blocks = (buf.len() / BLOCK_SIZE) as u32;

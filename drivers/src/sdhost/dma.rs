@@ -188,8 +188,16 @@ impl<R: Regs, C: Clock, D: DmaMemory> DmaReads for Sdhost<R, C, D> {
         &mut self.queue
     }
 
-    fn dma_on(&self) -> bool {
+    fn has_dma(&self) -> bool {
         self.dma.is_some()
+    }
+
+    fn dma_on(&self) -> bool {
+        self.dma.is_some() && !self.pio
+    }
+
+    fn dma_errors(&self) -> u64 {
+        self.stats.dma_errors
     }
 
     fn start_read(&mut self, lba: u64, dst: usize, len: usize) -> Result<DmaCmd, Failure> {

@@ -59,7 +59,9 @@
 //!
 //! QEMU 10's `bcm2835_sdhost` completes a command synchronously, ignores SDCDIV and SDTOUT, reads
 //! back 0 from SDHCFG, never raises a CRC error, and has no DREQ output; its DMA engine ignores
-//! DREQ, PERMAP and WAIT_RESP. So QEMU proves the functional path (the control block, the bus
+//! DREQ, PERMAP and WAIT_RESP, and keeps a value written to DEBUG (write 1 to clear on the chip:
+//! the channel writes only the error bits it reads set, else every transfer would read as failed
+//! and reads would go to PIO after two). So QEMU proves the functional path (the control block, the bus
 //! alias, the PIO tail, the order of command and DMA); DREQ pacing, the stuck state machine, CRC
 //! errors and DMA errors are tested against the register-level simulator in `tests/`.
 //!
@@ -154,6 +156,8 @@ pub struct Stats {
     pub retries: u64,
     pub reinits: u64,
     pub step_downs: u64,
+    /// Read or write commands that failed with a CRC (or framing) error on the bus.
+    pub crc_errors: u64,
     pub controller_resets: u64,
     /// Times the state machine was kicked out of READWAIT / WRITESTART1 (FORCE_DATA_MODE).
     pub fsm_kicks: u64,
@@ -191,8 +195,10 @@ pub struct Sdhost<R: Regs, C: Clock, D: DmaMemory = NoDma> {
     /// SDCDIV as the driver last wrote it.
     cdiv: u32,
     mem: D,
-    /// The DMA channel and area, while reads go by DMA.
+    /// The DMA channel and area, until DMA is given up after errors.
     dma: Option<(DmaChannel<R>, Area)>,
+    /// Reads by PIO though the channel is there ([`BlockDevice::set_transfer`]).
+    pio: bool,
     queue: sd::queue::ReadQueue,
 }
 
@@ -229,6 +235,7 @@ impl<R: Regs, C: Clock, D: DmaMemory> Sdhost<R, C, D> {
             cdiv: 0,
             mem,
             dma,
+            pio: false,
             queue: sd::queue::ReadQueue::new(),
         };
         sd.stats.dma_channel = sd.dma_channel();
@@ -238,9 +245,10 @@ impl<R: Regs, C: Clock, D: DmaMemory> Sdhost<R, C, D> {
 
     sd::driver_accessors!(Config, Stats);
 
-    /// Reads go by DMA (a channel and an area, not given up after DMA errors).
+    /// Reads go by DMA (a channel and an area, not given up after DMA errors, and PIO not
+    /// chosen).
     pub fn dma_active(&self) -> bool {
-        self.dma.is_some()
+        sd::queue::DmaReads::dma_on(self)
     }
 
     /// The DMA channel's number, while reads go by DMA.
@@ -587,7 +595,7 @@ impl<R: Regs, C: Clock, D: DmaMemory> Sdhost<R, C, D> {
     }
 
     fn read_once(&mut self, start: u64, buf: &mut [u8]) -> Result<(), Failure> {
-        if self.dma.is_some() {
+        if sd::queue::DmaReads::dma_on(self) {
             return sd::queue::read_once_dma(self, start, buf);
         }
         let n = (buf.len() / BLOCK_SIZE) as u32;
@@ -605,7 +613,8 @@ impl<R: Regs, C: Clock, D: DmaMemory> Sdhost<R, C, D> {
 
     fn read_now(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), SdError> {
         let mut per = self.config.max_blocks_per_command;
-        if self.dma.is_some() && !(buf.as_ptr() as usize).is_multiple_of(DMA_ALIGN) {
+        let dma = sd::queue::DmaReads::dma_on(self);
+        if dma && !(buf.as_ptr() as usize).is_multiple_of(DMA_ALIGN) {
             per = per.min((DMA_BUFFER_BYTES / BLOCK_SIZE) as u16);
         }
         sd::read_request(self, lba, buf, per, Self::read_once)

@@ -197,7 +197,8 @@ impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
     /// `buf` is not cache-line aligned), each tried up to `Config::tries` times.
     pub(super) fn read_now(&mut self, lba: u64, buf: &mut [u8]) -> Result<(), super::SdError> {
         let mut per = self.config.max_blocks_per_command;
-        if self.area.is_some() && !(buf.as_ptr() as usize).is_multiple_of(DMA_ALIGN) {
+        let dma = crate::sd::queue::DmaReads::dma_on(self);
+        if dma && !(buf.as_ptr() as usize).is_multiple_of(DMA_ALIGN) {
             per = per.min(super::DMA_BUFFER_BLOCKS);
         }
         sd::read_request(self, lba, buf, per, Self::read_once)

@@ -392,6 +392,8 @@ pub struct Stats {
     pub reinits: u64,
     /// Bus modes given up after CRC errors (each followed by a re-initialisation).
     pub step_downs: u64,
+    /// Read or write commands that failed with a CRC (or framing) error on the bus.
+    pub crc_errors: u64,
     /// GCTRL resets after a failure.
     pub controller_resets: u64,
     /// Clock update commands.
@@ -418,6 +420,8 @@ pub struct SunxiMmc<R: Regs, C: Clock, D: DmaMemory = NoDma> {
     dma: D,
     /// The descriptors and bounce buffer; `None`: PIO only.
     area: Option<DmaArea>,
+    /// Reads through the FIFO though the area is there ([`BlockDevice::set_transfer`]).
+    pio: bool,
     /// Queued reads (with DMA).
     queue: crate::sd::queue::ReadQueue,
 }
@@ -471,6 +475,7 @@ impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
             stats: Stats::default(),
             dma,
             area,
+            pio: false,
             queue: crate::sd::queue::ReadQueue::new(),
         };
         sd.reinit()?;
@@ -481,7 +486,7 @@ impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
 
     /// Do reads go through the IDMAC (else through the FIFO)?
     pub fn dma_active(&self) -> bool {
-        self.area.is_some()
+        sd::queue::DmaReads::dma_on(self)
     }
 
     pub fn regs_mut(&mut self) -> &mut R {
@@ -814,7 +819,7 @@ impl<R: Regs, C: Clock, D: DmaMemory> SunxiMmc<R, C, D> {
     /// (one command straight into `buf` when it can take the data, else as many as the bounce
     /// buffer needs), else one command through the FIFO.
     fn read_once(&mut self, start: u64, buf: &mut [u8]) -> Result<(), Failure> {
-        if self.area.is_some() {
+        if sd::queue::DmaReads::dma_on(self) {
             return sd::queue::read_once_dma(self, start, buf);
         }
         let blocks = (buf.len() / BLOCK_SIZE) as u32;
@@ -970,8 +975,12 @@ impl<R: Regs, C: Clock, D: DmaMemory> sd::queue::DmaReads for SunxiMmc<R, C, D> 
         &mut self.queue
     }
 
-    fn dma_on(&self) -> bool {
+    fn has_dma(&self) -> bool {
         self.area.is_some()
+    }
+
+    fn dma_on(&self) -> bool {
+        self.area.is_some() && !self.pio
     }
 
     fn start_read(

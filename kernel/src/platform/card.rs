@@ -8,7 +8,7 @@ use crate::board::{self, BlockKind};
 use alloc::boxed::Box;
 use alloc::string::{String, ToString};
 use core::fmt;
-use drivers::block::{BlockDevice, Retry, Submitted, WriteBlocks};
+use drivers::block::{BlockDevice, CardStats, Retry, Submitted, Transfer, WriteBlocks};
 use drivers::sd::{BusMode, CardInfo};
 use drivers::virtio_blk::VirtioBlock;
 use runtime::platform::CardBus;
@@ -147,6 +147,15 @@ impl<D: BlockDevice> BlockDevice for Texted<D> {
     }
     fn poll_read(&mut self) -> Option<(u16, Result<(), CardError>)> {
         self.0.poll_read().map(|(t, r)| (t, r.map_err(text)))
+    }
+    fn transfer(&self) -> Option<Transfer> {
+        self.0.transfer()
+    }
+    fn set_transfer(&mut self, t: Transfer) -> bool {
+        self.0.set_transfer(t)
+    }
+    fn card_stats(&self) -> Option<CardStats> {
+        self.0.card_stats()
     }
 }
 

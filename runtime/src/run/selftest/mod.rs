@@ -10,6 +10,9 @@
 //! - **clocks**: the counter's frequency against the device tree's and a second clock, the
 //!   cycle counter against the firmware's measured ARM clock, the firmware's core clock,
 //!   temperature and throttling flags ([`clocks`]);
+//! - **card**: the bus the card runs on, its CRC errors and retries, and on a host that reads
+//!   both ways the model file's first 4 MiB read by DMA and by PIO, timed and compared: DMA
+//!   that reads other bytes (a missing cache invalidate) is named and the run reads by PIO;
 //! - **memory**: a copy's rate on one core and on all, then a pattern test over as much of the
 //!   heap as the model will use (up to 64 MiB, before the page cache takes it): every word its
 //!   own address, read back, then walking ones and zeros over the first MiB;
@@ -25,12 +28,14 @@
 //!   and the next set (at worst the scalar one) runs instead. `selftest_fault = kernels` makes
 //!   the check see a set that computes one operation wrong, to show that path.
 
+mod card;
 mod clocks;
 mod compute;
 mod memory;
 mod model;
 mod rates;
 
+pub use card::{card_check, CardCheck};
 pub(super) use compute::kernels;
 
 use super::RunError;
@@ -123,8 +128,8 @@ impl Findings {
     }
 }
 
-/// With `selftest = full`, the checks before the model is loaded: the model file, the clocks,
-/// then memory (while the heap is still free).
+/// With `selftest = full`, the checks before the model is loaded: the model file, the card, the
+/// clocks, then memory (while the heap is still free).
 pub(super) fn before_load<D: WriteBlocks + Send, P: Platform + ?Sized>(
     cfg: &Config,
     direct: &Direct<D>,
@@ -137,6 +142,9 @@ pub(super) fn before_load<D: WriteBlocks + Send, P: Platform + ?Sized>(
     let t = Mark::now(platform);
     model::check(cfg, direct, (platform, found), out)?;
     found.took("model", t, platform);
+    let t = Mark::now(platform);
+    card::check(direct, (platform, found), out)?;
+    found.took("card", t, platform);
     let t = Mark::now(platform);
     clocks::check(platform, found, out);
     found.took("clocks", t, platform);
