@@ -11,14 +11,15 @@
 //!
 //! # Layers
 //!
-//! The top modules import one way, down this list (a module imports only modules on lines above
-//! its own; `cargo xtask house` fails on a cycle, and on an import through a re-export of an item
-//! whose module imports the importer back):
+//! The top modules import one way, down this list: a module imports only modules on lines above
+//! its own. `cargo xtask house` checks it (every top module listed, every import downwards,
+//! re-exports followed to the module that defines the item), and in every crate fails on a cycle
+//! and on an import through a re-export of an item whose module imports the importer back.
 //!
 //! 1. leaves, importing no other module: [`oom`], [`fit`], [`parallel`], [`storage`];
 //! 2. [`ops`] (the float helpers), [`kv`] (the f16 KV cache);
 //! 3. [`quant`]: the weight types, the activation blocks and the kernel sets;
-//! 4. [`gguf`]: the file's metadata and tensor table (its types come from [`quant`]);
+//! 4. [`gguf`]: the file's metadata and tensor table (its types come from `quant`);
 //! 5. [`matvec`] (weight rows through the kernels), [`tokenizer`];
 //! 6. [`template`] (chat templates), [`sample`] (the sampler, JSON constraints over the
 //!    tokenizer's pieces);

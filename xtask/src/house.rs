@@ -10,6 +10,9 @@
 //!   `pub use` in `lib.rs`, or any module's `use`, which its descendants see) counts as an
 //!   import of the module that defines the item, and that module must not import the importer
 //!   back, directly or through others (a re-export must not hide a cycle).
+//! - Where a crate's `lib.rs` documents its layers (a numbered list under `# Layers`, lowest
+//!   first, naming the top modules as links), every top module is listed and imports only
+//!   modules on lines above its own (re-exports followed), so the list stays true.
 //! - At most [`MAX_TYPE_NAMERS`] files outside the kernel sets' own files name one weight type
 //!   (`Q5_1`, the type the table was built around): the type table and its tests.
 //!
@@ -83,6 +86,8 @@ pub struct Report {
     pub long_fns: Vec<LongFn>,
     pub cycles: Vec<Cycle>,
     pub upward: Vec<Upward>,
+    /// Where a crate's documented layer order (`# Layers` in `lib.rs`) and its imports part.
+    pub layers: Vec<String>,
     pub type_namers: Vec<String>,
 }
 
@@ -119,6 +124,7 @@ impl Report {
                 u.krate, u.at, u.import, u.from, u.to, u.to, u.from
             ));
         }
+        out.extend(self.layers.iter().cloned());
         if self.type_namers.len() > MAX_TYPE_NAMERS {
             out.push(format!(
                 "{} files outside the kernel sets name Q5_1 (at most {MAX_TYPE_NAMERS})",
@@ -166,6 +172,14 @@ impl Report {
         }
         let _ = writeln!(
             s,
+            "\nimports against a documented layer order: {}",
+            self.layers.len()
+        );
+        for l in &self.layers {
+            let _ = writeln!(s, "  {l}");
+        }
+        let _ = writeln!(
+            s,
             "\nfiles outside the kernel sets naming Q5_1: {}",
             self.type_namers.len()
         );
@@ -193,6 +207,7 @@ pub fn measure(root: &Path) -> Result<Report, String> {
         rust_files(&src, &mut files)?;
         files.sort();
         let mut parsed = Vec::new();
+        let mut layers = None;
         for f in &files {
             let rel = f
                 .strip_prefix(root)
@@ -210,6 +225,9 @@ pub fn measure(root: &Path) -> Result<Report, String> {
             let file = syn::parse_file(&text).map_err(|e| format!("{rel}: {e}"))?;
             let mut v = Visitor::new(module_of(f.strip_prefix(&src).unwrap_or(f)));
             v.visit_file(&file);
+            if rel.ends_with("src/lib.rs") {
+                layers = documented_layers(&text).map(|l| (rel.clone(), l));
+            }
             parsed.push((rel, v));
         }
         // Files declared by `#[cfg(test)] mod x;` are test code.
@@ -246,6 +264,9 @@ pub fn measure(root: &Path) -> Result<Report, String> {
         }
         report.cycles.extend(graph.cycles(krate));
         report.upward.extend(graph.upward(krate));
+        if let Some((file, layers)) = layers {
+            report.layers.extend(graph.against_layers(&file, &layers));
+        }
     }
     // Files outside `inference/src` that name the type (the integration tests' helpers).
     let mut tests = Vec::new();
@@ -680,6 +701,80 @@ impl Graph {
     }
 }
 
+/// The layer order a crate root's docs give under `# Layers`: a numbered list, lowest first, each
+/// item naming its modules as links (``[`name`]``); nothing when the docs have none.
+fn documented_layers(text: &str) -> Option<Vec<Vec<String>>> {
+    let docs = text.lines().map_while(|l| l.strip_prefix("//!"));
+    let mut layers: Vec<Vec<String>> = Vec::new();
+    let mut inside = false;
+    for line in docs {
+        let line = line.trim_start();
+        if line.starts_with('#') {
+            if inside && !layers.is_empty() {
+                break;
+            }
+            inside = line == "# Layers";
+            continue;
+        }
+        if !inside {
+            continue;
+        }
+        let numbered = line
+            .split_once(". ")
+            .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if numbered {
+            layers.push(Vec::new());
+        } else if line.is_empty() && !layers.is_empty() {
+            break;
+        } else if layers.is_empty() {
+            continue;
+        }
+        let names = line.split("[`").skip(1).filter_map(|r| r.split_once("`]"));
+        if let Some(last) = layers.last_mut() {
+            last.extend(names.map(|(n, _)| n.to_string()));
+        }
+    }
+    (!layers.is_empty()).then_some(layers)
+}
+
+impl Graph {
+    /// The places where the top modules' imports break the documented `layers` (lowest first):
+    /// an import of a module on the same line or above, or a top module the list leaves out.
+    fn against_layers(&self, file: &str, layers: &[Vec<String>]) -> Vec<String> {
+        let level = |m: &str| layers.iter().position(|l| l.iter().any(|n| n == m));
+        let mut out = Vec::new();
+        let tops: BTreeSet<&String> = self
+            .files
+            .iter()
+            .filter_map(|f| f.module.first())
+            .filter(|m| *m != "bin")
+            .collect();
+        for m in tops {
+            if level(m).is_none() {
+                out.push(format!("{file}: the layers leave out the module {m}"));
+            }
+        }
+        let edges = self.edges();
+        let mut seen = BTreeSet::new();
+        for e in edges.iter().filter(|e| e.parent.is_empty()) {
+            let (Some(a), Some(b)) = (level(&e.from), level(&e.to)) else {
+                continue;
+            };
+            if b >= a && seen.insert((&e.from, &e.to)) {
+                out.push(format!(
+                    "{}: {} (layer {}) imports {} (layer {}), not below it in {file}'s layers",
+                    e.at,
+                    e.from,
+                    a + 1,
+                    e.to,
+                    b + 1
+                ));
+            }
+        }
+        out
+    }
+}
+
 /// The nodes `start` reaches (itself included).
 fn reach(edges: &BTreeMap<(String, String), String>, start: &str) -> BTreeSet<String> {
     let mut seen = BTreeSet::from([start.to_string()]);
@@ -825,6 +920,47 @@ mod tests {
             [
                 "upward import in k: quant.rs:3 crate::Cfg in quant names an item of model \
               through a re-export, and model imports quant"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_documented_layers_are_read_and_checked_against_the_imports() {
+        let lib = "//! A crate.\n//!\n//! # Layers\n//!\n//! Lowest first:\n//!\n\
+                   //! 1. [`oom`], [`fit`] (leaves);\n//! 2. [`quant`]: the kernels, over\n\
+                   //!    [`ops`];\n//! 3. [`model`] (not [`quant`]'s line: `sample`).\n//!\n\
+                   //! [`after`] the list.\n//! # Other\n//! 1. [`x`]\npub mod oom;\n";
+        let layers = documented_layers(lib).unwrap();
+        assert_eq!(
+            layers,
+            [
+                vec!["oom", "fit"],
+                vec!["quant", "ops"],
+                vec!["model", "quant"]
+            ]
+        );
+        assert_eq!(documented_layers("//! # Other\n//! 1. [`x`]\n"), None);
+        let g = crate_of(&[
+            (
+                "lib.rs",
+                "pub mod oom; pub mod quant; pub mod model; pub mod sample;",
+            ),
+            ("oom.rs", ""),
+            ("quant.rs", "use crate::oom::X;\n"),
+            ("model.rs", "use crate::quant::Y;\nuse crate::sample::Z;\n"),
+            ("sample.rs", ""),
+            ("ops.rs", "use crate::quant::K;\n"),
+        ]);
+        let layers = [
+            vec!["oom".to_string()],
+            vec!["quant".into(), "ops".into()],
+            vec!["model".into()],
+        ];
+        assert_eq!(
+            g.against_layers("lib.rs", &layers),
+            [
+                "lib.rs: the layers leave out the module sample",
+                "ops.rs:1: ops (layer 2) imports quant (layer 2), not below it in lib.rs's layers",
             ]
         );
     }

@@ -61,8 +61,9 @@ commands:
                   sdregs, chat, json) with cargo-fuzz on nightly [--seconds N] [--target T];
                   prints executions per target; crashes are saved under fuzz/regressions/
   house           the house rules, measured: non-test functions over 120 lines, import cycles
-                  inside a crate, imports up the layers through a re-export, files outside the
-                  kernel sets naming Q5_1; exits 1 if one is broken
+                  inside a crate, imports up the layers through a re-export, imports against a
+                  crate's documented layers, files outside the kernel sets naming Q5_1; exits 1
+                  if one is broken
   report          decode a board's first-boot report: LOG (a saved serial log holding the
                   lmboot-report: line) -> each field, the failed checks and what to check, and
                   the measured card and kernel rates beside the board-sim's assumptions
