@@ -290,9 +290,9 @@ fn check_targets() -> i32 {
 ///
 /// `--workspace` as the other host steps take it: the kernel is there as its host stub (its
 /// modules are `cfg(target_os = "none")`), as for `cargo test` and `cargo clippy --workspace`,
-/// so its board code's docs are not checked here; `cargo doc -p kernel --no-deps --target
-/// aarch64-unknown-none` with the same flags checks them (it passes; another two minutes the
-/// first time, per target).
+/// so its board code's docs are not checked here; `cargo doc -p kernel --no-deps --target T`
+/// with the same flags checks them for each of [`BARE_METAL_TARGETS`] (they pass; left out for
+/// the time: up to two minutes more per target the first time).
 fn docs() -> bool {
     let mut c = cargo();
     c.args(["doc", "--workspace", "--no-deps"])
