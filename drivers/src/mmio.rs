@@ -1,6 +1,6 @@
 //! Device registers: [`Regs`], the 32-bit register access every polled driver here is written
 //! against (the SD host, the VideoCore mailbox, the GPIO block), with [`Mmio`] as the real one and
-//! RAM-backed fakes in the tests; and the volatile [`RegisterBlock`] underneath, the one place the
+//! RAM-backed fakes in the tests; and the volatile `RegisterBlock` underneath, the one place the
 //! drivers turn a register address into a pointer.
 //!
 //! # Barriers between peripherals

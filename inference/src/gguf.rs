@@ -225,7 +225,7 @@ pub struct TensorInfo {
 
 impl TensorInfo {
     /// A copy, fallibly (the name is its one allocation).
-    pub fn try_clone(&self) -> Result<TensorInfo, crate::OutOfMemory> {
+    pub fn try_clone(&self) -> Result<TensorInfo, crate::oom::OutOfMemory> {
         let name = oom::copy_str(&self.name, "a tensor name")?;
         Ok(TensorInfo { name, ..*self })
     }
@@ -392,7 +392,7 @@ pub enum GgufErrorKind {
     /// Something the file describes cannot be held in this board's memory.
     TooLarge(TooLarge),
     /// A buffer for the file's contents could not be allocated.
-    OutOfMemory(crate::OutOfMemory),
+    OutOfMemory(crate::oom::OutOfMemory),
 }
 
 impl fmt::Display for GgufError {
@@ -1328,7 +1328,7 @@ impl<S: Storage + ?Sized> Iterator for ArrayIter<'_, S> {
 }
 
 /// An allocation's result as a [`GgufError`] at `offset`.
-fn oom_at<T>(offset: u64, r: Result<T, crate::OutOfMemory>) -> Result<T, GgufError> {
+fn oom_at<T>(offset: u64, r: Result<T, crate::oom::OutOfMemory>) -> Result<T, GgufError> {
     r.map_err(|e| GgufError {
         offset,
         kind: GgufErrorKind::OutOfMemory(e),

@@ -59,7 +59,7 @@ impl RopeTable {
         scale: f32,
         factors: Option<&[f32]>,
         layout: RopeLayout,
-    ) -> Result<Self, crate::OutOfMemory> {
+    ) -> Result<Self, crate::oom::OutOfMemory> {
         use crate::oom;
         let half = rope_dim / 2;
         let mut cos = oom::with_capacity(positions * half, "RoPE table (cos)")?;

@@ -284,7 +284,7 @@ pub fn fit_image(board: &Board, f: &boards::Fit, kernel: &[u8]) -> Vec<u8> {
 
 /// CRC-32 of the file at `path` (what `lmboot.txt`'s `model_crc32` holds): of the whole file
 /// (`ends = None`), or of its first and last `ends` bytes (`model_digest = N`), the ranges
-/// [`report::digest_ranges`] gives the board too.
+/// [`report::digest_ranges`](::report::digest_ranges) gives the board too.
 pub fn file_crc32(path: &Path, ends: Option<u64>) -> Result<u32, String> {
     use std::io::{Read, Seek, SeekFrom};
     let what = |e: std::io::Error| format!("{}: {e}", path.display());

@@ -381,7 +381,7 @@ pub fn build(b: Build) -> Result<PathBuf, String> {
 
 /// The Linux kernel package for `isa`, its version, Debian suite and architecture, and the
 /// kernel's file in `/boot`: for aarch64 Debian bookworm's arm64 kernel (the package the Pi device
-/// trees come from), for riscv64 [`RV_KERNEL`].
+/// trees come from), for riscv64 `RV_KERNEL`.
 pub fn kernel_package(
     isa: Isa,
 ) -> (

@@ -14,7 +14,8 @@ commands:
   fetch-model     download a model into the cache and verify its sha256; prints its path
                   [NAME] (default smollm2-135m), or --list: the names, sizes and whether cached
   check-targets   build the no_std crates for aarch64-unknown-none and riscv64gc-unknown-none-elf
-  test            everything CI runs: check-targets, fetch-model, cargo test --workspace
+  test            everything CI runs: check-targets, fetch-model, cargo test --workspace, cargo doc
+                  --workspace --no-deps with rustdoc warnings denied
   image           build a card image: --board B [--model FILE|NAME] [--out FILE] [generation flags]
   qemu            build, image and boot in QEMU: --board B [--model FILE|NAME] [--mem SIZE] [--smp N] [--cpu MODEL] [--icount]
   ring            N virt boards in a ring over their second UARTs (one model split across them): --boards N
@@ -60,7 +61,9 @@ commands:
                   sdregs, chat, json) with cargo-fuzz on nightly [--seconds N] [--target T];
                   prints executions per target; crashes are saved under fuzz/regressions/
   house           the house rules, measured: non-test functions over 120 lines, import cycles
-                  inside a crate, files outside the kernel sets naming Q5_1; exits 1 if one is broken
+                  inside a crate, imports up the layers through a re-export, imports against a
+                  crate's documented layers, files outside the kernel sets naming Q5_1; exits 1
+                  if one is broken
   report          decode a board's first-boot report: LOG (a saved serial log holding the
                   lmboot-report: line) -> each field, the failed checks and what to check, and
                   the measured card and kernel rates beside the board-sim's assumptions
@@ -281,6 +284,29 @@ fn check_targets() -> i32 {
     0
 }
 
+/// The docs build with rustdoc's warnings denied: a broken intra-doc link, a public item's doc
+/// linking to a private one, a redundant link target fail the run. About 10 s once the
+/// dependencies are checked; the first time it checks them too (about two minutes on two cores).
+///
+/// `--workspace` as the other host steps take it: the kernel is there as its host stub (its
+/// modules are `cfg(target_os = "none")`), as for `cargo test` and `cargo clippy --workspace`,
+/// so its board code's docs are not checked here; `cargo doc -p kernel --no-deps --target T`
+/// with the same flags checks them for each of [`BARE_METAL_TARGETS`] (they pass; left out for
+/// the time: up to two minutes more per target the first time).
+fn docs() -> bool {
+    let mut c = cargo();
+    c.args(["doc", "--workspace", "--no-deps"])
+        .env("RUSTDOCFLAGS", "-D warnings");
+    let ok = run(c);
+    if !ok {
+        eprintln!(
+            "xtask: test: the docs do not build with rustdoc's warnings denied \
+             (`RUSTDOCFLAGS=\"-D warnings\" cargo doc --workspace --no-deps`): see above"
+        );
+    }
+    ok
+}
+
 /// Models besides the default one that `cargo xtask test` needs.
 const TEST_MODELS: [&str; 2] = ["gemma-3-270m", "qwen2.5-coder-0.5b"];
 
@@ -316,6 +342,7 @@ fn test(extra: &[String]) -> i32 {
         }
         // The SIMD kernels against their scalar twins, and the KL rule on a SIMD build, under
         // qemu-user on the CPUs they are chosen for.
+        add((phases.time("rustdoc, warnings denied", docs), [0; 3]));
         add(phases.time("cross kernel harnesses (qemu-user)", || cross_tests(&model)));
     }
     // One closing line over every test binary, so the total is not lost among per-binary summaries.

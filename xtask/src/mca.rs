@@ -6,7 +6,7 @@
 //! Our loops come from `rustc --emit asm` of `inference` (release profile), llama.cpp's from
 //! `clang -O3 -S` of ggml's CPU quant files, vendored in the `llama-cpp-python` sdist that pip
 //! downloads into the cache. From each function one loop (or one block's path) is cut out
-//! ([`asm::hot_loop`]) and run by `llvm-mca -iterations=N`; cycles per block = total cycles / N /
+//! (`asm::hot_loop`) and run by `llvm-mca -iterations=N`; cycles per block = total cycles / N /
 //! blocks per iteration.
 //! Not part of `cargo xtask test`: it needs LLVM 19 (`llvm-mca-19`, `clang-19`).
 
@@ -67,7 +67,7 @@ pub enum Src {
     Ours(&'static str),
     /// llama.cpp's C function in this unit.
     Llama(llama::Unit, &'static str),
-    /// The unit-stride alternative ([`unit::q4_1_unit_stride`]; `true`: with Zfhmin).
+    /// The unit-stride alternative (`unit::q4_1_unit_stride`; `true`: with Zfhmin).
     UnitStride(bool),
 }
 

@@ -5,7 +5,7 @@
 //! commands, retries with recovery (CMD13, CMD12) and a full re-initialisation before the last
 //! try, the CMD13 wait for the end of programming after a write.
 //!
-//! A driver supplies what differs between controllers through the crate-private [`Host`] trait:
+//! A driver supplies what differs between controllers through the crate-private `Host` trait:
 //! how one command goes out (with its data transfer set up) and comes back, how a data transfer
 //! moves its words, how the lines are reset after a failure, how the clock and bus width are set.
 //! What is in this module never touches a register.

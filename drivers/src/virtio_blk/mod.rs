@@ -375,7 +375,7 @@ impl<T: Transport> BlockDevice for VirtioBlock<T> {
 }
 
 impl<T: Transport> WriteBlocks for VirtioBlock<T> {
-    /// Synchronous (see the module docs): each piece of at most [`MAX_REQUEST`] bytes is queued and
+    /// Synchronous (see the module docs): each piece of at most `MAX_REQUEST` bytes is queued and
     /// waited for before the next.
     fn write_blocks(&mut self, lba: u64, buf: &[u8]) -> Result<(), VirtioError> {
         let blocks = (buf.len() / 512) as u64;

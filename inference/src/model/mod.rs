@@ -148,7 +148,7 @@ impl Config {
 pub enum ModelError {
     Gguf(GgufError),
     /// A buffer or table could not be allocated.
-    OutOfMemory(crate::OutOfMemory),
+    OutOfMemory(crate::oom::OutOfMemory),
     Storage(StorageError),
     Kernel(KernelError),
     /// `general.architecture` names a model lmboot does not run.
@@ -305,8 +305,8 @@ impl fmt::Display for ModelError {
 #[cfg(feature = "std")]
 impl std::error::Error for ModelError {}
 
-impl From<crate::OutOfMemory> for ModelError {
-    fn from(e: crate::OutOfMemory) -> Self {
+impl From<crate::oom::OutOfMemory> for ModelError {
+    fn from(e: crate::oom::OutOfMemory) -> Self {
         ModelError::OutOfMemory(e)
     }
 }

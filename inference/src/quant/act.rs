@@ -261,7 +261,7 @@ impl ActBuf {
 
     /// A buffer able to hold up to `max_n` activations in `format` only (quantizing to another
     /// format allocates).
-    pub fn for_format(format: ActFormat, max_n: usize) -> Result<Self, crate::OutOfMemory> {
+    pub fn for_format(format: ActFormat, max_n: usize) -> Result<Self, crate::oom::OutOfMemory> {
         use crate::oom::reserve;
         let mut b = Self::default();
         let what = "activation buffer";

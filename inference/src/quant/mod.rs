@@ -26,6 +26,7 @@ pub mod batch;
 #[path = "kernel_tests/batch.rs"]
 mod batch_tests;
 mod block;
+mod choose;
 mod entry;
 mod features;
 // The generators serve the self-test on every target, and the SIMD sets' tests where they exist.
@@ -160,7 +161,8 @@ pub fn check_dot_args(
     }
 }
 
-pub use features::{features, set_features, Features, SET_CHOICES, SET_NAMES};
+pub use choose::{features, SET_CHOICES, SET_NAMES};
+pub use features::{set_features, Features};
 pub use table::{ActElem, Dot, Dot4, Kernels, RowKernels, TypeKernels, SCALAR_TYPES};
 
 /// For a four-row kernel handed fewer than four whole rows of `rb` bytes: each row as far as it

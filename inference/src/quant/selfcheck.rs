@@ -6,7 +6,7 @@
 //! way; the harness in `kernel_tests` does it (far more widely) on the PC and under qemu-user,
 //! this does it on the CPU that runs the model, in milliseconds.
 //!
-//! The inputs come from the same generators as the harness ([`super::gen`]), from a fixed seed:
+//! The inputs come from the same generators as the harness (`quant::gen`), from a fixed seed:
 //! extreme scales, rounding ties, zeros, huge and tiny values.
 
 use super::act::{BlockQ8K, BlockQ8_0, BlockQ8_1};

@@ -10,7 +10,7 @@ pub enum TokenizerError {
     /// Reading the metadata key from the file failed.
     Gguf { key: &'static str, error: GgufError },
     /// A table of the vocabulary could not be allocated.
-    OutOfMemory(crate::OutOfMemory),
+    OutOfMemory(crate::oom::OutOfMemory),
     /// A required key is absent.
     MissingKey { key: &'static str },
     /// A scalar key holds the wrong type.
@@ -112,8 +112,8 @@ impl fmt::Display for TokenizerError {
 #[cfg(feature = "std")]
 impl std::error::Error for TokenizerError {}
 
-impl From<crate::OutOfMemory> for TokenizerError {
-    fn from(e: crate::OutOfMemory) -> Self {
+impl From<crate::oom::OutOfMemory> for TokenizerError {
+    fn from(e: crate::oom::OutOfMemory) -> Self {
         TokenizerError::OutOfMemory(e)
     }
 }

@@ -1,7 +1,7 @@
 //! The board, from its description in `boards/<name>.toml` (the constants in [`crate::board`]):
 //! [`lmboot_main`] brings the board up on core 0 (console, RAM, heap, cores, card) and hands over
 //! to the runtime's [`runtime::run::run`] with [`ThisBoard`], the runtime's
-//! [`Platform`](runtime::platform::Platform) made from the constants. The `lmboot_*` entry points the architecture's
+//! [`Platform`] made from the constants. The `lmboot_*` entry points the architecture's
 //! `boot.s` calls are here too.
 
 mod card;

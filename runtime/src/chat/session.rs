@@ -50,7 +50,7 @@ impl core::fmt::Debug for Line<'_> {
 }
 
 impl<'a> Line<'a> {
-    /// The line on `con`, with room for [`TYPE_AHEAD`] bytes typed during a reply reserved now
+    /// The line on `con`, with room for `TYPE_AHEAD` bytes typed during a reply reserved now
     /// (so typing never allocates), or the error if the heap has none.
     pub fn new(con: &'a mut dyn Console, idle: &'a dyn Fn()) -> Result<Self, OutOfMemory> {
         let mut ahead = VecDeque::new();

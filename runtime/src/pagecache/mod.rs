@@ -608,7 +608,7 @@ impl<F: FileSource> PageCache<F> {
     /// Tell the cache the order the forward pass reads the file in, once per token: `ranges` are
     /// `(offset, length)` in read order (the model's matrices), read by `readers` cores at once
     /// (each its own rows). Eviction then keeps the streamed pages needed soonest
-    /// ([`Window::victim`]); without it the cache uses its plain policy.
+    /// (`Window::victim`); without it the cache uses its plain policy.
     ///
     /// The schedule is an optimisation: if its table cannot be allocated the cache keeps its plain
     /// policy (and the run goes on).

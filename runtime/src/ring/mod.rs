@@ -5,7 +5,7 @@
 //! on its link UART (the last board sends to board 1). Board 1, the head, has the console, the
 //! tokenizer and the sampler.
 //!
-//! - **Formation** ([`head::form`], [`follower::join`]): each board sends the head a
+//! - **Formation** ([`head::gather`], [`head::assign`], [`follower::join`]): each board sends the head a
 //!   [`msg::Msg::Hello`] with its place, the model it holds (the prompt cache's model key) and its
 //!   profile; the head checks them, splits the layers ([`plan`]) and sends every board the split;
 //!   each board pins its window in its page cache (streaming what does not fit) and says it is

@@ -237,7 +237,7 @@ impl<L: Link> Node<L> {
     }
 
     /// After this board's own Stop: keep passing frames on until everything queued is sent and
-    /// the line in has been quiet for [`LINGER_QUIET_NS`] (bounded by `ns`). A Stop for a later
+    /// the line in has been quiet for `LINGER_QUIET_NS` (bounded by `ns`). A Stop for a later
     /// board that was corrupt on the way in is sent again by the head after its timeout, and only
     /// this board can pass the copy on: ending as soon as its own queue is empty would leave the
     /// later boards running.

@@ -1,11 +1,11 @@
 //! The run, portable: everything after the board is up, as named steps.
 //!
 //! [`mount`] the card and read `lmboot.txt` → [`open_model`] (header, tensor census, tokenizer) →
-//! a draft model's layers and head, if speculation names one ([`spec::load`]) →
-//! [`size_buffers`] (KV cache and activations first, the page cache gets what is left) →
-//! [`reader`] (a core serves the card, or the cores read it themselves) → [`load`] the page cache →
-//! [`check_weights`] → [`selftest`] → [`choose_kernels`] → [`chat`](crate::chat) (the chat step) or
-//! [`generate`](generate::generate). The board supplies a block device, a console, a clock and a
+//! a draft model's layers and head, if speculation names one (`spec::load`) →
+//! `size_buffers` (KV cache and activations first, the page cache gets what is left) →
+//! `reader` (a core serves the card, or the cores read it themselves) → `load` the page cache →
+//! `check_part` → `selftest` → `choose_kernels` → [`chat`](crate::chat) (the chat step) or
+//! `generate::run`. The board supplies a block device, a console, a clock and a
 //! worker pool ([`Platform`]); the host tests run the same function over a RAM disk.
 
 mod converse;

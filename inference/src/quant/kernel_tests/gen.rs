@@ -113,8 +113,8 @@ pub fn fixture(name: &str) -> Option<(Vec<u8>, GgmlType, usize, Vec<f32>)> {
         return None;
     }
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let src = crate::SliceStorage::new(&bytes);
-    let g = crate::Gguf::open(&src).unwrap();
+    let src = crate::storage::SliceStorage::new(&bytes);
+    let g = crate::gguf::Gguf::open(&src).unwrap();
     let t = g.require_tensor("w").unwrap().clone();
     let w = bytes[t.offset as usize..(t.offset + t.size) as usize].to_vec();
     let xt = g.require_tensor("x").unwrap();

@@ -9,7 +9,7 @@
 //! Section attributes (Arm ARM B3.5.1, TEX remap off): normal memory is TEX=001 C=1 B=1 (outer
 //! and inner write-back, write-allocate), shareable (S) so the cores' caches stay coherent;
 //! device memory is TEX=000 C=0 B=1 (shareable device) and never executable (XN). Both are
-//! AP[2:0] = 011 (read/write at every privilege level) in domain 0, which DACR sets to "client".
+//! `AP[2:0]` = 011 (read/write at every privilege level) in domain 0, which DACR sets to "client".
 
 use crate::arch::MapError;
 use crate::board::{MemKind, Region, MEMORY, RAM_BASE, RAM_SIZE_FALLBACK};

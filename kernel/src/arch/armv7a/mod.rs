@@ -80,7 +80,7 @@ fn mode_name(m: u32) -> &'static str {
     }
 }
 
-/// The fault status field of a short-descriptor DFSR/IFSR (FS[4] at bit 10, FS[3:0] at 3:0).
+/// The fault status field of a short-descriptor DFSR/IFSR (`FS[4]` at bit 10, `FS[3:0]` at 3:0).
 fn fault_status(fsr: u32) -> (u32, &'static str) {
     let fs = ((fsr >> 6) & 0x10) | (fsr & 0xf);
     let what = match fs {
