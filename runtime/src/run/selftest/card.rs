@@ -86,7 +86,7 @@ pub(super) fn check<D: WriteBlocks + Send, P: Platform + ?Sized>(
     Ok(())
 }
 
-/// The card check over `dev`: up to [`SPAN`] bytes of the blocks in `runs` (in order), timed by
+/// The card check over `dev`: up to `SPAN` (4 MiB) bytes of the blocks in `runs` (in order), timed by
 /// `now_ns` (nanoseconds). A device that names no way to read ([`BlockDevice::transfer`]) has its
 /// rate measured; a host without DMA, its PIO rate; one with both reads the blocks by DMA (for
 /// at most a second) and the same by PIO, compares them and goes back to the way it was on,
