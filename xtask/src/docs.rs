@@ -260,6 +260,20 @@ fn command_end(s: &str) -> usize {
         .unwrap_or(s.len())
 }
 
+/// The boards' names: the files in `boards/`.
+fn boards() -> BTreeSet<String> {
+    let dir = crate::workspace_root().join("boards");
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| {
+                let name = e.ok()?.file_name().into_string().ok()?;
+                name.strip_suffix(".toml").map(String::from)
+            })
+            .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The commands and flags one piece of code names that its program does not have.
 pub fn check_commands(code: &str, xtask: &Usage, host: &Usage) -> Vec<String> {
     let mut bad = Vec::new();
@@ -281,9 +295,22 @@ pub fn check_commands(code: &str, xtask: &Usage, host: &Usage) -> Vec<String> {
                 }
             }
         }
-        for f in words.take_while(|&w| w != "--").filter_map(flag) {
+        let words: Vec<&str> = words.take_while(|&w| w != "--").collect();
+        for f in words.iter().filter_map(|w| flag(w)) {
             if !xtask.flags.contains(&f) {
                 bad.push(format!("`cargo xtask {plain} ... {f}`: no such flag"));
+            }
+        }
+        // `--board NAME`: a file in boards/ (a placeholder in capitals is not checked).
+        for pair in words
+            .windows(2)
+            .filter(|p| p[0].trim_start_matches('[') == "--board")
+        {
+            let name = pair[1].trim_end_matches([']', ',', '`', ')']);
+            if name.bytes().any(|b| b.is_ascii_lowercase()) && !boards().contains(name) {
+                bad.push(format!(
+                    "`cargo xtask {plain} --board {name}`: no such board"
+                ));
             }
         }
     }
@@ -344,8 +371,14 @@ mod tests {
         let h = Usage::parse("  --model FILE\n");
         assert_eq!(x.commands.iter().collect::<Vec<_>>(), ["image", "qemu"]);
         assert!(check_commands("cargo xtask image|qemu --board rpi3 # --nope", &x, &h).is_empty());
+        assert!(check_commands("cargo xtask qemu [--board B]", &x, &h).is_empty());
+        let bad = check_commands("cargo xtask image --board orangepi-pc", &x, &h);
+        assert_eq!(
+            bad,
+            ["`cargo xtask image --board orangepi-pc`: no such board"]
+        );
         let bad = check_commands(
-            "cargo xtask bench --board x -- --y; lmboot-host -- --model m --mem 1",
+            "cargo xtask bench --board B -- --y; lmboot-host -- --model m --mem 1",
             &x,
             &h,
         );
