@@ -256,7 +256,7 @@ impl fmt::Display for ConfigError {
             }
             ConfigErrorKind::NoEquals => write!(f, "expected `key = value`"),
             ConfigErrorKind::UnknownKey { key } => {
-                write!(f, "unknown key {key:?} (known: {KNOWN})")
+                write!(f, "unknown key {key:?} (known: {KnownKeys})")
             }
             ConfigErrorKind::Repeated { key } => write!(f, "key {key:?} is set twice"),
             ConfigErrorKind::BadValue {
@@ -274,7 +274,307 @@ impl fmt::Display for ConfigError {
     }
 }
 
-const KNOWN: &str = "model, prompt, system, mode, json, allow_write, prompt_cache, n, temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed, ctx, batch, cache, page, readahead, io_core, cores, special, kernels, measure_cores, selftest, selftest_fault, model_crc32, model_digest, forward_check, arm_freq, ring, ring_baud, lookup, self_draft, draft, draft_vocab, draft_max, speculate";
+/// One key of `lmboot.txt`, as `docs/card.md` documents it (its table is [`keys_markdown`],
+/// which `cargo xtask docs` writes there and a test compares).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Key {
+    pub name: &'static str,
+    /// What the value may be: the parser's own words for a bad value (a test checks them);
+    /// a key taking any text says `text`.
+    pub values: &'static str,
+    /// What an absent key means (markdown).
+    pub default: &'static str,
+    /// What the key does (markdown); keys side by side with the same description share a row.
+    pub description: &'static str,
+}
+
+const SAMPLING: &str = r"sampling (temperature 0 = greedy); a setting left out takes the model's recommendation when its GGUF has `general.sampling.*` keys (a `sampling:` line says which); a chat with neither sets `repeat_penalty` 1.1 over the last 64 tokens, Ollama's default, so that a reply does not loop (`repeat_penalty = 1` turns it off; `/set` changes any setting during the chat)";
+
+/// Every key the parser knows, in the order of its "unknown key" message; a key's index is its
+/// bit in the parser's mask of keys seen (so fewer than 64).
+pub const KEYS: &[Key] = &[
+    Key {
+        name: "model",
+        values: r"a path on the card, e.g. /model.gguf",
+        default: r"`/model.gguf`",
+        description: r"path of the GGUF file on the card",
+    },
+    Key {
+        name: "prompt",
+        values: r"text, with the escapes `\n`, `\t`, `\\`",
+        default: r"none",
+        description: r"the prompt; `\n`, `\t`, `\\` escapes; `<|im_start|>` etc. are special tokens",
+    },
+    Key {
+        name: "system",
+        values: r"text, with the escapes `\n`, `\t`, `\\`",
+        default: r"model's",
+        description: r"chat: the system prompt (default: the model's own, if its chat template has one)",
+    },
+    Key {
+        name: "mode",
+        values: r"auto, generate or chat",
+        default: r"`auto`",
+        description: r"`chat` (talk on the serial line), `generate` (run `prompt` once and power off), `auto` (chat if no `prompt`)",
+    },
+    Key {
+        name: "json",
+        values: r"true or false",
+        default: r"`false`",
+        description: r"constrain the output to one valid JSON object or array, ending when it is complete (chat: `/json on`)",
+    },
+    Key {
+        name: "allow_write",
+        values: r"true or false",
+        default: r"`false`",
+        description: r"let lmboot write the card: only the prompt-cache file's own blocks, never the FAT or directories",
+    },
+    Key {
+        name: "prompt_cache",
+        values: r"off, or a path on the card starting with /",
+        default: r"`/lmboot.kv`",
+        description: r"a preallocated file on the card holding the KV state after the system prompt (keyed by model and prompt, checksummed); `off` to disable",
+    },
+    Key {
+        name: "n",
+        values: r"1 to 1048576 tokens",
+        default: r"64",
+        description: r"tokens to generate",
+    },
+    Key {
+        name: "temperature",
+        values: r"0 (greedy) to 100",
+        default: r"0.8",
+        description: SAMPLING,
+    },
+    Key {
+        name: "top_k",
+        values: r"0 (off) to 1048576",
+        default: r"40",
+        description: SAMPLING,
+    },
+    Key {
+        name: "top_p",
+        values: r"0 to 1",
+        default: r"0.95",
+        description: SAMPLING,
+    },
+    Key {
+        name: "min_p",
+        values: r"0 to 1",
+        default: r"0.05",
+        description: SAMPLING,
+    },
+    Key {
+        name: "repeat_penalty",
+        values: r"0.01 to 100, 1 = off",
+        default: r"1 (a chat: 1.1)",
+        description: SAMPLING,
+    },
+    Key {
+        name: "repeat_last_n",
+        values: r"0 to 4096",
+        default: r"64",
+        description: SAMPLING,
+    },
+    Key {
+        name: "seed",
+        values: r"0 to 18446744073709551615",
+        default: r"0",
+        description: SAMPLING,
+    },
+    Key {
+        name: "ctx",
+        values: r"1 to 1048576 positions",
+        default: r"512",
+        description: r"KV-cache positions",
+    },
+    Key {
+        name: "batch",
+        values: r"auto, or 1 to 64 tokens",
+        default: r"`auto`",
+        description: r"prompt tokens per forward pass, 1 to 64: each weight is read (from the card, when the model streams) and decoded once per batch; any value gives the same logits, bit for bit (`auto` = up to 32, as many as fit in a sixteenth of the free RAM)",
+    },
+    Key {
+        name: "cache",
+        values: r"auto, or 1M to 1024G, e.g. 64M",
+        default: r"`auto`",
+        description: r"page-cache size (`auto` = free RAM)",
+    },
+    Key {
+        name: "page",
+        values: r"4K to 16M, a multiple of 4K",
+        default: r"`256K`",
+        description: r"page size",
+    },
+    Key {
+        name: "readahead",
+        values: r"off, or 0 to 8 pages",
+        default: r"4",
+        description: r"pages read ahead of the forward pass when the model does not fit in RAM; `off` or 0 to 8",
+    },
+    Key {
+        name: "io_core",
+        values: r"auto, on or off",
+        default: r"`auto`",
+        description: r"one core serves the card while the others compute (read-ahead on a card that cannot queue reads: the Pi's SD host); `auto`, `on`, `off`",
+    },
+    Key {
+        name: "cores",
+        values: r"all, or 1 to 16",
+        default: r"`all`",
+        description: r"cores to use",
+    },
+    Key {
+        name: "special",
+        values: r"true or false",
+        default: r"`true`",
+        description: r"parse special-token text in the prompt",
+    },
+    Key {
+        name: "kernels",
+        values: inference::quant::SET_CHOICES,
+        default: r"`auto`",
+        description: r"`auto`, `scalar`, `neon`, `neon-dotprod`, `rvv`, `xtheadvector` (refused if the CPU lacks it)",
+    },
+    Key {
+        name: "measure_cores",
+        values: r"1 to 16",
+        default: r"none",
+        description: r"benchmark only: run an N-core split on one core, counting each core's share",
+    },
+    Key {
+        name: "selftest",
+        values: r"none, full, panic or exception",
+        default: r"none",
+        description: r"`full`: the first-boot checks before the prompt or chat (model file, clocks, memory, card, kernels, cores, rates, forward pass; see [the self-test card](bring-up.md#first-the-self-test-card)), each with a verdict line, then the `lmboot-report:` line; `panic` or `exception`: stop that way after loading, to see the board's fault report",
+    },
+    Key {
+        name: "selftest_fault",
+        values: r"none, kernels or core",
+        default: r"none",
+        description: r"`kernels`: the self-test sees the set in use compute one operation wrong; `core`: the last core's answer is lost; to show what the self-test does then",
+    },
+    Key {
+        name: "model_crc32",
+        values: r"eight hex digits (cargo xtask image writes it)",
+        default: r"written by `cargo xtask image`",
+        description: r"the model file's CRC-32 as `cargo xtask image` wrote it (eight hex digits; over the bytes `model_digest` names); `selftest = full` reads them and stops with an error naming both digests if they differ",
+    },
+    Key {
+        name: "model_digest",
+        values: r"all, or 1 to 65536 (MiB at each end of the file)",
+        default: r"`all`",
+        description: r"what the model check reads: `all` (the whole file), or N (1 to 65536): the first and last N MiB, for a large model on a slow card (`cargo xtask image --set model_digest=N` computes `model_crc32` over the same bytes)",
+    },
+    Key {
+        name: "forward_check",
+        values: r"TOKEN:CRC:A,B,C (cargo xtask image writes it)",
+        default: r"written by `cargo xtask image`",
+        description: r"`TOKEN:CRC:A,B,C`: the CRC-32 of the logits after one token alone and their three likeliest tokens, as the PC computed them when `cargo xtask image` wrote the card; `selftest = full` computes the same on the board and says whether they match",
+    },
+    Key {
+        name: "arm_freq",
+        values: r"max, boot, or 600 to 2400 (MHz)",
+        default: r"`max`",
+        description: r"Raspberry Pi: the ARM cores' clock once this file is read: `max` (the board's maximum, temperature permitting), `boot` (what the firmware booted with) or 600 to 2400 (MHz); other boards ignore it",
+    },
+    Key {
+        name: "ring",
+        values: r"off, or K/N: this board's place K of N boards (1 <= K <= N <= 8)",
+        default: r"`off`",
+        description: r"`K/N`: this board is board K of a ring of N boards (1 is the head), on the link UART its board file names; `off` runs alone. The prompt cache is off on a ring",
+    },
+    Key {
+        name: "ring_baud",
+        values: r"max, or 1200 to 12000000 bits/s",
+        default: r"`max`",
+        description: r"the ring's line rate: `max` (the fastest the link UART's clock makes exactly, up to 4 Mbaud: 3 Mbaud on a Pi's PL011) or 1200 to 12000000",
+    },
+    Key {
+        name: "lookup",
+        values: r"0 (off) to 8 tokens",
+        default: r"0 (off)",
+        description: r"speculative decoding: guess the next tokens from earlier text (the prompt, the conversation) that ends like the last N tokens, 1 to 8; costs no memory; suits code edits, JSON, replies that quote the prompt",
+    },
+    Key {
+        name: "self_draft",
+        values: r"0 (off), or 1 to the model's layers less one",
+        default: r"0 (off)",
+        description: r"speculative decoding: the model's own first L layers and output head guess (in the model's own KV cache: no memory of its own; the page cache pins the head and those layers first, as they are read at every guess; `auto` does not use it where they cannot be held and it could not pay)",
+    },
+    Key {
+        name: "draft",
+        values: r"off, or a path on the card starting with /",
+        default: r"`off`",
+        description: r"speculative decoding: a smaller model of the same vocabulary guesses (e.g. `/draft.gguf`); refused if its tokens or special ids differ. Its layers and its output head (or the part `draft_vocab` keeps) are read into RAM at boot, beside the model; its token embedding stays on the card, read a row a token; with `speculate = auto` it is loaded only if its guesses could pay for the page cache it takes",
+    },
+    Key {
+        name: "draft_vocab",
+        values: r"auto, all, or 256 or more tokens",
+        default: r"`auto`",
+        description: r"how much of the draft model's output head it keeps: `all`, N (at least 256: the N lowest token ids, the common ones in a byte-pair vocabulary, and every token of the prompt and the conversation as it comes), or `auto` (the whole head if it fits in a sixth of the RAM left for the page cache and the head, else as many rows as do). The draft can only guess tokens it keeps; the output is unchanged",
+    },
+    Key {
+        name: "draft_max",
+        values: r"1 to 63 guesses",
+        default: r"8",
+        description: r"most guesses checked in one pass (1 to 63)",
+    },
+    Key {
+        name: "speculate",
+        values: r"auto, off, or 1 to 63 guesses every pass",
+        default: r"`auto`",
+        description: r"`auto`: check as many guesses as pay for themselves, measured (the card's time per pass against the arithmetic per token, and the share of guesses taken; none at all when they do not pay); `off`; or K: always K. The output is the same either way: greedy, token for token; sampled, the same distribution",
+    },
+];
+
+const _: () = assert!(KEYS.len() < 64);
+
+/// The names of [`KEYS`], as the "unknown key" error lists them.
+struct KnownKeys;
+
+impl fmt::Display for KnownKeys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, k) in KEYS.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(k.name)?;
+        }
+        Ok(())
+    }
+}
+
+/// [`KEYS`] as the markdown table of `docs/card.md`: one row a key, or one row for keys side by
+/// side that share a description (their values joined by `; `, their defaults by `, `).
+pub fn keys_markdown() -> String {
+    let cell = |s: &str| s.replace('|', "\\|");
+    let mut out = String::from("| key | meaning | allowed values | default |\n|---|---|---|---|\n");
+    let mut rest = KEYS;
+    while let Some(first) = rest.first() {
+        let n = rest
+            .iter()
+            .take_while(|k| k.description == first.description)
+            .count();
+        let (row, tail) = rest.split_at(n);
+        let join = |part: fn(&Key) -> String, sep: &str| -> String {
+            row.iter()
+                .map(part)
+                .collect::<alloc::vec::Vec<_>>()
+                .join(sep)
+        };
+        out += &alloc::format!(
+            "| {} | {} | {} | {} |\n",
+            join(|k| alloc::format!("`{}`", k.name), ", "),
+            cell(first.description),
+            cell(&join(|k| k.values.into(), "; ")),
+            cell(&join(|k| k.default.into(), ", ")),
+        );
+        rest = tail;
+    }
+    out
+}
 
 /// `ring = K/N` (`off` or `1/1`: alone).
 fn ring_place(f: &Field<'_>) -> Result<Option<RingPlace>, ConfigError> {
@@ -428,7 +728,7 @@ impl Config {
     /// Parse a configuration file's bytes; unset keys keep their defaults.
     pub fn parse(text: &[u8]) -> Result<Config, ConfigError> {
         let mut c = Config::default();
-        // Bit i: the i-th key of KNOWN was set (fewer than 64 keys).
+        // Bit i: the i-th key of KEYS was set (fewer than 64 keys).
         let mut seen = 0u64;
         for (i, raw) in text.split(|&b| b == b'\n').enumerate() {
             let line = i + 1;
@@ -458,8 +758,8 @@ impl Config {
                 kind: ConfigErrorKind::NoEquals,
             })?;
             let (k, v) = (k.trim(), v.trim());
-            let (i, key) = match KNOWN.split(", ").enumerate().find(|&(_, known)| known == k) {
-                Some(found) => found,
+            let (i, key) = match KEYS.iter().enumerate().find(|(_, known)| known.name == k) {
+                Some((i, known)) => (i, known.name),
                 None => {
                     return Err(ConfigError {
                         line,
@@ -865,6 +1165,44 @@ mod tests {
             Config::parse(&long).unwrap_err().kind,
             ConfigErrorKind::LineTooLong { .. }
         ));
+    }
+
+    /// Each key's `values` are the parser's words for a bad value, and every key is parsed.
+    #[test]
+    fn keys_say_what_the_parser_allows() {
+        for key in KEYS {
+            assert!(
+                !key.description.is_empty() && !key.default.is_empty(),
+                "{key:?}"
+            );
+            let mut said = alloc::vec::Vec::new();
+            for bad in ["?bad?", ""] {
+                let line = alloc::format!("{} = {bad}\n", key.name);
+                match Config::parse(line.as_bytes()) {
+                    Ok(_) => {}
+                    Err(ConfigError {
+                        kind: ConfigErrorKind::BadValue { allowed, .. },
+                        ..
+                    }) => said.push(allowed),
+                    Err(e) => panic!("{}: {e}", key.name),
+                }
+            }
+            if said.is_empty() {
+                assert!(
+                    key.values.starts_with("text"),
+                    "{}: takes any text",
+                    key.name
+                );
+            }
+            for allowed in said {
+                assert_eq!(key.values, allowed, "{}: KEYS against the parser", key.name);
+            }
+        }
+        let e = Config::parse(b"nope = 1").unwrap_err().to_string();
+        assert!(e.contains("(known: model, prompt, system, mode,") && e.ends_with(", speculate)"));
+        let table = keys_markdown();
+        assert_eq!(table.lines().count(), 2 + KEYS.len() - 6, "{table}");
+        assert!(table.contains("| `temperature`, `top_k`, `top_p`, `min_p`, `repeat_penalty`, `repeat_last_n`, `seed` |"));
     }
 
     #[test]

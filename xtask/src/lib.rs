@@ -43,6 +43,7 @@ pub(crate) fn python() -> String {
 }
 
 pub mod bench;
+pub mod docs;
 pub mod dtb;
 pub mod duo;
 pub mod fetch;

@@ -60,6 +60,8 @@ commands:
   fuzz            run each fuzz target (gguf, fat, tokenizer, config, ring, fdt, promptcache,
                   sdregs, chat, json) with cargo-fuzz on nightly [--seconds N] [--target T];
                   prints executions per target; crashes are saved under fuzz/regressions/
+  docs            write docs/card.md's table of lmboot.txt keys from runtime/src/config.rs's KEYS
+                  (a test fails until it is run after a key changes)
   house           the house rules, measured: non-test functions over 120 lines, import cycles
                   inside a crate, imports up the layers through a re-export, imports against a
                   crate's documented layers, files outside the kernel sets naming Q5_1; exits 1
@@ -91,6 +93,11 @@ fn main() {
         })),
         Some("fuzz") => report(fuzz(&args[1..])),
         Some("house") => report(house()),
+        Some("docs") => report(xtask::docs::write_key_table().map(|changed| {
+            let what = if changed { "rewrote" } else { "unchanged:" };
+            println!("xtask: docs: {what} docs/card.md");
+            0
+        })),
         Some("image") => report(image(&args[1..]).map(|_| 0)),
         Some("qemu") => report(qemu(&args[1..])),
         Some("ring") => report(ring(&args[1..])),

@@ -6,7 +6,7 @@
 use report::{Assumed, ASSUMED, FIELDS};
 use std::fmt::Write as _;
 
-/// What a failed check means and what to check (the README's failure table, per check).
+/// What a failed check means and what to check (docs/bring-up.md's failure table, per check).
 const HINTS: [(&str, &str); 7] = [
     ("kernels", "a kernel set computed other numbers than the scalar set on this CPU; the run used the next set (the `kernels:` line names it). Send the report: the cpu field names the core"),
     ("cores", "a core did not start or computed another checksum than the first; the run used the cores that agree. Send the log (the firmware's core release, the board's supply)"),
