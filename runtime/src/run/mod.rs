@@ -19,7 +19,7 @@ mod source;
 pub(crate) mod spec;
 
 pub use error::{CardError, RunError};
-pub use selftest::{card_check, CardCheck};
+pub use selftest::{card_check, CardCheck, CARD_SPAN};
 use spec::SpecBuffers;
 pub use spec::{DraftHeld, DraftModel};
 
